@@ -1,0 +1,37 @@
+# One entry point for people and CI. Every target creates .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint fmt bench install clean
+
+$(BIN)/interlock: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/interlock
+
+# The README's first command: interlock with no cluster (embedded API server, a demo edge, traces on).
+demo: install
+	$(BIN)/interlock demo
+
+# The README's second command: the whole test suite.
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict interlock
+
+fmt: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python benchmarks/runtime.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,5 @@
+"""Allow ``python -m interlock``."""
+
+from interlock.cli import main
+
+raise SystemExit(main())
