@@ -1,0 +1,92 @@
+"""Object metadata shared by every Kubernetes input, and the error type for bad input.
+
+Every parse of a Kubernetes object goes through :func:`parse_object`, so that a bad value is
+always reported the same way: the kind, the object's ``namespace/name`` and the field path
+(``HTTPRoute default/web: spec.rules[0].backendRefs[1].weight: ...``). Without this, pydantic's
+own messages name neither the object nor the field in the shape a Kubernetes user knows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class KubeModel(BaseModel):
+    """Base for every parsed input: unknown fields ignored, immutable, camelCase aliases."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class ObjectMeta(KubeModel):
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = Field("", alias="resourceVersion")
+    generation: int = 0
+    creation_timestamp: datetime | None = Field(None, alias="creationTimestamp")
+    deletion_timestamp: datetime | None = Field(None, alias="deletionTimestamp")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ObjectKey(KubeModel):
+    """What identifies an object of a known kind: its namespace ('' if cluster-scoped) and name."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class InvalidObject(ValueError):
+    """A Kubernetes object that cannot be used, with the object and the field that is wrong."""
+
+    def __init__(self, kind: str, key: str, field: str, reason: str) -> None:
+        self.kind = kind
+        self.key = key
+        self.field = field
+        self.reason = reason
+        where = f"{field}: " if field else ""
+        super().__init__(f"{kind} {key}: {where}{reason}")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def object_key_of(raw: dict[str, Any]) -> str:
+    """``namespace/name`` (or ``name``) of a raw object, for error messages; never raises."""
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    if not isinstance(meta, dict):
+        return "<unnamed>"
+    name = meta.get("name") or "<unnamed>"
+    namespace = meta.get("namespace")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def parse_object(model: type[M], kind: str, raw: dict[str, Any]) -> M:
+    """Parse ``raw`` into ``model``; on failure raise :class:`InvalidObject` naming the field.
+
+    Only the first error is reported: it is the one a user fixes first, and one clear line reads
+    better in an Event or a status condition than pydantic's full dump.
+    """
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        raise InvalidObject(
+            kind, object_key_of(raw), _field_path(tuple(first["loc"])), first["msg"]
+        ) from None
