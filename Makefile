@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint fmt bench install clean
+.PHONY: demo test lint fmt bench install binary clean
 
 $(BIN)/interlock: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,16 @@ fmt: install
 
 bench: install
 	$(BIN)/python benchmarks/runtime.py
+
+# One self-contained executable (a shiv zipapp with every dependency inside) for a machine
+# with Python 3.11 and nothing else. It unpacks its native wheels under $$SHIV_ROOT (default
+# ~/.shiv; set SHIV_ROOT=/tmp on a read-only root filesystem).
+binary: install
+	rm -rf build/binary && mkdir -p dist
+	$(BIN)/pip wheel -q --wheel-dir build/binary .
+	$(BIN)/shiv --compressed --reproducible -c interlock -o dist/interlock \
+		--python '/usr/bin/env python3' --no-index --find-links build/binary interlock
+	@echo "built dist/interlock"
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,23 @@
+# The image that runs the one binary. Slim base, non-root, works with a read-only root filesystem
+# (nothing is written outside /tmp; bytecode is compiled at build time).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY interlock ./interlock
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl \
+    && rm -rf /wheels \
+    && python -m compileall -q /usr/local/lib/python3.11/site-packages \
+    && groupadd --system --gid 10001 interlock \
+    && useradd --system --uid 10001 --gid interlock --home-dir /nonexistent --shell /usr/sbin/nologin interlock
+COPY manifests/crds /usr/share/interlock/crds
+USER 10001:10001
+EXPOSE 8080 8090 9090
+ENTRYPOINT ["interlock"]
+CMD ["run"]
