@@ -6,17 +6,31 @@ plane (which enforces them), so the field names follow the CRD exactly.
 
 Secret values are wrapped in :class:`SecretValue`, whose ``repr`` and ``str`` never show the
 value: a Secret must not reach a log line, a trace, an Event or a debug page by accident.
+
+A ModuleSet is parsed so that it *fails closed*: pydantic would silently ignore an unknown module
+type (``ipRestrction:``) or an unknown field inside a module (``ipRestriction: {alow: [...]}``),
+which would serve a route with less protection than its author wrote. :class:`ModuleSetSpec`
+therefore sifts ``spec.modules`` before validation and keeps every unknown key and every invalid
+module as a :class:`ModuleProblem`; :func:`validate_modules` adds what types alone cannot check
+(CIDRs, durations, header names). A ModuleSet with any problem is never used for a route.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
+import re
+import types
+import typing
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from interlock.model.meta import KubeModel, ObjectMeta
+from interlock.model.durations import InvalidDuration, parse_duration
+from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object
 
 
 class SecretValue:
@@ -48,14 +62,23 @@ class SecretKeyRef(KubeModel):
     name: str
     key: str
 
+    def __str__(self) -> str:
+        return f"Secret {self.name!r} key {self.key!r}"
+
 
 class Secret(KubeModel):
     """A v1 Secret; only ``data`` (base64) and ``stringData`` are read, values never printed."""
 
     metadata: ObjectMeta
     type: str = "Opaque"
-    raw_data: dict[str, str] = Field(default_factory=dict, alias="data", repr=False)
-    string_data: dict[str, str] = Field(default_factory=dict, alias="stringData", repr=False)
+    raw_data: dict[str, str] = Field(default_factory=dict, alias="data", repr=False, exclude=True)
+    string_data: dict[str, str] = Field(
+        default_factory=dict, alias="stringData", repr=False, exclude=True
+    )
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
     def value(self, key: str) -> SecretValue | None:
         """The decoded value of ``key``, or None when the key is absent or not valid base64."""
@@ -134,11 +157,338 @@ class Modules(KubeModel):
     rate_limit: RateLimitModule | None = Field(None, alias="rateLimit")
 
 
+class ModuleProblem(KubeModel):
+    """Why a ModuleSet cannot be used: the module, the field path and the reason.
+
+    ``str()`` reads ``spec.modules.ipRestriction.allow[1]: "10.0.0.0/33" is not a valid CIDR``.
+    ``module`` is the module type as written (``""`` when the problem is ``spec.modules`` itself).
+    """
+
+    module: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}"
+
+
 class ModuleSetSpec(KubeModel):
     modules: Modules = Field(default_factory=Modules)
+    problems: tuple[ModuleProblem, ...] = Field(default=(), exclude=True)
+    """What is wrong in ``spec.modules`` as written; filled by the sifting below, not by users."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sift_modules(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        modules = data.get("modules")
+        if isinstance(modules, Modules):
+            return data
+        kept, problems = _sift_modules(modules)
+        return {**data, "modules": kept, "problems": tuple(problems)}
 
 
 class ModuleSet(KubeModel):
     metadata: ObjectMeta
     spec: ModuleSetSpec = Field(default_factory=ModuleSetSpec)
     status: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+
+def parse_module_set(raw: dict[str, Any]) -> ModuleSet:
+    """Parse a ModuleSet.
+
+    Raises :class:`InvalidObject` only when the object as a whole is unreadable (no name, a
+    ``spec`` that is not an object). Problems inside ``spec.modules`` do not raise: they are kept
+    in ``spec.problems`` so the ModuleSet still exists for status and for the Ingresses naming it
+    (which then fail closed with a permanent error rather than wait for it to "appear").
+    """
+    return parse_object(ModuleSet, "ModuleSet", raw)
+
+
+def parse_secret(raw: dict[str, Any]) -> Secret:
+    """Parse a v1 Secret; errors name the Secret and field, never a value."""
+    return parse_object(Secret, "Secret", raw)
+
+
+# --- sifting spec.modules ----------------------------------------------------------------------
+
+_MODULE_FIELDS: dict[str, str] = {
+    (info.alias or name): name for name, info in Modules.model_fields.items()
+}
+"""Module type as written in YAML (``ipRestriction``) → field name (``ip_restriction``)."""
+
+
+def _module_class(field_name: str) -> type[BaseModel]:
+    found = _model_in(Modules.model_fields[field_name].annotation)
+    assert found is not None, field_name  # every Modules field is an optional module model
+    return found
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (``X`` or ``X | None``), if there is one."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+
+
+def _unknown_fields(model: type[BaseModel], value: Any, path: str) -> Iterator[str]:
+    """Paths of keys in ``value`` that ``model`` would silently ignore, recursively."""
+    if not isinstance(value, dict):
+        return
+    known: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        known[name] = info.annotation
+        if info.alias:
+            known[info.alias] = info.annotation
+    for key, sub in value.items():
+        if key not in known:
+            yield f"{path}.{key}"
+            continue
+        nested = _model_in(known[key])
+        if nested is not None:
+            yield from _unknown_fields(nested, sub, f"{path}.{key}")
+
+
+def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
+    """The modules that validate, and a problem for every unknown or invalid one."""
+    if modules is None:
+        return {}, []
+    if not isinstance(modules, dict):
+        return {}, [ModuleProblem(module="", field="spec.modules", reason="must be an object")]
+    kept: dict[str, Any] = {}
+    problems: list[ModuleProblem] = []
+    for module, config in modules.items():
+        path = f"spec.modules.{module}"
+        field_name = _MODULE_FIELDS.get(module) or (
+            module if module in Modules.model_fields else ""
+        )
+        if not field_name:
+            known = ", ".join(sorted(_MODULE_FIELDS))
+            problems.append(
+                ModuleProblem(
+                    module=module,
+                    field=path,
+                    reason=f'unknown module type "{module}" (known types: {known})',
+                )
+            )
+            continue
+        if config is None:
+            continue
+        model = _module_class(field_name)
+        problems.extend(
+            ModuleProblem(module=module, field=field, reason="unknown field")
+            for field in _unknown_fields(model, config, path)
+        )
+        try:
+            kept[module] = model.model_validate(config)
+        except ValidationError as exc:
+            problems.extend(
+                ModuleProblem(
+                    module=module, field=path + _loc_path(tuple(e["loc"])), reason=e["msg"]
+                )
+                for e in exc.errors(include_url=False, include_input=False)
+            )
+    return kept, problems
+
+
+# --- validation beyond types -------------------------------------------------------------------
+
+# RFC 9110 token characters: what a header field name may contain.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Kubernetes Secret data keys.
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# Kubernetes object names (DNS subdomain).
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
+    """Every reason ``module_set`` cannot be used, in the order they appear; empty when valid."""
+    problems = list(module_set.spec.problems)
+    modules = module_set.spec.modules
+
+    def problem(module: str, field: str, reason: str) -> None:
+        problems.append(
+            ModuleProblem(module=module, field=f"spec.modules.{module}{field}", reason=reason)
+        )
+
+    if modules.ip_restriction is not None:
+        for list_name, cidrs in (
+            ("allow", modules.ip_restriction.allow),
+            ("deny", modules.ip_restriction.deny),
+        ):
+            for index, cidr in enumerate(cidrs):
+                reason = _cidr_problem(cidr)
+                if reason:
+                    problem("ipRestriction", f".{list_name}[{index}]", reason)
+    for module, field, ref in module_secret_ref_fields(modules):
+        for reason_field, reason in _secret_ref_problems(ref):
+            problem(module, f".{field}{reason_field}", reason)
+    if modules.basic_auth is not None and not _printable_without_quotes(modules.basic_auth.realm):
+        problem("basicAuth", ".realm", "must not contain quotes or control characters")
+    if modules.jwt is not None:
+        if not modules.jwt.issuer.strip():
+            problem("jwt", ".issuer", "must not be empty")
+        for index, audience in enumerate(modules.jwt.audiences):
+            if not audience.strip():
+                problem("jwt", f".audiences[{index}]", "must not be empty")
+    if modules.headers is not None:
+        for direction, changes in (
+            ("request", modules.headers.request),
+            ("response", modules.headers.response),
+        ):
+            for name, value in changes.add.items():
+                where = f'.{direction}.add["{name}"]'
+                if not _HEADER_NAME.match(name):
+                    problem("headers", where, f'"{name}" is not a valid header name')
+                # The value is not quoted: header values can be credentials.
+                if any(c in value for c in "\r\n\0"):
+                    problem("headers", where, "the value must not contain line breaks or NUL")
+            for index, name in enumerate(changes.remove):
+                if not _HEADER_NAME.match(name):
+                    problem(
+                        "headers",
+                        f".{direction}.remove[{index}]",
+                        f'"{name}" is not a valid header name',
+                    )
+    if modules.circuit_breaker is not None:
+        for field, text in (
+            ("rollingWindow", modules.circuit_breaker.rolling_window),
+            ("trippedDuration", modules.circuit_breaker.tripped_duration),
+        ):
+            reason = _positive_duration_problem(text)
+            if reason:
+                problem("circuitBreaker", f".{field}", reason)
+    if modules.rate_limit is not None:
+        reason = _positive_duration_problem(modules.rate_limit.period)
+        if reason:
+            problem("rateLimit", ".period", reason)
+    return problems
+
+
+def _cidr_problem(cidr: str) -> str:
+    # Same rules as the edge's parser (interlock.edge.modules.addresses), so that what passes
+    # validation also compiles: strict networks, a bare address meaning just that address.
+    text = cidr.strip()
+    try:
+        ipaddress.ip_network(text)
+    except ValueError:
+        try:
+            loose = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return f'"{cidr}" is not a valid CIDR'
+        return f'"{cidr}" has host bits set; did you mean "{loose}"?'
+    return ""
+
+
+def _positive_duration_problem(text: str) -> str:
+    try:
+        duration = parse_duration(text)
+    except InvalidDuration as exc:
+        return str(exc)
+    return "" if duration.total_seconds() > 0 else f'"{text}" must be longer than zero'
+
+
+def _secret_ref_problems(ref: SecretKeyRef) -> Iterator[tuple[str, str]]:
+    if not _OBJECT_NAME.match(ref.name):
+        yield ".name", f'"{ref.name}" is not a valid Secret name'
+    if not _SECRET_KEY.match(ref.key):
+        yield ".key", f'"{ref.key}" is not a valid Secret key'
+
+
+def _printable_without_quotes(text: str) -> bool:
+    return all(c.isprintable() and c not in '"\\' for c in text)
+
+
+# --- status ------------------------------------------------------------------------------------
+
+VALID_CONDITION = "Valid"
+_MAX_PROBLEMS_IN_MESSAGE = 10
+
+
+def module_set_conditions(
+    module_set: ModuleSet, problems: Sequence[ModuleProblem], *, now: datetime
+) -> list[dict[str, Any]]:
+    """``status.conditions`` for ``module_set``: ``Valid`` True, or False with reason ``Invalid``.
+
+    ``lastTransitionTime`` is kept from the current status while the condition's status does not
+    change, so equal inputs give equal conditions and the status writer has nothing to write.
+    """
+    valid = not problems
+    status = "True" if valid else "False"
+    if valid:
+        message = "all modules are valid"
+    else:
+        shown = "; ".join(str(p) for p in problems[:_MAX_PROBLEMS_IN_MESSAGE])
+        hidden = len(problems) - _MAX_PROBLEMS_IN_MESSAGE
+        message = shown + (f"; and {hidden} more" if hidden > 0 else "")
+    transition = _rfc3339(now)
+    for condition in module_set.status.get("conditions") or []:
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == VALID_CONDITION
+            and condition.get("status") == status
+            and isinstance(condition.get("lastTransitionTime"), str)
+        ):
+            transition = condition["lastTransitionTime"]
+    return [
+        {
+            "type": VALID_CONDITION,
+            "status": status,
+            "reason": "Valid" if valid else "Invalid",
+            "message": message,
+            "observedGeneration": module_set.metadata.generation,
+            "lastTransitionTime": transition,
+        }
+    ]
+
+
+def _rfc3339(moment: datetime) -> str:
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- merging and secrets -----------------------------------------------------------------------
+
+
+def merge_modules(module_sets: Sequence[ModuleSet]) -> Modules:
+    """The modules of ``module_sets`` in annotation order: per module type, the last set wins."""
+    merged: dict[str, Any] = {}
+    for module_set in module_sets:
+        for name in Modules.model_fields:
+            config = getattr(module_set.spec.modules, name)
+            if config is not None:
+                merged[name] = config
+    return Modules(**merged)
+
+
+def module_secret_ref_fields(modules: Modules) -> list[tuple[str, str, SecretKeyRef]]:
+    """``(module, field, ref)`` for every Secret key ``modules`` reference, e.g.
+    ``("basicAuth", "secretRef", SecretKeyRef(name="users", key="htpasswd"))``."""
+    refs: list[tuple[str, str, SecretKeyRef]] = []
+    if modules.basic_auth is not None:
+        refs.append(("basicAuth", "secretRef", modules.basic_auth.secret_ref))
+    if modules.jwt is not None:
+        refs.append(("jwt", "jwksSecretRef", modules.jwt.jwks_secret_ref))
+    if modules.webhook_verification is not None:
+        refs.append(("webhookVerification", "secretRef", modules.webhook_verification.secret_ref))
+    return refs
+
+
+def module_secret_refs(modules: Modules) -> set[SecretKeyRef]:
+    """The Secret keys ``modules`` reference (in the ModuleSets' namespace)."""
+    return {ref for _, _, ref in module_secret_ref_fields(modules)}
