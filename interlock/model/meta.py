@@ -90,3 +90,13 @@ def parse_object(model: type[M], kind: str, raw: dict[str, Any]) -> M:
         raise InvalidObject(
             kind, object_key_of(raw), _field_path(tuple(first["loc"])), first["msg"]
         ) from None
+
+
+def require_namespace(kind: str, meta: ObjectMeta) -> None:
+    """Raise :class:`InvalidObject` when a namespaced object arrived without its namespace.
+
+    The API server always fills it in; a hand-written manifest (embedded mode) may not, and an
+    empty namespace would silently make the object unreachable by every namespaced lookup.
+    """
+    if not meta.namespace:
+        raise InvalidObject(kind, meta.name, "metadata.namespace", "is required")

@@ -1,0 +1,381 @@
+"""Gateway API inputs: HTTPRoute and ReferenceGrant (``gateway.networking.k8s.io`` v1 and v1beta1).
+
+v1 and v1beta1 share one schema, so one model reads both. The models apply the defaults the
+Gateway API CRDs would apply (parentRef group and kind, a ``PathPrefix /`` match, backend weight
+1, group ``""`` and kind ``Service`` for backends) so that the rest of the model never has to ask
+"was this field set?". They also do the validation the CRD schema would do (port and weight
+ranges, paths starting with ``/``, one config per filter type), because objects can reach us
+without passing an API server's schema (embedded mode, an old CRD version, a hand-edited test
+fixture), and a bad value must be reported with its field path, never crash an actor.
+
+Filter types this controller cannot apply (RequestMirror, ExtensionRef, anything else) are
+rejected while parsing: the Gateway API forbids silently skipping a filter, and rejecting the
+route with ``spec.rules[0].filters[1].type: unsupported ...`` is the honest alternative.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from interlock.model.meta import (
+    KubeModel,
+    ObjectKey,
+    ObjectMeta,
+    parse_object,
+    require_namespace,
+)
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+"""The API group of HTTPRoute, ReferenceGrant and Gateway."""
+
+CORE_GROUP = ""
+"""Kubernetes' core group (Service). ``"core"`` is accepted as a spelling of it."""
+
+SUPPORTED_FILTER_TYPES = (
+    "RequestHeaderModifier",
+    "ResponseHeaderModifier",
+    "RequestRedirect",
+    "URLRewrite",
+)
+
+_FILTER_CONFIG_FIELD = {
+    "RequestHeaderModifier": "requestHeaderModifier",
+    "ResponseHeaderModifier": "responseHeaderModifier",
+    "RequestRedirect": "requestRedirect",
+    "URLRewrite": "urlRewrite",
+}
+
+# The Gateway API's Duration format (GEP-2257): up to four number+unit parts, e.g. "1h30m".
+_DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+
+
+def _invalid(error_type: str, message: str) -> PydanticCustomError:
+    """A validation error whose text is exactly ``message`` (user values may contain braces)."""
+    return PydanticCustomError(error_type, "{detail}", {"detail": message})
+
+
+def normalize_group(group: str) -> str:
+    """``"core"`` and ``""`` both name Kubernetes' core group; use ``""`` everywhere."""
+    return CORE_GROUP if group == "core" else group
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise _invalid("regex", f"invalid regular expression {pattern!r}: {exc}") from None
+    return pattern
+
+
+class ParentReference(KubeModel):
+    """A route's parent: a Gateway (not ours) or a Service (mesh routes, which we serve)."""
+
+    group: str = GATEWAY_GROUP
+    kind: str = "Gateway"
+    namespace: str | None = None
+    name: str = Field(min_length=1)
+    section_name: str | None = Field(None, alias="sectionName")
+    port: int | None = Field(None, ge=1, le=65535)
+
+    @field_validator("group")
+    @classmethod
+    def _normalize_group(cls, group: str) -> str:
+        return normalize_group(group)
+
+    @property
+    def is_service(self) -> bool:
+        """True for a core Service parent: the only kind of parent this controller serves."""
+        return self.group == CORE_GROUP and self.kind == "Service"
+
+
+PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
+
+
+class HTTPPathMatch(KubeModel):
+    type: PathMatchType = "PathPrefix"
+    value: str = "/"
+
+    @model_validator(mode="after")
+    def _check_value(self) -> HTTPPathMatch:
+        if self.type == "RegularExpression":
+            _check_regex(self.value)
+        elif not self.value.startswith("/"):
+            raise _invalid("path", f"path must start with '/', got {self.value!r}")
+        return self
+
+
+class HTTPHeaderMatch(KubeModel):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    name: str = Field(min_length=1)
+    value: str
+
+    @model_validator(mode="after")
+    def _check_value(self) -> HTTPHeaderMatch:
+        if self.type == "RegularExpression":
+            _check_regex(self.value)
+        return self
+
+
+class HTTPQueryParamMatch(KubeModel):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    name: str = Field(min_length=1)
+    value: str
+
+    @model_validator(mode="after")
+    def _check_value(self) -> HTTPQueryParamMatch:
+        if self.type == "RegularExpression":
+            _check_regex(self.value)
+        return self
+
+
+HTTPMethod = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"]
+
+
+class HTTPRouteMatch(KubeModel):
+    path: HTTPPathMatch = Field(default_factory=HTTPPathMatch)
+    headers: tuple[HTTPHeaderMatch, ...] = ()
+    query_params: tuple[HTTPQueryParamMatch, ...] = Field((), alias="queryParams")
+    method: HTTPMethod | None = None
+
+
+class HTTPHeader(KubeModel):
+    name: str = Field(min_length=1)
+    value: str
+
+
+class HTTPHeaderFilter(KubeModel):
+    set: tuple[HTTPHeader, ...] = ()
+    add: tuple[HTTPHeader, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+class HTTPPathModifier(KubeModel):
+    type: Literal["ReplaceFullPath", "ReplacePrefixMatch"]
+    replace_full_path: str | None = Field(None, alias="replaceFullPath")
+    replace_prefix_match: str | None = Field(None, alias="replacePrefixMatch")
+
+    @model_validator(mode="after")
+    def _check_config(self) -> HTTPPathModifier:
+        value = (
+            self.replace_full_path if self.type == "ReplaceFullPath" else self.replace_prefix_match
+        )
+        if value is None:
+            field = "replaceFullPath" if self.type == "ReplaceFullPath" else "replacePrefixMatch"
+            raise _invalid("path_modifier", f"type {self.type} requires {field}")
+        if not value.startswith("/"):
+            raise _invalid("path", f"path must start with '/', got {value!r}")
+        return self
+
+
+class HTTPRequestRedirectFilter(KubeModel):
+    scheme: Literal["http", "https"] | None = None
+    hostname: str | None = None
+    path: HTTPPathModifier | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    status_code: Literal[301, 302, 303, 307, 308] = Field(302, alias="statusCode")
+
+
+class HTTPURLRewriteFilter(KubeModel):
+    hostname: str | None = None
+    path: HTTPPathModifier | None = None
+
+
+class HTTPRouteFilter(KubeModel):
+    """One filter; exactly the config field named by ``type`` is used."""
+
+    type: str
+    request_header_modifier: HTTPHeaderFilter | None = Field(None, alias="requestHeaderModifier")
+    response_header_modifier: HTTPHeaderFilter | None = Field(None, alias="responseHeaderModifier")
+    request_redirect: HTTPRequestRedirectFilter | None = Field(None, alias="requestRedirect")
+    url_rewrite: HTTPURLRewriteFilter | None = Field(None, alias="urlRewrite")
+
+    @field_validator("type")
+    @classmethod
+    def _supported_type(cls, value: str) -> str:
+        if value not in SUPPORTED_FILTER_TYPES:
+            supported = ", ".join(SUPPORTED_FILTER_TYPES)
+            raise _invalid(
+                "filter_type", f"unsupported filter type {value!r}; supported: {supported}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _config_present(self) -> HTTPRouteFilter:
+        config = {
+            "RequestHeaderModifier": self.request_header_modifier,
+            "ResponseHeaderModifier": self.response_header_modifier,
+            "RequestRedirect": self.request_redirect,
+            "URLRewrite": self.url_rewrite,
+        }[self.type]
+        if config is None:
+            field = _FILTER_CONFIG_FIELD[self.type]
+            raise _invalid("filter_config", f"filter type {self.type} requires {field}")
+        return self
+
+
+class HTTPBackendRef(KubeModel):
+    group: str = CORE_GROUP
+    kind: str = "Service"
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    weight: int = Field(1, ge=0, le=1_000_000)
+    filters: tuple[HTTPRouteFilter, ...] = ()
+
+    @field_validator("group")
+    @classmethod
+    def _normalize_group(cls, group: str) -> str:
+        return normalize_group(group)
+
+    @property
+    def is_service(self) -> bool:
+        return self.group == CORE_GROUP and self.kind == "Service"
+
+
+class HTTPRouteTimeouts(KubeModel):
+    request: str | None = None
+    backend_request: str | None = Field(None, alias="backendRequest")
+
+    @field_validator("request", "backend_request")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None and not _DURATION.match(value):
+            raise _invalid(
+                "duration", f"invalid duration {value!r}; use e.g. '10s', '500ms' or '1m30s'"
+            )
+        return value
+
+
+def _default_matches() -> tuple[HTTPRouteMatch, ...]:
+    return (HTTPRouteMatch(),)
+
+
+class HTTPRouteRule(KubeModel):
+    name: str | None = None
+    matches: tuple[HTTPRouteMatch, ...] = Field(default_factory=_default_matches)
+    filters: tuple[HTTPRouteFilter, ...] = ()
+    backend_refs: tuple[HTTPBackendRef, ...] = Field((), alias="backendRefs")
+    timeouts: HTTPRouteTimeouts | None = None
+
+    @field_validator("matches")
+    @classmethod
+    def _empty_matches_match_everything(
+        cls, matches: tuple[HTTPRouteMatch, ...]
+    ) -> tuple[HTTPRouteMatch, ...]:
+        # Gateway API: "If no matches are specified, the default is a prefix path match on '/'".
+        return matches or _default_matches()
+
+
+def _default_rules() -> tuple[HTTPRouteRule, ...]:
+    return (HTTPRouteRule(),)
+
+
+class HTTPRouteSpec(KubeModel):
+    parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs")
+    hostnames: tuple[str, ...] = ()
+    rules: tuple[HTTPRouteRule, ...] = Field(default_factory=_default_rules)
+
+
+class HTTPRouteStatus(KubeModel):
+    # Kept as the API server sent them: other controllers' entries must be written back
+    # untouched, and a parsed-and-reserialized entry would gain defaults it never had.
+    parents: tuple[dict[str, Any], ...] = ()
+
+
+class HTTPRoute(KubeModel):
+    """An HTTPRoute (v1 or v1beta1); use :func:`parse_http_route`."""
+
+    metadata: ObjectMeta
+    spec: HTTPRouteSpec = Field(default_factory=HTTPRouteSpec)
+    status: HTTPRouteStatus = Field(default_factory=HTTPRouteStatus)
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+
+class ReferenceGrantFrom(KubeModel):
+    group: str
+    kind: str
+    namespace: str = Field(min_length=1)
+
+    @field_validator("group")
+    @classmethod
+    def _normalize_group(cls, group: str) -> str:
+        return normalize_group(group)
+
+
+class ReferenceGrantTo(KubeModel):
+    group: str
+    kind: str
+    name: str | None = None
+
+    @field_validator("group")
+    @classmethod
+    def _normalize_group(cls, group: str) -> str:
+        return normalize_group(group)
+
+
+class ReferenceGrantSpec(KubeModel):
+    from_: tuple[ReferenceGrantFrom, ...] = Field(alias="from", min_length=1)
+    to: tuple[ReferenceGrantTo, ...] = Field(min_length=1)
+
+
+class ReferenceGrant(KubeModel):
+    """A ReferenceGrant (v1 or v1beta1): lets objects in other namespaces refer into its own."""
+
+    metadata: ObjectMeta
+    spec: ReferenceGrantSpec
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+    def permits(
+        self,
+        *,
+        from_group: str,
+        from_kind: str,
+        from_namespace: str,
+        to_group: str,
+        to_kind: str,
+        to_namespace: str,
+        to_name: str,
+    ) -> bool:
+        """Whether this grant lets a ``from_kind`` in ``from_namespace`` refer to the target.
+
+        A grant only speaks for its own namespace, so the target must live there; a ``to``
+        entry without a name permits every object of that group and kind.
+        """
+        if self.metadata.namespace != to_namespace:
+            return False
+        from_ok = any(
+            f.group == normalize_group(from_group)
+            and f.kind == from_kind
+            and f.namespace == from_namespace
+            for f in self.spec.from_
+        )
+        return from_ok and any(
+            t.group == normalize_group(to_group)
+            and t.kind == to_kind
+            and t.name in (None, "", to_name)
+            for t in self.spec.to
+        )
+
+
+def parse_http_route(raw: dict[str, Any]) -> HTTPRoute:
+    """An HTTPRoute from API JSON; raises :class:`InvalidObject` naming the bad field."""
+    route = parse_object(HTTPRoute, "HTTPRoute", raw)
+    require_namespace("HTTPRoute", route.metadata)
+    return route
+
+
+def parse_reference_grant(raw: dict[str, Any]) -> ReferenceGrant:
+    """A ReferenceGrant from API JSON; raises :class:`InvalidObject` naming the bad field."""
+    grant = parse_object(ReferenceGrant, "ReferenceGrant", raw)
+    require_namespace("ReferenceGrant", grant.metadata)
+    return grant

@@ -1,0 +1,182 @@
+"""The v1 Service and discovery.k8s.io/v1 EndpointSlice, as the outbound model and edge read them.
+
+A Service is what HTTPRoutes attach to (as a parent) and send traffic to (as a backend); the
+route model needs its ports, its type and whether it is headless, nothing else. EndpointSlices
+give the edge its upstream addresses. Parsing both here, with field-path errors, means a
+malformed object from the API server (or a typo in an embedded-mode manifest) is reported as
+``Service default/web: spec.ports[0].port: ...`` instead of crashing an actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from interlock.model.meta import (
+    KubeModel,
+    ObjectKey,
+    ObjectMeta,
+    parse_object,
+    require_namespace,
+)
+
+ServiceKey = ObjectKey
+"""A Service is identified by its namespace and name."""
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""The label that ties an EndpointSlice to its Service."""
+
+
+class ServicePort(KubeModel):
+    name: str = ""
+    port: int = Field(ge=1, le=65535)
+    # Kubernetes' IntOrString: a number, or the name of a container port.
+    target_port: int | str | None = Field(None, alias="targetPort")
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    app_protocol: str | None = Field(None, alias="appProtocol")
+
+
+class ServiceSpec(KubeModel):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"] = "ClusterIP"
+    cluster_ip: str | None = Field(None, alias="clusterIP")
+    external_name: str | None = Field(None, alias="externalName")
+    ports: tuple[ServicePort, ...] = ()
+
+
+class Service(KubeModel):
+    """A v1 Service; use :func:`parse_service` to build one from API JSON."""
+
+    metadata: ObjectMeta
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+
+    @property
+    def key(self) -> ServiceKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+    @property
+    def is_headless(self) -> bool:
+        """A headless Service has no cluster IP to route to (``clusterIP: None``)."""
+        return self.spec.cluster_ip == "None"
+
+    @property
+    def is_external_name(self) -> bool:
+        return self.spec.type == "ExternalName"
+
+    def port_by_number(self, port: int) -> ServicePort | None:
+        """The Service port numbered ``port``, or None when the Service does not expose it."""
+        for candidate in self.spec.ports:
+            if candidate.port == port:
+                return candidate
+        return None
+
+    def port_by_name(self, name: str) -> ServicePort | None:
+        """The Service port named ``name``, or None when there is none."""
+        for candidate in self.spec.ports:
+            if candidate.name == name:
+                return candidate
+        return None
+
+
+class EndpointPort(KubeModel):
+    name: str = ""
+    # A missing port means "all ports" in the EndpointSlice API; such a slice names no number.
+    port: int | None = Field(None, ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    app_protocol: str | None = Field(None, alias="appProtocol")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_name_is_empty(cls, data: Any) -> Any:
+        # The API server writes ``name: null`` and ``name: ""`` interchangeably for unnamed ports.
+        if isinstance(data, dict) and data.get("name") is None:
+            return {**data, "name": ""}
+        return data
+
+
+class EndpointConditions(KubeModel):
+    # Kubernetes: "a nil value indicates an unknown state ... consumers should interpret this
+    # unknown state as ready", so None counts as ready.
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class Endpoint(KubeModel):
+    addresses: tuple[str, ...] = Field(min_length=1)
+    conditions: EndpointConditions = Field(default_factory=EndpointConditions)
+
+    @property
+    def is_ready(self) -> bool:
+        return self.conditions.ready is not False
+
+
+class EndpointSlice(KubeModel):
+    """A discovery.k8s.io/v1 EndpointSlice; use :func:`parse_endpoint_slice`."""
+
+    metadata: ObjectMeta
+    address_type: Literal["IPv4", "IPv6", "FQDN"] = Field(alias="addressType")
+    endpoints: tuple[Endpoint, ...] = ()
+    ports: tuple[EndpointPort, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_lists_are_empty(cls, data: Any) -> Any:
+        # The API server serializes an empty slice as ``endpoints: null``.
+        if isinstance(data, dict):
+            return {
+                **data,
+                "endpoints": data.get("endpoints") or (),
+                "ports": data.get("ports") or (),
+            }
+        return data
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+    @property
+    def service_key(self) -> ServiceKey | None:
+        """The Service this slice belongs to, from its ``kubernetes.io/service-name`` label."""
+        name = self.metadata.labels.get(SERVICE_NAME_LABEL)
+        if not name:
+            return None
+        return ObjectKey(namespace=self.metadata.namespace, name=name)
+
+
+def parse_service(raw: dict[str, Any]) -> Service:
+    """A Service from API JSON; raises :class:`InvalidObject` naming the bad field."""
+    service = parse_object(Service, "Service", raw)
+    require_namespace("Service", service.metadata)
+    return service
+
+
+def parse_endpoint_slice(raw: dict[str, Any]) -> EndpointSlice:
+    """An EndpointSlice from API JSON; raises :class:`InvalidObject` naming the bad field."""
+    endpoint_slice = parse_object(EndpointSlice, "EndpointSlice", raw)
+    require_namespace("EndpointSlice", endpoint_slice.metadata)
+    return endpoint_slice
+
+
+def ready_addresses(slices: Iterable[EndpointSlice], port_name: str) -> list[tuple[str, int]]:
+    """The ``(address, port)`` pairs of ready endpoints, for the slice port named ``port_name``.
+
+    Pass the slices of one Service. The port is looked up by name in each slice (a slice's port
+    numbers are the target ports, which can differ between slices during a rollout); a slice
+    without that port, or whose port has no number, contributes nothing. The result is sorted
+    and free of duplicates, so the same endpoints always give the same list whatever order the
+    slices arrive in.
+    """
+    found: set[tuple[str, int]] = set()
+    for endpoint_slice in slices:
+        number = next(
+            (p.port for p in endpoint_slice.ports if p.name == port_name and p.port is not None),
+            None,
+        )
+        if number is None:
+            continue
+        for endpoint in endpoint_slice.endpoints:
+            if endpoint.is_ready:
+                found.update((address, number) for address in endpoint.addresses)
+    return sorted(found)

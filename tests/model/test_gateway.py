@@ -1,0 +1,312 @@
+"""HTTPRoute and ReferenceGrant parsing: Gateway API defaults, and bad values named by field."""
+
+import copy
+from typing import Any
+
+import pytest
+
+from interlock.model.gateway import (
+    GATEWAY_GROUP,
+    HTTPRoute,
+    parse_http_route,
+    parse_reference_grant,
+)
+from interlock.model.meta import InvalidObject, ObjectKey
+
+
+def _route(spec: dict[str, Any], version: str = "v1") -> dict[str, Any]:
+    return {
+        "apiVersion": f"gateway.networking.k8s.io/{version}",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "shop", "generation": 3},
+        "spec": spec,
+    }
+
+
+FULL_SPEC: dict[str, Any] = {
+    "parentRefs": [
+        {"group": "core", "kind": "Service", "name": "web", "port": 80},
+        {"name": "edge-gateway", "sectionName": "https"},
+    ],
+    "hostnames": ["web.shop.svc"],
+    "rules": [
+        {
+            "name": "api",
+            "matches": [
+                {
+                    "path": {"type": "Exact", "value": "/api"},
+                    "headers": [{"name": "x-user", "value": "a"}],
+                    "queryParams": [{"type": "RegularExpression", "name": "v", "value": "[0-9]+"}],
+                    "method": "POST",
+                }
+            ],
+            "filters": [
+                {
+                    "type": "RequestHeaderModifier",
+                    "requestHeaderModifier": {
+                        "set": [{"name": "x-a", "value": "1"}],
+                        "remove": ["x-b"],
+                    },
+                },
+                {
+                    "type": "URLRewrite",
+                    "urlRewrite": {
+                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}
+                    },
+                },
+            ],
+            "backendRefs": [
+                {"name": "api", "port": 8080, "weight": 0},
+                {
+                    "name": "api-canary",
+                    "namespace": "canary",
+                    "port": 8080,
+                    "filters": [
+                        {
+                            "type": "ResponseHeaderModifier",
+                            "responseHeaderModifier": {"add": [{"name": "x-c", "value": "y"}]},
+                        }
+                    ],
+                },
+            ],
+            "timeouts": {"request": "10s", "backendRequest": "1m30s"},
+        },
+        {
+            "filters": [
+                {
+                    "type": "RequestRedirect",
+                    "requestRedirect": {"scheme": "https", "statusCode": 301},
+                }
+            ]
+        },
+    ],
+    "unknownField": {"ignored": True},
+}
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_full_route_is_read_with_gateway_defaults(version: str) -> None:
+    route = parse_http_route(_route(FULL_SPEC, version))
+    assert route.key == ObjectKey(namespace="shop", name="web")
+    assert route.metadata.generation == 3
+    service_parent, gateway_parent = route.spec.parent_refs
+    assert (service_parent.group, service_parent.is_service) == ("", True)
+    assert (gateway_parent.group, gateway_parent.kind) == (GATEWAY_GROUP, "Gateway")
+    assert not gateway_parent.is_service
+    assert gateway_parent.section_name == "https"
+    api, redirect = route.spec.rules
+    assert api.name == "api"
+    match = api.matches[0]
+    assert (match.path.type, match.path.value, match.method) == ("Exact", "/api", "POST")
+    assert match.headers[0].type == "Exact"
+    assert match.query_params[0].type == "RegularExpression"
+    first, second = api.backend_refs
+    assert (first.group, first.kind, first.weight, first.namespace) == ("", "Service", 0, None)
+    assert (second.weight, second.namespace) == (1, "canary")
+    assert second.filters[0].response_header_modifier is not None
+    assert api.timeouts is not None
+    assert (api.timeouts.request, api.timeouts.backend_request) == ("10s", "1m30s")
+    assert redirect.matches[0].path.type == "PathPrefix"
+    assert redirect.matches[0].path.value == "/"
+    assert redirect.filters[0].request_redirect is not None
+    assert redirect.filters[0].request_redirect.status_code == 301
+
+
+def test_empty_route_gets_one_catch_all_rule() -> None:
+    route = parse_http_route(_route({}))
+    assert len(route.spec.rules) == 1
+    (match,) = route.spec.rules[0].matches
+    assert (match.path.type, match.path.value) == ("PathPrefix", "/")
+    assert route.spec.rules[0].backend_refs == ()
+
+
+def test_empty_matches_mean_match_everything() -> None:
+    route = parse_http_route(_route({"rules": [{"matches": []}]}))
+    assert route.spec.rules[0].matches[0].path.value == "/"
+
+
+def test_status_parents_are_kept_verbatim() -> None:
+    raw = _route({})
+    entry = {
+        "parentRef": {"name": "gw"},
+        "controllerName": "example.com/gateway",
+        "conditions": [{"type": "Accepted", "status": "True", "futureField": 1}],
+    }
+    raw["status"] = {"parents": [entry]}
+    route = parse_http_route(raw)
+    assert route.status.parents == (entry,)
+
+
+def _with(path: list[str | int], value: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(FULL_SPEC)
+    target: Any = spec
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return spec
+
+
+BAD_ROUTES = [
+    (_with(["rules", 0, "backendRefs", 0, "weight"], -1), "spec.rules[0].backendRefs[0].weight"),
+    (
+        _with(["rules", 0, "backendRefs", 1, "weight"], 1_000_001),
+        "spec.rules[0].backendRefs[1].weight",
+    ),
+    (_with(["rules", 0, "backendRefs", 0, "port"], 0), "spec.rules[0].backendRefs[0].port"),
+    (_with(["rules", 0, "backendRefs", 0, "name"], ""), "spec.rules[0].backendRefs[0].name"),
+    (_with(["parentRefs", 0, "port"], 65536), "spec.parentRefs[0].port"),
+    (_with(["rules", 0, "matches", 0, "path", "value"], "api"), "spec.rules[0].matches[0].path"),
+    (
+        _with(["rules", 0, "matches", 0, "path"], {"type": "Glob", "value": "/a*"}),
+        "spec.rules[0].matches[0].path.type",
+    ),
+    (
+        _with(["rules", 0, "matches", 0, "path"], {"type": "RegularExpression", "value": "/(a"}),
+        "spec.rules[0].matches[0].path",
+    ),
+    (
+        _with(["rules", 0, "matches", 0, "headers", 0, "type"], "Prefix"),
+        "spec.rules[0].matches[0].headers[0].type",
+    ),
+    (_with(["rules", 0, "matches", 0, "method"], "FETCH"), "spec.rules[0].matches[0].method"),
+    (
+        _with(["rules", 0, "filters", 1, "type"], "RequestMirror"),
+        "spec.rules[0].filters[1].type",
+    ),
+    (
+        _with(["rules", 0, "filters", 1, "type"], "RequestHeaderModifier"),
+        "spec.rules[0].filters[1]",
+    ),
+    (
+        _with(["rules", 0, "backendRefs", 1, "filters", 0, "type"], "ExtensionRef"),
+        "spec.rules[0].backendRefs[1].filters[0].type",
+    ),
+    (
+        _with(["rules", 1, "filters", 0, "requestRedirect", "statusCode"], 304),
+        "spec.rules[1].filters[0].requestRedirect.statusCode",
+    ),
+    (
+        _with(
+            ["rules", 0, "filters", 1, "urlRewrite", "path"],
+            {"type": "ReplaceFullPath", "replacePrefixMatch": "/x"},
+        ),
+        "spec.rules[0].filters[1].urlRewrite.path",
+    ),
+    (_with(["rules", 0, "timeouts", "request"], "10 seconds"), "spec.rules[0].timeouts.request"),
+    (
+        _with(["rules", 0, "timeouts", "backendRequest"], "1.5s"),
+        "spec.rules[0].timeouts.backendRequest",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "field"), BAD_ROUTES)
+def test_bad_route_is_reported_with_object_and_field_path(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route(spec))
+    assert err.value.field == field
+    assert str(err.value).startswith(f"HTTPRoute shop/web: {field}: ")
+
+
+def test_unknown_filter_type_names_the_supported_ones() -> None:
+    spec = _with(["rules", 0, "filters", 1, "type"], "RequestMirror")
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route(spec))
+    assert "'RequestMirror'" in err.value.reason
+    assert "URLRewrite" in err.value.reason
+
+
+def test_route_without_namespace_is_reported() -> None:
+    raw = _route({})
+    del raw["metadata"]["namespace"]
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(raw)
+    assert err.value.field == "metadata.namespace"
+
+
+def _grant(spec: dict[str, Any], namespace: str = "canary") -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "allow-shop", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+GRANT_SPEC = {
+    "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": "shop"}],
+    "to": [{"group": "", "kind": "Service", "name": "api-canary"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("grant", "permitted"),
+    [
+        (_grant(GRANT_SPEC), True),
+        (_grant({**GRANT_SPEC, "to": [{"group": "core", "kind": "Service"}]}), True),
+        (_grant(GRANT_SPEC, namespace="shop"), False),
+        (
+            _grant(
+                {**GRANT_SPEC, "from": [{"group": "", "kind": "HTTPRoute", "namespace": "shop"}]}
+            ),
+            False,
+        ),
+        (
+            _grant(
+                {
+                    **GRANT_SPEC,
+                    "from": [{"group": GATEWAY_GROUP, "kind": "GRPCRoute", "namespace": "shop"}],
+                }
+            ),
+            False,
+        ),
+        (
+            _grant(
+                {
+                    **GRANT_SPEC,
+                    "from": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute", "namespace": "other"}],
+                }
+            ),
+            False,
+        ),
+        (_grant({**GRANT_SPEC, "to": [{"group": "apps", "kind": "Service"}]}), False),
+        (_grant({**GRANT_SPEC, "to": [{"group": "", "kind": "Secret"}]}), False),
+        (_grant({**GRANT_SPEC, "to": [{"group": "", "kind": "Service", "name": "api"}]}), False),
+    ],
+)
+def test_reference_grant_permits_only_what_it_names(grant: dict[str, Any], permitted: bool) -> None:
+    parsed = parse_reference_grant(grant)
+    assert (
+        parsed.permits(
+            from_group=GATEWAY_GROUP,
+            from_kind="HTTPRoute",
+            from_namespace="shop",
+            to_group="",
+            to_kind="Service",
+            to_namespace="canary",
+            to_name="api-canary",
+        )
+        is permitted
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"to": GRANT_SPEC["to"]}, "spec.from"),
+        ({**GRANT_SPEC, "from": []}, "spec.from"),
+        ({**GRANT_SPEC, "from": [{"group": "", "kind": "HTTPRoute"}]}, "spec.from[0].namespace"),
+        ({**GRANT_SPEC, "to": [{"kind": "Service"}]}, "spec.to[0].group"),
+    ],
+)
+def test_bad_reference_grant_is_reported_with_field_path(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidObject) as err:
+        parse_reference_grant(_grant(spec))
+    assert err.value.field == field
+    assert str(err.value).startswith("ReferenceGrant canary/allow-shop: ")
+
+
+def test_parsed_route_is_immutable() -> None:
+    route: HTTPRoute = parse_http_route(_route(FULL_SPEC))
+    with pytest.raises(ValueError, match="frozen"):
+        route.spec.rules[0].backend_refs[0].weight = 5  # type: ignore[misc]
