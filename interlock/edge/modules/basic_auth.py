@@ -1,0 +1,146 @@
+"""basicAuth: users and bcrypt hashes from an htpasswd Secret.
+
+Only bcrypt (``$2y$``, ``$2b$``, ``$2a$``) is accepted: htpasswd's other formats (MD5-crypt
+``$apr1$``, SHA1, crypt, plain text) are fast to brute-force, so a Secret holding them is a
+configuration error, reported without the offending line (it holds a hash).
+
+Checking must not reveal which users exist: a request naming an unknown user still pays for a
+bcrypt check, against a dummy hash of the same cost as the real ones. bcrypt is deliberately slow
+(tens of milliseconds at cost 10), so a *successful* check is cached, keyed by an HMAC of the
+credentials under a key that lives only in this process; the cache never holds a password or a
+hash, and it is bounded (least recently used evicted first). Failures are not cached: they must
+stay slow for whoever is guessing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import bcrypt
+
+from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
+from interlock.edge.modules.view import Rejection
+from interlock.model.moduleset import BasicAuthModule, SecretValue
+
+CACHE_SIZE = 1024
+"""Successful verifications remembered (per compiled module)."""
+
+_BCRYPT = re.compile(rb"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+_REALM_FORBIDDEN = re.compile(r'[\x00-\x1f\x7f"\\]')
+
+
+class BasicAuth:
+    """Compiled htpasswd users; holds hashes, so its repr shows only the realm and user count."""
+
+    __slots__ = ("_cache", "_cache_key", "_challenge", "_dummy", "_hashes", "_realm", "_ref")
+
+    def __init__(
+        self, config: BasicAuthModule, secrets: Mapping[tuple[str, str], SecretValue]
+    ) -> None:
+        if _REALM_FORBIDDEN.search(config.realm):
+            raise ModuleConfigError(
+                "basicAuth.realm", "must not contain quotes, backslashes or control characters"
+            )
+        self._realm = config.realm
+        self._ref = config.secret_ref
+        secret = lookup_secret(secrets, config.secret_ref, field="basicAuth.secretRef")
+        where = f"basicAuth.secretRef ({describe_ref(self._ref)})"
+        self._hashes, cost = _parse_htpasswd(secret, where=where)
+        self._dummy = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
+        self._cache_key = os.urandom(32)
+        self._cache: OrderedDict[bytes, None] = OrderedDict()
+        self._challenge = Rejection(
+            401,
+            {
+                "WWW-Authenticate": f'Basic realm="{config.realm}", charset="UTF-8"',
+                "Content-Type": "text/plain; charset=utf-8",
+            },
+            "unauthorized\n",
+        )
+
+    def __repr__(self) -> str:
+        return f"BasicAuth({self.summary()})"
+
+    def check(self, headers: Mapping[str, str]) -> Rejection | None:
+        credentials = _basic_credentials(headers.get("Authorization"))
+        if credentials is None:
+            return self._challenge
+        user, password = credentials
+        fingerprint = hmac.new(self._cache_key, user + b"\x00" + password, hashlib.sha256).digest()
+        if fingerprint in self._cache:
+            self._cache.move_to_end(fingerprint)
+            return None
+        stored = self._hashes.get(user)
+        # The dummy check runs for unknown users so the answer takes as long as for real ones.
+        # bcrypt reads at most 72 bytes (htpasswd -B hashed only those); the library refuses more.
+        try:
+            valid = bcrypt.checkpw(password[:72], stored if stored is not None else self._dummy)
+        except ValueError:
+            # A hash of the right shape that bcrypt still refuses: nobody can log in with it.
+            valid = False
+        if not valid or stored is None:
+            return self._challenge
+        self._cache[fingerprint] = None
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return None
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "realm": self._realm,
+            "secretRef": {"name": self._ref.name, "key": self._ref.key},
+            "users": len(self._hashes),
+        }
+
+
+def _parse_htpasswd(secret: SecretValue, *, where: str) -> tuple[dict[bytes, bytes], int]:
+    """The users' hashes and the highest bcrypt cost among them."""
+    hashes: dict[bytes, bytes] = {}
+    cost = 4
+    for number, raw in enumerate(secret.reveal().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(b"#"):
+            continue
+        user, sep, hashed = line.partition(b":")
+        if not sep or not user:
+            raise ModuleConfigError(where, f"line {number} is not of the form user:hash")
+        match = _BCRYPT.match(hashed)
+        if match is None:
+            raise ModuleConfigError(
+                where,
+                f"line {number}: the hash is not bcrypt ($2y$, $2b$ or $2a$); "
+                "create it with htpasswd -B",
+            )
+        if user in hashes:
+            raise ModuleConfigError(where, f"line {number}: the user is listed twice")
+        if not 4 <= int(match.group(1)) <= 31:
+            raise ModuleConfigError(where, f"line {number}: the bcrypt cost must be 4 to 31")
+        hashes[user] = hashed
+        cost = max(cost, int(match.group(1)))
+    if not hashes:
+        raise ModuleConfigError(where, "holds no users")
+    return hashes, cost
+
+
+def _basic_credentials(authorization: str | None) -> tuple[bytes, bytes] | None:
+    """(user, password) from ``Authorization: Basic …``, or None if absent or malformed."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "basic" or not token:
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    user, sep, password = decoded.partition(b":")
+    if not sep:
+        return None
+    return user, password

@@ -1,0 +1,265 @@
+"""A route's compiled modules, applied in one fixed order: :class:`ModuleChain`.
+
+Everything that can be wrong with a configuration is found by :func:`compile_modules`, before
+the chain exists: CIDRs parsed, htpasswd and bcrypt hashes loaded, the JWKS loaded, durations and
+header names checked, Secrets looked up. So applying a chain to a request can refuse the request
+but never fail half-way, and the edge can install a chain atomically: a route switching from
+basicAuth to jwt goes from one complete chain to the other, never through a chain without auth.
+
+A compiled chain does not change afterwards, except the counters of rateLimit and
+circuitBreaker. The order modules run in is :data:`ORDER`; see ``docs/modules.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+
+from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
+from interlock.edge.modules.basic_auth import BasicAuth
+from interlock.edge.modules.circuit_breaker import CircuitBreaker
+from interlock.edge.modules.compression import should_compress
+from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
+from interlock.edge.modules.headers import Headers
+from interlock.edge.modules.ip_restriction import IpRestriction
+from interlock.edge.modules.jwt_auth import JwtAuth
+from interlock.edge.modules.rate_limit import RateLimit
+from interlock.edge.modules.view import Rejection, RequestView
+from interlock.edge.modules.webhook import WebhookVerification
+from interlock.model.moduleset import Modules, SecretValue
+
+ORDER = (
+    "ipRestriction",
+    "rateLimit",
+    "basicAuth",
+    "jwt",
+    "webhookVerification",
+    "circuitBreaker",
+    "headers",
+    "compression",
+)
+"""The order modules run in: cheap refusals first, auth before anything reaches the upstream,
+header changes around the proxy, compression last (it needs the final response headers)."""
+
+
+class ModuleChain:
+    """The compiled modules of one route. Build it with :func:`compile_modules`."""
+
+    __slots__ = (
+        "_basic_auth",
+        "_circuit_breaker",
+        "_clock",
+        "_compress",
+        "_headers",
+        "_ip_restriction",
+        "_jwt",
+        "_rate_limit",
+        "_trusted",
+        "_webhook",
+    )
+
+    def __init__(
+        self,
+        *,
+        trusted: TrustedProxies,
+        clock: Callable[[], float],
+        ip_restriction: IpRestriction | None = None,
+        rate_limit: RateLimit | None = None,
+        basic_auth: BasicAuth | None = None,
+        jwt: JwtAuth | None = None,
+        webhook: WebhookVerification | None = None,
+        circuit_breaker: CircuitBreaker | None = None,
+        headers: Headers | None = None,
+        compress: bool = False,
+    ) -> None:
+        self._trusted = trusted
+        self._clock = clock
+        self._ip_restriction = ip_restriction
+        self._rate_limit = rate_limit
+        self._basic_auth = basic_auth
+        self._jwt = jwt
+        self._webhook = webhook
+        self._circuit_breaker = circuit_breaker
+        self._headers = headers
+        self._compress = compress
+
+    @property
+    def needs_body(self) -> bool:
+        """Whether :meth:`check_request` needs ``RequestView.body`` (webhookVerification)."""
+        return self._webhook is not None
+
+    @property
+    def compress(self) -> bool:
+        """Whether the compression module is on (see :meth:`should_compress`)."""
+        return self._compress
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The configured modules, in the order they run."""
+        present = {
+            "ipRestriction": self._ip_restriction,
+            "rateLimit": self._rate_limit,
+            "basicAuth": self._basic_auth,
+            "jwt": self._jwt,
+            "webhookVerification": self._webhook,
+            "circuitBreaker": self._circuit_breaker,
+            "headers": self._headers,
+            "compression": True if self._compress else None,
+        }
+        return tuple(name for name in ORDER if present[name] is not None)
+
+    def __repr__(self) -> str:
+        return f"ModuleChain({', '.join(self.names) or 'no modules'})"
+
+    def client_ip(self, view: RequestView) -> str:
+        """The client's address: the peer's, or from X-Forwarded-For if the peer is trusted.
+
+        ``"unknown"`` when it cannot be parsed; ipRestriction refuses such a client.
+        """
+        address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        return UNKNOWN_CLIENT if address is None else str(address)
+
+    def check_request(self, view: RequestView, *, now: float | None = None) -> Rejection | None:
+        """Run the request-side modules in :data:`ORDER`; the first refusal is returned.
+
+        ``None`` means the request may go to the upstream; the caller must then report its
+        outcome with :meth:`record_upstream` (the circuit breaker counts on it).
+        """
+        when = self._clock() if now is None else now
+        address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        if self._ip_restriction is not None:
+            rejection = self._ip_restriction.check(address)
+            if rejection is not None:
+                return rejection
+        if self._rate_limit is not None:
+            client = UNKNOWN_CLIENT if address is None else str(address)
+            rejection = self._rate_limit.check(client, now=when)
+            if rejection is not None:
+                return rejection
+        if self._basic_auth is not None:
+            rejection = self._basic_auth.check(view.headers)
+            if rejection is not None:
+                return rejection
+        if self._jwt is not None:
+            rejection = self._jwt.check(view.headers)
+            if rejection is not None:
+                return rejection
+        if self._webhook is not None:
+            rejection = self._webhook.check(view.headers, view.body)
+            if rejection is not None:
+                return rejection
+        if self._circuit_breaker is not None:
+            return self._circuit_breaker.check(now=when)
+        return None
+
+    def upstream_request_headers(self, headers: MutableMapping[str, str]) -> None:
+        """Apply ``headers.request`` (remove, then add) to the headers sent upstream."""
+        if self._headers is not None:
+            self._headers.request.apply(headers)
+
+    def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
+        """Report an upstream outcome: a status, or None for a connection error or timeout."""
+        if self._circuit_breaker is not None:
+            self._circuit_breaker.record(status, now=self._clock() if now is None else now)
+
+    def response_headers(self, headers: MutableMapping[str, str]) -> None:
+        """Apply ``headers.response`` (remove, then add) to the response sent to the client."""
+        if self._headers is not None:
+            self._headers.response.apply(headers)
+
+    def should_compress(
+        self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
+    ) -> bool:
+        """Whether to gzip this response: compression is on and the policy allows it."""
+        return self._compress and should_compress(request_headers, response_headers)
+
+    def summary(self) -> dict[str, object]:
+        """Module names in order and their non-secret configuration, for ``/debug/edges``."""
+        modules: dict[str, object] = {}
+        for name, module in (
+            ("ipRestriction", self._ip_restriction),
+            ("rateLimit", self._rate_limit),
+            ("basicAuth", self._basic_auth),
+            ("jwt", self._jwt),
+            ("webhookVerification", self._webhook),
+            ("circuitBreaker", self._circuit_breaker),
+            ("headers", self._headers),
+        ):
+            if module is not None:
+                modules[name] = module.summary()
+        if self._compress:
+            modules["compression"] = {"enabled": True}
+        return {
+            "order": list(self.names),
+            "trustedProxies": self._trusted.cidrs(),
+            "modules": modules,
+        }
+
+
+def compile_modules(
+    modules: Modules,
+    secrets: Mapping[tuple[str, str], SecretValue],
+    *,
+    trusted_proxies: Sequence[str] = (),
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
+) -> ModuleChain:
+    """Validate and compile ``modules`` into a chain, or raise before any request sees it.
+
+    ``secrets`` maps ``(secret name, key)`` in the ModuleSet's namespace to values. ``clock``
+    (monotonic seconds) drives rateLimit and circuitBreaker; ``wall_clock`` (Unix seconds) the
+    JWT time claims and webhook timestamps.
+
+    Raises :class:`ModuleConfigError` (permanent) when any module is invalid, else
+    :class:`MissingSecretError` (transient) when a referenced Secret key is absent: a permanent
+    error is reported first because waiting for the Secret would not fix it.
+    """
+    missing: list[MissingSecretError] = []
+    if modules.basic_auth is not None and modules.jwt is not None:
+        raise ModuleConfigError(
+            "basicAuth, jwt", "both read the Authorization header; configure only one of them"
+        )
+    trusted = TrustedProxies(trusted_proxies)
+    ip_restriction = (
+        IpRestriction(modules.ip_restriction) if modules.ip_restriction is not None else None
+    )
+    rate_limit = RateLimit(modules.rate_limit) if modules.rate_limit is not None else None
+    circuit_breaker = (
+        CircuitBreaker(modules.circuit_breaker) if modules.circuit_breaker is not None else None
+    )
+    headers = Headers(modules.headers) if modules.headers is not None else None
+    basic_auth_config = modules.basic_auth
+    jwt_config = modules.jwt
+    webhook_config = modules.webhook_verification
+    basic_auth: BasicAuth | None = None
+    jwt: JwtAuth | None = None
+    webhook: WebhookVerification | None = None
+    if basic_auth_config is not None:
+        try:
+            basic_auth = BasicAuth(basic_auth_config, secrets)
+        except MissingSecretError as exc:
+            missing.append(exc)
+    if jwt_config is not None:
+        try:
+            jwt = JwtAuth(jwt_config, secrets, wall_clock=wall_clock)
+        except MissingSecretError as exc:
+            missing.append(exc)
+    if webhook_config is not None:
+        try:
+            webhook = WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
+        except MissingSecretError as exc:
+            missing.append(exc)
+    if missing:
+        raise missing[0]
+    return ModuleChain(
+        trusted=trusted,
+        clock=clock,
+        ip_restriction=ip_restriction,
+        rate_limit=rate_limit,
+        basic_auth=basic_auth,
+        jwt=jwt,
+        webhook=webhook,
+        circuit_breaker=circuit_breaker,
+        headers=headers,
+        compress=modules.compression is not None and modules.compression.enabled,
+    )

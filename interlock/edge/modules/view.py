@@ -1,0 +1,39 @@
+"""What a module sees of a request, and what it answers when it refuses one.
+
+Modules do not touch aiohttp: the server builds a :class:`RequestView` and turns a
+:class:`Rejection` into a response. This keeps every module a pure, synchronous function of its
+inputs (plus an injected clock), testable without a socket, and it keeps the server in charge of
+the one thing modules must not decide: whether the body is read (only when a module needs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestView:
+    """A request as modules see it. Built by the server from the aiohttp request."""
+
+    method: str
+    """The HTTP method, upper case."""
+    path: str
+    """The path, without the query string."""
+    query: Mapping[str, str] = field(default_factory=dict)
+    """The query parameters (first value of each)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request headers; must be case-insensitive (aiohttp's ``CIMultiDictProxy`` is)."""
+    peer_ip: str = ""
+    """The address of the TCP peer (a proxy when the edge sits behind one)."""
+    body: bytes | None = None
+    """The raw body; the server reads it only when ``ModuleChain.needs_body`` is true."""
+
+
+class Rejection(NamedTuple):
+    """A module's refusal: the server answers with it and never contacts the upstream."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: str

@@ -1,0 +1,126 @@
+"""webhookVerification: only requests signed with the shared secret reach the upstream.
+
+Each provider signs differently; all use HMAC-SHA256 and every comparison is
+``hmac.compare_digest`` so timing does not reveal how much of a signature was right:
+
+- ``github``: ``X-Hub-Signature-256: sha256=<hex>`` over the raw body.
+- ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`` over ``<t>.<body>``; any
+  ``v1`` may match (Stripe sends several while a secret is rolled); ``t`` within
+  :data:`TOLERANCE_SECONDS` of now, so a captured request cannot be replayed later.
+- ``slack``: ``X-Slack-Signature: v0=<hex>`` over ``v0:<X-Slack-Request-Timestamp>:<body>``,
+  the timestamp within :data:`TOLERANCE_SECONDS`.
+- ``generic``: ``X-Signature: sha256=<hex>`` (or bare ``<hex>``) over the raw body.
+
+The secret is the Secret's value with surrounding whitespace removed (``kubectl create secret
+--from-file`` keeps the file's trailing newline, which no provider means as part of the key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Mapping
+
+from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
+from interlock.edge.modules.view import Rejection
+from interlock.model.moduleset import SecretValue, WebhookVerificationModule
+
+TOLERANCE_SECONDS = 300.0
+
+_UNAUTHORIZED = Rejection(
+    401, {"Content-Type": "text/plain; charset=utf-8"}, "invalid webhook signature\n"
+)
+
+
+class WebhookVerification:
+    """Compiled provider and key; the key is kept out of the repr."""
+
+    __slots__ = ("_key", "_provider", "_ref", "_wall_clock")
+
+    def __init__(
+        self,
+        config: WebhookVerificationModule,
+        secrets: Mapping[tuple[str, str], SecretValue],
+        *,
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self._provider = config.provider
+        self._ref = config.secret_ref
+        self._wall_clock = wall_clock
+        value = lookup_secret(secrets, config.secret_ref, field="webhookVerification.secretRef")
+        self._key = value.reveal().strip()
+        if not self._key:
+            raise ModuleConfigError(
+                f"webhookVerification.secretRef ({describe_ref(config.secret_ref)})", "is empty"
+            )
+
+    def __repr__(self) -> str:
+        return f"WebhookVerification({self.summary()})"
+
+    def check(self, headers: Mapping[str, str], body: bytes | None) -> Rejection | None:
+        if body is None:
+            # The server did not read the body although the chain asked for it: fail closed.
+            return _UNAUTHORIZED
+        verified = {
+            "github": self._github,
+            "stripe": self._stripe,
+            "slack": self._slack,
+            "generic": self._generic,
+        }[self._provider](headers, body)
+        return None if verified else _UNAUTHORIZED
+
+    def _digest(self, message: bytes) -> str:
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def _github(self, headers: Mapping[str, str], body: bytes) -> bool:
+        scheme, _, signature = headers.get("X-Hub-Signature-256", "").strip().partition("=")
+        return scheme == "sha256" and _equal(signature, self._digest(body))
+
+    def _generic(self, headers: Mapping[str, str], body: bytes) -> bool:
+        value = headers.get("X-Signature", "").strip()
+        if value.startswith("sha256="):
+            value = value[len("sha256=") :]
+        return _equal(value, self._digest(body))
+
+    def _stripe(self, headers: Mapping[str, str], body: bytes) -> bool:
+        timestamp = ""
+        candidates: list[str] = []
+        for item in headers.get("Stripe-Signature", "").split(","):
+            key, _, value = item.strip().partition("=")
+            if key == "t":
+                timestamp = value
+            elif key == "v1":
+                candidates.append(value)
+        if not self._fresh(timestamp) or not candidates:
+            return False
+        expected = self._digest(timestamp.encode() + b"." + body)
+        # Compare against every candidate (no early exit) so timing does not say which matched.
+        matches = [_equal(candidate, expected) for candidate in candidates]
+        return any(matches)
+
+    def _slack(self, headers: Mapping[str, str], body: bytes) -> bool:
+        timestamp = headers.get("X-Slack-Request-Timestamp", "").strip()
+        scheme, _, signature = headers.get("X-Slack-Signature", "").strip().partition("=")
+        if scheme != "v0" or not self._fresh(timestamp):
+            return False
+        return _equal(signature, self._digest(b"v0:" + timestamp.encode() + b":" + body))
+
+    def _fresh(self, timestamp: str) -> bool:
+        if not timestamp.isascii() or not timestamp.isdigit():
+            return False
+        return abs(self._wall_clock() - int(timestamp)) <= TOLERANCE_SECONDS
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "provider": self._provider,
+            "secretRef": {"name": self._ref.name, "key": self._ref.key},
+        }
+
+
+def _equal(given: str, expected: str) -> bool:
+    """Constant-time comparison of hex digests (case-insensitive, as hex is)."""
+    try:
+        given_bytes = given.strip().lower().encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(given_bytes, expected.encode("ascii"))
