@@ -1,1 +1,52 @@
-"""interlock.kube."""
+"""interlock.kube: Kubernetes I/O through kubernetes-asyncio.
+
+Informers (list+watch) hand raw objects to a synchronous sink; the status patcher, the event
+recorder and the leader elector write back. Nothing here computes: ``model/`` does, ``actors/``
+decide when.
+"""
+
+from interlock.kube.client import KubeConfigError, api_client, close_api_client, make_api_client
+from interlock.kube.events import EventRecorder, EventRecorderStatistics, reference_to
+from interlock.kube.informer import (
+    Deleted,
+    Informer,
+    InformerEvent,
+    InformerSet,
+    InformerStatistics,
+    Upserted,
+)
+from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
+from interlock.kube.resources import Resource
+from interlock.kube.status import (
+    PatchOutcome,
+    PatchResult,
+    RetryableStatusError,
+    StatusCache,
+    StatusPatcher,
+)
+from interlock.kube.transport import KubeApiError
+
+__all__ = [
+    "Deleted",
+    "EventRecorder",
+    "EventRecorderStatistics",
+    "Informer",
+    "InformerEvent",
+    "InformerSet",
+    "InformerStatistics",
+    "KubeApiError",
+    "KubeConfigError",
+    "LeaderElector",
+    "LeaderElectorStatistics",
+    "PatchOutcome",
+    "PatchResult",
+    "Resource",
+    "RetryableStatusError",
+    "StatusCache",
+    "StatusPatcher",
+    "Upserted",
+    "api_client",
+    "close_api_client",
+    "make_api_client",
+    "reference_to",
+]

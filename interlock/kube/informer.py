@@ -1,0 +1,496 @@
+"""Informers: list then watch one kind, and hand every change to a sink exactly as it happened.
+
+Everything interlock computes starts from these events, so an informer must never lose a change:
+not when the watch connection drops, not when the API server compacts its history (410 Gone), and
+not when requests fail for a while. It follows client-go's reflector:
+
+- a paginated list delivers every object, then a watch continues from the list's resourceVersion
+  (``allowWatchBookmarks`` lets an idle watch advance it, so a reconnect rarely needs a relist);
+- the informer remembers the last object it delivered per key; after a 410 it relists and
+  delivers only the difference: ``Upserted`` for objects whose resourceVersion changed and
+  ``Deleted`` (with the last object seen) for objects that vanished while it was not watching;
+- failures back off exponentially with jitter (0.8 s to 30 s), and the backoff resets once the
+  connection has been healthy for two minutes.
+
+The sink is a plain synchronous callable because an actor's ``tell`` is synchronous: delivery is
+a function call, never a queue that could grow without bound inside the informer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import aiohttp
+from loguru import logger
+
+from interlock.kube.resources import Resource
+from interlock.kube.transport import (
+    KubeApiError,
+    QueryParams,
+    connection_error,
+    open_request,
+    request_json,
+    status_error,
+)
+from interlock.mailbox.backoff import BackoffPolicy
+
+DEFAULT_BACKOFF = BackoffPolicy(initial=0.8, maximum=30.0, jitter=1.0)
+"""client-go's reflector backoff: 800 ms doubling to 30 s, plus up to 100 % jitter."""
+
+_VERY_SHORT_WATCH = 1.0
+"""A watch that ends cleanly this fast with no event is treated as a failure (as client-go does),
+so that a server closing every watch at once cannot make us reconnect in a tight loop."""
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    """``namespace/name`` of a raw object, or ``name`` when it is cluster-scoped."""
+    meta = _meta(obj)
+    name = str(meta.get("name", ""))
+    namespace = meta.get("namespace")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def resource_version(obj: dict[str, Any]) -> str:
+    """The object's ``metadata.resourceVersion`` ('' when absent)."""
+    return str(_meta(obj).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Upserted:
+    """An object was created or changed (or first seen by a list): ``obj`` is its new state."""
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"obj"})
+
+    resource: Resource
+    obj: dict[str, Any] = field(compare=False)
+    """The raw object as the API server sent it; shared with the informer, so never mutate it."""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` of the object."""
+        return object_key(self.obj)
+
+    def trace_summary(self) -> str:
+        """``Service default/web rv=123``: what a trace line shows instead of the object."""
+        return f"{self.resource.kind} {self.key} rv={resource_version(self.obj)}"
+
+    def __repr__(self) -> str:
+        return f"Upserted({self.trace_summary()})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Deleted:
+    """An object is gone: ``obj`` is the last state the informer saw of it."""
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"obj"})
+
+    resource: Resource
+    obj: dict[str, Any] = field(compare=False)
+    """The last state seen (from the DELETED event, or from the store after a relist)."""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` of the object."""
+        return object_key(self.obj)
+
+    def trace_summary(self) -> str:
+        """``Service default/web rv=123``: what a trace line shows instead of the object."""
+        return f"{self.resource.kind} {self.key} rv={resource_version(self.obj)}"
+
+    def __repr__(self) -> str:
+        return f"Deleted({self.trace_summary()})"
+
+
+InformerEvent = Upserted | Deleted
+Sink = Callable[[InformerEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class InformerStatistics:
+    """What an informer has done so far, for ``/metrics`` and ``/debug``."""
+
+    objects: int
+    """Objects currently known (delivered and not deleted)."""
+    events: int
+    """Events delivered to the sink (Upserted and Deleted)."""
+    relists: int
+    """Lists after the initial one (each follows a 410 Gone)."""
+    reconnects: int
+    """Watches re-opened after a failure or a dropped connection."""
+    bookmarks: int
+    """BOOKMARK events received (each advances the resourceVersion)."""
+    sink_errors: int
+    """Events whose delivery raised in the sink (logged; the informer goes on)."""
+    last_error: str | None
+    """The latest failure, or None if there has been none."""
+
+
+class ReconnectBackoff:
+    """The delay before each retry: exponential with jitter, reset after a healthy period.
+
+    Like client-go's backoff manager: if the previous backoff started longer than
+    ``healthy_reset`` seconds ago, the connection was healthy in between and the next delay starts
+    again from the initial one.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: BackoffPolicy,
+        healthy_reset: float,
+        rng: random.Random,
+        clock: Callable[[], float],
+    ) -> None:
+        self._policy = policy
+        self._healthy_reset = healthy_reset
+        self._rng = rng
+        self._clock = clock
+        self._attempt = 0
+        self._last: float | None = None
+
+    def next_delay(self) -> float:
+        """Seconds to wait before the next attempt; each call counts as one more failure."""
+        now = self._clock()
+        if self._last is not None and now - self._last >= self._healthy_reset:
+            self._attempt = 0
+        self._last = now
+        delay = self._policy.delay(self._attempt, self._rng)
+        self._attempt += 1
+        return delay
+
+
+class _WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410): only a relist can continue."""
+
+
+class _Reflector:
+    """List and watch of one resource in one namespace (or all): the informer's unit of work."""
+
+    def __init__(
+        self,
+        *,
+        api: Any,
+        resource: Resource,
+        namespace: str | None,
+        sink: Sink,
+        label_selector: str | None,
+        backoff: ReconnectBackoff,
+        watch_timeout: int,
+        page_size: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self._api = api
+        self._resource = resource
+        self._namespace = namespace
+        self._sink = sink
+        self._label_selector = label_selector
+        self._backoff = backoff
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self._clock = clock
+        self._path = resource.collection_path(namespace=namespace)
+        self._scope = f"{resource.kind} in namespace {namespace}" if namespace else resource.kind
+        self.store: dict[str, dict[str, Any]] = {}
+        self.resource_version = ""
+        self.listed = asyncio.Event()
+        self.events = 0
+        self.relists = 0
+        self.reconnects = 0
+        self.bookmarks = 0
+        self.sink_errors = 0
+        self.last_error: str | None = None
+
+    async def run(self) -> None:
+        need_list = True
+        expired_in_a_row = 0
+        while True:
+            try:
+                if need_list:
+                    if self.listed.is_set():
+                        self.relists += 1
+                    await self._list()
+                    need_list = False
+                    self.listed.set()
+                delivered = await self._watch()
+                if delivered:
+                    expired_in_a_row = 0
+                continue
+            except _WatchExpired:
+                logger.info("{}: resourceVersion expired, relisting", self._scope)
+                need_list = True
+                expired_in_a_row += 1
+                # One relist is the cure for a 410; a second one in a row without progress means
+                # something is wrong upstream, so it waits like any other failure.
+                if expired_in_a_row == 1:
+                    continue
+                self.last_error = f"list/watch {self._scope}: resourceVersion expired repeatedly"
+            except KubeApiError as error:
+                self.last_error = str(error)
+            self.reconnects += 1
+            delay = self._backoff.next_delay()
+            logger.warning("{} (retrying in {:.2f}s)", self.last_error, delay)
+            await asyncio.sleep(delay)
+
+    def _query(self) -> list[tuple[str, str]]:
+        return [("labelSelector", self._label_selector)] if self._label_selector else []
+
+    def _deliver(self, event: InformerEvent) -> None:
+        self.events += 1
+        try:
+            self._sink(event)
+        except Exception:
+            self.sink_errors += 1
+            logger.exception("sink raised on {}", event.trace_summary())
+
+    def _complete(self, obj: dict[str, Any]) -> dict[str, Any]:
+        # Items of a list response carry no apiVersion/kind (watch events do); consumers should
+        # not have to care where an object came from.
+        obj.setdefault("apiVersion", self._resource.api_version)
+        obj.setdefault("kind", self._resource.kind)
+        return obj
+
+    async def _list(self) -> None:
+        seen: set[str] = set()
+        continue_token: str | None = None
+        list_version = ""
+        while True:
+            query: QueryParams = [("limit", str(self._page_size)), *self._query()]
+            if continue_token:
+                query = [*query, ("continue", continue_token)]
+            try:
+                page = await request_json(
+                    self._api,
+                    method="GET",
+                    path=self._path,
+                    what=f"list {self._scope}",
+                    query=query,
+                    request_timeout=60.0,
+                )
+            except KubeApiError as error:
+                if error.expired and continue_token:
+                    # The snapshot behind the continue token was compacted: start over. Objects
+                    # already delivered stay in the store, so unchanged ones are not re-sent.
+                    seen.clear()
+                    continue_token = None
+                    continue
+                raise
+            for item in page.get("items") or []:
+                if not isinstance(item, dict):
+                    continue
+                obj = self._complete(item)
+                key = object_key(obj)
+                seen.add(key)
+                previous = self.store.get(key)
+                if previous is None or resource_version(previous) != resource_version(obj):
+                    self.store[key] = obj
+                    self._deliver(Upserted(self._resource, obj))
+            meta = _meta(page)
+            list_version = str(meta.get("resourceVersion", "")) or list_version
+            continue_token = meta.get("continue") or None
+            if not continue_token:
+                break
+            await asyncio.sleep(0)  # let other tasks run between pages of a large list
+        for key in [key for key in self.store if key not in seen]:
+            self._deliver(Deleted(self._resource, self.store.pop(key)))
+        self.resource_version = list_version
+
+    async def _watch(self) -> int:
+        """Watch from the current resourceVersion until the stream ends; returns events seen."""
+        what = f"watch {self._scope}"
+        query: QueryParams = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self._watch_timeout)),
+            ("resourceVersion", self.resource_version),
+            *self._query(),
+        ]
+        started = self._clock()
+        # The server ends the watch after timeoutSeconds; a read that stalls much longer means
+        # the connection is dead without the kernel knowing.
+        timeout = aiohttp.ClientTimeout(sock_connect=30.0, sock_read=self._watch_timeout + 30.0)
+        response = await open_request(
+            self._api,
+            method="GET",
+            path=self._path,
+            what=what,
+            query=query,
+            request_timeout=timeout,
+        )
+        received = 0
+        async with response:
+            if response.status != 200:
+                body = await _read_status_body(response)
+                if response.status == 410:
+                    raise _WatchExpired
+                raise status_error(what=what, code=response.status, body=body)
+            try:
+                async for line in response.content:
+                    if line.strip():
+                        received += 1
+                        self._handle(json.loads(line), what=what)
+            except (TimeoutError, aiohttp.ClientError, OSError) as error:
+                raise connection_error(what=what, error=error) from error
+            except ValueError as error:
+                raise KubeApiError(
+                    what=what, code=0, reason="BadWatchEvent", message=str(error)
+                ) from error
+        if received == 0 and self._clock() - started < _VERY_SHORT_WATCH:
+            raise KubeApiError(
+                what=what, code=0, reason="VeryShortWatch", message="closed at once with no event"
+            )
+        return received
+
+    def _handle(self, event: Any, *, what: str) -> None:
+        kind = event.get("type") if isinstance(event, dict) else None
+        obj = event.get("object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            raise KubeApiError(what=what, code=0, reason="BadWatchEvent", message=f"{kind}")
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _WatchExpired
+            raise status_error(what=what, code=code if isinstance(code, int) else 0, body=obj)
+        version = resource_version(obj)
+        if kind == "BOOKMARK":
+            self.bookmarks += 1
+            if version:
+                self.resource_version = version
+            return
+        if version:
+            self.resource_version = version
+        key = object_key(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            self.store[key] = obj
+            self._deliver(Upserted(self._resource, obj))
+        elif kind == "DELETED":
+            self.store.pop(key, None)
+            self._deliver(Deleted(self._resource, obj))
+
+
+async def _read_status_body(response: aiohttp.ClientResponse) -> object:
+    try:
+        return json.loads(await response.read())
+    except (TimeoutError, ValueError, aiohttp.ClientError, OSError):
+        return None
+
+
+class Informer:
+    """List+watch of one resource (per namespace, or cluster-wide), delivering to ``sink``.
+
+    ``run()`` runs until cancelled; ``ready`` is set once the initial list of every namespace has
+    been delivered.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        resource: Resource,
+        *,
+        sink: Sink,
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        backoff: BackoffPolicy = DEFAULT_BACKOFF,
+        healthy_reset: float = 120.0,
+        watch_timeout: int = 290,
+        page_size: int = 500,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
+    ) -> None:
+        self.resource = resource
+        self.name = name or f"{resource.kind}.{resource.version}"
+        """How statistics and logs name this informer (the kind and version by default)."""
+        self.ready = asyncio.Event()
+        """Set once the initial list has been delivered to the sink (for every namespace)."""
+        scopes: list[str | None] = (
+            list(dict.fromkeys(namespaces))
+            if namespaces is not None and resource.namespaced
+            else [None]
+        )
+        shared_rng = rng or random.Random()
+        self._reflectors = [
+            _Reflector(
+                api=api,
+                resource=resource,
+                namespace=scope,
+                sink=sink,
+                label_selector=label_selector,
+                backoff=ReconnectBackoff(
+                    policy=backoff, healthy_reset=healthy_reset, rng=shared_rng, clock=clock
+                ),
+                watch_timeout=watch_timeout,
+                page_size=page_size,
+                clock=clock,
+            )
+            for scope in scopes
+        ]
+
+    async def run(self) -> None:
+        """List and watch until cancelled; failures are retried, never raised."""
+        async with asyncio.TaskGroup() as group:
+            for reflector in self._reflectors:
+                group.create_task(reflector.run())
+            group.create_task(self._await_ready())
+
+    async def _await_ready(self) -> None:
+        for reflector in self._reflectors:
+            await reflector.listed.wait()
+        self.ready.set()
+
+    def statistics(self) -> InformerStatistics:
+        """Counters summed over the namespaces; ``last_error`` is the latest one recorded."""
+        reflectors = self._reflectors
+        errors = [r.last_error for r in reflectors if r.last_error]
+        return InformerStatistics(
+            objects=sum(len(r.store) for r in reflectors),
+            events=sum(r.events for r in reflectors),
+            relists=sum(r.relists for r in reflectors),
+            reconnects=sum(r.reconnects for r in reflectors),
+            bookmarks=sum(r.bookmarks for r in reflectors),
+            sink_errors=sum(r.sink_errors for r in reflectors),
+            last_error=errors[-1] if errors else None,
+        )
+
+
+class InformerSet:
+    """Several informers run together, ready when every one of them is ready.
+
+    The controller is only ready (``/readyz``) once the initial list of *every* kind has been
+    delivered: a route computed before its backend Services were listed would be published with
+    ``exists: false`` and then flap.
+    """
+
+    def __init__(self, informers: Sequence[Informer]) -> None:
+        names = [informer.name for informer in informers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"informer names must be unique, got {names}")
+        self.informers = tuple(informers)
+        self.ready = asyncio.Event()
+        """Set once every informer is ready."""
+
+    async def run(self) -> None:
+        """Run every informer until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run())
+            group.create_task(self._await_ready())
+
+    async def _await_ready(self) -> None:
+        for informer in self.informers:
+            await informer.ready.wait()
+        self.ready.set()
+
+    def statistics(self) -> dict[str, InformerStatistics]:
+        """Each informer's statistics by its name."""
+        return {informer.name: informer.statistics() for informer in self.informers}

@@ -1,0 +1,144 @@
+"""Writing the ``/status`` subresource of our objects, once per change.
+
+Status is how a user learns why a route has no backend or why a ModuleSet was rejected, so a
+write must not be lost to a transient error and must not be repeated for nothing: thousands of
+routes re-writing an unchanged status on every resync would load the API server and, worse,
+bump resourceVersions that wake every other watcher. :class:`StatusPatcher` sends a JSON merge
+patch to ``/status`` (which never bumps ``metadata.generation``) and classifies the answer;
+:class:`StatusCache` remembers what was last written per object so an identical write is skipped.
+Deciding *whether* the desired status differs from the object's current one (timestamps aside) is
+the caller's job, with the model's comparison functions.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.kube.resources import Resource
+from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json
+
+
+class PatchResult(enum.Enum):
+    """What became of a status write."""
+
+    WRITTEN = "written"
+    """The API server accepted the patch."""
+    UNCHANGED = "unchanged"
+    """Identical to the last status written for this object: nothing was sent."""
+    GONE = "gone"
+    """The object no longer exists (404): nothing to do, not an error."""
+    REJECTED = "rejected"
+    """The API server refused the patch (409 conflict, 422 invalid, other 4xx): see the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchOutcome:
+    """The result of :meth:`StatusPatcher.patch_status`, with the HTTP code and message if any."""
+
+    result: PatchResult
+    code: int = 0
+    """HTTP status code of the answer (0 when nothing was sent)."""
+    message: str = ""
+    """The API server's message for a rejected patch."""
+    resource_version: str = ""
+    """The object's resourceVersion after a written patch."""
+
+
+class RetryableStatusError(Exception):
+    """The status could not be written for now (no connection, 5xx, 429): try again later."""
+
+    def __init__(self, error: KubeApiError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCacheStatistics:
+    entries: int
+    """Objects whose last written status is remembered."""
+    skipped: int
+    """Writes skipped because they were identical to the last one."""
+
+
+class StatusCache:
+    """The last status written per object, so that identical writes are skipped.
+
+    It reflects only this process's writes: whoever becomes leader must :meth:`clear` it, because
+    another replica may have written in between.
+    """
+
+    def __init__(self) -> None:
+        self._written: dict[tuple[Resource, str, str], dict[str, Any]] = {}
+        self._skipped = 0
+
+    def is_current(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> bool:
+        """True (and counted as a skip) when ``status`` equals the last one written."""
+        if self._written.get((resource, namespace, name)) == status:
+            self._skipped += 1
+            return True
+        return False
+
+    def remember(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        """Record ``status`` as the last one written for the object."""
+        self._written[(resource, namespace, name)] = status
+
+    def forget(self, resource: Resource, namespace: str, name: str) -> None:
+        """Drop what is known of the object (it was deleted, or a write was rejected)."""
+        self._written.pop((resource, namespace, name), None)
+
+    def clear(self) -> None:
+        """Forget everything (on becoming leader)."""
+        self._written.clear()
+
+    def statistics(self) -> StatusCacheStatistics:
+        return StatusCacheStatistics(entries=len(self._written), skipped=self._skipped)
+
+
+class StatusPatcher:
+    """Merge-patches ``/status`` of objects; skips writes identical to the last one it made."""
+
+    def __init__(self, api: Any, *, cache: StatusCache | None = None) -> None:
+        self._api = api
+        self.cache = cache if cache is not None else StatusCache()
+        """What was last written per object; :meth:`StatusCache.clear` it on becoming leader."""
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+    ) -> PatchOutcome:
+        """Write ``status`` as a merge patch on the object's ``/status`` subresource.
+
+        A merge patch replaces lists (``status.parents``, ``status.conditions``) as a whole and
+        removes keys set to None. Raises :class:`RetryableStatusError` on transient failures.
+        """
+        if self.cache.is_current(resource, namespace, name, status):
+            return PatchOutcome(PatchResult.UNCHANGED)
+        what = f"patch status of {resource.describe(namespace=namespace, name=name)}"
+        # The cache keeps its own copy: the caller may go on mutating the dict it passed.
+        snapshot = copy.deepcopy(status)
+        try:
+            answer = await request_json(
+                self._api,
+                method="PATCH",
+                path=resource.status_path(namespace=namespace, name=name),
+                what=what,
+                body={"status": snapshot},
+                content_type=MERGE_PATCH,
+            )
+        except KubeApiError as error:
+            self.cache.forget(resource, namespace, name)
+            if error.retryable:
+                raise RetryableStatusError(error) from error
+            if error.code == 404:
+                return PatchOutcome(PatchResult.GONE, code=404)
+            return PatchOutcome(PatchResult.REJECTED, code=error.code, message=str(error))
+        self.cache.remember(resource, namespace, name, snapshot)
+        meta = answer.get("metadata")
+        version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
+        return PatchOutcome(PatchResult.WRITTEN, code=200, resource_version=version)
