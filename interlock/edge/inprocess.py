@@ -1,0 +1,204 @@
+"""The data plane's state in this process, and :class:`InProcessEdge`, the provider over it.
+
+The server reads this state on every request; edge actors (directly, or through the admin API
+of a standalone data plane) change it. Each route is an immutable :class:`ServedRoute`; a change
+builds a new one and replaces the old in a single dictionary assignment. Because nothing awaits
+between reading a route and using it, a request sees either the old route or the new one, whole
+— never a new module chain with an old backend, and never a moment without a chain. This is what
+makes switching basicAuth → jwt safe under load.
+
+Module configuration is compiled (CIDRs parsed, hashes and keys loaded) *before* anything is
+replaced, so a bad configuration raises and leaves the served route exactly as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from interlock.edge.modules import (
+    MissingSecretError,
+    ModuleChain,
+    ModuleConfigError,
+    compile_modules,
+)
+from interlock.edge.provider import (
+    PATH_TYPES,
+    BackendTarget,
+    EdgeSnapshot,
+    HostSnapshot,
+    PathType,
+    PermanentEdgeError,
+    RouteSnapshot,
+    TransientEdgeError,
+)
+from interlock.edge.routing import normalize_host, select_route
+from interlock.edge.tls import SniCertificates, TlsConfigError, load_certificate
+from interlock.model.moduleset import Modules, SecretValue
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ServedRoute:
+    """A route exactly as requests see it. Replaced whole, never changed in place."""
+
+    route_id: str
+    path: str
+    path_type: PathType
+    chain: ModuleChain
+    backend: BackendTarget | None
+    # Kept to recognise a re-apply of the same configuration, which must not reset the
+    # rate-limit and circuit-breaker counters held by the chain.
+    modules: Modules
+    secrets: Mapping[tuple[str, str], SecretValue]
+
+
+class InProcessEdge:
+    """An :class:`~interlock.edge.provider.EdgeProvider` over state served from this process."""
+
+    def __init__(
+        self,
+        *,
+        trusted_proxies: Sequence[str] = (),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._trusted_proxies = tuple(trusted_proxies)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._hosts: dict[str, dict[str, ServedRoute]] = {}
+        self.certificates = SniCertificates()
+
+    def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
+        """The routes of the edge a ``Host`` header names, or None for an unknown host."""
+        return self._hosts.get(normalize_host(host_header))
+
+    def match(self, *, host_header: str, path: str) -> ServedRoute | None:
+        routes = self.routes_of(host_header)
+        return None if routes is None else select_route(routes.values(), path)
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        key = _host_key(host)
+        where = f"edge {key} route {route_id}"
+        if path_type not in PATH_TYPES:
+            raise PermanentEdgeError(f"{where}: pathType {path_type!r} must be Exact or Prefix")
+        if not path.startswith("/"):
+            raise PermanentEdgeError(f"{where}: path {path!r} must start with '/'")
+        current = self._hosts.get(key, {}).get(route_id)
+        secrets = dict(secrets)
+        if (
+            current is not None
+            and current.modules == modules
+            and current.secrets == secrets
+            and current.path == path
+            and current.path_type == path_type
+        ):
+            return
+        try:
+            chain = compile_modules(
+                modules,
+                secrets,
+                trusted_proxies=self._trusted_proxies,
+                clock=self._clock,
+                wall_clock=self._wall_clock,
+            )
+        except ModuleConfigError as exc:
+            raise PermanentEdgeError(f"{where}: {exc}") from None
+        except MissingSecretError as exc:
+            raise TransientEdgeError(f"{where}: {exc}") from None
+        self._hosts.setdefault(key, {})[route_id] = ServedRoute(
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            chain=chain,
+            backend=None if current is None else current.backend,
+            modules=modules,
+            secrets=secrets,
+        )
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        key = _host_key(host)
+        current = self._existing(key, route_id)
+        self._hosts[key][route_id] = replace(current, backend=backend)
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        key = _host_key(host)
+        current = self._hosts.get(key, {}).get(route_id)
+        if current is not None and current.backend is not None:
+            self._hosts[key][route_id] = replace(current, backend=None)
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        key = _host_key(host)
+        routes = self._hosts.get(key)
+        if routes is None:
+            return
+        routes.pop(route_id, None)
+        if not routes:
+            del self._hosts[key]
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        key = _host_key(host)
+        if cert_pem is None and key_pem is None:
+            self.certificates.set(host=key, context=None)
+            return
+        if cert_pem is None or key_pem is None:
+            missing = "tls.crt" if cert_pem is None else "tls.key"
+            raise PermanentEdgeError(f"TLS for host {key}: {missing} is required")
+        try:
+            context = load_certificate(host=key, cert_pem=cert_pem, key_pem=key_pem)
+        except TlsConfigError as exc:
+            raise PermanentEdgeError(str(exc)) from None
+        self.certificates.set(host=key, context=context)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        return self.snapshot_now()
+
+    def snapshot_now(self) -> EdgeSnapshot:
+        """The same as :meth:`snapshot`, callable from synchronous code (``/debug/edges``)."""
+        tls_hosts = self.certificates.hosts()
+        hosts = []
+        for host in sorted(set(self._hosts) | tls_hosts):
+            routes = self._hosts.get(host, {})
+            hosts.append(
+                HostSnapshot(
+                    host=host,
+                    tls=host in tls_hosts,
+                    routes=tuple(
+                        RouteSnapshot(
+                            route_id=route.route_id,
+                            path=route.path,
+                            path_type=route.path_type,
+                            modules=route.chain.summary(),
+                            backend=route.backend,
+                        )
+                        for _, route in sorted(routes.items())
+                    ),
+                )
+            )
+        return EdgeSnapshot(hosts=tuple(hosts))
+
+    def _existing(self, key: str, route_id: str) -> ServedRoute:
+        current = self._hosts.get(key, {}).get(route_id)
+        if current is None:
+            raise PermanentEdgeError(
+                f"edge {key} route {route_id}: no such route (apply its modules first)"
+            )
+        return current
+
+
+def _host_key(host: str) -> str:
+    key = normalize_host(host)
+    if not key:
+        raise PermanentEdgeError(f"host {host!r}: a host name is required")
+    return key

@@ -1,0 +1,207 @@
+"""The boundary between edge actors and an edge data plane: :class:`EdgeProvider`.
+
+Edge actors decide *what* each route should look like; a provider makes it so in a data plane.
+Keeping this boundary small (five commands and a snapshot) lets the same actors drive the data
+plane in this process (:class:`~interlock.edge.inprocess.InProcessEdge`), one in another process
+(:class:`~interlock.edge.http_provider.HttpEdge`), or a fault-injecting wrapper in tests
+(:class:`~interlock.edge.faults.FaultyEdge`) — the way httpx's transports work.
+
+The fail-closed guarantee rests on two promises every provider keeps:
+
+* ``apply_modules`` on a new route creates it *without* a backend (it answers 503), and on an
+  existing route swaps the module chain in one step, so no request ever sees a half-applied chain.
+* a call that raises changed nothing.
+
+Errors are classified for the caller, because the caller's reaction differs: a
+:class:`PermanentEdgeError` is recorded and not retried until an input changes; a
+:class:`TransientEdgeError` is retried with backoff (honouring ``retry_after`` when given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from interlock.model.moduleset import Modules, SecretValue
+
+PathType = Literal["Exact", "Prefix"]
+PATH_TYPES: tuple[PathType, ...] = ("Exact", "Prefix")
+
+
+class EdgeError(Exception):
+    """A provider call failed and changed nothing; ``message`` names the host and route."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class PermanentEdgeError(EdgeError):
+    """Retrying cannot help until an input changes (invalid module config, a provider 4xx)."""
+
+
+class TransientEdgeError(EdgeError):
+    """Retrying later may succeed (timeout, 5xx, 429, a Secret not present yet)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTarget:
+    """The Service port a route forwards to; ``exists=False`` makes the route answer 500."""
+
+    namespace: str
+    service: str
+    port: int
+    exists: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "service": self.service,
+            "port": self.port,
+            "exists": self.exists,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BackendTarget:
+        """Parse the admin API form; raises ValueError naming the field that is wrong."""
+        namespace, service, port = data.get("namespace"), data.get("service"), data.get("port")
+        exists = data.get("exists", True)
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError("backend.namespace: a non-empty string is required")
+        if not isinstance(service, str) or not service:
+            raise ValueError("backend.service: a non-empty string is required")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError("backend.port: an integer between 1 and 65535 is required")
+        if not isinstance(exists, bool):
+            raise ValueError("backend.exists: a boolean is required")
+        return cls(namespace=namespace, service=service, port=port, exists=exists)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSnapshot:
+    """One route as the data plane serves it now. ``modules`` is the chain's secret-free summary."""
+
+    route_id: str
+    path: str
+    path_type: PathType
+    modules: Mapping[str, object]
+    backend: BackendTarget | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "routeId": self.route_id,
+            "path": self.path,
+            "pathType": self.path_type,
+            "modules": dict(self.modules),
+            "backend": None if self.backend is None else self.backend.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RouteSnapshot:
+        path_type = data["pathType"]
+        if path_type not in PATH_TYPES:
+            raise ValueError(f"route {data.get('routeId')!r}: pathType {path_type!r} is unknown")
+        backend = data.get("backend")
+        return cls(
+            route_id=str(data["routeId"]),
+            path=str(data["path"]),
+            path_type=path_type,
+            modules=dict(data.get("modules") or {}),
+            backend=None if backend is None else BackendTarget.from_json(backend),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    """One edge (host): whether it has a TLS certificate, and its routes sorted by id."""
+
+    host: str
+    tls: bool
+    routes: tuple[RouteSnapshot, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "tls": self.tls,
+            "routes": [route.to_json() for route in self.routes],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HostSnapshot:
+        return cls(
+            host=str(data["host"]),
+            tls=bool(data.get("tls", False)),
+            routes=tuple(RouteSnapshot.from_json(r) for r in data.get("routes", [])),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSnapshot:
+    """Everything a data plane serves, without secrets: what ``/debug/edges`` shows."""
+
+    hosts: tuple[HostSnapshot, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hosts": [host.to_json() for host in self.hosts]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EdgeSnapshot:
+        return cls(hosts=tuple(HostSnapshot.from_json(h) for h in data.get("hosts", [])))
+
+    def host(self, host: str) -> HostSnapshot | None:
+        wanted = host.lower()
+        return next((h for h in self.hosts if h.host == wanted), None)
+
+    def route(self, *, host: str, route_id: str) -> RouteSnapshot | None:
+        edge = self.host(host)
+        if edge is None:
+            return None
+        return next((r for r in edge.routes if r.route_id == route_id), None)
+
+
+class EdgeProvider(Protocol):
+    """What an edge actor programs. Every call either fully succeeds or raises and changes nothing.
+
+    Hosts are compared case-insensitively. ``secrets`` maps ``(secret name, key)`` in the
+    ModuleSet's namespace to the value; providers never log or echo them.
+    """
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        """Create the route without a backend if new; otherwise swap its modules atomically."""
+        ...
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        """Start forwarding the route to ``backend``; the route must exist."""
+        ...
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        """Stop forwarding (the route answers 503); a no-op if there is no backend."""
+        ...
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        """Forget the route; a no-op if it does not exist. A host with no routes is forgotten."""
+        ...
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        """Serve ``host`` over TLS with this certificate (both None: remove it)."""
+        ...
+
+    async def snapshot(self) -> EdgeSnapshot:
+        """What the data plane serves now, secret-free."""
+        ...

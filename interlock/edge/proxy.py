@@ -1,0 +1,267 @@
+"""Forwarding one request to an upstream and streaming the answer back: :class:`Forwarder`.
+
+A reverse proxy has a handful of duties that are easy to forget and each breaks something when
+forgotten: hop-by-hop headers belong to one connection and must not cross the proxy
+(RFC 9110 §7.6.1), the upstream needs to know who the client was (``X-Forwarded-*``), bodies must
+stream both ways so a large upload or download costs a buffer, not its size, and a slow or dead
+upstream must turn into 504/502 instead of a hung client. All upstream traffic shares one
+``aiohttp.ClientSession`` (one connection pool, no cookie jar — cookies belong to clients, not to
+the proxy — no redirects followed, no automatic decompression).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from typing import Protocol
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from interlock.edge.upstreams import Address
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that describe one connection (RFC 9110 §7.6.1), never forwarded."""
+
+# The server answered ``Expect: 100-continue`` itself before the handler ran.
+_NOT_FORWARDED = frozenset({"expect"})
+
+CHUNK_SIZE = 64 * 1024
+
+
+def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CIMultiDict[str]:
+    """A copy without hop-by-hop headers: the fixed list, any ``Proxy-*``, and those
+    ``Connection`` names."""
+    listed = {
+        token.strip().lower()
+        for value in _all_values(headers, "Connection")
+        for token in value.split(",")
+        if token.strip()
+    }
+    kept: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower in listed or lower.startswith("proxy-"):
+            continue
+        kept.add(name, value)
+    return kept
+
+
+def _all_values(headers: Mapping[str, str] | CIMultiDictProxy[str], name: str) -> list[str]:
+    if isinstance(headers, CIMultiDictProxy | CIMultiDict):
+        return list(headers.getall(name, []))
+    return [v for k, v in headers.items() if k.lower() == name.lower()]
+
+
+IPNetwork = IPv4Network | IPv6Network
+
+
+def parse_trusted_proxies(cidrs: Sequence[str]) -> tuple[IPNetwork, ...]:
+    """Trusted proxy CIDRs; raises ValueError naming the entry that does not parse."""
+    networks: list[IPNetwork] = []
+    for index, cidr in enumerate(cidrs):
+        try:
+            networks.append(ip_network(cidr.strip()))
+        except ValueError:
+            raise ValueError(f"trustedProxies[{index}]: {cidr!r} is not a valid CIDR") from None
+    return tuple(networks)
+
+
+def _peer_address(peer: str) -> IPv4Address | IPv6Address | None:
+    try:
+        address = ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def set_forwarded_headers(
+    headers: CIMultiDict[str],
+    *,
+    peer_ip: str,
+    scheme: str,
+    host: str,
+    trusted: Sequence[IPNetwork],
+) -> None:
+    """Set X-Forwarded-For/-Proto/-Host for the upstream.
+
+    What a client sends in these headers is kept (and appended to) only when the peer is a
+    trusted proxy; otherwise it is replaced, so a client cannot pose as another address to the
+    upstream.
+    """
+    peer = _peer_address(peer_ip)
+    from_proxy = peer is not None and any(peer in network for network in trusted)
+    prior_for = ", ".join(headers.getall("X-Forwarded-For", [])) if from_proxy else ""
+    proto = headers.get("X-Forwarded-Proto") if from_proxy else None
+    forwarded_host = headers.get("X-Forwarded-Host") if from_proxy else None
+    headers["X-Forwarded-For"] = f"{prior_for}, {peer_ip}" if prior_for else peer_ip
+    headers["X-Forwarded-Proto"] = proto or scheme
+    headers["X-Forwarded-Host"] = forwarded_host or host
+
+
+class ResponseHooks(Protocol):
+    """What the module chain does around the upstream exchange."""
+
+    def should_compress(
+        self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
+    ) -> bool: ...
+
+    def record_upstream(self, status: int | None, *, now: float | None = None) -> None: ...
+
+    def response_headers(self, headers: CIMultiDict[str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTimeouts:
+    """Upstream timeouts in seconds."""
+
+    connect: float = 5.0
+    """To open a connection (and obtain a pooled one); exceeded → 504."""
+    read: float = 60.0
+    """Between two reads from the upstream, headers included; exceeded → 504."""
+
+
+DEFAULT_TIMEOUTS = ProxyTimeouts()
+
+
+class Forwarder:
+    """Sends requests upstream over one pooled session and streams the responses back."""
+
+    def __init__(
+        self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, max_connections: int = 1000
+    ) -> None:
+        self._timeouts = timeouts
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=10),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self._timeouts.connect, sock_read=self._timeouts.read
+                ),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def forward(
+        self,
+        request: web.BaseRequest,
+        *,
+        path: str,
+        query: str,
+        addresses: Sequence[Address],
+        first: int,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        hooks: ResponseHooks,
+        where: str,
+    ) -> web.StreamResponse:
+        """Forward ``request`` to ``addresses[first]``, trying the next ones only when a
+        connection is refused (nothing was sent yet, so no request can run twice).
+
+        ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` are the
+        upstream request headers, already rewritten; ``body`` is the request body when a module
+        needed it read, else the body streams from the client.
+        """
+        if self._session is None:
+            raise RuntimeError("Forwarder.start() was not called")
+        data: bytes | AsyncIterator[bytes] | None
+        if body is not None:
+            data = body
+        elif request.body_exists:
+            data = request.content.iter_chunked(CHUNK_SIZE)
+        else:
+            data = None
+        attempts = min(len(addresses), 3)
+        for attempt in range(attempts):
+            host, port = addresses[(first + attempt) % len(addresses)]
+            url = URL.build(
+                scheme="http", host=host, port=port, path=path, query_string=query, encoded=True
+            )
+            try:
+                upstream = await self._session.request(
+                    request.method,
+                    url,
+                    headers=headers,
+                    data=data,
+                    allow_redirects=False,
+                )
+            except TimeoutError:
+                hooks.record_upstream(None)
+                return _error(504, "the upstream did not answer in time")
+            except aiohttp.ClientConnectorError as exc:
+                logger.debug("{}: cannot connect to {}:{}: {}", where, host, port, exc.os_error)
+                if attempt + 1 < attempts:
+                    continue
+                hooks.record_upstream(None)
+                return _error(502, "the upstream cannot be reached")
+            except aiohttp.ClientError as exc:
+                logger.debug("{}: upstream {}:{} failed: {!r}", where, host, port, exc)
+                hooks.record_upstream(None)
+                return _error(502, "the upstream failed")
+            async with upstream:
+                hooks.record_upstream(upstream.status)
+                return await self._relay(request, upstream, hooks=hooks, where=where)
+        raise AssertionError("unreachable: at least one address is always tried")
+
+    async def _relay(
+        self,
+        request: web.BaseRequest,
+        upstream: aiohttp.ClientResponse,
+        *,
+        hooks: ResponseHooks,
+        where: str,
+    ) -> web.StreamResponse:
+        headers = without_hop_by_hop(upstream.headers)
+        hooks.response_headers(headers)
+        compress = hooks.should_compress(request.headers, headers)
+        if compress:
+            headers.popall("Content-Length", None)
+            headers.add("Vary", "Accept-Encoding")
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        response.headers.extend(headers)
+        if compress:
+            response.enable_compression(web.ContentCoding.gzip)
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+                await response.write(chunk)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            # Too late for an error status: the client already has one. Cutting the connection
+            # is the only honest signal that the body is incomplete.
+            logger.debug("{}: upstream body interrupted: {!r}", where, exc)
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        await response.write_eof()
+        return response
+
+
+def _error(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=f"{text}\n")

@@ -1,0 +1,206 @@
+"""The embedded edge data plane: an HTTP(S) server that routes by host and path, runs a route's
+modules, and proxies to its backend.
+
+Each request is decided in one fixed order, and every refusal happens before the upstream is
+contacted:
+
+1. the edge, by ``Host`` (port stripped, case-insensitive) — unknown host → 404;
+2. the route, by path (Exact, then the longest Prefix by whole segments) — none → 404;
+3. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
+4. the route's module chain (ipRestriction, rateLimit, auth, circuitBreaker) → its rejection;
+5. a backend Service that does not exist → 500; the upstream resolver's error (500/503);
+6. request header changes, ``X-Forwarded-*``, the proxy (504 on timeouts, 502 on failures);
+7. response header changes, then compression.
+
+The route is read once, at step 2, as one immutable value: a request never mixes two
+configurations, which is what makes module swaps atomic (see ``inprocess.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from loguru import logger
+
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.modules import RequestView
+from interlock.edge.provider import BackendTarget
+from interlock.edge.proxy import (
+    DEFAULT_TIMEOUTS,
+    Forwarder,
+    ProxyTimeouts,
+    parse_trusted_proxies,
+    set_forwarded_headers,
+    without_hop_by_hop,
+)
+from interlock.edge.routing import clean_path, select_route
+from interlock.edge.upstreams import UpstreamError, UpstreamResolver
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) → (host, port); raises ValueError naming it."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"address {value!r}: HOST:PORT is required")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"address {value!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"address {value!r}: port {port} is out of range")
+    return host, port
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeAddresses:
+    """Where the data plane listens (ports as bound, so port 0 shows the chosen one)."""
+
+    http: tuple[str, int]
+    https: tuple[str, int] | None
+
+
+class EdgeServer:
+    """Serves an :class:`InProcessEdge` over HTTP, and over HTTPS with SNI when asked to."""
+
+    def __init__(
+        self,
+        *,
+        edge: InProcessEdge,
+        upstreams: UpstreamResolver,
+        trusted_proxies: Sequence[str] = (),
+        timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
+        max_connections: int = 1000,
+    ) -> None:
+        self._edge = edge
+        self._upstreams = upstreams
+        self._trusted = parse_trusted_proxies(trusted_proxies)
+        self._forwarder = Forwarder(timeouts=timeouts, max_connections=max_connections)
+        self._round_robin: dict[BackendTarget, itertools.count[int]] = {}
+        self._runner: web.ServerRunner | None = None
+        self._addresses: EdgeAddresses | None = None
+
+    @property
+    def addresses(self) -> EdgeAddresses:
+        if self._addresses is None:
+            raise RuntimeError("the edge server is not started")
+        return self._addresses
+
+    async def start(self, *, addr: str, tls_addr: str | None = None) -> EdgeAddresses:
+        """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port."""
+        await self._forwarder.start()
+        server = web.Server(self.handle, access_log=None)
+        runner = web.ServerRunner(server, access_log=None, handle_signals=False)
+        await runner.setup()
+        self._runner = runner
+        try:
+            http = await _listen(runner, addr, ssl_context=None)
+            https = None
+            if tls_addr is not None:
+                https = await _listen(
+                    runner, tls_addr, ssl_context=self._edge.certificates.server_context
+                )
+        except BaseException:
+            await self.stop()
+            raise
+        self._addresses = EdgeAddresses(http=http, https=https)
+        logger.info("edge data plane listening on {} (TLS: {})", http, https)
+        return self._addresses
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self._forwarder.close()
+        self._addresses = None
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        host_header = request.headers.get("Host", "")
+        routes = self._edge.routes_of(host_header)
+        if routes is None:
+            return _plain(404, "no edge serves this host")
+        raw_path, _, query = request.raw_path.partition("?")
+        try:
+            path, forward_path = clean_path(raw_path)
+        except ValueError:
+            return _plain(400, "the request path must be absolute")
+        route = select_route(routes.values(), path)
+        if route is None:
+            return _plain(404, "no route of this edge matches the path")
+        where = f"edge {host_header} route {route.route_id}"
+        backend = route.backend
+        if backend is None:
+            return _plain(503, "this route has no backend attached")
+        chain = route.chain
+        body = await request.read() if chain.needs_body else None
+        view = RequestView(
+            method=request.method,
+            path=path,
+            query=request.query,
+            headers=request.headers,
+            peer_ip=request.remote or "",
+            body=body,
+        )
+        rejection = chain.check_request(view)
+        if rejection is not None:
+            response = web.Response(status=rejection.status, text=rejection.body)
+            response.headers.update(rejection.headers)
+            return response
+        if not backend.exists:
+            return _plain(500, "the backend Service of this route does not exist")
+        addresses = self._upstreams.resolve(
+            namespace=backend.namespace,
+            service=backend.service,
+            port=backend.port,
+            method=request.method,
+            path=path,
+            headers=request.headers,
+            query=request.query,
+        )
+        if isinstance(addresses, UpstreamError):
+            logger.debug("{}: {}", where, addresses.message)
+            return _plain(addresses.status, "the backend cannot serve this request")
+        if not addresses:
+            return _plain(503, "the backend has no ready endpoint")
+        headers = without_hop_by_hop(request.headers)
+        headers.popall("Expect", None)
+        chain.upstream_request_headers(headers)
+        set_forwarded_headers(
+            headers,
+            peer_ip=request.remote or "",
+            scheme=request.scheme,
+            host=host_header,
+            trusted=self._trusted,
+        )
+        counter = self._round_robin.setdefault(backend, itertools.count())
+        return await self._forwarder.forward(
+            request,
+            path=forward_path,
+            query=query,
+            addresses=addresses,
+            first=next(counter) % len(addresses),
+            headers=headers,
+            body=body,
+            hooks=chain,
+            where=where,
+        )
+
+
+async def _listen(
+    runner: web.ServerRunner, addr: str, *, ssl_context: ssl.SSLContext | None
+) -> tuple[str, int]:
+    host, port = parse_host_port(addr)
+    before = set(map(tuple, runner.addresses))
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+    await site.start()
+    bound = [a for a in map(tuple, runner.addresses) if a not in before]
+    return str(bound[0][0]), int(bound[0][1])
+
+
+def _plain(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=f"{text}\n")

@@ -1,0 +1,100 @@
+"""Host and path matching rules, as pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from interlock.edge.provider import PathType
+from interlock.edge.routing import clean_path, normalize_host, path_matches, select_route
+
+
+@dataclass(frozen=True)
+class R:
+    route_id: str
+    path: str
+    path_type: PathType
+
+
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [
+        ("Example.COM", "example.com"),
+        ("example.com:8080", "example.com"),
+        ("example.com.", "example.com"),
+        ("[::1]:8443", "[::1]"),
+        ("", ""),
+    ],
+)
+def test_normalize_host(header: str, host: str) -> None:
+    assert normalize_host(header) == host
+
+
+@pytest.mark.parametrize(
+    ("route_path", "request_path", "matches"),
+    [
+        ("/foo", "/foo", True),
+        ("/foo", "/foo/", True),
+        ("/foo", "/foo/bar", True),
+        ("/foo", "/foobar", False),
+        ("/foo/", "/foo", True),
+        ("/foo/", "/foobar", False),
+        ("/", "/anything/at/all", True),
+    ],
+)
+def test_prefix_matches_whole_segments(route_path: str, request_path: str, matches: bool) -> None:
+    assert (
+        path_matches(path_type="Prefix", route_path=route_path, request_path=request_path)
+        is matches
+    )
+
+
+def test_exact_matches_only_the_same_path() -> None:
+    assert path_matches(path_type="Exact", route_path="/foo", request_path="/foo")
+    assert not path_matches(path_type="Exact", route_path="/foo", request_path="/foo/")
+
+
+def test_exact_first_then_longest_prefix() -> None:
+    routes = [
+        R("root", "/", "Prefix"),
+        R("api", "/api", "Prefix"),
+        R("v1", "/api/v1", "Prefix"),
+        R("v1-exact", "/api/v1", "Exact"),
+    ]
+    assert select_route(routes, "/api/v1") == routes[3]
+    assert select_route(routes, "/api/v1/x") == routes[2]
+    assert select_route(routes, "/api/v2") == routes[1]
+    assert select_route(routes, "/other") == routes[0]
+    assert select_route(routes[1:], "/other") is None
+
+
+@given(st.permutations(["b", "a", "c"]))
+def test_same_path_winner_does_not_depend_on_order(order: list[str]) -> None:
+    routes = [R(route_id, "/same", "Prefix") for route_id in order]
+    chosen = select_route(routes, "/same/x")
+    assert chosen is not None
+    assert chosen.route_id == "a"
+
+
+@pytest.mark.parametrize(
+    ("raw", "routed", "forwarded"),
+    [
+        ("/public/../admin", "/admin", "/admin"),
+        ("/public/%2e%2E/admin", "/admin", "/admin"),
+        ("/a/./b/.", "/a/b/", "/a/b/"),
+        ("/..", "/", "/"),
+        ("//evil.example/x", "/evil.example/x", "/evil.example/x"),
+        ("/a%2Fb", "/a/b", "/a%2Fb"),
+        ("/a/", "/a/", "/a/"),
+    ],
+)
+def test_clean_path(raw: str, routed: str, forwarded: str) -> None:
+    assert clean_path(raw) == (routed, forwarded)
+
+
+def test_clean_path_refuses_relative_paths() -> None:
+    with pytest.raises(ValueError, match="must start with"):
+        clean_path("*")
