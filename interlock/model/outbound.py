@@ -1,0 +1,640 @@
+"""The outbound (mesh) policy: resolved routes, the policy of one Service port, request routing.
+
+This is the core of the Linkerd fix interlock is built around. A backend that cannot carry
+traffic (its Service is missing, it is not a Service, its port is wrong, or a cross-namespace
+reference has no ReferenceGrant) is **kept with all its reference data**, marked
+``exists=False`` and given a :class:`FailureInjector` that answers 500. Linkerd used to collapse
+such a backend into an opaque ``Backend::Invalid``, which lost what was needed to bring it back
+when the Service appeared. Here a backend is a pure function of the route and the current
+Services and grants, so whenever any of them changes the route actor recomputes
+:func:`resolve_route` and the result is right whatever order the events came in.
+
+Everything here is pure and deterministic: outputs are frozen dataclasses, collections are
+tuples in a defined order, and no result depends on the order of an input collection. Equal
+inputs give equal outputs, which is what lets every actor "send only when modified".
+
+Functions, in the order data flows through them:
+
+- :func:`route_service_dependencies` / :func:`route_grant_namespaces`: what a route actor
+  subscribes to.
+- :func:`resolve_route`: an HTTPRoute plus Services and grants → :class:`ResolvedRoute`.
+- :func:`build_outbound_policy`: resolved routes → the :class:`OutboundPolicy` of one Service
+  port as seen from one client namespace (the JSON contract of DESIGN.md).
+- :func:`select_route` and :func:`pick_backend`: how a data plane applies a policy to a request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from interlock.model.gateway import (
+    CORE_GROUP,
+    GATEWAY_GROUP,
+    HTTPPathMatch,
+    HTTPRoute,
+    HTTPRouteFilter,
+    HTTPRouteMatch,
+    HTTPRouteTimeouts,
+    ReferenceGrant,
+)
+from interlock.model.meta import ObjectKey
+from interlock.model.service import Service
+
+BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
+"""Why a backend cannot carry traffic; the Gateway API ``ResolvedRefs`` reasons."""
+
+DEFAULT_ROUTE_KIND = "Default"
+"""The kind of the route synthesized for a Service port that no HTTPRoute attaches to."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureInjector:
+    """Answer every request sent to this backend with ``status`` (a backend that cannot work)."""
+
+    status: int = 500
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backend:
+    """One backendRef of a rule, resolved against the current Services and grants.
+
+    ``exists`` is True exactly when ``failure_injector`` is None: the reference names a core
+    Service that exists, may be referenced and has the port. Otherwise ``reason`` is the
+    ``ResolvedRefs`` reason and the failure injector's message says what is wrong, naming the
+    Service. A weight-0 backend is kept (it is never picked by :func:`pick_backend`).
+    """
+
+    kind: str
+    group: str
+    namespace: str
+    name: str
+    port: int | None
+    weight: int
+    exists: bool
+    failure_injector: FailureInjector | None = None
+    reason: BackendReason | None = None
+    filters: tuple[HTTPRouteFilter, ...] = ()
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.namespace, name=self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "port": self.port,
+            "weight": self.weight,
+            "exists": self.exists,
+            "failureInjector": (
+                self.failure_injector.to_json() if self.failure_injector is not None else None
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceParent:
+    """A parentRef naming a core Service (a mesh route), with its namespace filled in."""
+
+    namespace: str
+    name: str
+    port: int | None = None
+    section_name: str | None = None
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.namespace, name=self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedRule:
+    """A route rule whose backendRefs are resolved; ``matches`` is never empty."""
+
+    name: str | None
+    matches: tuple[HTTPRouteMatch, ...]
+    filters: tuple[HTTPRouteFilter, ...]
+    timeouts: HTTPRouteTimeouts | None
+    backends: tuple[Backend, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        timeouts = self.timeouts or HTTPRouteTimeouts()
+        return {
+            "matches": [m.model_dump(mode="json", by_alias=True) for m in self.matches],
+            "filters": [
+                f.model_dump(mode="json", by_alias=True, exclude_none=True) for f in self.filters
+            ],
+            "timeouts": {"request": timeouts.request, "backendRequest": timeouts.backend_request},
+            "backends": [b.to_json() for b in self.backends],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedRoute:
+    """An HTTPRoute with every backend resolved: what a route actor publishes to its parents.
+
+    ``parents`` holds only the Service parents (Gateway parents belong to other controllers),
+    in spec order without duplicates. :attr:`unresolved_backends` is the per-backend reason
+    list that :func:`interlock.model.route_status.route_status` reports.
+    """
+
+    kind: str
+    group: str
+    namespace: str
+    name: str
+    creation_timestamp: datetime | None
+    generation: int
+    parents: tuple[ServiceParent, ...]
+    hostnames: tuple[str, ...]
+    rules: tuple[ResolvedRule, ...]
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.namespace, name=self.name)
+
+    @property
+    def unresolved_backends(self) -> tuple[Backend, ...]:
+        """Backends that cannot carry traffic, in rule and backendRef order."""
+        return tuple(b for rule in self.rules for b in rule.backends if not b.exists)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboundRoute:
+    """A route as it appears in one Service port's policy."""
+
+    kind: str
+    group: str
+    namespace: str
+    name: str
+    creation_timestamp: datetime | None
+    hostnames: tuple[str, ...]
+    rules: tuple[ResolvedRule, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "group": self.group,
+            "namespace": self.namespace,
+            "name": self.name,
+            "creationTimestamp": _rfc3339(self.creation_timestamp),
+            "hostnames": list(self.hostnames),
+            "rules": [rule.to_json() for rule in self.rules],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboundPolicy:
+    """The policy of one Service port as seen by clients in ``client_namespace``."""
+
+    namespace: str
+    service: str
+    port: int
+    client_namespace: str
+    routes: tuple[OutboundRoute, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy in the wire shape of DESIGN.md "Contracts" (camelCase keys)."""
+        return {
+            "namespace": self.namespace,
+            "service": self.service,
+            "port": self.port,
+            "clientNamespace": self.client_namespace,
+            "routes": [route.to_json() for route in self.routes],
+        }
+
+
+def _rfc3339(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _service_parents(route: HTTPRoute) -> tuple[ServiceParent, ...]:
+    parents: list[ServiceParent] = []
+    for ref in route.spec.parent_refs:
+        if not ref.is_service:
+            continue
+        parent = ServiceParent(
+            namespace=ref.namespace or route.metadata.namespace,
+            name=ref.name,
+            port=ref.port,
+            section_name=ref.section_name,
+        )
+        if parent not in parents:
+            parents.append(parent)
+    return tuple(parents)
+
+
+def route_service_dependencies(route: HTTPRoute) -> frozenset[ObjectKey]:
+    """Every Service whose existence or ports can change this route's output.
+
+    The backend Services (any namespace, permitted or not: a grant may appear later) and the
+    Service parents. A route actor subscribes to exactly these, so a Service event reaches only
+    the routes it can affect.
+    """
+    keys = {parent.key for parent in _service_parents(route)}
+    for rule in route.spec.rules:
+        for ref in rule.backend_refs:
+            if ref.is_service:
+                keys.add(
+                    ObjectKey(namespace=ref.namespace or route.metadata.namespace, name=ref.name)
+                )
+    return frozenset(keys)
+
+
+def route_grant_namespaces(route: HTTPRoute) -> frozenset[str]:
+    """Namespaces whose ReferenceGrants can change this route: those of cross-namespace backends."""
+    own = route.metadata.namespace
+    return frozenset(
+        ref.namespace
+        for rule in route.spec.rules
+        for ref in rule.backend_refs
+        if ref.is_service and ref.namespace is not None and ref.namespace != own
+    )
+
+
+def _resolve_backend(
+    *,
+    route: HTTPRoute,
+    kind: str,
+    group: str,
+    namespace: str,
+    name: str,
+    port: int | None,
+    services: Mapping[ObjectKey, Service],
+    grants: tuple[ReferenceGrant, ...],
+) -> tuple[BackendReason, str] | None:
+    """Why this reference cannot carry traffic (reason and message), or None when it can."""
+    if not (group == CORE_GROUP and kind == "Service"):
+        shown_group = group or "core"
+        return (
+            "InvalidKind",
+            f"backend {kind} {namespace}/{name}: kind {kind!r} in group {shown_group!r} is not "
+            "supported; only core Services can be backends",
+        )
+    if port is None:
+        return ("BackendNotFound", f"backend Service {namespace}/{name}: port is required")
+    if namespace != route.metadata.namespace and not any(
+        grant.permits(
+            from_group=GATEWAY_GROUP,
+            from_kind="HTTPRoute",
+            from_namespace=route.metadata.namespace,
+            to_group=CORE_GROUP,
+            to_kind="Service",
+            to_namespace=namespace,
+            to_name=name,
+        )
+        for grant in grants
+    ):
+        return (
+            "RefNotPermitted",
+            f"backend Service {namespace}/{name}: no ReferenceGrant in namespace {namespace} "
+            f"permits references from HTTPRoutes in namespace {route.metadata.namespace}",
+        )
+    service = services.get(ObjectKey(namespace=namespace, name=name))
+    if service is None:
+        return ("BackendNotFound", f"backend Service {namespace}/{name} does not exist")
+    if service.port_by_number(port) is None:
+        return ("BackendNotFound", f"backend Service {namespace}/{name} has no port {port}")
+    return None
+
+
+def resolve_route(
+    route: HTTPRoute,
+    services: Mapping[ObjectKey, Service],
+    grants: Iterable[ReferenceGrant],
+) -> ResolvedRoute:
+    """Resolve every backendRef of ``route`` against the current Services and grants.
+
+    Only ``services`` entries for the route's dependencies matter, so a caller may pass just
+    those (see :func:`route_service_dependencies`). Backends keep their rule and list order.
+    """
+    grant_list = tuple(grants)
+    rules: list[ResolvedRule] = []
+    for rule in route.spec.rules:
+        backends: list[Backend] = []
+        for ref in rule.backend_refs:
+            namespace = ref.namespace or route.metadata.namespace
+            problem = _resolve_backend(
+                route=route,
+                kind=ref.kind,
+                group=ref.group,
+                namespace=namespace,
+                name=ref.name,
+                port=ref.port,
+                services=services,
+                grants=grant_list,
+            )
+            backends.append(
+                Backend(
+                    kind=ref.kind,
+                    group=ref.group,
+                    namespace=namespace,
+                    name=ref.name,
+                    port=ref.port,
+                    weight=ref.weight,
+                    exists=problem is None,
+                    failure_injector=None
+                    if problem is None
+                    else FailureInjector(message=problem[1]),
+                    reason=None if problem is None else problem[0],
+                    filters=ref.filters,
+                )
+            )
+        rules.append(
+            ResolvedRule(
+                name=rule.name,
+                matches=rule.matches,
+                filters=rule.filters,
+                timeouts=rule.timeouts,
+                backends=tuple(backends),
+            )
+        )
+    return ResolvedRoute(
+        kind="HTTPRoute",
+        group=GATEWAY_GROUP,
+        namespace=route.metadata.namespace,
+        name=route.metadata.name,
+        creation_timestamp=route.metadata.creation_timestamp,
+        generation=route.metadata.generation,
+        parents=_service_parents(route),
+        hostnames=route.spec.hostnames,
+        rules=tuple(rules),
+    )
+
+
+def parent_problem(parent: ServiceParent, service: Service | None) -> str | None:
+    """Why ``service`` cannot take routes through ``parent`` (a NoMatchingParent message), or None.
+
+    ``service`` is the Service the parentRef names (None when it does not exist). A headless or
+    ExternalName Service has no cluster IP whose traffic a mesh could route.
+    """
+    where = f"parent Service {parent.namespace}/{parent.name}"
+    if service is None:
+        return f"{where} does not exist"
+    if service.is_headless:
+        return f"{where} is headless (clusterIP: None)"
+    if service.is_external_name:
+        return f"{where} is of type ExternalName"
+    if parent.port is not None and service.port_by_number(parent.port) is None:
+        return f"{where} has no port {parent.port}"
+    if parent.section_name is not None:
+        named = service.port_by_name(parent.section_name)
+        if named is None:
+            return f"{where} has no port named {parent.section_name!r}"
+        if parent.port is not None and named.port != parent.port:
+            return f"{where}: port {parent.section_name!r} is {named.port}, not {parent.port}"
+    return None
+
+
+def _attaches(
+    parent: ServiceParent, *, service: Service, namespace: str, name: str, port: int
+) -> bool:
+    if (parent.namespace, parent.name) != (namespace, name):
+        return False
+    if parent_problem(parent, service) is not None:
+        return False
+    if parent.port is not None and parent.port != port:
+        return False
+    if parent.section_name is not None:
+        named = service.port_by_name(parent.section_name)
+        return named is not None and named.port == port
+    return True
+
+
+def _route_order(route: ResolvedRoute | OutboundRoute) -> tuple[bool, datetime, str, str]:
+    # Oldest first (a route without a timestamp sorts last), then namespace/name: Linkerd's and
+    # the Gateway API's tie-break, and a total order so the output never depends on input order.
+    created = route.creation_timestamp
+    if created is not None and created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return (
+        created is None,
+        created or datetime.min.replace(tzinfo=UTC),
+        route.namespace,
+        route.name,
+    )
+
+
+def _parent_backend(service: Service | None, *, namespace: str, name: str, port: int) -> Backend:
+    """The backend that sends traffic to the parent Service port itself."""
+    problem: str | None = None
+    if service is None:
+        problem = f"Service {namespace}/{name} does not exist"
+    elif service.spec.ports and service.port_by_number(port) is None:
+        problem = f"Service {namespace}/{name} has no port {port}"
+    return Backend(
+        kind="Service",
+        group=CORE_GROUP,
+        namespace=namespace,
+        name=name,
+        port=port,
+        weight=1,
+        exists=problem is None,
+        failure_injector=None if problem is None else FailureInjector(message=problem),
+        reason=None if problem is None else "BackendNotFound",
+    )
+
+
+def _handles_request_itself(rule: ResolvedRule) -> bool:
+    return any(f.type == "RequestRedirect" for f in rule.filters)
+
+
+def build_outbound_policy(
+    service: Service | None,
+    namespace: str,
+    name: str,
+    port: int,
+    client_namespace: str,
+    routes: Iterable[ResolvedRoute],
+) -> OutboundPolicy:
+    """The policy of Service ``namespace/name`` port ``port`` for clients in ``client_namespace``.
+
+    ``service`` is the Service itself (None when it does not exist); ``routes`` may hold any
+    resolved routes, those not attached to this port are ignored. A route attaches through a
+    Service parentRef naming this Service with this port, with this port's name as its
+    sectionName, or with neither. Producer routes (in the Service's namespace) apply to every
+    client; consumer routes (in another namespace) only to clients in the route's own namespace.
+    Routes are ordered oldest first, then by namespace/name. A rule without backendRefs sends
+    traffic to the parent Service port (unless it redirects). With no attached route, one
+    synthesized route of kind ``Default`` forwards everything to the Service port.
+    """
+    parent_backend = _parent_backend(service, namespace=namespace, name=name, port=port)
+    attached: list[ResolvedRoute] = []
+    if service is not None:
+        for route in routes:
+            if route.namespace != namespace and route.namespace != client_namespace:
+                continue
+            if any(
+                _attaches(p, service=service, namespace=namespace, name=name, port=port)
+                for p in route.parents
+            ):
+                attached.append(route)
+    attached.sort(key=_route_order)
+    outbound = tuple(
+        OutboundRoute(
+            kind=route.kind,
+            group=route.group,
+            namespace=route.namespace,
+            name=route.name,
+            creation_timestamp=route.creation_timestamp,
+            hostnames=route.hostnames,
+            rules=tuple(
+                replace(rule, backends=(parent_backend,))
+                if not rule.backends and not _handles_request_itself(rule)
+                else rule
+                for rule in route.rules
+            ),
+        )
+        for route in attached
+    )
+    if not outbound:
+        outbound = (
+            OutboundRoute(
+                kind=DEFAULT_ROUTE_KIND,
+                group=CORE_GROUP,
+                namespace=namespace,
+                name=name,
+                creation_timestamp=None,
+                hostnames=(),
+                rules=(
+                    ResolvedRule(
+                        name=None,
+                        matches=(HTTPRouteMatch(),),
+                        filters=(),
+                        timeouts=None,
+                        backends=(parent_backend,),
+                    ),
+                ),
+            ),
+        )
+    return OutboundPolicy(
+        namespace=namespace,
+        service=name,
+        port=port,
+        client_namespace=client_namespace,
+        routes=outbound,
+    )
+
+
+def _path_rank(path: HTTPPathMatch) -> tuple[int, int]:
+    # Gateway API: an exact path beats any prefix, a longer prefix beats a shorter one. The
+    # rank of regular expressions is left to implementations; like Linkerd we put them last.
+    if path.type == "Exact":
+        return (2, len(path.value))
+    if path.type == "PathPrefix":
+        return (1, len(path.value.rstrip("/")))
+    return (0, len(path.value))
+
+
+def _path_matches(path: HTTPPathMatch, request_path: str) -> bool:
+    if path.type == "Exact":
+        return request_path == path.value
+    if path.type == "PathPrefix":
+        # Whole segments only: "/foo" matches "/foo" and "/foo/bar", never "/foobar"; a
+        # trailing slash on the prefix is not significant.
+        prefix = path.value.rstrip("/")
+        return not prefix or request_path == prefix or request_path.startswith(prefix + "/")
+    return re.fullmatch(path.value, request_path) is not None
+
+
+def _value_matches(kind: str, expected: str, actual: str | None) -> bool:
+    if actual is None:
+        return False
+    if kind == "Exact":
+        return actual == expected
+    return re.fullmatch(expected, actual) is not None
+
+
+def _match_applies(
+    match: HTTPRouteMatch,
+    *,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> bool:
+    if match.method is not None and match.method != method.upper():
+        return False
+    if not _path_matches(match.path, path):
+        return False
+    if not all(_value_matches(h.type, h.value, headers.get(h.name.lower())) for h in match.headers):
+        return False
+    return all(_value_matches(q.type, q.value, query.get(q.name)) for q in match.query_params)
+
+
+def select_route(
+    policy: OutboundPolicy,
+    *,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> tuple[OutboundRoute, ResolvedRule] | None:
+    """The route and rule a request is sent by, using the Gateway API's precedence.
+
+    Across all routes and rules, the matching ``match`` with: an exact path, else the longest
+    path prefix, then a method, then the most header matches, then the most query parameter
+    matches wins; ties go to the oldest route, then by namespace/name, then to the first rule.
+    Header names compare case-insensitively, query parameter names exactly. None when nothing
+    matches (a data plane answers 404).
+    """
+    lowered = {name.lower(): value for name, value in headers.items()}
+    best: tuple[tuple[Any, ...], OutboundRoute, ResolvedRule] | None = None
+    for route in policy.routes:
+        order = _route_order(route)
+        for rule_index, rule in enumerate(route.rules):
+            for match in rule.matches:
+                if not _match_applies(
+                    match, method=method, path=path, headers=lowered, query=query
+                ):
+                    continue
+                kind_rank, length = _path_rank(match.path)
+                rank = (
+                    -kind_rank,
+                    -length,
+                    match.method is None,
+                    -len(match.headers),
+                    -len(match.query_params),
+                    order,
+                    rule_index,
+                )
+                if best is None or rank < best[0]:
+                    best = (rank, route, rule)
+    return None if best is None else (best[1], best[2])
+
+
+def pick_backend(rule: ResolvedRule, rng_value: float) -> Backend | None:
+    """The backend a request goes to, given a uniform random number in [0, 1).
+
+    Each backend gets a share of traffic proportional to its weight, including backends that do
+    not exist (their share answers 500, as the Gateway API requires). Weight-0 backends are never
+    picked; None when every weight is 0 (or there are no backends).
+    """
+    if not 0.0 <= rng_value < 1.0:
+        raise ValueError(f"rng_value must be in [0, 1), got {rng_value}")
+    total = sum(b.weight for b in rule.backends)
+    if total == 0:
+        return None
+    target = rng_value * total
+    cumulative = 0
+    chosen: Backend | None = None
+    for backend in rule.backends:
+        if backend.weight == 0:
+            continue
+        cumulative += backend.weight
+        chosen = backend
+        if target < cumulative:
+            return backend
+    # Only reached through float rounding at the very top of the range.
+    return chosen
