@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field
 
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object
+from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
 
 CONTROLLER_NAME = "interlock.dev/ingress-controller"
 """``spec.controller`` of the IngressClasses interlock serves."""
@@ -118,7 +118,9 @@ class IngressClass(KubeModel):
 
 def parse_ingress(raw: dict[str, Any]) -> Ingress:
     """Parse a v1 Ingress; raises :class:`InvalidObject` naming the Ingress and the field."""
-    return parse_object(Ingress, "Ingress", raw)
+    ingress = parse_object(Ingress, "Ingress", raw)
+    require_namespace("Ingress", ingress.metadata)
+    return ingress
 
 
 def parse_ingress_class(raw: dict[str, Any]) -> IngressClass:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from interlock.model.durations import InvalidDuration, parse_duration
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object
+from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
 
 
 class SecretValue:
@@ -207,12 +207,16 @@ def parse_module_set(raw: dict[str, Any]) -> ModuleSet:
     in ``spec.problems`` so the ModuleSet still exists for status and for the Ingresses naming it
     (which then fail closed with a permanent error rather than wait for it to "appear").
     """
-    return parse_object(ModuleSet, "ModuleSet", raw)
+    module_set = parse_object(ModuleSet, "ModuleSet", raw)
+    require_namespace("ModuleSet", module_set.metadata)
+    return module_set
 
 
 def parse_secret(raw: dict[str, Any]) -> Secret:
     """Parse a v1 Secret; errors name the Secret and field, never a value."""
-    return parse_object(Secret, "Secret", raw)
+    secret = parse_object(Secret, "Secret", raw)
+    require_namespace("Secret", secret.metadata)
+    return secret
 
 
 # --- sifting spec.modules ----------------------------------------------------------------------

@@ -217,7 +217,13 @@ def test_user_cannot_smuggle_problems_through_the_spec() -> None:
 def test_empty_and_null_modules_are_valid() -> None:
     assert validate_modules(module_set({})) == []
     assert validate_modules(module_set(None)) == []
-    assert validate_modules(parse_module_set({"metadata": {"name": "s"}})) == []
+    assert validate_modules(parse_module_set({"metadata": {"name": "s", "namespace": "d"}})) == []
+
+
+def test_module_set_without_namespace_is_rejected() -> None:
+    with pytest.raises(InvalidObject) as err:
+        parse_module_set({"metadata": {"name": "s"}, "spec": {}})
+    assert str(err.value) == "ModuleSet s: metadata.namespace: is required"
 
 
 def test_unreadable_module_set_raises_naming_it() -> None:
