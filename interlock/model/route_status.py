@@ -1,0 +1,187 @@
+"""HTTPRoute ``status.parents``: what we tell the route's author about each Service parent.
+
+Users learn why a mesh route does not work from two conditions per Service parent, the Gateway
+API's ``Accepted`` (can the parent Service take routes at all?) and ``ResolvedRefs`` (can every
+backend carry traffic?). The status is a pure function of the route, its resolution and the
+Services, so every replica computes the same answer and the StatusWriter writes only when it
+differs from what is stored (:func:`status_equal_ignoring_timestamps`).
+
+Two details keep the writes down and other controllers happy: ``lastTransitionTime`` is carried
+over from the stored condition while its status is unchanged (otherwise every recompute would
+produce a "new" status), and entries written by other controllers (say, a Gateway controller for
+the route's Gateway parents) are kept exactly as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from interlock.model.gateway import HTTPRoute
+from interlock.model.meta import ObjectKey
+from interlock.model.outbound import ResolvedRoute, ServiceParent, parent_problem
+from interlock.model.service import Service
+
+CONTROLLER_NAME = "interlock.dev/policy-controller"
+"""The ``controllerName`` of the status entries this controller owns."""
+
+
+def _timestamp(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parent_ref(parent: ServiceParent) -> dict[str, Any]:
+    ref: dict[str, Any] = {
+        "group": "",
+        "kind": "Service",
+        "namespace": parent.namespace,
+        "name": parent.name,
+    }
+    if parent.section_name is not None:
+        ref["sectionName"] = parent.section_name
+    if parent.port is not None:
+        ref["port"] = parent.port
+    return ref
+
+
+def _parent_identity(ref: Any, route_namespace: str) -> tuple[Any, ...] | None:
+    """A stored parentRef as a comparable key (defaults filled in), None if it is not a dict."""
+    if not isinstance(ref, dict):
+        return None
+    group = ref.get("group", "gateway.networking.k8s.io")
+    return (
+        "" if group == "core" else group,
+        ref.get("kind", "Gateway"),
+        ref.get("namespace") or route_namespace,
+        ref.get("name"),
+        ref.get("sectionName"),
+        ref.get("port"),
+    )
+
+
+def _condition(
+    *,
+    type_: str,
+    ok: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    status = "True" if ok else "False"
+    kept = previous.get("lastTransitionTime") if previous is not None else None
+    unchanged = previous is not None and previous.get("status") == status and kept
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": kept if unchanged else _timestamp(now),
+    }
+
+
+def route_status(
+    route: HTTPRoute,
+    resolved: ResolvedRoute,
+    services: Mapping[ObjectKey, Service],
+    *,
+    controller_name: str = CONTROLLER_NAME,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The new ``status.parents`` of ``route``: other controllers' entries, then ours.
+
+    One entry of ours per Service parentRef (Gateway parents are left to their controllers),
+    in spec order, with:
+
+    - ``Accepted``: True, or False / ``NoMatchingParent`` when the parent Service is missing,
+      headless, of type ExternalName, or lacks the port or sectionName the parentRef names;
+    - ``ResolvedRefs``: True, or False with the reason of the first backend that cannot carry
+      traffic (``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``) and a message
+      naming every such backend.
+
+    ``services`` needs the parent Services (see ``route_service_dependencies``). Our stale
+    entries (parents no longer in the spec) are dropped; other controllers' are kept verbatim.
+    """
+    namespace = route.metadata.namespace
+    generation = route.metadata.generation
+    stored = route.status.parents
+    others = [dict(entry) for entry in stored if entry.get("controllerName") != controller_name]
+    previous_conditions: dict[tuple[Any, ...], dict[str, Mapping[str, Any]]] = {}
+    for entry in stored:
+        if entry.get("controllerName") != controller_name:
+            continue
+        identity = _parent_identity(entry.get("parentRef"), namespace)
+        conditions = entry.get("conditions")
+        if identity is None or not isinstance(conditions, list):
+            continue
+        previous_conditions[identity] = {
+            c["type"]: c for c in conditions if isinstance(c, dict) and "type" in c
+        }
+
+    unresolved = resolved.unresolved_backends
+    messages = list(
+        dict.fromkeys(b.failure_injector.message for b in unresolved if b.failure_injector)
+    )
+    refs_reason = unresolved[0].reason if unresolved and unresolved[0].reason else "ResolvedRefs"
+
+    ours: list[dict[str, Any]] = []
+    for parent in resolved.parents:
+        ref = _parent_ref(parent)
+        identity = ("", "Service", parent.namespace, parent.name, parent.section_name, parent.port)
+        previous = previous_conditions.get(identity, {})
+        problem = parent_problem(parent, services.get(parent.key))
+        accepted = _condition(
+            type_="Accepted",
+            ok=problem is None,
+            reason="Accepted" if problem is None else "NoMatchingParent",
+            message=problem or "",
+            generation=generation,
+            previous=previous.get("Accepted"),
+            now=now,
+        )
+        resolved_refs = _condition(
+            type_="ResolvedRefs",
+            ok=not unresolved,
+            reason=refs_reason,
+            message="; ".join(messages),
+            generation=generation,
+            previous=previous.get("ResolvedRefs"),
+            now=now,
+        )
+        ours.append(
+            {
+                "parentRef": ref,
+                "controllerName": controller_name,
+                "conditions": [accepted, resolved_refs],
+            }
+        )
+    return others + ours
+
+
+def _without_timestamps(parents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    stripped: list[dict[str, Any]] = []
+    for entry in parents:
+        copy = dict(entry)
+        conditions = entry.get("conditions")
+        if isinstance(conditions, list):
+            copy["conditions"] = [
+                {k: v for k, v in c.items() if k != "lastTransitionTime"}
+                if isinstance(c, dict)
+                else c
+                for c in conditions
+            ]
+        stripped.append(copy)
+    return stripped
+
+
+def status_equal_ignoring_timestamps(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Whether two ``status.parents`` lists say the same thing apart from ``lastTransitionTime``.
+
+    The StatusWriter skips a write when this holds between the stored and the computed status.
+    """
+    return _without_timestamps(a) == _without_timestamps(b)
