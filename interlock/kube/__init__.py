@@ -6,6 +6,7 @@ decide when.
 """
 
 from interlock.kube.client import KubeConfigError, api_client, close_api_client, make_api_client
+from interlock.kube.discovery import is_served, served_resource
 from interlock.kube.events import EventRecorder, EventRecorderStatistics, reference_to
 from interlock.kube.informer import (
     Deleted,
@@ -47,6 +48,8 @@ __all__ = [
     "Upserted",
     "api_client",
     "close_api_client",
+    "is_served",
     "make_api_client",
     "reference_to",
+    "served_resource",
 ]

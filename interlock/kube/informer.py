@@ -212,7 +212,8 @@ class _Reflector:
         self.last_error: str | None = None
 
     async def run(self) -> None:
-        need_list = True
+        # A reflector run again after being cancelled resumes watching from where it stopped.
+        need_list = not self.listed.is_set()
         expired_in_a_row = 0
         while True:
             try:
@@ -437,7 +438,11 @@ class Informer:
         ]
 
     async def run(self) -> None:
-        """List and watch until cancelled; failures are retried, never raised."""
+        """List and watch until cancelled; failures are retried, never raised.
+
+        Running it again after a cancellation resumes from the last resourceVersion seen (a
+        relist follows if that is too old), delivering only what changed in between.
+        """
         async with asyncio.TaskGroup() as group:
             for reflector in self._reflectors:
                 group.create_task(reflector.run())
