@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -53,7 +54,7 @@ class BasicAuth:
         secret = lookup_secret(secrets, config.secret_ref, field="basicAuth.secretRef")
         where = f"basicAuth.secretRef ({describe_ref(self._ref)})"
         self._hashes, cost = _parse_htpasswd(secret, where=where)
-        self._dummy = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
+        self._dummy = _dummy_hash(cost)
         self._cache_key = os.urandom(32)
         self._cache: OrderedDict[bytes, None] = OrderedDict()
         self._challenge = Rejection(
@@ -98,6 +99,13 @@ class BasicAuth:
             "secretRef": {"name": self._ref.name, "key": self._ref.key},
             "users": len(self._hashes),
         }
+
+
+@functools.cache
+def _dummy_hash(cost: int) -> bytes:
+    """A hash of a random password nobody knows, made once per cost: making one costs as much as
+    a check, and routes sharing a ModuleSet would otherwise each pay for it on every compile."""
+    return bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=cost))
 
 
 def _parse_htpasswd(secret: SecretValue, *, where: str) -> tuple[dict[bytes, bytes], int]:
