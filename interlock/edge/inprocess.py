@@ -8,7 +8,11 @@ between reading a route and using it, a request sees either the old route or the
 makes switching basicAuth → jwt safe under load.
 
 Module configuration is compiled (CIDRs parsed, hashes and keys loaded) *before* anything is
-replaced, so a bad configuration raises and leaves the served route exactly as it was.
+replaced, so a bad configuration raises and leaves an existing route exactly as it was. A *new*
+route whose modules fail is still created, as a reservation with no modules and no backend: it
+answers 503 for its path instead of letting a shorter prefix of the same host (with other
+modules) serve the requests meant for it, and a backend cannot be attached to it until its
+modules apply.
 """
 
 from __future__ import annotations
@@ -45,11 +49,12 @@ class ServedRoute:
     route_id: str
     path: str
     path_type: PathType
-    chain: ModuleChain
+    chain: ModuleChain | None
+    """None for a reservation: modules never applied, no backend, 503."""
     backend: BackendTarget | None
     # Kept to recognise a re-apply of the same configuration, which must not reset the
     # rate-limit and circuit-breaker counters held by the chain.
-    modules: Modules
+    modules: Modules | None
     secrets: Mapping[tuple[str, str], SecretValue]
 
 
@@ -112,8 +117,10 @@ class InProcessEdge:
                 wall_clock=self._wall_clock,
             )
         except ModuleConfigError as exc:
+            self._reserve(key, route_id, path=path, path_type=path_type, current=current)
             raise PermanentEdgeError(f"{where}: {exc}") from None
         except MissingSecretError as exc:
+            self._reserve(key, route_id, path=path, path_type=path_type, current=current)
             raise TransientEdgeError(f"{where}: {exc}") from None
         self._hosts.setdefault(key, {})[route_id] = ServedRoute(
             route_id=route_id,
@@ -128,6 +135,11 @@ class InProcessEdge:
     async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
         key = _host_key(host)
         current = self._existing(key, route_id)
+        if current.chain is None:
+            raise PermanentEdgeError(
+                f"edge {key} route {route_id}: its modules were never applied; "
+                "a backend is attached only after they are"
+            )
         self._hosts[key][route_id] = replace(current, backend=backend)
 
     async def detach_backend(self, *, host: str, route_id: str) -> None:
@@ -179,7 +191,8 @@ class InProcessEdge:
                             route_id=route.route_id,
                             path=route.path,
                             path_type=route.path_type,
-                            modules=route.chain.summary(),
+                            applied=route.chain is not None,
+                            modules={} if route.chain is None else route.chain.summary(),
                             backend=route.backend,
                         )
                         for _, route in sorted(routes.items())
@@ -187,6 +200,27 @@ class InProcessEdge:
                 )
             )
         return EdgeSnapshot(hosts=tuple(hosts))
+
+    def _reserve(
+        self,
+        key: str,
+        route_id: str,
+        *,
+        path: str,
+        path_type: PathType,
+        current: ServedRoute | None,
+    ) -> None:
+        if current is not None:
+            return
+        self._hosts.setdefault(key, {})[route_id] = ServedRoute(
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            chain=None,
+            backend=None,
+            modules=None,
+            secrets={},
+        )
 
     def _existing(self, key: str, route_id: str) -> ServedRoute:
         current = self._hosts.get(key, {}).get(route_id)

@@ -10,7 +10,9 @@ The fail-closed guarantee rests on two promises every provider keeps:
 
 * ``apply_modules`` on a new route creates it *without* a backend (it answers 503), and on an
   existing route swaps the module chain in one step, so no request ever sees a half-applied chain.
-* a call that raises changed nothing.
+* a call that raises leaves an existing route exactly as it was. (A new route whose modules fail
+  is still created, without modules or backend, so its path answers 503 rather than falling
+  through to a shorter prefix; no backend can be attached to it until its modules apply.)
 
 Errors are classified for the caller, because the caller's reaction differs: a
 :class:`PermanentEdgeError` is recorded and not retried until an input changes; a
@@ -84,11 +86,13 @@ class BackendTarget:
 
 @dataclass(frozen=True, slots=True)
 class RouteSnapshot:
-    """One route as the data plane serves it now. ``modules`` is the chain's secret-free summary."""
+    """One route as the data plane serves it now. ``modules`` is the chain's secret-free summary;
+    ``applied`` is False for a route whose modules never applied (it answers 503)."""
 
     route_id: str
     path: str
     path_type: PathType
+    applied: bool
     modules: Mapping[str, object]
     backend: BackendTarget | None
 
@@ -97,6 +101,7 @@ class RouteSnapshot:
             "routeId": self.route_id,
             "path": self.path,
             "pathType": self.path_type,
+            "applied": self.applied,
             "modules": dict(self.modules),
             "backend": None if self.backend is None else self.backend.to_json(),
         }
@@ -111,6 +116,7 @@ class RouteSnapshot:
             route_id=str(data["routeId"]),
             path=str(data["path"]),
             path_type=path_type,
+            applied=bool(data.get("applied", False)),
             modules=dict(data.get("modules") or {}),
             backend=None if backend is None else BackendTarget.from_json(backend),
         )
@@ -165,7 +171,7 @@ class EdgeSnapshot:
 
 
 class EdgeProvider(Protocol):
-    """What an edge actor programs. Every call either fully succeeds or raises and changes nothing.
+    """What an edge actor programs. A call fully succeeds, or raises and serves nothing new.
 
     Hosts are compared case-insensitively. ``secrets`` maps ``(secret name, key)`` in the
     ModuleSet's namespace to the value; providers never log or echo them.
@@ -181,11 +187,15 @@ class EdgeProvider(Protocol):
         modules: Modules,
         secrets: Mapping[tuple[str, str], SecretValue],
     ) -> None:
-        """Create the route without a backend if new; otherwise swap its modules atomically."""
+        """Create the route without a backend if new; otherwise swap its modules atomically.
+
+        On failure an existing route is left exactly as it was; a new route is still created,
+        without modules or backend, so that its path answers 503 (fail closed).
+        """
         ...
 
     async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
-        """Start forwarding the route to ``backend``; the route must exist."""
+        """Start forwarding the route to ``backend``; its modules must have applied."""
         ...
 
     async def detach_backend(self, *, host: str, route_id: str) -> None:
@@ -193,7 +203,7 @@ class EdgeProvider(Protocol):
         ...
 
     async def remove_route(self, *, host: str, route_id: str) -> None:
-        """Forget the route; a no-op if it does not exist. A host with no routes is forgotten."""
+        """Forget the route; a no-op if it does not exist. A host left with no route answers 404."""
         ...
 
     async def set_tls(

@@ -244,7 +244,7 @@ class Forwarder:
         if compress:
             headers.popall("Content-Length", None)
             headers.add("Vary", "Accept-Encoding")
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        response = RelayedResponse(status=upstream.status, reason=upstream.reason)
         response.headers.extend(headers)
         if compress:
             response.enable_compression(web.ContentCoding.gzip)
@@ -261,6 +261,22 @@ class Forwarder:
             return response
         await response.write_eof()
         return response
+
+
+class RelayedResponse(web.StreamResponse):
+    """A response whose headers are the upstream's after the modules' changes, and only those.
+
+    aiohttp fills in ``Server`` and ``Content-Type`` when they are missing; for a relayed
+    response that would undo a ``headers.response.remove: [Server]`` and invent a media type the
+    upstream never sent, so what aiohttp added is taken out again.
+    """
+
+    async def _prepare_headers(self) -> None:
+        had = {name for name in ("Server", "Content-Type") if name in self.headers}
+        await super()._prepare_headers()
+        for name in ("Server", "Content-Type"):
+            if name not in had:
+                self.headers.popall(name, None)
 
 
 def _error(status: int, text: str) -> web.Response:

@@ -133,10 +133,9 @@ class EdgeServer:
         if route is None:
             return _plain(404, "no route of this edge matches the path")
         where = f"edge {host_header} route {route.route_id}"
-        backend = route.backend
-        if backend is None:
+        backend, chain = route.backend, route.chain
+        if backend is None or chain is None:
             return _plain(503, "this route has no backend attached")
-        chain = route.chain
         body = await request.read() if chain.needs_body else None
         view = RequestView(
             method=request.method,
