@@ -1,0 +1,74 @@
+"""The base class of every actor: one message at a time, state in attributes, no locks.
+
+The convenience methods forward to the system; the system reads the envelope being handled
+from a contextvar, so anything sent from a handler (or from ``started()``) inherits its
+correlation and names it as the cause.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interlock.mailbox.system import ActorSystem
+
+
+class Actor(abc.ABC):
+    """Subclass and implement :meth:`receive`.
+
+    ``address`` and ``system`` are set by the system before ``started()`` runs; do not use them
+    in ``__init__``. After a handler raises, the actor is replaced by a fresh instance from its
+    factory (see ``SupervisionPolicy``), so state that must survive a restart has to be rebuilt
+    from messages: the system keeps the actor's subscriptions and re-delivers every retained
+    value of its topics to the fresh instance.
+    """
+
+    __slots__ = ("address", "system")
+
+    address: str
+    system: ActorSystem
+
+    @abc.abstractmethod
+    async def receive(self, message: object) -> object | None:
+        """Handle one message; the return value is the reply when it came through ``ask``."""
+
+    async def started(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Runs as the first item of the mailbox, after spawn and after every restart."""
+
+    async def stopped(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Runs once when this instance ends: stop, shutdown, or before a restart replaces it."""
+
+    def tell(self, address: str, message: object) -> None:
+        """Send ``message`` to ``address`` (caused by the message being handled)."""
+        self.system.tell(address, message)
+
+    async def ask(
+        self,
+        address: str,
+        message: object,
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the ask contract names its own deadline
+    ) -> object:
+        """Send ``message`` to ``address`` and wait for its reply (see ``ActorSystem.ask``)."""
+        return await self.system.ask(address, message, timeout=timeout)
+
+    def publish(self, topic: str, key: str, value: object) -> None:
+        """Retain ``value`` under ``key`` on ``topic`` and send it to every subscriber."""
+        self.system.publish(topic, key, value)
+
+    def unpublish(self, topic: str, key: str) -> None:
+        """Remove the retained value of ``key`` on ``topic`` and tell every subscriber."""
+        self.system.unpublish(topic, key)
+
+    def subscribe(self, topic: str) -> None:
+        """Subscribe this actor to ``topic``; every retained value arrives as ``Published``."""
+        self.system.subscribe(topic, self.address)
+
+    def unsubscribe(self, topic: str) -> None:
+        """End this actor's subscription to ``topic`` (pending notifications are dropped)."""
+        self.system.unsubscribe(topic, self.address)
+
+    def stop_self(self) -> None:
+        """Stop this actor after the current message (queued messages become dead letters)."""
+        self.system.stop(self.address)

@@ -1,0 +1,17 @@
+"""The envelope being handled in the current task, so that sends inherit causation.
+
+A contextvar (not an argument) because handlers call ``tell``/``publish``/``ask`` through many
+layers of ordinary code; each actor's drain runs in its own task and context, so concurrent
+actors never see each other's envelope. ``None`` means "outside any handler": a send starts a
+new correlation.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+from interlock.mailbox.envelope import Envelope
+
+current_envelope: ContextVar[Envelope | None] = ContextVar(
+    "interlock_current_envelope", default=None
+)

@@ -1,0 +1,907 @@
+"""The actor system: addresses, mailboxes, supervision, pub/sub with retained values, shutdown.
+
+Why a runtime of our own rather than tasks and queues sprinkled through the controller: the
+controller's correctness rests on three properties that are easy to lose one call site at a
+time — one message at a time per object (no locks in actors), subscription and snapshot in one
+step (no event missed between "read the state" and "start listening"), and a message log that
+explains every change. Keeping them in one place makes them testable once.
+
+Scheduling: an actor with an empty mailbox owns no task. The first message into an empty
+mailbox creates a drain task; the drain handles messages until the mailbox is empty, then ends.
+100,000 idle actors therefore cost memory (one small ``Cell`` each) and no scheduling at all.
+The drain yields to the event loop every ``_YIELD_EVERY`` messages so a flooded actor cannot
+starve the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import math
+import random
+import time
+import traceback
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+
+from loguru import logger
+
+from interlock.mailbox.actor import Actor
+from interlock.mailbox.cell import Cell
+from interlock.mailbox.config import MailboxConfig, Overflow, SupervisionPolicy
+from interlock.mailbox.context import current_envelope
+from interlock.mailbox.envelope import EXTERNAL, Envelope
+from interlock.mailbox.errors import (
+    ActorExists,
+    ActorFailed,
+    ActorNotFound,
+    ActorStopped,
+    AskCycle,
+    AskTimeout,
+    MailboxFull,
+    SystemShuttingDown,
+)
+from interlock.mailbox.messages import STARTED, Published, Unpublished
+from interlock.mailbox.statistics import (
+    ActorStatistics,
+    KindCounters,
+    KindStatistics,
+    SystemStatistics,
+)
+from interlock.mailbox.summary import summarize
+from interlock.mailbox.tracing import Tracer, error_text
+
+_YIELD_EVERY = 256
+_DEFAULT_MAILBOX = MailboxConfig()
+_DEFAULT_SUPERVISION = SupervisionPolicy()
+
+# Per message type: does it define ``coalesce_key``? Asked for every message, so cached.
+_KEYED: dict[type, bool] = {}
+
+
+def _coalesce_key(message: object) -> Hashable | None:
+    cls = type(message)
+    keyed = _KEYED.get(cls)
+    if keyed is None:
+        keyed = _KEYED[cls] = hasattr(cls, "coalesce_key")
+    if keyed:
+        key: Hashable | None = message.coalesce_key  # type: ignore[attr-defined]
+        return key
+    return None
+
+
+class _Topic:
+    __slots__ = ("retained", "subscribers")
+
+    def __init__(self) -> None:
+        self.retained: dict[str, object] = {}
+        self.subscribers: dict[str, Cell] = {}
+
+
+class ActorSystem:
+    """Spawns actors under unique addresses and carries messages between them.
+
+    Use it from the event loop's thread; the synchronous methods (``spawn``, ``tell``,
+    ``publish``, ``stop`` …) are atomic with respect to every other actor because nothing
+    awaits inside them.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer: Tracer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        dead_letter_log_interval: float = 10.0,
+    ) -> None:
+        """``clock`` times the restart window and statistics; ``rng`` jitters the restart
+        backoff; ``sleep`` waits the backoff (tests inject all three)."""
+        self._tracer = tracer
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self._sleep = sleep
+        self._dead_letter_log_interval = dead_letter_log_interval
+        self._cells: dict[str, Cell] = {}
+        self._kinds: dict[str, KindCounters] = {}
+        self._topics: dict[str, _Topic] = {}
+        self._busy: set[Cell] = set()
+        self._ids = itertools.count(1)
+        self._waiting: dict[str, list[str]] = {}
+        self._accepting = True
+        self._idle: asyncio.Event | None = None
+        self._dead_letters = 0
+        self._dead_letters_unreported = 0
+        self._dead_letter_last_log = -math.inf
+        self._dead_letter_report: asyncio.TimerHandle | None = None
+        self._last_dead_letter = ""
+
+    # ----------------------------------------------------------------------------------------
+    # Tracing
+
+    @property
+    def tracer(self) -> Tracer | None:
+        return self._tracer
+
+    def set_tracer(self, tracer: Tracer | None) -> None:
+        """Turn tracing on (a tracer) or off (``None``) while running."""
+        self._tracer = tracer
+
+    # ----------------------------------------------------------------------------------------
+    # Addresses
+
+    def spawn(
+        self,
+        address: str,
+        factory: Callable[[], Actor],
+        *,
+        mailbox: MailboxConfig = _DEFAULT_MAILBOX,
+        supervision: SupervisionPolicy = _DEFAULT_SUPERVISION,
+    ) -> str:
+        """Create an actor at ``address`` from ``factory()`` and return the address.
+
+        Raises ``ActorExists`` when the address is taken (``spawn_or_get`` returns the existing
+        one instead) and ``SystemShuttingDown`` after ``shutdown`` began. Synchronous; when the
+        actor defines ``started()`` it runs as the first item of the mailbox.
+        """
+        if address in self._cells:
+            raise ActorExists(address)
+        if not self._accepting:
+            raise SystemShuttingDown(address)
+        actor = factory()
+        actor.address = address
+        actor.system = self
+        kind = self._kind(address)
+        cell = Cell(address, kind, factory, actor, mailbox, supervision)
+        self._cells[address] = cell
+        kind.actors += 1
+        tracer = self._tracer
+        has_started = type(actor).started is not Actor.started
+        if has_started or tracer is not None:
+            envelope = self._envelope(address, STARTED, current_envelope.get(), None)
+            if tracer is not None:
+                tracer.spawned(envelope, actor_type=cell.actor_type)
+            if has_started:
+                cell.queue = deque((envelope,))
+                self._schedule(cell)
+        return address
+
+    def spawn_or_get(
+        self,
+        address: str,
+        factory: Callable[[], Actor],
+        *,
+        mailbox: MailboxConfig = _DEFAULT_MAILBOX,
+        supervision: SupervisionPolicy = _DEFAULT_SUPERVISION,
+    ) -> str:
+        """Like ``spawn``, but an address that is taken is returned as is (factory not called)."""
+        if address in self._cells:
+            return address
+        return self.spawn(address, factory, mailbox=mailbox, supervision=supervision)
+
+    def exists(self, address: str) -> bool:
+        """Whether a live (not stopping) actor is at ``address``."""
+        return address in self._cells
+
+    def lookup(self, address: str) -> bool:
+        """The same as ``exists`` (the name the runtime issue uses)."""
+        return address in self._cells
+
+    def addresses(self, prefix: str = "") -> list[str]:
+        """Addresses of live actors starting with ``prefix``, in spawn order."""
+        if not prefix:
+            return list(self._cells)
+        return [address for address in self._cells if address.startswith(prefix)]
+
+    def _kind(self, address: str) -> KindCounters:
+        name = address.partition("/")[0]
+        kind = self._kinds.get(name)
+        if kind is None:
+            kind = self._kinds[name] = KindCounters(name)
+        return kind
+
+    # ----------------------------------------------------------------------------------------
+    # Sending
+
+    def _envelope(
+        self,
+        recipient: str,
+        message: object,
+        parent: Envelope | None,
+        correlation_id: str | None,
+        key: Hashable | None = None,
+        reply: asyncio.Future[object] | None = None,
+    ) -> Envelope:
+        envelope_id = next(self._ids)
+        if parent is None:
+            return Envelope(
+                envelope_id,
+                str(envelope_id) if correlation_id is None else correlation_id,
+                None,
+                EXTERNAL,
+                recipient,
+                message,
+                self._clock(),
+                key,
+                reply,
+            )
+        return Envelope(
+            envelope_id,
+            parent.correlation_id if correlation_id is None else correlation_id,
+            parent.id,
+            parent.recipient,
+            recipient,
+            message,
+            self._clock(),
+            key,
+            reply,
+        )
+
+    def tell(self, address: str, message: object, *, correlation_id: str | None = None) -> None:
+        """Send ``message`` to ``address`` without waiting.
+
+        Never raises for a missing or stopped actor (the message becomes a dead letter). Raises
+        ``MailboxFull`` only for a full ``Overflow.BLOCK`` mailbox (use ``tell_wait``). Outside
+        a handler it starts a new correlation (``correlation_id`` if given); inside one it
+        inherits the handled message's correlation and names it as the cause.
+        """
+        parent = current_envelope.get()
+        envelope = self._envelope(address, message, parent, correlation_id, _coalesce_key(message))
+        cell = self._cells.get(address)
+        if cell is None:
+            self._dead_letter(envelope, "unknown" if self._accepting else "shutdown")
+        elif parent is None and not self._accepting:
+            self._dead_letter(envelope, "shutdown")
+        else:
+            self._enqueue(cell, envelope, False)
+
+    async def tell_wait(
+        self, address: str, message: object, *, correlation_id: str | None = None
+    ) -> None:
+        """Like ``tell``, but waits for room in a full ``Overflow.BLOCK`` mailbox."""
+        parent = current_envelope.get()
+        key = _coalesce_key(message)
+        cell = await self._room(address, key, parent, type(message).__name__)
+        envelope = self._envelope(address, message, parent, correlation_id, key)
+        if cell is None:
+            self._dead_letter(envelope, "unknown" if self._accepting else "shutdown")
+        elif parent is None and not self._accepting:
+            self._dead_letter(envelope, "shutdown")
+        else:
+            self._enqueue(cell, envelope, False)
+
+    async def _room(
+        self, address: str, key: Hashable | None, parent: Envelope | None, message_type: str
+    ) -> Cell | None:
+        """Wait until the actor at ``address`` can take a message without ``MailboxFull``."""
+        cell = self._cells.get(address)
+        while cell is not None and cell.config.overflow is Overflow.BLOCK:
+            queue = cell.queue
+            if queue is None or len(queue) < cell.config.capacity:
+                break
+            if key is not None and cell.keys is not None and key in cell.keys:
+                break
+            if parent is not None and parent.recipient == address:
+                # Waiting for our own mailbox to drain while we are the one draining it.
+                raise MailboxFull(address, message_type, cell.config.capacity)
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            if cell.waiters is None:
+                cell.waiters = deque()
+            cell.waiters.append(waiter)
+            await waiter
+            cell = self._cells.get(address)
+        return cell
+
+    async def ask(
+        self,
+        address: str,
+        message: object,
+        *,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the ask contract names its own deadline
+        correlation_id: str | None = None,
+    ) -> object:
+        """Send ``message`` and wait for the value ``receive`` returns.
+
+        Raises ``AskTimeout`` after ``timeout`` seconds, ``AskCycle`` at once when the target
+        is (directly or through a chain of asks) waiting on the asker, ``ActorNotFound`` for a
+        missing actor, ``ActorStopped`` if it stops first, ``ActorFailed`` if it raises, and
+        ``MailboxFull`` if its mailbox refuses the message. Ask messages are never coalesced.
+        """
+        parent = current_envelope.get()
+        message_type = type(message).__name__
+        asker = None if parent is None else parent.recipient
+        if asker == address:
+            raise AskCycle([address, address], message_type)
+        cell = await self._room(address, None, parent, message_type)
+        if cell is None or (parent is None and not self._accepting):
+            reason = "shutdown" if not self._accepting else "unknown"
+            self._dead_letter(self._envelope(address, message, parent, correlation_id), reason)
+            raise ActorNotFound(address, f"ask {message_type}")
+        if asker is not None:
+            chain = self._wait_chain(address, asker)
+            if chain is not None:
+                raise AskCycle([asker, *chain], message_type)
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[object] = loop.create_future()
+        self._enqueue(
+            cell, self._envelope(address, message, parent, correlation_id, None, reply), False
+        )
+        if asker is not None:
+            self._waiting.setdefault(asker, []).append(address)
+        timer = loop.call_later(timeout, _expire, reply, address, message_type, timeout)
+        try:
+            return await reply
+        finally:
+            timer.cancel()
+            if asker is not None:
+                waits = self._waiting[asker]
+                waits.remove(address)
+                if not waits:
+                    del self._waiting[asker]
+
+    def _wait_chain(self, target: str, asker: str) -> list[str] | None:
+        """The chain of waiting asks from ``target`` back to ``asker``, if there is one."""
+        stack: list[tuple[str, list[str]]] = [(target, [target])]
+        seen: set[str] = set()
+        while stack:
+            node, path = stack.pop()
+            if node == asker:
+                return path
+            if node in seen:
+                continue
+            seen.add(node)
+            for waited in self._waiting.get(node, ()):
+                stack.append((waited, [*path, waited]))
+        return None
+
+    def _enqueue(self, cell: Cell, envelope: Envelope, from_publish: bool) -> None:
+        if cell.stop_reason is not None:
+            self._dead_letter(envelope, "stopped")
+            return
+        queue = cell.queue
+        if queue is None:
+            queue = cell.queue = deque()
+        key = envelope.key
+        keys = cell.keys
+        if key is not None:
+            if keys is None:
+                keys = cell.keys = {}
+            else:
+                queued = keys.get(key)
+                if queued is not None:
+                    self._coalesce(cell, queued, envelope)
+                    return
+        if len(queue) >= cell.config.capacity:
+            overflow = cell.config.overflow
+            if overflow is Overflow.BLOCK and not from_publish:
+                raise MailboxFull(cell.address, envelope.type, cell.config.capacity)
+            if overflow is Overflow.REJECT or (overflow is Overflow.COALESCE and key is None):
+                self._dead_letter(envelope, "overflow")
+                return
+        queue.append(envelope)
+        if keys is not None and key is not None:
+            keys[key] = envelope
+        depth = len(queue)
+        if depth > cell.max_depth:
+            cell.max_depth = depth
+        cell.last_message_at = envelope.enqueued_at
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.deliver(envelope, depth=depth, coalesced=None)
+        if cell.task is None:
+            self._schedule(cell)
+
+    def _coalesce(self, cell: Cell, queued: Envelope, newer: Envelope) -> None:
+        # In place: the newer message takes the queued one's position, so a key that changes
+        # constantly is still handled in its turn instead of moving to the back forever.
+        replaced = queued.id
+        queued.id = newer.id
+        queued.correlation_id = newer.correlation_id
+        queued.causation_id = newer.causation_id
+        queued.sender = newer.sender
+        queued.message = newer.message
+        queued.type = newer.type
+        queued.enqueued_at = newer.enqueued_at
+        queued.summary = newer.summary
+        cell.last_message_at = newer.enqueued_at
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.deliver(queued, depth=cell.depth(), coalesced=replaced)
+
+    def _schedule(self, cell: Cell) -> None:
+        cell.task = asyncio.get_running_loop().create_task(
+            self._drain(cell), context=contextvars.Context()
+        )
+        self._busy.add(cell)
+
+    # ----------------------------------------------------------------------------------------
+    # Handling
+
+    async def _drain(self, cell: Cell) -> None:
+        try:
+            await self._handle_messages(cell)
+            if cell.stop_reason is not None and cell.actor is not None:
+                actor, cell.actor = cell.actor, None
+                await self._run_stopped_hook(cell, actor)
+        finally:
+            cell.task = None
+            self._busy.discard(cell)
+            if cell.stop_reason is not None:
+                self._finish(cell)
+            elif cell.queue is not None and not cell.queue:
+                cell.queue = None
+                cell.keys = None
+            if not self._busy and self._idle is not None:
+                self._idle.set()
+
+    async def _handle_messages(self, cell: Cell) -> None:
+        queue = cell.queue
+        if queue is None:
+            return
+        set_current = current_envelope.set
+        since_yield = 0
+        while queue and cell.stop_reason is None:
+            envelope = queue.popleft()
+            if envelope.key is not None:
+                keys = cell.keys
+                if keys is not None and keys.get(envelope.key) is envelope:
+                    del keys[envelope.key]
+            if cell.waiters:
+                _wake_one(cell.waiters)
+            actor = cell.actor
+            assert actor is not None
+            set_current(envelope)
+            message = envelope.message
+            tracer = self._tracer
+            started_at = time.perf_counter() if tracer is not None else 0.0
+            try:
+                if message is STARTED:
+                    await actor.started()
+                    result: object = None
+                else:
+                    result = await actor.receive(message)
+            except Exception as error:
+                duration = time.perf_counter() - started_at if tracer is not None else 0.0
+                await self._failed(cell, envelope, error, duration)
+                since_yield = 0
+                continue
+            reply = envelope.reply
+            if reply is not None and not reply.done():
+                reply.set_result(result)
+            cell.processed += 1
+            cell.kind.processed += 1
+            if tracer is not None:
+                tracer.handled(
+                    envelope, duration=time.perf_counter() - started_at, depth=len(queue)
+                )
+            since_yield += 1
+            if since_yield >= _YIELD_EVERY:
+                since_yield = 0
+                await asyncio.sleep(0)
+
+    async def _failed(
+        self, cell: Cell, envelope: Envelope, error: Exception, duration: float
+    ) -> None:
+        cell.failed += 1
+        cell.kind.failed += 1
+        error_type = type(error).__name__
+        logger.error(
+            "actor {}: {} while handling {}: {}\n{}",
+            cell.address,
+            error_type,
+            summarize(envelope.message),
+            error_text(error),
+            "".join(traceback.format_exception(error)),
+        )
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.failed(envelope, duration=duration, error=error)
+        reply = envelope.reply
+        if reply is not None and not reply.done():
+            failure = ActorFailed(cell.address, envelope.type, error_type)
+            failure.__cause__ = error
+            reply.set_exception(failure)
+        actor = cell.actor
+        if actor is not None:
+            # The instance stays in place while its hook runs, so a stop() meanwhile does not
+            # cancel the hook and the drain does not run it a second time.
+            await self._run_stopped_hook(cell, actor)
+        cell.actor = None
+        await self._restart(cell, envelope)
+
+    async def _restart(self, cell: Cell, cause: Envelope) -> None:
+        policy = cell.supervision
+        times = cell.restart_times
+        if times is None:
+            times = cell.restart_times = deque()
+        while cell.stop_reason is None:
+            now = self._clock()
+            while times and times[0] <= now - policy.within:
+                times.popleft()
+            if len(times) >= policy.max_restarts:
+                logger.error(
+                    "actor {}: stopped after {} restarts within {:g} s (restart intensity)",
+                    cell.address,
+                    len(times),
+                    policy.within,
+                )
+                self._stop_cell(cell, "restart intensity")
+                return
+            attempt = len(times)
+            times.append(now)
+            delay = policy.backoff.delay(attempt, self._rng)
+            cell.restarts += 1
+            cell.kind.restarts += 1
+            tracer = self._tracer
+            if tracer is not None:
+                tracer.restart(cause, attempt=attempt, delay=delay)
+            await self._sleep(delay)
+            if cell.stop_reason is not None:
+                return
+            try:
+                actor = cell.factory()
+            except Exception as error:
+                cell.failed += 1
+                cell.kind.failed += 1
+                logger.error(
+                    "actor {}: factory raised {} on restart: {}",
+                    cell.address,
+                    type(error).__name__,
+                    error_text(error),
+                )
+                continue
+            actor.address = cell.address
+            actor.system = self
+            cell.actor = actor
+            self._restarted(cell, actor, cause)
+            return
+
+    def _restarted(self, cell: Cell, actor: Actor, cause: Envelope) -> None:
+        queue = cell.queue
+        assert queue is not None
+        if type(actor).started is not Actor.started:
+            queue.appendleft(self._envelope(cell.address, STARTED, cause, None))
+        # The fresh instance has none of its predecessor's state: re-deliver every retained
+        # value of every topic it is subscribed to (coalescing with what is already queued).
+        for topic_name in sorted(cell.topics or ()):
+            topic = self._topics.get(topic_name)
+            if topic is not None:
+                self._deliver_retained(cell, topic_name, topic, cause)
+
+    async def _run_stopped_hook(self, cell: Cell, actor: Actor) -> None:
+        if type(actor).stopped is Actor.stopped:
+            return
+        try:
+            await actor.stopped()
+        except Exception as error:
+            logger.error(
+                "actor {}: stopped() raised {}: {}",
+                cell.address,
+                type(error).__name__,
+                error_text(error),
+            )
+
+    # ----------------------------------------------------------------------------------------
+    # Stopping
+
+    def stop(self, address: str) -> None:
+        """Stop the actor at ``address``: it finishes its current message, ``stopped()`` runs,
+        its subscriptions end and its queued messages become dead letters. The address is free
+        for a new ``spawn`` at once. Unknown addresses are ignored."""
+        cell = self._cells.get(address)
+        if cell is not None:
+            self._stop_cell(cell, "requested")
+
+    async def stop_and_wait(self, address: str) -> None:
+        """``stop`` and wait until ``stopped()`` has run."""
+        cell = self._cells.get(address)
+        if cell is None:
+            return
+        self._stop_cell(cell, "requested")
+        await self._wait_finished(cell)
+
+    async def _wait_finished(self, cell: Cell) -> None:
+        if cell.finished:
+            return
+        if cell.done is None:
+            cell.done = asyncio.get_running_loop().create_future()
+        await asyncio.shield(cell.done)
+
+    def _stop_cell(self, cell: Cell, reason: str) -> None:
+        if cell.stop_reason is not None:
+            return
+        cell.stop_reason = reason
+        if self._cells.get(cell.address) is cell:
+            del self._cells[cell.address]
+            cell.kind.actors -= 1
+        for topic_name in cell.topics or ():
+            topic = self._topics.get(topic_name)
+            if topic is not None:
+                topic.subscribers.pop(cell.address, None)
+                self._forget_topic_if_unused(topic_name, topic)
+        cell.topics = None
+        queue = cell.queue
+        if queue:
+            pending = list(queue)
+            queue.clear()
+            for envelope in pending:
+                self._dead_letter(envelope, "stopped")
+        cell.keys = None
+        waiters = cell.waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        if cell.task is None:
+            actor = cell.actor
+            if actor is not None and type(actor).stopped is not Actor.stopped:
+                cell.task = asyncio.get_running_loop().create_task(
+                    self._drain(cell), context=contextvars.Context()
+                )
+                self._busy.add(cell)
+            else:
+                cell.actor = None
+                self._finish(cell)
+        elif cell.actor is None and cell.task is not asyncio.current_task():
+            # In restart backoff: nothing is being handled, so do not wait out the delay.
+            cell.task.cancel()
+
+    def _finish(self, cell: Cell) -> None:
+        if cell.finished:
+            return
+        cell.finished = True
+        cell.actor = None
+        cell.queue = None
+        if cell.done is not None and not cell.done.done():
+            cell.done.set_result(None)
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.stopped(
+                cell.address, reason=cell.stop_reason or "requested", actor_type=cell.actor_type
+            )
+
+    # ----------------------------------------------------------------------------------------
+    # Pub/sub
+
+    def subscribe(self, topic: str, address: str) -> None:
+        """Subscribe the actor at ``address`` to ``topic`` and, in the same step, queue a
+        ``Published`` for every retained key of the topic. Subscribing again re-delivers the
+        retained values. Raises ``ActorNotFound`` for a missing actor."""
+        cell = self._cells.get(address)
+        if cell is None:
+            raise ActorNotFound(address, f"subscribe to {topic}")
+        state = self._topics.get(topic)
+        if state is None:
+            state = self._topics[topic] = _Topic()
+        state.subscribers[address] = cell
+        if cell.topics is None:
+            cell.topics = set()
+        cell.topics.add(topic)
+        self._deliver_retained(cell, topic, state, current_envelope.get())
+
+    def _deliver_retained(
+        self, cell: Cell, topic: str, state: _Topic, parent: Envelope | None
+    ) -> None:
+        for key, value in list(state.retained.items()):
+            self._enqueue(
+                cell,
+                self._envelope(
+                    cell.address, Published(topic, key, value), parent, None, (topic, key)
+                ),
+                True,
+            )
+
+    def unsubscribe(self, topic: str, address: str) -> None:
+        """End the subscription; notifications of ``topic`` still queued for the actor are
+        dropped, so none arrives after this returns."""
+        cell = self._cells.get(address)
+        state = self._topics.get(topic)
+        if state is not None:
+            state.subscribers.pop(address, None)
+            self._forget_topic_if_unused(topic, state)
+        if cell is None or cell.topics is None or topic not in cell.topics:
+            return
+        cell.topics.discard(topic)
+        queue = cell.queue
+        if not queue:
+            return
+        kept = [
+            envelope
+            for envelope in queue
+            if not (
+                isinstance(envelope.message, Published | Unpublished)
+                and envelope.message.topic == topic
+            )
+        ]
+        if len(kept) != len(queue):
+            queue.clear()
+            queue.extend(kept)
+            if cell.keys is not None:
+                cell.keys = {env.key: env for env in kept if env.key is not None}
+
+    def publish(self, topic: str, key: str, value: object) -> None:
+        """Retain ``value`` under ``key`` on ``topic`` and queue ``Published`` to every
+        subscriber (coalesced with a pending notification of the same key)."""
+        state = self._topics.get(topic)
+        if state is None:
+            state = self._topics[topic] = _Topic()
+        state.retained[key] = value
+        if state.subscribers:
+            self._fan_out(state, Published(topic, key, value), (topic, key))
+
+    def unpublish(self, topic: str, key: str) -> None:
+        """Remove the retained value of ``key`` and queue ``Unpublished`` to every subscriber.
+        A key with no retained value is ignored."""
+        state = self._topics.get(topic)
+        if state is None or key not in state.retained:
+            return
+        del state.retained[key]
+        if state.subscribers:
+            self._fan_out(state, Unpublished(topic, key), (topic, key))
+        self._forget_topic_if_unused(topic, state)
+
+    def _fan_out(self, state: _Topic, message: Published | Unpublished, key: Hashable) -> None:
+        parent = current_envelope.get()
+        summary = summarize(message) if self._tracer is not None else None
+        for cell in list(state.subscribers.values()):
+            envelope = self._envelope(cell.address, message, parent, None, key)
+            envelope.summary = summary
+            self._enqueue(cell, envelope, True)
+
+    def retained(self, topic: str) -> dict[str, object]:
+        """A copy of the retained values of ``topic`` by key."""
+        state = self._topics.get(topic)
+        return {} if state is None else dict(state.retained)
+
+    def subscribers(self, topic: str) -> list[str]:
+        """Addresses subscribed to ``topic``, in subscription order."""
+        state = self._topics.get(topic)
+        return [] if state is None else list(state.subscribers)
+
+    def _forget_topic_if_unused(self, name: str, state: _Topic) -> None:
+        if not state.subscribers and not state.retained:
+            self._topics.pop(name, None)
+
+    # ----------------------------------------------------------------------------------------
+    # Dead letters
+
+    def _dead_letter(self, envelope: Envelope, reason: str) -> None:
+        self._dead_letters += 1
+        self._kind(envelope.recipient).dead_letters += 1
+        reply = envelope.reply
+        if reply is not None and not reply.done():
+            cell = self._cells.get(envelope.recipient)
+            if reason == "overflow" and cell is not None:
+                reply.set_exception(MailboxFull(cell.address, envelope.type, cell.config.capacity))
+            else:
+                reply.set_exception(ActorStopped(envelope.recipient, envelope.type))
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.dead_letter(envelope, reason=reason)
+        self._dead_letters_unreported += 1
+        self._last_dead_letter = f"{envelope.type} to {envelope.recipient} ({reason})"
+        now = self._clock()
+        if now - self._dead_letter_last_log >= self._dead_letter_log_interval:
+            self._report_dead_letters()
+        elif self._dead_letter_report is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._dead_letter_report = loop.call_later(
+                self._dead_letter_log_interval, self._report_dead_letters
+            )
+
+    def _report_dead_letters(self) -> None:
+        self._dead_letter_report = None
+        if not self._dead_letters_unreported:
+            return
+        self._dead_letter_last_log = self._clock()
+        logger.warning(
+            "{} dead letter(s) since the last report ({} in total); latest: {}",
+            self._dead_letters_unreported,
+            self._dead_letters,
+            self._last_dead_letter,
+        )
+        self._dead_letters_unreported = 0
+
+    # ----------------------------------------------------------------------------------------
+    # Shutdown
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a drain budget
+        """Stop accepting external messages and spawns, let mailboxes drain (messages sent by
+        handlers are still delivered), run every ``stopped()`` hook, and cancel what is still
+        running when ``timeout`` seconds have passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self._accepting = False
+        await self._wait_idle(deadline)
+        for cell in list(self._cells.values()):
+            self._stop_cell(cell, "shutdown")
+        await self._wait_idle(deadline)
+        remaining = [cell.task for cell in self._busy if cell.task is not None]
+        for task in remaining:
+            task.cancel()
+        if remaining:
+            await asyncio.gather(*remaining, return_exceptions=True)
+        if self._dead_letter_report is not None:
+            self._dead_letter_report.cancel()
+            self._report_dead_letters()
+
+    async def _wait_idle(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        while self._busy:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._idle = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._idle.wait(), remaining)
+            except TimeoutError:
+                return
+            finally:
+                self._idle = None
+
+    # ----------------------------------------------------------------------------------------
+    # Statistics
+
+    def statistics(self) -> SystemStatistics:
+        """Totals for the system and per kind; costs O(kinds + busy actors)."""
+        depth_by_kind: dict[str, int] = {}
+        for cell in self._busy:
+            depth_by_kind[cell.kind.name] = depth_by_kind.get(cell.kind.name, 0) + cell.depth()
+        kinds = {
+            name: KindStatistics(
+                actors=kind.actors,
+                depth=depth_by_kind.get(name, 0),
+                processed=kind.processed,
+                failed=kind.failed,
+                restarts=kind.restarts,
+                dead_letters=kind.dead_letters,
+            )
+            for name, kind in self._kinds.items()
+        }
+        return SystemStatistics(
+            actors=len(self._cells),
+            busy=len(self._busy),
+            depth=sum(depth_by_kind.values()),
+            processed=sum(kind.processed for kind in kinds.values()),
+            failed=sum(kind.failed for kind in kinds.values()),
+            restarts=sum(kind.restarts for kind in kinds.values()),
+            dead_letters=self._dead_letters,
+            kinds=kinds,
+        )
+
+    def actor_statistics(self, address: str) -> ActorStatistics:
+        """A snapshot of the actor at ``address``; raises ``ActorNotFound`` if there is none."""
+        cell = self._cells.get(address)
+        if cell is None:
+            raise ActorNotFound(address, "statistics")
+        return ActorStatistics(
+            address=cell.address,
+            kind=cell.kind.name,
+            actor_type=cell.actor_type,
+            state=cell.state(),
+            depth=cell.depth(),
+            max_depth=cell.max_depth,
+            capacity=cell.config.capacity,
+            processed=cell.processed,
+            failed=cell.failed,
+            restarts=cell.restarts,
+            last_message_at=cell.last_message_at,
+            waiting_senders=len(cell.waiters) if cell.waiters else 0,
+        )
+
+
+def _wake_one(waiters: deque[asyncio.Future[None]]) -> None:
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return
+
+
+def _expire(reply: asyncio.Future[object], address: str, message_type: str, timeout: float) -> None:
+    if not reply.done():
+        reply.set_exception(AskTimeout(address, message_type, timeout))

@@ -1,0 +1,75 @@
+"""Test helpers for code built on the runtime: capture the message trace and wait for idle.
+
+Like structlog's ``capture_logs``: tests assert on what the runtime *recorded* (who sent what,
+caused by which message) instead of patching internals. The captured records went through the
+same JSON encoding as a trace file, so a test also proves they can be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from interlock.mailbox.system import ActorSystem
+from interlock.mailbox.tracing import Record, Tracer
+
+
+class CapturedTrace:
+    """The records captured so far, in order, as the dicts a trace file would hold."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.tracer = Tracer(emit=self._emit)
+        """Pass to ``ActorSystem(tracer=...)`` when not capturing from an existing system."""
+
+    def _emit(self, record: Record) -> None:
+        self.records.append(json.loads(json.dumps(record)))
+
+    def events(self, event: str | None = None, **fields: Any) -> list[Record]:
+        """Records of ``event`` (any event if ``None``) whose fields equal ``fields``."""
+        return [
+            record
+            for record in self.records
+            if (event is None or record["event"] == event)
+            and all(record.get(name) == value for name, value in fields.items())
+        ]
+
+    def text(self) -> str:
+        """Every record as one JSON line each, for asserting that something never appears."""
+        return "\n".join(json.dumps(record, ensure_ascii=False) for record in self.records)
+
+
+@contextmanager
+def capture_trace(system: ActorSystem | None = None) -> Iterator[CapturedTrace]:
+    """Capture trace records; with ``system``, install the capturing tracer on it for the block
+    (restoring its previous tracer after), otherwise pass ``captured.tracer`` to a new system."""
+    captured = CapturedTrace()
+    if system is None:
+        yield captured
+        return
+    previous = system.tracer
+    system.set_tracer(captured.tracer)
+    try:
+        yield captured
+    finally:
+        system.set_tracer(previous)
+
+
+async def wait_until(
+    condition: Callable[[], bool], *, timeout: float = 5.0, interval: float = 0.001
+) -> None:
+    """Poll ``condition`` until it holds; raise ``AssertionError`` after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() >= deadline:
+            raise AssertionError(f"condition not met within {timeout:g} s")
+        await asyncio.sleep(interval)
+
+
+async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:
+    """Wait until no actor has work (every mailbox empty, no drain running)."""
+    await wait_until(lambda: system.statistics().busy == 0, timeout=timeout)
