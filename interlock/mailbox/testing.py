@@ -59,7 +59,10 @@ def capture_trace(system: ActorSystem | None = None) -> Iterator[CapturedTrace]:
 
 
 async def wait_until(
-    condition: Callable[[], bool], *, timeout: float = 5.0, interval: float = 0.001
+    condition: Callable[[], bool],
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - polling needs its deadline for the message
+    interval: float = 0.001,
 ) -> None:
     """Poll ``condition`` until it holds; raise ``AssertionError`` after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
@@ -70,6 +73,6 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
-async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:
+async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
     """Wait until no actor has work (every mailbox empty, no drain running)."""
     await wait_until(lambda: system.statistics().busy == 0, timeout=timeout)

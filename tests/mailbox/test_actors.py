@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from mailbox_helpers import Recorder
 
 from interlock.mailbox import Actor, ActorExists, ActorSystem, SystemShuttingDown
 from interlock.mailbox.testing import wait_idle, wait_until
-
-from mailbox_helpers import Recorder
 
 
 async def test_messages_to_one_actor_are_handled_in_order(system: ActorSystem) -> None:
