@@ -7,9 +7,8 @@ Ed25519, HS256 for ``oct``); a token must name that algorithm in its header. Tyi
 to the key closes the classic confusions (``alg: none``, or HS256 signed with an RSA public key).
 
 Claims: ``iss`` must equal ``issuer``; when ``audiences`` is set, ``aud`` must contain one of
-them (and a token with an ``aud`` is refused when ``audiences`` is empty, as an audience we
-cannot check); ``exp`` is required; ``exp``, ``nbf`` and ``iat`` are checked against the
-injected wall clock with :data:`LEEWAY_SECONDS` of leeway.
+them (when it is empty, ``aud`` is not checked); ``exp`` is required; ``exp``, ``nbf`` and
+``iat`` are checked against the injected wall clock with :data:`LEEWAY_SECONDS` of leeway.
 
 Refusals are 401 with ``WWW-Authenticate: Bearer error="invalid_token", error_description=…``;
 the description is one of a fixed set of phrases, never the token or a library message.

@@ -140,6 +140,10 @@ def test_wrong_audience() -> None:
     assert "aud" in refusal(edge, token())
 
 
+def test_without_audiences_any_audience_passes() -> None:
+    assert chain().check_request(view(headers=bearer(token(aud="anything")))) is None
+
+
 def test_wrong_issuer() -> None:
     assert "issuer" in refusal(chain(), token(iss="https://evil.example"))
 
