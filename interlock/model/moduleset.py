@@ -298,7 +298,8 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
             for field in _unknown_fields(model, config, path)
         )
         try:
-            kept[module] = model.model_validate(config)
+            # Strict, as the CRD schema is: "yes" is not a boolean, "100" is not a number.
+            kept[module] = model.model_validate(config, strict=True)
         except ValidationError as exc:
             problems.extend(
                 ModuleProblem(
