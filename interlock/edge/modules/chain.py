@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import TypeVar
 
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
 from interlock.edge.modules.basic_auth import BasicAuth
@@ -27,6 +28,9 @@ from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
 from interlock.model.moduleset import Modules, SecretValue
+
+C = TypeVar("C")
+M = TypeVar("M")
 
 ORDER = (
     "ipRestriction",
@@ -214,41 +218,35 @@ def compile_modules(
     :class:`MissingSecretError` (transient) when a referenced Secret key is absent: a permanent
     error is reported first because waiting for the Secret would not fix it.
     """
-    missing: list[MissingSecretError] = []
     if modules.basic_auth is not None and modules.jwt is not None:
         raise ModuleConfigError(
             "basicAuth, jwt", "both read the Authorization header; configure only one of them"
         )
+    missing: list[MissingSecretError] = []
+
+    def unless_missing(build: Callable[[], M]) -> M | None:
+        """Build a Secret-backed module; a missing Secret is noted and raised only at the end,
+        so that a permanent error in a later module still wins."""
+        try:
+            return build()
+        except MissingSecretError as exc:
+            missing.append(exc)
+            return None
+
     trusted = TrustedProxies(trusted_proxies)
-    ip_restriction = (
-        IpRestriction(modules.ip_restriction) if modules.ip_restriction is not None else None
-    )
-    rate_limit = RateLimit(modules.rate_limit) if modules.rate_limit is not None else None
-    circuit_breaker = (
-        CircuitBreaker(modules.circuit_breaker) if modules.circuit_breaker is not None else None
-    )
-    headers = Headers(modules.headers) if modules.headers is not None else None
-    basic_auth_config = modules.basic_auth
-    jwt_config = modules.jwt
-    webhook_config = modules.webhook_verification
-    basic_auth: BasicAuth | None = None
-    jwt: JwtAuth | None = None
-    webhook: WebhookVerification | None = None
-    if basic_auth_config is not None:
-        try:
-            basic_auth = BasicAuth(basic_auth_config, secrets)
-        except MissingSecretError as exc:
-            missing.append(exc)
-    if jwt_config is not None:
-        try:
-            jwt = JwtAuth(jwt_config, secrets, wall_clock=wall_clock)
-        except MissingSecretError as exc:
-            missing.append(exc)
-    if webhook_config is not None:
-        try:
-            webhook = WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
-        except MissingSecretError as exc:
-            missing.append(exc)
+    ip_restriction = _build(IpRestriction, modules.ip_restriction)
+    rate_limit = _build(RateLimit, modules.rate_limit)
+    circuit_breaker = _build(CircuitBreaker, modules.circuit_breaker)
+    headers = _build(Headers, modules.headers)
+    basic_auth = jwt = webhook = None
+    if (basic_auth_config := modules.basic_auth) is not None:
+        basic_auth = unless_missing(lambda: BasicAuth(basic_auth_config, secrets))
+    if (jwt_config := modules.jwt) is not None:
+        jwt = unless_missing(lambda: JwtAuth(jwt_config, secrets, wall_clock=wall_clock))
+    if (webhook_config := modules.webhook_verification) is not None:
+        webhook = unless_missing(
+            lambda: WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
+        )
     if missing:
         raise missing[0]
     return ModuleChain(
@@ -263,3 +261,7 @@ def compile_modules(
         headers=headers,
         compress=modules.compression is not None and modules.compression.enabled,
     )
+
+
+def _build(module: Callable[[C], M], config: C | None) -> M | None:
+    return None if config is None else module(config)
