@@ -1,0 +1,80 @@
+"""The shipped manifests parse, render with kustomize, and validate against Kubernetes schemas."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+KUBE_VERSION = "1.32"
+
+
+def _documents(path: Path) -> list[dict]:
+    with path.open() as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc]
+
+
+def _shipped_files() -> list[Path]:
+    return sorted(p for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+@pytest.mark.parametrize("path", _shipped_files(), ids=lambda p: p.name)
+def test_manifest_validates_against_kubernetes_schema(path: Path) -> None:
+    for doc in _documents(path):
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_shipped_file() -> None:
+    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    listed = set(kustomization["resources"])
+    assert {p.name for p in _shipped_files()} <= listed
+    assert all((MANIFESTS / entry).exists() for entry in listed), listed
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kustomize_renders_all_resources() -> None:
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(MANIFESTS)], capture_output=True, text=True, check=True
+    ).stdout
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(out) if doc}
+    assert {
+        "CustomResourceDefinition",
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "IngressClass",
+    } <= kinds
+
+
+def test_deployment_is_restricted_and_highly_available() -> None:
+    (deployment,) = _documents(MANIFESTS / "deployment.yaml")
+    spec = deployment["spec"]
+    assert spec["replicas"] >= 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "limits" in container["resources"]
+
+
+def test_rbac_never_grants_write_on_secrets_or_wildcards() -> None:
+    for doc in _documents(MANIFESTS / "rbac.yaml"):
+        for rule in doc.get("rules", []):
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+            if "secrets" in rule["resources"]:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
