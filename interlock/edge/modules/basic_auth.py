@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import bcrypt
 
 from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import BasicAuthModule, SecretValue
 
 CACHE_SIZE = 1024
@@ -57,13 +57,10 @@ class BasicAuth:
         self._dummy = _dummy_hash(cost)
         self._cache_key = os.urandom(32)
         self._cache: OrderedDict[bytes, None] = OrderedDict()
-        self._challenge = Rejection(
+        self._challenge = reject(
             401,
-            {
-                "WWW-Authenticate": f'Basic realm="{config.realm}", charset="UTF-8"',
-                "Content-Type": "text/plain; charset=utf-8",
-            },
             "unauthorized\n",
+            {"WWW-Authenticate": f'Basic realm="{config.realm}", charset="UTF-8"'},
         )
 
     def __repr__(self) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from interlock.edge.modules.errors import parse_positive_duration
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import CircuitBreakerModule
 
 BUCKETS = 10
@@ -128,11 +128,8 @@ class CircuitBreaker:
 
 
 def _open_rejection(remaining: float) -> Rejection:
-    return Rejection(
+    return reject(
         503,
-        {
-            "Retry-After": str(max(1, math.ceil(remaining))),
-            "Content-Type": "text/plain; charset=utf-8",
-        },
         "service unavailable: circuit open\n",
+        {"Retry-After": str(max(1, math.ceil(remaining)))},
     )

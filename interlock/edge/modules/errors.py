@@ -1,4 +1,5 @@
-"""The two ways compiling modules can fail, and why they are different types.
+"""The two ways compiling modules can fail, why they are different types, and the lookups
+(Secrets, durations) that raise them.
 
 The edge actor must decide whether to retry. An invalid configuration (a CIDR that does not
 parse, an htpasswd line that is not bcrypt, a JWKS that does not load) stays invalid until a user

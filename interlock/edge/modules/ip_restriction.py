@@ -8,10 +8,10 @@ let a request through.
 from __future__ import annotations
 
 from interlock.edge.modules.addresses import IPAddress, in_any, parse_networks
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import IpRestrictionModule
 
-FORBIDDEN = Rejection(403, {"Content-Type": "text/plain; charset=utf-8"}, "forbidden\n")
+FORBIDDEN = reject(403, "forbidden\n")
 
 
 class IpRestriction:

@@ -32,7 +32,7 @@ from jwt.exceptions import (
 )
 
 from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import JwtModule, SecretValue
 
 LEEWAY_SECONDS = 30.0
@@ -180,11 +180,7 @@ def _challenge(description: str | None) -> Rejection:
         if description is None
         else (f'Bearer error="invalid_token", error_description="{description}"')
     )
-    return Rejection(
-        401,
-        {"WWW-Authenticate": value, "Content-Type": "text/plain; charset=utf-8"},
-        "unauthorized\n",
-    )
+    return reject(401, "unauthorized\n", {"WWW-Authenticate": value})
 
 
 def _bearer_token(authorization: str | None) -> str | None:

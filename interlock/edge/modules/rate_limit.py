@@ -17,7 +17,7 @@ import math
 from collections import OrderedDict
 
 from interlock.edge.modules.errors import parse_positive_duration
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import RateLimitModule
 
 DEFAULT_MAX_CLIENTS = 100_000
@@ -49,11 +49,7 @@ class RateLimit:
             return None
         self._store(client, tokens, now)
         retry_after = max(1, math.ceil((1.0 - tokens) / self._rate))
-        return Rejection(
-            429,
-            {"Retry-After": str(retry_after), "Content-Type": "text/plain; charset=utf-8"},
-            "too many requests\n",
-        )
+        return reject(429, "too many requests\n", {"Retry-After": str(retry_after)})
 
     def _store(self, client: str, tokens: float, now: float) -> None:
         while len(self._buckets) >= self._max_clients:

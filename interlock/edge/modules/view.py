@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 
@@ -37,3 +38,12 @@ class Rejection(NamedTuple):
     status: int
     headers: Mapping[str, str]
     body: str
+
+
+def reject(status: int, body: str, headers: Mapping[str, str] | None = None) -> Rejection:
+    """A plain-text refusal. Its headers are read-only: refusals are shared between requests."""
+    return Rejection(
+        status,
+        MappingProxyType({**(headers or {}), "Content-Type": "text/plain; charset=utf-8"}),
+        body,
+    )

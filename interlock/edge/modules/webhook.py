@@ -22,14 +22,12 @@ import hmac
 from collections.abc import Callable, Mapping
 
 from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
-from interlock.edge.modules.view import Rejection
+from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import SecretValue, WebhookVerificationModule
 
 TOLERANCE_SECONDS = 300.0
 
-_UNAUTHORIZED = Rejection(
-    401, {"Content-Type": "text/plain; charset=utf-8"}, "invalid webhook signature\n"
-)
+_UNAUTHORIZED = reject(401, "invalid webhook signature\n")
 
 
 class WebhookVerification:

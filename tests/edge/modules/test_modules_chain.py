@@ -254,3 +254,12 @@ def test_a_permanent_error_is_reported_before_a_missing_secret() -> None:
         compile_modules(modules(raw), {("hook", "secret"): SecretValue(b"")})
     with pytest.raises(MissingSecretError, match="absent"):
         compile_modules(modules(raw), SECRETS)
+
+
+def test_a_refusal_cannot_be_altered_by_the_caller() -> None:
+    # Refusals are shared between requests: one caller must not change what the next one gets.
+    edge = compile_modules(modules({"ipRestriction": {"deny": ["0.0.0.0/0"]}}), {})
+    rejection = edge.check_request(view(peer_ip="10.0.0.1"))
+    assert rejection is not None
+    with pytest.raises(TypeError):
+        rejection.headers["Set-Cookie"] = "x"  # type: ignore[index]
