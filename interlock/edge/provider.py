@@ -160,7 +160,7 @@ class EdgeSnapshot:
         return cls(hosts=tuple(HostSnapshot.from_json(h) for h in data.get("hosts", [])))
 
     def host(self, host: str) -> HostSnapshot | None:
-        wanted = host.lower()
+        wanted = host.strip().lower().rstrip(".")
         return next((h for h in self.hosts if h.host == wanted), None)
 
     def route(self, *, host: str, route_id: str) -> RouteSnapshot | None:

@@ -1,0 +1,184 @@
+"""The data plane's admin REST API: the provider calls, over HTTP, for a separate edge process.
+
+When the data plane runs as its own process (``interlock edge``), the controller programs it
+through :class:`~interlock.edge.http_provider.HttpEdge`, which calls this API. Every endpoint is
+one provider call on the process's :class:`InProcessEdge`, with the same all-or-nothing meaning.
+JSON in and out; the status code carries the error class, so the client need not parse prose:
+
+- ``PUT /v1/hosts/{host}/routes/{route_id}/modules`` — ``{path, pathType, modules, secrets}``
+- ``PUT /v1/hosts/{host}/routes/{route_id}/backend`` — ``{namespace, service, port, exists}``
+- ``DELETE /v1/hosts/{host}/routes/{route_id}/backend``
+- ``DELETE /v1/hosts/{host}/routes/{route_id}``
+- ``PUT /v1/hosts/{host}/tls`` — ``{certPem, keyPem}`` (base64, or both null to remove)
+- ``GET /v1/snapshot`` — the :class:`EdgeSnapshot` JSON
+
+Path parameters are percent-encoded (a route id may contain ``/``). ``modules`` is the ModuleSet
+``spec.modules`` form; ``secrets`` is ``[{"name", "key", "value"}]`` with ``value`` base64.
+Answers: 204 done; 400 a body that cannot be read and 422 a permanent error (both
+``{"error": message}``, not worth retrying); 503 a transient error, with ``Retry-After`` when the
+provider suggested one. Secret values are decoded into :class:`SecretValue` at once and appear in
+no answer and no log line. The API has no authentication: bind it to localhost or a pod-private
+address.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.provider import (
+    PATH_TYPES,
+    BackendTarget,
+    PermanentEdgeError,
+    TransientEdgeError,
+)
+from interlock.model.moduleset import Modules, SecretValue
+
+EDGE_KEY: web.AppKey[InProcessEdge] = web.AppKey("edge", InProcessEdge)
+
+
+class BadRequest(ValueError):
+    """The request body cannot be read; the message names the field."""
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def admin_app(edge: InProcessEdge) -> web.Application:
+    """The admin API over ``edge`` as an aiohttp application."""
+    app = web.Application(client_max_size=4 * 1024 * 1024)
+    app[EDGE_KEY] = edge
+    route = "/v1/hosts/{host}/routes/{route_id}"
+    app.router.add_put(route + "/modules", _errors(_put_modules))
+    app.router.add_put(route + "/backend", _errors(_put_backend))
+    app.router.add_delete(route + "/backend", _errors(_delete_backend))
+    app.router.add_delete(route, _errors(_delete_route))
+    app.router.add_put("/v1/hosts/{host}/tls", _errors(_put_tls))
+    app.router.add_get("/v1/snapshot", _snapshot)
+    app.router.add_get("/healthz", _healthz)
+    return app
+
+
+def _errors(handler: Handler) -> Handler:
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except PermanentEdgeError as exc:
+            return web.json_response({"error": exc.message}, status=422)
+        except TransientEdgeError as exc:
+            headers = {}
+            if exc.retry_after is not None:
+                headers["Retry-After"] = str(max(0, math.ceil(exc.retry_after)))
+            return web.json_response({"error": exc.message}, status=503, headers=headers)
+
+    return wrapped
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except ValueError:
+        raise BadRequest("the body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    return data
+
+
+def _decode_secret(value: object, *, field: str) -> SecretValue:
+    if not isinstance(value, str):
+        raise BadRequest(f"{field}: base64 text is required")
+    try:
+        return SecretValue(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        raise BadRequest(f"{field}: not valid base64") from None
+
+
+async def _put_modules(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    path, path_type = body.get("path"), body.get("pathType")
+    if not isinstance(path, str):
+        raise BadRequest("path: a string is required")
+    if path_type not in PATH_TYPES:
+        raise BadRequest(f"pathType: one of {', '.join(PATH_TYPES)} is required")
+    try:
+        modules = Modules.model_validate(body.get("modules") or {})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PermanentEdgeError(f"modules.{where}: {first['msg']}") from None
+    raw_secrets = body.get("secrets") or []
+    if not isinstance(raw_secrets, list):
+        raise BadRequest("secrets: a list is required")
+    secrets: dict[tuple[str, str], SecretValue] = {}
+    for index, item in enumerate(raw_secrets):
+        field = f"secrets[{index}]"
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(k), str) for k in ("name", "key")
+        ):
+            raise BadRequest(f"{field}: name and key strings are required")
+        secrets[(item["name"], item["key"])] = _decode_secret(
+            item.get("value"), field=f"{field}.value"
+        )
+    await request.app[EDGE_KEY].apply_modules(
+        host=request.match_info["host"],
+        route_id=request.match_info["route_id"],
+        path=path,
+        path_type=path_type,
+        modules=modules,
+        secrets=secrets,
+    )
+    return web.Response(status=204)
+
+
+async def _put_backend(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    try:
+        backend = BackendTarget.from_json(body)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    await request.app[EDGE_KEY].attach_backend(
+        host=request.match_info["host"], route_id=request.match_info["route_id"], backend=backend
+    )
+    return web.Response(status=204)
+
+
+async def _delete_backend(request: web.Request) -> web.StreamResponse:
+    await request.app[EDGE_KEY].detach_backend(
+        host=request.match_info["host"], route_id=request.match_info["route_id"]
+    )
+    return web.Response(status=204)
+
+
+async def _delete_route(request: web.Request) -> web.StreamResponse:
+    await request.app[EDGE_KEY].remove_route(
+        host=request.match_info["host"], route_id=request.match_info["route_id"]
+    )
+    return web.Response(status=204)
+
+
+async def _put_tls(request: web.Request) -> web.StreamResponse:
+    body = await _body(request)
+    cert, key = body.get("certPem"), body.get("keyPem")
+    await request.app[EDGE_KEY].set_tls(
+        host=request.match_info["host"],
+        cert_pem=None if cert is None else _decode_secret(cert, field="certPem"),
+        key_pem=None if key is None else _decode_secret(key, field="keyPem"),
+    )
+    return web.Response(status=204)
+
+
+async def _snapshot(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[EDGE_KEY].snapshot_now().to_json())
+
+
+async def _healthz(request: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok\n")

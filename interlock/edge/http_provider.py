@@ -1,0 +1,178 @@
+"""The provider for a data plane in another process: :class:`HttpEdge`, a client of ``admin_api``.
+
+Edge actors cannot tell it from :class:`~interlock.edge.inprocess.InProcessEdge` except through
+the ways a network fails, which this client folds into the two error classes actors understand:
+
+* a 4xx answer (422 invalid modules, 400 unreadable request, 404 …) → :class:`PermanentEdgeError`
+  — sending the same request again cannot succeed;
+* 429, a 5xx answer, a timeout or a broken connection → :class:`TransientEdgeError`, carrying
+  ``Retry-After`` (seconds or an HTTP date) when the data plane sent one.
+
+Secrets travel base64 in the request body, over the admin address the operator chose; the
+client never logs bodies, and errors quote only the data plane's own message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from yarl import URL
+
+from interlock.edge.provider import (
+    BackendTarget,
+    EdgeSnapshot,
+    PathType,
+    PermanentEdgeError,
+    TransientEdgeError,
+)
+from interlock.model.moduleset import Modules, SecretValue
+
+
+def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now())
+
+
+class HttpEdge:
+    """An :class:`~interlock.edge.provider.EdgeProvider` calling a data plane's admin API.
+
+    ``base_url`` is ``http://HOST:PORT`` of the admin API; ``timeout`` bounds each call.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        timeout: float = 10.0,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self._base = URL(base_url.rstrip("/"))
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session = session
+        self._owns_session = session is None
+
+    async def __aenter__(self) -> HttpEdge:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        body = {
+            "path": path,
+            "pathType": path_type,
+            "modules": modules.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "secrets": [
+                {"name": name, "key": key, "value": base64.b64encode(value.reveal()).decode()}
+                for (name, key), value in sorted(secrets.items())
+            ],
+        }
+        await self._call("PUT", self._route(host, route_id, "modules"), body=body)
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        await self._call("PUT", self._route(host, route_id, "backend"), body=backend.to_json())
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        await self._call("DELETE", self._route(host, route_id, "backend"))
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        await self._call("DELETE", self._route(host, route_id, None))
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        body = {
+            "certPem": None if cert_pem is None else base64.b64encode(cert_pem.reveal()).decode(),
+            "keyPem": None if key_pem is None else base64.b64encode(key_pem.reveal()).decode(),
+        }
+        url = self._base.with_path(f"/v1/hosts/{_segment(host)}/tls", encoded=True)
+        await self._call("PUT", url, body=body)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        data = await self._call("GET", self._base.with_path("/v1/snapshot"))
+        try:
+            return EdgeSnapshot.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransientEdgeError(
+                f"snapshot from {self._base}: unreadable answer ({exc})"
+            ) from None
+
+    def _route(self, host: str, route_id: str, part: str | None) -> URL:
+        path = f"/v1/hosts/{_segment(host)}/routes/{_segment(route_id)}"
+        if part is not None:
+            path += f"/{part}"
+        return self._base.with_path(path, encoded=True)
+
+    async def _call(self, method: str, url: URL, *, body: object = None) -> Any:
+        what = f"{method} {url.path}"
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        try:
+            async with self._session.request(
+                method, url, json=body, timeout=self._timeout
+            ) as response:
+                text = await response.text()
+                if response.status < 300:
+                    return json.loads(text) if response.status == 200 else None
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                message = f"edge admin API {what}: {response.status}: {_error_text(text)}"
+        except TimeoutError:
+            raise TransientEdgeError(f"edge admin API {what}: timed out") from None
+        except aiohttp.ClientError as exc:
+            raise TransientEdgeError(
+                f"edge admin API {what}: {type(exc).__name__}: {exc}"
+            ) from None
+        if response.status == 429 or response.status >= 500:
+            raise TransientEdgeError(message, retry_after=retry_after)
+        raise PermanentEdgeError(message)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _error_text(text: str) -> str:
+    """The data plane's ``error`` message, or the start of an unexpected body."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:200]
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    return text.strip()[:200]

@@ -1,0 +1,101 @@
+"""The data plane as its own process (``interlock edge``): the proxy plus its admin API.
+
+Running the edge apart from the controller lets it scale and restart on its own; the controller
+then programs it with :class:`~interlock.edge.http_provider.HttpEdge`. Without the controller's
+state, upstreams resolve through cluster DNS (:class:`~interlock.edge.upstreams.DnsUpstreams`:
+``{service}.{namespace}.svc`` on the Service port), so kube-proxy picks the pod and a backend
+Service that does not exist shows up as a failed name lookup (502).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from loguru import logger
+
+from interlock.edge.admin_api import admin_app
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
+from interlock.edge.server import EdgeAddresses, EdgeServer, parse_host_port
+from interlock.edge.upstreams import DnsUpstreams, UpstreamResolver
+
+
+@dataclass(frozen=True, slots=True)
+class StandaloneAddresses:
+    edge: EdgeAddresses
+    admin: tuple[str, int]
+
+
+class StandaloneEdge:
+    """The data plane server and its admin API in one process; start, then stop."""
+
+    def __init__(
+        self,
+        *,
+        trusted_proxies: Sequence[str] = (),
+        upstreams: UpstreamResolver | None = None,
+        timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
+    ) -> None:
+        self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
+        self.server = EdgeServer(
+            edge=self.edge,
+            upstreams=upstreams if upstreams is not None else DnsUpstreams(),
+            trusted_proxies=trusted_proxies,
+            timeouts=timeouts,
+        )
+        self._admin: web.AppRunner | None = None
+
+    async def start(
+        self, *, listen: str, admin: str, tls_listen: str | None = None
+    ) -> StandaloneAddresses:
+        """Listen (port 0 picks a free port) and return the bound addresses."""
+        admin_host, admin_port = parse_host_port(admin)
+        edge = await self.server.start(addr=listen, tls_addr=tls_listen)
+        try:
+            runner = web.AppRunner(admin_app(self.edge), access_log=None, handle_signals=False)
+            await runner.setup()
+            self._admin = runner
+            await web.TCPSite(runner, admin_host, admin_port, reuse_address=True).start()
+        except BaseException:
+            await self.stop()
+            raise
+        bound = runner.addresses[0]
+        addresses = StandaloneAddresses(edge=edge, admin=(str(bound[0]), int(bound[1])))
+        logger.info("edge admin API listening on {}", addresses.admin)
+        return addresses
+
+    async def stop(self) -> None:
+        if self._admin is not None:
+            await self._admin.cleanup()
+            self._admin = None
+        await self.server.stop()
+
+
+async def run_standalone_edge(
+    *,
+    listen: str,
+    admin: str,
+    trusted_proxies: Sequence[str] = (),
+    tls_listen: str | None = None,
+) -> None:
+    """Serve until cancelled, printing the bound addresses (the ``interlock edge`` command)."""
+    standalone = StandaloneEdge(trusted_proxies=trusted_proxies)
+    addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
+    http_host, http_port = addresses.edge.http
+    print(f"edge listening on http://{_url_host(http_host)}:{http_port}", flush=True)
+    if addresses.edge.https is not None:
+        https_host, https_port = addresses.edge.https
+        print(f"edge TLS listening on https://{_url_host(https_host)}:{https_port}", flush=True)
+    admin_host, admin_port = addresses.admin
+    print(f"edge admin API on http://{_url_host(admin_host)}:{admin_port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await standalone.stop()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

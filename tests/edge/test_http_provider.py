@@ -1,0 +1,182 @@
+"""HttpEdge against a standalone data plane's admin API: same behaviour, errors mapped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from interlock.edge.http_provider import HttpEdge, parse_retry_after
+from interlock.edge.provider import BackendTarget, PermanentEdgeError, TransientEdgeError
+from interlock.edge.standalone import StandaloneEdge
+from interlock.edge.upstreams import StaticUpstreams
+from interlock.model.moduleset import Modules, SecretValue
+
+from .conftest import BACKEND, HOST, Backend
+from .secrets_kit import BASIC_AUTH, PASSWORD, SECRETS, basic_header
+
+ROUTE = "default/web/0"  # route ids may hold slashes: they travel percent-encoded
+
+
+class Remote:
+    def __init__(self, standalone: StandaloneEdge, edge_url: str, provider: HttpEdge) -> None:
+        self.standalone = standalone
+        self.edge_url = edge_url
+        self.provider = provider
+
+    async def get(self, path: str, **headers: str) -> int:
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(self.edge_url + path, headers={"Host": HOST, **headers}) as response,
+        ):
+            return response.status
+
+
+@pytest.fixture
+async def remote(backend: Backend) -> AsyncIterator[Remote]:
+    standalone = StandaloneEdge(
+        upstreams=StaticUpstreams({("default", "web", 80): [backend.address]})
+    )
+    addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
+    host, port = addresses.admin
+    provider = HttpEdge(base_url=f"http://{host}:{port}", timeout=5)
+    edge_host, edge_port = addresses.edge.http
+    yield Remote(standalone, f"http://{edge_host}:{edge_port}", provider)
+    await provider.close()
+    await standalone.stop()
+
+
+async def test_remote_edge_serves_like_the_in_process_one(remote: Remote, backend: Backend) -> None:
+    await remote.provider.apply_modules(
+        host=HOST, route_id=ROUTE, path="/", path_type="Prefix", modules=BASIC_AUTH, secrets=SECRETS
+    )
+    assert await remote.get("/") == 503
+    await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
+    assert await remote.get("/") == 401
+    assert await remote.get("/", **basic_header()) == 200
+    snapshot = await remote.provider.snapshot()
+    assert snapshot == remote.standalone.edge.snapshot_now()
+    route = snapshot.route(host=HOST, route_id=ROUTE)
+    assert route is not None
+    assert route.backend == BACKEND
+    await remote.provider.detach_backend(host=HOST, route_id=ROUTE)
+    assert await remote.get("/", **basic_header()) == 503
+    await remote.provider.remove_route(host=HOST, route_id=ROUTE)
+    assert await remote.get("/") == 404
+    assert len(backend.seen) == 1
+
+
+async def test_remote_errors_are_classified(remote: Remote) -> None:
+    planted = b"planted-not-bcrypt-hash-value"
+    with pytest.raises(PermanentEdgeError, match=r"422: .*basicAuth") as permanent:
+        await remote.provider.apply_modules(
+            host=HOST,
+            route_id=ROUTE,
+            path="/",
+            path_type="Prefix",
+            modules=BASIC_AUTH,
+            secrets={("users", "htpasswd"): SecretValue(b"alice:" + planted)},
+        )
+    assert planted.decode() not in str(permanent.value)
+    with pytest.raises(TransientEdgeError, match=r"503: .*'missing'"):
+        await remote.provider.apply_modules(
+            host=HOST,
+            route_id="other",
+            path="/other",
+            path_type="Prefix",
+            modules=Modules.model_validate(
+                {"basicAuth": {"realm": "x", "secretRef": {"name": "missing", "key": "k"}}}
+            ),
+            secrets={},
+        )
+    with pytest.raises(PermanentEdgeError, match="no such route"):
+        await remote.provider.attach_backend(host=HOST, route_id="ghost", backend=BACKEND)
+    with pytest.raises(PermanentEdgeError, match="never applied"):
+        await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
+    assert await remote.get("/") == 503
+
+
+async def test_remote_tls_rejects_an_unusable_certificate(remote: Remote) -> None:
+    with pytest.raises(PermanentEdgeError, match=r"TLS for host app\.example\.com"):
+        await remote.provider.set_tls(
+            host=HOST, cert_pem=SecretValue(b"not a cert"), key_pem=SecretValue(PASSWORD.encode())
+        )
+
+
+class Misbehaving:
+    """An admin API double that answers every call with a fixed status (or never)."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.headers: dict[str, str] = {}
+        self.hang = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.status == 0:
+            await self.hang.wait()
+        return web.json_response({"error": "boom"}, status=self.status, headers=self.headers)
+
+
+@pytest.fixture
+async def misbehaving() -> AsyncIterator[tuple[Misbehaving, HttpEdge]]:
+    double = Misbehaving()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", double.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    provider = HttpEdge(base_url=f"http://127.0.0.1:{port}", timeout=0.3)
+    yield double, provider
+    double.hang.set()
+    await provider.close()
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "expected", "retry_after"),
+    [
+        (429, {"Retry-After": "7"}, TransientEdgeError, 7.0),
+        (503, {"Retry-After": "2"}, TransientEdgeError, 2.0),
+        (500, {}, TransientEdgeError, None),
+        (404, {}, PermanentEdgeError, None),
+        (422, {}, PermanentEdgeError, None),
+        (0, {}, TransientEdgeError, None),  # no answer within the timeout
+    ],
+)
+async def test_http_answers_map_to_error_classes(
+    misbehaving: tuple[Misbehaving, HttpEdge],
+    status: int,
+    headers: dict[str, str],
+    expected: type[Exception],
+    retry_after: float | None,
+) -> None:
+    double, provider = misbehaving
+    double.status, double.headers = status, headers
+    with pytest.raises(expected) as error:
+        await provider.detach_backend(host=HOST, route_id="r")
+    if isinstance(error.value, TransientEdgeError):
+        assert error.value.retry_after == retry_after
+
+
+async def test_unreachable_admin_api_is_transient() -> None:
+    probe = web.AppRunner(web.Application())
+    await probe.setup()
+    await web.TCPSite(probe, "127.0.0.1", 0).start()
+    port = probe.addresses[0][1]
+    await probe.cleanup()
+    async with HttpEdge(base_url=f"http://127.0.0.1:{port}", timeout=2) as provider:
+        with pytest.raises(TransientEdgeError):
+            await provider.attach_backend(
+                host=HOST, route_id="r", backend=BackendTarget("default", "web", 80)
+            )
+
+
+def test_retry_after_accepts_seconds_and_dates() -> None:
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=lambda: 1445412480.0) == 10.0
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(None) is None
