@@ -1,0 +1,108 @@
+"""HTTPS with the certificate of each host, chosen by SNI."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.provider import PermanentEdgeError
+from interlock.edge.server import EdgeServer
+from interlock.edge.upstreams import StaticUpstreams
+from interlock.model.moduleset import Modules, SecretValue
+
+from .conftest import BACKEND, HOST, Backend, body_json
+
+
+def self_signed(host: str) -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+@pytest.fixture
+async def tls_edge(backend: Backend) -> AsyncIterator[tuple[InProcessEdge, str]]:
+    edge = InProcessEdge()
+    server = EdgeServer(
+        edge=edge, upstreams=StaticUpstreams({("default", "web", 80): [backend.address]})
+    )
+    addresses = await server.start(addr="127.0.0.1:0", tls_addr="127.0.0.1:0")
+    assert addresses.https is not None
+    await edge.apply_modules(
+        host=HOST, route_id="r", path="/", path_type="Prefix", modules=Modules(), secrets={}
+    )
+    await edge.attach_backend(host=HOST, route_id="r", backend=BACKEND)
+    yield edge, f"https://127.0.0.1:{addresses.https[1]}"
+    await server.stop()
+
+
+async def test_each_host_gets_its_certificate_by_sni(
+    tls_edge: tuple[InProcessEdge, str], backend: Backend
+) -> None:
+    edge, url = tls_edge
+    cert, key = self_signed(HOST)
+    await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(key))
+    trust = ssl.create_default_context(cadata=cert.decode())
+    async with (
+        aiohttp.ClientSession() as client,
+        client.get(
+            url + "/echo", headers={"Host": HOST}, ssl=trust, server_hostname=HOST
+        ) as response,
+    ):
+        assert response.status == 200
+        headers = body_json(await response.read())["headers"]
+    assert isinstance(headers, dict)
+    assert headers["x-forwarded-proto"] == ["https"]
+    snapshot_host = edge.snapshot_now().host(HOST)
+    assert snapshot_host is not None
+    assert snapshot_host.tls
+
+
+async def test_host_without_certificate_is_refused_in_the_handshake(
+    tls_edge: tuple[InProcessEdge, str], backend: Backend
+) -> None:
+    edge, url = tls_edge
+    cert, key = self_signed(HOST)
+    await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(key))
+    await edge.set_tls(host=HOST, cert_pem=None, key_pem=None)
+    async with aiohttp.ClientSession() as client:
+        with pytest.raises(aiohttp.ClientError):
+            async with client.get(url, ssl=False, server_hostname=HOST):
+                pass
+    assert backend.seen == []
+
+
+async def test_unusable_certificates_are_permanent_errors() -> None:
+    edge = InProcessEdge()
+    cert, _ = self_signed(HOST)
+    _, other_key = self_signed("other.example.com")
+    with pytest.raises(PermanentEdgeError, match="cannot be loaded"):
+        await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(other_key))
+    with pytest.raises(PermanentEdgeError, match=r"tls\.key is required"):
+        await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=None)
+    assert edge.snapshot_now().hosts == ()
