@@ -16,6 +16,7 @@ route with ``spec.rules[0].filters[1].type: unsupported ...`` is the honest alte
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -51,11 +52,27 @@ _FILTER_CONFIG_FIELD = {
 
 # The Gateway API's Duration format (GEP-2257): up to four number+unit parts, e.g. "1h30m".
 _DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
+_DURATION_PART = re.compile(r"([0-9]{1,5})(h|ms|m|s)")
+_UNIT = {"h": timedelta(hours=1), "m": timedelta(minutes=1), "s": timedelta(seconds=1)}
+_UNIT["ms"] = timedelta(milliseconds=1)
 
 
 def _invalid(error_type: str, message: str) -> PydanticCustomError:
     """A validation error whose text is exactly ``message`` (user values may contain braces)."""
     return PydanticCustomError(error_type, "{detail}", {"detail": message})
+
+
+def parse_gateway_duration(text: str) -> timedelta:
+    """The length of a Gateway API Duration such as ``"1m30s"``; ``"0s"`` means "no timeout".
+
+    Raises ValueError for text not in the GEP-2257 format (parsed routes are already checked).
+    """
+    if not _DURATION.match(text):
+        raise ValueError(f"invalid Gateway API duration {text!r}")
+    return sum(
+        (int(number) * _UNIT[unit] for number, unit in _DURATION_PART.findall(text)),
+        timedelta(0),
+    )
 
 
 def normalize_group(group: str) -> str:
@@ -249,6 +266,21 @@ class HTTPRouteTimeouts(KubeModel):
             )
         return value
 
+    @model_validator(mode="after")
+    def _backend_within_request(self) -> HTTPRouteTimeouts:
+        # As the CRD's CEL rule: a backend attempt cannot outlast the whole request, unless the
+        # request timeout is disabled ("0s").
+        if self.request is None or self.backend_request is None:
+            return self
+        request = parse_gateway_duration(self.request)
+        if request and parse_gateway_duration(self.backend_request) > request:
+            raise _invalid(
+                "timeouts",
+                f"backendRequest {self.backend_request!r} must not be longer than "
+                f"request {self.request!r}",
+            )
+        return self
+
 
 def _default_matches() -> tuple[HTTPRouteMatch, ...]:
     return (HTTPRouteMatch(),)
@@ -268,6 +300,31 @@ class HTTPRouteRule(KubeModel):
     ) -> tuple[HTTPRouteMatch, ...]:
         # Gateway API: "If no matches are specified, the default is a prefix path match on '/'".
         return matches or _default_matches()
+
+    @model_validator(mode="after")
+    def _filters_fit_the_rule(self) -> HTTPRouteRule:
+        # The HTTPRoute CRD's CEL rules, so that a route we accept is one Kubernetes accepts.
+        types = [f.type for f in self.filters]
+        for filter_type in SUPPORTED_FILTER_TYPES:
+            if types.count(filter_type) > 1:
+                raise _invalid("filters", f"filter {filter_type} may appear at most once")
+        if "RequestRedirect" in types and "URLRewrite" in types:
+            raise _invalid("filters", "RequestRedirect and URLRewrite cannot be used together")
+        if "RequestRedirect" in types and self.backend_refs:
+            raise _invalid("filters", "RequestRedirect cannot be used together with backendRefs")
+        for f in self.filters:
+            config = f.request_redirect or f.url_rewrite
+            path = config.path if config is not None else None
+            if (
+                path is not None
+                and path.type == "ReplacePrefixMatch"
+                and not (len(self.matches) == 1 and self.matches[0].path.type == "PathPrefix")
+            ):
+                raise _invalid(
+                    "filters",
+                    f"{f.type} with ReplacePrefixMatch needs exactly one match, of type PathPrefix",
+                )
+        return self
 
 
 def _default_rules() -> tuple[HTTPRouteRule, ...]:

@@ -8,6 +8,7 @@ import pytest
 from interlock.model.gateway import (
     GATEWAY_GROUP,
     HTTPRoute,
+    parse_gateway_duration,
     parse_http_route,
     parse_reference_grant,
 )
@@ -50,9 +51,7 @@ FULL_SPEC: dict[str, Any] = {
                 },
                 {
                     "type": "URLRewrite",
-                    "urlRewrite": {
-                        "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}
-                    },
+                    "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/v2"}},
                 },
             ],
             "backendRefs": [
@@ -69,7 +68,7 @@ FULL_SPEC: dict[str, Any] = {
                     ],
                 },
             ],
-            "timeouts": {"request": "10s", "backendRequest": "1m30s"},
+            "timeouts": {"request": "1m30s", "backendRequest": "10s"},
         },
         {
             "filters": [
@@ -105,7 +104,7 @@ def test_full_route_is_read_with_gateway_defaults(version: str) -> None:
     assert (second.weight, second.namespace) == (1, "canary")
     assert second.filters[0].response_header_modifier is not None
     assert api.timeouts is not None
-    assert (api.timeouts.request, api.timeouts.backend_request) == ("10s", "1m30s")
+    assert (api.timeouts.request, api.timeouts.backend_request) == ("1m30s", "10s")
     assert redirect.matches[0].path.type == "PathPrefix"
     assert redirect.matches[0].path.value == "/"
     assert redirect.filters[0].request_redirect is not None
@@ -198,6 +197,68 @@ BAD_ROUTES = [
         "spec.rules[0].timeouts.backendRequest",
     ),
 ]
+
+
+REDIRECT = {"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}
+REWRITE = {"type": "URLRewrite", "urlRewrite": {"hostname": "x"}}
+PREFIX_REWRITE = {
+    "type": "URLRewrite",
+    "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}},
+}
+
+# The HTTPRoute CRD's CEL rules, reported at the rule.
+BAD_RULES = [
+    ({"filters": [REWRITE, REWRITE]}, "may appear at most once"),
+    ({"filters": [REDIRECT, REWRITE]}, "cannot be used together"),
+    ({"filters": [REDIRECT], "backendRefs": [{"name": "a", "port": 80}]}, "backendRefs"),
+    (
+        {"filters": [PREFIX_REWRITE], "matches": [{"path": {"type": "Exact", "value": "/a"}}]},
+        "exactly one match, of type PathPrefix",
+    ),
+    (
+        {
+            "filters": [PREFIX_REWRITE],
+            "matches": [{"path": {"value": "/a"}}, {"path": {"value": "/b"}}],
+        },
+        "exactly one match, of type PathPrefix",
+    ),
+    ({"timeouts": {"request": "10s", "backendRequest": "11s"}}, "must not be longer"),
+]
+
+
+@pytest.mark.parametrize(("rule", "reason"), BAD_RULES)
+def test_rules_the_crd_would_reject_are_reported(rule: dict[str, Any], reason: str) -> None:
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route({"rules": [{}, rule]}))
+    assert err.value.field.startswith("spec.rules[1]")
+    assert reason in err.value.reason
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"filters": [PREFIX_REWRITE], "matches": [{"path": {"value": "/a"}}]},
+        {"filters": [REDIRECT]},
+        {"timeouts": {"request": "0s", "backendRequest": "1h"}},
+        {"timeouts": {"request": "1s", "backendRequest": "1000ms"}},
+    ],
+)
+def test_rules_the_crd_accepts_are_accepted(rule: dict[str, Any]) -> None:
+    parse_http_route(_route({"rules": [rule]}))
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0s", 0), ("10s", 10), ("1m30s", 90), ("1h", 3600), ("500ms", 0.5), ("1h1m1s1ms", 3661.001)],
+)
+def test_gateway_durations(text: str, seconds: float) -> None:
+    assert parse_gateway_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "1", "1.5s", "1d", "-1s", "1s1s1s1s1s"])
+def test_bad_gateway_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_gateway_duration(text)
 
 
 @pytest.mark.parametrize(("spec", "field"), BAD_ROUTES)
