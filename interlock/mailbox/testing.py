@@ -1,8 +1,10 @@
-"""Test helpers for code built on the runtime: capture the message trace and wait for idle.
+"""Test helpers for code built on the runtime: capture the trace, control time, wait for idle.
 
 Like structlog's ``capture_logs``: tests assert on what the runtime *recorded* (who sent what,
 caused by which message) instead of patching internals. The captured records went through the
-same JSON encoding as a trace file, so a test also proves they can be written.
+same JSON encoding as a trace file, so a test also proves they can be written. ``ManualClock``
+and ``ManualSleep`` are real implementations of the system's injected clock and sleep, so
+restart backoff is tested without sleeping.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from interlock.mailbox.actor import Actor
 from interlock.mailbox.system import ActorSystem
 from interlock.mailbox.tracing import Record, Tracer
 
@@ -76,3 +79,44 @@ async def wait_until(
 async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
     """Wait until no actor has work (every mailbox empty, no drain running)."""
     await wait_until(lambda: system.statistics().busy == 0, timeout=timeout)
+
+
+class ManualClock:
+    """A clock the test moves by hand (``clock.now += 30``)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ManualSleep:
+    """An injected sleep that records each delay and returns at once, or, when ``gated``,
+    waits until the test calls :meth:`release` (one release per sleep)."""
+
+    def __init__(self, *, gated: bool = False) -> None:
+        self.delays: list[float] = []
+        self.gated = gated
+        self._gate = asyncio.Event()
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if self.gated:
+            await self._gate.wait()
+            self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+
+class RecordingActor(Actor):
+    """Appends every message to ``log`` (pass a shared list to keep it across restarts) and
+    replies with the message itself."""
+
+    def __init__(self, log: list[object] | None = None) -> None:
+        self.log: list[object] = [] if log is None else log
+
+    async def receive(self, message: object) -> object | None:
+        self.log.append(message)
+        return message

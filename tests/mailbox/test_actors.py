@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from mailbox_helpers import Recorder
 
 from interlock.mailbox import Actor, ActorExists, ActorSystem, SystemShuttingDown
-from interlock.mailbox.testing import wait_idle, wait_until
+from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 
 
 async def test_messages_to_one_actor_are_handled_in_order(system: ActorSystem) -> None:
     log: list[object] = []
-    system.spawn("r/1", lambda: Recorder(log))
+    system.spawn("r/1", lambda: RecordingActor(log))
     for n in range(500):
         system.tell("r/1", n)
     await wait_until(lambda: len(log) == 500)
@@ -66,15 +65,15 @@ async def test_spawn_on_a_taken_address_raises_and_spawn_or_get_returns_it(
     system: ActorSystem,
 ) -> None:
     first: list[object] = []
-    system.spawn("route/default/web", lambda: Recorder(first))
+    system.spawn("route/default/web", lambda: RecordingActor(first))
     with pytest.raises(ActorExists, match="route/default/web"):
-        system.spawn("route/default/web", Recorder)
+        system.spawn("route/default/web", RecordingActor)
     calls = 0
 
-    def factory() -> Recorder:
+    def factory() -> RecordingActor:
         nonlocal calls
         calls += 1
-        return Recorder()
+        return RecordingActor()
 
     assert system.spawn_or_get("route/default/web", factory) == "route/default/web"
     assert calls == 0
@@ -84,7 +83,7 @@ async def test_spawn_on_a_taken_address_raises_and_spawn_or_get_returns_it(
 
 async def test_lookup_and_addresses_by_prefix(system: ActorSystem) -> None:
     for address in ["route/a/x", "route/b/y", "service/a/x"]:
-        system.spawn(address, Recorder)
+        system.spawn(address, RecordingActor)
     assert system.exists("route/a/x")
     assert system.lookup("service/a/x")
     assert not system.exists("route/c/z")
@@ -141,9 +140,9 @@ async def test_stop_finishes_current_message_runs_hook_and_dead_letters_the_rest
 
 async def test_stopped_address_can_be_spawned_again_at_once(system: ActorSystem) -> None:
     log: list[object] = []
-    system.spawn("x", Recorder)
+    system.spawn("x", RecordingActor)
     system.stop("x")
-    system.spawn("x", lambda: Recorder(log))
+    system.spawn("x", lambda: RecordingActor(log))
     system.tell("x", 1)
     await wait_until(lambda: log == [1])
 
@@ -180,7 +179,7 @@ async def test_idle_actors_own_no_task() -> None:
     system = ActorSystem()
     logs = [[] for _ in range(300)]  # type: list[list[object]]
     for n in range(300):
-        system.spawn(f"idle/{n}", lambda n=n: Recorder(logs[n]))  # type: ignore[misc]
+        system.spawn(f"idle/{n}", lambda n=n: RecordingActor(logs[n]))  # type: ignore[misc]
     assert system.statistics().busy == 0
     assert asyncio.all_tasks() == {asyncio.current_task()}
     for n in range(300):
@@ -198,4 +197,4 @@ async def test_spawn_after_shutdown_is_refused() -> None:
     system = ActorSystem()
     await system.shutdown()
     with pytest.raises(SystemShuttingDown):
-        system.spawn("late", Recorder)
+        system.spawn("late", RecordingActor)

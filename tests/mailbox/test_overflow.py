@@ -1,0 +1,128 @@
+"""Bounded mailboxes: coalescing keeps the newest, BLOCK waits, REJECT dead-letters."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from interlock.mailbox import Actor, ActorSystem, MailboxConfig, MailboxFull, Overflow
+from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    version: int
+
+    @property
+    def coalesce_key(self) -> str:
+        return self.name
+
+
+class Gated(Actor):
+    """Blocks on its first message until released, so the test can fill the mailbox."""
+
+    def __init__(self, gate: asyncio.Event, log: list[object]) -> None:
+        self.gate = gate
+        self.log = log
+
+    async def receive(self, message: object) -> None:
+        if message == "hold":
+            await self.gate.wait()
+        else:
+            self.log.append(message)
+
+
+async def test_coalescing_keeps_the_newest_in_place(system: ActorSystem) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+    system.spawn("svc", lambda: Gated(gate, log))
+    system.tell("svc", "hold")
+    await wait_until(lambda: system.actor_statistics("svc").depth == 0)
+    system.tell("svc", State("a", 1))
+    system.tell("svc", "between")
+    for version in range(2, 101):
+        system.tell("svc", State("a", version))
+    system.tell("svc", State("b", 1))
+    assert system.actor_statistics("svc").depth == 3
+    gate.set()
+    await wait_until(lambda: len(log) == 3)
+    assert log == [State("a", 100), "between", State("b", 1)]
+
+
+async def test_coalesce_mailbox_admits_keyed_state_beyond_capacity(system: ActorSystem) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+    config = MailboxConfig(capacity=2, overflow=Overflow.COALESCE)
+    system.spawn("svc", lambda: Gated(gate, log), mailbox=config)
+    system.tell("svc", "hold")
+    await wait_until(lambda: system.actor_statistics("svc").depth == 0)
+    system.tell("svc", "one")
+    system.tell("svc", "two")
+    system.tell("svc", "three")  # un-keyed overflow: dead letter
+    system.tell("svc", State("x", 1))  # keyed: never lost
+    assert system.statistics().dead_letters == 1
+    gate.set()
+    await wait_until(lambda: len(log) == 3)
+    assert log == ["one", "two", State("x", 1)]
+
+
+async def test_block_mailbox_refuses_sync_tell_and_tell_wait_waits(system: ActorSystem) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+    config = MailboxConfig(capacity=2, overflow=Overflow.BLOCK)
+    system.spawn("sink", lambda: Gated(gate, log), mailbox=config)
+    system.tell("sink", "hold")
+    await wait_until(lambda: system.actor_statistics("sink").depth == 0)
+    system.tell("sink", 1)
+    system.tell("sink", 2)
+    with pytest.raises(MailboxFull, match="sink: mailbox full"):
+        system.tell("sink", 3)
+    waiting = asyncio.ensure_future(system.tell_wait("sink", 3))
+    await wait_until(lambda: system.actor_statistics("sink").waiting_senders == 1)
+    assert not waiting.done()
+    gate.set()
+    await waiting
+    await wait_until(lambda: len(log) == 3)
+    assert log == [1, 2, 3]
+    assert system.statistics().dead_letters == 0
+
+
+async def test_block_mailbox_admits_published_state_beyond_capacity(
+    system: ActorSystem,
+) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+    config = MailboxConfig(capacity=1, overflow=Overflow.BLOCK)
+    system.spawn("sub", lambda: Gated(gate, log), mailbox=config)
+    system.tell("sub", "hold")
+    await wait_until(lambda: system.actor_statistics("sub").depth == 0)
+    system.subscribe("t", "sub")
+    system.publish("t", "k1", 1)
+    system.publish("t", "k2", 2)
+    gate.set()
+    await wait_until(lambda: len(log) == 2)
+    assert [(m.key, m.value) for m in log] == [("k1", 1), ("k2", 2)]  # type: ignore[attr-defined]
+
+
+async def test_reject_mailbox_dead_letters_the_new_message(system: ActorSystem) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+    config = MailboxConfig(capacity=1, overflow=Overflow.REJECT)
+    system.spawn("r", lambda: Gated(gate, log), mailbox=config)
+    system.tell("r", "hold")
+    await wait_until(lambda: system.actor_statistics("r").depth == 0)
+    system.tell("r", "kept")
+    system.tell("r", "rejected")
+    system.tell("r", State("k", 2))
+    assert system.statistics().dead_letters == 2
+    gate.set()
+    await wait_until(lambda: log == ["kept"])
+    await wait_idle(system)
+    assert log == ["kept"]
+
+
+async def test_max_depth_is_recorded(system: ActorSystem) -> None:
+    system.spawn("r", RecordingActor)
+    for n in range(7):
+        system.tell("r", n)
+    await wait_idle(system)
+    stats = system.actor_statistics("r")
+    assert (stats.depth, stats.max_depth, stats.processed) == (0, 7, 7)

@@ -1,0 +1,79 @@
+"""Shutdown drains mailboxes, runs stopped() hooks, and cancels what will not finish."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from interlock.mailbox import Actor, ActorNotFound, ActorSystem
+
+
+class Chain(Actor):
+    """Handles ``n`` by recording it and sending ``n - 1`` to the next actor in the ring."""
+
+    def __init__(self, log: list[tuple[str, int]], hooks: list[str]) -> None:
+        self.log = log
+        self.hooks = hooks
+
+    async def receive(self, message: object) -> None:
+        assert isinstance(message, int)
+        self.log.append((self.address, message))
+        await asyncio.sleep(0)
+        if message > 0:
+            self.tell("ring/b" if self.address == "ring/a" else "ring/a", message - 1)
+
+    async def stopped(self) -> None:
+        self.hooks.append(self.address)
+
+
+async def test_shutdown_drains_chains_in_flight_then_runs_hooks() -> None:
+    system = ActorSystem()
+    log: list[tuple[str, int]] = []
+    hooks: list[str] = []
+    system.spawn("ring/a", lambda: Chain(log, hooks))
+    system.spawn("ring/b", lambda: Chain(log, hooks))
+    system.tell("ring/a", 20)
+    system.tell("ring/b", 5)
+    await system.shutdown(timeout=5.0)
+    assert [n for _, n in log if _ in ("ring/a", "ring/b")].count(0) == 2
+    assert len(log) == 21 + 6
+    assert sorted(hooks) == ["ring/a", "ring/b"]
+    assert system.addresses() == []
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_shutdown_refuses_new_external_messages() -> None:
+    system = ActorSystem()
+    log: list[tuple[str, int]] = []
+    system.spawn("ring/a", lambda: Chain(log, []))
+    await system.shutdown()
+    system.tell("ring/a", 1)
+    with pytest.raises(ActorNotFound):
+        await system.ask("ring/a", 1)
+    assert log == []
+    assert system.statistics().dead_letters == 2
+
+
+async def test_shutdown_cancels_handlers_that_outlive_the_timeout() -> None:
+    cancelled: list[bool] = []
+    hooks: list[str] = []
+
+    class Forever(Actor):
+        async def receive(self, message: object) -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        async def stopped(self) -> None:
+            hooks.append("stopped")
+
+    system = ActorSystem()
+    system.spawn("forever", Forever)
+    system.tell("forever", "x")
+    await asyncio.sleep(0)
+    await system.shutdown(timeout=0.05)
+    assert cancelled == [True]
+    assert asyncio.all_tasks() == {asyncio.current_task()}

@@ -1,0 +1,163 @@
+"""The message trace: correlation and causation chains, the format, and redaction."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from interlock.mailbox import Actor, ActorSystem, Published, Tracer, summarize
+from interlock.mailbox.testing import ManualSleep, capture_trace, wait_idle
+
+RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+class Relay(Actor):
+    """Forwards every message to ``target`` (if any) and publishes it."""
+
+    def __init__(self, target: str | None) -> None:
+        self.target = target
+
+    async def receive(self, message: object) -> None:
+        if self.target is not None:
+            self.tell(self.target, message)
+        else:
+            self.publish("out", "k", message)
+
+
+async def test_a_chain_shares_the_correlation_and_names_each_cause() -> None:
+    with capture_trace() as trace:
+        system = ActorSystem(tracer=trace.tracer)
+        system.spawn("a", lambda: Relay("b"))
+        system.spawn("b", lambda: Relay(None))
+        system.spawn("watcher", lambda: Relay("sink"))
+        system.spawn("sink", lambda: Relay("nowhere"))
+        system.subscribe("out", "watcher")
+        system.tell("a", "event-1", correlation_id="informer:Service default/web rv=7")
+        await wait_idle(system)
+        await system.shutdown()
+    delivered = trace.events("deliver", correlation_id="informer:Service default/web rv=7")
+    hops = [(r["sender"], r["recipient"]) for r in delivered]
+    assert hops == [("external", "a"), ("a", "b"), ("b", "watcher"), ("watcher", "sink")]
+    by_recipient = {r["recipient"]: r for r in delivered}
+    assert by_recipient["a"]["causation_id"] is None
+    assert by_recipient["b"]["causation_id"] == by_recipient["a"]["id"]
+    assert by_recipient["watcher"]["causation_id"] == by_recipient["b"]["id"]
+    assert by_recipient["sink"]["causation_id"] == by_recipient["watcher"]["id"]
+    assert by_recipient["watcher"]["type"] == "Published"
+    # the last hop's tell went to an unknown address: a dead letter in the same chain
+    (dead,) = trace.events("dead_letter")
+    assert (dead["recipient"], dead["reason"]) == ("nowhere", "unknown")
+    assert dead["correlation_id"] == "informer:Service default/web rv=7"
+    handled = trace.events("handled", recipient="b")
+    assert handled[0]["duration_ms"] >= 0 and handled[0]["depth"] == 0
+
+
+async def test_a_new_correlation_starts_at_its_first_message(system: ActorSystem) -> None:
+    with capture_trace(system) as trace:
+        system.spawn("a", lambda: Relay(None))
+        system.tell("a", "x")
+        await wait_idle(system)
+    (deliver,) = trace.events("deliver")
+    assert deliver["correlation_id"] == deliver["id"]
+    assert deliver["sender"] == "external"
+
+
+async def test_every_record_has_the_common_fields(system: ActorSystem) -> None:
+    class Failing(Actor):
+        async def receive(self, message: object) -> None:
+            raise ValueError("no good")
+
+    with capture_trace(system) as trace:
+        system.spawn("f", Failing)
+        system.tell("f", "x")
+        await wait_idle(system)
+        system.stop("f")
+    events = {r["event"] for r in trace.records}
+    assert {"spawned", "deliver", "failed", "restart", "stopped"} <= events
+    for record in trace.records:
+        assert RFC3339_UTC.match(record["ts"]), record
+        for name in (
+            "event",
+            "id",
+            "correlation_id",
+            "causation_id",
+            "sender",
+            "recipient",
+            "type",
+            "summary",
+        ):
+            assert name in record, (name, record)
+    (failed,) = trace.events("failed")
+    assert (failed["error_type"], failed["error"]) == ("ValueError", "no good")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    __trace_redact__ = frozenset({"password"})
+    user: str
+    password: str
+    token: str = field(default="tok-SECRET-3", repr=False)
+
+
+class SecretModel(BaseModel):
+    name: str
+    data: dict[str, str] = Field(repr=False)
+
+
+class OpaqueSecret:
+    def __repr__(self) -> str:
+        return "OpaqueSecret(SECRET-5)"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    creds: Credentials
+    model: SecretModel
+    blob: bytes
+    opaque: OpaqueSecret
+
+
+async def test_redacted_fields_never_reach_the_trace(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    tracer = Tracer.to_file(path)
+    message = Envelope(
+        creds=Credentials(user="alice", password="pw-SECRET-1"),
+        model=SecretModel(name="users", data={"htpasswd": "SECRET-2"}),
+        blob=b"SECRET-4",
+        opaque=OpaqueSecret(),
+    )
+
+    class Fails(Actor):
+        async def receive(self, message: object) -> None:
+            raise RuntimeError("failed")
+
+    system = ActorSystem(tracer=tracer, sleep=ManualSleep())
+    system.spawn("sink", Fails)
+    system.tell("sink", message)
+    system.publish("secrets", "users", message)
+    system.subscribe("secrets", "sink")
+    await wait_idle(system)
+    await system.shutdown()
+    tracer.close()
+    text = path.read_text()
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert {r["event"] for r in lines} >= {"deliver", "failed", "restart"}
+    assert "SECRET" not in text
+    assert "alice" in text  # the summary still says what the message was about
+
+
+def test_summaries_are_short_and_name_the_type() -> None:
+    assert summarize(Published("t", "k", 5)) == "Published(topic='t', key='k', value=5)"
+    long = summarize({"x": "y" * 1000, "list": list(range(1000))})
+    assert len(long) <= 200
+    assert summarize(b"raw") == "<bytes>"
+
+    class Custom:
+        def trace_summary(self) -> str:
+            return "custom!"
+
+    assert summarize(Custom()) == "custom!"
