@@ -6,10 +6,12 @@ configuration error, reported without the offending line (it holds a hash).
 
 Checking must not reveal which users exist: a request naming an unknown user still pays for a
 bcrypt check, against a dummy hash of the same cost as the real ones. bcrypt is deliberately slow
-(tens of milliseconds at cost 10), so a *successful* check is cached, keyed by an HMAC of the
-credentials under a key that lives only in this process; the cache never holds a password or a
-hash, and it is bounded (least recently used evicted first). Failures are not cached: they must
-stay slow for whoever is guessing.
+(tens of milliseconds at cost 10, on the event loop), so each answer is cached, keyed by an
+HMAC of the credentials under a key that lives only in this process: the caches never hold a
+password or a hash. Successes and failures have separate bounded caches (least recently used
+evicted first), so a client retrying a stale password costs one bcrypt check, not one per
+request, while a guesser — every guess new — still pays for each, and cannot flush the cache
+of good credentials. The caches belong to one compiled chain: a changed Secret starts afresh.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import BasicAuthModule, SecretValue
 
 CACHE_SIZE = 1024
-"""Successful verifications remembered (per compiled module)."""
+"""Successful, and separately failed, verifications remembered (per compiled module)."""
 
 _BCRYPT = re.compile(rb"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 _REALM_FORBIDDEN = re.compile(r'[\x00-\x1f\x7f"\\]')
@@ -40,7 +42,16 @@ _REALM_FORBIDDEN = re.compile(r'[\x00-\x1f\x7f"\\]')
 class BasicAuth:
     """Compiled htpasswd users; holds hashes, so its repr shows only the realm and user count."""
 
-    __slots__ = ("_cache", "_cache_key", "_challenge", "_dummy", "_hashes", "_realm", "_ref")
+    __slots__ = (
+        "_accepted",
+        "_cache_key",
+        "_challenge",
+        "_dummy",
+        "_hashes",
+        "_realm",
+        "_ref",
+        "_refused",
+    )
 
     def __init__(
         self, config: BasicAuthModule, secrets: Mapping[tuple[str, str], SecretValue]
@@ -56,7 +67,8 @@ class BasicAuth:
         self._hashes, cost = _parse_htpasswd(secret, where=where)
         self._dummy = _dummy_hash(cost)
         self._cache_key = os.urandom(32)
-        self._cache: OrderedDict[bytes, None] = OrderedDict()
+        self._accepted: OrderedDict[bytes, None] = OrderedDict()
+        self._refused: OrderedDict[bytes, None] = OrderedDict()
         self._challenge = reject(
             401,
             "unauthorized\n",
@@ -71,10 +83,13 @@ class BasicAuth:
         if credentials is None:
             return self._challenge
         user, password = credentials
-        fingerprint = hmac.new(self._cache_key, user + b"\x00" + password, hashlib.sha256).digest()
-        if fingerprint in self._cache:
-            self._cache.move_to_end(fingerprint)
-            return None
+        # Length-prefixed so that no other (user, password) split gives the same fingerprint.
+        message = len(user).to_bytes(4, "big") + user + password
+        fingerprint = hmac.new(self._cache_key, message, hashlib.sha256).digest()
+        for cache, answer in ((self._accepted, None), (self._refused, self._challenge)):
+            if fingerprint in cache:
+                cache.move_to_end(fingerprint)
+                return answer
         stored = self._hashes.get(user)
         # The dummy check runs for unknown users so the answer takes as long as for real ones.
         # bcrypt reads at most 72 bytes (htpasswd -B hashed only those); the library refuses more.
@@ -83,12 +98,12 @@ class BasicAuth:
         except ValueError:
             # A hash of the right shape that bcrypt still refuses: nobody can log in with it.
             valid = False
-        if not valid or stored is None:
-            return self._challenge
-        self._cache[fingerprint] = None
-        if len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return None
+        accepted = valid and stored is not None
+        cache = self._accepted if accepted else self._refused
+        cache[fingerprint] = None
+        if len(cache) > CACHE_SIZE:
+            cache.popitem(last=False)
+        return None if accepted else self._challenge
 
     def summary(self) -> dict[str, object]:
         return {

@@ -86,8 +86,9 @@ def test_cached_success_does_not_admit_a_different_password() -> None:
     assert edge.check_request(view(headers=basic("alice", "wonderlan"))) is not None
 
 
-def test_unknown_user_still_runs_bcrypt(monkeypatch: pytest.MonkeyPatch) -> None:
-    edge = chain()
+@pytest.fixture
+def bcrypt_checks(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The hashes bcrypt.checkpw is called with, in order."""
     checked: list[bytes] = []
     real = bcrypt.checkpw
 
@@ -96,8 +97,50 @@ def test_unknown_user_still_runs_bcrypt(monkeypatch: pytest.MonkeyPatch) -> None
         return real(password, hashed)
 
     monkeypatch.setattr(bcrypt, "checkpw", spy)
+    return checked
+
+
+def test_unknown_user_still_runs_bcrypt(bcrypt_checks: list[bytes]) -> None:
+    edge = chain()
     assert edge.check_request(view(headers=basic("nobody", "x"))) is not None
-    assert len(checked) == 1
+    assert len(bcrypt_checks) == 1
+
+
+def test_a_client_retrying_a_stale_password_costs_one_bcrypt_check(
+    bcrypt_checks: list[bytes],
+) -> None:
+    edge = chain()
+    for _ in range(5):
+        assert edge.check_request(view(headers=basic("alice", "stale"))) is not None
+    assert len(bcrypt_checks) == 1
+
+
+def test_every_new_guess_costs_a_bcrypt_check(bcrypt_checks: list[bytes]) -> None:
+    edge = chain()
+    for guess in range(5):
+        assert edge.check_request(view(headers=basic("alice", f"guess-{guess}"))) is not None
+    assert len(bcrypt_checks) == 5
+
+
+def test_failed_guesses_cannot_flush_cached_good_credentials(
+    bcrypt_checks: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("interlock.edge.modules.basic_auth.CACHE_SIZE", 3)
+    edge = chain()
+    assert edge.check_request(view(headers=basic("alice", "wonderland"))) is None
+    for guess in range(10):
+        edge.check_request(view(headers=basic("alice", f"guess-{guess}")))
+    checks = len(bcrypt_checks)
+    assert edge.check_request(view(headers=basic("alice", "wonderland"))) is None
+    assert len(bcrypt_checks) == checks
+
+
+def test_credentials_split_differently_are_not_confused() -> None:
+    # "ab" + ":" + "c" and "a" + ":" + "bc" must not share a cache entry.
+    htpasswd = b"ab:" + bcrypt_hash("c") + b"\n"
+    edge = chain(htpasswd)
+    assert edge.check_request(view(headers=basic("ab", "c"))) is None
+    assert edge.check_request(view(headers=basic("a", "bc"))) is not None
 
 
 @pytest.mark.parametrize(
