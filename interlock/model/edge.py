@@ -55,6 +55,7 @@ from interlock.model.moduleset import (
     merge_modules,
     module_secret_ref_fields,
     module_secret_refs,
+    modules_clash,
     validate_modules,
 )
 from interlock.model.service import Service
@@ -462,6 +463,11 @@ def _resolve_modules(
             missing_secrets.append(
                 f'{where} has no key "{ref.key}" (referenced by {module}.{field})'
             )
+
+    clash = modules_clash(modules)
+    if clash and not invalid:
+        names = ", ".join(f"{namespace}/{m.metadata.name}" for m in usable)
+        invalid.append(f"ModuleSets {names} merged: {clash}")
 
     error: ModuleError | None = None
     if invalid:

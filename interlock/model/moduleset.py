@@ -314,14 +314,42 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
 
 # RFC 9110 token characters: what a header field name may contain.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Control characters other than tab: a header value holding one could inject headers.
+_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Kubernetes Secret data keys.
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # Kubernetes object names (DNS subdomain).
 _OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Quotes, backslashes and control characters would break out of the WWW-Authenticate realm.
+_BAD_REALM = re.compile(r'["\\\x00-\x1f\x7f]')
+
+PROXY_OWNED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
+"""Headers the headers module may not change: they frame the message or belong to one hop.
+
+The edge refuses them when it compiles the module; validating here as well reports the mistake
+in the ModuleSet's status instead of only in the route's Events.
+"""
 
 
 def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
-    """Every reason ``module_set`` cannot be used, in the order they appear; empty when valid."""
+    """Every reason ``module_set`` cannot be used, in the order they appear; empty when valid.
+
+    The checks match what the edge checks when it compiles the modules, so a ModuleSet reported
+    Valid does not fail later for its configuration (the content of its Secrets is only known to
+    the edge).
+    """
     problems = list(module_set.spec.problems)
     modules = module_set.spec.modules
 
@@ -342,8 +370,8 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
     for module, field, ref in module_secret_ref_fields(modules):
         for reason_field, reason in _secret_ref_problems(ref):
             problem(module, f".{field}{reason_field}", reason)
-    if modules.basic_auth is not None and not _printable_without_quotes(modules.basic_auth.realm):
-        problem("basicAuth", ".realm", "must not contain quotes or control characters")
+    if modules.basic_auth is not None and _BAD_REALM.search(modules.basic_auth.realm):
+        problem("basicAuth", ".realm", "must not contain quotes, backslashes or control characters")
     if modules.jwt is not None:
         if not modules.jwt.issuer.strip():
             problem("jwt", ".issuer", "must not be empty")
@@ -355,20 +383,8 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
             ("request", modules.headers.request),
             ("response", modules.headers.response),
         ):
-            for name, value in changes.add.items():
-                where = f'.{direction}.add["{name}"]'
-                if not _HEADER_NAME.match(name):
-                    problem("headers", where, f'"{name}" is not a valid header name')
-                # The value is not quoted: header values can be credentials.
-                if any(c in value for c in "\r\n\0"):
-                    problem("headers", where, "the value must not contain line breaks or NUL")
-            for index, name in enumerate(changes.remove):
-                if not _HEADER_NAME.match(name):
-                    problem(
-                        "headers",
-                        f".{direction}.remove[{index}]",
-                        f'"{name}" is not a valid header name',
-                    )
+            for field, reason in _header_problems(changes):
+                problem("headers", f".{direction}{field}", reason)
     if modules.circuit_breaker is not None:
         for field, text in (
             ("rollingWindow", modules.circuit_breaker.rolling_window),
@@ -381,7 +397,38 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
         reason = _positive_duration_problem(modules.rate_limit.period)
         if reason:
             problem("rateLimit", ".period", reason)
+    clash = modules_clash(modules)
+    if clash:
+        problems.append(ModuleProblem(module="jwt", field="spec.modules", reason=clash))
     return problems
+
+
+def modules_clash(modules: Modules) -> str:
+    """Why these modules cannot run together (``""`` when they can).
+
+    Checked on each ModuleSet and again after merging, since two valid sets can clash.
+    """
+    if modules.basic_auth is not None and modules.jwt is not None:
+        return "basicAuth and jwt both read the Authorization header; configure only one of them"
+    return ""
+
+
+def _header_problems(changes: HeaderChanges) -> Iterator[tuple[str, str]]:
+    for name, value in changes.add.items():
+        where = f'.add["{name}"]'
+        yield from ((where, reason) for reason in _header_name_problems(name))
+        # The value itself is never quoted: header values can be credentials.
+        if _BAD_HEADER_VALUE.search(value):
+            yield where, "the value contains a control character"
+    for index, name in enumerate(changes.remove):
+        yield from ((f".remove[{index}]", reason) for reason in _header_name_problems(name))
+
+
+def _header_name_problems(name: str) -> Iterator[str]:
+    if not _HEADER_NAME.match(name):
+        yield f'"{name}" is not a valid header name'
+    elif name.lower() in PROXY_OWNED_HEADERS:
+        yield f"{name} is managed by the proxy and cannot be changed"
 
 
 def _cidr_problem(cidr: str) -> str:
@@ -412,10 +459,6 @@ def _secret_ref_problems(ref: SecretKeyRef) -> Iterator[tuple[str, str]]:
         yield ".name", f'"{ref.name}" is not a valid Secret name'
     if not _SECRET_KEY.match(ref.key):
         yield ".key", f'"{ref.key}" is not a valid Secret key'
-
-
-def _printable_without_quotes(text: str) -> bool:
-    return all(c.isprintable() and c not in '"\\' for c in text)
 
 
 # --- status ------------------------------------------------------------------------------------

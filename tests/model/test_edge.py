@@ -530,6 +530,22 @@ def test_unresolvable_modules_fail_closed(
         assert route.module_error.message == message
 
 
+def test_modules_that_clash_only_once_merged_are_a_permanent_error() -> None:
+    jwt = {"jwt": {"issuer": "i", "jwksSecretRef": {"name": "jwks", "key": "k"}}}
+    result = edges(
+        [ingress("web", rule("a", path("/")), modules="auth,token")],
+        module_sets=[module_set("auth", BASIC), module_set("token", jwt)],
+        secrets=[secret("users", htpasswd="x"), secret("jwks", k="{}")],
+    )
+    [route] = only_edge(result).routes
+    assert route.module_error is not None
+    assert route.module_error.permanent
+    assert route.module_error.message == (
+        "ModuleSets shop/auth, shop/token merged: basicAuth and jwt both read the Authorization "
+        "header; configure only one of them"
+    )
+
+
 def test_no_annotation_means_no_modules_and_no_error() -> None:
     [route] = only_edge(edges([ingress("web", rule("a", path("/")))])).routes
     assert route.module_error is None

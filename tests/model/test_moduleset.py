@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from interlock.model.meta import InvalidObject
 from interlock.model.moduleset import (
+    PROXY_OWNED_HEADERS,
     ModuleSet,
     SecretKeyRef,
     SecretValue,
@@ -60,9 +61,16 @@ DESIGN_EXAMPLE = {
 }
 
 
-def test_design_example_is_valid_and_fully_parsed() -> None:
+def test_design_example_is_fully_parsed_and_only_the_auth_clash_reported() -> None:
     parsed = module_set(DESIGN_EXAMPLE)
-    assert validate_modules(parsed) == []
+    # DESIGN.md lists every module in one example; the edge refuses basicAuth together with jwt
+    # (both read the Authorization header), so the ModuleSet reports it rather than the route.
+    assert [str(p) for p in validate_modules(parsed)] == [
+        "spec.modules: basicAuth and jwt both read the Authorization header; "
+        "configure only one of them"
+    ]
+    without_jwt = {k: v for k, v in DESIGN_EXAMPLE.items() if k != "jwt"}
+    assert validate_modules(module_set(without_jwt)) == []
     modules = parsed.spec.modules
     assert modules.ip_restriction is not None
     assert modules.ip_restriction.deny == ["10.1.0.0/16"]
@@ -148,7 +156,8 @@ def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
         ),
         (
             {"basicAuth": {"realm": 'a"b', "secretRef": {"name": "u", "key": "k"}}},
-            "spec.modules.basicAuth.realm: must not contain quotes or control characters",
+            "spec.modules.basicAuth.realm: "
+            "must not contain quotes, backslashes or control characters",
         ),
         (
             {"headers": {"request": {"add": {"X Team": "blue"}}}},
@@ -160,8 +169,20 @@ def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
         ),
         (
             {"headers": {"request": {"add": {"X-Token": "abc\r\nEvil: 1"}}}},
-            'spec.modules.headers.request.add["X-Token"]: '
-            "the value must not contain line breaks or NUL",
+            'spec.modules.headers.request.add["X-Token"]: the value contains a control character',
+        ),
+        (
+            {"headers": {"request": {"remove": ["Host"]}}},
+            "spec.modules.headers.request.remove[0]: Host is managed by the proxy and cannot be "
+            "changed",
+        ),
+        (
+            {
+                "basicAuth": {"secretRef": {"name": "u", "key": "k"}},
+                "jwt": {"issuer": "i", "jwksSecretRef": {"name": "j", "key": "k"}},
+            },
+            "spec.modules: basicAuth and jwt both read the Authorization header; "
+            "configure only one of them",
         ),
         (
             {"ipRestrction": {"allow": ["10.0.0.0/8"]}},
@@ -194,6 +215,12 @@ def test_unknown_module_type_is_not_silently_dropped_even_beside_valid_ones() ->
     assert [p.module for p in problems] == ["waf"]
     # The valid module is still readable, for status and debugging.
     assert parsed.spec.modules.compression is not None
+
+
+def test_proxy_owned_headers_agree_with_the_edge() -> None:
+    from interlock.edge.modules.headers import PROXY_OWNED
+
+    assert PROXY_OWNED == PROXY_OWNED_HEADERS
 
 
 def test_header_value_is_not_quoted_in_messages() -> None:
@@ -236,8 +263,8 @@ def test_unreadable_module_set_raises_naming_it() -> None:
 
 
 def test_valid_condition() -> None:
-    parsed = module_set(DESIGN_EXAMPLE, generation=4)
-    assert module_set_conditions(parsed, [], now=NOW) == [
+    parsed = module_set({"compression": {}}, generation=4)
+    assert module_set_conditions(parsed, validate_modules(parsed), now=NOW) == [
         {
             "type": "Valid",
             "status": "True",
