@@ -186,11 +186,12 @@ class ModuleChain:
             ("basicAuth", self._basic_auth),
             ("jwt", self._jwt),
             ("webhookVerification", self._webhook),
-            ("circuitBreaker", self._circuit_breaker),
             ("headers", self._headers),
         ):
             if module is not None:
                 modules[name] = module.summary()
+        if self._circuit_breaker is not None:
+            modules["circuitBreaker"] = self._circuit_breaker.summary(now=self._clock())
         if self._compress:
             modules["compression"] = {"enabled": True}
         return {

@@ -59,11 +59,12 @@ class CircuitBreaker:
         self._trial_started: float | None = None
 
     def __repr__(self) -> str:
-        return f"CircuitBreaker({self.summary()})"
+        return f"CircuitBreaker(state={self._state!r})"
 
-    @property
-    def state(self) -> str:
-        """``closed``, ``open`` or ``half-open`` (as last decided; time may have moved on)."""
+    def state(self, *, now: float) -> str:
+        """``closed``, ``open`` or ``half-open`` as of ``now``."""
+        if self._state == "open" and now >= self._opened_at + self._tripped:
+            return "half-open"
         return self._state
 
     def check(self, *, now: float) -> Rejection | None:
@@ -117,13 +118,13 @@ class CircuitBreaker:
             sum(counts[1] for counts in self._buckets.values()),
         )
 
-    def summary(self) -> dict[str, object]:
+    def summary(self, *, now: float) -> dict[str, object]:
         return {
             "errorThresholdPercentage": self._threshold,
             "volumeThreshold": self._volume,
             "rollingWindow": self._config.rolling_window,
             "trippedDuration": self._config.tripped_duration,
-            "state": self._state,
+            "state": self.state(now=now),
         }
 
 

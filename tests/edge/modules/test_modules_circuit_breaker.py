@@ -27,6 +27,11 @@ def send(edge: ModuleChain, status: int | None) -> bool:
     return True
 
 
+def state(edge: ModuleChain) -> object:
+    """The circuit state /debug/edges shows."""
+    return edge.summary()["modules"]["circuitBreaker"]["state"]  # type: ignore[index]
+
+
 def trip(edge: ModuleChain) -> None:
     for status in (500, None, 200, 502):
         assert send(edge, status)
@@ -36,7 +41,7 @@ def test_stays_closed_below_the_volume_threshold() -> None:
     edge = chain(Clock())
     for _ in range(3):
         assert send(edge, 500)
-    assert edge.summary()["modules"]["circuitBreaker"]["state"] == "closed"
+    assert state(edge) == "closed"
 
 
 def test_stays_closed_below_the_error_percentage() -> None:
@@ -58,6 +63,9 @@ def test_opens_and_answers_503_with_retry_after_without_the_upstream() -> None:
     rejection = edge.check_request(view())
     assert rejection is not None
     assert rejection.headers["Retry-After"] == "10"
+    assert state(edge) == "open"
+    clock.advance(10)
+    assert state(edge) == "half-open"
 
 
 def test_half_open_lets_one_trial_through_and_success_closes() -> None:
