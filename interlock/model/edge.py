@@ -229,7 +229,7 @@ def _route_specs(ingress: Ingress) -> tuple[list[_RouteSpec], list[IngressError]
 
     for index, rule in enumerate(ingress.spec.rules):
         field = f"spec.rules[{index}]"
-        host = rule.host.strip().lower()
+        host = _normalize_host(rule.host)
         if not host:
             error(
                 f"{field}.host",
@@ -379,6 +379,12 @@ def ingress_host_routes(
     return {host: sorted(host_routes, key=route_order) for host, host_routes in routes.items()}
 
 
+def _normalize_host(host: str) -> str:
+    # As the edge reads a Host header (interlock.edge.routing.normalize_host): case and a final
+    # dot do not make a different host.
+    return host.strip().lower().rstrip(".")
+
+
 def _tls_secrets(ingress: Ingress) -> dict[str, ObjectKey]:
     """Host → TLS Secret; the first ``spec.tls`` entry naming a host wins."""
     found: dict[str, ObjectKey] = {}
@@ -387,7 +393,7 @@ def _tls_secrets(ingress: Ingress) -> dict[str, ObjectKey]:
             continue
         for host in tls.hosts:
             found.setdefault(
-                host.strip().lower(),
+                _normalize_host(host),
                 ObjectKey(namespace=ingress.metadata.namespace, name=tls.secret_name),
             )
     return found

@@ -138,9 +138,10 @@ def is_ours(ingress: Ingress, classes: Iterable[IngressClass]) -> bool:
     not ours: another controller may be about to create it.
     """
     classes = list(classes)
-    named = ingress.spec.ingress_class_name
-    if named is None:
-        named = ingress.metadata.annotations.get(LEGACY_CLASS_ANNOTATION)
-    if named is not None:
+    # An empty name is how some tools write "no class"; it can never name an IngressClass.
+    named = ingress.spec.ingress_class_name or ingress.metadata.annotations.get(
+        LEGACY_CLASS_ANNOTATION
+    )
+    if named:
         return any(c.metadata.name == named and c.is_ours for c in classes)
     return any(c.is_default and c.is_ours for c in classes)

@@ -65,7 +65,7 @@ def test_one_edge_per_host_with_routes_in_match_order() -> None:
                 "web",
                 rule("A.example.com", path("/"), path("/api/v1", port="http")),
                 rule("a.example.com", path("/api/v1/users", path_type="Exact")),
-                rule("b.example.com", path("/")),
+                rule("b.example.com.", path("/")),
             )
         ]
     )

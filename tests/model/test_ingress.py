@@ -54,6 +54,7 @@ NGINX_DEFAULT = ingress_class("nginx", "k8s.io/ingress-nginx", default=True)
         ("no class, another is the default", None, None, [OURS, NGINX_DEFAULT], False),
         ("no class, no default", None, None, [OURS, NGINX], False),
         ("no class, no classes at all", None, None, [], False),
+        ("empty class name, ours is the default", "", None, [OURS_DEFAULT], True),
         (
             "legacy annotation names ours",
             None,
