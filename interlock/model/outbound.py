@@ -39,6 +39,7 @@ from interlock.model.gateway import (
     HTTPRouteFilter,
     HTTPRouteMatch,
     HTTPRouteTimeouts,
+    ParentReference,
     ReferenceGrant,
 )
 from interlock.model.meta import ObjectKey
@@ -219,13 +220,16 @@ def _rfc3339(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _service_parents(route: HTTPRoute) -> tuple[ServiceParent, ...]:
+def service_parents(
+    parent_refs: Iterable[ParentReference], *, route_namespace: str
+) -> tuple[ServiceParent, ...]:
+    """The Service parents among ``parent_refs``, in order, without duplicates."""
     parents: list[ServiceParent] = []
-    for ref in route.spec.parent_refs:
+    for ref in parent_refs:
         if not ref.is_service:
             continue
         parent = ServiceParent(
-            namespace=ref.namespace or route.metadata.namespace,
+            namespace=ref.namespace or route_namespace,
             name=ref.name,
             port=ref.port,
             section_name=ref.section_name,
@@ -242,7 +246,12 @@ def route_service_dependencies(route: HTTPRoute) -> frozenset[ObjectKey]:
     Service parents. A route actor subscribes to exactly these, so a Service event reaches only
     the routes it can affect.
     """
-    keys = {parent.key for parent in _service_parents(route)}
+    keys = {
+        parent.key
+        for parent in service_parents(
+            route.spec.parent_refs, route_namespace=route.metadata.namespace
+        )
+    }
     for rule in route.spec.rules:
         for ref in rule.backend_refs:
             if ref.is_service:
@@ -367,7 +376,7 @@ def resolve_route(
         name=route.metadata.name,
         creation_timestamp=route.metadata.creation_timestamp,
         generation=route.metadata.generation,
-        parents=_service_parents(route),
+        parents=service_parents(route.spec.parent_refs, route_namespace=route.metadata.namespace),
         hostnames=route.spec.hostnames,
         rules=tuple(rules),
     )

@@ -10,17 +10,28 @@ Two details keep the writes down and other controllers happy: ``lastTransitionTi
 over from the stored condition while its status is unchanged (otherwise every recompute would
 produce a "new" status), and entries written by other controllers (say, a Gateway controller for
 the route's Gateway parents) are kept exactly as they were.
+
+A route that cannot be parsed at all (an unsupported filter type, a weight out of range) still
+gets a status through :func:`rejected_route_status`, so its author sees the error with its
+field path on the object itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from interlock.model.gateway import HTTPRoute
-from interlock.model.meta import ObjectKey
-from interlock.model.outbound import ResolvedRoute, ServiceParent, parent_problem
+from pydantic import Field, ValidationError
+
+from interlock.model.gateway import HTTPRoute, HTTPRouteStatus, ParentReference
+from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
+from interlock.model.outbound import (
+    ResolvedRoute,
+    ServiceParent,
+    parent_problem,
+    service_parents,
+)
 from interlock.model.service import Service
 
 CONTROLLER_NAME = "interlock.dev/policy-controller"
@@ -60,6 +71,54 @@ def _parent_identity(ref: Any, route_namespace: str) -> tuple[Any, ...] | None:
         ref.get("sectionName"),
         ref.get("port"),
     )
+
+
+class _RouteShellSpec(KubeModel):
+    parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs")
+
+
+class _RouteShell(KubeModel):
+    """The parts of an HTTPRoute a status needs, readable even when its rules are invalid."""
+
+    metadata: ObjectMeta
+    spec: _RouteShellSpec = Field(default_factory=_RouteShellSpec)
+    status: HTTPRouteStatus = Field(default_factory=HTTPRouteStatus)
+
+
+class _StoredStatus:
+    """The stored ``status.parents``: other controllers' entries, and our conditions by parent."""
+
+    def __init__(
+        self, parents: Iterable[dict[str, Any]], *, controller_name: str, namespace: str
+    ) -> None:
+        self.others: list[dict[str, Any]] = []
+        self._ours: dict[tuple[Any, ...], dict[str, Mapping[str, Any]]] = {}
+        for entry in parents:
+            if entry.get("controllerName") != controller_name:
+                self.others.append(dict(entry))
+                continue
+            identity = _parent_identity(entry.get("parentRef"), namespace)
+            conditions = entry.get("conditions")
+            if identity is None or not isinstance(conditions, list):
+                continue
+            self._ours[identity] = {
+                c["type"]: c for c in conditions if isinstance(c, dict) and "type" in c
+            }
+
+    def conditions_of(self, parent: ServiceParent) -> dict[str, Mapping[str, Any]]:
+        """Our stored conditions for ``parent``, by type (empty when there are none)."""
+        identity = ("", "Service", parent.namespace, parent.name, parent.section_name, parent.port)
+        return self._ours.get(identity, {})
+
+
+def _entry(
+    parent: ServiceParent, controller_name: str, conditions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "parentRef": _parent_ref(parent),
+        "controllerName": controller_name,
+        "conditions": conditions,
+    }
 
 
 def _condition(
@@ -107,22 +166,10 @@ def route_status(
     ``services`` needs the parent Services (see ``route_service_dependencies``). Our stale
     entries (parents no longer in the spec) are dropped; other controllers' are kept verbatim.
     """
-    namespace = route.metadata.namespace
     generation = route.metadata.generation
-    stored = route.status.parents
-    others = [dict(entry) for entry in stored if entry.get("controllerName") != controller_name]
-    previous_conditions: dict[tuple[Any, ...], dict[str, Mapping[str, Any]]] = {}
-    for entry in stored:
-        if entry.get("controllerName") != controller_name:
-            continue
-        identity = _parent_identity(entry.get("parentRef"), namespace)
-        conditions = entry.get("conditions")
-        if identity is None or not isinstance(conditions, list):
-            continue
-        previous_conditions[identity] = {
-            c["type"]: c for c in conditions if isinstance(c, dict) and "type" in c
-        }
-
+    stored = _StoredStatus(
+        route.status.parents, controller_name=controller_name, namespace=route.metadata.namespace
+    )
     unresolved = resolved.unresolved_backends
     messages = list(
         dict.fromkeys(b.failure_injector.message for b in unresolved if b.failure_injector)
@@ -131,9 +178,7 @@ def route_status(
 
     ours: list[dict[str, Any]] = []
     for parent in resolved.parents:
-        ref = _parent_ref(parent)
-        identity = ("", "Service", parent.namespace, parent.name, parent.section_name, parent.port)
-        previous = previous_conditions.get(identity, {})
+        previous = stored.conditions_of(parent)
         problem = parent_problem(parent, services.get(parent.key))
         accepted = _condition(
             type_="Accepted",
@@ -153,14 +198,52 @@ def route_status(
             previous=previous.get("ResolvedRefs"),
             now=now,
         )
-        ours.append(
-            {
-                "parentRef": ref,
-                "controllerName": controller_name,
-                "conditions": [accepted, resolved_refs],
-            }
+        ours.append(_entry(parent, controller_name, [accepted, resolved_refs]))
+    return stored.others + ours
+
+
+def rejected_route_status(
+    raw: dict[str, Any],
+    error: InvalidObject,
+    *,
+    controller_name: str = CONTROLLER_NAME,
+    now: datetime,
+) -> list[dict[str, Any]] | None:
+    """``status.parents`` for a route that failed to parse: ``Accepted`` False, the error in it.
+
+    This is how a route author learns that, say, ``spec.rules[0].filters[1].type`` names a
+    filter we do not support (reason ``UnsupportedValue``; the Gateway API forbids skipping a
+    filter silently). Returns None when not even the metadata and parentRefs can be read, in
+    which case the error can only go to an Event or the log.
+    """
+    try:
+        shell = _RouteShell.model_validate(raw)
+    except ValidationError:
+        return None
+    stored = _StoredStatus(
+        shell.status.parents, controller_name=controller_name, namespace=shell.metadata.namespace
+    )
+    ours = [
+        _entry(
+            parent,
+            controller_name,
+            [
+                _condition(
+                    type_="Accepted",
+                    ok=False,
+                    reason="UnsupportedValue",
+                    message=str(error),
+                    generation=shell.metadata.generation,
+                    previous=stored.conditions_of(parent).get("Accepted"),
+                    now=now,
+                )
+            ],
         )
-    return others + ours
+        for parent in service_parents(
+            shell.spec.parent_refs, route_namespace=shell.metadata.namespace
+        )
+    ]
+    return stored.others + ours
 
 
 def _without_timestamps(parents: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from interlock.model.gateway import HTTPRoute, ReferenceGrant, parse_http_route
-from interlock.model.meta import ObjectKey
+from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.outbound import resolve_route
 from interlock.model.route_status import (
     CONTROLLER_NAME,
+    rejected_route_status,
     route_status,
     status_equal_ignoring_timestamps,
 )
@@ -241,3 +242,45 @@ def test_status_equal_ignores_only_timestamps() -> None:
     assert status_equal_ignoring_timestamps(first, moved)
     broken = compute(make_route(), [WEB])
     assert not status_equal_ignoring_timestamps(first, broken)
+
+
+def _raw_route(rules: list[dict[str, Any]], status: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "r", "namespace": "shop", "generation": 5},
+        "spec": {
+            "parentRefs": [{"name": "edge"}, {"group": "", "kind": "Service", "name": "web"}],
+            "rules": rules,
+        },
+        "status": {"parents": status},
+    }
+
+
+def test_route_that_fails_to_parse_is_rejected_with_the_error_in_its_status() -> None:
+    raw = _raw_route([{"filters": [{"type": "RequestMirror"}]}], [GATEWAY_ENTRY])
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(raw)
+    entries = rejected_route_status(raw, err.value, now=NOW)
+    assert entries is not None
+    assert entries[0] == GATEWAY_ENTRY
+    ours = entries[1]
+    assert ours["parentRef"]["name"] == "web"
+    (accepted,) = ours["conditions"]
+    assert (accepted["type"], accepted["status"], accepted["reason"]) == (
+        "Accepted",
+        "False",
+        "UnsupportedValue",
+    )
+    assert "spec.rules[0].filters[0].type" in accepted["message"]
+    assert "RequestMirror" in accepted["message"]
+    assert accepted["observedGeneration"] == 5
+    # Recomputed later, nothing changed: same status, same transition time.
+    raw["status"]["parents"] = entries
+    assert rejected_route_status(raw, err.value, now=LATER) == entries
+
+
+def test_rejected_route_whose_parents_are_unreadable_gives_no_status() -> None:
+    raw = _raw_route([], [])
+    raw["spec"]["parentRefs"] = [{"kind": "Service", "port": "eighty"}]
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(raw)
+    assert rejected_route_status(raw, err.value, now=NOW) is None
