@@ -1,0 +1,66 @@
+"""A latest-value slot: the hand-off between an actor and a consumer that may be slow.
+
+A service-port watch pushes each new policy to its subscribers. If it awaited an HTTP client
+(or queued every version for it), one slow reader would stall the actor or grow without bound.
+A slot instead keeps only the newest value and a version number: ``put`` never blocks and never
+grows, and a reader that fell behind simply skips to the latest policy — which is all a policy
+consumer needs, since each policy is complete on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class SlotClosed(Exception):
+    """The producer went away (controller shutting down); the reader should end its stream."""
+
+
+class LatestValueSlot(Generic[T]):
+    """Holds the latest value; readers wait for a version newer than the one they have."""
+
+    __slots__ = ("_changed", "_closed", "_value", "_version")
+
+    def __init__(self) -> None:
+        self._value: T | None = None
+        self._version = 0
+        self._closed = False
+        self._changed = asyncio.Event()
+
+    @property
+    def version(self) -> int:
+        """0 before the first value; increases by one on every ``put``."""
+        return self._version
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, value: T) -> None:
+        """Replace the value (an older, unread one is dropped on purpose) and wake the reader."""
+        if self._closed:
+            return
+        self._value = value
+        self._version += 1
+        self._changed.set()
+
+    def close(self) -> None:
+        """Wake the reader with :class:`SlotClosed`; later ``put`` calls are ignored."""
+        self._closed = True
+        self._changed.set()
+
+    async def next(self, *, after: int) -> tuple[int, T]:
+        """The latest ``(version, value)`` with a version above ``after``, waiting if needed.
+
+        Raises :class:`SlotClosed` once the slot is closed.
+        """
+        while True:
+            if self._closed:
+                raise SlotClosed
+            if self._version > after and self._value is not None:
+                return self._version, self._value
+            self._changed.clear()
+            await self._changed.wait()

@@ -1,0 +1,142 @@
+"""The outbound policy API: the HTTP contract of DESIGN.md "Contracts", nothing more.
+
+``GET /v1/outbound/{namespace}/{service}/{port}?clientNamespace=NS`` answers the current policy
+of a Service port as seen from a client namespace; ``&watch=true`` streams newline-delimited
+JSON, the current policy first and then one line per change. This module only speaks HTTP: the
+policies come from a :class:`PolicySource` (the service-port watch registry in ``app.py``), one
+latest-value slot per request, so a slow reader coalesces to the newest policy and never holds
+up the actor that computes it. See ``docs/policy-api.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+from interlock.actors.messages import PolicyUpdate
+from interlock.actors.slot import LatestValueSlot, SlotClosed
+
+# RFC 1123 labels, as Kubernetes requires for namespace and Service names.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+NDJSON = "application/x-ndjson"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """Which policy a client asks for: a Service port, seen from a client namespace."""
+
+    namespace: str
+    service: str
+    port: int
+    client_namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.service}:{self.port} (client {self.client_namespace})"
+
+
+class PolicySource(Protocol):
+    """Hands out a slot per reader; the slot receives the target's policy and every change."""
+
+    def open_watch(self, target: WatchTarget) -> LatestValueSlot[PolicyUpdate]: ...
+
+    def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None: ...
+
+
+class BadRequest(ValueError):
+    """A request the API cannot answer; the message says which part is wrong."""
+
+
+def parse_target(request: web.Request) -> WatchTarget:
+    """The :class:`WatchTarget` of a request, or :class:`BadRequest` naming the wrong part."""
+    namespace = request.match_info["namespace"]
+    service = request.match_info["service"]
+    port_text = request.match_info["port"]
+    client_namespace = request.query.get("clientNamespace") or namespace
+    for what, value in (
+        ("namespace", namespace),
+        ("service", service),
+        ("clientNamespace", client_namespace),
+    ):
+        if not _DNS_LABEL.match(value):
+            raise BadRequest(f"{what} {value!r} is not a valid Kubernetes name (RFC 1123 label)")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise BadRequest(f"port {port_text!r} must be a number in 1..65535")
+    return WatchTarget(
+        namespace=namespace, service=service, port=int(port_text), client_namespace=client_namespace
+    )
+
+
+def _is_watch(request: web.Request) -> bool:
+    return request.query.get("watch", "").lower() in ("true", "1", "yes")
+
+
+def build_policy_app(
+    *, source: PolicySource, first_policy_timeout: float = 10.0
+) -> web.Application:
+    """The aiohttp application of the policy API, reading policies from ``source``.
+
+    ``first_policy_timeout`` bounds how long a request waits for the first policy of a target
+    (normally immediate); past it the answer is 503 so a client retries instead of hanging.
+    """
+
+    async def outbound(request: web.Request) -> web.StreamResponse:
+        try:
+            target = parse_target(request)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        slot = source.open_watch(target)
+        open_slots.add(slot)
+        try:
+            try:
+                version, update = await asyncio.wait_for(
+                    slot.next(after=0), timeout=first_policy_timeout
+                )
+            except TimeoutError:
+                return web.json_response(
+                    {"error": f"no policy for {target} yet; retry"}, status=503
+                )
+            except SlotClosed:
+                return web.json_response({"error": "the controller is shutting down"}, status=503)
+            if not _is_watch(request):
+                return web.Response(body=update.body, content_type="application/json")
+            return await _stream(request, slot, version, update)
+        finally:
+            open_slots.discard(slot)
+            source.close_watch(target, slot)
+
+    async def end_streams(_app: web.Application) -> None:
+        # Shutdown waits for running handlers; closing the slots ends every watch stream now.
+        for slot in list(open_slots):
+            slot.close()
+
+    open_slots: set[LatestValueSlot[PolicyUpdate]] = set()
+    app = web.Application()
+    app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
+    app.on_shutdown.append(end_streams)
+    return app
+
+
+async def _stream(
+    request: web.Request,
+    slot: LatestValueSlot[PolicyUpdate],
+    version: int,
+    update: PolicyUpdate,
+) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    try:
+        while True:
+            # The write awaits the client; meanwhile the slot keeps only the newest policy.
+            await response.write(update.body + b"\n")
+            version, update = await slot.next(after=version)
+    except SlotClosed:
+        pass
+    except ConnectionResetError:
+        return response
+    await response.write_eof()
+    return response

@@ -1,0 +1,56 @@
+"""Start an aiohttp application on a ``HOST:PORT`` address and learn the port it really got.
+
+The policy API, the admin server (and later the edge) all listen on addresses where port 0
+means "any free port"; tests and the CLI then need the bound address. One helper keeps that
+and the shutdown order the same everywhere.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from aiohttp import web
+
+from interlock.config import Address
+
+
+class RunningSite:
+    """An application being served; :attr:`address` is the bound address (never port 0)."""
+
+    def __init__(self, *, runner: web.AppRunner, address: Address) -> None:
+        self.runner = runner
+        self.address = address
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.address.host in ("0.0.0.0", "") else self.address.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.address.port}"
+
+    async def stop(self) -> None:
+        """Stop accepting, cancel open handlers (watch streams end), release the port."""
+        await self.runner.cleanup()
+
+
+async def serve(
+    app: web.Application, address: Address, *, shutdown_timeout: float = 5.0
+) -> RunningSite:
+    """Serve ``app`` on ``address``; handlers are cancelled when their client disconnects.
+
+    Handler cancellation matters for long-lived watch streams: without it, a client that went
+    away is only noticed at the next write, and its subscription would linger until then.
+    """
+    runner = web.AppRunner(
+        app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, address.host, address.port, reuse_address=True)
+    await site.start()
+    server = site._server
+    bound = address
+    if server is not None:
+        sockets: list[socket.socket] = list(getattr(server, "sockets", None) or [])
+        if sockets:
+            name = sockets[0].getsockname()
+            bound = Address(host=address.host, port=int(name[1]))
+    return RunningSite(runner=runner, address=bound)

@@ -1,0 +1,123 @@
+"""Settings of a running controller, in one place, with one docstring per field.
+
+The command line (`interlock run`), environment variables (`INTERLOCK_<FLAG>`) and tests all
+build a :class:`ControllerConfig`; ``app.py`` reads nothing else. Keeping it a plain frozen
+dataclass means a test can start a controller with short leases and grace periods without
+touching flags, and every default is documented where it is defined.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
+DEFAULT_ADMIN_ADDR = "0.0.0.0:9990"
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A ``HOST:PORT`` listening address; port 0 means "pick a free port"."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_address(value: str, *, flag: str) -> Address:
+    """Parse ``HOST:PORT`` (``[::1]:8090`` for IPv6); errors name the flag and the value."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"{flag}: {value!r} is not HOST:PORT (for example 127.0.0.1:8090)")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{flag}: port {port} is out of range 0..65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return Address(host=host or "0.0.0.0", port=port)
+
+
+def default_identity() -> str:
+    """A Lease holder identity unique per process: the host name plus a random suffix."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+def default_lease_namespace() -> str:
+    """The Pod's namespace in a cluster (downward API ``POD_NAMESPACE``), else ``default``."""
+    return os.environ.get("POD_NAMESPACE", "default")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    """Everything ``Controller`` needs to start; every field has a working default."""
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig file; ``None`` uses in-cluster config or the default kubeconfig."""
+
+    in_cluster: bool = False
+    """Use the Pod's service account (in-cluster config) instead of a kubeconfig file."""
+
+    embedded: bool = False
+    """Start the embedded API server in this process and talk to it instead of a cluster."""
+
+    manifests: tuple[str, ...] = ()
+    """Files or folders of YAML applied at start in embedded mode (after ``manifests/crds``)."""
+
+    write_kubeconfig: str | None = None
+    """Embedded mode: where to write a kubeconfig that kubectl can use against it."""
+
+    policy_addr: Address = field(
+        default_factory=lambda: parse_address(DEFAULT_POLICY_ADDR, flag="")
+    )
+    """Where the outbound policy API listens (``GET /v1/outbound/...``)."""
+
+    admin_addr: Address = field(default_factory=lambda: parse_address(DEFAULT_ADMIN_ADDR, flag=""))
+    """Where the admin server listens (``/healthz``, ``/readyz``, ``/debug/actors``)."""
+
+    edge_addr: Address | None = None
+    """Where the edge data plane listens; ``None`` runs no edge."""
+
+    trace_file: str | None = None
+    """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty means all namespaces."""
+
+    lease_namespace: str = field(default_factory=default_lease_namespace)
+    """Namespace of the coordination.k8s.io/v1 Lease that elects the status-writing replica."""
+
+    lease_name: str = "interlock"
+    """Name of that Lease."""
+
+    lease_identity: str = field(default_factory=default_identity)
+    """This replica's holder identity in the Lease."""
+
+    lease_duration: float = 15.0
+    """Seconds a Lease is valid after its last renewal (client-go's LeaseDuration)."""
+
+    lease_renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before it gives up leadership."""
+
+    lease_retry_period: float = 2.0
+    """Seconds between attempts to acquire or renew the Lease."""
+
+    watch_grace: float = 30.0
+    """Seconds a service-port watch lives on after its last subscriber left, so that a client
+    reconnecting (or repeated ``GET``s) does not rebuild it each time."""
+
+    status_retry_initial: float = 0.5
+    """First delay, in seconds, before retrying a status write that failed transiently."""
+
+    status_retry_maximum: float = 30.0
+    """Largest delay, in seconds, between retries of a failing status write."""
+
+    controller_name: str = "interlock.dev/policy-controller"
+    """The ``controllerName`` written in HTTPRoute ``status.parents`` entries."""
+
+    log_level: str = "INFO"
+    """Minimum level of log lines written to stderr (DEBUG, INFO, WARNING, ERROR)."""

@@ -1,0 +1,37 @@
+"""The latest-value slot between a watch actor and a (possibly slow) reader."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from interlock.actors.slot import LatestValueSlot, SlotClosed
+
+
+async def test_reader_gets_only_the_newest_of_a_burst():
+    slot: LatestValueSlot[str] = LatestValueSlot()
+    for value in ("a", "b", "c"):
+        slot.put(value)
+    assert await slot.next(after=0) == (3, "c")
+
+
+async def test_reader_waits_for_a_newer_version():
+    slot: LatestValueSlot[str] = LatestValueSlot()
+    slot.put("a")
+    waiting = asyncio.create_task(slot.next(after=1))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    slot.put("b")
+    assert await asyncio.wait_for(waiting, 5) == (2, "b")
+
+
+async def test_close_wakes_the_reader_and_ignores_later_puts():
+    slot: LatestValueSlot[str] = LatestValueSlot()
+    waiting = asyncio.create_task(slot.next(after=0))
+    await asyncio.sleep(0)
+    slot.close()
+    with pytest.raises(SlotClosed):
+        await asyncio.wait_for(waiting, 5)
+    slot.put("late")
+    assert slot.version == 0
