@@ -62,9 +62,6 @@ class SecretKeyRef(KubeModel):
     name: str
     key: str
 
-    def __str__(self) -> str:
-        return f"Secret {self.name!r} key {self.key!r}"
-
 
 class Secret(KubeModel):
     """A v1 Secret; only ``data`` (base64) and ``stringData`` are read, values never printed."""
