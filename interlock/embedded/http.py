@@ -1,0 +1,554 @@
+"""The HTTP face of the embedded API server: Kubernetes REST paths onto the object store.
+
+One catch-all aiohttp handler parses ``/api/v1/...`` and ``/apis/GROUP/VERSION/...`` paths
+itself, because whether ``/api/v1/namespaces/x/status`` is a namespace's status or a list of
+``status`` objects in namespace ``x`` depends on the registry, which changes at run time as CRDs
+come and go. Everything else here is content negotiation (JSON, Table, PartialObjectMetadata),
+query parameters as clients really send them (kubernetes-asyncio writes ``True``), streaming
+watches with bookmarks and timeouts, and fault injection in front of it all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from interlock.embedded import discovery, openapi
+from interlock.embedded.errors import ApiError, bad_request
+from interlock.embedded.faults import Faults
+from interlock.embedded.registry import Registry, ResourceType
+from interlock.embedded.selectors import parse_field_selector, parse_label_selector
+from interlock.embedded.store import (
+    ObjectStore,
+    StoredObject,
+    Watch,
+    WatchClosed,
+    WatchFilter,
+    encode,
+)
+from interlock.embedded.table import (
+    partial_metadata,
+    render_table,
+    wants_partial_metadata,
+    wants_table,
+)
+
+JSON = "application/json"
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")
+_WATCH_WRITE_BATCH = 256 * 1024
+
+
+def _flag(value: str | None) -> bool:
+    """Query booleans: ``true``, ``True`` (kubernetes-asyncio) and ``1`` all mean yes."""
+    return value is not None and value.strip().lower() in ("true", "1", "yes")
+
+
+def _no_such_path(path: str) -> ApiError:
+    return ApiError(404, f"the server could not find the requested resource ({path})")
+
+
+def _json_response(body: Any, *, status: int = 200, content_type: str = JSON) -> web.Response:
+    data = body if isinstance(body, bytes) else encode(body)
+    return web.Response(body=data, status=status, headers={"Content-Type": content_type})
+
+
+def error_response(error: ApiError, *, retry_after: int | None = None) -> web.Response:
+    response = _json_response(error.status(), status=error.code)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """A request for objects of one kind, parsed from its path."""
+
+    rtype: ResourceType
+    version: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+    @property
+    def api_version(self) -> str:
+        return self.rtype.api_version(self.version)
+
+
+def request_verb(method: str, path: str, query: dict[str, str]) -> str:
+    """The Kubernetes verb of a request, as fault rules and audit logs name it."""
+    segments = [s for s in path.split("/") if s]
+    if method == "GET":
+        # Item paths end in a name: /api/v1/namespaces/NS/KIND/NAME or /api/v1/KIND/NAME.
+        is_item = _looks_like_item(segments)
+        if is_item:
+            return "get"
+        return "watch" if _flag(query.get("watch")) else "list"
+    return {
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if _looks_like_item(segments) else "deletecollection",
+    }.get(method, method.lower())
+
+
+def _looks_like_item(segments: list[str]) -> bool:
+    if not segments or segments[0] not in ("api", "apis"):
+        return False
+    rest = segments[2:] if segments[0] == "api" else segments[3:]
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBRESOURCES:
+        rest = rest[2:]
+    return len(rest) >= 2
+
+
+class ApiHandler:
+    """Serves every request of the embedded API server."""
+
+    def __init__(
+        self,
+        *,
+        store: ObjectStore,
+        registry: Registry,
+        faults: Faults,
+        bookmark_interval: float,
+        server_address: Callable[[], str],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._faults = faults
+        self._bookmark_interval = bookmark_interval
+        self._server_address = server_address
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=32 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        path = request.path.rstrip("/") or "/"
+        fault = self._faults.for_request(verb=request_verb(request.method, path, query), path=path)
+        if fault is not None:
+            if fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault.error is not None:
+                return error_response(fault.error, retry_after=fault.retry_after)
+        try:
+            return await self._dispatch(request, path, query)
+        except ApiError as error:
+            return error_response(error)
+
+    # -- routing -----------------------------------------------------------------------------
+
+    async def _dispatch(
+        self, request: web.Request, path: str, query: dict[str, str]
+    ) -> web.StreamResponse:
+        segments = [s for s in path.split("/") if s]
+        accept = request.headers.get("Accept", "")
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok")
+        if path == "/version":
+            return _json_response(discovery.KUBERNETES_VERSION)
+        if segments[:2] == ["openapi", "v3"]:
+            return self._openapi(segments[2:])
+        if segments and segments[0] in ("api", "apis"):
+            if request.method == "GET":
+                document = self._discovery(segments, accept)
+                if document is not None:
+                    return document
+            parsed = self._parse_resource_path(segments)
+            return await self._resource(request, parsed, query, accept)
+        raise _no_such_path(f"{path}")
+
+    def _discovery(self, segments: list[str], accept: str) -> web.Response | None:
+        if segments == ["api"]:
+            if discovery.wants_aggregated(accept):
+                body = discovery.aggregated_discovery(self._registry, core=True)
+                return _json_response(body, content_type=discovery.AGGREGATED_V2)
+            return _json_response(discovery.api_versions(self._server_address()))
+        if segments == ["apis"]:
+            if discovery.wants_aggregated(accept):
+                body = discovery.aggregated_discovery(self._registry, core=False)
+                return _json_response(body, content_type=discovery.AGGREGATED_V2)
+            return _json_response(discovery.api_group_list(self._registry))
+        if segments[0] == "api" and len(segments) == 2:
+            document = discovery.api_resource_list(self._registry, "", segments[1])
+            if document is None:
+                raise _no_such_path(f"/api/{segments[1]}")
+            return _json_response(document)
+        if segments[0] == "apis" and len(segments) == 2:
+            versions = self._registry.group_versions().get(segments[1])
+            if not versions:
+                raise _no_such_path(f"/apis/{segments[1]}")
+            return _json_response(discovery.api_group(segments[1], versions))
+        if segments[0] == "apis" and len(segments) == 3:
+            document = discovery.api_resource_list(self._registry, segments[1], segments[2])
+            if document is None:
+                raise _no_such_path(f"/apis/{segments[1]}/{segments[2]}")
+            return _json_response(document)
+        return None
+
+    def _openapi(self, segments: list[str]) -> web.Response:
+        if not segments:
+            return _json_response(openapi.openapi_index(self._registry))
+        if segments[0] == "api" and len(segments) == 2:
+            group, version = "", segments[1]
+        elif segments[0] == "apis" and len(segments) == 3:
+            group, version = segments[1], segments[2]
+        else:
+            raise ApiError(404, "the server could not find the requested OpenAPI document")
+        document = openapi.group_version_document(self._registry, group, version)
+        if document is None:
+            raise ApiError(404, "the server could not find the requested OpenAPI document")
+        return _json_response(document)
+
+    def _parse_resource_path(self, segments: list[str]) -> ResourceRequest:
+        if segments[0] == "api" and len(segments) >= 2:
+            group, version, rest = "", segments[1], segments[2:]
+        elif segments[0] == "apis" and len(segments) >= 3:
+            group, version, rest = segments[1], segments[2], segments[3:]
+        else:
+            raise _no_such_path(f"/{'/'.join(segments)}")
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBRESOURCES:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise _no_such_path(f"/{'/'.join(segments)}")
+        rtype = self._registry.by_plural(group=group, version=version, plural=rest[0])
+        if rtype is None:
+            raise _no_such_path(f"/{'/'.join(segments)}")
+        if namespace is not None and not rtype.namespaced:
+            raise _no_such_path(f"/{'/'.join(segments)}")
+        return ResourceRequest(
+            rtype=rtype,
+            version=version,
+            namespace=namespace,
+            name=rest[1] if len(rest) >= 2 else None,
+            subresource=rest[2] if len(rest) == 3 else None,
+        )
+
+    # -- verbs -------------------------------------------------------------------------------
+
+    async def _resource(
+        self, request: web.Request, parsed: ResourceRequest, query: dict[str, str], accept: str
+    ) -> web.StreamResponse:
+        method = request.method
+        dry_run = bool(query.get("dryRun"))
+        if parsed.name is None:
+            if method == "GET":
+                if _flag(query.get("watch")):
+                    return await self._watch(request, parsed, query, accept)
+                return self._list(parsed, query, accept)
+            if method == "POST":
+                body = await self._body(request)
+                stored = self._store.create_object(
+                    parsed.rtype,
+                    version=parsed.version,
+                    namespace=parsed.namespace,
+                    body=body,
+                    dry_run=dry_run,
+                )
+                return self._object_response(parsed, stored, accept, status=201)
+            if method == "DELETE":
+                return self._delete_collection(parsed, query)
+            raise ApiError(405, f"{method} is not supported on a collection")
+        if parsed.rtype.namespaced and parsed.namespace is None:
+            raise _no_such_path(f"{request.path}")
+        if parsed.subresource not in (None, "status"):
+            raise _no_such_path(f"{request.path}")
+        if method == "GET":
+            stored = self._store.read(parsed.rtype, namespace=parsed.namespace, name=parsed.name)
+            return self._object_response(parsed, stored, accept)
+        if method == "PUT":
+            body = await self._body(request)
+            stored = self._store.update_object(
+                parsed.rtype,
+                version=parsed.version,
+                namespace=parsed.namespace,
+                name=parsed.name,
+                body=body,
+                subresource=parsed.subresource,
+                dry_run=dry_run,
+            )
+            return self._object_response(parsed, stored, accept)
+        if method == "PATCH":
+            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            body = await self._body(request)
+            stored = self._store.patch_object(
+                parsed.rtype,
+                version=parsed.version,
+                namespace=parsed.namespace,
+                name=parsed.name,
+                patch=body,
+                content_type=content_type,
+                subresource=parsed.subresource,
+                dry_run=dry_run,
+            )
+            return self._object_response(parsed, stored, accept)
+        if method == "DELETE":
+            options = await self._body(request, allow_empty=True) or {}
+            if not isinstance(options, dict):
+                raise bad_request("DeleteOptions must be a JSON object")
+            dry_run = dry_run or bool(options.get("dryRun"))
+            stored, gone = self._store.delete_object(
+                parsed.rtype,
+                namespace=parsed.namespace,
+                name=parsed.name,
+                preconditions=options.get("preconditions"),
+                dry_run=dry_run,
+            )
+            if gone and not parsed.rtype.from_crd:
+                return _json_response(
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": {
+                            "name": stored.name,
+                            "group": parsed.rtype.group,
+                            "kind": parsed.rtype.plural,
+                            "uid": stored.obj["metadata"].get("uid"),
+                        },
+                    }
+                )
+            return self._object_response(parsed, stored, accept)
+        raise ApiError(405, f"{method} is not supported")
+
+    async def _body(self, request: web.Request, *, allow_empty: bool = False) -> Any:
+        raw = await request.read()
+        if not raw.strip():
+            if allow_empty:
+                return None
+            raise bad_request("the request has no body")
+        content_type = request.headers.get("Content-Type", "")
+        try:
+            if "yaml" in content_type:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as error:
+            raise bad_request(f"the request body is not valid JSON: {error}") from None
+
+    def _object_response(
+        self, parsed: ResourceRequest, stored: StoredObject, accept: str, *, status: int = 200
+    ) -> web.Response:
+        if wants_table(accept):
+            table = render_table(
+                parsed.rtype,
+                [stored.copy(parsed.api_version)],
+                now=self._store.now(),
+                include_object="Metadata",
+                metadata={"resourceVersion": str(stored.rv)},
+            )
+            return _json_response(table, status=status)
+        if wants_partial_metadata(accept):
+            return _json_response(partial_metadata(stored.copy()), status=status)
+        return _json_response(stored.encoded(parsed.api_version), status=status)
+
+    def _filter(self, parsed: ResourceRequest, query: dict[str, str]) -> WatchFilter:
+        return WatchFilter(
+            namespace=parsed.namespace,
+            label_selector=parse_label_selector(query.get("labelSelector")),
+            field_selector=parse_field_selector(query.get("fieldSelector")),
+        )
+
+    def _list(self, parsed: ResourceRequest, query: dict[str, str], accept: str) -> web.Response:
+        limit_text = query.get("limit")
+        try:
+            limit = int(limit_text) if limit_text else None
+        except ValueError:
+            raise bad_request(f"limit: invalid value {limit_text!r}") from None
+        items, rv, token, remaining = self._store.list_objects(
+            parsed.rtype,
+            where=self._filter(parsed, query),
+            limit=limit if limit and limit > 0 else None,
+            continue_token=query.get("continue") or None,
+        )
+        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token is not None:
+            metadata["continue"] = token
+            metadata["remainingItemCount"] = remaining
+        if wants_table(accept):
+            table = render_table(
+                parsed.rtype,
+                [item.copy(parsed.api_version) for item in items],
+                now=self._store.now(),
+                include_object=query.get("includeObject", "Metadata"),
+                metadata=metadata,
+            )
+            return _json_response(table)
+        if wants_partial_metadata(accept):
+            body = {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": [partial_metadata(item.obj) for item in items],
+            }
+            return _json_response(body)
+        head = encode(
+            {
+                "kind": parsed.rtype.list_kind,
+                "apiVersion": parsed.api_version,
+                "metadata": metadata,
+            }
+        )
+        # The list is a join of the objects' cached encodings: no per-list serialization.
+        data = b"".join(
+            (
+                head[:-1],
+                b',"items":[',
+                b",".join(item.encoded(parsed.api_version) for item in items),
+                b"]}",
+            )
+        )
+        return _json_response(data)
+
+    def _delete_collection(self, parsed: ResourceRequest, query: dict[str, str]) -> web.Response:
+        items, _, _, _ = self._store.list_objects(parsed.rtype, where=self._filter(parsed, query))
+        deleted = []
+        for item in items:
+            with contextlib.suppress(ApiError):
+                stored, _ = self._store.delete_object(
+                    parsed.rtype, namespace=item.namespace or None, name=item.name
+                )
+                deleted.append(stored.encoded(parsed.api_version))
+        head = encode(
+            {
+                "kind": parsed.rtype.list_kind,
+                "apiVersion": parsed.api_version,
+                "metadata": {"resourceVersion": str(self._store.resource_version)},
+            }
+        )
+        return _json_response(head[:-1] + b',"items":[' + b",".join(deleted) + b"]}")
+
+    # -- watch -------------------------------------------------------------------------------
+
+    async def _watch(
+        self, request: web.Request, parsed: ResourceRequest, query: dict[str, str], accept: str
+    ) -> web.StreamResponse:
+        where = self._filter(parsed, query)
+        if parsed.name is not None:
+            raise bad_request("watch a single object with fieldSelector=metadata.name=NAME")
+        timeout_text = query.get("timeoutSeconds")
+        try:
+            timeout = float(timeout_text) if timeout_text else None
+        except ValueError:
+            raise bad_request(f"timeoutSeconds: invalid value {timeout_text!r}") from None
+        bookmarks = _flag(query.get("allowWatchBookmarks"))
+        table = wants_table(accept)
+        response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        response.enable_chunked_encoding()
+        try:
+            watch = self._store.open_watch(
+                parsed.rtype, where=where, resource_version=query.get("resourceVersion")
+            )
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            # A too-old resourceVersion is an ERROR event in a 200 stream, as on a real server.
+            await response.prepare(request)
+            await response.write(encode({"type": "ERROR", "object": error.status()}) + b"\n")
+            await response.write_eof()
+            return response
+        await response.prepare(request)
+        try:
+            await self._stream(request, response, parsed, watch, timeout, bookmarks, table, query)
+        finally:
+            self._store.close_watch(watch)
+        if watch.abrupt:
+            # Simulate a broken connection: no clean end of the chunked stream.
+            transport = request.transport
+            if transport is not None:
+                transport.abort()
+            return response
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+    async def _stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        parsed: ResourceRequest,
+        watch: Watch,
+        timeout_seconds: float | None,
+        bookmarks: bool,
+        table: bool,
+        query: dict[str, str],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds if timeout_seconds else None
+        first_table = True
+        include_object = query.get("includeObject", "Metadata")
+        while True:
+            waits = []
+            if deadline is not None:
+                waits.append(deadline - loop.time())
+            if bookmarks:
+                waits.append(self._bookmark_interval)
+            wait = max(0.0, min(waits)) if waits else None
+            try:
+                async with asyncio.timeout(wait):
+                    event_type, stored = await watch.next()
+            except TimeoutError:
+                if deadline is not None and loop.time() >= deadline:
+                    return
+                if bookmarks and watch.pending() == 0 and not watch.closed:
+                    await response.write(self._bookmark_line(parsed))
+                continue
+            except WatchClosed:
+                return
+            batch = [(event_type, stored)]
+            size = 0
+            while watch.pending() and size < _WATCH_WRITE_BATCH:
+                item = watch.next_nowait()
+                if item is None:
+                    break
+                batch.append(item)
+                size += len(item[1].encoded(parsed.api_version))
+            lines = []
+            for event_type, stored in batch:
+                if table:
+                    lines.append(
+                        encode(
+                            {
+                                "type": event_type,
+                                "object": render_table(
+                                    parsed.rtype,
+                                    [stored.copy(parsed.api_version)],
+                                    now=self._store.now(),
+                                    include_object=include_object,
+                                    with_columns=first_table,
+                                    metadata={"resourceVersion": str(stored.rv)},
+                                ),
+                            }
+                        )
+                        + b"\n"
+                    )
+                    first_table = False
+                else:
+                    lines.append(
+                        b'{"type":"'
+                        + event_type.encode()
+                        + b'","object":'
+                        + stored.encoded(parsed.api_version)
+                        + b"}\n"
+                    )
+            await response.write(b"".join(lines))
+
+    def _bookmark_line(self, parsed: ResourceRequest) -> bytes:
+        bookmark = {
+            "type": "BOOKMARK",
+            "object": {
+                "kind": parsed.rtype.kind,
+                "apiVersion": parsed.api_version,
+                "metadata": {"resourceVersion": str(self._store.resource_version)},
+            },
+        }
+        return encode(bookmark) + b"\n"

@@ -1,0 +1,156 @@
+"""EmbeddedApiServer: a Kubernetes API server in-process, for running with no cluster and tests.
+
+It wires the registry (kinds), the object store (objects, resourceVersions, watches), the HTTP
+handler and fault injection onto an aiohttp site bound to 127.0.0.1, and starts like a fresh
+cluster: namespaces ``default``, ``kube-system``, ``kube-public`` and ``kube-node-lease`` exist
+and the Gateway API CRDs are installed. ``restart()`` keeps the data and the port and drops
+every connection, as a real API server restart does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+
+from aiohttp import web
+
+from interlock.embedded.builtin_crds import gateway_api_crds
+from interlock.embedded.faults import Faults
+from interlock.embedded.http import ApiHandler
+from interlock.embedded.kubeconfig import write_kubeconfig
+from interlock.embedded.manifests import ManifestReport, apply_manifests
+from interlock.embedded.registry import BUILTIN_TYPES, Registry
+from interlock.embedded.store import ObjectStore
+
+_INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class EmbeddedApiServer:
+    """A Kubernetes API server on ``host:port`` (port 0 picks a free one at ``start()``)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        history_size: int = 10_000,
+        bookmark_interval: float = 5.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.registry = Registry()
+        for rtype in BUILTIN_TYPES:
+            self.registry.register(rtype)
+        self.store = ObjectStore(self.registry, history_size=history_size, clock=clock)
+        for name in _INITIAL_NAMESPACES:
+            self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        for crd in gateway_api_crds():
+            self.store.create(crd)
+        self.faults = Faults(drop_watches=self.store.drop_watches, compact=self.store.compact)
+        self._handler = ApiHandler(
+            store=self.store,
+            registry=self.registry,
+            faults=self.faults,
+            bookmark_interval=bookmark_interval,
+            server_address=lambda: f"{self.host}:{self.port}",
+        )
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        runner = web.AppRunner(
+            self._handler.application(), handle_signals=False, access_log=None, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.port = int(runner.addresses[0][1])
+        self._runner = runner
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        # Open watches would otherwise keep their handlers (and shutdown) waiting.
+        self.store.drop_watches()
+        await runner.cleanup()
+
+    async def restart(self) -> None:
+        """Stop and start again on the same port with the same data; connections drop."""
+        await self.stop()
+        await self.start()
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        """Write a kubeconfig for this server (no auth, current-context set); returns its path."""
+        if self._runner is None and self.port == 0:
+            raise RuntimeError("start() the server first: its port is not known yet")
+        return write_kubeconfig(path, self.url)
+
+    async def apply_manifests(self, paths: Sequence[str | os.PathLike[str]]) -> ManifestReport:
+        """Apply YAML files or folders (Namespaces and CRDs first); bad documents are reported."""
+        return apply_manifests(self.store, paths)
+
+    async def __aenter__(self) -> EmbeddedApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+@asynccontextmanager
+async def running_api_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    history_size: int = 10_000,
+    bookmark_interval: float = 5.0,
+    clock: Callable[[], datetime] | None = None,
+) -> AsyncIterator[EmbeddedApiServer]:
+    """An :class:`EmbeddedApiServer`, started for the ``async with`` block and stopped after."""
+    server = EmbeddedApiServer(
+        host, port, history_size=history_size, bookmark_interval=bookmark_interval, clock=clock
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def serve_forever(
+    *,
+    host: str,
+    port: int,
+    kubeconfig_path: str | os.PathLike[str] | None,
+    manifests: Sequence[str | os.PathLike[str]],
+) -> None:
+    """Run an embedded server until cancelled, printing its URL and kubeconfig path."""
+    async with running_api_server(host, port) as server:
+        report = await server.apply_manifests(manifests)
+        for error in report.errors:
+            print(f"manifest error: {error}", file=sys.stderr)
+        print(f"embedded Kubernetes API server: {server.url}", flush=True)
+        if kubeconfig_path is not None:
+            written = server.write_kubeconfig(kubeconfig_path)
+            print(f"kubeconfig: {written} (kubectl --kubeconfig {written} get ns)", flush=True)
+        await asyncio.Event().wait()
