@@ -131,3 +131,11 @@ def test_bad_duration_is_a_config_error(field: str, value: str) -> None:
     with pytest.raises(ModuleConfigError) as caught:
         chain(Clock(), **{field: value})
     assert caught.value.field == f"circuitBreaker.{field}"
+
+
+def test_a_zero_threshold_still_needs_an_error_to_open() -> None:
+    edge = chain(Clock(), errorThresholdPercentage=0, volumeThreshold=2)
+    for _ in range(5):
+        assert send(edge, 200)
+    assert send(edge, 500)
+    assert edge.check_request(view()) is not None
