@@ -171,8 +171,13 @@ class ModuleProblem(KubeModel):
 
 class ModuleSetSpec(KubeModel):
     modules: Modules = Field(default_factory=Modules)
-    problems: tuple[ModuleProblem, ...] = Field(default=(), exclude=True)
-    """What is wrong in ``spec.modules`` as written; filled by the sifting below, not by users."""
+    problems: tuple[ModuleProblem, ...] = ()
+    """What is wrong in ``spec.modules`` as written, found by the sifting below.
+
+    Kept in dumps and carried over when a dump is parsed again: the invalid modules are no longer
+    in ``modules`` by then, and losing their problems would turn an invalid set valid. Problems
+    given in the input can only make a set invalid, never valid, so accepting them is safe.
+    """
 
     @model_validator(mode="before")
     @classmethod
@@ -183,7 +188,8 @@ class ModuleSetSpec(KubeModel):
         if isinstance(modules, Modules):
             return data
         kept, problems = _sift_modules(modules)
-        return {**data, "modules": kept, "problems": tuple(problems)}
+        carried = data.get("problems") or ()
+        return {**data, "modules": kept, "problems": (*carried, *problems)}
 
 
 class ModuleSet(KubeModel):

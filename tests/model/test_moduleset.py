@@ -231,14 +231,23 @@ def test_header_value_is_not_quoted_in_messages() -> None:
     assert all("hunter2" not in str(p) for p in problems)
 
 
-def test_user_cannot_smuggle_problems_through_the_spec() -> None:
+def test_problems_survive_a_dump_and_parse_round_trip() -> None:
+    # A cache or debug page that dumps and re-parses a ModuleSet must not make it valid: the
+    # invalid modules are gone from ``modules`` after the first parse.
+    parsed = module_set({"waf": {}, "rateLimit": {"requests": 0}, "compression": {}})
+    again = parse_module_set(parsed.model_dump(by_alias=True))
+    assert validate_modules(again) == validate_modules(parsed)
+    assert len(validate_modules(again)) == 2
+
+
+def test_problems_in_the_input_can_only_make_a_set_invalid() -> None:
     parsed = parse_module_set(
         {
             "metadata": {"name": "s", "namespace": "d"},
             "spec": {"modules": {}, "problems": [{"module": "x", "field": "y", "reason": "z"}]},
         }
     )
-    assert validate_modules(parsed) == []
+    assert [str(p) for p in validate_modules(parsed)] == ["y: z"]
 
 
 def test_empty_and_null_modules_are_valid() -> None:
