@@ -57,6 +57,30 @@ ALLOWED_ALGORITHMS = frozenset(
 )
 
 
+ENCRYPTION_ALGORITHMS = frozenset(
+    {
+        "RSA1_5",
+        "RSA-OAEP",
+        "RSA-OAEP-256",
+        "RSA-OAEP-384",
+        "RSA-OAEP-512",
+        "ECDH-ES",
+        "ECDH-ES+A128KW",
+        "ECDH-ES+A192KW",
+        "ECDH-ES+A256KW",
+        "A128KW",
+        "A192KW",
+        "A256KW",
+        "A128GCMKW",
+        "A192GCMKW",
+        "A256GCMKW",
+        "dir",
+    }
+)
+"""JWE key algorithms: an identity provider's JWKS may list such keys next to its signing keys;
+they cannot verify a signature, so they are skipped like keys marked ``"use": "enc"``."""
+
+
 class _Key:
     """One verification key. Its repr omits the key (an ``oct`` key is a shared secret)."""
 
@@ -206,9 +230,9 @@ def _load_jwks(secret: SecretValue, *, where: str) -> tuple[_Key, ...]:
         field = f"keys[{index}]"
         if not isinstance(entry, dict):
             raise ModuleConfigError(where, f"{field} is not an object")
-        if entry.get("use") == "enc":
-            continue
         algorithm = entry.get("alg")
+        if entry.get("use") == "enc" or algorithm in ENCRYPTION_ALGORITHMS:
+            continue
         if algorithm is not None and algorithm not in ALLOWED_ALGORITHMS:
             raise ModuleConfigError(where, f"{field}: algorithm {str(algorithm)!r} is not allowed")
         kid = entry.get("kid")

@@ -194,6 +194,21 @@ def test_hs256_with_an_oct_key_in_the_jwks() -> None:
     assert "signature" in refusal(edge, token(b"x" * 43, kid="h1", algorithm="HS256"))
 
 
+def test_encryption_keys_in_the_jwks_are_skipped() -> None:
+    jwks = {
+        "keys": [
+            public_jwk(RSAAlgorithm, OTHER_RSA_KEY, "enc-1", alg="RSA-OAEP"),
+            public_jwk(RSAAlgorithm, OTHER_RSA_KEY, "enc-2", use="enc"),
+            *JWKS["keys"],
+        ]
+    }
+    edge = chain(jwks=jwks)
+    assert edge.check_request(view(headers=bearer(token()))) is None
+    assert "unknown signing key" in refusal(edge, token(OTHER_RSA_KEY, kid="enc-1"))
+    keys = edge.summary()["modules"]["jwt"]["keys"]  # type: ignore[index]
+    assert [key["kid"] for key in keys] == ["rsa-1", "ec-1", "ed-1"]
+
+
 def test_malformed_token() -> None:
     assert "malformed" in refusal(chain(), "not.a.jwt")
 
