@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.model.meta import InvalidObject
@@ -411,3 +411,53 @@ def test_secret_with_bad_value_type_names_field_not_value() -> None:
         parse_secret({"metadata": {"name": "s", "namespace": "d"}, "data": {"k": 12345}})
     assert str(err.value).startswith("Secret d/s: data.k: ")
     assert "12345" not in str(err.value)
+
+
+# --- agreement with the edge ---------------------------------------------------------------------
+
+_CIDRS = st.one_of(
+    st.ip_addresses().map(str),
+    st.builds(
+        lambda address, prefix: f"{address}/{prefix}", st.ip_addresses(), st.integers(0, 130)
+    ),
+    st.sampled_from(["", "10.0.0.0/8 ", "not-a-cidr", "10.0.0.1/8", "::ffff:10.0.0.0/104"]),
+)
+_HEADER_NAMES = st.sampled_from(["X-Team", "Host", "bad name", "X:Y", "Upgrade", "x-ok"])
+_HEADER_VALUES = st.sampled_from(["blue", "a\tb", "a\r\nb", "\x7f", ""])
+_DURATIONS = st.sampled_from(["10s", "0s", "1m30s", "10", "-1s", "500ms"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    allow=st.lists(_CIDRS, max_size=3),
+    deny=st.lists(_CIDRS, max_size=2),
+    headers=st.dictionaries(_HEADER_NAMES, _HEADER_VALUES, max_size=2),
+    remove=st.lists(_HEADER_NAMES, max_size=2),
+    window=_DURATIONS,
+    period=_DURATIONS,
+)
+def test_a_valid_module_set_compiles_at_the_edge_and_an_invalid_one_does_not(
+    allow: list[str],
+    deny: list[str],
+    headers: dict[str, str],
+    remove: list[str],
+    window: str,
+    period: str,
+) -> None:
+    from interlock.edge.modules import ModuleConfigError, compile_modules
+
+    parsed = module_set(
+        {
+            "ipRestriction": {"allow": allow, "deny": deny},
+            "headers": {"request": {"add": headers, "remove": remove}},
+            "circuitBreaker": {"rollingWindow": window},
+            "rateLimit": {"requests": 5, "period": period},
+        }
+    )
+    valid = validate_modules(parsed) == []
+    try:
+        compile_modules(parsed.spec.modules, {})
+        compiles = True
+    except ModuleConfigError:
+        compiles = False
+    assert valid is compiles
