@@ -57,6 +57,54 @@ _UNIT = {"h": timedelta(hours=1), "m": timedelta(minutes=1), "s": timedelta(seco
 _UNIT["ms"] = timedelta(milliseconds=1)
 
 
+# The CRD's patterns: an HTTP header name token (RFC 7230) and a DNS hostname, optionally
+# with a leading wildcard label.
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+_HOSTNAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Path fragments the CRD refuses in Exact and PathPrefix values: they would let one path
+# mean two things (a proxy normalizes them, the match does not).
+_PATH_FORBIDDEN = ("//", "/./", "/../", "%2f", "%2F", "#")
+_PATH_FORBIDDEN_ENDINGS = ("/..", "/.")
+
+
+def _check_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise _invalid("path", f"path must start with '/', got {value!r}")
+    for fragment in _PATH_FORBIDDEN:
+        if fragment in value:
+            raise _invalid("path", f"path {value!r} must not contain {fragment!r}")
+    for ending in _PATH_FORBIDDEN_ENDINGS:
+        if value.endswith(ending):
+            raise _invalid("path", f"path {value!r} must not end with {ending!r}")
+    return value
+
+
+def _check_header_name(name: str) -> str:
+    if not _HEADER_NAME.match(name):
+        raise _invalid("header_name", f"{name!r} is not a valid HTTP header name")
+    return name
+
+
+def _check_header_value(value: str) -> str:
+    # A line break in a header value would let a route inject headers into proxied requests.
+    if any(c in value for c in "\r\n\0"):
+        raise _invalid("header_value", "header value must not contain CR, LF or NUL")
+    return value
+
+
+def _check_hostname(hostname: str, *, wildcard: bool) -> str:
+    if (
+        not _HOSTNAME.match(hostname)
+        or len(hostname) > 253
+        or (hostname.startswith("*.") and not wildcard)
+    ):
+        allowed = ", optionally starting with '*.'" if wildcard else ""
+        raise _invalid(
+            "hostname", f"{hostname!r} is not a valid hostname (a lowercase DNS name{allowed})"
+        )
+    return hostname
+
+
 def _invalid(error_type: str, message: str) -> PydanticCustomError:
     """A validation error whose text is exactly ``message`` (user values may contain braces)."""
     return PydanticCustomError(error_type, "{detail}", {"detail": message})
@@ -120,8 +168,8 @@ class HTTPPathMatch(KubeModel):
     def _check_value(self) -> HTTPPathMatch:
         if self.type == "RegularExpression":
             _check_regex(self.value)
-        elif not self.value.startswith("/"):
-            raise _invalid("path", f"path must start with '/', got {self.value!r}")
+        else:
+            _check_path(self.value)
         return self
 
 
@@ -129,6 +177,11 @@ class HTTPHeaderMatch(KubeModel):
     type: Literal["Exact", "RegularExpression"] = "Exact"
     name: str = Field(min_length=1)
     value: str
+
+    @field_validator("name")
+    @classmethod
+    def _header_name(cls, name: str) -> str:
+        return _check_header_name(name)
 
     @model_validator(mode="after")
     def _check_value(self) -> HTTPHeaderMatch:
@@ -163,11 +216,28 @@ class HTTPHeader(KubeModel):
     name: str = Field(min_length=1)
     value: str
 
+    @field_validator("name")
+    @classmethod
+    def _header_name(cls, name: str) -> str:
+        return _check_header_name(name)
+
+    @field_validator("value")
+    @classmethod
+    def _header_value(cls, value: str) -> str:
+        return _check_header_value(value)
+
 
 class HTTPHeaderFilter(KubeModel):
     set: tuple[HTTPHeader, ...] = ()
     add: tuple[HTTPHeader, ...] = ()
     remove: tuple[str, ...] = ()
+
+    @field_validator("remove")
+    @classmethod
+    def _header_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            _check_header_name(name)
+        return names
 
 
 class HTTPPathModifier(KubeModel):
@@ -195,10 +265,20 @@ class HTTPRequestRedirectFilter(KubeModel):
     port: int | None = Field(None, ge=1, le=65535)
     status_code: Literal[301, 302, 303, 307, 308] = Field(302, alias="statusCode")
 
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, hostname: str | None) -> str | None:
+        return None if hostname is None else _check_hostname(hostname, wildcard=False)
+
 
 class HTTPURLRewriteFilter(KubeModel):
     hostname: str | None = None
     path: HTTPPathModifier | None = None
+
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, hostname: str | None) -> str | None:
+        return None if hostname is None else _check_hostname(hostname, wildcard=False)
 
 
 class HTTPRouteFilter(KubeModel):
@@ -335,6 +415,13 @@ class HTTPRouteSpec(KubeModel):
     parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs")
     hostnames: tuple[str, ...] = ()
     rules: tuple[HTTPRouteRule, ...] = Field(default_factory=_default_rules)
+
+    @field_validator("hostnames")
+    @classmethod
+    def _hostnames(cls, hostnames: tuple[str, ...]) -> tuple[str, ...]:
+        for hostname in hostnames:
+            _check_hostname(hostname, wildcard=True)
+        return hostnames
 
 
 class HTTPRouteStatus(KubeModel):

@@ -111,6 +111,11 @@ def test_full_route_is_read_with_gateway_defaults(version: str) -> None:
     assert redirect.filters[0].request_redirect.status_code == 301
 
 
+def test_wildcard_hostnames_are_accepted() -> None:
+    route = parse_http_route(_route({"hostnames": ["*.shop.example", "web"]}))
+    assert route.spec.hostnames == ("*.shop.example", "web")
+
+
 def test_empty_route_gets_one_catch_all_rule() -> None:
     route = parse_http_route(_route({}))
     assert len(route.spec.rules) == 1
@@ -192,6 +197,41 @@ BAD_ROUTES = [
         "spec.rules[0].filters[1].urlRewrite.path",
     ),
     (_with(["rules", 0, "timeouts", "request"], "10 seconds"), "spec.rules[0].timeouts.request"),
+    # Paths a proxy would normalize into something else than what the match compares.
+    (_with(["rules", 0, "matches", 0, "path", "value"], "/a//b"), "spec.rules[0].matches[0].path"),
+    (
+        _with(["rules", 0, "matches", 0, "path", "value"], "/a/../b"),
+        "spec.rules[0].matches[0].path",
+    ),
+    (_with(["rules", 0, "matches", 0, "path", "value"], "/a%2Fb"), "spec.rules[0].matches[0].path"),
+    (_with(["rules", 0, "matches", 0, "path", "value"], "/a/.."), "spec.rules[0].matches[0].path"),
+    (_with(["rules", 0, "matches", 0, "path", "value"], "/a#b"), "spec.rules[0].matches[0].path"),
+    (_with(["hostnames", 0], "Web.Shop"), "spec.hostnames"),
+    (_with(["hostnames", 0], "web..shop"), "spec.hostnames"),
+    (
+        _with(["rules", 1, "filters", 0, "requestRedirect", "hostname"], "*.shop"),
+        "spec.rules[1].filters[0].requestRedirect.hostname",
+    ),
+    (
+        _with(["rules", 0, "matches", 0, "headers", 0, "name"], "x user"),
+        "spec.rules[0].matches[0].headers[0].name",
+    ),
+    # Header injection through a filter must be impossible.
+    (
+        _with(
+            ["rules", 0, "filters", 0, "requestHeaderModifier", "set", 0, "value"],
+            "1\r\nX-Admin: yes",
+        ),
+        "spec.rules[0].filters[0].requestHeaderModifier.set[0].value",
+    ),
+    (
+        _with(["rules", 0, "filters", 0, "requestHeaderModifier", "set", 0, "name"], "x:a"),
+        "spec.rules[0].filters[0].requestHeaderModifier.set[0].name",
+    ),
+    (
+        _with(["rules", 0, "filters", 0, "requestHeaderModifier", "remove", 0], "x\nb"),
+        "spec.rules[0].filters[0].requestHeaderModifier.remove",
+    ),
     (
         _with(["rules", 0, "timeouts", "backendRequest"], "1.5s"),
         "spec.rules[0].timeouts.backendRequest",
@@ -241,6 +281,8 @@ def test_rules_the_crd_would_reject_are_reported(rule: dict[str, Any], reason: s
         {"filters": [REDIRECT]},
         {"timeouts": {"request": "0s", "backendRequest": "1h"}},
         {"timeouts": {"request": "1s", "backendRequest": "1000ms"}},
+        {"matches": [{"path": {"type": "Exact", "value": "/a.b/c..d/.well-known"}}]},
+        {"matches": [{"headers": [{"name": "X-Custom_header.1~", "value": "a b"}]}]},
     ],
 )
 def test_rules_the_crd_accepts_are_accepted(rule: dict[str, Any]) -> None:
