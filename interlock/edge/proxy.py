@@ -107,7 +107,7 @@ def set_forwarded_headers(
     trusted proxy; otherwise it is replaced, so a client cannot pose as another address to the
     upstream.
     """
-    peer = _peer_address(peer_ip)
+    peer = _peer_address(peer_ip) if trusted else None
     from_proxy = peer is not None and any(peer in network for network in trusted)
     prior_for = ", ".join(headers.getall("X-Forwarded-For", [])) if from_proxy else ""
     proto = headers.get("X-Forwarded-Proto") if from_proxy else None
@@ -248,18 +248,20 @@ class Forwarder:
         response.headers.extend(headers)
         if compress:
             response.enable_compression(web.ContentCoding.gzip)
-        await response.prepare(request)
         try:
+            await response.prepare(request)
             async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
                 await response.write(chunk)
+            await response.write_eof()
+        except ConnectionResetError:
+            # The client left; the upstream connection is dropped with the unread body.
+            logger.debug("{}: the client closed the connection", where)
         except (TimeoutError, aiohttp.ClientError) as exc:
             # Too late for an error status: the client already has one. Cutting the connection
             # is the only honest signal that the body is incomplete.
             logger.debug("{}: upstream body interrupted: {!r}", where, exc)
             if request.transport is not None:
                 request.transport.close()
-            return response
-        await response.write_eof()
         return response
 
 
@@ -269,7 +271,12 @@ class RelayedResponse(web.StreamResponse):
     aiohttp fills in ``Server`` and ``Content-Type`` when they are missing; for a relayed
     response that would undo a ``headers.response.remove: [Server]`` and invent a media type the
     upstream never sent, so what aiohttp added is taken out again.
+
+    Headers go out with the first body chunk rather than alone: one ``send`` instead of two per
+    small response, which is most of the proxy's cost where system calls are expensive.
     """
+
+    _send_headers_immediately = False
 
     async def _prepare_headers(self) -> None:
         had = {name for name in ("Server", "Content-Type") if name in self.headers}
