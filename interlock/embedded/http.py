@@ -124,6 +124,15 @@ class ApiHandler:
         self._faults = faults
         self._bookmark_interval = bookmark_interval
         self._server_address = server_address
+        self._stopping = asyncio.Event()
+
+    def reset(self) -> None:
+        """Serve again after :meth:`stopping`."""
+        self._stopping = asyncio.Event()
+
+    def stopping(self) -> None:
+        """End injected delays now, so a stop does not wait for them."""
+        self._stopping.set()
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=32 * 1024 * 1024)
@@ -136,7 +145,8 @@ class ApiHandler:
         fault = self._faults.for_request(verb=request_verb(request.method, path, query), path=path)
         if fault is not None:
             if fault.delay:
-                await asyncio.sleep(fault.delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), fault.delay)
             if fault.error is not None:
                 return error_response(fault.error, retry_after=fault.retry_after)
         try:

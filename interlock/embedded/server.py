@@ -73,6 +73,7 @@ class EmbeddedApiServer:
     async def start(self) -> None:
         if self._runner is not None:
             return
+        self._handler.reset()
         runner = web.AppRunner(
             self._handler.application(), handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
@@ -92,6 +93,7 @@ class EmbeddedApiServer:
             return
         # Open watches would otherwise keep their handlers (and shutdown) waiting.
         self.store.drop_watches()
+        self._handler.stopping()
         await runner.cleanup()
 
     async def restart(self) -> None:

@@ -1,0 +1,100 @@
+"""Fault injection and restart: what tests of the controller use to break the API server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client, config, watch
+
+from interlock.embedded import EmbeddedApiServer
+
+from .helpers import eventually, service
+
+
+async def _first_event(stream: watch.Watch, func: Any, **kwargs: Any) -> dict[str, Any]:
+    async for event in stream.stream(func, **kwargs):
+        return event  # type: ignore[no-any-return]
+    raise AssertionError("the watch ended without an event")
+
+
+async def test_drop_watches_breaks_open_streams(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    listed = await core.list_namespaced_service("default")
+    stream = watch.Watch()
+    async with stream:
+        waiting = asyncio.create_task(
+            _first_event(
+                stream,
+                core.list_namespaced_service,
+                namespace="default",
+                resource_version=listed.metadata.resource_version,
+            )
+        )
+        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        assert api_server.faults.drop_watches() == 1
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await asyncio.wait_for(waiting, 10)
+    await eventually(lambda: api_server.store.statistics()["watches"] == 0)
+
+
+async def test_fail_next_answers_with_status_and_retry_after(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    api_server.faults.fail_next(2, 429, verbs={"list"}, path_contains="/services", retry_after=3)
+    await core.read_namespace("default")  # another verb and path: not affected
+    for _ in range(2):
+        with pytest.raises(client.ApiException) as failed:
+            await core.list_namespaced_service("default")
+        assert failed.value.status == 429
+        assert failed.value.headers["Retry-After"] == "3"
+        assert '"reason":"TooManyRequests"' in failed.value.body
+    assert (await core.list_namespaced_service("default")).items == []
+    assert api_server.faults.pending() == 0
+
+
+async def test_fail_next_applies_to_writes_by_verb(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    api_server.faults.fail_next(1, 503, verbs={"create"})
+    with pytest.raises(client.ApiException) as failed:
+        await core.create_namespaced_service("default", service("web"))
+    assert failed.value.status == 503
+    assert api_server.store.list(api_version="v1", kind="Service") == []
+    await core.create_namespaced_service("default", service("web"))
+
+
+async def test_delay_next_holds_matching_requests(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    api_server.faults.delay_next(1, 30, verbs={"get"}, path_contains="/services/web")
+    api_server.store.create(service("web"))
+    delayed = asyncio.create_task(core.read_namespaced_service("web", "default"))
+    await eventually(lambda: api_server.faults.pending() == 0)
+    # A request that does not match is served while the delayed one is still held.
+    assert (await core.list_namespaced_service("default")).items
+    assert not delayed.done()
+    delayed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await delayed
+
+
+async def test_restart_keeps_data_and_port_and_drops_connections(
+    api_server: EmbeddedApiServer, kubeconfig: Any
+) -> None:
+    api_server.store.create(service("web"))
+    port = api_server.port
+    before = api_server.store.resource_version
+    await api_server.restart()
+    assert api_server.port == port
+    async with await config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        listed = await client.CoreV1Api(api).list_namespaced_service("default")
+    assert [s.metadata.name for s in listed.items] == ["web"]
+    assert int(listed.metadata.resource_version) == before

@@ -1,0 +1,107 @@
+"""Starting from manifest files: dependency order, per-document errors, re-apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from interlock.embedded import EmbeddedApiServer
+
+from .helpers import MODULESET_CRD
+
+
+def _write(path: Path, *documents: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(documents))
+    return path
+
+
+async def test_namespaces_and_crds_are_applied_before_what_needs_them(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    # The objects come first in the files; the Namespace and the CRD come last.
+    _write(
+        tmp_path / "m" / "a-app.yaml",
+        {
+            "apiVersion": "interlock.dev/v1alpha1",
+            "kind": "ModuleSet",
+            "metadata": {"name": "gzip", "namespace": "shop"},
+            "spec": {"modules": {"compression": {"enabled": True}}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"ports": [{"port": 80}]},
+        },
+    )
+    _write(
+        tmp_path / "m" / "z-base.yaml",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+    )
+    _write(tmp_path / "crds.yaml", MODULESET_CRD)
+    report = await api_server.apply_manifests([tmp_path / "m", tmp_path / "crds.yaml"])
+    assert report.ok, [str(e) for e in report.errors]
+    assert [(r.kind, r.action) for r in report.results] == [
+        ("Namespace", "created"),
+        ("CustomResourceDefinition", "created"),
+        ("ModuleSet", "created"),
+        ("Service", "created"),
+    ]
+    assert api_server.store.get(
+        api_version="interlock.dev/v1alpha1", kind="ModuleSet", namespace="shop", name="gzip"
+    )
+
+
+async def test_bad_documents_are_reported_with_file_and_index_and_others_still_apply(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    path = _write(
+        tmp_path / "app.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "Bad_Name"},
+            "spec": {"ports": [{"port": 80}]},
+        },
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "good"},
+            "spec": {"ports": [{"port": 80}]},
+        },
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: [unclosed\n")
+    report = await api_server.apply_manifests([path, broken])
+    errors = {(Path(e.source).name, e.index): e.error or "" for e in report.errors}
+    assert set(errors) == {("app.yaml", 0), ("app.yaml", 1), ("broken.yaml", 0)}
+    assert "metadata.name" in errors[("app.yaml", 0)]
+    assert 'no kind "Widget"' in errors[("app.yaml", 1)]
+    assert "invalid YAML" in errors[("broken.yaml", 0)]
+    assert any("app.yaml[0]: Service default/Bad_Name: metadata.name" in str(e) for e in report.errors)
+    names = [s["metadata"]["name"] for s in api_server.store.list(api_version="v1", kind="Service")]
+    assert names == ["good"]
+
+
+async def test_reapplying_updates_changed_documents_only(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    path = _write(tmp_path / "svc.yaml", service)
+    await api_server.apply_manifests([path])
+    again = await api_server.apply_manifests([path])
+    assert [r.action for r in again.results] == ["unchanged"]
+    service["spec"] = {"ports": [{"port": 8080}]}
+    _write(tmp_path / "svc.yaml", service)
+    changed = await api_server.apply_manifests([path])
+    assert [r.action for r in changed.results] == ["updated"]
+    stored = api_server.store.get(api_version="v1", kind="Service", namespace="default", name="web")
+    assert stored["spec"]["ports"][0]["port"] == 8080
