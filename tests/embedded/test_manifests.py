@@ -81,7 +81,10 @@ async def test_bad_documents_are_reported_with_file_and_index_and_others_still_a
     assert "metadata.name" in errors[("app.yaml", 0)]
     assert 'no kind "Widget"' in errors[("app.yaml", 1)]
     assert "invalid YAML" in errors[("broken.yaml", 0)]
-    assert any("app.yaml[0]: Service default/Bad_Name: metadata.name" in str(e) for e in report.errors)
+    assert any(
+        'app.yaml[0]: Service default/Bad_Name: Service "Bad_Name" is invalid' in str(e)
+        for e in report.errors
+    )
     names = [s["metadata"]["name"] for s in api_server.store.list(api_version="v1", kind="Service")]
     assert names == ["good"]
 
