@@ -93,6 +93,9 @@ class LeaderElector:
         self._lease_duration = lease_duration
         self._renew_deadline = renew_deadline
         self._retry_period = retry_period
+        # A read and a write must both fit in the renew deadline, or a hung request would keep
+        # the leader from noticing it can no longer renew.
+        self._request_timeout = renew_deadline / 2
         self._clock = clock
         self._now = now
         self._rng = rng or random.Random()
@@ -191,7 +194,7 @@ class LeaderElector:
                         "leaseTransitions": 0,
                     },
                 },
-                request_timeout=self._retry_period,
+                request_timeout=self._request_timeout,
             )
             self._observe(created, attempt_at)
             self._renewed_at = attempt_at
@@ -224,7 +227,7 @@ class LeaderElector:
             method="GET",
             path=self._path,
             what=f"read {self._what}",
-            request_timeout=self._retry_period,
+            request_timeout=self._request_timeout,
         )
 
     async def _replace(self, lease: dict[str, Any], spec: dict[str, Any]) -> None:
@@ -247,7 +250,7 @@ class LeaderElector:
             path=self._path,
             what=f"update {self._what}",
             body=body,
-            request_timeout=self._retry_period,
+            request_timeout=self._request_timeout,
         )
         self._observe(written, self._clock())
 

@@ -1,0 +1,143 @@
+"""Fixtures for kube tests: an embedded API server and a real kubernetes-asyncio client to it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interlock.kube.client import make_api_client
+from interlock.kube.informer import Deleted, InformerEvent, Upserted
+from interlock.kube.resources import Resource
+from interlock.kube.transport import KubeApiError, request_json
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Any]:
+    from interlock.embedded import running_api_server
+
+    async with running_api_server() as running:
+        yield running
+
+
+@pytest.fixture
+async def api(server: Any, tmp_path: Path) -> AsyncIterator[Any]:
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    client = await make_api_client(kubeconfig=str(kubeconfig), in_cluster=False)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def wait_for(
+    condition: Callable[[], bool], *, within: float = 10.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` with short sleeps until it holds; fail after ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def until(
+    condition: Callable[[], Awaitable[bool]], *, within: float = 10.0, what: str = "condition"
+) -> None:
+    """Like :func:`wait_for` for an async condition."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def service(namespace: str, name: str, port: int = 80) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}]},
+    }
+
+
+async def create(api: Any, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    namespace = obj["metadata"].get("namespace")
+    return await request_json(
+        api,
+        method="POST",
+        path=resource.collection_path(namespace=namespace),
+        what=f"create {obj['metadata']['name']}",
+        body=obj,
+    )
+
+
+async def get(api: Any, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+    return await request_json(
+        api,
+        method="GET",
+        path=resource.object_path(namespace=namespace, name=name),
+        what=f"get {name}",
+    )
+
+
+async def replace(api: Any, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return await request_json(
+        api,
+        method="PUT",
+        path=resource.object_path(namespace=meta.get("namespace"), name=meta["name"]),
+        what=f"replace {meta['name']}",
+        body=obj,
+    )
+
+
+async def delete(api: Any, resource: Resource, namespace: str, name: str) -> None:
+    await request_json(
+        api,
+        method="DELETE",
+        path=resource.object_path(namespace=namespace, name=name),
+        what=f"delete {name}",
+    )
+
+
+async def ensure_namespace(api: Any, name: str) -> None:
+    """Create a namespace (the embedded server may already have it)."""
+    try:
+        await request_json(
+            api,
+            method="POST",
+            path="/api/v1/namespaces",
+            what=f"create namespace {name}",
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+    except KubeApiError as error:
+        if error.code != 409:
+            raise
+
+
+class Collector:
+    """A sink that records every event and the state they add up to."""
+
+    def __init__(self) -> None:
+        self.events: list[InformerEvent] = []
+        self.state: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, event: InformerEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, Upserted):
+            self.state[event.key] = event.obj
+        elif isinstance(event, Deleted):
+            self.state.pop(event.key, None)
+
+    def versions(self) -> dict[str, str]:
+        return {key: obj["metadata"]["resourceVersion"] for key, obj in sorted(self.state.items())}
+
+    def keys_of(self, kind: type[Upserted] | type[Deleted]) -> list[str]:
+        return [event.key for event in self.events if isinstance(event, kind)]

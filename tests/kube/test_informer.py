@@ -1,0 +1,210 @@
+"""Informers against the embedded API server through the real kubernetes-asyncio client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from interlock.embedded import running_api_server
+from interlock.kube.client import api_client
+from interlock.kube.informer import Deleted, Informer, InformerSet, Upserted
+from interlock.kube.resources import SERVICE
+from interlock.kube.transport import request_json
+from interlock.mailbox.backoff import BackoffPolicy
+
+from .conftest import Collector, create, delete, ensure_namespace, get, replace, service, wait_for
+
+TINY_BACKOFF = BackoffPolicy(initial=0.01, maximum=0.05, jitter=0.0)
+
+
+def make_informer(api: Any, sink: Collector, **options: Any) -> Informer:
+    options.setdefault("backoff", TINY_BACKOFF)
+    options.setdefault("rng", random.Random(1))
+    return Informer(api, SERVICE, sink=sink, **options)
+
+
+@contextlib.asynccontextmanager
+async def running(runner: Informer | InformerSet) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(runner.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def server_versions(api: Any, namespace: str | None = None) -> dict[str, str]:
+    listing = await request_json(
+        api, method="GET", path=SERVICE.collection_path(namespace=namespace), what="list"
+    )
+    return {
+        f"{item['metadata']['namespace']}/{item['metadata']['name']}": item["metadata"][
+            "resourceVersion"
+        ]
+        for item in listing["items"]
+    }
+
+
+async def test_initial_list_is_delivered_across_pages_before_ready(api: Any) -> None:
+    for index in range(7):
+        await create(api, SERVICE, service("default", f"svc-{index}"))
+    sink = Collector()
+    informer = make_informer(api, sink, page_size=3)
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        expected = await server_versions(api, "default")
+        assert {k: v for k, v in sink.versions().items() if k.startswith("default/")} == expected
+        assert all(isinstance(event, Upserted) for event in sink.events)
+        assert sink.events[0].obj["kind"] == "Service"
+        assert sink.events[0].obj["apiVersion"] == "v1"
+
+
+async def test_create_update_and_delete_are_seen(api: Any) -> None:
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        created = await create(api, SERVICE, service("default", "web"))
+        await wait_for(lambda: "default/web" in sink.state, what="create")
+        created["spec"]["ports"][0]["port"] = 8080
+        updated = await replace(api, SERVICE, created)
+        await wait_for(
+            lambda: sink.versions().get("default/web") == updated["metadata"]["resourceVersion"],
+            what="update",
+        )
+        assert sink.state["default/web"]["spec"]["ports"][0]["port"] == 8080
+        await delete(api, SERVICE, "default", "web")
+        await wait_for(lambda: "default/web" not in sink.state, what="delete")
+        assert isinstance(sink.events[-1], Deleted)
+        assert informer.statistics().objects == 0
+
+
+async def test_dropped_watches_reconnect_and_lose_nothing(api: Any, server: Any) -> None:
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        for round_ in range(5):
+            await create(api, SERVICE, service("default", f"a-{round_}"))
+            server.faults.drop_watches()
+            await create(api, SERVICE, service("default", f"b-{round_}"))
+            if round_:
+                await delete(api, SERVICE, "default", f"a-{round_ - 1}")
+        expected = await server_versions(api, "default")
+        await wait_for(lambda: sink.versions() == expected, what="informer to catch up")
+        statistics = informer.statistics()
+        assert statistics.reconnects + statistics.relists >= 1
+        upserted = sink.keys_of(Upserted)
+        assert len(upserted) == len(set(upserted)), "an unchanged object was delivered twice"
+
+
+async def test_compaction_relists_and_delivers_only_the_difference(api: Any, server: Any) -> None:
+    for name in ("kept", "changed", "removed"):
+        await create(api, SERVICE, service("default", name))
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+    # Disconnected: changes happen and the history that would replay them is compacted away.
+    seen_before = len(sink.events)
+    await create(api, SERVICE, service("default", "added"))
+    await delete(api, SERVICE, "default", "removed")
+    current = await get(api, SERVICE, "default", "changed")
+    current["spec"]["ports"][0]["port"] = 9090
+    await replace(api, SERVICE, current)
+    server.faults.compact()
+    async with running(informer):
+        expected = await server_versions(api, "default")
+        await wait_for(lambda: sink.versions() == expected, what="relist")
+    after = sink.events[seen_before:]
+    assert sorted(event.key for event in after if isinstance(event, Upserted)) == [
+        "default/added",
+        "default/changed",
+    ]
+    deleted = [event for event in after if isinstance(event, Deleted)]
+    assert [event.key for event in deleted] == ["default/removed"]
+    assert deleted[0].obj["metadata"]["name"] == "removed"
+    assert informer.statistics().relists == 1
+
+
+async def test_failing_requests_are_retried_with_backoff(api: Any, server: Any) -> None:
+    await create(api, SERVICE, service("default", "web"))
+    server.faults.fail_next(3, status=500)
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        assert "default/web" in sink.state
+        statistics = informer.statistics()
+        assert statistics.reconnects == 3
+        assert statistics.last_error is not None
+        assert "500" in statistics.last_error
+
+
+async def test_only_the_chosen_namespaces_are_watched(api: Any) -> None:
+    for namespace in ("team-a", "team-b", "team-c"):
+        await ensure_namespace(api, namespace)
+        await create(api, SERVICE, service(namespace, "web"))
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["team-a", "team-b"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        assert sorted(sink.state) == ["team-a/web", "team-b/web"]
+        await create(api, SERVICE, service("team-c", "api"))
+        await create(api, SERVICE, service("team-b", "api"))
+        await wait_for(lambda: "team-b/api" in sink.state, what="team-b/api")
+        assert "team-c/api" not in sink.state
+
+
+async def test_informer_set_is_ready_when_every_informer_is(api: Any, server: Any) -> None:
+    await ensure_namespace(api, "team-a")
+    await create(api, SERVICE, service("team-a", "web"))
+    first, second = Collector(), Collector()
+    informers = InformerSet(
+        [
+            make_informer(api, first, name="all-services"),
+            make_informer(api, second, namespaces=["team-a"], name="team-a-services"),
+        ]
+    )
+    server.faults.fail_next(2, status=503)
+    async with running(informers):
+        await asyncio.wait_for(informers.ready.wait(), 10)
+        assert "team-a/web" in first.state
+        assert "team-a/web" in second.state
+        statistics = informers.statistics()
+        assert set(statistics) == {"all-services", "team-a-services"}
+        assert sum(s.reconnects for s in statistics.values()) == 2
+
+
+async def test_bookmarks_advance_the_resource_version_so_reconnects_need_no_relist(
+    tmp_path: Path,
+) -> None:
+    async with running_api_server(bookmark_interval=0.05) as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        server.write_kubeconfig(kubeconfig)
+        async with api_client(kubeconfig=str(kubeconfig), in_cluster=False) as api:
+            await ensure_namespace(api, "quiet")
+            sink = Collector()
+            informer = make_informer(api, sink, namespaces=["quiet"])
+            async with running(informer):
+                await asyncio.wait_for(informer.ready.wait(), 10)
+                # Changes elsewhere move the cluster's resourceVersion past the quiet namespace's.
+                for index in range(5):
+                    await create(api, SERVICE, service("default", f"busy-{index}"))
+                seen = informer.statistics().bookmarks
+                await wait_for(
+                    lambda: informer.statistics().bookmarks >= seen + 2, what="bookmarks"
+                )
+                server.faults.compact()
+                server.faults.drop_watches()
+                await create(api, SERVICE, service("quiet", "web"))
+                await wait_for(lambda: "quiet/web" in sink.state, what="quiet/web")
+                statistics = informer.statistics()
+                assert statistics.relists == 0
+                assert statistics.reconnects >= 1
+                assert sink.events == [event for event in sink.events if event.key == "quiet/web"]

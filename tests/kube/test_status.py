@@ -1,0 +1,91 @@
+"""StatusPatcher against the embedded API server: /status merge patches, skips, gone objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from interlock.kube.resources import HTTP_ROUTE
+from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
+
+from .conftest import create, get
+
+
+def http_route(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {
+            "parentRefs": [{"group": "core", "kind": "Service", "name": "web", "port": 80}],
+            "rules": [{"backendRefs": [{"name": "api", "port": 8080}]}],
+        },
+    }
+
+
+def accepted(generation: int, status: str = "True") -> dict[str, Any]:
+    return {
+        "parents": [
+            {
+                "parentRef": {"group": "core", "kind": "Service", "name": "web", "port": 80},
+                "controllerName": "interlock.dev/policy-controller",
+                "conditions": [
+                    {
+                        "type": "Accepted",
+                        "status": status,
+                        "reason": "Accepted",
+                        "message": "",
+                        "observedGeneration": generation,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ],
+            }
+        ]
+    }
+
+
+async def test_status_is_written_without_touching_spec_or_generation(api: Any) -> None:
+    created = await create(api, HTTP_ROUTE, http_route("default", "web"))
+    generation = created["metadata"].get("generation", 1)
+    patcher = StatusPatcher(api)
+    outcome = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(generation))
+    assert outcome.result is PatchResult.WRITTEN
+    stored = await get(api, HTTP_ROUTE, "default", "web")
+    assert stored["status"] == accepted(generation)
+    assert stored["metadata"].get("generation", 1) == generation
+    assert stored["spec"] == created["spec"]
+    assert outcome.resource_version == stored["metadata"]["resourceVersion"]
+
+
+async def test_identical_writes_are_skipped_and_changes_are_not(api: Any) -> None:
+    await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    first = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    version = (await get(api, HTTP_ROUTE, "default", "web"))["metadata"]["resourceVersion"]
+    again = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    assert (first.result, again.result) == (PatchResult.WRITTEN, PatchResult.UNCHANGED)
+    assert (await get(api, HTTP_ROUTE, "default", "web"))["metadata"]["resourceVersion"] == version
+    assert patcher.cache.statistics().skipped == 1
+    changed = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1, "False"))
+    assert changed.result is PatchResult.WRITTEN
+    stored = await get(api, HTTP_ROUTE, "default", "web")
+    assert stored["status"]["parents"][0]["conditions"][0]["status"] == "False"
+
+
+async def test_a_missing_object_is_gone_not_an_error(api: Any) -> None:
+    outcome = await StatusPatcher(api).patch_status(HTTP_ROUTE, "default", "nope", accepted(1))
+    assert outcome.result is PatchResult.GONE
+    assert outcome.code == 404
+
+
+async def test_server_errors_are_retryable_and_the_write_is_not_remembered(
+    api: Any, server: Any
+) -> None:
+    await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    server.faults.fail_next(1, status=503)
+    with pytest.raises(RetryableStatusError, match="HTTPRoute default/web: 503"):
+        await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    retried = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    assert retried.result is PatchResult.WRITTEN
