@@ -26,6 +26,7 @@ class Cell:
         "actor",
         "actor_type",
         "address",
+        "capacity",
         "config",
         "done",
         "factory",
@@ -62,6 +63,7 @@ class Cell:
         """``None`` between a failure and the restart that replaces the instance."""
         self.actor_type = type(actor).__name__
         self.config = config
+        self.capacity = config.capacity
         self.supervision = supervision
         self.queue: deque[Envelope] | None = None
         self.keys: dict[Hashable, Envelope] | None = None

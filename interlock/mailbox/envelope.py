@@ -33,8 +33,7 @@ class Envelope:
         "recipient",
         "reply",
         "sender",
-        "summary",
-        "type",
+        "trace_fields",
     )
 
     id: int
@@ -43,14 +42,14 @@ class Envelope:
     sender: str
     recipient: str
     message: object
-    type: str
     enqueued_at: float
     key: Hashable | None
     """The coalesce key while the envelope is queued (``None``: never coalesced)."""
     reply: asyncio.Future[object] | None
     """Where the reply goes when the message came through ``ask``."""
-    summary: str | None
-    """The redacted one-line summary, computed at most once and only when tracing."""
+    trace_fields: str
+    """The envelope's fields as rendered into trace records (JSON, summary redacted); unset
+    until the tracer first needs them, so untraced messages never pay for it."""
 
     def __init__(
         self,
@@ -71,11 +70,14 @@ class Envelope:
         self.sender = sender
         self.recipient = recipient
         self.message = message
-        self.type = type(message).__name__
         self.enqueued_at = enqueued_at
         self.key = key
         self.reply = reply
-        self.summary = None
+
+    @property
+    def type(self) -> str:
+        """The message's class name (computed on use: most envelopes are never traced)."""
+        return type(self.message).__name__
 
     def __repr__(self) -> str:
         # Never the payload: it may hold Secret data.

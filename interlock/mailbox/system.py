@@ -60,6 +60,9 @@ _DEFAULT_SUPERVISION = SupervisionPolicy()
 _KEYED: dict[type, bool] = {}
 
 
+_current = current_envelope.get
+
+
 def _coalesce_key(message: object) -> Hashable | None:
     cls = type(message)
     keyed = _KEYED.get(cls)
@@ -246,15 +249,58 @@ class ActorSystem:
         a handler it starts a new correlation (``correlation_id`` if given); inside one it
         inherits the handled message's correlation and names it as the cause.
         """
-        parent = current_envelope.get()
-        envelope = self._envelope(address, message, parent, correlation_id, _coalesce_key(message))
+        # The hot path: everything inline, one Envelope, one dict lookup.
+        parent = _current()
+        cls = type(message)
+        keyed = _KEYED.get(cls)
+        if keyed is None:
+            keyed = _KEYED[cls] = hasattr(cls, "coalesce_key")
+        key = message.coalesce_key if keyed else None  # type: ignore[attr-defined]
+        envelope_id = next(self._ids)
+        if parent is None:
+            envelope = Envelope(
+                envelope_id,
+                str(envelope_id) if correlation_id is None else correlation_id,
+                None,
+                EXTERNAL,
+                address,
+                message,
+                self._clock(),
+                key,
+            )
+            if not self._accepting:
+                self._dead_letter(envelope, "shutdown")
+                return
+        else:
+            envelope = Envelope(
+                envelope_id,
+                parent.correlation_id if correlation_id is None else correlation_id,
+                parent.id,
+                parent.recipient,
+                address,
+                message,
+                self._clock(),
+                key,
+            )
         cell = self._cells.get(address)
         if cell is None:
             self._dead_letter(envelope, "unknown" if self._accepting else "shutdown")
-        elif parent is None and not self._accepting:
-            self._dead_letter(envelope, "shutdown")
-        else:
+            return
+        queue = cell.queue
+        if queue is None or key is not None or len(queue) >= cell.capacity or cell.stop_reason:
             self._enqueue(cell, envelope, False)
+            return
+        # The common case of ``_enqueue``, inlined: an un-keyed message into a mailbox with room.
+        queue.append(envelope)
+        depth = len(queue)
+        if depth > cell.max_depth:
+            cell.max_depth = depth
+        cell.last_message_at = envelope.enqueued_at
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.deliver(envelope, depth=depth, coalesced=None)
+        if cell.task is None:
+            self._schedule(cell)
 
     async def tell_wait(
         self, address: str, message: object, *, correlation_id: str | None = None
@@ -356,9 +402,36 @@ class ActorSystem:
         return None
 
     def _enqueue(self, cell: Cell, envelope: Envelope, from_publish: bool) -> None:
+        queue = cell.queue
+        if (
+            queue is None
+            or envelope.key is not None
+            or len(queue) >= cell.capacity
+            or cell.stop_reason is not None
+        ):
+            admitted = self._admit(cell, envelope, from_publish)
+            if admitted is None:
+                return
+            queue = admitted
+        else:
+            queue.append(envelope)
+        depth = len(queue)
+        if depth > cell.max_depth:
+            cell.max_depth = depth
+        cell.last_message_at = envelope.enqueued_at
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.deliver(envelope, depth=depth, coalesced=None)
+        if cell.task is None:
+            self._schedule(cell)
+
+    def _admit(self, cell: Cell, envelope: Envelope, from_publish: bool) -> deque[Envelope] | None:
+        """The slow path of ``_enqueue``: a stopped actor, the first message, a keyed message
+        or a full mailbox. Returns the queue the envelope was appended to, or ``None`` when it
+        was coalesced or dead-lettered."""
         if cell.stop_reason is not None:
             self._dead_letter(envelope, "stopped")
-            return
+            return None
         queue = cell.queue
         if queue is None:
             queue = cell.queue = deque()
@@ -371,26 +444,18 @@ class ActorSystem:
                 queued = keys.get(key)
                 if queued is not None:
                     self._coalesce(cell, queued, envelope)
-                    return
-        if len(queue) >= cell.config.capacity:
+                    return None
+        if len(queue) >= cell.capacity:
             overflow = cell.config.overflow
             if overflow is Overflow.BLOCK and not from_publish:
-                raise MailboxFull(cell.address, envelope.type, cell.config.capacity)
+                raise MailboxFull(cell.address, envelope.type, cell.capacity)
             if overflow is Overflow.REJECT or (overflow is Overflow.COALESCE and key is None):
                 self._dead_letter(envelope, "overflow")
-                return
+                return None
         queue.append(envelope)
         if keys is not None and key is not None:
             keys[key] = envelope
-        depth = len(queue)
-        if depth > cell.max_depth:
-            cell.max_depth = depth
-        cell.last_message_at = envelope.enqueued_at
-        tracer = self._tracer
-        if tracer is not None:
-            tracer.deliver(envelope, depth=depth, coalesced=None)
-        if cell.task is None:
-            self._schedule(cell)
+        return queue
 
     def _coalesce(self, cell: Cell, queued: Envelope, newer: Envelope) -> None:
         # In place: the newer message takes the queued one's position, so a key that changes
@@ -401,9 +466,9 @@ class ActorSystem:
         queued.causation_id = newer.causation_id
         queued.sender = newer.sender
         queued.message = newer.message
-        queued.type = newer.type
         queued.enqueued_at = newer.enqueued_at
-        queued.summary = newer.summary
+        if hasattr(queued, "trace_fields"):
+            del queued.trace_fields  # rendered for the replaced message
         cell.last_message_at = newer.enqueued_at
         tracer = self._tracer
         if tracer is not None:
@@ -419,8 +484,11 @@ class ActorSystem:
     # Handling
 
     async def _drain(self, cell: Cell) -> None:
+        """Handle messages until the mailbox is empty (or the actor stops), then end."""
         try:
-            await self._handle_messages(cell)
+            queue = cell.queue
+            if queue:
+                await self._handle(cell, queue)
             if cell.stop_reason is not None and cell.actor is not None:
                 actor, cell.actor = cell.actor, None
                 await self._run_stopped_hook(cell, actor)
@@ -435,50 +503,50 @@ class ActorSystem:
             if not self._busy and self._idle is not None:
                 self._idle.set()
 
-    async def _handle_messages(self, cell: Cell) -> None:
-        queue = cell.queue
-        if queue is None:
-            return
+    async def _handle(self, cell: Cell, queue: deque[Envelope]) -> None:
         set_current = current_envelope.set
-        since_yield = 0
-        while queue and cell.stop_reason is None:
-            envelope = queue.popleft()
-            if envelope.key is not None:
-                keys = cell.keys
-                if keys is not None and keys.get(envelope.key) is envelope:
-                    del keys[envelope.key]
-            if cell.waiters:
-                _wake_one(cell.waiters)
-            actor = cell.actor
-            assert actor is not None
-            set_current(envelope)
-            message = envelope.message
-            tracer = self._tracer
-            started_at = time.perf_counter() if tracer is not None else 0.0
-            try:
-                if message is STARTED:
-                    await actor.started()
-                    result: object = None
-                else:
-                    result = await actor.receive(message)
-            except Exception as error:
-                duration = time.perf_counter() - started_at if tracer is not None else 0.0
-                await self._failed(cell, envelope, error, duration)
-                since_yield = 0
-                continue
-            reply = envelope.reply
-            if reply is not None and not reply.done():
-                reply.set_result(result)
-            cell.processed += 1
-            cell.kind.processed += 1
-            if tracer is not None:
-                tracer.handled(
-                    envelope, duration=time.perf_counter() - started_at, depth=len(queue)
-                )
-            since_yield += 1
-            if since_yield >= _YIELD_EVERY:
-                since_yield = 0
-                await asyncio.sleep(0)
+        handled = 0
+        try:
+            while queue and cell.stop_reason is None:
+                envelope = queue.popleft()
+                if envelope.key is not None:
+                    keys = cell.keys
+                    if keys is not None and keys.get(envelope.key) is envelope:
+                        del keys[envelope.key]
+                if cell.waiters:
+                    _wake_one(cell.waiters)
+                actor = cell.actor
+                set_current(envelope)
+                message = envelope.message
+                tracer = self._tracer
+                started_at = time.perf_counter() if tracer is not None else 0.0
+                try:
+                    if message is STARTED:
+                        await actor.started()  # type: ignore[union-attr]
+                        result: object = None
+                    else:
+                        result = await actor.receive(message)  # type: ignore[union-attr]
+                except Exception as error:
+                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
+                    await self._failed(cell, envelope, error, duration)
+                    continue
+                reply = envelope.reply
+                if reply is not None and not reply.done():
+                    reply.set_result(result)
+                if tracer is not None:
+                    tracer.handled(
+                        envelope, duration=time.perf_counter() - started_at, depth=len(queue)
+                    )
+                handled += 1
+                if handled == _YIELD_EVERY:
+                    cell.processed += handled
+                    cell.kind.processed += handled
+                    handled = 0
+                    await asyncio.sleep(0)
+        finally:
+            # Counted per batch, not per message: the counters are read rarely.
+            cell.processed += handled
+            cell.kind.processed += handled
 
     async def _failed(
         self, cell: Cell, envelope: Envelope, error: Exception, duration: float
@@ -743,11 +811,8 @@ class ActorSystem:
 
     def _fan_out(self, state: _Topic, message: Published | Unpublished, key: Hashable) -> None:
         parent = current_envelope.get()
-        summary = summarize(message) if self._tracer is not None else None
         for cell in list(state.subscribers.values()):
-            envelope = self._envelope(cell.address, message, parent, None, key)
-            envelope.summary = summary
-            self._enqueue(cell, envelope, True)
+            self._enqueue(cell, self._envelope(cell.address, message, parent, None, key), True)
 
     def retained(self, topic: str) -> dict[str, object]:
         """A copy of the retained values of ``topic`` by key."""
@@ -773,7 +838,7 @@ class ActorSystem:
         if reply is not None and not reply.done():
             cell = self._cells.get(envelope.recipient)
             if reason == "overflow" and cell is not None:
-                reply.set_exception(MailboxFull(cell.address, envelope.type, cell.config.capacity))
+                reply.set_exception(MailboxFull(cell.address, envelope.type, cell.capacity))
             else:
                 reply.set_exception(ActorStopped(envelope.recipient, envelope.type))
         tracer = self._tracer

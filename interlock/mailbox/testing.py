@@ -21,15 +21,15 @@ from interlock.mailbox.tracing import Record, Tracer
 
 
 class CapturedTrace:
-    """The records captured so far, in order, as the dicts a trace file would hold."""
+    """The records captured so far, in order, parsed from the JSON lines a trace file holds."""
 
     def __init__(self) -> None:
         self.records: list[Record] = []
-        self.tracer = Tracer(emit=self._emit)
+        self.tracer = Tracer(write=self._write)
         """Pass to ``ActorSystem(tracer=...)`` when not capturing from an existing system."""
 
-    def _emit(self, record: Record) -> None:
-        self.records.append(json.loads(json.dumps(record)))
+    def _write(self, line: str) -> None:
+        self.records.append(json.loads(line))
 
     def events(self, event: str | None = None, **fields: Any) -> list[Record]:
         """Records of ``event`` (any event if ``None``) whose fields equal ``fields``."""

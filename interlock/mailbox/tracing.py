@@ -4,154 +4,160 @@ restart, stop and spawn.
 It exists so a person can follow *why* anything changed: each record names the envelope, its
 correlation (the external event that started the chain) and its causation (the message being
 handled when it was sent). The format is documented in ``docs/tracing.md`` and read by
-``interlock trace``. It is written with a plain buffered file handle, not through a logging
-framework, because it runs for every message: when tracing is off the system holds no tracer
-and pays one ``is None`` test per event.
+``interlock trace``.
+
+It runs for every message, so it is built for cost: each record is formatted straight into a
+JSON line (strings escaped by the C encoder of the standard library, no intermediate dict) and
+written to a buffered file, not through a logging framework. When tracing is off the system
+holds no tracer and pays one ``is None`` test per event.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
+from json.encoder import encode_basestring
 from typing import IO, Any
 
 from interlock.mailbox.envelope import Envelope
 from interlock.mailbox.summary import summarize
 
 Record = dict[str, Any]
+"""One trace record as parsed from its JSON line."""
 
 _ERROR_LIMIT = 200
 _FLUSH_INTERVAL = 0.5
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
-
-
-def envelope_summary(envelope: Envelope) -> str:
-    """The envelope's redacted summary, computed once."""
-    summary = envelope.summary
-    if summary is None:
-        summary = envelope.summary = summarize(envelope.message)
-    return summary
+_quote: Callable[[str], str] = encode_basestring
 
 
 class Tracer:
-    """Turns runtime events into trace records and hands each to ``emit``.
+    """Formats runtime events as JSON lines and hands each line (ending in a newline) to
+    ``write``.
 
-    Use :meth:`to_file` for a JSON-lines file, or pass any ``emit`` callable (the test helper
-    :func:`interlock.mailbox.testing.capture_trace` collects the records in memory).
+    Use :meth:`to_file` for a trace file, :meth:`to_stream` for an open text stream, or any
+    ``write`` callable (the test helper :func:`interlock.mailbox.testing.capture_trace` parses
+    the lines back into records).
     """
 
-    __slots__ = ("_close", "_emit", "_second", "_second_text")
+    __slots__ = ("_close", "_last_message", "_last_summary", "_second", "_second_text", "_write")
 
     def __init__(
-        self, *, emit: Callable[[Record], None], close: Callable[[], None] | None = None
+        self, *, write: Callable[[str], object], close: Callable[[], object] | None = None
     ) -> None:
-        self._emit = emit
+        self._write = write
         self._close = close
         self._second = -1
         self._second_text = ""
+        # One publish sends the same message to many subscribers: summarize it once.
+        self._last_message: object = None
+        self._last_summary = ""
 
     @classmethod
-    def to_stream(cls, stream: IO[str], *, close: Callable[[], None] | None = None) -> Tracer:
-        """Write JSON lines to an open text stream (flushed at most every half second)."""
+    def to_stream(cls, stream: IO[str], *, close: Callable[[], object] | None = None) -> Tracer:
+        """Write to an open text stream, flushed at most every half second and on close."""
         last_flush = time.monotonic()
+        write_text = stream.write
 
-        def emit(record: Record) -> None:
+        def write(line: str) -> None:
             nonlocal last_flush
-            stream.write(_encode(record) + "\n")
+            write_text(line)
             now = time.monotonic()
             if now - last_flush >= _FLUSH_INTERVAL:
                 last_flush = now
                 stream.flush()
 
-        return cls(emit=emit, close=close if close is not None else stream.flush)
+        return cls(write=write, close=close if close is not None else stream.flush)
 
     @classmethod
     def to_file(cls, path: str | os.PathLike[str]) -> Tracer:
-        """Append JSON lines to ``path``; call :meth:`close` to flush and close it."""
+        """Append to the file at ``path``; :meth:`close` flushes and closes it."""
         stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by Tracer.close
         return cls.to_stream(stream, close=stream.close)
 
     def close(self) -> None:
-        """Flush and release the sink (no-op for a plain ``emit`` callable)."""
+        """Flush and release the sink (nothing to do for a plain ``write`` callable)."""
         if self._close is not None:
             self._close()
 
     def _timestamp(self) -> str:
         # RFC 3339 UTC with microseconds; the seconds part is formatted once per second.
-        now = time.time()
-        second = int(now)
+        second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
         if second != self._second:
             self._second = second
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._second_text}.{int((now - second) * 1_000_000):06d}Z"
+        return f"{self._second_text}.{nanoseconds // 1000:06d}Z"
 
-    def _record(self, event: str, envelope: Envelope) -> Record:
+    def _fields(self, envelope: Envelope) -> str:
+        """The envelope's fields as JSON members, rendered once per envelope."""
+        try:
+            return envelope.trace_fields
+        except AttributeError:
+            pass
+        message = envelope.message
+        if message is self._last_message:
+            summary = self._last_summary
+        else:
+            summary = self._last_summary = summarize(message)
+            self._last_message = message
         causation = envelope.causation_id
-        return {
-            "ts": self._timestamp(),
-            "event": event,
-            "id": str(envelope.id),
-            "correlation_id": envelope.correlation_id,
-            "causation_id": None if causation is None else str(causation),
-            "sender": envelope.sender,
-            "recipient": envelope.recipient,
-            "type": envelope.type,
-            "summary": envelope_summary(envelope),
-        }
+        cause = "null" if causation is None else f'"{causation}"'
+        fields = envelope.trace_fields = (
+            f'"id":"{envelope.id}","correlation_id":{_quote(envelope.correlation_id)},'
+            f'"causation_id":{cause},"sender":{_quote(envelope.sender)},'
+            f'"recipient":{_quote(envelope.recipient)},"type":{_quote(type(message).__name__)},'
+            f'"summary":{_quote(summary)}'
+        )
+        return fields
+
+    def _head(self, event: str, envelope: Envelope) -> str:
+        """The fields every message record has, as the start of a JSON object."""
+        return f'{{"ts":"{self._timestamp()}","event":"{event}",{self._fields(envelope)}'
 
     def deliver(self, envelope: Envelope, *, depth: int, coalesced: int | None) -> None:
-        record = self._record("deliver", envelope)
-        record["depth"] = depth
-        if coalesced is not None:
-            record["coalesced"] = str(coalesced)
-        self._emit(record)
+        """The message entered the recipient's mailbox (``coalesced``: the id it replaced)."""
+        if coalesced is None:
+            self._write(f'{self._head("deliver", envelope)},"depth":{depth}}}\n')
+        else:
+            self._write(
+                f'{self._head("deliver", envelope)},"depth":{depth},"coalesced":"{coalesced}"}}\n'
+            )
 
     def handled(self, envelope: Envelope, *, duration: float, depth: int) -> None:
-        record = self._record("handled", envelope)
-        record["duration_ms"] = round(duration * 1000.0, 3)
-        record["depth"] = depth
-        self._emit(record)
+        """The handler returned; ``depth`` is what is still queued behind it."""
+        self._write(
+            f'{self._head("handled", envelope)},"duration_ms":{duration * 1000.0:.3f},'
+            f'"depth":{depth}}}\n'
+        )
 
     def failed(self, envelope: Envelope, *, duration: float, error: BaseException) -> None:
-        record = self._record("failed", envelope)
-        record["duration_ms"] = round(duration * 1000.0, 3)
-        record["error_type"] = type(error).__name__
-        record["error"] = error_text(error)
-        self._emit(record)
+        """The handler raised (type and message of the error; no traceback, no payload)."""
+        self._write(
+            f'{self._head("failed", envelope)},"duration_ms":{duration * 1000.0:.3f},'
+            f'"error_type":{_quote(type(error).__name__)},"error":{_quote(error_text(error))}}}\n'
+        )
 
     def dead_letter(self, envelope: Envelope, *, reason: str) -> None:
-        record = self._record("dead_letter", envelope)
-        record["reason"] = reason
-        self._emit(record)
+        """The message was not delivered: ``unknown``, ``stopped``, ``overflow``, ``shutdown``."""
+        self._write(f'{self._head("dead_letter", envelope)},"reason":"{reason}"}}\n')
 
     def restart(self, envelope: Envelope, *, attempt: int, delay: float) -> None:
-        record = self._record("restart", envelope)
-        record["attempt"] = attempt
-        record["delay_ms"] = round(delay * 1000.0, 3)
-        self._emit(record)
+        """The actor failed on ``envelope`` and is restarted after ``delay`` seconds."""
+        self._write(
+            f'{self._head("restart", envelope)},"attempt":{attempt},'
+            f'"delay_ms":{delay * 1000.0:.3f}}}\n'
+        )
 
     def spawned(self, envelope: Envelope, *, actor_type: str) -> None:
-        record = self._record("spawned", envelope)
-        record["actor_type"] = actor_type
-        self._emit(record)
+        """An actor was spawned; ``envelope`` is its ``Started`` item."""
+        self._write(f'{self._head("spawned", envelope)},"actor_type":{_quote(actor_type)}}}\n')
 
     def stopped(self, address: str, *, reason: str, actor_type: str) -> None:
-        self._emit(
-            {
-                "ts": self._timestamp(),
-                "event": "stopped",
-                "id": None,
-                "correlation_id": None,
-                "causation_id": None,
-                "sender": None,
-                "recipient": address,
-                "type": None,
-                "summary": None,
-                "reason": reason,
-                "actor_type": actor_type,
-            }
+        """The actor at ``address`` ended: ``requested``, ``restart intensity``, ``shutdown``."""
+        self._write(
+            f'{{"ts":"{self._timestamp()}","event":"stopped","id":null,"correlation_id":null,'
+            f'"causation_id":null,"sender":null,"recipient":{_quote(address)},"type":null,'
+            f'"summary":null,"reason":{_quote(reason)},"actor_type":{_quote(actor_type)}}}\n'
         )
 
 

@@ -1,0 +1,319 @@
+"""Figures for the actor runtime, measured in one run on one machine.
+
+Why ratios: the machine is shared and timings drift, so each figure that has a baseline is
+measured next to it in the same run, as medians over repeats. The script prints the figures and
+rewrites only the ``## Runtime`` section of ``docs/benchmarks.md`` (other sections belong to
+other benchmarks).
+
+    .venv/bin/python benchmarks/runtime.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from interlock.mailbox import Actor, ActorSystem, MailboxConfig, Published, Tracer
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+COMMAND = ".venv/bin/python benchmarks/runtime.py"
+CHUNK = 100  # producers yield to the loop after every CHUNK sends, for both contestants
+
+
+class Counter(Actor):
+    """Counts messages and resolves ``done`` at ``expected``."""
+
+    __slots__ = ("count", "done", "expected")
+
+    def __init__(self, expected: int, done: asyncio.Future[None]) -> None:
+        self.count = 0
+        self.expected = expected
+        self.done = done
+
+    async def receive(self, message: object) -> None:
+        self.count += 1
+        if self.count == self.expected:
+            self.done.set_result(None)
+
+
+class Echo(Actor):
+    __slots__ = ()
+
+    async def receive(self, message: object) -> object:
+        return message
+
+
+class Idle(Actor):
+    """An actor with no state of its own: what remains is the runtime's cost."""
+
+    __slots__ = ()
+
+    async def receive(self, message: object) -> None:
+        return None
+
+
+class FanOutCounter(Actor):
+    __slots__ = ("shared",)
+
+    def __init__(self, shared: list[int]) -> None:
+        self.shared = shared
+
+    async def receive(self, message: object) -> None:
+        if isinstance(message, Published):
+            self.shared[0] += 1
+
+
+async def bare_queue(n: int) -> float:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    count = 0
+
+    async def consume() -> None:
+        nonlocal count
+        for _ in range(n):
+            await queue.get()
+            count += 1
+
+    consumer = asyncio.get_running_loop().create_task(consume())
+    start = time.perf_counter()
+    for i in range(n):
+        queue.put_nowait(i)
+        if i % CHUNK == CHUNK - 1:
+            await asyncio.sleep(0)
+    await consumer
+    return time.perf_counter() - start
+
+
+async def runtime_tell(n: int, tracer: Tracer | None = None) -> float:
+    system = ActorSystem(tracer=tracer)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    system.spawn("sink", lambda: Counter(n, done), mailbox=MailboxConfig(capacity=n))
+    tell = system.tell
+    start = time.perf_counter()
+    for i in range(n):
+        tell("sink", i)
+        if i % CHUNK == CHUNK - 1:
+            await asyncio.sleep(0)
+    await done
+    elapsed = time.perf_counter() - start
+    await system.shutdown()
+    return elapsed
+
+
+async def fan_out(subscribers: int) -> float:
+    system = ActorSystem()
+    shared = [0]
+    for n in range(subscribers):
+        address = system.spawn(f"sub/{n}", lambda: FanOutCounter(shared))
+        system.subscribe("topic", address)
+    await asyncio.sleep(0)
+    start = time.perf_counter()
+    system.publish("topic", "key", "value")
+    while shared[0] < subscribers:
+        await asyncio.sleep(0)
+    elapsed = time.perf_counter() - start
+    await system.shutdown()
+    return elapsed
+
+
+async def ask_round_trip(n: int) -> float:
+    system = ActorSystem()
+    system.spawn("echo", Echo)
+    ask = system.ask
+    start = time.perf_counter()
+    for i in range(n):
+        await ask("echo", i)
+    elapsed = time.perf_counter() - start
+    await system.shutdown()
+    return elapsed / n
+
+
+async def spawn_many(n: int) -> float:
+    system = ActorSystem()
+    addresses = [f"route/default/r{i}" for i in range(n)]
+    gc.collect()
+    start = time.perf_counter()
+    for address in addresses:
+        system.spawn(address, Idle)
+    elapsed = time.perf_counter() - start
+    await system.shutdown()
+    return elapsed
+
+
+async def idle_memory(n: int) -> tuple[float, float]:
+    """Bytes per idle actor: (runtime only, including the address string)."""
+    addresses = [f"route/default/r{i}" for i in range(n)]
+    address_bytes = sum(sys.getsizeof(a) for a in addresses)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    system = ActorSystem()
+    for address in addresses:
+        system.spawn(address, Idle)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    per_actor = (after - before) / n
+    await system.shutdown()
+    return per_actor, per_actor + address_bytes / n
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def idle_rss(n: int) -> float:
+    addresses = [f"route/default/r{i}" for i in range(n)]
+    gc.collect()
+    before = rss_bytes()
+    system = ActorSystem()
+    for address in addresses:
+        system.spawn(address, Idle)
+    after = rss_bytes()
+    await system.shutdown()
+    return (after - before) / n
+
+
+def median_of(repeats: int, run: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median(asyncio.run(run_repeats(repeats, run)))
+
+
+async def run_repeats(repeats: int, run: Callable[[], Awaitable[float]]) -> list[float]:
+    return [await run() for _ in range(repeats)]
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
+        f"CPython {platform.python_version()}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer messages and repeats")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 7
+    n = 50_000 if args.quick else 200_000
+    actors = 20_000 if args.quick else 100_000
+
+    # Interleave the contestants so drift on a shared machine hits both alike.
+    bare_times: list[float] = []
+    ours_times: list[float] = []
+    traced_times: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(repeats):
+            bare_times.append(asyncio.run(bare_queue(n)))
+            ours_times.append(asyncio.run(runtime_tell(n)))
+            tracer = Tracer.to_file(Path(tmp) / f"trace-{repeat}.jsonl")
+            traced_times.append(asyncio.run(runtime_tell(n, tracer)))
+            tracer.close()
+    bare = statistics.median(bare_times)
+    ours = statistics.median(ours_times)
+    traced = statistics.median(traced_times)
+    tracing_us = (traced - ours) / n * 1e6
+
+    fan_out_s = median_of(repeats, lambda: fan_out(10_000))
+    ask_us = median_of(repeats, lambda: ask_round_trip(n // 10)) * 1e6
+    spawn_s = median_of(repeats, lambda: spawn_many(actors))
+    runtime_bytes, with_address_bytes = asyncio.run(idle_memory(actors))
+    rss_per_actor = asyncio.run(idle_rss(actors))
+
+    rows = [
+        ("bare asyncio.Queue, one producer to one consumer", f"{n / bare:,.0f} msg/s", ""),
+        (
+            "runtime `tell`, one actor to one actor, tracing off",
+            f"{n / ours:,.0f} msg/s",
+            f"{bare / ours:.0%} of the bare queue (target ≥ 50%)",
+        ),
+        (
+            "runtime `tell` with tracing to a file",
+            f"{n / traced:,.0f} msg/s",
+            f"{tracing_us:.2f} µs more per message (target ≤ 10 µs)",
+        ),
+        (
+            "one `publish` fanned out to 10,000 subscribers, all handled",
+            f"{fan_out_s * 1e3:.1f} ms",
+            f"{fan_out_s / 10_000 * 1e6:.2f} µs per subscriber",
+        ),
+        ("`ask` round trip (sequential)", f"{ask_us:.1f} µs", ""),
+        (
+            f"spawn {actors:,} actors",
+            f"{spawn_s:.3f} s",
+            f"{spawn_s / actors * 1e6:.2f} µs each (target ≤ 1 s for 100k)",
+        ),
+        (
+            "memory per idle actor (tracemalloc)",
+            f"{runtime_bytes:.0f} B",
+            f"{with_address_bytes:.0f} B with its address string (target ≤ 1 KiB)",
+        ),
+        ("RSS growth per idle actor", f"{rss_per_actor:.0f} B", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>16}  {note}")
+
+    if args.no_write:
+        return
+    table = "\n".join(
+        ["| measurement | result | note |", "|---|---|---|"]
+        + [f"| {name} | {value} | {note} |" for name, value, note in rows]
+    )
+    section = f"""## Runtime
+
+Command: `{COMMAND}{" --quick" if args.quick else ""}` (medians of {repeats} repeats, all in one
+run; {n:,} messages per throughput run; producers yield to the event loop every {CHUNK:,}
+sends). Machine: {machine()}. Measured {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
+
+{table}
+
+How to read it: the bare queue is the floor of any asyncio hand-off (no envelope, no
+routing, no statistics). The runtime pays for an envelope (ids, correlation, causation,
+enqueue time), the address lookup, per-actor and per-kind counters and the drain task that
+exists only while a mailbox has messages. Tracing cost is the difference between the traced
+and the untraced run of the same workload (two JSON records per message: `deliver` and
+`handled`). Idle-actor memory is what 100k spawns add to the heap divided by 100k, for an
+actor class with no state of its own (`__slots__ = ()`).
+"""
+    write_section(section)
+    print(f"wrote the Runtime section of {DOC}")
+
+
+def write_section(section: str) -> None:
+    """Replace the ``## Runtime`` section (up to the next ``## `` heading) or append it."""
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## Runtime"), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+        )
+        rest = "".join(lines[end:])
+        new = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
+    DOC.write_text(new)
+
+
+if __name__ == "__main__":
+    main()
