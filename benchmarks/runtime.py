@@ -63,14 +63,20 @@ class Idle(Actor):
 
 
 class FanOutCounter(Actor):
-    __slots__ = ("shared",)
+    """Counts notifications in a list shared by all subscribers; the last one resolves done."""
 
-    def __init__(self, shared: list[int]) -> None:
+    __slots__ = ("done", "expected", "shared")
+
+    def __init__(self, shared: list[int], expected: int, done: asyncio.Future[None]) -> None:
         self.shared = shared
+        self.expected = expected
+        self.done = done
 
     async def receive(self, message: object) -> None:
         if isinstance(message, Published):
             self.shared[0] += 1
+            if self.shared[0] == self.expected:
+                self.done.set_result(None)
 
 
 async def bare_queue(n: int) -> float:
@@ -112,14 +118,14 @@ async def runtime_tell(n: int, tracer: Tracer | None = None) -> float:
 async def fan_out(subscribers: int) -> float:
     system = ActorSystem()
     shared = [0]
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     for n in range(subscribers):
-        address = system.spawn(f"sub/{n}", lambda: FanOutCounter(shared))
+        address = system.spawn(f"sub/{n}", lambda: FanOutCounter(shared, subscribers, done))
         system.subscribe("topic", address)
     await asyncio.sleep(0)
     start = time.perf_counter()
     system.publish("topic", "key", "value")
-    while shared[0] < subscribers:
-        await asyncio.sleep(0)
+    await done
     elapsed = time.perf_counter() - start
     await system.shutdown()
     return elapsed
