@@ -4,9 +4,10 @@ v1 and v1beta1 share one schema, so one model reads both. The models apply the d
 Gateway API CRDs would apply (parentRef group and kind, a ``PathPrefix /`` match, backend weight
 1, group ``""`` and kind ``Service`` for backends) so that the rest of the model never has to ask
 "was this field set?". They also do the validation the CRD schema would do (port and weight
-ranges, paths starting with ``/``, one config per filter type), because objects can reach us
-without passing an API server's schema (embedded mode, an old CRD version, a hand-edited test
-fixture), and a bad value must be reported with its field path, never crash an actor.
+ranges, paths starting with ``/``, one config per filter type, list and string size limits),
+because objects can reach us without passing an API server's schema (embedded mode, an old CRD
+version, a hand-edited test fixture), and a bad value must be reported with its field path,
+never crash an actor.
 
 Filter types this controller cannot apply (RequestMirror, ExtensionRef, anything else) are
 rejected while parsing: the Gateway API forbids silently skipping a filter, and rejecting the
@@ -162,7 +163,7 @@ PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
 
 class HTTPPathMatch(KubeModel):
     type: PathMatchType = "PathPrefix"
-    value: str = "/"
+    value: str = Field("/", max_length=1024)
 
     @model_validator(mode="after")
     def _check_value(self) -> HTTPPathMatch:
@@ -175,8 +176,8 @@ class HTTPPathMatch(KubeModel):
 
 class HTTPHeaderMatch(KubeModel):
     type: Literal["Exact", "RegularExpression"] = "Exact"
-    name: str = Field(min_length=1)
-    value: str
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=4096)
 
     @field_validator("name")
     @classmethod
@@ -192,8 +193,8 @@ class HTTPHeaderMatch(KubeModel):
 
 class HTTPQueryParamMatch(KubeModel):
     type: Literal["Exact", "RegularExpression"] = "Exact"
-    name: str = Field(min_length=1)
-    value: str
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(max_length=1024)
 
     @model_validator(mode="after")
     def _check_value(self) -> HTTPQueryParamMatch:
@@ -207,14 +208,14 @@ HTTPMethod = Literal["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS
 
 class HTTPRouteMatch(KubeModel):
     path: HTTPPathMatch = Field(default_factory=HTTPPathMatch)
-    headers: tuple[HTTPHeaderMatch, ...] = ()
-    query_params: tuple[HTTPQueryParamMatch, ...] = Field((), alias="queryParams")
+    headers: tuple[HTTPHeaderMatch, ...] = Field((), max_length=16)
+    query_params: tuple[HTTPQueryParamMatch, ...] = Field((), alias="queryParams", max_length=16)
     method: HTTPMethod | None = None
 
 
 class HTTPHeader(KubeModel):
-    name: str = Field(min_length=1)
-    value: str
+    name: str = Field(min_length=1, max_length=256)
+    value: str = Field(min_length=1, max_length=4096)
 
     @field_validator("name")
     @classmethod
@@ -228,9 +229,9 @@ class HTTPHeader(KubeModel):
 
 
 class HTTPHeaderFilter(KubeModel):
-    set: tuple[HTTPHeader, ...] = ()
-    add: tuple[HTTPHeader, ...] = ()
-    remove: tuple[str, ...] = ()
+    set: tuple[HTTPHeader, ...] = Field((), max_length=16)
+    add: tuple[HTTPHeader, ...] = Field((), max_length=16)
+    remove: tuple[str, ...] = Field((), max_length=16)
 
     @field_validator("remove")
     @classmethod
@@ -321,7 +322,7 @@ class HTTPBackendRef(KubeModel):
     namespace: str | None = None
     port: int | None = Field(None, ge=1, le=65535)
     weight: int = Field(1, ge=0, le=1_000_000)
-    filters: tuple[HTTPRouteFilter, ...] = ()
+    filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
 
     @field_validator("group")
     @classmethod
@@ -368,9 +369,9 @@ def _default_matches() -> tuple[HTTPRouteMatch, ...]:
 
 class HTTPRouteRule(KubeModel):
     name: str | None = None
-    matches: tuple[HTTPRouteMatch, ...] = Field(default_factory=_default_matches)
-    filters: tuple[HTTPRouteFilter, ...] = ()
-    backend_refs: tuple[HTTPBackendRef, ...] = Field((), alias="backendRefs")
+    matches: tuple[HTTPRouteMatch, ...] = Field(default_factory=_default_matches, max_length=64)
+    filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
+    backend_refs: tuple[HTTPBackendRef, ...] = Field((), alias="backendRefs", max_length=16)
     timeouts: HTTPRouteTimeouts | None = None
 
     @field_validator("matches")
@@ -412,9 +413,9 @@ def _default_rules() -> tuple[HTTPRouteRule, ...]:
 
 
 class HTTPRouteSpec(KubeModel):
-    parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs")
-    hostnames: tuple[str, ...] = ()
-    rules: tuple[HTTPRouteRule, ...] = Field(default_factory=_default_rules)
+    parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs", max_length=32)
+    hostnames: tuple[str, ...] = Field((), max_length=16)
+    rules: tuple[HTTPRouteRule, ...] = Field(default_factory=_default_rules, max_length=16)
 
     @field_validator("hostnames")
     @classmethod

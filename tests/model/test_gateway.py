@@ -216,6 +216,16 @@ BAD_ROUTES = [
         _with(["rules", 0, "matches", 0, "headers", 0, "name"], "x user"),
         "spec.rules[0].matches[0].headers[0].name",
     ),
+    # The CRD's size limits bound the work one route can cause.
+    (_with(["rules"], [{}] * 17), "spec.rules"),
+    (
+        _with(["rules", 0, "backendRefs"], [{"name": "a", "port": 80}] * 17),
+        "spec.rules[0].backendRefs",
+    ),
+    (
+        _with(["rules", 0, "matches", 0, "path", "value"], "/" + "a" * 1024),
+        "spec.rules[0].matches[0].path.value",
+    ),
     # Header injection through a filter must be impossible.
     (
         _with(
