@@ -1,14 +1,235 @@
-"""Messages exchanged by the outbound actors (and read by the policy API).
+"""Messages and topic names of the outbound actors (and what the policy API reads).
 
 One module so that senders and receivers agree on one name per concept, and so that each
-message states how it is traced (``trace_summary``) and coalesced (``coalesce_key``: in a full
-mailbox, a newer message with the same key replaces the queued one — latest state wins).
+message states how it is traced (``trace_summary``) and coalesced (``coalesce_key``: a newer
+message with the same key replaces a queued one in the mailbox — latest state wins, so a burst
+of changes to one object costs its receiver one handling).
+
+Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
+
+- ``service:<ns>/<name>``, key ``service``: the :class:`~interlock.model.service.Service`,
+  published by the ServiceDirectory only when something routes depend on changed.
+- ``grants:<ns>``, key = grant name: each :class:`~interlock.model.gateway.ReferenceGrant`.
+- ``httproute:<ns>/<name>``, key ``route``: the route as the informer last saw it
+  (:class:`RouteSpecified` or :class:`RouteRejected`); its RouteActor subscribes, so a restarted
+  RouteActor gets its route back like any other retained input.
+- ``parent:<ns>/<svc>``, key = route identity: the
+  :class:`~interlock.model.outbound.ResolvedRoute` of every route with that Service as parent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from interlock.model.gateway import HTTPRoute, ReferenceGrant
+from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import Service
+
+ROUTE_GROUP = "gateway.networking.k8s.io"
+SERVICE_KEY = "service"
+ROUTE_KEY = "route"
+
+SERVICE_DIRECTORY = "service-directory"
+GRANTS_DIRECTORY = "grants"
+STATUS_WRITER = "status-writer"
+INFORMER_ROUTER = "informer-router"
+
+
+def service_topic(namespace: str, name: str) -> str:
+    return f"service:{namespace}/{name}"
+
+
+def grants_topic(namespace: str) -> str:
+    return f"grants:{namespace}"
+
+
+def parent_topic(namespace: str, name: str) -> str:
+    return f"parent:{namespace}/{name}"
+
+
+def httproute_topic(namespace: str, name: str) -> str:
+    return f"httproute:{namespace}/{name}"
+
+
+def route_identity(namespace: str, name: str, *, group: str = ROUTE_GROUP) -> str:
+    """One identity per route whatever its served version: ``<group>/<ns>/<name>``."""
+    return f"{group}/{namespace}/{name}"
+
+
+def route_address(namespace: str, name: str) -> str:
+    return f"route/{route_identity(namespace, name)}"
+
+
+def watch_address(*, namespace: str, service: str, port: int, client_namespace: str) -> str:
+    return f"watch/{namespace}/{service}/{port}/{client_namespace}"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectChanged:
+    """An informer event on its way to the router, keyed so a burst on one object coalesces.
+
+    An update followed by a delete leaves the delete; a delete followed by a re-create leaves
+    the create: exactly the final state, which is all the actors need. ``obj`` is the raw
+    object (never traced: it may be a Secret).
+    """
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"obj"})
+
+    kind: str
+    namespace: str
+    name: str
+    deleted: bool
+    resource_version: str
+    obj: dict[str, Any] = field(compare=False)
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str, str]:
+        return ("object", self.kind, self.namespace, self.name)
+
+    @property
+    def identity(self) -> str:
+        """``Upserted Service default/web rv=12``: the correlation id of what follows."""
+        verb = "Deleted" if self.deleted else "Upserted"
+        return f"{verb} {self.kind} {self.namespace}/{self.name} rv={self.resource_version}"
+
+    def trace_summary(self) -> str:
+        return self.identity
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceUpserted:
+    """The ServiceDirectory learns a Service's current state."""
+
+    service: Service
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("service", self.service.metadata.namespace, self.service.metadata.name)
+
+    def trace_summary(self) -> str:
+        return f"ServiceUpserted {self.service.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDeleted:
+    """The ServiceDirectory learns that a Service is gone."""
+
+    key: ObjectKey
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("service", self.key.namespace, self.key.name)
+
+    def trace_summary(self) -> str:
+        return f"ServiceDeleted {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class GrantUpserted:
+    """The grants directory learns a ReferenceGrant's current state."""
+
+    grant: ReferenceGrant
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("grant", self.grant.metadata.namespace, self.grant.metadata.name)
+
+    def trace_summary(self) -> str:
+        return f"GrantUpserted {self.grant.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class GrantDeleted:
+    """The grants directory learns that a ReferenceGrant is gone."""
+
+    key: ObjectKey
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("grant", self.key.namespace, self.key.name)
+
+    def trace_summary(self) -> str:
+        return f"GrantDeleted {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSpecified:
+    """The retained value of ``httproute:<ns>/<name>`` for a route that parsed."""
+
+    route: HTTPRoute
+
+    def trace_summary(self) -> str:
+        meta = self.route.metadata
+        return f"RouteSpecified HTTPRoute {meta.namespace}/{meta.name} gen={meta.generation}"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRejected:
+    """The retained value of ``httproute:<ns>/<name>`` for a route that failed to parse.
+
+    ``raw`` is kept so the route's status can still name its parents and the error.
+    """
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"raw"})
+
+    raw: dict[str, Any] = field(compare=False)
+    error: InvalidObject = field(compare=False)
+    resource_version: str = ""
+
+    def trace_summary(self) -> str:
+        return f"RouteRejected {self.error}"
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredRouteStatus:
+    """What a RouteActor wants ``status.parents`` of its HTTPRoute to be.
+
+    ``stored`` is the route's ``status.parents`` as the RouteActor last saw it, so the
+    StatusWriter can skip writes of what is already there. ``parents`` None means the route is
+    gone: forget it.
+    """
+
+    namespace: str
+    name: str
+    parents: list[dict[str, Any]] | None
+    stored: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("route-status", self.namespace, self.name)
+
+    def trace_summary(self) -> str:
+        if self.parents is None:
+            return f"DesiredRouteStatus HTTPRoute {self.namespace}/{self.name} gone"
+        reasons = [
+            f"{c.get('type')}={c.get('reason')}"
+            for entry in self.parents
+            for c in entry.get("conditions", ())
+            if isinstance(c, dict)
+        ]
+        return f"DesiredRouteStatus HTTPRoute {self.namespace}/{self.name} {' '.join(reasons)}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipChanged:
+    """This replica gained (True) or lost (False) the Lease."""
+
+    leading: bool
+
+    @property
+    def coalesce_key(self) -> str:
+        return "leadership"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStatusWrites:
+    """Time to retry the status writes that failed transiently."""
+
+    @property
+    def coalesce_key(self) -> str:
+        return "retry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +239,9 @@ class PolicyUpdate:
     The body is serialized once per change and shared by every reader of that policy.
     """
 
-    policy: Any
+    policy: OutboundPolicy
     body: bytes
 
     def trace_summary(self) -> str:
-        return f"PolicyUpdate {len(self.body)} bytes"
+        p = self.policy
+        return f"PolicyUpdate {p.namespace}/{p.service}:{p.port} routes={len(p.routes)}"

@@ -12,31 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
 
 from interlock.actors.messages import PolicyUpdate
+from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.slot import LatestValueSlot, SlotClosed
 
 # RFC 1123 labels, as Kubernetes requires for namespace and Service names.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 NDJSON = "application/x-ndjson"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchTarget:
-    """Which policy a client asks for: a Service port, seen from a client namespace."""
-
-    namespace: str
-    service: str
-    port: int
-    client_namespace: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.service}:{self.port} (client {self.client_namespace})"
 
 
 class PolicySource(Protocol):

@@ -10,8 +10,9 @@ import aiohttp
 import pytest
 
 from interlock.actors.messages import PolicyUpdate
+from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.slot import LatestValueSlot
-from interlock.api.policy import PolicySource, WatchTarget, build_policy_app
+from interlock.api.policy import PolicySource, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address
 

@@ -1,0 +1,249 @@
+"""RouteActor: one per HTTPRoute; turns the route and what it references into published output.
+
+This is where interlock departs from the Linkerd fix it is modelled on. Linkerd re-walks every
+watch of every Service port on every Service event; here each route subscribes to exactly the
+Services it depends on (``route_service_dependencies``: its backends and Service parents) and
+the ReferenceGrant namespaces of its cross-namespace backends, so a Service event wakes only the
+routes that reference it. Subscriptions deliver retained values, so a Service created before,
+after, or "between" the route's start and its subscription is seen either way: the outcome does
+not depend on event order.
+
+On any input change the actor recomputes :func:`~interlock.model.outbound.resolve_route` and
+publishes the result on ``parent:<ns>/<svc>`` for each Service parent, keyed by the route
+identity, only when it changed. When the route leaves a parent (its parentRefs changed) it
+unpublishes from that parent — Linkerd issue 13280 kept routes on parents they had left. It
+sends its desired ``status.parents`` to the StatusWriter when that changed.
+
+Its own route arrives as the retained value of ``httproute:<ns>/<name>`` (published by the
+router), so a restarted actor rebuilds everything from subscriptions alone. A restart does not
+unpublish (that would make every watch of its parents flap): the fresh instance republishes
+the same values, which the service-port watches see as unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from interlock.actors.messages import (
+    SERVICE_KEY,
+    STATUS_WRITER,
+    DesiredRouteStatus,
+    RouteRejected,
+    RouteSpecified,
+    grants_topic,
+    httproute_topic,
+    parent_topic,
+    route_identity,
+    service_topic,
+)
+from interlock.mailbox import Actor, Published, Unpublished
+from interlock.model.gateway import HTTPRoute, ReferenceGrant
+from interlock.model.meta import ObjectKey
+from interlock.model.outbound import (
+    ResolvedRoute,
+    resolve_route,
+    route_grant_namespaces,
+    route_service_dependencies,
+)
+from interlock.model.route_status import (
+    CONTROLLER_NAME,
+    rejected_route_status,
+    route_status,
+    status_equal_ignoring_timestamps,
+)
+from interlock.model.service import Service
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RouteActor(Actor):
+    """Keeps one HTTPRoute's resolved output and status up to date."""
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        status_writer: str | None = STATUS_WRITER,
+        controller_name: str = CONTROLLER_NAME,
+        now: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.identity = route_identity(namespace, name)
+        self.status_writer = status_writer
+        self.controller_name = controller_name
+        self.now = now
+        self.route: HTTPRoute | None = None
+        self.services: dict[ObjectKey, Service] = {}
+        self.grants: dict[str, dict[str, ReferenceGrant]] = {}
+        self.input_topics: set[str] = set()
+        self.published: dict[ObjectKey, ResolvedRoute] = {}
+        """What this route last published, by parent Service."""
+        self.sent_status: list[dict[str, Any]] | None = None
+        self.recomputes = 0
+        """How many times the route was resolved (inputs changed)."""
+
+    async def started(self) -> None:
+        self.subscribe(httproute_topic(self.namespace, self.name))
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, Published):
+            self._published(message.topic, message.key, message.value)
+        elif isinstance(message, Unpublished):
+            self._unpublished(message.topic, message.key)
+        return None
+
+    # ---------------------------------------------------------------------------------------
+    # Inputs
+
+    def _published(self, topic: str, key: str, value: object) -> None:
+        if topic.startswith("httproute:"):
+            if isinstance(value, RouteSpecified):
+                self._route_changed(value.route)
+            elif isinstance(value, RouteRejected):
+                self._route_rejected(value)
+            return
+        if topic.startswith("service:") and isinstance(value, Service):
+            if self.services.get(value.key) is value:
+                return  # the retained value this actor already read when it subscribed
+            self.services[value.key] = value
+        elif topic.startswith("grants:") and isinstance(value, ReferenceGrant):
+            namespace_grants = self.grants.setdefault(value.metadata.namespace, {})
+            if namespace_grants.get(key) is value:
+                return
+            namespace_grants[key] = value
+        else:
+            return
+        self._recompute()
+
+    def _unpublished(self, topic: str, key: str) -> None:
+        if topic.startswith("httproute:"):
+            self._route_deleted()
+            return
+        if topic.startswith("service:"):
+            namespace, _, name = topic.removeprefix("service:").partition("/")
+            if self.services.pop(ObjectKey(namespace=namespace, name=name), None) is None:
+                return
+        elif topic.startswith("grants:"):
+            if self.grants.get(topic.removeprefix("grants:"), {}).pop(key, None) is None:
+                return
+        else:
+            return
+        self._recompute()
+
+    def _route_changed(self, route: HTTPRoute) -> None:
+        self.route = route
+        wanted = {
+            service_topic(key.namespace, key.name) for key in route_service_dependencies(route)
+        } | {grants_topic(namespace) for namespace in route_grant_namespaces(route)}
+        for topic in self.input_topics - wanted:
+            self.unsubscribe(topic)
+            self._forget_input(topic)
+        for topic in sorted(wanted - self.input_topics):
+            self.subscribe(topic)
+            # Read the snapshot now, so this recompute already sees every input; the
+            # notifications the subscription queued carry the same objects and are skipped.
+            self._load_input(topic)
+        self.input_topics = wanted
+        self._recompute()
+
+    def _load_input(self, topic: str) -> None:
+        retained = self.system.retained(topic)
+        if topic.startswith("service:"):
+            service = retained.get(SERVICE_KEY)
+            if isinstance(service, Service):
+                self.services[service.key] = service
+        else:
+            self.grants[topic.removeprefix("grants:")] = {
+                key: grant for key, grant in retained.items() if isinstance(grant, ReferenceGrant)
+            }
+
+    def _forget_input(self, topic: str) -> None:
+        if topic.startswith("service:"):
+            namespace, _, name = topic.removeprefix("service:").partition("/")
+            self.services.pop(ObjectKey(namespace=namespace, name=name), None)
+        else:
+            self.grants.pop(topic.removeprefix("grants:"), None)
+
+    def _route_rejected(self, rejected: RouteRejected) -> None:
+        # A route we cannot read contributes nothing: better no route than a wrong one. (The
+        # router already logged the error with the object and field.)
+        self.route = None
+        for topic in self.input_topics:
+            self.unsubscribe(topic)
+        self.input_topics = set()
+        self.services.clear()
+        self.grants.clear()
+        self._unpublish_all()
+        parents = rejected_route_status(
+            rejected.raw, rejected.error, controller_name=self.controller_name, now=self.now()
+        )
+        if parents is not None:
+            stored = rejected.raw.get("status", {}) or {}
+            stored_parents = stored.get("parents") if isinstance(stored, dict) else None
+            self._send_status(parents, stored_parents if isinstance(stored_parents, list) else [])
+
+    def _route_deleted(self) -> None:
+        self.route = None
+        self._unpublish_all()
+        if self.status_writer is not None:
+            self.tell(self.status_writer, DesiredRouteStatus(self.namespace, self.name, None))
+        self.stop_self()
+
+    # ---------------------------------------------------------------------------------------
+    # Output
+
+    def _recompute(self) -> None:
+        route = self.route
+        if route is None:
+            return
+        self.recomputes += 1
+        resolved = resolve_route(route, self.services, self._all_grants())
+        parents = {parent.key for parent in resolved.parents}
+        for left in [key for key in self.published if key not in parents]:
+            self.unpublish(parent_topic(left.namespace, left.name), self.identity)
+            del self.published[left]
+        for key in parents:
+            if self.published.get(key) != resolved:
+                self.publish(parent_topic(key.namespace, key.name), self.identity, resolved)
+                self.published[key] = resolved
+        desired = route_status(
+            route,
+            resolved,
+            self.services,
+            controller_name=self.controller_name,
+            now=self.now(),
+        )
+        self._send_status(desired, list(route.status.parents))
+
+    def _send_status(self, desired: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
+        # Send when it differs from what is stored (a write is needed) or from what was last
+        # sent (a pending write the StatusWriter holds may now be stale).
+        if (
+            self.sent_status is not None
+            and status_equal_ignoring_timestamps(desired, self.sent_status)
+            and status_equal_ignoring_timestamps(desired, stored)
+        ):
+            return
+        if self.sent_status is None and status_equal_ignoring_timestamps(desired, stored):
+            self.sent_status = desired
+            return
+        self.sent_status = desired
+        if self.status_writer is not None:
+            self.tell(
+                self.status_writer,
+                DesiredRouteStatus(self.namespace, self.name, desired, stored),
+            )
+
+    def _all_grants(self) -> list[ReferenceGrant]:
+        return [grant for grants in self.grants.values() for grant in grants.values()]
+
+    def _unpublish_all(self) -> None:
+        for key in list(self.published):
+            self.unpublish(parent_topic(key.namespace, key.name), self.identity)
+        self.published.clear()

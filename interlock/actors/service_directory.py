@@ -1,0 +1,62 @@
+"""ServiceDirectory: the one actor that knows every Service and tells routes what changed.
+
+Routes depend on a handful of Service fields (ports, type, cluster IP, external name). Labels,
+annotations and status change far more often; forwarding those would make every route that
+references the Service recompute for nothing. The directory publishes ``service:<ns>/<name>``
+(retained) on create, on delete (unpublish), and on changes routes can see — silent otherwise.
+Because the topic is retained, a route actor that subscribes later still gets the Service, and
+one that subscribes to a Service that does not exist yet gets it the moment it is created.
+"""
+
+from __future__ import annotations
+
+from interlock.actors.messages import (
+    SERVICE_KEY,
+    ServiceDeleted,
+    ServiceUpserted,
+    service_topic,
+)
+from interlock.mailbox import Actor
+from interlock.model.meta import ObjectKey
+from interlock.model.service import Service
+
+
+def routing_view(service: Service) -> tuple[object, ...]:
+    """The parts of a Service that route resolution and policies read."""
+    spec = service.spec
+    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports)
+
+
+class ServiceDirectory(Actor):
+    """Receives :class:`ServiceUpserted` / :class:`ServiceDeleted`; publishes changes routes see."""
+
+    def __init__(self) -> None:
+        self.services: dict[ObjectKey, Service] = {}
+        self.published = 0
+        """Publications made (creates, relevant changes and deletes)."""
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, ServiceUpserted):
+            self._upsert(message.service)
+        elif isinstance(message, ServiceDeleted):
+            self._delete(message.key)
+        return None
+
+    def _upsert(self, service: Service) -> None:
+        key = service.key
+        self.services[key] = service
+        topic = service_topic(key.namespace, key.name)
+        # Compared with the retained value, not with local state: after a restart the topic
+        # still holds what was published, and an unchanged Service must stay silent.
+        previous = self.system.retained(topic).get(SERVICE_KEY)
+        if isinstance(previous, Service) and routing_view(previous) == routing_view(service):
+            return
+        self.publish(topic, SERVICE_KEY, service)
+        self.published += 1
+
+    def _delete(self, key: ObjectKey) -> None:
+        self.services.pop(key, None)
+        topic = service_topic(key.namespace, key.name)
+        if SERVICE_KEY in self.system.retained(topic):
+            self.unpublish(topic, SERVICE_KEY)
+            self.published += 1

@@ -1,0 +1,221 @@
+"""ServicePortWatch: the policy of one (Service, port, client namespace), for whoever watches it.
+
+Each watch subscribes to ``parent:<ns>/<svc>`` (the resolved routes attached to the Service)
+and ``service:<ns>/<svc>`` (the Service itself), builds the policy with
+:func:`~interlock.model.outbound.build_outbound_policy` and pushes it to its subscribers only
+when it changed. Subscribers are latest-value slots, so a slow reader (an HTTP stream) never
+blocks the actor and only ever skips to the newest policy.
+
+Watches exist only while somebody watches: :class:`ServicePortWatches` spawns one on the first
+subscriber and stops it a grace period after the last one left (Linkerd keeps them forever).
+The registry and the actor share a small :class:`WatchEntry` (the slots and the latest policy):
+adding a reader is then synchronous — it gets the current policy at once, no round trip — and
+the slots survive an actor restart, because they belong to the entry, not to the instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from interlock.actors.messages import (
+    SERVICE_KEY,
+    PolicyUpdate,
+    parent_topic,
+    service_topic,
+    watch_address,
+)
+from interlock.actors.slot import LatestValueSlot
+from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
+from interlock.model.outbound import OutboundPolicy, ResolvedRoute, build_outbound_policy
+from interlock.model.service import Service
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """A Service port as seen from a client namespace."""
+
+    namespace: str
+    service: str
+    port: int
+    client_namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.service}:{self.port} (client {self.client_namespace})"
+
+    @property
+    def address(self) -> str:
+        return watch_address(
+            namespace=self.namespace,
+            service=self.service,
+            port=self.port,
+            client_namespace=self.client_namespace,
+        )
+
+
+@dataclass(eq=False, slots=True)
+class WatchEntry:
+    """What the registry and the watch actor share: the readers and the latest policy."""
+
+    target: WatchTarget
+    slots: set[LatestValueSlot[PolicyUpdate]] = field(default_factory=set)
+    latest: PolicyUpdate | None = None
+    stop_timer: asyncio.TimerHandle | None = None
+    changes: int = 0
+    """Policies pushed (the first one included)."""
+
+
+class ServicePortWatch(Actor):
+    """Builds one Service port's policy for one client namespace; pushes it when it changes."""
+
+    def __init__(self, entry: WatchEntry) -> None:
+        self.entry = entry
+        self.service: Service | None = None
+        self.routes: dict[str, ResolvedRoute] = {}
+        self.builds = 0
+        """Policies built (inputs changed)."""
+
+    async def started(self) -> None:
+        target = self.entry.target
+        for topic in (
+            service_topic(target.namespace, target.service),
+            parent_topic(target.namespace, target.service),
+        ):
+            self.subscribe(topic)
+        # Build from the snapshot now so the first reader gets a complete policy at once; the
+        # notifications the subscriptions queued carry the same objects and change nothing.
+        service = self.system.retained(service_topic(target.namespace, target.service)).get(
+            SERVICE_KEY
+        )
+        self.service = service if isinstance(service, Service) else None
+        self.routes = {
+            key: route
+            for key, route in self.system.retained(
+                parent_topic(target.namespace, target.service)
+            ).items()
+            if isinstance(route, ResolvedRoute)
+        }
+        self._rebuild()
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, Published):
+            if message.topic.startswith("service:"):
+                if self.service is message.value or not isinstance(message.value, Service):
+                    return None
+                self.service = message.value
+            elif isinstance(message.value, ResolvedRoute):
+                if self.routes.get(message.key) is message.value:
+                    return None
+                self.routes[message.key] = message.value
+            self._rebuild()
+        elif isinstance(message, Unpublished):
+            if message.topic.startswith("service:"):
+                self.service = None
+            elif self.routes.pop(message.key, None) is None:
+                return None
+            self._rebuild()
+        return None
+
+    def _rebuild(self) -> None:
+        target = self.entry.target
+        self.builds += 1
+        policy: OutboundPolicy = build_outbound_policy(
+            self.service,
+            target.namespace,
+            target.service,
+            target.port,
+            target.client_namespace,
+            self.routes.values(),
+        )
+        latest = self.entry.latest
+        if latest is not None and latest.policy == policy:
+            return
+        update = PolicyUpdate(policy=policy, body=_encode(policy.to_json()).encode())
+        self.entry.latest = update
+        self.entry.changes += 1
+        for slot in self.entry.slots:
+            slot.put(update)
+
+
+class ServicePortWatches:
+    """Spawns a :class:`ServicePortWatch` on a target's first reader, stops it after the last.
+
+    This is the policy API's ``PolicySource`` (and what the edge data plane reads policies
+    from): ``open_watch`` returns a slot that holds the current policy (when already built) and
+    receives every change; ``close_watch`` releases it.
+    """
+
+    def __init__(self, system: ActorSystem, *, grace: float) -> None:
+        self._system = system
+        self._grace = grace
+        self._entries: dict[WatchTarget, WatchEntry] = {}
+        self._closed = False
+
+    def open_watch(self, target: WatchTarget) -> LatestValueSlot[PolicyUpdate]:
+        slot: LatestValueSlot[PolicyUpdate] = LatestValueSlot()
+        if self._closed:
+            slot.close()
+            return slot
+        entry = self._entries.get(target)
+        if entry is None:
+            entry = self._entries[target] = WatchEntry(target=target)
+        if entry.stop_timer is not None:
+            entry.stop_timer.cancel()
+            entry.stop_timer = None
+        entry.slots.add(slot)
+        if entry.latest is not None:
+            slot.put(entry.latest)
+        if not self._system.exists(target.address):
+            # Its started() builds the policy and puts it into every slot of the entry.
+            self._system.spawn(target.address, lambda: ServicePortWatch(entry))
+        return slot
+
+    def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None:
+        entry = self._entries.get(target)
+        if entry is None:
+            return
+        entry.slots.discard(slot)
+        if not entry.slots and entry.stop_timer is None and not self._closed:
+            entry.stop_timer = asyncio.get_running_loop().call_later(
+                self._grace, self._expire, entry
+            )
+
+    def _expire(self, entry: WatchEntry) -> None:
+        entry.stop_timer = None
+        if entry.slots or self._entries.get(entry.target) is not entry:
+            return
+        del self._entries[entry.target]
+        self._system.stop(entry.target.address)
+
+    def close(self) -> None:
+        """End every reader's stream and cancel pending stops (the controller is stopping)."""
+        self._closed = True
+        for entry in self._entries.values():
+            if entry.stop_timer is not None:
+                entry.stop_timer.cancel()
+                entry.stop_timer = None
+            for slot in list(entry.slots):
+                slot.close()
+
+    def targets(self) -> list[WatchTarget]:
+        """Targets with a live watch (readers, or within the grace period)."""
+        return list(self._entries)
+
+    def readers(self, target: WatchTarget) -> int:
+        entry = self._entries.get(target)
+        return 0 if entry is None else len(entry.slots)
+
+    def debug(self) -> list[dict[str, object]]:
+        """One line per watch for ``/debug/watches``."""
+        return [
+            {
+                "target": str(entry.target),
+                "readers": len(entry.slots),
+                "changes": entry.changes,
+                "stopping": entry.stop_timer is not None,
+            }
+            for entry in self._entries.values()
+        ]

@@ -1,0 +1,92 @@
+"""The outbound actors on a real ActorSystem, fed informer-style events; no Kubernetes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from interlock.actors.grants import GrantsDirectory
+from interlock.actors.messages import (
+    GRANTS_DIRECTORY,
+    INFORMER_ROUTER,
+    SERVICE_DIRECTORY,
+    STATUS_WRITER,
+    ObjectChanged,
+)
+from interlock.actors.route import RouteActor
+from interlock.actors.router import InformerRouter
+from interlock.actors.service_directory import ServiceDirectory
+from interlock.actors.service_port_watch import ServicePortWatches, WatchTarget
+from interlock.actors.slot import LatestValueSlot
+from interlock.mailbox import ActorSystem
+from interlock.mailbox.testing import RecordingActor, wait_idle
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Outbound:
+    """The outbound actors of one controller, driven like an informer would drive them."""
+
+    system: ActorSystem
+    watches: ServicePortWatches
+    status_log: list[object] = field(default_factory=list)
+    versions: int = 0
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self._tell(obj, deleted=False)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self._tell(obj, deleted=True)
+
+    def _tell(self, obj: dict[str, Any], *, deleted: bool) -> None:
+        self.versions += 1
+        meta = obj["metadata"]
+        change = ObjectChanged(
+            kind=obj["kind"],
+            namespace=meta.get("namespace", ""),
+            name=meta["name"],
+            deleted=deleted,
+            resource_version=str(self.versions),
+            obj=obj,
+        )
+        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+
+    async def settle(self) -> None:
+        await wait_idle(self.system)
+
+    def watch(
+        self, service: str, port: int = 80, *, namespace: str = "default", client: str | None = None
+    ) -> tuple[WatchTarget, LatestValueSlot[Any]]:
+        target = WatchTarget(
+            namespace=namespace,
+            service=service,
+            port=port,
+            client_namespace=client or namespace,
+        )
+        return target, self.watches.open_watch(target)
+
+
+def latest_policy(slot: LatestValueSlot[Any]) -> dict[str, Any]:
+    assert slot.version > 0, "no policy yet"
+    value = slot._value
+    assert value is not None
+    return json.loads(value.body)
+
+
+def start_outbound() -> Outbound:
+    """The actors app.py runs for the outbound half, with a recording StatusWriter."""
+    system = ActorSystem()
+    log: list[object] = []
+    system.spawn(STATUS_WRITER, lambda: RecordingActor(log))
+    system.spawn(SERVICE_DIRECTORY, ServiceDirectory)
+    system.spawn(GRANTS_DIRECTORY, GrantsDirectory)
+    system.spawn(
+        INFORMER_ROUTER,
+        lambda: InformerRouter(
+            route_factory=lambda ns, name: RouteActor(namespace=ns, name=name, now=lambda: NOW)
+        ),
+    )
+    return Outbound(system=system, watches=ServicePortWatches(system, grace=0.05), status_log=log)

@@ -1,0 +1,209 @@
+"""The outbound actors together: router, directories, route actors, service-port watches."""
+
+from __future__ import annotations
+
+import pytest
+from outbound_harness import Outbound, latest_policy
+from outbound_objects import backend, backends_of, http_route, parent, reference_grant, route_names
+from outbound_objects import service as svc
+
+from interlock.actors.messages import DesiredRouteStatus, parent_topic, route_address
+from interlock.mailbox.testing import wait_until
+
+ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ("web", "route", "watch", "api"),
+        ("web", "api", "route", "watch"),
+        ("watch", "web", "api", "route"),
+        ("api", "watch", "route", "web"),
+    ],
+)
+async def test_backend_existence_follows_the_service_whatever_the_order(outbound: Outbound, order):
+    slot = None
+    for step in order:
+        if step == "web":
+            outbound.apply(svc("web"))
+        elif step == "api":
+            outbound.apply(svc("api"))
+        elif step == "route":
+            outbound.apply(ROUTE)
+        else:
+            _, slot = outbound.watch("web")
+        await outbound.settle()
+    assert slot is not None
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]
+    outbound.delete(svc("api"))
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", False, 500)]
+    outbound.apply(svc("api"))
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]
+
+
+async def test_label_changes_of_a_service_wake_no_route(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api"))
+    outbound.apply(ROUTE)
+    await outbound.settle()
+    address = route_address("default", "r")
+    before = outbound.system.actor_statistics(address).processed
+    outbound.apply(svc("api", labels={"team": "blue"}))
+    await outbound.settle()
+    assert outbound.system.actor_statistics(address).processed == before
+    outbound.apply(svc("api", ports=(80, 81)))
+    await outbound.settle()
+    assert outbound.system.actor_statistics(address).processed == before + 1
+
+
+async def test_moving_a_parent_unpublishes_from_the_old_one(outbound: Outbound):
+    for name in ("a", "b", "api"):
+        outbound.apply(svc(name))
+    outbound.apply(http_route("r", parents=[parent("a")], backends=[backend("api")]))
+    await outbound.settle()
+    _, slot_a = outbound.watch("a")
+    _, slot_b = outbound.watch("b")
+    await outbound.settle()
+    assert route_names(latest_policy(slot_a)) == ["HTTPRoute:default/r"]
+    assert route_names(latest_policy(slot_b)) == ["Default:default/b"]
+    outbound.apply(http_route("r", parents=[parent("b")], backends=[backend("api")]))
+    await outbound.settle()
+    assert route_names(latest_policy(slot_a)) == ["Default:default/a"]
+    assert route_names(latest_policy(slot_b)) == ["HTTPRoute:default/r"]
+    assert outbound.system.retained(parent_topic("default", "a")) == {}
+
+
+async def test_deleting_a_route_removes_it_and_stops_its_actor(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(ROUTE)
+    await outbound.settle()
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
+    outbound.delete(ROUTE)
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["Default:default/web"]
+    assert not outbound.system.exists(route_address("default", "r"))
+    assert DesiredRouteStatus("default", "r", None) in outbound.status_log
+
+
+async def test_cross_namespace_backend_needs_a_grant(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api", namespace="shared"))
+    outbound.apply(
+        http_route("r", parents=[parent("web")], backends=[backend("api", namespace="shared")])
+    )
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", False, 500)]
+    grant = reference_grant("g", namespace="shared", from_namespace="default")
+    outbound.apply(grant)
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]
+    outbound.delete(grant)
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", False, 500)]
+
+
+async def test_status_is_sent_when_it_changes(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(ROUTE)
+    await outbound.settle()
+
+    def reasons() -> list[str]:
+        last = [m for m in outbound.status_log if isinstance(m, DesiredRouteStatus)][-1]
+        assert last.parents is not None
+        return [c["reason"] for c in last.parents[0]["conditions"]]
+
+    assert reasons() == ["Accepted", "BackendNotFound"]
+    sent = len(outbound.status_log)
+    outbound.apply(svc("web", labels={"x": "y"}))
+    await outbound.settle()
+    assert len(outbound.status_log) == sent
+    outbound.apply(svc("api"))
+    await outbound.settle()
+    assert reasons() == ["Accepted", "ResolvedRefs"]
+
+
+async def test_an_invalid_route_is_withdrawn_and_reported(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api"))
+    outbound.apply(ROUTE)
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
+    bad = http_route("r", parents=[parent("web")], backends=[backend("api", weight=-1)])
+    outbound.apply(bad)
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["Default:default/web"]
+    last = [m for m in outbound.status_log if isinstance(m, DesiredRouteStatus)][-1]
+    assert last.parents is not None
+    condition = last.parents[0]["conditions"][0]
+    assert (condition["type"], condition["status"]) == ("Accepted", "False")
+    assert "spec.rules[0].backendRefs[0].weight" in condition["message"]
+    # Fixing it brings the route back.
+    outbound.apply(ROUTE)
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
+
+
+async def test_a_watch_stops_after_its_last_reader_and_the_grace_period(outbound: Outbound):
+    outbound.apply(svc("web"))
+    target, first = outbound.watch("web")
+    _, second = outbound.watch("web")
+    await outbound.settle()
+    assert outbound.system.exists(target.address)
+    outbound.watches.close_watch(target, first)
+    outbound.watches.close_watch(target, second)
+    await wait_until(lambda: not outbound.system.exists(target.address))
+    assert outbound.watches.targets() == []
+    # A new reader gets a fresh watch with the current policy.
+    _, third = outbound.watch("web")
+    await outbound.settle()
+    assert route_names(latest_policy(third)) == ["Default:default/web"]
+
+
+async def test_a_reader_returning_within_the_grace_period_keeps_the_watch(outbound: Outbound):
+    outbound.apply(svc("web"))
+    target, slot = outbound.watch("web")
+    await outbound.settle()
+    outbound.watches.close_watch(target, slot)
+    _, again = outbound.watch("web")
+    # The policy is there at once, without a round trip through the actor.
+    assert again.version == 1
+    await outbound.settle()
+    assert outbound.system.exists(target.address)
+
+
+async def test_unchanged_inputs_push_nothing(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api"))
+    outbound.apply(ROUTE)
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    version = slot.version
+    outbound.apply(svc("api", labels={"a": "b"}))
+    outbound.apply(ROUTE)
+    await outbound.settle()
+    assert slot.version == version
+
+
+async def test_consumer_routes_only_for_their_own_client_namespace(outbound: Outbound):
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api", namespace="shop"))
+    outbound.apply(
+        http_route(
+            "consumer",
+            namespace="shop",
+            parents=[parent("web", namespace="default")],
+            backends=[backend("api")],
+        )
+    )
+    _, shop = outbound.watch("web", client="shop")
+    _, other = outbound.watch("web", client="pay")
+    await outbound.settle()
+    assert route_names(latest_policy(shop)) == ["HTTPRoute:shop/consumer"]
+    assert route_names(latest_policy(other)) == ["Default:default/web"]

@@ -1,0 +1,151 @@
+"""StatusWriter: only the leader writes, only changes, and transient failures are retried."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from interlock.actors.messages import DesiredRouteStatus, LeadershipChanged
+from interlock.actors.status_writer import StatusWriter, TransientStatusError
+from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.mailbox.testing import wait_idle, wait_until
+
+
+def parents(reason: str, *, at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
+    return [
+        {
+            "parentRef": {"group": "", "kind": "Service", "name": "web"},
+            "controllerName": "interlock.dev/policy-controller",
+            "conditions": [
+                {"type": "ResolvedRefs", "reason": reason, "lastTransitionTime": at},
+            ],
+        }
+    ]
+
+
+class RecordingSink:
+    """A StatusSink that records writes and fails the next ``failures`` of them transiently."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, str]] = []
+        self.failures = 0
+
+    async def write_route_status(
+        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    ) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise TransientStatusError("503 from the API server")
+        self.writes.append((namespace, name, parents[0]["conditions"][0]["reason"]))
+        return True
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.system = ActorSystem()
+        self.sink = RecordingSink()
+        self.leading = False
+        self.timers: list[tuple[float, Any]] = []
+        self.system.spawn(
+            "status-writer",
+            lambda: StatusWriter(
+                sink=self.sink,
+                is_leader=lambda: self.leading,
+                backoff=BackoffPolicy(initial=0.5, maximum=8.0),
+                rng=random.Random(1),
+                call_later=lambda delay, fn: self.timers.append((delay, fn)),
+            ),
+        )
+
+    def send(self, name: str, reason: str, *, stored: str | None = None) -> None:
+        self.system.tell(
+            "status-writer",
+            DesiredRouteStatus(
+                "default", name, parents(reason), parents(stored, at="x") if stored else []
+            ),
+        )
+
+    def lead(self, leading: bool) -> None:
+        self.leading = leading
+        self.system.tell("status-writer", LeadershipChanged(leading))
+
+
+@pytest.fixture
+async def harness():
+    running = Harness()
+    yield running
+    await running.system.shutdown()
+
+
+async def test_a_follower_writes_nothing_and_the_new_leader_writes_what_is_pending(harness):
+    harness.send("a", "BackendNotFound")
+    harness.send("b", "ResolvedRefs", stored="ResolvedRefs")
+    await wait_idle(harness.system)
+    assert harness.sink.writes == []
+    harness.lead(True)
+    await wait_idle(harness.system)
+    # b's stored status already says the same (timestamps aside): no write.
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+
+
+async def test_the_leader_writes_each_change_once(harness):
+    harness.lead(True)
+    harness.send("a", "BackendNotFound")
+    await wait_idle(harness.system)
+    harness.send("a", "BackendNotFound")
+    await wait_idle(harness.system)
+    harness.send("a", "ResolvedRefs", stored="BackendNotFound")
+    await wait_idle(harness.system)
+    assert harness.sink.writes == [
+        ("default", "a", "BackendNotFound"),
+        ("default", "a", "ResolvedRefs"),
+    ]
+
+
+async def test_reverting_to_the_stored_status_after_a_write_writes_again(harness):
+    harness.lead(True)
+    harness.send("a", "ResolvedRefs", stored="BackendNotFound")
+    await wait_idle(harness.system)
+    # The route actor has not seen our write yet: its stored snapshot is the old one.
+    harness.send("a", "BackendNotFound", stored="BackendNotFound")
+    await wait_idle(harness.system)
+    assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs", "BackendNotFound"]
+
+
+async def test_transient_failures_are_retried_with_backoff(harness):
+    harness.lead(True)
+    harness.sink.failures = 2
+    harness.send("a", "BackendNotFound")
+    await wait_idle(harness.system)
+    assert harness.sink.writes == []
+    for _ in range(2):
+        await wait_until(lambda: len(harness.timers) > 0)
+        _delay, retry = harness.timers.pop()
+        retry()
+        await wait_idle(harness.system)
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+
+
+async def test_retry_delays_grow(harness):
+    harness.lead(True)
+    harness.sink.failures = 3
+    harness.send("a", "BackendNotFound")
+    delays = []
+    for _ in range(3):
+        await wait_until(lambda: len(harness.timers) > 0)
+        delay, retry = harness.timers.pop()
+        delays.append(delay)
+        retry()
+        await wait_idle(harness.system)
+    assert delays[0] < delays[1] < delays[2]
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+
+
+async def test_a_deleted_route_is_forgotten(harness):
+    harness.send("a", "BackendNotFound")
+    harness.system.tell("status-writer", DesiredRouteStatus("default", "a", None))
+    harness.lead(True)
+    await wait_idle(harness.system)
+    assert harness.sink.writes == []

@@ -1,0 +1,111 @@
+"""Raw Kubernetes objects for outbound tests (unit and end to end), as the API server sends them.
+
+Shared by ``tests/actors``, ``tests/api`` and ``tests/e2e`` (pytest puts ``tests/`` on the
+import path through its root ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GATEWAY = "gateway.networking.k8s.io"
+
+
+def service(
+    name: str,
+    *,
+    namespace: str = "default",
+    ports: tuple[int, ...] = (80,),
+    port_names: tuple[str, ...] | None = None,
+    cluster_ip: str = "10.0.0.1",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    names = port_names or tuple(f"p{port}" for port in ports)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {
+            "clusterIP": cluster_ip,
+            "ports": [
+                {"name": port_name, "port": port, "protocol": "TCP"}
+                for port, port_name in zip(ports, names, strict=True)
+            ],
+        },
+    }
+
+
+def backend(name: str, port: int = 80, *, namespace: str | None = None, weight: int = 1):
+    ref: dict[str, Any] = {"name": name, "port": port, "weight": weight}
+    if namespace is not None:
+        ref["namespace"] = namespace
+    return ref
+
+
+def parent(name: str, *, port: int | None = None, namespace: str | None = None):
+    ref: dict[str, Any] = {"group": "core", "kind": "Service", "name": name}
+    if port is not None:
+        ref["port"] = port
+    if namespace is not None:
+        ref["namespace"] = namespace
+    return ref
+
+
+def http_route(
+    name: str,
+    *,
+    namespace: str = "default",
+    parents: list[dict[str, Any]],
+    backends: list[dict[str, Any]],
+    path: str = "/",
+    created: str | None = None,
+    generation: int = 1,
+    version: str = "v1",
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "generation": generation}
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    return {
+        "apiVersion": f"{GATEWAY}/{version}",
+        "kind": "HTTPRoute",
+        "metadata": metadata,
+        "spec": {
+            "parentRefs": parents,
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                    "backendRefs": backends,
+                }
+            ],
+        },
+    }
+
+
+def reference_grant(name: str, *, namespace: str, from_namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GATEWAY}/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "from": [{"group": GATEWAY, "kind": "HTTPRoute", "namespace": from_namespace}],
+            "to": [{"group": "", "kind": "Service"}],
+        },
+    }
+
+
+def backends_of(policy: dict[str, Any]) -> list[tuple[str, bool, int | None]]:
+    """``(name, exists, failure status)`` of every backend of every route of a policy JSON."""
+    return [
+        (
+            b["name"],
+            b["exists"],
+            b["failureInjector"]["status"] if b["failureInjector"] else None,
+        )
+        for route in policy["routes"]
+        for rule in route["rules"]
+        for b in rule["backends"]
+    ]
+
+
+def route_names(policy: dict[str, Any]) -> list[str]:
+    return [f"{route['kind']}:{route['namespace']}/{route['name']}" for route in policy["routes"]]
