@@ -122,12 +122,17 @@ class WatchFilter:
 
 
 class Watch:
-    """One open watch: a filter and a private queue of (event type, object) deliveries."""
+    """One open watch: a filter and a private queue of (event type, object) deliveries.
+
+    The queue is a deque plus one waiter future rather than an ``asyncio.Queue``: an event is
+    offered to every watch of its kind on every write, so the offer path must be cheap.
+    """
 
     def __init__(self, *, rtype: ResourceType, where: WatchFilter, backlog_limit: int) -> None:
         self.rtype = rtype
         self.where = where
-        self._queue: asyncio.Queue[tuple[str, StoredObject] | None] = asyncio.Queue()
+        self._queue: deque[tuple[str, StoredObject]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self._backlog_limit = backlog_limit
         self.closed = False
         self.abrupt = False
@@ -150,37 +155,44 @@ class Watch:
             self._put((event.type, event.stored))
 
     def _put(self, item: tuple[str, StoredObject]) -> None:
-        if self._queue.qsize() >= self._backlog_limit:
+        if len(self._queue) >= self._backlog_limit:
             # A watcher that does not read is cut off, as kube-apiserver does; it relists.
             self.close(abrupt=True)
             return
-        self._queue.put_nowait(item)
+        self._queue.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def pending(self) -> int:
-        return self._queue.qsize()
+        return len(self._queue)
 
     async def next(self) -> tuple[str, StoredObject]:
-        """The next delivery; raises :class:`WatchClosed` once closed and drained."""
-        if self.closed and self._queue.empty():
-            raise WatchClosed
-        item = await self._queue.get()
-        if item is None:
-            raise WatchClosed
-        return item
+        """The next delivery; raises :class:`WatchClosed` once closed (abrupt: at once)."""
+        while not self._queue or (self.closed and self.abrupt):
+            if self.closed:
+                raise WatchClosed
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._queue.popleft()
 
     def next_nowait(self) -> tuple[str, StoredObject] | None:
         """The next delivery if one is already queued (to batch writes), else None."""
-        try:
-            item = self._queue.get_nowait()
-        except asyncio.QueueEmpty:
+        if not self._queue or (self.closed and self.abrupt):
             return None
-        return item
+        return self._queue.popleft()
 
     def close(self, *, abrupt: bool = False) -> None:
         if not self.closed:
             self.closed = True
             self.abrupt = abrupt
-            self._queue.put_nowait(None)
+            self._wake()
 
 
 def _spec_view(obj: Mapping[str, Any], *, status_subresource: bool) -> JsonObject:
