@@ -127,7 +127,9 @@ class InformerStatistics:
     relists: int
     """Lists after the initial one (each follows a 410 Gone)."""
     reconnects: int
-    """Watches re-opened after a failure or a dropped connection."""
+    """Retries after a failure or a dropped connection (each waited for the backoff)."""
+    watches: int
+    """Watch requests opened (one more each time the server ends a watch at its timeout)."""
     bookmarks: int
     """BOOKMARK events received (each advances the resourceVersion)."""
     sink_errors: int
@@ -207,6 +209,7 @@ class _Reflector:
         self.events = 0
         self.relists = 0
         self.reconnects = 0
+        self.watches = 0
         self.bookmarks = 0
         self.sink_errors = 0
         self.last_error: str | None = None
@@ -216,6 +219,7 @@ class _Reflector:
         need_list = not self.listed.is_set()
         expired_in_a_row = 0
         while True:
+            retry_after: float | None = None
             try:
                 if need_list:
                     if self.listed.is_set():
@@ -223,23 +227,23 @@ class _Reflector:
                     await self._list()
                     need_list = False
                     self.listed.set()
-                delivered = await self._watch()
-                if delivered:
-                    expired_in_a_row = 0
+                await self._watch()
+                expired_in_a_row = 0
                 continue
             except _WatchExpired:
                 logger.info("{}: resourceVersion expired, relisting", self._scope)
                 need_list = True
                 expired_in_a_row += 1
-                # One relist is the cure for a 410; a second one in a row without progress means
-                # something is wrong upstream, so it waits like any other failure.
+                # One relist is the cure for a 410; a second one in a row without a watch in
+                # between means something is wrong upstream, so it waits like any other failure.
                 if expired_in_a_row == 1:
                     continue
                 self.last_error = f"list/watch {self._scope}: resourceVersion expired repeatedly"
             except KubeApiError as error:
                 self.last_error = str(error)
+                retry_after = error.retry_after
             self.reconnects += 1
-            delay = self._backoff.next_delay()
+            delay = max(self._backoff.next_delay(), retry_after or 0.0)
             logger.warning("{} (retrying in {:.2f}s)", self.last_error, delay)
             await asyncio.sleep(delay)
 
@@ -306,8 +310,8 @@ class _Reflector:
             self._deliver(Deleted(self._resource, self.store.pop(key)))
         self.resource_version = list_version
 
-    async def _watch(self) -> int:
-        """Watch from the current resourceVersion until the stream ends; returns events seen."""
+    async def _watch(self) -> None:
+        """Watch from the current resourceVersion until the stream ends (at its timeout)."""
         what = f"watch {self._scope}"
         query: QueryParams = [
             ("watch", "true"),
@@ -317,6 +321,7 @@ class _Reflector:
             *self._query(),
         ]
         started = self._clock()
+        self.watches += 1
         # The server ends the watch after timeoutSeconds; a read that stalls much longer means
         # the connection is dead without the kernel knowing.
         timeout = aiohttp.ClientTimeout(sock_connect=30.0, sock_read=self._watch_timeout + 30.0)
@@ -334,7 +339,9 @@ class _Reflector:
                 body = await _read_status_body(response)
                 if response.status == 410:
                     raise _WatchExpired
-                raise status_error(what=what, code=response.status, body=body)
+                raise status_error(
+                    what=what, code=response.status, body=body, headers=response.headers
+                )
             try:
                 async for line in response.content:
                     if line.strip():
@@ -350,7 +357,6 @@ class _Reflector:
             raise KubeApiError(
                 what=what, code=0, reason="VeryShortWatch", message="closed at once with no event"
             )
-        return received
 
     def _handle(self, event: Any, *, what: str) -> None:
         kind = event.get("type") if isinstance(event, dict) else None
@@ -462,6 +468,7 @@ class Informer:
             events=sum(r.events for r in reflectors),
             relists=sum(r.relists for r in reflectors),
             reconnects=sum(r.reconnects for r in reflectors),
+            watches=sum(r.watches for r in reflectors),
             bookmarks=sum(r.bookmarks for r in reflectors),
             sink_errors=sum(r.sink_errors for r in reflectors),
             last_error=errors[-1] if errors else None,

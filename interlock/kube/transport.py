@@ -26,11 +26,21 @@ _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 class KubeApiError(Exception):
     """A request to the API server failed: the request, the HTTP code (0 if none) and why."""
 
-    def __init__(self, *, what: str, code: int, reason: str, message: str) -> None:
+    def __init__(
+        self,
+        *,
+        what: str,
+        code: int,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+    ) -> None:
         self.what = what
         self.code = code
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait (``Retry-After`` on 429/503), if it said."""
         detail = f"{code} {reason}".strip() if code else reason
         super().__init__(f"{what}: {detail}: {message}" if message else f"{what}: {detail}")
 
@@ -45,14 +55,26 @@ class KubeApiError(Exception):
         return self.code == 410
 
 
-def status_error(*, what: str, code: int, body: object) -> KubeApiError:
+def status_error(
+    *, what: str, code: int, body: object, headers: Mapping[str, str] | None = None
+) -> KubeApiError:
     """The error for a non-2xx response whose body may be a ``Status`` object."""
     reason = ""
     message = ""
     if isinstance(body, Mapping):
         reason = str(body.get("reason") or "")
         message = str(body.get("message") or "")
-    return KubeApiError(what=what, code=code, reason=reason, message=message)
+    return KubeApiError(
+        what=what, code=code, reason=reason, message=message, retry_after=_retry_after(headers)
+    )
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare from API servers, and the backoff still applies
 
 
 def connection_error(*, what: str, error: BaseException) -> KubeApiError:
@@ -129,7 +151,7 @@ async def request_json(
     except ValueError:
         data = {"message": raw[:200].decode("utf-8", "replace")}
     if not 200 <= response.status <= 299:
-        raise status_error(what=what, code=response.status, body=data)
+        raise status_error(what=what, code=response.status, body=data, headers=response.headers)
     if not isinstance(data, dict):
         raise KubeApiError(what=what, code=response.status, reason="BadResponse", message="")
     return data

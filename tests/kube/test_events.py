@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from interlock.kube.events import EventRecorder
@@ -81,3 +82,23 @@ async def test_failures_are_counted_never_raised(api: Any, server: Any) -> None:
     assert recorder.statistics().failed == 1
     await recorder.record(regarding=ROUTE, type="Normal", reason="Synced", message="ok")
     assert recorder.statistics().created == 1
+
+
+async def test_concurrent_identical_events_become_one_object(api: Any) -> None:
+    recorder = EventRecorder(api, host="node-1")
+    await asyncio.gather(
+        *(
+            recorder.record(regarding=ROUTE, type="Warning", reason="Flap", message="same")
+            for _ in range(5)
+        )
+    )
+    [event] = await events_in(api, "default")
+    assert event["count"] == 5
+
+
+async def test_cluster_scoped_objects_get_events_in_default(api: Any) -> None:
+    recorder = EventRecorder(api, host="node-1")
+    ingress_class = {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "name": "x"}
+    await recorder.record(regarding=ingress_class, type="Normal", reason="Seen", message="ok")
+    [event] = await events_in(api, "default")
+    assert event["involvedObject"] == ingress_class

@@ -11,7 +11,7 @@ from typing import Any
 
 from interlock.embedded import running_api_server
 from interlock.kube.client import api_client
-from interlock.kube.informer import Deleted, Informer, InformerSet, Upserted
+from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, Upserted
 from interlock.kube.resources import SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox.backoff import BackoffPolicy
@@ -208,3 +208,57 @@ async def test_bookmarks_advance_the_resource_version_so_reconnects_need_no_reli
                 assert statistics.relists == 0
                 assert statistics.reconnects >= 1
                 assert sink.events == [event for event in sink.events if event.key == "quiet/web"]
+
+
+async def test_an_expired_continue_token_restarts_the_list_without_duplicates(
+    api: Any, server: Any
+) -> None:
+    for index in range(7):
+        await create(api, SERVICE, service("default", f"svc-{index}"))
+    sink = Collector()
+
+    def sink_that_expires_the_snapshot(event: InformerEvent) -> None:
+        if not sink.events:  # while the first page is delivered, the snapshot gets compacted
+            server.faults.fail_next(1, status=410, verbs=["list"])
+        sink(event)
+
+    informer = Informer(
+        api,
+        SERVICE,
+        sink=sink_that_expires_the_snapshot,
+        namespaces=["default"],
+        page_size=3,
+        backoff=TINY_BACKOFF,
+    )
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        assert sink.versions() == await server_versions(api, "default")
+        upserted = sink.keys_of(Upserted)
+        assert len(upserted) == len(set(upserted)) == 7
+        assert informer.statistics().reconnects == 0
+
+
+async def test_watches_ended_by_the_server_timeout_are_reopened_without_relisting(
+    api: Any,
+) -> None:
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"], watch_timeout=1)
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        await wait_for(lambda: informer.statistics().watches >= 2, what="a second watch")
+        await create(api, SERVICE, service("default", "late"))
+        await wait_for(lambda: "default/late" in sink.state, what="default/late")
+        statistics = informer.statistics()
+        assert (statistics.relists, statistics.reconnects) == (0, 0)
+
+
+async def test_label_selector_limits_what_is_delivered(api: Any) -> None:
+    chosen = service("default", "chosen")
+    chosen["metadata"]["labels"] = {"app": "edge"}
+    await create(api, SERVICE, chosen)
+    await create(api, SERVICE, service("default", "other"))
+    sink = Collector()
+    informer = make_informer(api, sink, label_selector="app=edge")
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        assert sorted(sink.state) == ["default/chosen"]

@@ -115,3 +115,29 @@ async def test_a_conflicting_write_does_not_make_two_leaders(api: Any) -> None:
     assert a.is_leader
     assert not b.is_leader
     assert await holder(api) == "a"
+
+
+async def test_a_leader_that_cannot_renew_steps_down_and_comes_back(api: Any, server: Any) -> None:
+    started: list[float] = []
+    stopped: list[float] = []
+    a = elector(
+        api,
+        "a",
+        renew_deadline=0.5,
+        on_started_leading=lambda: started.append(1),
+        on_stopped_leading=lambda: stopped.append(1),
+    )
+    task = asyncio.create_task(a.run())
+    try:
+        await wait_for(lambda: a.is_leader, what="a leads")
+        server.faults.fail_next(10_000, status=500, path_contains="/leases")
+        await wait_for(lambda: len(stopped) == 1, what="a steps down")
+        assert not a.is_leader
+        assert a.statistics().failures >= 1
+        server.faults.clear()
+        await wait_for(lambda: len(started) == 2, what="a leads again")
+        assert a.is_leader
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

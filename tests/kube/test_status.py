@@ -89,3 +89,16 @@ async def test_server_errors_are_retryable_and_the_write_is_not_remembered(
         await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
     retried = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
     assert retried.result is PatchResult.WRITTEN
+
+
+async def test_rejected_writes_are_reported_with_the_servers_reason(api: Any, server: Any) -> None:
+    await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    server.faults.fail_next(1, status=422, verbs=["patch"])
+    outcome = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    assert outcome.result is PatchResult.REJECTED
+    assert outcome.code == 422
+    assert "patch status of HTTPRoute default/web: 422" in outcome.message
+    assert (await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))).result is (
+        PatchResult.WRITTEN
+    )
