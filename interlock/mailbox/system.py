@@ -875,16 +875,25 @@ class ActorSystem:
     # Shutdown
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a drain budget
-        """Stop accepting external messages and spawns, let mailboxes drain (messages sent by
-        handlers are still delivered), run every ``stopped()`` hook, and cancel what is still
-        running when ``timeout`` seconds have passed."""
+        """Stop the system within ``timeout`` seconds.
+
+        1. Refuse external messages and spawns (messages sent by handlers are still delivered,
+           so chains in flight complete); actors waiting out a restart backoff stop at once.
+        2. Let mailboxes drain for up to 80% of ``timeout``.
+        3. Stop every actor: queued messages become dead letters and ``stopped()`` hooks run,
+           until ``timeout`` has passed.
+        4. Cancel whatever is still running and wait for it to end.
+        """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        start = loop.time()
         self._accepting = False
-        await self._wait_idle(deadline)
+        for cell in list(self._cells.values()):
+            if cell.actor is None:
+                self._stop_cell(cell, "shutdown")
+        await self._wait_idle(start + 0.8 * timeout)
         for cell in list(self._cells.values()):
             self._stop_cell(cell, "shutdown")
-        await self._wait_idle(deadline)
+        await self._wait_idle(start + timeout)
         remaining = [cell.task for cell in self._busy if cell.task is not None]
         for task in remaining:
             task.cancel()

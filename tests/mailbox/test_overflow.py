@@ -126,3 +126,45 @@ async def test_max_depth_is_recorded(system: ActorSystem) -> None:
     await wait_idle(system)
     stats = system.actor_statistics("r")
     assert (stats.depth, stats.max_depth, stats.processed) == (0, 7, 7)
+
+
+async def test_tell_wait_to_its_own_full_mailbox_fails_instead_of_deadlocking(
+    system: ActorSystem,
+) -> None:
+    outcome: list[BaseException] = []
+
+    class Self(Actor):
+        async def receive(self, message: object) -> None:
+            if message == "fill":
+                self.tell(self.address, "a")
+                try:
+                    await self.system.tell_wait(self.address, "b")
+                except MailboxFull as error:
+                    outcome.append(error)
+
+    system.spawn("self", Self, mailbox=MailboxConfig(capacity=1, overflow=Overflow.BLOCK))
+    system.tell("self", "fill")
+    await wait_until(lambda: len(outcome) == 1)
+
+
+async def test_ask_waits_for_room_in_a_block_mailbox(system: ActorSystem) -> None:
+    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
+
+    class GatedEcho(Gated):
+        async def receive(self, message: object) -> object:
+            await super().receive(message)
+            return message
+
+    system.spawn(
+        "sink",
+        lambda: GatedEcho(gate, log),
+        mailbox=MailboxConfig(capacity=1, overflow=Overflow.BLOCK),
+    )
+    system.tell("sink", "hold")
+    await wait_until(lambda: system.actor_statistics("sink").depth == 0)
+    system.tell("sink", "queued")
+    answer = asyncio.ensure_future(system.ask("sink", "question"))
+    await wait_until(lambda: system.actor_statistics("sink").waiting_senders == 1)
+    gate.set()
+    assert await answer == "question"
+    assert log == ["queued", "question"]

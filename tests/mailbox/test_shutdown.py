@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from interlock.mailbox import Actor, ActorNotFound, ActorSystem
+from interlock.mailbox.testing import ManualSleep, wait_until
 
 
 class Chain(Actor):
@@ -77,3 +78,20 @@ async def test_shutdown_cancels_handlers_that_outlive_the_timeout() -> None:
     await system.shutdown(timeout=0.05)
     assert cancelled == [True]
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_shutdown_does_not_wait_for_a_restart_backoff() -> None:
+    class Fails(Actor):
+        async def receive(self, message: object) -> None:
+            raise RuntimeError("no")
+
+    sleep = ManualSleep(gated=True)
+    system = ActorSystem(sleep=sleep)
+    system.spawn("f", Fails)
+    system.tell("f", "x")
+    await wait_until(lambda: len(sleep.delays) == 1)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await system.shutdown(timeout=10.0)
+    assert loop.time() - started < 5.0
+    assert system.statistics().busy == 0

@@ -161,3 +161,75 @@ def test_summaries_are_short_and_name_the_type() -> None:
             return "custom!"
 
     assert summarize(Custom()) == "custom!"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    name: str
+    version: int
+
+    @property
+    def coalesce_key(self) -> str:
+        return self.name
+
+
+async def test_a_coalesced_delivery_names_the_message_it_replaced(system: ActorSystem) -> None:
+    class Blocked(Actor):
+        async def receive(self, message: object) -> None:
+            return None
+
+    with capture_trace(system) as trace:
+        system.spawn("s", Blocked)
+        system.tell("s", Snapshot("a", 1))
+        system.tell("s", Snapshot("a", 2))
+        await wait_idle(system)
+    first, second = trace.events("deliver")
+    assert second["coalesced"] == first["id"]
+    (handled,) = trace.events("handled", type="Snapshot")
+    assert handled["id"] == second["id"]
+    assert "version=2" in handled["summary"]
+
+
+async def test_spawn_and_started_sends_belong_to_the_spawning_chain(system: ActorSystem) -> None:
+    class Child(Actor):
+        async def started(self) -> None:
+            self.tell("log", "child ready")
+
+        async def receive(self, message: object) -> None:
+            return None
+
+    class Parent(Actor):
+        async def receive(self, message: object) -> None:
+            self.system.spawn("child", Child)
+
+    with capture_trace(system) as trace:
+        system.spawn("log", lambda: Relay(None))
+        system.spawn("parent", Parent)
+        system.tell("parent", "make a child", correlation_id="request-1")
+        await wait_idle(system)
+    (order,) = trace.events("deliver", recipient="parent")
+    (spawned,) = trace.events("spawned", recipient="child")
+    assert spawned["causation_id"] == order["id"]
+    assert spawned["correlation_id"] == "request-1"
+    (ready,) = trace.events("deliver", recipient="log")
+    assert (ready["sender"], ready["causation_id"]) == ("child", spawned["id"])
+    assert ready["correlation_id"] == "request-1"
+
+
+async def test_tracing_can_be_turned_off_while_running(system: ActorSystem) -> None:
+    with capture_trace(system) as trace:
+        system.spawn("a", lambda: Relay(None))
+        system.set_tracer(None)
+        system.tell("a", "x")
+        await wait_idle(system)
+    assert [r["event"] for r in trace.records] == ["spawned"]
+
+
+def test_a_stream_tracer_writes_complete_lines_by_close(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    with path.open("w") as stream:
+        tracer = Tracer.to_stream(stream)
+        tracer.stopped("route/a", reason="requested", actor_type="Route")
+        tracer.close()
+        record = json.loads(path.read_text())
+    assert record["event"] == "stopped" and record["recipient"] == "route/a"
