@@ -1,0 +1,233 @@
+"""``/metrics``: the controller's counters in Prometheus text, read from ``statistics()``.
+
+Every component already keeps its own counters for ``/debug`` (the actor system per actor kind,
+each informer, the status writers, the edge actors, the leader elector). Counting the same things
+again in prometheus-client objects would mean two sources of truth that drift, and a cost on the
+hot path of every message. Instead one custom collector reads the ``statistics()`` snapshots when
+Prometheus scrapes, so each figure is counted exactly once, where it happens, and a scrape costs
+one pass over the actor kinds (not over the actors).
+
+Components are passed as callables returning their statistics (:class:`MetricsSources`): the
+wiring in ``app.py`` decides where each one lives, and a component that is not running (no edge,
+not yet leading) simply contributes nothing. No metric carries a Secret or any object content:
+the labels are actor kinds, informer names, writer names and outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+
+from interlock.actors.status_writer import StatusWriterStatistics
+from interlock.kube.events import EventRecorderStatistics
+from interlock.kube.informer import InformerStatistics
+from interlock.kube.lease import LeaderElectorStatistics
+from interlock.mailbox import SystemStatistics
+
+PREFIX = "interlock"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsSources:
+    """Where each group of metrics comes from; ``None`` leaves the group out."""
+
+    actors: Callable[[], SystemStatistics] | None = None
+    """The actor system (``ActorSystem.statistics``): per-kind actors, depth, handled, failed,
+    restarts, and the dead letters of the whole system."""
+
+    informers: Callable[[], Mapping[str, InformerStatistics]] | None = None
+    """Informer statistics by informer name (``InformerSet.statistics``)."""
+
+    status_writes: Callable[[], Mapping[str, Mapping[str, int]]] | None = None
+    """Status writes by writer (``httproute``, ``ingress``, ``moduleset`` …) then outcome
+    (``written``, ``skipped``, ``failed``, ``rejected``): running totals."""
+
+    edge_reconciles: Callable[[], Mapping[str, int]] | None = None
+    """Edge reconcile steps by outcome (``applied``, ``permanent_error``, ``transient_error`` …),
+    running totals over every edge actor."""
+
+    leader: Callable[[], LeaderElectorStatistics | None] | None = None
+    """The leader elector; ``None`` from the callable when no election runs."""
+
+    events: Callable[[], EventRecorderStatistics] | None = None
+    """The Kubernetes Event recorder."""
+
+
+class ControllerCollector:
+    """A prometheus-client collector reading :class:`MetricsSources` at scrape time."""
+
+    def __init__(self, sources: MetricsSources) -> None:
+        self._sources = sources
+
+    def describe(self) -> list[Metric]:
+        # Registration needs only the names; without this it would collect once to learn them.
+        return list(self._families(sample=False))
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families(sample=True)
+
+    def _families(self, *, sample: bool) -> Iterator[Metric]:
+        sources = self._sources
+        if sources.actors is not None:
+            yield from _actor_families(sources.actors() if sample else None)
+        if sources.informers is not None:
+            yield from _informer_families(sources.informers() if sample else None)
+        if sources.status_writes is not None:
+            yield from _status_families(sources.status_writes() if sample else None)
+        if sources.edge_reconciles is not None:
+            yield from _edge_families(sources.edge_reconciles() if sample else None)
+        if sources.leader is not None:
+            yield from _leader_families(sources.leader() if sample else None)
+        if sources.events is not None:
+            yield from _event_families(sources.events() if sample else None)
+
+
+def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
+    return CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
+
+
+def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
+
+
+def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
+    actors = _gauge("actors", "Actors alive, by kind (address prefix).", ["kind"])
+    depth = _gauge("mailbox_depth", "Messages waiting in mailboxes, by actor kind.", ["kind"])
+    handled = _counter(
+        "messages_handled", "Messages handled without error, by actor kind.", ["kind"]
+    )
+    failed = _counter("messages_failed", "Messages whose handler raised, by actor kind.", ["kind"])
+    restarts = _counter("actor_restarts", "Actors restarted by supervision, by kind.", ["kind"])
+    dead = _counter(
+        "dead_letters",
+        "Messages never delivered (unknown or stopped actor, overflow, shutdown).",
+    )
+    busy = _gauge("actors_busy", "Actors that own a task right now (idle actors own none).")
+    if stats is not None:
+        for kind, counts in sorted(stats.kinds.items()):
+            actors.add_metric([kind], counts.actors)
+            depth.add_metric([kind], counts.depth)
+            handled.add_metric([kind], counts.processed)
+            failed.add_metric([kind], counts.failed)
+            restarts.add_metric([kind], counts.restarts)
+        dead.add_metric([], stats.dead_letters)
+        busy.add_metric([], stats.busy)
+    yield from (actors, depth, handled, failed, restarts, dead, busy)
+
+
+def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterator[Metric]:
+    labels = ["informer"]
+    objects = _gauge("informer_objects", "Objects an informer currently knows.", labels)
+    events = _counter("informer_events", "Events an informer delivered (upserts, deletes).", labels)
+    relists = _counter(
+        "informer_relists", "Lists after the initial one (each follows 410 Gone).", labels
+    )
+    reconnects = _counter(
+        "informer_reconnects", "Watches re-opened after a failure or a dropped connection.", labels
+    )
+    sink_errors = _counter(
+        "informer_sink_errors", "Events whose delivery to the controller raised.", labels
+    )
+    for name, counts in sorted((stats or {}).items()):
+        objects.add_metric([name], counts.objects)
+        events.add_metric([name], counts.events)
+        relists.add_metric([name], counts.relists)
+        reconnects.add_metric([name], counts.reconnects)
+        sink_errors.add_metric([name], counts.sink_errors)
+    yield from (objects, events, relists, reconnects, sink_errors)
+
+
+def _status_families(stats: Mapping[str, Mapping[str, int]] | None) -> Iterator[Metric]:
+    patches = _counter(
+        "status_patches",
+        "Status writes by writer and outcome (written, skipped as unchanged, failed "
+        "transiently, rejected by the API server).",
+        ["writer", "outcome"],
+    )
+    for writer, outcomes in sorted((stats or {}).items()):
+        for outcome, count in sorted(outcomes.items()):
+            patches.add_metric([writer, outcome], count)
+    yield patches
+
+
+def _edge_families(stats: Mapping[str, int] | None) -> Iterator[Metric]:
+    reconciles = _counter(
+        "edge_reconciles", "Edge reconcile steps by outcome, over every host.", ["outcome"]
+    )
+    for outcome, count in sorted((stats or {}).items()):
+        reconciles.add_metric([outcome], count)
+    yield reconciles
+
+
+def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[Metric]:
+    leader = _gauge("leader", "1 while this replica holds the Lease (and writes status), else 0.")
+    acquisitions = _counter("leader_acquisitions", "Times this replica became leader.")
+    renewals = _counter("lease_renewals", "Successful Lease renewals while leading.")
+    conflicts = _counter("lease_conflicts", "Lease writes refused because another replica won.")
+    failures = _counter("lease_failures", "Lease attempts that failed for another reason.")
+    if stats is not None:
+        leader.add_metric([], 1 if stats.is_leader else 0)
+        acquisitions.add_metric([], stats.acquisitions)
+        renewals.add_metric([], stats.renewals)
+        conflicts.add_metric([], stats.conflicts)
+        failures.add_metric([], stats.failures)
+    yield from (leader, acquisitions, renewals, conflicts, failures)
+
+
+def _event_families(stats: EventRecorderStatistics | None) -> Iterator[Metric]:
+    events = _counter(
+        "kube_events",
+        "Kubernetes Events recorded: created, aggregated into an existing one, or failed.",
+        ["outcome"],
+    )
+    if stats is not None:
+        events.add_metric(["created"], stats.created)
+        events.add_metric(["aggregated"], stats.aggregated)
+        events.add_metric(["failed"], stats.failed)
+    yield events
+
+
+def status_writer_outcomes(stats: StatusWriterStatistics) -> dict[str, int]:
+    """A :class:`~interlock.actors.status_writer.StatusWriter`'s totals as ``status_writes``
+    outcomes."""
+    return {
+        "written": stats.writes,
+        "skipped": stats.skipped,
+        "failed": stats.failures,
+        "rejected": stats.rejected,
+    }
+
+
+def metrics_registry(sources: MetricsSources, *, process: bool = True) -> CollectorRegistry:
+    """A registry of its own (several controllers may share a process in tests) holding the
+    controller's collector and, with ``process``, the standard ``process_*`` metrics."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(ControllerCollector(sources))
+    if process:
+        ProcessCollector(registry=registry)
+    return registry
+
+
+def metrics_handler(
+    registry: CollectorRegistry,
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """An aiohttp handler answering ``GET /metrics`` with ``registry`` in Prometheus text."""
+
+    async def handle(_request: web.Request) -> web.StreamResponse:
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    return handle
+
+
+def mount_metrics(app: web.Application, sources: MetricsSources) -> CollectorRegistry:
+    """Serve ``/metrics`` on ``app`` (the admin app, before it is served); returns the registry."""
+    registry = metrics_registry(sources)
+    app.router.add_get("/metrics", metrics_handler(registry))
+    return registry

@@ -1,0 +1,157 @@
+"""``/metrics``: Prometheus text that prometheus-client parses, with counters that move."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from interlock.actors.status_writer import StatusWriterStatistics
+from interlock.api.admin import AdminApp
+from interlock.api.metrics import MetricsSources, mount_metrics, status_writer_outcomes
+from interlock.api.serving import serve
+from interlock.config import Address
+from interlock.kube.events import EventRecorderStatistics
+from interlock.kube.informer import InformerStatistics
+from interlock.kube.lease import LeaderElectorStatistics
+from interlock.mailbox import Actor, ActorSystem
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+class Failing(Exception):
+    pass
+
+
+class Counting(Actor):
+    """Handles ints; raises on negative ones (so failures and restarts can be counted)."""
+
+    async def receive(self, message: object) -> None:
+        if isinstance(message, int) and message < 0:
+            raise Failing("negative")
+
+
+def _informer(events: int, relists: int) -> InformerStatistics:
+    # Every counter zero but these, whatever other counters the informer grows later.
+    zeros: dict[str, object] = {field.name: 0 for field in dataclasses.fields(InformerStatistics)}
+    return InformerStatistics(
+        **{**zeros, "objects": events, "events": events, "relists": relists, "last_error": None}
+    )
+
+
+async def _scrape(url: str) -> tuple[str, Samples, set[str]]:
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as response:
+        assert response.status == 200
+        content_type = response.headers["Content-Type"]
+        text = await response.text()
+    samples: Samples = {}
+    families: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        families.add(family.name)
+        assert family.documentation, f"{family.name} has no HELP text"
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return content_type, samples, families
+
+
+async def _until(predicate: Callable[[], bool], *, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
+    system = ActorSystem()
+    informers = {"services": _informer(3, 0)}
+    leader = LeaderElectorStatistics(
+        is_leader=False,
+        holder="",
+        acquisitions=0,
+        renewals=0,
+        conflicts=0,
+        failures=0,
+        last_error=None,
+    )
+    writer = StatusWriterStatistics(
+        leading=False, routes=0, pending=0, writes=0, skipped=0, failures=0, rejected=0
+    )
+    edges = {"applied": 0}
+    admin = AdminApp(is_ready=lambda: True)
+    mount_metrics(
+        admin.app,
+        MetricsSources(
+            actors=system.statistics,
+            informers=lambda: informers,
+            status_writes=lambda: {"httproute": status_writer_outcomes(writer)},
+            edge_reconciles=lambda: edges,
+            leader=lambda: leader,
+            events=lambda: EventRecorderStatistics(created=2, aggregated=1, failed=0),
+        ),
+    )
+    site = await serve(admin.app, Address("127.0.0.1", 0))
+    try:
+        system.spawn("route/default/web", Counting)
+        system.spawn("route/default/api", Counting)
+        content_type, before, families = await _scrape(site.url)
+        assert content_type.startswith("text/plain")
+        assert {
+            "interlock_actors",
+            "interlock_mailbox_depth",
+            "interlock_messages_handled",
+            "interlock_messages_failed",
+            "interlock_actor_restarts",
+            "interlock_dead_letters",
+            "interlock_informer_events",
+            "interlock_informer_relists",
+            "interlock_status_patches",
+            "interlock_edge_reconciles",
+            "interlock_leader",
+            "interlock_kube_events",
+            "process_resident_memory_bytes",
+        } <= families
+        route = (("kind", "route"),)
+        assert before[("interlock_actors", route)] == 2
+        assert before[("interlock_leader", ())] == 0
+
+        for _ in range(5):
+            system.tell("route/default/web", 1)
+        system.tell("route/default/api", -1)
+        system.tell("route/nowhere", 1)
+        await _until(lambda: system.statistics().kinds["route"].restarts >= 1)
+        informers["services"] = _informer(4, 1)
+        leader = dataclasses.replace(leader, is_leader=True, acquisitions=1)
+        writer = dataclasses.replace(writer, writes=3, skipped=1)
+        edges["applied"] = 2
+        _, after, _ = await _scrape(site.url)
+    finally:
+        await site.stop()
+        await system.shutdown()
+
+    handled = ("interlock_messages_handled_total", route)
+    assert after[handled] >= before[handled] + 5
+    assert after[("interlock_messages_failed_total", route)] == 1
+    assert after[("interlock_actor_restarts_total", route)] == 1
+    assert after[("interlock_dead_letters_total", ())] >= 1
+    services = (("informer", "services"),)
+    assert after[("interlock_informer_events_total", services)] == 4
+    assert after[("interlock_informer_relists_total", services)] == 1
+    assert after[("interlock_leader", ())] == 1
+    written = (("outcome", "written"), ("writer", "httproute"))
+    assert after[("interlock_status_patches_total", written)] == 3
+    assert after[("interlock_edge_reconciles_total", (("outcome", "applied"),))] == 2
+    assert after[("interlock_kube_events_total", (("outcome", "created"),))] == 2
+
+
+async def test_groups_without_a_source_are_left_out() -> None:
+    admin = AdminApp(is_ready=lambda: True)
+    mount_metrics(admin.app, MetricsSources())
+    site = await serve(admin.app, Address("127.0.0.1", 0))
+    try:
+        _, _, families = await _scrape(site.url)
+    finally:
+        await site.stop()
+    assert not {name for name in families if name.startswith("interlock_")}
