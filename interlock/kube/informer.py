@@ -81,6 +81,19 @@ class Upserted:
         """``namespace/name`` of the object."""
         return object_key(self.obj)
 
+    @property
+    def namespace(self) -> str:
+        """The object's namespace ('' when cluster-scoped)."""
+        return str(_meta(self.obj).get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str(_meta(self.obj).get("name", ""))
+
+    @property
+    def resource_version(self) -> str:
+        return resource_version(self.obj)
+
     def trace_summary(self) -> str:
         """``Service default/web rv=123``: what a trace line shows instead of the object."""
         return f"{self.resource.kind} {self.key} rv={resource_version(self.obj)}"
@@ -103,6 +116,19 @@ class Deleted:
     def key(self) -> str:
         """``namespace/name`` of the object."""
         return object_key(self.obj)
+
+    @property
+    def namespace(self) -> str:
+        """The object's namespace ('' when cluster-scoped)."""
+        return str(_meta(self.obj).get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str(_meta(self.obj).get("name", ""))
+
+    @property
+    def resource_version(self) -> str:
+        return resource_version(self.obj)
 
     def trace_summary(self) -> str:
         """``Service default/web rv=123``: what a trace line shows instead of the object."""

@@ -90,6 +90,7 @@ def test_informer_events_never_show_secret_data() -> None:
         assert event.trace_summary() == "Secret default/users rv=42"
         assert event.__trace_redact__ == frozenset({"obj"})
         assert event.key == "default/users"
+        assert (event.namespace, event.name, event.resource_version) == ("default", "users", "42")
 
 
 def test_event_message_is_cut_to_one_kibibyte_without_splitting_characters() -> None:
