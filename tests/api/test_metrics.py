@@ -57,8 +57,8 @@ async def _scrape(url: str) -> tuple[str, Samples, set[str]]:
     return content_type, samples, families
 
 
-async def _until(predicate: Callable[[], bool], *, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def _until(predicate: Callable[[], bool], *, within: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
