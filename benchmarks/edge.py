@@ -7,7 +7,7 @@ is ``wrk`` when installed (else an aiohttp client with the same number of connec
 alternate the targets so drift on a shared machine hits them alike; figures are medians over
 rounds, and ratios are taken within the same run.
 
-    .venv/bin/python benchmarks/edge.py [--rounds 3] [--seconds 5] [--connections 32]
+    .venv/bin/python benchmarks/edge.py [--rounds 5] [--seconds 4] [--connections 32]
 
 Prints a table and rewrites the ``## Edge`` section of ``docs/benchmarks.md``.
 """
@@ -213,8 +213,8 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float =
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument(
@@ -354,21 +354,26 @@ def render(results: dict[str, list[Result]], *, args: argparse.Namespace, genera
             f"| {name} | {rps:,.0f} | {p99:.2f} | {errors} | "
             f"{rps / edge_rps:.2f}x | {p99 / edge_p99:.2f}x |"
         )
-    direct_rps, direct_p99, _ = medians["backend direct"]
     lines += [
         "",
-        f"The edge serves {edge_rps / direct_rps:.0%} of the backend's direct throughput "
-        f"(p99 {edge_p99 / direct_p99:.1f}x the direct p99).",
+        "Ratios within each round (the figure is their median; each round in brackets):",
+        "",
     ]
-    nginx = [name for name in medians if name.startswith("nginx")]
-    if nginx:
-        nginx_rps, nginx_p99, _ = medians[nginx[0]]
+    # The edge against each baseline; the modules variant against the plain edge (their cost).
+    pairs = [("interlock edge", name) for name in results if not name.startswith("interlock")]
+    pairs.append(("interlock edge + modules", "interlock edge"))
+    for mine, other in pairs:
+        ours, theirs = results[mine], results[other]
+        throughput = [a.rps / b.rps for a, b in zip(ours, theirs, strict=True)]
+        tail = [a.p99_ms / b.p99_ms for a, b in zip(ours, theirs, strict=True)]
         lines.append(
-            f"Against nginx: {edge_rps / nginx_rps:.0%} of its throughput, "
-            f"p99 {edge_p99 / nginx_p99:.1f}x its p99."
+            f"- {mine} vs {other}: {statistics.median(throughput):.0%} of its throughput "
+            f"[{', '.join(f'{r:.0%}' for r in throughput)}], "
+            f"p99 {statistics.median(tail):.1f}x its p99 "
+            f"[{', '.join(f'{r:.1f}' for r in tail)}]"
         )
-    else:
-        lines.append("nginx was not installed, so there is no nginx comparison in this run.")
+    if not any(name.startswith("nginx") for name in results):
+        lines.append("- nginx was not installed, so this run has no nginx comparison.")
     return "\n".join(lines) + "\n"
 
 

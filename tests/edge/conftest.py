@@ -38,7 +38,8 @@ class Backend:
     """A local HTTP server that records every request it receives.
 
     ``/echo`` answers with the request as JSON; ``/download?size=N`` streams N bytes;
-    ``/upload`` counts the body; ``/hang`` never answers until the test ends; ``/status/N``
+    ``/upload`` counts the body; ``/hang`` never answers until the test ends (``/partial``
+    sends the headers and 1 KiB of a 1 MiB body, then nothing); ``/status/N``
     answers N; anything else answers ``hello from <name>``.
     """
 
@@ -79,6 +80,13 @@ class Backend:
             return response
         if request.path == "/upload":
             return web.json_response({"size": size})
+        if request.path == "/partial":
+            response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+            response.content_length = 1024 * 1024
+            await response.prepare(request)
+            await response.write(b"p" * 1024)
+            await self.release.wait()
+            return response
         if request.path == "/hang":
             await self.release.wait()
             return web.Response(text="late")

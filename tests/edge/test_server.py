@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+import aiohttp
+import pytest
+
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules
 
@@ -188,6 +191,18 @@ async def test_upstream_read_timeout_is_504(harness: EdgeHarness, backend: Backe
     await harness.serve()
     status, _, _ = await harness.get("/hang")
     assert status == 504
+
+
+async def test_upstream_stalling_mid_body_cuts_the_client_connection(
+    harness: EdgeHarness, backend: Backend
+) -> None:
+    await harness.serve()
+    async with harness.client.get(harness.url + "/partial", headers={"Host": HOST}) as response:
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await response.read()
+    # The edge keeps serving other requests.
+    assert (await harness.get("/"))[0] == 200
 
 
 async def test_unreachable_upstream_is_502(harness: EdgeHarness, backend: Backend) -> None:
