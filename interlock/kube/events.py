@@ -21,6 +21,7 @@ from typing import Any, Literal
 from loguru import logger
 
 from interlock.kube.resources import EVENT
+from interlock.kube.safelog import log_failure
 from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json
 
 MAX_MESSAGE_BYTES = 1024
@@ -125,10 +126,10 @@ class EventRecorder:
             except KubeApiError as error:
                 self._failed += 1
                 logger.warning("cannot record {} event {} for {}: {}", type, reason, subject, error)
-            except Exception:
+            except Exception as error:
                 # A bug here must not take down the actor that only wanted to inform the user.
                 self._failed += 1
-                logger.exception("cannot record {} event {} for {}", type, reason, subject)
+                log_failure("cannot record {} event {} for {}", type, reason, subject, error=error)
 
     async def _record(
         self,

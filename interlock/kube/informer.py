@@ -30,6 +30,7 @@ import aiohttp
 from loguru import logger
 
 from interlock.kube.resources import Resource
+from interlock.kube.safelog import log_failure
 from interlock.kube.transport import (
     KubeApiError,
     QueryParams,
@@ -280,9 +281,9 @@ class _Reflector:
         self.events += 1
         try:
             self._sink(event)
-        except Exception:
+        except Exception as error:
             self.sink_errors += 1
-            logger.exception("sink raised on {}", event.trace_summary())
+            log_failure("sink raised on {}", event.trace_summary(), error=error)
 
     def _complete(self, obj: dict[str, Any]) -> dict[str, Any]:
         # Items of a list response carry no apiVersion/kind (watch events do); consumers should

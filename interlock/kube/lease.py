@@ -29,6 +29,7 @@ from typing import Any
 from loguru import logger
 
 from interlock.kube.resources import LEASE
+from interlock.kube.safelog import log_failure
 from interlock.kube.transport import KubeApiError, request_json
 
 _JITTER = 1.2
@@ -320,8 +321,8 @@ class LeaderElector:
             return
         try:
             callback()
-        except Exception:
-            logger.exception("{}: {} raised", self._what, label)
+        except Exception as error:
+            log_failure("{}: {} raised", self._what, label, error=error)
 
     def statistics(self) -> LeaderElectorStatistics:
         holder = str((self._observed_spec or {}).get("holderIdentity") or "")

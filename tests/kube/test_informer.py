@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 from interlock.embedded import running_api_server
 from interlock.kube.client import api_client
 from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, Upserted
-from interlock.kube.resources import SERVICE
+from interlock.kube.resources import SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox.backoff import BackoffPolicy
 
@@ -262,3 +264,41 @@ async def test_label_selector_limits_what_is_delivered(api: Any) -> None:
     async with running(informer):
         await asyncio.wait_for(informer.ready.wait(), 10)
         assert sorted(sink.state) == ["default/chosen"]
+
+
+async def test_a_failing_sink_is_logged_without_secret_data_and_delivery_goes_on(
+    api: Any,
+) -> None:
+    lines: list[str] = []
+    handler = logger.add(lines.append, level="ERROR", diagnose=True, backtrace=True)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"namespace": "default", "name": "users"},
+        "data": {"htpasswd": "c3VwZXItc2VjcmV0LXBhc3N3b3Jk"},
+    }
+    await create(api, SECRET, secret)
+    delivered: list[str] = []
+
+    def reject(data: object) -> None:
+        raise RuntimeError("cannot use this secret")
+
+    def sink(event: InformerEvent) -> None:
+        data = event.obj.get("data", {})
+        if event.name == "users":
+            reject(data)
+        delivered.append(event.key)
+
+    informer = Informer(api, SECRET, sink=sink, namespaces=["default"], backoff=TINY_BACKOFF)
+    try:
+        async with running(informer):
+            await asyncio.wait_for(informer.ready.wait(), 10)
+            await create(api, SECRET, {**secret, "metadata": {**secret["metadata"], "name": "b"}})
+            await wait_for(lambda: "default/b" in delivered, what="delivery after a failure")
+    finally:
+        logger.remove(handler)
+    assert informer.statistics().sink_errors == 1
+    text = "".join(lines)
+    assert "sink raised on Secret default/users" in text
+    assert "cannot use this secret" in text
+    assert "c3VwZXItc2VjcmV0LXBhc3N3b3Jk" not in text
