@@ -75,7 +75,12 @@ class EmbeddedApiServer:
             return
         self._handler.reset()
         runner = web.AppRunner(
-            self._handler.application(), handle_signals=False, access_log=None, shutdown_timeout=1.0
+            self._handler.application(),
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=1.0,
+            # A client that goes away must end its watch at once, not at the next event.
+            handler_cancellation=True,
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)

@@ -98,3 +98,13 @@ async def test_restart_keeps_data_and_port_and_drops_connections(
         listed = await client.CoreV1Api(api).list_namespaced_service("default")
     assert [s.metadata.name for s in listed.items] == ["web"]
     assert int(listed.metadata.resource_version) == before
+
+
+async def test_a_client_closing_its_watch_ends_it_on_the_server(
+    api_server: EmbeddedApiServer,
+) -> None:
+    async with aiohttp.ClientSession() as session:
+        response = await session.get(f"{api_server.url}/api/v1/services?watch=true")
+        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        response.close()
+    await eventually(lambda: api_server.store.statistics()["watches"] == 0)
