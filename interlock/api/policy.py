@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
@@ -63,12 +64,17 @@ def _is_watch(request: web.Request) -> bool:
 
 
 def build_policy_app(
-    *, source: PolicySource, first_policy_timeout: float = 10.0
+    *,
+    source: PolicySource,
+    first_policy_timeout: float = 10.0,
+    wait_ready: Callable[[], Awaitable[object]] | None = None,
 ) -> web.Application:
     """The aiohttp application of the policy API, reading policies from ``source``.
 
-    ``first_policy_timeout`` bounds how long a request waits for the first policy of a target
-    (normally immediate); past it the answer is 503 so a client retries instead of hanging.
+    ``first_policy_timeout`` bounds how long a request waits for the controller's initial sync
+    (``wait_ready``) and the first policy of a target (normally immediate); past it the answer
+    is 503 so a client retries instead of hanging or getting a policy computed from half the
+    cluster.
     """
 
     async def outbound(request: web.Request) -> web.StreamResponse:
@@ -76,6 +82,14 @@ def build_policy_app(
             target = parse_target(request)
         except BadRequest as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        if wait_ready is not None:
+            try:
+                await asyncio.wait_for(wait_ready(), timeout=first_policy_timeout)
+            except TimeoutError:
+                return web.json_response(
+                    {"error": "the controller has not finished its initial sync; retry"},
+                    status=503,
+                )
         slot = source.open_watch(target)
         open_slots.add(slot)
         try:

@@ -1,0 +1,313 @@
+"""The running controller: everything wired together from one :class:`ControllerConfig`.
+
+``Controller.start()`` connects to Kubernetes (or starts the embedded API server), spawns the
+actors, starts the informers, the leader election and the HTTP servers; ``ready`` turns true
+once every informer delivered its initial list; ``stop()`` drains the actors, releases the Lease
+and closes everything, so a rolling restart hands status writing over at once. Nothing else in
+the package reads configuration or opens connections: tests start a ``Controller`` exactly as
+``interlock run`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from interlock.actors.grants import GrantsDirectory
+from interlock.actors.messages import (
+    GRANTS_DIRECTORY,
+    INFORMER_ROUTER,
+    SERVICE_DIRECTORY,
+    STATUS_WRITER,
+    LeadershipChanged,
+    ObjectChanged,
+)
+from interlock.actors.route import RouteActor
+from interlock.actors.router import InformerRouter
+from interlock.actors.service_directory import ServiceDirectory
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.status_writer import StatusWriter, TransientStatusError
+from interlock.api.admin import AdminApp
+from interlock.api.policy import build_policy_app
+from interlock.api.serving import RunningSite, serve
+from interlock.config import ControllerConfig
+from interlock.embedded import EmbeddedApiServer
+from interlock.kube.client import close_api_client, make_api_client
+from interlock.kube.discovery import served_resource
+from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet
+from interlock.kube.lease import LeaderElector
+from interlock.kube.resources import (
+    HTTP_ROUTE_VERSIONS,
+    REFERENCE_GRANT_VERSIONS,
+    SERVICE,
+    Resource,
+)
+from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
+from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
+
+CRDS_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
+"""The CRDs applied first in embedded mode (when running from a source checkout)."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RouteStatusSink:
+    """The StatusWriter's boundary to Kubernetes: a merge patch on the HTTPRoute's ``/status``."""
+
+    def __init__(self, patcher: StatusPatcher, resource: Resource) -> None:
+        self._patcher = patcher
+        self._resource = resource
+
+    async def write_route_status(
+        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    ) -> bool:
+        try:
+            outcome = await self._patcher.patch_status(
+                self._resource, namespace, name, {"parents": parents}
+            )
+        except RetryableStatusError as error:
+            raise TransientStatusError(str(error)) from error
+        if outcome.result is PatchResult.REJECTED:
+            logger.warning(
+                "HTTPRoute {}/{}: status rejected ({}): {}",
+                namespace,
+                name,
+                outcome.code,
+                outcome.message,
+            )
+            return False
+        return True
+
+
+def object_changed(event: InformerEvent) -> ObjectChanged:
+    """The router's message for an informer event (its identity becomes the correlation id)."""
+    meta = event.obj.get("metadata") or {}
+    return ObjectChanged(
+        kind=event.resource.kind,
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        deleted=isinstance(event, Deleted),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        obj=event.obj,
+    )
+
+
+class Controller:
+    """One replica of interlock: informers → actors → policy API, status through the Lease."""
+
+    def __init__(self, config: ControllerConfig, *, now: Callable[[], datetime] = _utc_now) -> None:
+        self.config = config
+        self._now = now
+        self.embedded: EmbeddedApiServer | None = None
+        self.kubeconfig_path: str | None = config.kubeconfig
+        self.api: Any = None
+        self.tracer: Tracer | None = None
+        self.system = ActorSystem()
+        self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
+        self.informers: InformerSet | None = None
+        self.elector: LeaderElector | None = None
+        self.status_writer: StatusWriter | None = None
+        self.policy_site: RunningSite | None = None
+        self.admin_site: RunningSite | None = None
+        self.http_route_resource: Resource | None = None
+        self.patcher: StatusPatcher | None = None
+        self._synced = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+
+    # ---------------------------------------------------------------------------------------
+    # Lifecycle
+
+    @property
+    def ready(self) -> bool:
+        """True once every informer delivered its initial list and the actors settled on it."""
+        return self._synced.is_set()
+
+    async def wait_ready(self, *, within: float = 30.0) -> None:
+        """Wait for :attr:`ready`; raises ``TimeoutError`` after ``within`` seconds."""
+        await asyncio.wait_for(self._synced.wait(), within)
+
+    async def _initial_sync(self) -> None:
+        # The informers are ready when the lists reached the router; the policies are ready
+        # when the actors finished with them (no actor has work left), not before.
+        assert self.informers is not None
+        await self.informers.ready.wait()
+        while self.system.statistics().busy:  # noqa: ASYNC110 - the runtime has no idle event
+            await asyncio.sleep(0.01)
+        self._synced.set()
+        logger.info("initial sync done: {} actors", self.system.statistics().actors)
+
+    async def start(self) -> None:
+        """Connect, spawn the actors, start informers, leader election and the HTTP servers."""
+        config = self.config
+        if config.trace_file:
+            self.tracer = Tracer.to_file(config.trace_file)
+            self.system.set_tracer(self.tracer)
+        if config.embedded:
+            await self._start_embedded()
+        self.api = await make_api_client(
+            kubeconfig=self.kubeconfig_path, in_cluster=config.in_cluster
+        )
+        self.http_route_resource = await served_resource(self.api, HTTP_ROUTE_VERSIONS)
+        grant_resource = await served_resource(self.api, REFERENCE_GRANT_VERSIONS)
+        self._spawn_actors()
+        self.informers = InformerSet(
+            [
+                self._informer(resource)
+                for resource in (SERVICE, self.http_route_resource, grant_resource)
+                if resource is not None
+            ]
+        )
+        for kind, resource in (
+            ("HTTPRoute", self.http_route_resource),
+            ("ReferenceGrant", grant_resource),
+        ):
+            if resource is None:
+                logger.warning("{}: not served by this cluster (Gateway API CRDs missing?)", kind)
+        self.elector = LeaderElector(
+            self.api,
+            namespace=config.lease_namespace,
+            name=config.lease_name,
+            identity=config.lease_identity,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.lease_renew_deadline,
+            retry_period=config.lease_retry_period,
+            on_started_leading=self._started_leading,
+            on_stopped_leading=lambda: self.system.tell(STATUS_WRITER, LeadershipChanged(False)),
+        )
+        self._tasks = [
+            asyncio.create_task(self.informers.run(), name="informers"),
+            asyncio.create_task(self.elector.run(), name="leader-election"),
+            asyncio.create_task(self._initial_sync(), name="initial-sync"),
+        ]
+        self.policy_site = await serve(
+            build_policy_app(source=self.watches, wait_ready=self._synced.wait),
+            config.policy_addr,
+        )
+        self.admin_site = await serve(self._admin().app, config.admin_addr)
+
+    async def _start_embedded(self) -> None:
+        self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)
+        await self.embedded.start()
+        paths = [str(CRDS_DIR)] if CRDS_DIR.is_dir() else []
+        paths.extend(self.config.manifests)
+        if paths:
+            report = await self.embedded.apply_manifests(paths)
+            logger.info("embedded API server: applied {}", report)
+        target = self.config.write_kubeconfig
+        if target is None:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="interlock-")
+            target = str(Path(self._tempdir.name) / "kubeconfig")
+        self.kubeconfig_path = str(self.embedded.write_kubeconfig(target))
+
+    def _informer(self, resource: Resource) -> Informer:
+        namespaces = list(self.config.namespaces) or None
+        return Informer(self.api, resource, sink=self._sink, namespaces=namespaces)
+
+    def _sink(self, event: InformerEvent) -> None:
+        change = object_changed(event)
+        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+
+    def _spawn_actors(self) -> None:
+        config = self.config
+        assert self.api is not None
+        route_resource = self.http_route_resource or HTTP_ROUTE_VERSIONS[0]
+        patcher = self.patcher = StatusPatcher(self.api)
+        sink = RouteStatusSink(patcher, route_resource)
+
+        def status_writer() -> StatusWriter:
+            writer = StatusWriter(
+                sink=sink,
+                is_leader=lambda: self.elector is not None and self.elector.is_leader,
+                backoff=BackoffPolicy(
+                    initial=config.status_retry_initial, maximum=config.status_retry_maximum
+                ),
+            )
+            self.status_writer = writer
+            return writer
+
+        def route_actor(namespace: str, name: str) -> RouteActor:
+            return RouteActor(
+                namespace=namespace,
+                name=name,
+                controller_name=config.controller_name,
+                now=self._now,
+            )
+
+        self.system.spawn(STATUS_WRITER, status_writer)
+        self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory)
+        self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory)
+        self.system.spawn(INFORMER_ROUTER, lambda: InformerRouter(route_factory=route_actor))
+
+    def _started_leading(self) -> None:
+        # What this process wrote before says nothing about what another leader wrote since.
+        if self.patcher is not None:
+            self.patcher.cache.clear()
+        self.system.tell(STATUS_WRITER, LeadershipChanged(True))
+
+    def _admin(self) -> AdminApp:
+        admin = AdminApp(is_ready=lambda: self.ready)
+        admin.add_debug("actors", self.system.statistics)
+        admin.add_debug("watches", self.watches.debug)
+        if self.informers is not None:
+            admin.add_debug("informers", self.informers.statistics)
+        admin.add_debug(
+            "status", lambda: self.status_writer.statistics() if self.status_writer else None
+        )
+        if self.elector is not None:
+            admin.add_debug("lease", self.elector.statistics)
+        return admin
+
+    def describe(self) -> list[str]:
+        """Where this controller listens, one line each (``interlock run`` prints them)."""
+        lines: list[str] = []
+        if self.embedded is not None:
+            lines.append(f"embedded API server at {self.embedded.url}")
+        if self.config.embedded and self.kubeconfig_path:
+            lines.append(f"kubeconfig written to {self.kubeconfig_path}")
+        if self.policy_site is not None:
+            lines.append(f"policy API listening on {self.policy_site.url}")
+        if self.admin_site is not None:
+            lines.append(f"admin listening on {self.admin_site.url}")
+        return lines
+
+    async def stop(self) -> None:
+        """End watch streams, stop informers, drain actors, release the Lease, disconnect."""
+        self.watches.close()
+        for site in (self.policy_site, self.admin_site):
+            if site is not None:
+                await site.stop()
+        self.policy_site = self.admin_site = None
+        elector_tasks = [t for t in self._tasks if t.get_name() == "leader-election"]
+        others = [t for t in self._tasks if t not in elector_tasks]
+        for task in others:
+            task.cancel()
+        for task in others:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.system.shutdown()
+        if self.elector is not None:
+            await self.elector.release()
+        for task in elector_tasks:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(task, 5.0)
+        self._tasks = []
+        if self.api is not None:
+            await close_api_client(self.api)
+            self.api = None
+        if self.embedded is not None:
+            await self.embedded.stop()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+        if self.tracer is not None:
+            self.tracer.close()

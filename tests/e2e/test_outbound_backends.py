@@ -1,0 +1,62 @@
+"""Issue 5, scenarios 1 and 2: a backend's existence reaches open watches, in any order."""
+
+from __future__ import annotations
+
+import pytest
+from e2e_clients import Cluster, PolicyClient
+from outbound_objects import backend, backends_of, http_route, parent, service
+
+ROUTE = http_route("r", parents=[parent("web", port=80)], backends=[backend("api")])
+
+
+def api_exists(policy: dict) -> bool:
+    return backends_of(policy) == [("api", True, None)]
+
+
+def api_missing(policy: dict) -> bool:
+    return backends_of(policy) == [("api", False, 500)]
+
+
+@pytest.mark.parametrize("route_first", [True, False], ids=["route-first", "service-first"])
+@pytest.mark.parametrize("watch_first", [True, False], ids=["watch-first", "watch-later"])
+async def test_backend_service_created_and_deleted_under_an_open_watch(
+    cluster: Cluster, policy: PolicyClient, route_first: bool, watch_first: bool
+):
+    await cluster.apply(service("web"))
+    watch = await policy.watch("web") if watch_first else None
+    if route_first:
+        await cluster.apply(ROUTE)
+        if watch is not None:
+            await watch.until(api_missing)
+        else:
+            watch = await policy.watch("web")
+            await watch.until(api_missing)
+    await cluster.apply(service("api"))
+    if not route_first:
+        await cluster.apply(ROUTE)
+    if watch is None:
+        watch = await policy.watch("web")
+    first_policy = watch.received[0]
+    latest = await watch.until(api_exists)
+    # The same connection carried every change: no reconnect.
+    assert watch.received[0] is first_policy
+    assert latest["routes"][0]["name"] == "r"
+    await cluster.delete(service("api"))
+    missing = await watch.until(api_missing)
+    injector = missing["routes"][0]["rules"][0]["backends"][0]["failureInjector"]
+    assert injector["status"] == 500
+    assert "default/api" in injector["message"]
+    watch.close()
+
+
+async def test_parent_without_port_applies_to_every_port(cluster: Cluster, policy: PolicyClient):
+    await cluster.apply(service("web", ports=(80, 8080)))
+    await cluster.apply(http_route("r", parents=[parent("web")], backends=[backend("api")]))
+    for port in (80, 8080):
+        assert api_missing(await policy.get("web", port))
+    await cluster.apply(service("api"))
+    # Watches opened afterwards, on either port, see the backend.
+    for port in (80, 8080):
+        watch = await policy.watch("web", port)
+        await watch.until(api_exists)
+        watch.close()

@@ -1,0 +1,93 @@
+"""`interlock run` flags and environment variables, and `interlock policy` targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlock.cli import build_parser
+from interlock.cli_run import config_from_args, policy_url
+from interlock.config import Address
+
+
+def parse(argv: list[str]):
+    return config_from_args(build_parser().parse_args(argv))
+
+
+def test_run_flags_build_the_config():
+    config = parse(
+        [
+            "run",
+            "--embedded",
+            "--manifests",
+            "a.yaml",
+            "--manifests",
+            "dir",
+            "--write-kubeconfig",
+            "kc",
+            "--policy-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "[::1]:9000",
+            "--namespace",
+            "shop",
+            "--namespace",
+            "pay",
+            "--lease-duration",
+            "1.5",
+            "--lease-identity",
+            "me",
+            "--log-level",
+            "debug",
+        ]
+    )
+    assert config.embedded
+    assert config.manifests == ("a.yaml", "dir")
+    assert config.write_kubeconfig == "kc"
+    assert config.policy_addr == Address("127.0.0.1", 0)
+    assert config.admin_addr == Address("::1", 9000)
+    assert str(config.admin_addr) == "[::1]:9000"
+    assert config.namespaces == ("shop", "pay")
+    assert config.lease_duration == 1.5
+    assert config.lease_identity == "me"
+    assert config.log_level == "DEBUG"
+
+
+def test_every_flag_can_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("INTERLOCK_EMBEDDED", "true")
+    monkeypatch.setenv("INTERLOCK_POLICY_ADDR", "127.0.0.1:1234")
+    monkeypatch.setenv("INTERLOCK_NAMESPACE", "a, b")
+    monkeypatch.setenv("INTERLOCK_WATCH_GRACE", "0.25")
+    config = parse(["run"])
+    assert config.embedded
+    assert config.policy_addr == Address("127.0.0.1", 1234)
+    assert config.namespaces == ("a", "b")
+    assert config.watch_grace == 0.25
+    # A flag on the command line wins over the environment.
+    assert parse(["run", "--namespace", "c"]).namespaces == ("c",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--policy-addr", "nope"], "--policy-addr: 'nope' is not HOST:PORT"),
+        (["run", "--admin-addr", "h:99999"], "--admin-addr: port 99999 is out of range"),
+        (["run", "--embedded", "--kubeconfig", "x"], "--embedded cannot be combined"),
+        (["run", "--manifests", "x"], "--manifests and --write-kubeconfig need --embedded"),
+    ],
+)
+def test_bad_flags_are_reported_by_name(argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        parse(argv)
+    assert message in str(exit_.value)
+
+
+def test_policy_targets_become_api_urls():
+    assert (
+        policy_url(server="http://h:1/", target="shop/web:80", client_namespace=None, watch=False)
+        == "http://h:1/v1/outbound/shop/web/80"
+    )
+    assert policy_url(
+        server="http://h:1", target="shop/web:80", client_namespace="pay", watch=True
+    ).endswith("/v1/outbound/shop/web/80?clientNamespace=pay&watch=true")
+    with pytest.raises(ValueError, match="'web:80' is not NS/SVC:PORT"):
+        policy_url(server="http://h", target="web:80", client_namespace=None, watch=False)
