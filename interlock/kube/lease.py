@@ -138,6 +138,9 @@ class LeaderElector:
                 while not await self._sleep(self._retry_period):
                     if await self.try_acquire_or_renew():
                         continue
+                    if not self._holding:
+                        logger.warning("{}: another replica took the Lease", self._what)
+                        break
                     if self._clock() - self._renewed_at >= self._renew_deadline:
                         logger.warning("{}: failed to renew in time, stepping down", self._what)
                         break
@@ -152,19 +155,23 @@ class LeaderElector:
         return self._released.is_set()
 
     async def try_acquire_or_renew(self) -> bool:
-        """One attempt to take or keep the Lease; True if this replica holds it afterwards."""
+        """One attempt to take or keep the Lease; True if it was taken or renewed just now.
+
+        A failed request (no connection, 5xx) changes nothing: a leader stays leader until its
+        renew deadline passes. A 409, or finding another holder, ends this replica's hold at once.
+        """
         async with self._lock:
             if self._released.is_set():
                 return False
             try:
                 held = await self._try_acquire_or_renew()
             except KubeApiError as error:
-                if error.code == 409:
-                    self._conflicts += 1
-                else:
+                if error.code != 409:
                     self._failures += 1
                     self._last_error = str(error)
                     logger.warning("{}: {}", self._what, error)
+                    return False
+                self._conflicts += 1
                 held = False
             self._holding = held
             return held

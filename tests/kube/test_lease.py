@@ -141,3 +141,15 @@ async def test_a_leader_that_cannot_renew_steps_down_and_comes_back(api: Any, se
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_one_failed_renewal_does_not_end_leadership(api: Any, server: Any) -> None:
+    clock = FakeClock()
+    a = elector(api, "a", clock=clock)
+    assert await a.try_acquire_or_renew()
+    server.faults.fail_next(1, status=500, path_contains="/leases")
+    assert not await a.try_acquire_or_renew()
+    assert a.is_leader  # still within its renew deadline: status writes go on
+    assert a.statistics().failures == 1
+    clock.now += 2.0  # the renew deadline has passed without a successful renewal
+    assert not a.is_leader
