@@ -9,13 +9,14 @@ pick the best served version instead of guessing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
 
 from interlock.kube.resources import Resource
 from interlock.kube.transport import KubeApiError, request_json
 
 
-async def is_served(api: Any, resource: Resource) -> bool:
+async def is_served(api: ApiClient, resource: Resource) -> bool:
     """True if ``resource``'s group/version lists its plural (GET ``/apis/<group>/<version>``).
 
     Raises :class:`KubeApiError` for anything but a 404 (the version is not served).
@@ -35,7 +36,7 @@ async def is_served(api: Any, resource: Resource) -> bool:
     return any(isinstance(r, dict) and r.get("name") == resource.plural for r in resources)
 
 
-async def served_resource(api: Any, candidates: Sequence[Resource]) -> Resource | None:
+async def served_resource(api: ApiClient, candidates: Sequence[Resource]) -> Resource | None:
     """The first of ``candidates`` (in order of preference) that the cluster serves, or None."""
     for candidate in candidates:
         if await is_served(api, candidate):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
 from interlock.kube.resources import EVENT
@@ -79,7 +80,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api: Any,
+        api: ApiClient,
         *,
         component: str = "interlock",
         host: str,

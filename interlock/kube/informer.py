@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import aiohttp
+from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
 from interlock.kube.resources import Resource
@@ -209,7 +210,7 @@ class _Reflector:
     def __init__(
         self,
         *,
-        api: Any,
+        api: ApiClient,
         resource: Resource,
         namespace: str | None,
         sink: Sink,
@@ -428,7 +429,7 @@ class Informer:
 
     def __init__(
         self,
-        api: Any,
+        api: ApiClient,
         resource: Resource,
         *,
         sink: Sink,

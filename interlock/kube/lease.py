@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
 from interlock.kube.resources import LEASE
@@ -66,7 +67,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        api: Any,
+        api: ApiClient,
         *,
         namespace: str,
         name: str = "interlock",

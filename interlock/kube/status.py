@@ -17,6 +17,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
+
 from interlock.kube.resources import Resource
 from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json
 
@@ -104,7 +106,7 @@ class StatusCache:
 class StatusPatcher:
     """Merge-patches ``/status`` of objects; skips writes identical to the last one it made."""
 
-    def __init__(self, api: Any, *, cache: StatusCache | None = None) -> None:
+    def __init__(self, api: ApiClient, *, cache: StatusCache | None = None) -> None:
         self._api = api
         self.cache = cache if cache is not None else StatusCache()
         """What was last written per object; :meth:`StatusCache.clear` it on becoming leader."""
