@@ -250,6 +250,13 @@ class ApiHandler:
     ) -> web.StreamResponse:
         method = request.method
         dry_run = bool(query.get("dryRun"))
+        field_validation = query.get("fieldValidation") or "Warn"
+        if field_validation not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: invalid value "{field_validation}": must be Ignore, Warn or '
+                "Strict"
+            )
+        warnings: list[str] = []
         if parsed.name is None:
             if method == "GET":
                 if _flag(query.get("watch")):
@@ -263,8 +270,10 @@ class ApiHandler:
                     namespace=parsed.namespace,
                     body=body,
                     dry_run=dry_run,
+                    field_validation=field_validation,
+                    warnings=warnings,
                 )
-                return self._object_response(parsed, stored, accept, status=201)
+                return self._object_response(parsed, stored, accept, status=201, warnings=warnings)
             if method == "DELETE":
                 return self._delete_collection(parsed, query)
             raise ApiError(405, f"{method} is not supported on a collection")
@@ -285,8 +294,10 @@ class ApiHandler:
                 body=body,
                 subresource=parsed.subresource,
                 dry_run=dry_run,
+                field_validation=field_validation,
+                warnings=warnings,
             )
-            return self._object_response(parsed, stored, accept)
+            return self._object_response(parsed, stored, accept, warnings=warnings)
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             body = await self._body(request)
@@ -299,8 +310,10 @@ class ApiHandler:
                 content_type=content_type,
                 subresource=parsed.subresource,
                 dry_run=dry_run,
+                field_validation=field_validation,
+                warnings=warnings,
             )
-            return self._object_response(parsed, stored, accept)
+            return self._object_response(parsed, stored, accept, warnings=warnings)
         if method == "DELETE":
             options = await self._body(request, allow_empty=True) or {}
             if not isinstance(options, dict):
@@ -346,7 +359,23 @@ class ApiHandler:
             raise bad_request(f"the request body is not valid JSON: {error}") from None
 
     def _object_response(
-        self, parsed: ResourceRequest, stored: StoredObject, accept: str, *, status: int = 200
+        self,
+        parsed: ResourceRequest,
+        stored: StoredObject,
+        accept: str,
+        *,
+        status: int = 200,
+        warnings: list[str] | None = None,
+    ) -> web.Response:
+        response = self._object_body(parsed, stored, accept, status=status)
+        for warning in warnings or ():
+            # RFC 7234 warn-code 299 is how kube-apiserver sends warnings; kubectl prints them.
+            escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+            response.headers.add("Warning", f'299 - "{escaped}"')
+        return response
+
+    def _object_body(
+        self, parsed: ResourceRequest, stored: StoredObject, accept: str, *, status: int
     ) -> web.Response:
         if wants_table(accept):
             table = render_table(

@@ -41,7 +41,7 @@ from interlock.embedded.patch import apply_patch
 from interlock.embedded.registry import Registry, ResourceType, resource_type_from_crd
 from interlock.embedded.selectors import Predicate
 from interlock.embedded.timefmt import format_timestamp
-from interlock.embedded.validation import ServiceAllocator, prepare
+from interlock.embedded.validation import ServiceAllocator, prepare, prune_unknown_fields
 
 JsonObject = dict[str, Any]
 ObjectKey = tuple[str, str]
@@ -341,6 +341,8 @@ class ObjectStore:
         namespace: str | None,
         body: Any,
         dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> StoredObject:
         obj = self._check_body(rtype, version, body)
         metadata = obj["metadata"]
@@ -363,7 +365,7 @@ class ObjectStore:
         if rtype.status_subresource and rtype.key != NAMESPACE_KEY:
             # As on a real server: status is written through the status subresource only.
             obj.pop("status", None)
-        self._validate(rtype, obj, old=None)
+        self._validate(rtype, obj, old=None, field_validation=field_validation, warnings=warnings)
         object_namespace = str(metadata.get("namespace") or "")
         if rtype.namespaced:
             self._require_namespace(object_namespace, rtype, name)
@@ -389,6 +391,8 @@ class ObjectStore:
         body: Any,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> StoredObject:
         obj = self._check_body(rtype, version, body)
         current = self.read(rtype, namespace=namespace, name=name)
@@ -406,7 +410,15 @@ class ObjectStore:
         requested_rv = metadata.get("resourceVersion")
         if requested_rv not in (None, "") and str(requested_rv) != str(current.rv):
             raise stale_resource_version(rtype, name)
-        return self._write_update(rtype, current, obj, subresource=subresource, dry_run=dry_run)
+        return self._write_update(
+            rtype,
+            current,
+            obj,
+            subresource=subresource,
+            dry_run=dry_run,
+            field_validation=field_validation,
+            warnings=warnings,
+        )
 
     def patch_object(
         self,
@@ -419,6 +431,8 @@ class ObjectStore:
         content_type: str,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> StoredObject:
         current = self.read(rtype, namespace=namespace, name=name)
         base = current.copy(rtype.api_version(version))
@@ -437,7 +451,15 @@ class ObjectStore:
             raise bad_request("a patch may not change metadata.name or metadata.namespace")
         if str(metadata.get("resourceVersion") or current.rv) != str(current.rv):
             raise stale_resource_version(rtype, name)
-        return self._write_update(rtype, current, obj, subresource=subresource, dry_run=dry_run)
+        return self._write_update(
+            rtype,
+            current,
+            obj,
+            subresource=subresource,
+            dry_run=dry_run,
+            field_validation=field_validation,
+            warnings=warnings,
+        )
 
     def delete_object(
         self,
@@ -648,8 +670,29 @@ class ObjectStore:
             obj["metadata"] = {}
         return obj
 
-    def _validate(self, rtype: ResourceType, obj: JsonObject, *, old: JsonObject | None) -> None:
+    def _validate(
+        self,
+        rtype: ResourceType,
+        obj: JsonObject,
+        *,
+        old: JsonObject | None,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
+    ) -> None:
         schema = rtype.schemas.get(rtype.storage_version) if rtype.from_crd else None
+        if schema:
+            # Unknown fields of a custom resource are dropped, as a structural schema does;
+            # with fieldValidation=Strict (kubectl's default) they are refused instead.
+            unknown = prune_unknown_fields(schema, obj)
+            if unknown and field_validation == "Strict":
+                version = rtype.storage_version
+                raise bad_request(
+                    f'{rtype.kind} in version "{version}" cannot be handled as a {rtype.kind}: '
+                    f"strict decoding error: "
+                    + ", ".join(f'unknown field "{field}"' for field in unknown)
+                )
+            if warnings is not None and field_validation != "Ignore":
+                warnings.extend(f'unknown field "{field}"' for field in unknown)
         errors = prepare(rtype, obj, old=old, allocator=self._allocator, schema=schema)
         if rtype.key == CRD_KEY and not errors:
             errors = self._crd_errors(obj)
@@ -678,6 +721,8 @@ class ObjectStore:
         *,
         subresource: str | None,
         dry_run: bool,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
     ) -> StoredObject:
         old = current.obj
         if subresource == "status":
@@ -711,7 +756,7 @@ class ObjectStore:
             metadata["namespace"] = current.namespace
         metadata["name"] = current.name
         metadata["generation"] = old["metadata"].get("generation", 1)
-        self._validate(rtype, obj, old=old)
+        self._validate(rtype, obj, old=old, field_validation=field_validation, warnings=warnings)
         if rtype.key == CRD_KEY:
             self._prepare_crd(obj, old=old)
         if _spec_view(obj, status_subresource=rtype.status_subresource) != _spec_view(

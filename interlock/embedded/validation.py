@@ -19,7 +19,13 @@ from typing import Any
 
 from interlock.embedded.errors import FieldError
 
-__all__ = ["FieldError", "ServiceAllocator", "prepare", "validate_schema"]
+__all__ = [
+    "FieldError",
+    "ServiceAllocator",
+    "prepare",
+    "prune_unknown_fields",
+    "validate_schema",
+]
 from interlock.embedded.registry import ResourceType
 
 JsonObject = dict[str, Any]
@@ -546,3 +552,54 @@ def _type_name(value: Any) -> str:
         if _type_matches(name, value):
             return name
     return type(value).__name__
+
+
+def prune_unknown_fields(schema: Mapping[str, Any], obj: JsonObject) -> list[str]:
+    """Drop fields the schema does not know (in place); return their paths, sorted.
+
+    This is structural-schema pruning: ``apiVersion``, ``kind`` and ``metadata`` at the root
+    are kept, ``x-kubernetes-preserve-unknown-fields`` keeps a level's unknown fields, and
+    ``additionalProperties`` makes every key known.
+    """
+    unknown: list[str] = []
+    for key, value in list(obj.items()):
+        if key in ("apiVersion", "kind", "metadata"):
+            continue
+        _prune(schema, key, value, obj, "", unknown)
+    return sorted(unknown)
+
+
+def _prune(
+    schema: Mapping[str, Any],
+    key: str,
+    value: Any,
+    parent: dict[str, Any],
+    path: str,
+    unknown: list[str],
+) -> None:
+    properties = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    where = _join(path, key)
+    if key in properties:
+        child: Mapping[str, Any] | None = properties[key]
+    elif isinstance(additional, Mapping):
+        child = additional
+    elif additional is True or schema.get("x-kubernetes-preserve-unknown-fields"):
+        child = None
+    else:
+        del parent[key]
+        unknown.append(where)
+        return
+    if child is not None:
+        _prune_value(child, value, where, unknown)
+
+
+def _prune_value(schema: Mapping[str, Any], value: Any, path: str, unknown: list[str]) -> None:
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-int-or-string"):
+            return
+        for key, item in list(value.items()):
+            _prune(schema, key, item, value, path, unknown)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            _prune_value(schema["items"], item, f"{path}[{index}]", unknown)

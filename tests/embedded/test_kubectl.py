@@ -250,3 +250,22 @@ async def test_get_modulesets_after_applying_the_crd(
         "get", "ms", "gzip", "-o", "jsonpath={.spec.modules.compression.enabled}"
     )
     assert out == "true"
+
+
+async def test_unknown_fields_of_a_custom_resource_are_refused_or_dropped(kubectl: Kubectl) -> None:
+    import yaml
+
+    await kubectl("apply", "-f", kubectl.write("crd.yaml", yaml.safe_dump(MODULESET_CRD)))
+    path = kubectl.write(
+        "ms.yaml",
+        "apiVersion: interlock.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: gzip}\n"
+        "spec: {modules: {compression: {enabled: true, levle: 3}}}\n",
+    )
+    code, _, err = await kubectl("apply", "-f", path, check=False)
+    assert code == 1
+    assert 'strict decoding error: unknown field "spec.modules.compression.levle"' in err
+    _, out, err = await kubectl("apply", "-f", path, "--validate=warn")
+    assert out.strip() == "moduleset.interlock.dev/gzip created"
+    assert 'Warning: unknown field "spec.modules.compression.levle"' in err
+    _, out, _ = await kubectl("get", "ms", "gzip", "-o", "jsonpath={.spec}")
+    assert out == '{"modules":{"compression":{"enabled":true}}}'
