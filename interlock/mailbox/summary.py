@@ -31,6 +31,8 @@ _CUSTOM: dict[type, bool] = {}
 def summarize(message: object) -> str:
     """The summary of ``message``: its ``trace_summary()`` or the type name and fields."""
     cls = type(message)
+    if cls is int or cls is float or cls is bool:
+        return repr(message)
     custom = _CUSTOM.get(cls)
     if custom is None:
         custom = _CUSTOM[cls] = callable(getattr(cls, "trace_summary", None))

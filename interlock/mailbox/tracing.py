@@ -117,7 +117,11 @@ class Tracer:
     def deliver(self, envelope: Envelope, *, depth: int, coalesced: int | None) -> None:
         """The message entered the recipient's mailbox (``coalesced``: the id it replaced)."""
         if coalesced is None:
-            self._write(f'{self._head("deliver", envelope)},"depth":{depth}}}\n')
+            # The per-message records are formatted inline: one call less per message.
+            self._write(
+                f'{{"ts":"{self._timestamp()}","event":"deliver",{self._fields(envelope)},'
+                f'"depth":{depth}}}\n'
+            )
         else:
             self._write(
                 f'{self._head("deliver", envelope)},"depth":{depth},"coalesced":"{coalesced}"}}\n'
@@ -126,8 +130,8 @@ class Tracer:
     def handled(self, envelope: Envelope, *, duration: float, depth: int) -> None:
         """The handler returned; ``depth`` is what is still queued behind it."""
         self._write(
-            f'{self._head("handled", envelope)},"duration_ms":{duration * 1000.0:.3f},'
-            f'"depth":{depth}}}\n'
+            f'{{"ts":"{self._timestamp()}","event":"handled",{self._fields(envelope)},'
+            f'"duration_ms":{duration * 1000.0:.3f},"depth":{depth}}}\n'
         )
 
     def failed(self, envelope: Envelope, *, duration: float, error: BaseException) -> None:
