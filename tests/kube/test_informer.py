@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from loguru import logger
 
 from interlock.embedded import running_api_server
@@ -302,3 +303,43 @@ async def test_a_failing_sink_is_logged_without_secret_data_and_delivery_goes_on
     assert "sink raised on Secret default/users" in text
     assert "cannot use this secret" in text
     assert "c3VwZXItc2VjcmV0LXBhc3N3b3Jk" not in text
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_random_changes_with_drops_and_compactions_converge(
+    api: Any, server: Any, seed: int
+) -> None:
+    rng = random.Random(seed)
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"], rng=random.Random(seed))
+    names = [f"svc-{index}" for index in range(8)]
+    live: dict[str, dict[str, Any]] = {}
+
+    async def change() -> None:
+        name = rng.choice(names)
+        if name not in live:
+            live[name] = await create(api, SERVICE, service("default", name))
+        elif rng.random() < 0.5:
+            live[name]["spec"]["ports"][0]["port"] = rng.randrange(1, 65535)
+            live[name] = await replace(api, SERVICE, live[name])
+        else:
+            await delete(api, SERVICE, "default", name)
+            del live[name]
+
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        for _ in range(60):
+            roll = rng.random()
+            if roll < 0.1:
+                server.faults.drop_watches()
+            elif roll < 0.2:
+                # Changes while disconnected, then their history is compacted away: a 410 follows.
+                server.faults.drop_watches()
+                for _ in range(3):
+                    await change()
+                server.faults.compact()
+            await change()
+        expected = await server_versions(api, "default")
+        await wait_for(lambda: sink.versions() == expected, what="convergence")
+    delivered = [(e.key, e.resource_version) for e in sink.events if isinstance(e, Upserted)]
+    assert len(delivered) == len(set(delivered)), "an object version was delivered twice"
