@@ -1,0 +1,233 @@
+"""Directories: the edge inputs, parsed once and published as retained topics.
+
+Every IngressActor needs some ModuleSets, Secrets and IngressClasses; the edge's upstream
+resolver needs EndpointSlices. Letting each of them watch Kubernetes would multiply API traffic
+and, worse, give each its own view of when an object appeared. A directory turns the informer's
+raw events into one retained topic per object instead, so that a subscriber gets the current
+value in the same step as it subscribes (no event can fall between "read" and "listen") and
+later changes as they happen.
+
+Each directory publishes **only when something its readers use changed**: a resourceVersion
+bump, a status write or an annotation edit that no reader looks at costs nothing downstream.
+Objects that cannot be parsed are logged with the object and the field and treated as absent:
+an edge never runs on a half-understood ModuleSet (fail closed).
+
+The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and hands it to the
+edge status writer, which writes it only while this replica leads.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from loguru import logger
+
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    INGRESS_CLASSES_TOPIC,
+    INGRESS_KEY,
+    MODULESET_KEY,
+    SECRET_KEY,
+    DesiredModuleSetStatus,
+    IngressSpecified,
+    SecretData,
+    endpoints_topic,
+    ingress_address,
+    ingress_topic,
+    moduleset_topic,
+    secret_topic,
+)
+from interlock.actors.messages import ObjectChanged
+from interlock.mailbox import Actor
+from interlock.model.ingress import IngressClass, parse_ingress, parse_ingress_class
+from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
+from interlock.model.moduleset import (
+    ModuleSet,
+    module_set_conditions,
+    parse_module_set,
+    parse_secret,
+    validate_modules,
+)
+from interlock.model.service import EndpointSlice, parse_endpoint_slice
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _identity_meta(meta: ObjectMeta) -> ObjectMeta:
+    """Metadata without what changes on every write (resourceVersion): compare by content."""
+    return meta.model_copy(update={"resource_version": ""})
+
+
+class _Directory(Actor):
+    """Receives :class:`ObjectChanged` for one kind and keeps its topics up to date."""
+
+    async def receive(self, message: object) -> object | None:
+        if not isinstance(message, ObjectChanged):
+            return None
+        key = ObjectKey(namespace=message.namespace, name=message.name)
+        if message.deleted:
+            self.deleted(key)
+            return None
+        try:
+            self.upserted(message.obj)
+        except InvalidObject as error:
+            logger.warning("{}; it is ignored until it is fixed", error)
+            self.deleted(key)
+        return None
+
+    @abc.abstractmethod
+    def upserted(self, raw: dict[str, Any]) -> None:
+        """Parse ``raw`` (raising :class:`InvalidObject`) and publish what changed."""
+
+    @abc.abstractmethod
+    def deleted(self, key: ObjectKey) -> None:
+        """Unpublish what the object ``key`` published (namespace '' when cluster-scoped)."""
+
+
+class IngressDirectory(_Directory):
+    """Publishes ``ingress:<ns>/<name>`` and keeps one IngressActor per Ingress.
+
+    The actor is spawned before the Ingress is published (it subscribes in ``started()``, so
+    it receives the retained value however the two are ordered); on deletion the topic is
+    unpublished and the actor, seeing it go, withdraws its hosts and stops itself.
+    """
+
+    def __init__(self, *, ingress_actor: Callable[[ObjectKey], Actor]) -> None:
+        self._ingress_actor = ingress_actor
+        self._published: dict[ObjectKey, IngressSpecified] = {}
+
+    def upserted(self, raw: dict[str, Any]) -> None:
+        ingress = parse_ingress(raw)
+        key = ingress.key
+        value = IngressSpecified(
+            ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)})
+        )
+        if self._published.get(key) == value:
+            return
+        self._published[key] = value
+        self.system.spawn_or_get(
+            ingress_address(key.namespace, key.name), lambda: self._ingress_actor(key)
+        )
+        self.publish(ingress_topic(key.namespace, key.name), INGRESS_KEY, value)
+
+    def deleted(self, key: ObjectKey) -> None:
+        if self._published.pop(key, None) is not None:
+            self.unpublish(ingress_topic(key.namespace, key.name), INGRESS_KEY)
+
+
+class IngressClassDirectory(_Directory):
+    """Publishes every IngressClass on ``ingressclasses``, keyed by name."""
+
+    def __init__(self) -> None:
+        self._published: dict[str, IngressClass] = {}
+
+    def upserted(self, raw: dict[str, Any]) -> None:
+        parsed = parse_ingress_class(raw)
+        value = parsed.model_copy(update={"metadata": _identity_meta(parsed.metadata)})
+        name = parsed.metadata.name
+        if self._published.get(name) == value:
+            return
+        self._published[name] = value
+        self.publish(INGRESS_CLASSES_TOPIC, name, value)
+
+    def deleted(self, key: ObjectKey) -> None:
+        if self._published.pop(key.name, None) is not None:
+            self.unpublish(INGRESS_CLASSES_TOPIC, key.name)
+
+
+class ModuleSetDirectory(_Directory):
+    """Publishes ``moduleset:<ns>/<name>`` (spec only) and decides each one's Valid condition."""
+
+    def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
+        self._now = now
+        self._published: dict[ObjectKey, ModuleSet] = {}
+
+    def upserted(self, raw: dict[str, Any]) -> None:
+        module_set = parse_module_set(raw)
+        key = module_set.key
+        problems = validate_modules(module_set)
+        if problems:
+            logger.warning(
+                "ModuleSet {} is invalid: {}; Ingresses using it serve nothing new",
+                key,
+                "; ".join(str(problem) for problem in problems),
+            )
+        conditions = module_set_conditions(module_set, problems, now=self._now())
+        if module_set.status.get("conditions") != conditions:
+            self.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(key, conditions))
+        value = module_set.model_copy(
+            update={"metadata": _identity_meta(module_set.metadata), "status": {}}
+        )
+        if self._published.get(key) == value:
+            return
+        self._published[key] = value
+        self.publish(moduleset_topic(key.namespace, key.name), MODULESET_KEY, value)
+
+    def deleted(self, key: ObjectKey) -> None:
+        self.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(key, None))
+        if self._published.pop(key, None) is not None:
+            self.unpublish(moduleset_topic(key.namespace, key.name), MODULESET_KEY)
+
+
+class SecretDirectory(_Directory):
+    """Publishes ``secret:<ns>/<name>``: keys and values, only when one of them changed.
+
+    Values are never logged: a Secret that cannot be parsed is reported by name and field only.
+    """
+
+    def __init__(self) -> None:
+        self._published: dict[ObjectKey, SecretData] = {}
+
+    def upserted(self, raw: dict[str, Any]) -> None:
+        value = SecretData.from_secret(parse_secret(raw))
+        if self._published.get(value.key) == value:
+            return
+        self._published[value.key] = value
+        self.publish(secret_topic(value.key.namespace, value.key.name), SECRET_KEY, value)
+
+    def deleted(self, key: ObjectKey) -> None:
+        if self._published.pop(key, None) is not None:
+            self.unpublish(secret_topic(key.namespace, key.name), SECRET_KEY)
+
+
+class EndpointsDirectory(_Directory):
+    """Publishes each EndpointSlice on ``endpoints:<ns>/<svc>`` (its Service label), by name.
+
+    A slice without the ``kubernetes.io/service-name`` label belongs to no Service and is not
+    published; a slice whose label changes moves from the old Service's topic to the new one.
+    """
+
+    def __init__(self) -> None:
+        self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}
+
+    def upserted(self, raw: dict[str, Any]) -> None:
+        endpoint_slice = parse_endpoint_slice(raw)
+        key = endpoint_slice.key
+        service = endpoint_slice.service_key
+        if service is None:
+            self._withdraw(key)
+            return
+        topic = endpoints_topic(service.namespace, service.name)
+        value = endpoint_slice.model_copy(
+            update={"metadata": _identity_meta(endpoint_slice.metadata)}
+        )
+        previous = self._published.get(key)
+        if previous == (topic, value):
+            return
+        if previous is not None and previous[0] != topic:
+            self.unpublish(previous[0], key.name)
+        self._published[key] = (topic, value)
+        self.publish(topic, key.name, value)
+
+    def deleted(self, key: ObjectKey) -> None:
+        self._withdraw(key)
+
+    def _withdraw(self, key: ObjectKey) -> None:
+        previous = self._published.pop(key, None)
+        if previous is not None:
+            self.unpublish(previous[0], key.name)

@@ -1,0 +1,638 @@
+"""EdgeActor: one per host, programming the edge data plane one step at a time.
+
+This is where the fail-closed promise of DESIGN.md is kept (ngrok's ingress controller failed
+open when a module could not be applied). The actor combines the Ingresses' parts of its host
+(``host:<host>``) with :func:`~interlock.model.edge.edge_from_parts` and then reconciles the
+:class:`~interlock.edge.provider.EdgeProvider` towards that desired edge by **single steps**:
+
+1. remove a route no longer desired;
+2. for a desired route, apply its modules; only when they are applied as desired,
+3. attach its backend;
+4. install the host's TLS certificate.
+
+One provider call per handled message, then a :class:`Reconcile` reminder goes to the back of
+the mailbox. Newer desired states queued meanwhile (coalesced per Ingress) are handled before the
+next step, so every step is chosen from the latest desired state, never a stale one.
+
+What a failure does:
+
+* a route whose desired modules cannot be resolved (``ModuleError`` from the model) is never
+  given a backend: a new one is only *reserved* (created with no modules and no backend, so its
+  path answers 503 instead of falling through to a shorter prefix); an existing one keeps the
+  modules and backend it has;
+* a :class:`PermanentEdgeError` (or a permanent ``ModuleError``) is recorded, reported as an
+  Event and not retried until the step's inputs change;
+* a :class:`TransientEdgeError` is retried after the :class:`BackoffPolicy` delay with jitter
+  (or the provider's ``retry_after``); a changed input retries at once. A missing Secret or
+  ModuleSet needs no timer: it arrives as a new desired state the moment it appears.
+
+Per-route state (applied modules, backend, last error, next retry) is kept on an
+:class:`EdgeBoard` shared with ``/debug/edges``; it never holds a Secret value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loguru import logger
+
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    HostPart,
+    Reconcile,
+    RecordEvent,
+    RetryDue,
+    SecretData,
+    host_topic,
+    ingress_reference,
+    secret_topic,
+)
+from interlock.edge.provider import (
+    BackendTarget,
+    EdgeError,
+    EdgeProvider,
+    PermanentEdgeError,
+    TransientEdgeError,
+)
+from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.model.edge import Conflict, DesiredEdge, DesiredRoute, EdgeBackend, edge_from_parts
+from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import Modules, SecretValue
+
+DEFAULT_EDGE_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
+"""Retry delays of transient provider failures: 0.5 s doubling to 60 s, plus up to 50 %."""
+
+StepKind = Literal["remove", "reserve", "modules", "backend", "tls"]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSettings:
+    """What every EdgeActor shares: the provider, the debug board, and injected time."""
+
+    provider: EdgeProvider
+    board: EdgeBoard
+    backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
+    rng: random.Random = field(default_factory=random.Random)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """Waits out a retry delay (tests inject ``ManualSleep``)."""
+    clock: Callable[[], float] = time.monotonic
+    """Tells when a retry is due, for ``/debug/edges``."""
+
+
+# --- what /debug/edges shows -----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RouteState:
+    """One route of one edge as its actor knows it; secret-free."""
+
+    route_id: str
+    ingress: str = ""
+    desired: bool = True
+    reserved: bool = False
+    """Created without modules or backend because its modules never applied (answers 503)."""
+    modules: tuple[str, ...] | None = None
+    """Module types applied (None: none applied yet)."""
+    backend: str | None = None
+    """The attached backend, ``ns/svc:port`` (None: none, the route answers 503)."""
+    last_error: str | None = None
+    permanent: bool = False
+    attempts: int = 0
+    next_retry: float | None = None
+    """When the failed step is retried, on the settings' clock (None: not scheduled)."""
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "routeId": self.route_id,
+            "ingress": self.ingress,
+            "desired": self.desired,
+            "reserved": self.reserved,
+            "modules": None if self.modules is None else list(self.modules),
+            "backend": self.backend,
+            "lastError": self.last_error,
+            "permanent": self.permanent,
+            "attempts": self.attempts,
+            "nextRetryInSeconds": (
+                None if self.next_retry is None else round(max(0.0, self.next_retry - now), 3)
+            ),
+        }
+
+
+@dataclass(slots=True)
+class HostState:
+    host: str
+    routes: dict[str, RouteState] = field(default_factory=dict)
+    conflicts: tuple[str, ...] = ()
+    tls_error: str | None = None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "routes": [self.routes[r].to_json(now) for r in sorted(self.routes)],
+            "conflicts": list(self.conflicts),
+            "tlsError": self.tls_error,
+        }
+
+
+class EdgeBoard:
+    """The state of every edge, written by EdgeActors and read by ``/debug/edges``."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.hosts: dict[str, HostState] = {}
+
+    def host(self, host: str) -> HostState:
+        state = self.hosts.get(host)
+        if state is None:
+            state = self.hosts[host] = HostState(host)
+        return state
+
+    def forget(self, host: str) -> None:
+        self.hosts.pop(host, None)
+
+    def route(self, *, host: str, route_id: str) -> RouteState | None:
+        state = self.hosts.get(host)
+        return None if state is None else state.routes.get(route_id)
+
+    def to_json(self) -> dict[str, Any]:
+        now = self._clock()
+        return {"hosts": [self.hosts[h].to_json(now) for h in sorted(self.hosts)]}
+
+
+# --- the actor -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Served:
+    """What the actor believes the provider serves for one route."""
+
+    modules: Modules | None
+    """None: unknown (learned from a snapshot) or a reservation."""
+    secrets: Mapping[tuple[str, str], SecretValue]
+    backend: BackendTarget | None
+    reserved: bool = False
+
+
+@dataclass(slots=True)
+class _Failure:
+    """The last failure of one step slot; ``inputs`` tells whether the inputs changed since."""
+
+    inputs: object
+    permanent: bool
+    message: str
+    attempts: int
+    waiting: bool
+    """A transient failure whose retry timer has not fired yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    kind: StepKind
+    route_id: str
+    inputs: object
+    route: DesiredRoute | None = None
+    target: BackendTarget | None = None
+
+    @property
+    def slot(self) -> tuple[str, str]:
+        # Applying modules and reserving share a slot: both are "the route's modules".
+        kind = "modules" if self.kind == "reserve" else self.kind
+        return (kind, self.route_id)
+
+
+def backend_target(backend: EdgeBackend) -> BackendTarget:
+    """The provider's view of a desired backend."""
+    # A backend that does not exist answers 500 whatever its port; a port name that matched no
+    # Service port resolves to 0, which no provider accepts, so it is sent as 1.
+    port = backend.port if backend.port >= 1 or backend.exists else 1
+    return BackendTarget(
+        namespace=backend.namespace, service=backend.service, port=port, exists=backend.exists
+    )
+
+
+def _module_names(modules: Modules) -> tuple[str, ...]:
+    dumped = modules.model_dump(by_alias=True, exclude_none=True)
+    return tuple(sorted(dumped))
+
+
+def _describe_backend(target: BackendTarget) -> str:
+    text = f"{target.namespace}/{target.service}:{target.port}"
+    return text if target.exists else f"{text} (does not exist)"
+
+
+class EdgeActor(Actor):
+    """Reconciles one host's edge; see the module docstring."""
+
+    def __init__(self, *, host: str, settings: EdgeSettings) -> None:
+        self._host = host
+        self._settings = settings
+        self._provider = settings.provider
+        self._parts: dict[str, HostPart] = {}
+        self._desired = DesiredEdge(host=host, routes=())
+        self._conflicts: tuple[Conflict, ...] = ()
+        self._served: dict[str, _Served] = {}
+        self._failures: dict[tuple[str, str], _Failure] = {}
+        self._model_errors: dict[str, tuple[str, str]] = {}
+        self._tls_topic: str | None = None
+        self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
+        self._tls_served: tuple[SecretValue, SecretValue] | None = None
+        self._timers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._next_retry: dict[tuple[str, str], float] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def started(self) -> None:
+        self.subscribe(host_topic(self._host))
+        # After a restart the provider still serves what the previous instance applied; learn
+        # which routes exist so the ones no longer desired are removed, and the others re-applied.
+        try:
+            snapshot = await self._provider.snapshot()
+        except EdgeError as error:
+            logger.warning("edge {}: cannot read what the provider serves: {}", self._host, error)
+            return
+        edge = snapshot.host(self._host)
+        for route in edge.routes if edge is not None else ():
+            self._served[route.route_id] = _Served(
+                modules=None, secrets={}, backend=route.backend, reserved=not route.applied
+            )
+
+    async def stopped(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, Published | Unpublished):
+            if message.topic == host_topic(self._host):
+                self._take_part(message)
+            elif message.topic == self._tls_topic:
+                self._take_tls(message)
+            self.tell(self.address, Reconcile())
+            return None
+        if isinstance(message, RetryDue):
+            failure = self._failures.get(message.slot)
+            if failure is not None and failure.attempts == message.attempt:
+                failure.waiting = False
+            self._timers.pop(message.slot, None)
+            self._next_retry.pop(message.slot, None)
+        elif not isinstance(message, Reconcile):
+            return None
+        await self._step()
+        return None
+
+    # --- desired state ------------------------------------------------------------------------
+
+    def _take_part(self, message: Published | Unpublished) -> None:
+        if isinstance(message, Published) and isinstance(message.value, HostPart):
+            self._parts[message.key] = message.value
+        else:
+            self._parts.pop(message.key, None)
+        parts = {part.ingress: part.routes for part in self._parts.values()}
+        self._desired, conflicts = edge_from_parts(self._host, parts)
+        self._report_conflicts(tuple(conflicts))
+        self._report_model_errors()
+        self._follow_tls_secret()
+        self._update_board()
+
+    def _follow_tls_secret(self) -> None:
+        secret = self._desired.tls_secret
+        topic = None if secret is None else secret_topic(secret.namespace, secret.name)
+        if topic == self._tls_topic:
+            return
+        if self._tls_topic is not None:
+            self.unsubscribe(self._tls_topic)
+        self._tls_topic = topic
+        self._tls_wanted = None
+        self.board_host().tls_error = None
+        if topic is not None:
+            self.subscribe(topic)
+
+    def _take_tls(self, message: Published | Unpublished) -> None:
+        value = message.value if isinstance(message, Published) else None
+        state = self.board_host()
+        secret = self._desired.tls_secret
+        if not isinstance(value, SecretData):
+            self._tls_wanted = None
+            state.tls_error = f"TLS Secret {secret} not found"
+            return
+        cert, key = value.value("tls.crt"), value.value("tls.key")
+        if cert is None or key is None:
+            self._tls_wanted = None
+            state.tls_error = f"TLS Secret {secret} needs the keys tls.crt and tls.key"
+            return
+        self._tls_wanted = (cert, key)
+        state.tls_error = None
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def _next_step(self) -> _Step | None:
+        desired = {route.route_id: route for route in self._desired.routes}
+        for route_id in sorted(set(self._served) - set(desired)):
+            step = _Step("remove", route_id, None)
+            if self._eligible(step):
+                return step
+        for route in self._desired.routes:
+            route_step = self._route_step(route)
+            if route_step is not None and self._eligible(route_step):
+                return route_step
+        if self._tls_wanted != self._tls_served:
+            tls_step = _Step("tls", "", self._tls_wanted)
+            if self._eligible(tls_step):
+                return tls_step
+        return None
+
+    def _route_step(self, route: DesiredRoute) -> _Step | None:
+        served = self._served.get(route.route_id)
+        if route.module_error is not None:
+            if served is None:
+                return _Step("reserve", route.route_id, (route.path, route.path_type), route)
+            return None
+        inputs = (route.path, route.path_type, route.modules, dict(route.secrets))
+        if served is None or served.modules != route.modules or served.secrets != route.secrets:
+            step = _Step("modules", route.route_id, inputs, route)
+            # Until the desired modules are applied the backend waits, whatever happens.
+            return step
+        target = backend_target(route.backend)
+        if served.backend != target:
+            return _Step("backend", route.route_id, target, route, target)
+        return None
+
+    def _eligible(self, step: _Step) -> bool:
+        failure = self._failures.get(step.slot)
+        if failure is None or failure.inputs != step.inputs:
+            return True
+        return not (failure.permanent or failure.waiting)
+
+    async def _step(self) -> None:
+        step = self._next_step()
+        if step is None:
+            self._maybe_stop()
+            return
+        try:
+            await self._run(step)
+        except PermanentEdgeError as error:
+            self._failed(step, error, permanent=True, retry_after=None)
+        except TransientEdgeError as error:
+            self._failed(step, error, permanent=False, retry_after=error.retry_after)
+        else:
+            self._succeeded(step)
+        self._update_board()
+        self.tell(self.address, Reconcile())
+
+    async def _run(self, step: _Step) -> None:
+        host, route_id, route = self._host, step.route_id, step.route
+        if step.kind == "remove":
+            await self._provider.remove_route(host=host, route_id=route_id)
+            self._served.pop(route_id, None)
+        elif step.kind == "reserve":
+            assert route is not None
+            await self._provider.apply_modules(
+                host=host,
+                route_id=route_id,
+                path=route.path,
+                path_type=route.path_type,
+                modules=Modules(),
+                secrets={},
+            )
+            self._served[route_id] = _Served(modules=None, secrets={}, backend=None, reserved=True)
+        elif step.kind == "modules":
+            assert route is not None
+            try:
+                await self._provider.apply_modules(
+                    host=host,
+                    route_id=route_id,
+                    path=route.path,
+                    path_type=route.path_type,
+                    modules=route.modules,
+                    secrets=route.secrets,
+                )
+            except EdgeError:
+                # A new route is now a reservation (the provider's promise); an existing one
+                # is unchanged.
+                self._served.setdefault(
+                    route_id, _Served(modules=None, secrets={}, backend=None, reserved=True)
+                )
+                raise
+            previous = self._served.get(route_id)
+            self._served[route_id] = _Served(
+                modules=route.modules,
+                secrets=dict(route.secrets),
+                backend=None if previous is None else previous.backend,
+            )
+        elif step.kind == "backend":
+            assert step.target is not None
+            await self._provider.attach_backend(host=host, route_id=route_id, backend=step.target)
+            self._served[route_id].backend = step.target
+        else:
+            wanted = self._tls_wanted
+            await self._provider.set_tls(
+                host=host,
+                cert_pem=None if wanted is None else wanted[0],
+                key_pem=None if wanted is None else wanted[1],
+            )
+            self._tls_served = wanted
+
+    def _succeeded(self, step: _Step) -> None:
+        self._failures.pop(step.slot, None)
+        timer = self._timers.pop(step.slot, None)
+        if timer is not None:
+            timer.cancel()
+        self._next_retry.pop(step.slot, None)
+        route = step.route
+        where = f"edge {self._host} route {step.route_id}"
+        if step.kind == "modules" and route is not None:
+            names = ", ".join(_module_names(route.modules)) or "none"
+            logger.info("{}: modules applied ({})", where, names)
+            self._event(route, "Normal", "ModulesApplied", f"{where}: modules applied ({names})")
+        elif step.kind == "backend" and route is not None and step.target is not None:
+            backend = _describe_backend(step.target)
+            logger.info("{}: backend {} attached", where, backend)
+            self._event(route, "Normal", "BackendAttached", f"{where}: backend {backend} attached")
+        elif step.kind == "remove":
+            logger.info("{}: removed", where)
+        elif step.kind == "tls":
+            self.board_host().tls_error = None
+
+    def _failed(
+        self, step: _Step, error: EdgeError, *, permanent: bool, retry_after: float | None
+    ) -> None:
+        previous = self._failures.get(step.slot)
+        attempts = 1
+        if previous is not None and previous.inputs == step.inputs:
+            attempts = previous.attempts + 1
+        failure = _Failure(
+            inputs=step.inputs,
+            permanent=permanent,
+            message=error.message,
+            attempts=attempts,
+            waiting=not permanent,
+        )
+        self._failures[step.slot] = failure
+        kind = "permanent" if permanent else "transient"
+        if not permanent:
+            delay = retry_after
+            if delay is None:
+                delay = self._settings.backoff.delay(attempts - 1, self._settings.rng)
+            self._arm_timer(step.slot, attempts, delay)
+            logger.warning(
+                "edge {} {} {}: {} failure (attempt {}), retrying in {:.2f} s: {}",
+                self._host,
+                step.kind,
+                step.route_id,
+                kind,
+                attempts,
+                delay,
+                error.message,
+            )
+        else:
+            logger.warning(
+                "edge {} {} {}: permanent failure, not retried until its inputs change: {}",
+                self._host,
+                step.kind,
+                step.route_id,
+                error.message,
+            )
+        if step.kind == "tls":
+            self.board_host().tls_error = error.message
+        if step.kind in ("modules", "reserve") and step.route is not None and attempts == 1:
+            keeps = (
+                "it keeps serving its previous modules and backend"
+                if self._served.get(step.route_id, _Served(None, {}, None)).backend is not None
+                else "it serves 503 until they apply"
+            )
+            reason = "ProviderRejected" if permanent else "ProviderUnavailable"
+            self._event(
+                step.route, "Warning", "ModulesFailed", f"{reason}: {error.message}; {keeps}"
+            )
+
+    def _arm_timer(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
+        old = self._timers.pop(slot, None)
+        if old is not None:
+            old.cancel()
+        self._next_retry[slot] = self._settings.clock() + delay
+        self._timers[slot] = asyncio.get_running_loop().create_task(
+            self._wake(slot, attempt, delay)
+        )
+
+    async def _wake(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
+        await self._settings.sleep(delay)
+        self.system.tell(self.address, RetryDue(slot=slot, attempt=attempt))
+
+    def _maybe_stop(self) -> None:
+        # Stop only when nothing is served and no Ingress claims the host any more. The topic is
+        # read directly: a part published after this check spawns a fresh actor, because the
+        # address is free the moment ``stop_self`` returns.
+        if self._served or self._tls_served is not None:
+            return
+        if self._parts or self.system.retained(host_topic(self._host)):
+            return
+        self._settings.board.forget(self._host)
+        self.stop_self()
+
+    # --- reporting ----------------------------------------------------------------------------
+
+    def board_host(self) -> HostState:
+        return self._settings.board.host(self._host)
+
+    def _event(
+        self, route: DesiredRoute, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        self._event_for(route.ingress, type_, reason, message)
+
+    def _event_for(
+        self, ingress: ObjectKey, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        part = self._parts.get(str(ingress))
+        uid = "" if part is None else part.uid
+        self.tell(
+            EDGE_STATUS_WRITER,
+            RecordEvent(
+                regarding=ingress_reference(ingress, uid),
+                type=type_,
+                reason=reason,
+                message=message,
+            ),
+        )
+
+    def _report_conflicts(self, conflicts: tuple[Conflict, ...]) -> None:
+        for conflict in conflicts:
+            if conflict not in self._conflicts:
+                logger.warning("{}", conflict)
+                self._event_for(conflict.ingress, "Warning", "Conflict", str(conflict))
+        self._conflicts = conflicts
+
+    def _report_model_errors(self) -> None:
+        errors: dict[str, tuple[str, str]] = {}
+        for route in self._desired.routes:
+            error = route.module_error
+            if error is None:
+                continue
+            errors[route.route_id] = (error.reason, error.message)
+            if self._model_errors.get(route.route_id) == errors[route.route_id]:
+                continue
+            served = self._served.get(route.route_id)
+            keeps = (
+                "it keeps serving its previous modules and backend"
+                if served is not None and served.backend is not None
+                else "it serves 503 until they apply"
+            )
+            retry = (
+                "not retried until the ModuleSet changes"
+                if error.permanent
+                else "applied as soon as the missing object appears"
+            )
+            where = f"edge {self._host} route {route.route_id}"
+            logger.warning("{}: {}: {}; {}, {}", where, error.reason, error.message, keeps, retry)
+            self._event(
+                route, "Warning", "ModulesFailed", f"{error.reason}: {error.message}; {keeps}"
+            )
+        self._model_errors = errors
+
+    def _update_board(self) -> None:
+        state = self.board_host()
+        state.conflicts = tuple(str(c) for c in self._conflicts)
+        desired = {route.route_id: route for route in self._desired.routes}
+        routes: dict[str, RouteState] = {}
+        for route_id in sorted(set(desired) | set(self._served)):
+            route = desired.get(route_id)
+            served = self._served.get(route_id)
+            entry = RouteState(
+                route_id=route_id,
+                ingress="" if route is None else str(route.ingress),
+                desired=route is not None,
+                reserved=served is not None and served.reserved,
+                modules=(
+                    None
+                    if served is None or served.modules is None
+                    else _module_names(served.modules)
+                ),
+                backend=(
+                    None
+                    if served is None or served.backend is None
+                    else _describe_backend(served.backend)
+                ),
+            )
+            slot = next(
+                (
+                    slot
+                    for slot in (("modules", route_id), ("backend", route_id), ("remove", route_id))
+                    if slot in self._failures
+                ),
+                None,
+            )
+            failure = None if slot is None else self._failures[slot]
+            if route is not None and route.module_error is not None:
+                entry.last_error = f"{route.module_error.reason}: {route.module_error.message}"
+                entry.permanent = route.module_error.permanent
+            elif failure is not None:
+                entry.last_error = failure.message
+                entry.permanent = failure.permanent
+                entry.attempts = failure.attempts
+                entry.next_retry = self._next_retry.get(slot) if slot is not None else None
+            routes[route_id] = entry
+        state.routes = routes

@@ -1,0 +1,239 @@
+"""Messages, topics and addresses of the edge actors (the Ingress → edge half).
+
+One module so that the directories, the IngressActors, the EdgeActors and the wiring agree on
+one name per concept. Every message says how it is traced (``trace_summary``, never a Secret
+value) and, when it carries state, how it coalesces (``coalesce_key``: a newer message with the
+same key replaces a queued one, so a burst of changes costs one handling of the latest state).
+
+Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
+
+- ``ingress:<ns>/<name>``, key ``ingress``: the parsed :class:`Ingress` as the informer last
+  saw it; its IngressActor subscribes, so a restarted actor gets its Ingress back.
+- ``ingressclasses``, key = class name: every :class:`IngressClass`.
+- ``moduleset:<ns>/<name>``, key ``moduleset``: the :class:`ModuleSet` without its status and
+  resourceVersion (published only when something an edge reads changed).
+- ``secret:<ns>/<name>``, key ``secret``: :class:`SecretData`, the Secret's keys and values.
+- ``endpoints:<ns>/<svc>``, key = EndpointSlice name: each :class:`EndpointSlice` of the Service.
+- ``host:<host>``, key = ``<ns>/<name>`` of an Ingress: that Ingress's :class:`HostPart`.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from interlock.model.edge import DesiredRoute
+from interlock.model.ingress import Ingress
+from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import Secret, SecretValue
+
+INGRESS_KEY = "ingress"
+MODULESET_KEY = "moduleset"
+SECRET_KEY = "secret"
+INGRESS_CLASSES_TOPIC = "ingressclasses"
+
+INGRESS_DIRECTORY = "ingress-directory"
+INGRESS_CLASS_DIRECTORY = "ingressclass-directory"
+MODULESET_DIRECTORY = "moduleset-directory"
+SECRET_DIRECTORY = "secret-directory"
+ENDPOINTS_DIRECTORY = "endpoints-directory"
+EDGE_STATUS_WRITER = "edge-status-writer"
+
+INGRESS_API_VERSION = "networking.k8s.io/v1"
+MODULESET_API_VERSION = "interlock.dev/v1alpha1"
+
+
+def ingress_topic(namespace: str, name: str) -> str:
+    return f"ingress:{namespace}/{name}"
+
+
+def moduleset_topic(namespace: str, name: str) -> str:
+    return f"moduleset:{namespace}/{name}"
+
+
+def secret_topic(namespace: str, name: str) -> str:
+    return f"secret:{namespace}/{name}"
+
+
+def endpoints_topic(namespace: str, service: str) -> str:
+    return f"endpoints:{namespace}/{service}"
+
+
+def host_topic(host: str) -> str:
+    return f"host:{host}"
+
+
+def ingress_address(namespace: str, name: str) -> str:
+    return f"ingress/{namespace}/{name}"
+
+
+def edge_address(host: str) -> str:
+    return f"edge/{host}"
+
+
+def ingress_reference(key: ObjectKey, uid: str) -> dict[str, str]:
+    """The ``regarding`` reference of an Ingress for Events (``kubectl describe`` matches uid)."""
+    reference = {
+        "apiVersion": INGRESS_API_VERSION,
+        "kind": "Ingress",
+        "namespace": key.namespace,
+        "name": key.name,
+    }
+    if uid:
+        reference["uid"] = uid
+    return reference
+
+
+@dataclass(frozen=True, slots=True)
+class SecretData:
+    """What the edge reads of a Secret: its keys and their values (never printed).
+
+    Compared by value, so the directory publishes only when a key or a value changed (not on
+    every resourceVersion bump).
+    """
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"values"})
+
+    key: ObjectKey
+    values: Mapping[str, SecretValue] = field(repr=False)
+
+    @classmethod
+    def from_secret(cls, secret: Secret) -> SecretData:
+        keys = set(secret.raw_data) | set(secret.string_data)
+        values = {name: secret.value(name) for name in sorted(keys)}
+        return cls(
+            key=secret.key,
+            values={name: value for name, value in values.items() if value is not None},
+        )
+
+    def to_model(self) -> Secret:
+        """A model Secret holding exactly these values, for the model's lookups."""
+        return Secret.model_validate(
+            {
+                "metadata": {"name": self.key.name, "namespace": self.key.namespace},
+                "data": {
+                    name: base64.b64encode(value.reveal()).decode("ascii")
+                    for name, value in self.values.items()
+                },
+            }
+        )
+
+    def value(self, name: str) -> SecretValue | None:
+        return self.values.get(name)
+
+    def trace_summary(self) -> str:
+        return f"SecretData {self.key} keys={sorted(self.values)}"
+
+
+@dataclass(frozen=True, slots=True)
+class IngressSpecified:
+    """The retained value of ``ingress:<ns>/<name>``: the Ingress as last seen."""
+
+    ingress: Ingress
+
+    def trace_summary(self) -> str:
+        meta = self.ingress.metadata
+        return f"IngressSpecified Ingress {meta.namespace}/{meta.name} gen={meta.generation}"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPart:
+    """One Ingress's routes for one host: the retained value it publishes on ``host:<host>``."""
+
+    ingress: ObjectKey
+    uid: str
+    routes: tuple[DesiredRoute, ...]
+
+    def trace_summary(self) -> str:
+        ids = ", ".join(route.route_id for route in self.routes)
+        return f"HostPart Ingress {self.ingress} routes=[{ids}]"
+
+
+@dataclass(frozen=True, slots=True)
+class InputsSettled:
+    """Sent by an IngressActor to itself after subscribing to new topics.
+
+    ``subscribe`` queues the retained values of a topic before this marker, so when the marker
+    is handled every input that exists has arrived: computing earlier would report a ModuleSet
+    or Secret as missing for a moment and churn the edge.
+    """
+
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    """An EdgeActor's reminder to take its next step (queued behind newer desired states)."""
+
+    @property
+    def coalesce_key(self) -> str:
+        return "reconcile"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDue:
+    """An EdgeActor's retry timer for one step slot (``(kind, route_id)``) fired.
+
+    ``attempt`` names the failure it was armed for: a timer of an older failure of the slot
+    (whose inputs changed since) does not release a newer one early.
+    """
+
+    slot: tuple[str, str]
+    attempt: int
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("retry", *self.slot)
+
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """Ask the edge status writer to record a Kubernetes Event (only the leader records)."""
+
+    regarding: Mapping[str, str]
+    type: EventType
+    reason: str
+    message: str
+
+    def trace_summary(self) -> str:
+        where = f"{self.regarding.get('kind')} {self.regarding.get('namespace')}/"
+        return f"RecordEvent {where}{self.regarding.get('name')} {self.type} {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredModuleSetStatus:
+    """What ``status.conditions`` of a ModuleSet should be; ``conditions`` None: it is gone."""
+
+    key: ObjectKey
+    conditions: list[dict[str, Any]] | None
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("moduleset-status", self.key.namespace, self.key.name)
+
+    def trace_summary(self) -> str:
+        if self.conditions is None:
+            return f"DesiredModuleSetStatus ModuleSet {self.key} gone"
+        reasons = " ".join(f"{c.get('type')}={c.get('reason')}" for c in self.conditions)
+        return f"DesiredModuleSetStatus ModuleSet {self.key} {reasons}"
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredIngressStatus:
+    """What ``status.loadBalancer`` of an Ingress should be; ``load_balancer`` None: gone."""
+
+    key: ObjectKey
+    load_balancer: dict[str, Any] | None
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("ingress-status", self.key.namespace, self.key.name)
+
+    def trace_summary(self) -> str:
+        state = "gone" if self.load_balancer is None else str(self.load_balancer)
+        return f"DesiredIngressStatus Ingress {self.key} {state}"

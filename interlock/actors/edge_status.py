@@ -1,0 +1,190 @@
+"""EdgeStatusWriter: where the edge half's status and Events reach the API server.
+
+Every replica computes the edges, but only the holder of the Lease may tell users about them:
+two writers would fight over ``status`` and double every Event. This actor keeps the latest
+desired ``status`` of each Ingress (``loadBalancer``) and ModuleSet (``conditions``) whether
+leading or not, writes what changed while leading, writes everything pending the moment it gains
+leadership, and retries transient failures with backoff and jitter. Events are recorded only
+while leading (the leader's replica reports them; they are not queued for later, since a stale
+"ModulesApplied" read after the fact would mislead).
+
+It is separate from the route StatusWriter because the edge half writes other kinds and Events;
+both follow the same rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from loguru import logger
+
+from interlock.actors.edge_messages import (
+    DesiredIngressStatus,
+    DesiredModuleSetStatus,
+    EventType,
+    RecordEvent,
+)
+from interlock.actors.messages import LeadershipChanged, RetryStatusWrites
+from interlock.mailbox import Actor, BackoffPolicy
+
+StatusKind = Literal["Ingress", "ModuleSet"]
+
+
+class TransientEdgeStatusError(Exception):
+    """A status write could not be made now (no connection, 5xx, 429); retry later."""
+
+
+class EdgeStatusSink(Protocol):
+    """The writer's boundary to Kubernetes (``edge_wiring`` adapts the patcher and recorder)."""
+
+    async def patch_status(
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
+    ) -> bool:
+        """Merge-patch ``status``; True when written (or the object is gone), False when
+        rejected for good. Raises :class:`TransientEdgeStatusError` to be retried."""
+        ...
+
+    async def record_event(
+        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
+    ) -> None:
+        """Record an Event; never raises."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeStatusStatistics:
+    leading: bool
+    pending: int
+    writes: int
+    failures: int
+    rejected: int
+    events: int
+    events_skipped: int
+    """Events not recorded because this replica was not leading."""
+
+
+class EdgeStatusWriter(Actor):
+    """Writes Ingress and ModuleSet status and records Events while this replica leads."""
+
+    def __init__(
+        self,
+        *,
+        sink: EdgeStatusSink,
+        is_leader: Callable[[], bool],
+        backoff: BackoffPolicy,
+        rng: random.Random | None = None,
+        call_later: Callable[[float, Callable[[], None]], object] | None = None,
+    ) -> None:
+        self._sink = sink
+        self._is_leader = is_leader
+        self._backoff = backoff
+        self._rng = rng or random.Random()
+        self._call_later = call_later
+        self._pending: dict[tuple[StatusKind, str, str], dict[str, Any]] = {}
+        self._attempt = 0
+        self._retry_armed = False
+        self._writes = 0
+        self._failures = 0
+        self._rejected = 0
+        self._events = 0
+        self._events_skipped = 0
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, RecordEvent):
+            await self._record(message)
+            return None
+        if isinstance(message, DesiredIngressStatus):
+            key: tuple[StatusKind, str, str] = ("Ingress", message.key.namespace, message.key.name)
+            self._want(
+                key,
+                None if message.load_balancer is None else {"loadBalancer": message.load_balancer},
+            )
+        elif isinstance(message, DesiredModuleSetStatus):
+            key = ("ModuleSet", message.key.namespace, message.key.name)
+            self._want(
+                key, None if message.conditions is None else {"conditions": message.conditions}
+            )
+        elif isinstance(message, RetryStatusWrites):
+            self._retry_armed = False
+        elif not isinstance(message, LeadershipChanged):
+            return None
+        if self._is_leader():
+            await self._flush()
+        return None
+
+    def _want(self, key: tuple[StatusKind, str, str], status: dict[str, Any] | None) -> None:
+        if status is None:
+            self._pending.pop(key, None)
+        else:
+            self._pending[key] = status
+
+    async def _record(self, event: RecordEvent) -> None:
+        if not self._is_leader():
+            self._events_skipped += 1
+            return
+        await self._sink.record_event(
+            regarding=event.regarding, type=event.type, reason=event.reason, message=event.message
+        )
+        self._events += 1
+
+    async def _flush(self) -> None:
+        for key in list(self._pending):
+            status = self._pending.get(key)
+            if status is None:
+                continue
+            kind, namespace, name = key
+            try:
+                written = await self._sink.patch_status(
+                    kind=kind, namespace=namespace, name=name, status=status
+                )
+            except TransientEdgeStatusError as error:
+                self._failures += 1
+                delay = self._backoff.delay(self._attempt, self._rng)
+                self._attempt += 1
+                logger.warning(
+                    "{} {}/{}: status not written ({}); retrying in {:.2f} s",
+                    kind,
+                    namespace,
+                    name,
+                    error,
+                    delay,
+                )
+                self._schedule_retry(delay)
+                return
+            # Written, gone or rejected: nothing more to do until it changes again.
+            if self._pending.get(key) is status:
+                del self._pending[key]
+            if written:
+                self._writes += 1
+            else:
+                self._rejected += 1
+        self._attempt = 0
+
+    def _schedule_retry(self, delay: float) -> None:
+        if self._retry_armed:
+            return
+        self._retry_armed = True
+        system, address = self.system, self.address
+
+        def retry() -> None:
+            system.tell(address, RetryStatusWrites())
+
+        if self._call_later is not None:
+            self._call_later(delay, retry)
+        else:
+            asyncio.get_running_loop().call_later(delay, retry)
+
+    def statistics(self) -> EdgeStatusStatistics:
+        return EdgeStatusStatistics(
+            leading=self._is_leader(),
+            pending=len(self._pending),
+            writes=self._writes,
+            failures=self._failures,
+            rejected=self._rejected,
+            events=self._events,
+            events_skipped=self._events_skipped,
+        )

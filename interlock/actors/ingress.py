@@ -1,0 +1,254 @@
+"""IngressActor: one per Ingress, turning it and its inputs into its part of each host.
+
+An Ingress's routes depend on more than the Ingress: the ModuleSets its
+``interlock.dev/modules`` annotation names, the Secrets those modules reference, the Services of
+its backends and the IngressClasses that decide whether it is ours. The actor subscribes to
+exactly those topics (re-subscribing as the annotation or the ModuleSets change), recomputes with
+:func:`~interlock.model.edge.ingress_host_routes` when any of them changes, and publishes one
+:class:`~interlock.actors.edge_messages.HostPart` per host on ``host:<host>`` — only when that
+part changed, so an unrelated edit costs the EdgeActors nothing. Hosts it no longer serves are
+unpublished, which is how an EdgeActor learns that a route is gone.
+
+It waits for the retained values of newly subscribed topics before computing (see
+:class:`~interlock.actors.edge_messages.InputsSettled`): otherwise every start would report
+"ModuleSet not found" for a moment and make the edge reserve routes it is about to serve.
+
+Broken rules (no host, no http paths, a resource backend) are logged and reported as an Event on
+the Ingress, naming the field; the other rules are served.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from loguru import logger
+
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    INGRESS_CLASSES_TOPIC,
+    DesiredIngressStatus,
+    HostPart,
+    IngressSpecified,
+    InputsSettled,
+    RecordEvent,
+    SecretData,
+    edge_address,
+    host_topic,
+    ingress_reference,
+    ingress_topic,
+    moduleset_topic,
+    secret_topic,
+)
+from interlock.actors.messages import service_topic
+from interlock.mailbox import Actor, Published, Unpublished
+from interlock.model.edge import (
+    IngressError,
+    ingress_dependencies,
+    ingress_errors,
+    ingress_host_routes,
+)
+from interlock.model.ingress import Ingress, IngressClass, is_ours
+from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import (
+    ModuleSet,
+    Secret,
+    merge_modules,
+    module_secret_refs,
+    validate_modules,
+)
+from interlock.model.service import Service
+
+EdgeActorFactory = Callable[[str], Actor]
+"""Builds the EdgeActor of a host (spawned on the host's first publication)."""
+
+
+class IngressActor(Actor):
+    """Publishes the parts of the hosts one Ingress serves; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        key: ObjectKey,
+        edge_actor: EdgeActorFactory,
+        load_balancer: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``load_balancer`` is written to ``status.loadBalancer`` of the Ingress while it
+        serves at least one host (None: no status is written)."""
+        self._key = key
+        self._edge_actor = edge_actor
+        self._load_balancer = None if load_balancer is None else dict(load_balancer)
+        self._ingress: Ingress | None = None
+        self._classes: dict[str, IngressClass] = {}
+        self._module_sets: dict[ObjectKey, ModuleSet] = {}
+        self._secrets: dict[ObjectKey, Secret] = {}
+        self._services: dict[ObjectKey, Service] = {}
+        self._inputs: set[str] = set()
+        self._published: dict[str, HostPart] = {}
+        self._reported: tuple[IngressError, ...] = ()
+        self._status_sent: dict[str, Any] | None = None
+        self._settle_token = 0
+        self._settling = True
+
+    async def started(self) -> None:
+        self.subscribe(ingress_topic(self._key.namespace, self._key.name))
+        self.subscribe(INGRESS_CLASSES_TOPIC)
+        self._await_inputs()
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, InputsSettled):
+            if message.token == self._settle_token:
+                self._settling = False
+        elif isinstance(message, Published | Unpublished):
+            if not self._take(message):
+                return None
+        else:
+            return None
+        self._follow_inputs()
+        if not self._settling:
+            self._recompute()
+        return None
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def _take(self, message: Published | Unpublished) -> bool:
+        """Update the inputs; False when the Ingress is gone (the actor has stopped)."""
+        value = message.value if isinstance(message, Published) else None
+        kind, _, rest = message.topic.partition(":")
+        namespace, _, name = rest.partition("/")
+        key = ObjectKey(namespace=namespace, name=name)
+        if message.topic == INGRESS_CLASSES_TOPIC:
+            if isinstance(value, IngressClass):
+                self._classes[message.key] = value
+            else:
+                self._classes.pop(message.key, None)
+        elif kind == "ingress":
+            if not isinstance(value, IngressSpecified):
+                self._withdraw()
+                self.stop_self()
+                return False
+            self._ingress = value.ingress
+        elif kind == "moduleset":
+            _store(self._module_sets, key, value if isinstance(value, ModuleSet) else None)
+        elif kind == "secret":
+            secret = value.to_model() if isinstance(value, SecretData) else None
+            _store(self._secrets, key, secret)
+        elif kind == "service":
+            _store(self._services, key, value if isinstance(value, Service) else None)
+        return True
+
+    def _wanted_inputs(self) -> set[str]:
+        ingress = self._ingress
+        if ingress is None or not is_ours(ingress, self._classes.values()):
+            return set()
+        namespace = ingress.metadata.namespace
+        module_set_names, services = ingress_dependencies(ingress)
+        wanted = {moduleset_topic(namespace, name) for name in module_set_names}
+        wanted.update(service_topic(namespace, name) for name in services)
+        usable = [
+            module_set
+            for name in module_set_names
+            if (module_set := self._module_sets.get(ObjectKey(namespace=namespace, name=name)))
+            is not None
+            and not validate_modules(module_set)
+        ]
+        wanted.update(
+            secret_topic(namespace, ref.name) for ref in module_secret_refs(merge_modules(usable))
+        )
+        return wanted
+
+    def _follow_inputs(self) -> None:
+        """Subscribe to the inputs now needed and drop the others (and what they held)."""
+        wanted = self._wanted_inputs()
+        for topic in sorted(self._inputs - wanted):
+            self.unsubscribe(topic)
+            kind, _, rest = topic.partition(":")
+            namespace, _, name = rest.partition("/")
+            key = ObjectKey(namespace=namespace, name=name)
+            if kind == "moduleset":
+                self._module_sets.pop(key, None)
+            elif kind == "secret":
+                self._secrets.pop(key, None)
+            elif kind == "service":
+                self._services.pop(key, None)
+        added = sorted(wanted - self._inputs)
+        self._inputs = wanted
+        for topic in added:
+            self.subscribe(topic)
+        if added:
+            self._await_inputs()
+
+    def _await_inputs(self) -> None:
+        self._settle_token += 1
+        self._settling = True
+        self.tell(self.address, InputsSettled(self._settle_token))
+
+    # --- outputs ------------------------------------------------------------------------------
+
+    def _recompute(self) -> None:
+        ingress = self._ingress
+        if ingress is None:
+            return
+        if not is_ours(ingress, self._classes.values()):
+            self._withdraw()
+            self._reported = ()
+            return
+        self._report_errors(ingress)
+        host_routes = ingress_host_routes(ingress, self._module_sets, self._secrets, self._services)
+        member = str(self._key)
+        for host, routes in host_routes.items():
+            part = HostPart(ingress=self._key, uid=ingress.metadata.uid, routes=tuple(routes))
+            if self._published.get(host) == part:
+                continue
+            self._published[host] = part
+            self.system.spawn_or_get(edge_address(host), functools.partial(self._edge_actor, host))
+            self.publish(host_topic(host), member, part)
+        for host in sorted(set(self._published) - set(host_routes)):
+            del self._published[host]
+            self.unpublish(host_topic(host), member)
+        self._write_status()
+
+    def _withdraw(self) -> None:
+        member = str(self._key)
+        for host in sorted(self._published):
+            self.unpublish(host_topic(host), member)
+        self._published.clear()
+
+    def _report_errors(self, ingress: Ingress) -> None:
+        errors = tuple(ingress_errors(ingress))
+        if errors == self._reported:
+            return
+        reference = ingress_reference(self._key, ingress.metadata.uid)
+        for error in errors:
+            if error in self._reported:
+                continue
+            logger.warning("{}", error)
+            self.tell(
+                EDGE_STATUS_WRITER,
+                RecordEvent(
+                    regarding=reference,
+                    type="Warning",
+                    reason="InvalidRule",
+                    message=f"{error.field}: {error.reason}",
+                ),
+            )
+        self._reported = errors
+
+    def _write_status(self) -> None:
+        if self._load_balancer is None or not self._published:
+            return
+        if self._status_sent == self._load_balancer:
+            return
+        self._status_sent = self._load_balancer
+        self.tell(EDGE_STATUS_WRITER, DesiredIngressStatus(self._key, self._load_balancer))
+
+
+V = TypeVar("V")
+
+
+def _store(table: dict[ObjectKey, V], key: ObjectKey, value: V | None) -> None:
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value

@@ -1,0 +1,425 @@
+"""EdgeActor on a real ActorSystem against InProcessEdge / FaultyEdge: the fail-closed rules."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    HostPart,
+    RecordEvent,
+    edge_address,
+    host_topic,
+)
+from interlock.edge.faults import FaultyEdge
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.provider import BackendTarget, EdgeProvider, EdgeSnapshot, PathType
+from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.mailbox.testing import (
+    ManualSleep,
+    RecordingActor,
+    capture_trace,
+    wait_idle,
+    wait_until,
+)
+from interlock.model.edge import ingress_host_routes
+from interlock.model.ingress import parse_ingress
+from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import Modules, SecretValue, parse_module_set, parse_secret
+from interlock.model.service import parse_service
+
+HOST = "shop.example"
+BACKOFF = BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5)
+
+
+def ingress(name: str, *, path: str = "/", created: str = "2026-01-01T00:00:00Z") -> Any:
+    return parse_ingress(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "uid": f"uid-{name}",
+                "creationTimestamp": created,
+                "annotations": {"interlock.dev/modules": "guard"},
+            },
+            "spec": {
+                "rules": [
+                    {
+                        "host": HOST,
+                        "http": {
+                            "paths": [
+                                {
+                                    "path": path,
+                                    "pathType": "Prefix",
+                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                                }
+                            ]
+                        },
+                    }
+                ]
+            },
+        }
+    )
+
+
+def module_set(modules: dict[str, Any]) -> Any:
+    return parse_module_set(
+        {"metadata": {"name": "guard", "namespace": "default"}, "spec": {"modules": modules}}
+    )
+
+
+SERVICE = parse_service(
+    {"metadata": {"name": "web", "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
+)
+HEADERS_A = {"headers": {"request": {"add": {"X-Version": "a"}}}}
+HEADERS_B = {"headers": {"request": {"add": {"X-Version": "b"}}}}
+BAD_CIDR = {"ipRestriction": {"allow": ["10.0.0.0/33"]}}
+BASIC_AUTH = {"basicAuth": {"secretRef": {"name": "users", "key": "htpasswd"}}}
+HTPASSWD = "u:$2b$04$Szw.0F.Bv9LaUHdRjl2hXeUIki1gEPn/nZ9Ygn5Jmr1Xc6VL6el/C"
+USERS = parse_secret(
+    {"metadata": {"name": "users", "namespace": "default"}, "stringData": {"htpasswd": HTPASSWD}}
+)
+
+
+def part(
+    name: str = "web",
+    *,
+    modules: dict[str, Any] | None = HEADERS_A,
+    path: str = "/",
+    created: str = "2026-01-01T00:00:00Z",
+    with_service: bool = True,
+    secrets: list[Any] | None = None,
+) -> HostPart:
+    obj = ingress(name, path=path, created=created)
+    sets = (
+        {}
+        if modules is None
+        else {ObjectKey(namespace="default", name="guard"): module_set(modules)}
+    )
+    services = {SERVICE.key: SERVICE} if with_service else {}
+    routes = ingress_host_routes(obj, sets, {s.key: s for s in secrets or []}, services)[HOST]
+    return HostPart(ingress=obj.key, uid=obj.metadata.uid, routes=tuple(routes))
+
+
+@dataclass
+class Edge:
+    system: ActorSystem
+    inner: InProcessEdge
+    provider: FaultyEdge
+    board: EdgeBoard
+    sleep: ManualSleep
+    events: list[object] = field(default_factory=list)
+
+    def publish(self, value: HostPart) -> None:
+        self.system.publish(host_topic(HOST), str(value.ingress), value)
+        self.system.spawn_or_get(edge_address(HOST), self.actor)
+
+    def withdraw(self, value: HostPart) -> None:
+        self.system.unpublish(host_topic(HOST), str(value.ingress))
+
+    def actor(self) -> EdgeActor:
+        return EdgeActor(
+            host=HOST,
+            settings=EdgeSettings(
+                provider=self.provider,
+                board=self.board,
+                backoff=BACKOFF,
+                rng=random.Random(1),
+                sleep=self.sleep,
+            ),
+        )
+
+    def route(self, route_id: str = "Prefix:/") -> Any:
+        return self.inner.snapshot_now().route(host=HOST, route_id=route_id)
+
+    def reasons(self) -> list[str]:
+        return [e.reason for e in self.events if isinstance(e, RecordEvent)]
+
+
+async def started(sleep: ManualSleep, provider: EdgeProvider | None = None) -> Edge:
+    system = ActorSystem()
+    inner = InProcessEdge()
+    faulty = FaultyEdge(provider or inner)
+    edge = Edge(system, inner, faulty, EdgeBoard(), sleep)
+    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(edge.events))
+    return edge
+
+
+@pytest.fixture
+async def edge() -> AsyncIterator[Edge]:
+    running = await started(ManualSleep(gated=True))
+    yield running
+    await running.system.shutdown()
+
+
+async def test_modules_are_applied_before_the_backend_is_attached(edge: Edge) -> None:
+    edge.publish(part())
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+
+    served = edge.provider.served_routes(host=HOST, route_id="Prefix:/")
+    assert [c.method for c in served] == ["apply_modules", "attach_backend"]
+    assert served[0].applied and served[0].backend is None
+    assert served[1].modules == served[0].modules
+    assert edge.route().backend == BackendTarget(namespace="default", service="web", port=80)
+    await wait_idle(edge.system)
+    assert edge.reasons() == ["ModulesApplied", "BackendAttached"]
+    events = [e for e in edge.events if isinstance(e, RecordEvent)]
+    assert events[0].regarding["uid"] == "uid-web"
+
+
+async def test_a_new_route_whose_modules_fail_serves_without_a_backend(edge: Edge) -> None:
+    edge.publish(part(modules=BAD_CIDR))
+    await wait_until(lambda: edge.route() is not None)
+    await wait_idle(edge.system)
+
+    assert edge.route().backend is None
+    assert edge.provider.plan.calls["attach_backend"] == 0
+    assert edge.reasons() == ["ModulesFailed"]
+    state = edge.board.route(host=HOST, route_id="Prefix:/")
+    assert state is not None and state.reserved and state.permanent
+    assert "10.0.0.0/33" in (state.last_error or "")
+
+    # Fixing the ModuleSet serves the route, modules first.
+    edge.publish(part(modules=HEADERS_A))
+    await wait_until(lambda: edge.route().backend is not None)
+    assert edge.route().modules["order"] == ["headers"]
+
+
+async def test_a_missing_secret_is_applied_the_moment_it_appears(edge: Edge) -> None:
+    edge.publish(part(modules=BASIC_AUTH))
+    await wait_until(lambda: "ModulesFailed" in edge.reasons())
+    assert edge.route().backend is None
+    state = edge.board.route(host=HOST, route_id="Prefix:/")
+    assert (
+        state is not None and not state.permanent and "SecretNotFound" in (state.last_error or "")
+    )
+    assert edge.sleep.delays == []  # no timer: the Secret arrives as a new desired state
+
+    edge.publish(part(modules=BASIC_AUTH, secrets=[USERS]))
+    await wait_until(lambda: edge.route().backend is not None)
+    assert edge.route().modules["order"] == ["basicAuth"]
+
+
+async def test_an_existing_route_keeps_its_last_good_configuration(edge: Edge) -> None:
+    edge.publish(part(modules=HEADERS_A))
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    good = edge.route()
+    calls = edge.provider.plan.calls.copy()
+
+    edge.publish(part(modules=BAD_CIDR))
+    await wait_until(lambda: edge.reasons().count("ModulesFailed") == 1)
+    await wait_idle(edge.system)
+    assert edge.route() == good
+    assert edge.provider.plan.calls == calls  # nothing sent to the provider
+
+    # A provider refusal of new modules also leaves the route as it was.
+    edge.provider.plan.fail_next("apply_modules", kind="permanent")
+    edge.publish(part(modules=HEADERS_B))
+    await wait_until(lambda: edge.reasons().count("ModulesFailed") == 2)
+    await wait_idle(edge.system)
+    assert edge.route() == good
+    message = [e for e in edge.events if isinstance(e, RecordEvent)][-1].message
+    assert "keeps serving its previous modules and backend" in message
+
+
+async def test_a_permanent_failure_is_not_retried_until_an_input_changes(edge: Edge) -> None:
+    edge.provider.plan.fail_next("apply_modules", kind="permanent")
+    edge.publish(part(modules=HEADERS_A))
+    await wait_until(lambda: edge.provider.plan.injected["apply_modules"] == 1)
+    await wait_idle(edge.system)
+    # Unrelated messages (a retry reminder, a re-published equal part) do not retry it.
+    edge.publish(part(modules=HEADERS_A))
+    await wait_idle(edge.system)
+    assert edge.provider.plan.calls["apply_modules"] == 1
+    assert edge.sleep.delays == []
+    assert edge.route() is None or edge.route().backend is None
+
+    edge.publish(part(modules=HEADERS_B))
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    assert edge.provider.plan.calls["apply_modules"] == 2
+
+
+async def test_transient_failures_are_retried_with_backoff_and_retry_after() -> None:
+    running = await started(ManualSleep())  # timers fire at once; delays are recorded
+    try:
+        running.provider.plan.fail_next("apply_modules", 2)
+        running.provider.plan.fail_next("attach_backend", retry_after=7.0)
+        running.publish(part())
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        assert running.provider.plan.calls["apply_modules"] == 3
+        assert running.provider.plan.calls["attach_backend"] == 2
+        first, second, third = running.sleep.delays
+        assert 1.0 <= first <= 1.5 and 2.0 <= second <= 3.0  # BACKOFF with jitter
+        assert third == 7.0  # the provider's Retry-After
+        # One ModulesFailed for the first failure, not one per retry.
+        await wait_idle(running.system)
+        assert running.reasons().count("ModulesFailed") == 1
+    finally:
+        await running.system.shutdown()
+
+
+async def test_the_next_retry_shows_on_the_board(edge: Edge) -> None:
+    edge.provider.plan.fail_next("apply_modules", retry_after=30.0)
+    edge.publish(part())
+    await wait_until(lambda: edge.sleep.delays == [30.0])
+    await wait_idle(edge.system)
+    state = edge.board.to_json()["hosts"][0]["routes"][0]
+    assert state["attempts"] == 1 and not state["permanent"]
+    assert 29.0 <= state["nextRetryInSeconds"] <= 30.0
+    assert "injected transient fault" in state["lastError"]
+    edge.sleep.release()
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+
+
+class GatedEdge:
+    """An InProcessEdge whose apply_modules waits for the test, recording what it was given."""
+
+    def __init__(self, inner: InProcessEdge) -> None:
+        self.inner = inner
+        self.applied: list[Modules] = []
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        self.applied.append(modules)
+        self.entered.set()
+        await self.gate.wait()
+        await self.inner.apply_modules(
+            host=host,
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            modules=modules,
+            secrets=secrets,
+        )
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        await self.inner.detach_backend(host=host, route_id=route_id)
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        await self.inner.remove_route(host=host, route_id=route_id)
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        return await self.inner.snapshot()
+
+
+async def test_after_a_step_the_latest_desired_state_wins() -> None:
+    inner = InProcessEdge()
+    gated = GatedEdge(inner)
+    running = await started(ManualSleep(), provider=gated)
+    running.inner = inner
+    try:
+        running.publish(part(modules=HEADERS_A))
+        await gated.entered.wait()
+        # While the provider is busy with version a, b then c are desired.
+        for version in ("b", "c"):
+            running.publish(part(modules={"headers": {"request": {"add": {"X-Version": version}}}}))
+        gated.gate.set()
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        versions = [m.headers.request.add["X-Version"] for m in gated.applied if m.headers]
+        assert versions == ["a", "c"]  # b was never applied: it was stale before its turn
+        # The backend went to the route only once the latest modules were applied.
+        served = running.provider.served_routes(host=HOST, route_id="Prefix:/")
+        attached = [c for c in served if c.method == "attach_backend"]
+        assert len(attached) == 1
+    finally:
+        await running.system.shutdown()
+
+
+async def test_routes_no_longer_desired_are_removed_and_the_actor_stops(edge: Edge) -> None:
+    first, second = part(path="/"), part("api", path="/api")
+    edge.publish(first)
+    edge.publish(second)
+    await wait_until(
+        lambda: edge.route("Prefix:/api") is not None and edge.route("Prefix:/api").backend
+    )
+    edge.withdraw(second)
+    await wait_until(lambda: edge.route("Prefix:/api") is None)
+    assert edge.route() is not None
+    edge.withdraw(first)
+    await wait_until(lambda: not edge.system.exists(edge_address(HOST)))
+    assert edge.inner.snapshot_now().hosts == ()
+    assert edge.board.hosts == {}
+
+
+async def test_two_ingresses_on_one_path_the_older_wins_and_the_other_gets_a_conflict(
+    edge: Edge,
+) -> None:
+    edge.publish(part("newer", modules=HEADERS_B, created="2026-02-01T00:00:00Z"))
+    edge.publish(part("older", modules=HEADERS_A, created="2026-01-01T00:00:00Z"))
+    await wait_until(lambda: "Conflict" in edge.reasons())
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    await wait_idle(edge.system)
+    served = edge.route().modules["modules"]["headers"]["request"]["add"]
+    assert served == {"X-Version": "a"}  # the older Ingress's modules
+    conflict = next(e for e in edge.events if isinstance(e, RecordEvent) and e.reason == "Conflict")
+    assert conflict.regarding["name"] == "newer"
+    assert "default/older" in conflict.message
+    state = edge.board.route(host=HOST, route_id="Prefix:/")
+    assert state is not None and state.ingress == "default/older"
+
+
+async def test_a_missing_backend_service_is_attached_as_not_existing(edge: Edge) -> None:
+    edge.publish(part(with_service=False))
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    assert edge.route().backend.exists is False
+    edge.publish(part(with_service=True))
+    await wait_until(lambda: edge.route().backend.exists)
+
+
+async def test_a_restarted_actor_removes_routes_it_no_longer_wants() -> None:
+    running = await started(ManualSleep())
+    try:
+        await running.inner.apply_modules(
+            host=HOST,
+            route_id="Prefix:/old",
+            path="/old",
+            path_type="Prefix",
+            modules=Modules(),
+            secrets={},
+        )
+        running.publish(part())
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        await wait_until(lambda: running.route("Prefix:/old") is None)
+    finally:
+        await running.system.shutdown()
+
+
+async def test_secret_values_reach_neither_the_board_nor_the_trace(edge: Edge) -> None:
+    with capture_trace(edge.system) as trace:
+        edge.publish(part(modules=BASIC_AUTH, secrets=[USERS]))
+        await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+        await wait_idle(edge.system)
+    visible = str(edge.board.to_json()) + trace.text() + str(edge.events)
+    assert "Szw.0F" not in visible and "u:$2b" not in visible
+    assert "basicAuth" in str(edge.board.to_json())

@@ -1,0 +1,329 @@
+"""IngressActor and the edge directories on a real ActorSystem, fed informer-style changes."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from interlock.actors.directories import (
+    EndpointsDirectory,
+    IngressClassDirectory,
+    IngressDirectory,
+    ModuleSetDirectory,
+    SecretDirectory,
+)
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    ENDPOINTS_DIRECTORY,
+    INGRESS_CLASS_DIRECTORY,
+    INGRESS_DIRECTORY,
+    MODULESET_DIRECTORY,
+    SECRET_DIRECTORY,
+    DesiredIngressStatus,
+    DesiredModuleSetStatus,
+    HostPart,
+    RecordEvent,
+    SecretData,
+    endpoints_topic,
+    host_topic,
+    ingress_address,
+    secret_topic,
+)
+from interlock.actors.ingress import IngressActor
+from interlock.actors.messages import SERVICE_KEY, ObjectChanged, service_topic
+from interlock.mailbox import Actor, ActorSystem, Published
+from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
+from interlock.model.meta import ObjectKey
+from interlock.model.service import parse_service
+
+HOST = "shop.example"
+LOAD_BALANCER = {"ingress": [{"ip": "127.0.0.1"}]}
+KIND_DIRECTORY = {
+    "Ingress": INGRESS_DIRECTORY,
+    "IngressClass": INGRESS_CLASS_DIRECTORY,
+    "ModuleSet": MODULESET_DIRECTORY,
+    "Secret": SECRET_DIRECTORY,
+    "EndpointSlice": ENDPOINTS_DIRECTORY,
+}
+
+CLASS = {
+    "kind": "IngressClass",
+    "metadata": {"name": "interlock"},
+    "spec": {"controller": "interlock.dev/ingress-controller"},
+}
+
+
+def ingress_obj(
+    name: str = "web",
+    *,
+    modules: str = "guard",
+    hosts: tuple[str, ...] = (HOST,),
+    service: str = "web",
+    class_name: str = "interlock",
+) -> dict[str, Any]:
+    return {
+        "kind": "Ingress",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"interlock.dev/modules": modules},
+        },
+        "spec": {
+            "ingressClassName": class_name,
+            "rules": [
+                {
+                    "host": host,
+                    "http": {
+                        "paths": [
+                            {
+                                "path": "/",
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": service, "port": {"number": 80}}},
+                            }
+                        ]
+                    },
+                }
+                for host in hosts
+            ],
+        },
+    }
+
+
+def module_set_obj(modules: dict[str, Any], *, name: str = "guard") -> dict[str, Any]:
+    return {
+        "kind": "ModuleSet",
+        "metadata": {"name": name, "namespace": "default", "generation": 1},
+        "spec": {"modules": modules},
+    }
+
+
+def secret_obj(value: str, *, name: str = "users") -> dict[str, Any]:
+    return {
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"},
+        "stringData": {"htpasswd": value},
+    }
+
+
+BASIC_AUTH = {"basicAuth": {"secretRef": {"name": "users", "key": "htpasswd"}}}
+HEADERS = {"headers": {"request": {"add": {"X-Team": "blue"}}}}
+
+
+class EdgeStandIn(RecordingActor):
+    """Stands in for an EdgeActor: the tests read the host topics themselves."""
+
+
+@dataclass
+class Edges:
+    system: ActorSystem
+    status: list[object] = field(default_factory=list)
+    spawned: list[str] = field(default_factory=list)
+    versions: itertools.count[int] = field(default_factory=itertools.count)
+
+    def apply(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
+        meta = obj["metadata"]
+        change = ObjectChanged(
+            kind=obj["kind"],
+            namespace=meta.get("namespace", ""),
+            name=meta["name"],
+            deleted=deleted,
+            resource_version=str(next(self.versions)),
+            obj={**obj, "metadata": {**meta, "resourceVersion": str(next(self.versions))}},
+        )
+        self.system.tell(KIND_DIRECTORY[obj["kind"]], change)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.apply(obj, deleted=True)
+
+    def service(self, name: str = "web") -> None:
+        service = parse_service(
+            {"metadata": {"name": name, "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
+        )
+        self.system.publish(service_topic("default", name), SERVICE_KEY, service)
+
+    def part(self, host: str = HOST, ingress: str = "default/web") -> HostPart | None:
+        value = self.system.retained(host_topic(host)).get(ingress)
+        assert value is None or isinstance(value, HostPart)
+        return value
+
+    def events(self, reason: str) -> list[RecordEvent]:
+        return [e for e in self.status if isinstance(e, RecordEvent) and e.reason == reason]
+
+
+@pytest.fixture
+async def edges() -> AsyncIterator[Edges]:
+    system = ActorSystem()
+    running = Edges(system)
+
+    def edge_actor(host: str) -> Actor:
+        running.spawned.append(host)
+        return EdgeStandIn()
+
+    def ingress_actor(key: ObjectKey) -> Actor:
+        return IngressActor(key=key, edge_actor=edge_actor, load_balancer=LOAD_BALANCER)
+
+    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
+    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
+    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+    system.spawn(SECRET_DIRECTORY, SecretDirectory)
+    system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory)
+    running.apply(CLASS)
+    yield running
+    await system.shutdown()
+
+
+async def test_the_first_part_already_carries_modules_that_exist(edges: Edges) -> None:
+    seen: list[object] = []
+    edges.system.spawn("watcher", lambda: RecordingActor(seen))
+    edges.system.subscribe(host_topic(HOST), "watcher")
+    edges.service()
+    edges.apply(module_set_obj(HEADERS))
+    edges.apply(ingress_obj())
+    await wait_until(lambda: edges.part() is not None)
+    await wait_idle(edges.system)
+    # Published once, complete: never a "ModuleSet not found" part while its value was queued.
+    (published,) = seen
+    assert isinstance(published, Published) and published.value == edges.part()
+    part = edges.part()
+    assert part is not None and part.uid == "uid-web"
+    (route,) = part.routes
+    assert route.module_error is None and route.modules.headers is not None
+    assert route.backend.exists
+    assert edges.spawned == [HOST]
+    assert DesiredIngressStatus(ObjectKey(namespace="default", name="web"), LOAD_BALANCER) in (
+        edges.status
+    )
+
+
+async def test_a_missing_secret_then_its_arrival(edges: Edges) -> None:
+    edges.service()
+    edges.apply(module_set_obj(BASIC_AUTH))
+    edges.apply(ingress_obj())
+    await wait_until(lambda: edges.part() is not None)
+    part = edges.part()
+    assert part is not None and part.routes[0].module_error is not None
+    assert part.routes[0].module_error.reason == "SecretNotFound"
+
+    edges.apply(secret_obj("u:hash"))
+    await wait_until(lambda: (p := edges.part()) is not None and p.routes[0].module_error is None)
+    part = edges.part()
+    assert part is not None and set(part.routes[0].secrets) == {("users", "htpasswd")}
+
+
+async def test_editing_the_module_set_republishes_and_unrelated_edits_do_not(
+    edges: Edges,
+) -> None:
+    edges.service()
+    edges.apply(module_set_obj(HEADERS))
+    edges.apply(ingress_obj())
+    await wait_until(lambda: edges.part() is not None)
+    await wait_idle(edges.system)
+    first = edges.part()
+
+    # A resourceVersion bump and a ModuleSet nobody names change nothing.
+    edges.apply(module_set_obj(HEADERS))
+    edges.apply(module_set_obj({"compression": {}}, name="other"))
+    await wait_idle(edges.system)
+    assert edges.part() is first
+
+    edges.apply(module_set_obj({"headers": {"request": {"add": {"X-Team": "red"}}}}))
+    await wait_until(lambda: edges.part() is not first)
+    part = edges.part()
+    assert part is not None and part.routes[0].modules.headers is not None
+    assert part.routes[0].modules.headers.request.add == {"X-Team": "red"}
+
+
+async def test_an_ingress_of_another_class_is_not_ours(edges: Edges) -> None:
+    edges.service()
+    edges.apply(module_set_obj(HEADERS))
+    edges.apply(ingress_obj(class_name="nginx"))
+    await wait_idle(edges.system)
+    assert edges.part() is None
+    edges.apply(ingress_obj())
+    await wait_until(lambda: edges.part() is not None)
+    # Deleting our class withdraws what we served.
+    edges.delete(CLASS)
+    await wait_until(lambda: edges.part() is None)
+
+
+async def test_hosts_left_are_unpublished_and_a_deleted_ingress_stops_its_actor(
+    edges: Edges,
+) -> None:
+    edges.service()
+    edges.apply(module_set_obj(HEADERS))
+    edges.apply(ingress_obj(hosts=(HOST, "api.example")))
+    await wait_until(lambda: edges.part("api.example") is not None)
+    edges.apply(ingress_obj(hosts=(HOST,)))
+    await wait_until(lambda: edges.part("api.example") is None)
+    assert edges.part() is not None
+
+    edges.delete(ingress_obj())
+    await wait_until(lambda: edges.part() is None)
+    await wait_until(lambda: not edges.system.exists(ingress_address("default", "web")))
+
+
+async def test_broken_rules_are_reported_as_events_and_the_rest_is_served(edges: Edges) -> None:
+    edges.service()
+    edges.apply(module_set_obj(HEADERS))
+    obj = ingress_obj()
+    obj["spec"]["rules"].append({"host": "empty.example"})
+    edges.apply(obj)
+    await wait_until(lambda: edges.part() is not None)
+    await wait_idle(edges.system)
+    (event,) = edges.events("InvalidRule")
+    assert event.type == "Warning" and event.regarding["name"] == "web"
+    assert event.message.startswith("spec.rules[1].http: no paths for host empty.example")
+    # Recomputing for another reason does not repeat the Event.
+    edges.apply(module_set_obj({"headers": {"request": {"add": {"X-Team": "red"}}}}))
+    await wait_idle(edges.system)
+    assert len(edges.events("InvalidRule")) == 1
+
+
+async def test_module_set_status_is_asked_for_only_when_it_changes(edges: Edges) -> None:
+    edges.apply(module_set_obj({"ipRestriction": {"allow": ["10.0.0.0/33"]}}))
+    await wait_until(lambda: any(isinstance(s, DesiredModuleSetStatus) for s in edges.status))
+    (status,) = [s for s in edges.status if isinstance(s, DesiredModuleSetStatus)]
+    assert status.conditions is not None
+    (condition,) = status.conditions
+    assert condition["status"] == "False" and "10.0.0.0/33" in condition["message"]
+    # The informer then shows the written status: nothing more to write.
+    written = module_set_obj({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
+    written["status"] = {"conditions": status.conditions}
+    edges.apply(written)
+    await wait_idle(edges.system)
+    assert len([s for s in edges.status if isinstance(s, DesiredModuleSetStatus)]) == 1
+
+
+async def test_secrets_and_endpoint_slices_are_published_only_when_changed(
+    edges: Edges,
+) -> None:
+    edges.apply(secret_obj("u:one"))
+    await wait_idle(edges.system)
+    first = edges.system.retained(secret_topic("default", "users"))["secret"]
+    assert isinstance(first, SecretData) and "u:one" not in repr(first)
+    edges.apply(secret_obj("u:one"))
+    await wait_idle(edges.system)
+    assert edges.system.retained(secret_topic("default", "users"))["secret"] is first
+
+    slice_obj = {
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-abc",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+        "ports": [{"name": "", "port": 8080}],
+    }
+    edges.apply(slice_obj)
+    await wait_until(lambda: "web-abc" in edges.system.retained(endpoints_topic("default", "web")))
+    edges.delete(slice_obj)
+    await wait_until(lambda: not edges.system.retained(endpoints_topic("default", "web")))
