@@ -374,7 +374,19 @@ def render(results: dict[str, list[Result]], *, args: argparse.Namespace, genera
         )
     if not any(name.startswith("nginx") for name in results):
         lines.append("- nginx was not installed, so this run has no nginx comparison.")
+    lines += NOTE
     return "\n".join(lines) + "\n"
+
+
+NOTE = [
+    "",
+    "Reading the figures: the edge is a Python proxy on one asyncio loop, so each request costs",
+    "parsing, the module chain, an aiohttp client exchange with the backend and two `send` system",
+    "calls (headers and body leave in one); profiling puts most of the time in the aiohttp client",
+    "and in `send` (tens of microseconds each on this VM). nginx does the same work in C. The",
+    "machine is shared with other test runs, hence the spread between rounds: compare the ratios",
+    "within a round, not absolute figures across runs.",
+]
 
 
 def write_section(section: str) -> None:

@@ -22,9 +22,12 @@ ROUTE = "default/web/0"  # route ids may hold slashes: they travel percent-encod
 
 
 class Remote:
-    def __init__(self, standalone: StandaloneEdge, edge_url: str, provider: HttpEdge) -> None:
+    def __init__(
+        self, standalone: StandaloneEdge, edge_url: str, admin_url: str, provider: HttpEdge
+    ) -> None:
         self.standalone = standalone
         self.edge_url = edge_url
+        self.admin_url = admin_url
         self.provider = provider
 
     async def get(self, path: str, **headers: str) -> int:
@@ -42,9 +45,10 @@ async def remote(backend: Backend) -> AsyncIterator[Remote]:
     )
     addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
     host, port = addresses.admin
-    provider = HttpEdge(base_url=f"http://{host}:{port}", timeout=5)
+    admin_url = f"http://{host}:{port}"
+    provider = HttpEdge(base_url=admin_url, timeout=5)
     edge_host, edge_port = addresses.edge.http
-    yield Remote(standalone, f"http://{edge_host}:{edge_port}", provider)
+    yield Remote(standalone, f"http://{edge_host}:{edge_port}", admin_url, provider)
     await provider.close()
     await standalone.stop()
 
@@ -180,3 +184,27 @@ def test_retry_after_accepts_seconds_and_dates() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=lambda: 1445412480.0) == 10.0
     assert parse_retry_after("soon") is None
     assert parse_retry_after(None) is None
+
+
+async def test_admin_api_names_the_field_of_an_unreadable_request(remote: Remote) -> None:
+    route = f"{remote.admin_url}/v1/hosts/{HOST}/routes/r"
+    async with aiohttp.ClientSession() as client:
+        async with client.put(route + "/modules", data=b"not json") as response:
+            assert response.status == 400
+            assert "JSON object" in (await response.json())["error"]
+        async with client.put(
+            route + "/modules", json={"path": "/", "pathType": "Regex"}
+        ) as response:
+            assert response.status == 400
+            assert "pathType" in (await response.json())["error"]
+        async with client.put(
+            route + "/modules",
+            json={"path": "/", "pathType": "Prefix", "modules": {"rateLimit": {"requests": 0}}},
+        ) as response:
+            assert response.status == 422
+            assert "modules.rateLimit.requests" in (await response.json())["error"]
+        async with client.put(
+            route + "/backend", json={"namespace": "default", "service": "web", "port": 70000}
+        ) as response:
+            assert response.status == 400
+            assert "backend.port" in (await response.json())["error"]
