@@ -103,9 +103,17 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
             index += 1
     except yaml.YAMLError as error:
         report.results.append(
-            DocumentResult(source, index, None, None, None, "error", f"invalid YAML: {error}")
+            DocumentResult(source, index, None, None, None, "error", _yaml_problem(error))
         )
     return documents
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """Where and what, without PyYAML's excerpt of the text (which may be a Secret's data)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return "invalid YAML"
 
 
 def _describe(body: Any) -> tuple[str | None, str | None, str | None]:

@@ -19,6 +19,7 @@ import base64
 import binascii
 import bisect
 import builtins
+import dataclasses
 import json
 import uuid
 from collections import deque
@@ -94,7 +95,8 @@ class Event:
     type: str
     key: tuple[str, str]
     stored: StoredObject
-    previous: JsonObject | None
+    previous: JsonObject | None = dataclasses.field(repr=False)
+    """The state before a MODIFIED write (never in reprs: it may be a Secret)."""
 
     @property
     def rv(self) -> int:
@@ -786,6 +788,11 @@ class ObjectStore:
         event_type = ADDED if previous is None else MODIFIED
         self._record(Event(event_type, rtype.key, stored, previous.obj if previous else None))
         if rtype.key == CRD_KEY:
+            if previous is not None:
+                old_spec = previous.obj["spec"]
+                self.registry.unregister(
+                    group=old_spec["group"], plural=old_spec["names"]["plural"]
+                )
             self.registry.register(resource_type_from_crd(obj))
         return stored
 

@@ -108,3 +108,27 @@ async def test_reapplying_updates_changed_documents_only(
     assert [r.action for r in changed.results] == ["updated"]
     stored = api_server.store.get(api_version="v1", kind="Service", namespace="default", name="web")
     assert stored["spec"]["ports"][0]["port"] == 8080
+
+
+async def test_errors_about_secrets_never_show_their_data(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    broken = tmp_path / "secret.yaml"
+    broken.write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {password: [hunter2\n"
+    )
+    bad_base64 = _write(
+        tmp_path / "bad.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "t"},
+            "data": {"token": "hunter2!"},
+        },
+    )
+    report = await api_server.apply_manifests([broken, bad_base64])
+    messages = [str(e) for e in report.errors]
+    assert len(messages) == 2
+    assert "invalid YAML at line" in messages[0] or "invalid YAML at line" in messages[1]
+    assert any("data[token]" in m for m in messages)
+    assert not any("hunter2" in m for m in messages)
