@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import math
 import random
 import time
 import traceback
@@ -31,6 +30,7 @@ from interlock.mailbox.actor import Actor
 from interlock.mailbox.cell import Cell
 from interlock.mailbox.config import MailboxConfig, Overflow, SupervisionPolicy
 from interlock.mailbox.context import current_envelope
+from interlock.mailbox.deadletters import DeadLetterLog
 from interlock.mailbox.envelope import EXTERNAL, Envelope
 from interlock.mailbox.errors import (
     ActorExists,
@@ -50,7 +50,9 @@ from interlock.mailbox.statistics import (
     SystemStatistics,
 )
 from interlock.mailbox.summary import summarize
+from interlock.mailbox.topics import Topic, Topics
 from interlock.mailbox.tracing import Tracer, error_text
+from interlock.mailbox.waits import WaitGraph
 
 _YIELD_EVERY = 256
 _DEFAULT_MAILBOX = MailboxConfig()
@@ -72,14 +74,6 @@ def _coalesce_key(message: object) -> Hashable | None:
         key: Hashable | None = message.coalesce_key  # type: ignore[attr-defined]
         return key
     return None
-
-
-class _Topic:
-    __slots__ = ("retained", "subscribers")
-
-    def __init__(self) -> None:
-        self.retained: dict[str, object] = {}
-        self.subscribers: dict[str, Cell] = {}
 
 
 class ActorSystem:
@@ -105,20 +99,15 @@ class ActorSystem:
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
-        self._dead_letter_log_interval = dead_letter_log_interval
         self._cells: dict[str, Cell] = {}
         self._kinds: dict[str, KindCounters] = {}
-        self._topics: dict[str, _Topic] = {}
+        self._topics = Topics()
         self._busy: set[Cell] = set()
         self._ids = itertools.count(1)
-        self._waiting: dict[str, list[str]] = {}
+        self._waits = WaitGraph()
         self._accepting = True
         self._idle: asyncio.Event | None = None
-        self._dead_letters = 0
-        self._dead_letters_unreported = 0
-        self._dead_letter_last_log = -math.inf
-        self._dead_letter_report: asyncio.TimerHandle | None = None
-        self._last_dead_letter = ""
+        self._dead_letters = DeadLetterLog(clock=clock, interval=dead_letter_log_interval)
 
     # ----------------------------------------------------------------------------------------
     # Tracing
@@ -365,7 +354,7 @@ class ActorSystem:
             self._dead_letter(self._envelope(address, message, parent, correlation_id), reason)
             raise ActorNotFound(address, f"ask {message_type}")
         if asker is not None:
-            chain = self._wait_chain(address, asker)
+            chain = self._waits.chain(address, asker)
             if chain is not None:
                 raise AskCycle([asker, *chain], message_type)
         loop = asyncio.get_running_loop()
@@ -374,32 +363,14 @@ class ActorSystem:
             cell, self._envelope(address, message, parent, correlation_id, None, reply), False
         )
         if asker is not None:
-            self._waiting.setdefault(asker, []).append(address)
+            self._waits.add(asker, address)
         timer = loop.call_later(timeout, _expire, reply, address, message_type, timeout)
         try:
             return await reply
         finally:
             timer.cancel()
             if asker is not None:
-                waits = self._waiting[asker]
-                waits.remove(address)
-                if not waits:
-                    del self._waiting[asker]
-
-    def _wait_chain(self, target: str, asker: str) -> list[str] | None:
-        """The chain of waiting asks from ``target`` back to ``asker``, if there is one."""
-        stack: list[tuple[str, list[str]]] = [(target, [target])]
-        seen: set[str] = set()
-        while stack:
-            node, path = stack.pop()
-            if node == asker:
-                return path
-            if node in seen:
-                continue
-            seen.add(node)
-            for waited in self._waiting.get(node, ()):
-                stack.append((waited, [*path, waited]))
-        return None
+                self._waits.remove(asker, address)
 
     def _enqueue(self, cell: Cell, envelope: Envelope, from_publish: bool) -> None:
         queue = cell.queue
@@ -683,12 +654,7 @@ class ActorSystem:
         if self._cells.get(cell.address) is cell:
             del self._cells[cell.address]
             cell.kind.actors -= 1
-        for topic_name in cell.topics or ():
-            topic = self._topics.get(topic_name)
-            if topic is not None:
-                topic.subscribers.pop(cell.address, None)
-                self._forget_topic_if_unused(topic_name, topic)
-        cell.topics = None
+        self._topics.remove_all(cell)
         queue = cell.queue
         if queue:
             pending = list(queue)
@@ -739,17 +705,11 @@ class ActorSystem:
         cell = self._cells.get(address)
         if cell is None:
             raise ActorNotFound(address, f"subscribe to {topic}")
-        state = self._topics.get(topic)
-        if state is None:
-            state = self._topics[topic] = _Topic()
-        state.subscribers[address] = cell
-        if cell.topics is None:
-            cell.topics = set()
-        cell.topics.add(topic)
+        state = self._topics.add_subscriber(topic, cell)
         self._deliver_retained(cell, topic, state, current_envelope.get())
 
     def _deliver_retained(
-        self, cell: Cell, topic: str, state: _Topic, parent: Envelope | None
+        self, cell: Cell, topic: str, state: Topic, parent: Envelope | None
     ) -> None:
         for key, value in list(state.retained.items()):
             self._enqueue(
@@ -764,13 +724,8 @@ class ActorSystem:
         """End the subscription; notifications of ``topic`` still queued for the actor are
         dropped, so none arrives after this returns."""
         cell = self._cells.get(address)
-        state = self._topics.get(topic)
-        if state is not None:
-            state.subscribers.pop(address, None)
-            self._forget_topic_if_unused(topic, state)
-        if cell is None or cell.topics is None or topic not in cell.topics:
+        if cell is None or not self._topics.remove_subscriber(topic, cell):
             return
-        cell.topics.discard(topic)
         queue = cell.queue
         if not queue:
             return
@@ -791,9 +746,7 @@ class ActorSystem:
     def publish(self, topic: str, key: str, value: object) -> None:
         """Retain ``value`` under ``key`` on ``topic`` and queue ``Published`` to every
         subscriber (coalesced with a pending notification of the same key)."""
-        state = self._topics.get(topic)
-        if state is None:
-            state = self._topics[topic] = _Topic()
+        state = self._topics.setdefault(topic)
         state.retained[key] = value
         if state.subscribers:
             self._fan_out(state, Published(topic, key, value), (topic, key))
@@ -807,9 +760,9 @@ class ActorSystem:
         del state.retained[key]
         if state.subscribers:
             self._fan_out(state, Unpublished(topic, key), (topic, key))
-        self._forget_topic_if_unused(topic, state)
+        self._topics.forget_if_unused(topic, state)
 
-    def _fan_out(self, state: _Topic, message: Published | Unpublished, key: Hashable) -> None:
+    def _fan_out(self, state: Topic, message: Published | Unpublished, key: Hashable) -> None:
         parent = current_envelope.get()
         for cell in list(state.subscribers.values()):
             self._enqueue(cell, self._envelope(cell.address, message, parent, None, key), True)
@@ -824,15 +777,10 @@ class ActorSystem:
         state = self._topics.get(topic)
         return [] if state is None else list(state.subscribers)
 
-    def _forget_topic_if_unused(self, name: str, state: _Topic) -> None:
-        if not state.subscribers and not state.retained:
-            self._topics.pop(name, None)
-
     # ----------------------------------------------------------------------------------------
     # Dead letters
 
     def _dead_letter(self, envelope: Envelope, reason: str) -> None:
-        self._dead_letters += 1
         self._kind(envelope.recipient).dead_letters += 1
         reply = envelope.reply
         if reply is not None and not reply.done():
@@ -844,32 +792,9 @@ class ActorSystem:
         tracer = self._tracer
         if tracer is not None:
             tracer.dead_letter(envelope, reason=reason)
-        self._dead_letters_unreported += 1
-        self._last_dead_letter = f"{envelope.type} to {envelope.recipient} ({reason})"
-        now = self._clock()
-        if now - self._dead_letter_last_log >= self._dead_letter_log_interval:
-            self._report_dead_letters()
-        elif self._dead_letter_report is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
-            self._dead_letter_report = loop.call_later(
-                self._dead_letter_log_interval, self._report_dead_letters
-            )
-
-    def _report_dead_letters(self) -> None:
-        self._dead_letter_report = None
-        if not self._dead_letters_unreported:
-            return
-        self._dead_letter_last_log = self._clock()
-        logger.warning(
-            "{} dead letter(s) since the last report ({} in total); latest: {}",
-            self._dead_letters_unreported,
-            self._dead_letters,
-            self._last_dead_letter,
+        self._dead_letters.record(
+            message_type=envelope.type, recipient=envelope.recipient, reason=reason
         )
-        self._dead_letters_unreported = 0
 
     # ----------------------------------------------------------------------------------------
     # Shutdown
@@ -899,9 +824,7 @@ class ActorSystem:
             task.cancel()
         if remaining:
             await asyncio.gather(*remaining, return_exceptions=True)
-        if self._dead_letter_report is not None:
-            self._dead_letter_report.cancel()
-            self._report_dead_letters()
+        self._dead_letters.flush()
 
     async def _wait_idle(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
@@ -943,7 +866,7 @@ class ActorSystem:
             processed=sum(kind.processed for kind in kinds.values()),
             failed=sum(kind.failed for kind in kinds.values()),
             restarts=sum(kind.restarts for kind in kinds.values()),
-            dead_letters=self._dead_letters,
+            dead_letters=self._dead_letters.total,
             kinds=kinds,
         )
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import IO, Any
 
+from loguru import logger
+
 from interlock.mailbox.envelope import Envelope
 from interlock.mailbox.summary import summarize
 
@@ -58,14 +60,22 @@ class Tracer:
         """Write to an open text stream, flushed at most every half second and on close."""
         last_flush = time.monotonic()
         write_text = stream.write
+        broken = False
 
         def write(line: str) -> None:
-            nonlocal last_flush
-            write_text(line)
-            now = time.monotonic()
-            if now - last_flush >= _FLUSH_INTERVAL:
-                last_flush = now
-                stream.flush()
+            nonlocal last_flush, broken
+            try:
+                write_text(line)
+                now = time.monotonic()
+                if now - last_flush >= _FLUSH_INTERVAL:
+                    last_flush = now
+                    stream.flush()
+            except (OSError, ValueError) as error:
+                # A full disk or a closed file must not fail the message being sent: the trace
+                # is a diagnostic. Say so once, then drop records.
+                if not broken:
+                    broken = True
+                    logger.error("trace: cannot write, dropping records: {}", error)
 
         return cls(write=write, close=close if close is not None else stream.flush)
 

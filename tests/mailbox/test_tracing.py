@@ -233,3 +233,14 @@ def test_a_stream_tracer_writes_complete_lines_by_close(tmp_path: Path) -> None:
         tracer.close()
         record = json.loads(path.read_text())
     assert record["event"] == "stopped" and record["recipient"] == "route/a"
+
+
+async def test_a_trace_that_cannot_be_written_does_not_fail_the_sender(tmp_path: Path) -> None:
+    tracer = Tracer.to_file(tmp_path / "t.jsonl")
+    tracer.close()  # every later write fails
+    system = ActorSystem(tracer=tracer)
+    system.spawn("a", lambda: Relay(None))
+    system.tell("a", "still delivered")
+    await wait_idle(system)
+    assert system.retained("out") == {"k": "still delivered"}
+    await system.shutdown()

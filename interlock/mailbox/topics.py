@@ -1,0 +1,65 @@
+"""The bookkeeping of pub/sub: retained values and subscribers per topic.
+
+Kept apart from delivery (which is the actor system's job) so that the invariants are easy to
+see: a topic exists while it has a retained value or a subscriber, and an actor's list of
+topics mirrors the topics' subscriber lists, so stopping an actor ends all its subscriptions.
+"""
+
+from __future__ import annotations
+
+from interlock.mailbox.cell import Cell
+
+
+class Topic:
+    """One topic: the latest value per publisher key, and its subscribers in order."""
+
+    __slots__ = ("retained", "subscribers")
+
+    def __init__(self) -> None:
+        self.retained: dict[str, object] = {}
+        self.subscribers: dict[str, Cell] = {}
+
+
+class Topics:
+    """All topics by name."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, Topic] = {}
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def setdefault(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            topic = self._topics[name] = Topic()
+        return topic
+
+    def add_subscriber(self, name: str, cell: Cell) -> Topic:
+        topic = self.setdefault(name)
+        topic.subscribers[cell.address] = cell
+        if cell.topics is None:
+            cell.topics = set()
+        cell.topics.add(name)
+        return topic
+
+    def remove_subscriber(self, name: str, cell: Cell) -> bool:
+        """End ``cell``'s subscription; ``False`` if it was not subscribed."""
+        topic = self._topics.get(name)
+        if topic is not None and topic.subscribers.get(cell.address) is cell:
+            del topic.subscribers[cell.address]
+            self.forget_if_unused(name, topic)
+        if cell.topics is None or name not in cell.topics:
+            return False
+        cell.topics.discard(name)
+        return True
+
+    def remove_all(self, cell: Cell) -> None:
+        """End every subscription of ``cell`` (it is stopping)."""
+        for name in list(cell.topics or ()):
+            self.remove_subscriber(name, cell)
+        cell.topics = None
+
+    def forget_if_unused(self, name: str, topic: Topic) -> None:
+        if not topic.subscribers and not topic.retained:
+            self._topics.pop(name, None)
