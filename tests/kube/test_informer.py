@@ -15,7 +15,7 @@ from loguru import logger
 from interlock.embedded import running_api_server
 from interlock.kube.client import api_client
 from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, Upserted
-from interlock.kube.resources import SECRET, SERVICE
+from interlock.kube.resources import INGRESS_CLASS, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox.backoff import BackoffPolicy
 
@@ -343,3 +343,22 @@ async def test_random_changes_with_drops_and_compactions_converge(
         await wait_for(lambda: sink.versions() == expected, what="convergence")
     delivered = [(e.key, e.resource_version) for e in sink.events if isinstance(e, Upserted)]
     assert len(delivered) == len(set(delivered)), "an object version was delivered twice"
+
+
+async def test_cluster_scoped_kinds_ignore_the_namespace_filter(api: Any) -> None:
+    await create(
+        api,
+        INGRESS_CLASS,
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "IngressClass",
+            "metadata": {"name": "interlock"},
+            "spec": {"controller": "interlock.dev/ingress-controller"},
+        },
+    )
+    sink = Collector()
+    informer = Informer(api, INGRESS_CLASS, sink=sink, namespaces=["team-a", "team-b"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+        assert list(sink.state) == ["interlock"]
+        assert sink.events[0].trace_summary().startswith("IngressClass interlock rv=")
