@@ -208,3 +208,44 @@ async def test_admin_api_names_the_field_of_an_unreadable_request(remote: Remote
         ) as response:
             assert response.status == 400
             assert "backend.port" in (await response.json())["error"]
+
+
+async def test_secret_values_reach_no_log_error_or_snapshot(
+    remote: Remote, caplog: pytest.LogCaptureFixture
+) -> None:
+    from loguru import logger
+
+    planted = "PLANTED-7f3a9c"
+    records: list[str] = []
+    sink = logger.add(lambda message: records.append(str(message)), level="DEBUG")
+    errors: list[str] = []
+    try:
+        hook = Modules.model_validate(
+            {"webhookVerification": {"provider": "github", "secretRef": {"name": "h", "key": "k"}}}
+        )
+        await remote.provider.apply_modules(
+            host=HOST,
+            route_id=ROUTE,
+            path="/",
+            path_type="Prefix",
+            modules=hook,
+            secrets={("h", "k"): SecretValue(planted.encode())},
+        )
+        await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
+        assert await remote.get("/", **{"X-Hub-Signature-256": "sha256=00"}) == 401
+        with pytest.raises(PermanentEdgeError) as error:
+            await remote.provider.apply_modules(
+                host=HOST,
+                route_id=ROUTE,
+                path="/",
+                path_type="Prefix",
+                modules=BASIC_AUTH,
+                secrets={("users", "htpasswd"): SecretValue(f"{planted}:{planted}".encode())},
+            )
+        errors.append(str(error.value))
+        snapshot = await remote.provider.snapshot()
+    finally:
+        logger.remove(sink)
+    everything = "\n".join([*records, *errors, caplog.text, str(snapshot.to_json())])
+    assert planted not in everything
+    assert errors

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 
 import aiohttp
 import pytest
 
+from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
+from interlock.edge.proxy import ProxyTimeouts
+from interlock.edge.server import EdgeServer
+from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness, body_json
@@ -269,3 +275,36 @@ async def test_empty_module_chain_proxies_unchanged(harness: EdgeHarness, backen
     assert status == 200
     assert "Content-Encoding" not in headers
     assert body == b"compress me " * 500
+
+
+async def test_upstream_connect_timeout_is_504(backend: Backend) -> None:
+    # A listener whose accept backlog is full drops new SYNs: connecting times out.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    edge = InProcessEdge()
+    server = EdgeServer(
+        edge=edge,
+        upstreams=StaticUpstreams({("default", "web", 80): [("127.0.0.1", port)]}),
+        timeouts=ProxyTimeouts(connect=0.3, read=0.5),
+    )
+    await server.start(addr="127.0.0.1:0")
+    try:
+        async with aiohttp.ClientSession() as client:
+            harness = EdgeHarness(
+                edge=edge, upstreams=StaticUpstreams(), server=server, client=client
+            )
+            await harness.serve()
+            assert (await harness.get("/"))[0] == 504
+    finally:
+        await server.stop()
+        for sock in (*fillers, listener):
+            sock.close()
