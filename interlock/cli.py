@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from interlock import __version__, cli_run
+from interlock import __version__, cli_demo, cli_run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"interlock {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_run.register(subparsers)
+    cli_demo.register(subparsers)
     return parser
 
 

@@ -1,0 +1,167 @@
+"""The ``interlock demo`` and ``interlock edge`` subcommands.
+
+``demo`` is the README's first command: interlock with no cluster, two echo backends, the
+example manifests, something to curl and a live trace (see ``docs/demo.md``). ``edge`` runs the
+data plane on its own, programmed by a controller through its admin API. Both are thin: the work
+is in :mod:`interlock.demo` and :mod:`interlock.edge.standalone`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from interlock.cli_run import configure_logging, env_name
+from interlock.config import parse_address
+
+DEFAULT_DEMO_EDGE = "127.0.0.1:8080"
+DEFAULT_DEMO_POLICY = "127.0.0.1:8090"
+DEFAULT_DEMO_ADMIN = "127.0.0.1:9090"
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--duration {text!r} is not a number of seconds"
+        ) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--duration {text!r} must be more than 0 seconds")
+    return value
+
+
+def add_demo_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="run interlock with no cluster: echo backends, example manifests, a live trace",
+        description=(
+            "Start the embedded API server and the controller loaded with manifests/examples, "
+            "two local echo backends behind an Ingress with modules and an 80/20 HTTPRoute "
+            "split, and print what to curl, the kubectl line to change things live, and each "
+            "message the actors handle. Busy default ports fall back to free ones."
+        ),
+    )
+    for flag, default, what in (
+        ("--edge-addr", DEFAULT_DEMO_EDGE, "edge data plane"),
+        ("--policy-addr", DEFAULT_DEMO_POLICY, "policy API"),
+        ("--admin-addr", DEFAULT_DEMO_ADMIN, "admin server (/readyz, /metrics, /debug/)"),
+    ):
+        parser.add_argument(
+            flag,
+            default=default,
+            metavar="HOST:PORT",
+            help=f"{what} address; a busy port or port 0 picks a free one (default {default})",
+        )
+    parser.add_argument(
+        "--duration",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop by itself after this long, exit 0 (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--quiet-trace", action="store_true", help="write the trace file but do not print it"
+    )
+    parser.add_argument(
+        "--manifests",
+        default=None,
+        metavar="DIR",
+        help="the manifests/ folder holding ingressclass.yaml and examples/ "
+        "(default: the source checkout's)",
+    )
+    parser.set_defaults(handler=demo_command)
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    from interlock.demo.runner import DemoError, DemoOptions, run_demo
+
+    try:
+        options = DemoOptions(
+            edge_addr=parse_address(args.edge_addr, flag="--edge-addr"),
+            policy_addr=parse_address(args.policy_addr, flag="--policy-addr"),
+            admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
+            duration=args.duration,
+            quiet_trace=args.quiet_trace,
+            manifests=Path(args.manifests) if args.manifests else None,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # The live trace is read as it happens, also through a pipe.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    configure_logging("WARNING")
+    try:
+        return asyncio.run(run_demo(options))
+    except DemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def add_edge_parser(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "edge",
+        help="run the edge data plane alone (programmed through its admin API)",
+        description=(
+            "Serve the edge data plane and its admin API in this process; a controller programs "
+            "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
+        ),
+    )
+    for flag, default, what in (
+        ("--listen", "0.0.0.0:8080", "edge HTTP address"),
+        ("--admin", "127.0.0.1:9091", "admin API address"),
+        ("--tls-listen", None, "edge HTTPS address (off unless given)"),
+    ):
+        env = env_name(flag)
+        parser.add_argument(
+            flag,
+            default=os.environ.get(env, default),
+            metavar="HOST:PORT",
+            help=f"{what} (env {env}; default {default})",
+        )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
+    )
+    parser.set_defaults(handler=edge_command)
+
+
+async def _edge_until_signalled(args: argparse.Namespace) -> int:
+    from interlock.edge.standalone import run_standalone_edge
+
+    serving = asyncio.create_task(
+        run_standalone_edge(
+            listen=args.listen,
+            admin=args.admin,
+            trusted_proxies=tuple(args.trusted_proxy),
+            tls_listen=args.tls_listen,
+        )
+    )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, serving.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    return 0
+
+
+def edge_command(args: argparse.Namespace) -> int:
+    configure_logging("INFO")
+    return asyncio.run(_edge_until_signalled(args))
+
+
+def register(subparsers: Any) -> None:
+    """Add ``demo`` and ``edge`` to the main parser's subcommands."""
+    add_demo_parser(subparsers)
+    add_edge_parser(subparsers)

@@ -1,0 +1,222 @@
+"""Run the demo: echo backends, the embedded controller loaded with the examples, a live trace.
+
+Everything here is what a person would otherwise do by hand before trying interlock: start two
+backends, point EndpointSlices at them, start ``interlock run --embedded`` with the example
+manifests and a trace file, then look up the ports to curl. The controller is the same
+:class:`~interlock.app.Controller` that ``interlock run`` starts; the demo only adds its tracer
+(to print the trace live) and prints what to try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from interlock.config import Address, ControllerConfig
+from interlock.demo.echo import EchoServer
+from interlock.demo.endpoints import write_endpoint_slices
+from interlock.demo.live_trace import LiveTrace, TraceTee
+from interlock.mailbox import Tracer
+
+NAMESPACE = "default"
+HOST = "demo.localhost"
+"""The Ingress host of manifests/examples/ingress.yaml."""
+BACKENDS = ("echo-v1", "echo-v2")
+"""The Services of manifests/examples/services.yaml that the echo servers stand in for."""
+
+
+class DemoError(Exception):
+    """The demo cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    """What ``interlock demo`` was asked for."""
+
+    edge_addr: Address
+    policy_addr: Address
+    admin_addr: Address
+    duration: float | None = None
+    """Stop after this many seconds (non-interactive use); ``None`` runs until SIGINT/SIGTERM."""
+    quiet_trace: bool = False
+    """Write the trace file but do not print it live."""
+    manifests: Path | None = None
+    """The repository's ``manifests/`` folder; ``None`` finds it next to the package."""
+
+
+def default_manifests() -> Path:
+    """``manifests/`` of the source checkout this package runs from."""
+    return Path(__file__).resolve().parents[2] / "manifests"
+
+
+def available(address: Address) -> Address:
+    """``address`` if its port is free now, else the same host with a free port (port 0 too).
+
+    The friendly default ports (8080, 8090, 9090) are often taken on a developer's machine; the
+    demo then runs on other ports and prints them, rather than failing.
+    """
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    for port in dict.fromkeys((address.port, 0)):
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address.host, port))
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE or port == 0:
+                    raise DemoError(f"cannot listen on {address}: {error.strerror}") from None
+                continue
+            return Address(host=address.host, port=int(probe.getsockname()[1]))
+    raise AssertionError("unreachable: port 0 either binds or raises")
+
+
+def _url(address: Address) -> str:
+    host = "127.0.0.1" if address.host in ("0.0.0.0", "") else address.host
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{address.port}"
+
+
+def _manifest_paths(root: Path, slices: Path) -> tuple[str, ...]:
+    wanted = (root / "ingressclass.yaml", root / "examples")
+    missing = [str(path) for path in wanted if not path.exists()]
+    if missing:
+        raise DemoError(
+            f"the demo's manifests are missing ({', '.join(missing)}): run it from a source "
+            "checkout of interlock (make demo), or pass the manifests/ folder"
+        )
+    return (*(str(path) for path in wanted), str(slices))
+
+
+def banner(
+    *,
+    edge: Address,
+    policy_url: str,
+    admin_url: str,
+    kubeconfig: str,
+    examples: Path,
+    trace_file: Path,
+    backends: Sequence[tuple[str, int]],
+) -> list[str]:
+    """What the demo prints once it is ready: where things are and what to try."""
+    edge_url = _url(edge)
+    policy = f"{policy_url}/v1/outbound/{NAMESPACE}/echo/80"
+    kubectl = f"kubectl --kubeconfig {kubeconfig}"
+    lines = [
+        "interlock demo is ready.",
+        "",
+        f"  edge           {edge_url}  (host {HOST}; user demo, password demo — demo only)",
+        f"  policy API     {policy}",
+        f"  admin          {admin_url}/readyz  {admin_url}/metrics  {admin_url}/debug/",
+        *(f"  backend        {name} on 127.0.0.1:{port}" for name, port in backends),
+        f"  trace file     {trace_file}",
+        "",
+        "Try:",
+        f"  curl -u demo:demo -H 'Host: {HOST}' {edge_url}/hello",
+        f"  curl -H 'Host: {HOST}' {edge_url}/hello          # 401: modules run first",
+        f"  curl {policy}",
+        f"  interlock policy watch {NAMESPACE}/echo:80 --server {policy_url}",
+        "",
+        "Change things live (and watch the trace below and the policy):",
+        f"  {kubectl} get httproutes,ingresses,modulesets,services",
+        f"  {kubectl} delete service echo-v2     # policy: echo-v2 exists: false",
+        f"  {kubectl} apply -f {examples / 'services.yaml'}   # and back",
+        "",
+        f"Read the trace afterwards: interlock trace {trace_file}",
+        "",
+    ]
+    return lines
+
+
+async def run_demo(
+    options: DemoOptions,
+    *,
+    out: Callable[[str], None] = print,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run the demo until ``stop`` is set, SIGINT/SIGTERM, or ``options.duration`` passed."""
+    from interlock.app import Controller
+
+    workdir = Path(tempfile.mkdtemp(prefix="interlock-demo-"))
+    trace_path = workdir / "trace.jsonl"
+    kubeconfig = workdir / "kubeconfig"
+    edge_addr = available(options.edge_addr)
+    policy_addr = available(options.policy_addr)
+    admin_addr = available(options.admin_addr)
+    root = options.manifests if options.manifests is not None else default_manifests()
+
+    echoes = [EchoServer(name=name) for name in BACKENDS]
+    trace_file: IO[str] | None = None
+    pump: asyncio.Task[None] | None = None
+    controller: Controller | None = None
+    stop = stop if stop is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        for echo in echoes:
+            await echo.start()
+        slices = write_endpoint_slices(
+            workdir / "endpointslices.yaml",
+            namespace=NAMESPACE,
+            host="127.0.0.1",
+            ports={echo.name: echo.port for echo in echoes},
+        )
+        config = ControllerConfig(
+            embedded=True,
+            manifests=_manifest_paths(root, slices),
+            write_kubeconfig=str(kubeconfig),
+            policy_addr=policy_addr,
+            admin_addr=admin_addr,
+            edge_addr=edge_addr,
+            lease_namespace=NAMESPACE,
+            log_level="WARNING",
+        )
+        controller = Controller(config)
+        # Opening a local file takes microseconds; closed in the finally below.
+        trace_file = open(trace_path, "a", encoding="utf-8")  # noqa: SIM115, ASYNC230
+        live = None if options.quiet_trace else LiveTrace(out=out)
+        tee = TraceTee(trace_file, live=live)
+        controller.system.set_tracer(Tracer(write=tee.write))
+        await controller.start()
+        await controller.wait_ready()
+        assert controller.policy_site is not None and controller.admin_site is not None
+        for line in banner(
+            edge=edge_addr,
+            policy_url=controller.policy_site.url,
+            admin_url=controller.admin_site.url,
+            kubeconfig=str(kubeconfig),
+            examples=root / "examples",
+            trace_file=trace_path,
+            backends=[(echo.name, echo.port) for echo in echoes],
+        ):
+            out(line)
+        out("Live trace (actor, message, outcome <= the external event that caused it):")
+        sys.stdout.flush()
+        pump = asyncio.create_task(tee.pump(), name="demo-trace")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), options.duration)
+        out("stopping the demo")
+    finally:
+        if controller is not None:
+            await controller.stop()
+        if pump is not None:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        if trace_file is not None:
+            trace_file.close()
+        for echo in echoes:
+            await echo.stop()
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+        sys.stdout.flush()
+    out(f"trace kept in {trace_path}: interlock trace {trace_path}")
+    return 0
