@@ -202,7 +202,15 @@ class Controller:
         paths.extend(self.config.manifests)
         if paths:
             report = await self.embedded.apply_manifests(paths)
-            logger.info("embedded API server: applied {}", report)
+            for failed in report.errors:
+                logger.error(
+                    "manifest {} document {}: {}", failed.source, failed.index, failed.error
+                )
+            logger.info(
+                "embedded API server: applied {} documents ({} failed)",
+                len(report.results),
+                len(report.errors),
+            )
         target = self.config.write_kubeconfig
         if target is None:
             self._tempdir = tempfile.TemporaryDirectory(prefix="interlock-")
@@ -211,7 +219,12 @@ class Controller:
 
     def _informer(self, resource: Resource) -> Informer:
         namespaces = list(self.config.namespaces) or None
-        return Informer(self.api, resource, sink=self._sink, namespaces=namespaces)
+        backoff = BackoffPolicy(
+            initial=self.config.reconnect_initial,
+            maximum=self.config.reconnect_maximum,
+            jitter=1.0,
+        )
+        return Informer(self.api, resource, sink=self._sink, namespaces=namespaces, backoff=backoff)
 
     def _sink(self, event: InformerEvent) -> None:
         change = object_changed(event)
@@ -281,7 +294,7 @@ class Controller:
         return lines
 
     async def stop(self) -> None:
-        """End watch streams, stop informers, drain actors, release the Lease, disconnect."""
+        """End watch streams, stop informers, release the Lease, drain actors, disconnect."""
         self.watches.close()
         for site in (self.policy_site, self.admin_site):
             if site is not None:
@@ -294,9 +307,10 @@ class Controller:
         for task in others:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.system.shutdown()
+        # Release first: writes still queued are not ours to make once another replica may lead.
         if self.elector is not None:
             await self.elector.release()
+        await self.system.shutdown()
         for task in elector_tasks:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(task, 5.0)

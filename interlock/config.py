@@ -110,6 +110,12 @@ class ControllerConfig:
     """Seconds a service-port watch lives on after its last subscriber left, so that a client
     reconnecting (or repeated ``GET``s) does not rebuild it each time."""
 
+    reconnect_initial: float = 0.8
+    """First delay, in seconds, before an informer reconnects after a failed list or watch."""
+
+    reconnect_maximum: float = 30.0
+    """Largest delay, in seconds, between informer reconnects (client-go's 0.8 s to 30 s)."""
+
     status_retry_initial: float = 0.5
     """First delay, in seconds, before retrying a status write that failed transiently."""
 

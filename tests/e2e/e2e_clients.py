@@ -187,6 +187,8 @@ def controller_config(kubeconfig: str, **overrides: Any) -> ControllerConfig:
         "lease_retry_period": 0.1,
         "watch_grace": 0.2,
         "status_retry_initial": 0.05,
+        "reconnect_initial": 0.05,
+        "reconnect_maximum": 0.2,
         "status_retry_maximum": 0.5,
     }
     settings.update(overrides)

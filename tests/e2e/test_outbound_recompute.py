@@ -1,0 +1,78 @@
+"""Issue 5, scenario 8: a Service toggled 100 times while 1,000 routes exist wakes only the
+routes that reference it (counted with the runtime's per-actor statistics)."""
+
+from __future__ import annotations
+
+from e2e_clients import Cluster, PolicyClient, StartController, eventually
+from outbound_objects import backend, backends_of, http_route, parent, service
+
+from interlock.actors.messages import route_address
+from interlock.embedded import EmbeddedApiServer
+
+ROUTES = 1000
+PARENTS = 100
+REFERENCING = 10
+TOGGLES = 100
+
+
+def route(i: int) -> dict:
+    backends = [backend(f"b-{i}")]
+    if i < REFERENCING:
+        backends.append(backend("hot"))
+    return http_route(f"r-{i}", parents=[parent(f"web-{i % PARENTS}")], backends=backends)
+
+
+def held_lease() -> dict:
+    # Another replica holds the Lease for an hour: this controller writes no status, so route
+    # objects do not change under the test and every route message counted is a recompute.
+    now = "2026-01-01T00:00:00.000000Z"
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "interlock", "namespace": "default"},
+        "spec": {
+            "holderIdentity": "another-replica",
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        },
+    }
+
+
+async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
+    api_server: EmbeddedApiServer, cluster: Cluster, start_controller: StartController, http
+):
+    api_server.store.create(held_lease())
+    controller = await start_controller(lease_identity="replica-1")
+    assert controller.policy_site is not None
+    policy = PolicyClient(http, controller.policy_site.url)
+    for i in range(PARENTS):
+        api_server.store.create(service(f"web-{i}"))
+    for i in range(ROUTES):
+        api_server.store.create(route(i))
+    system = controller.system
+    addresses = [route_address("default", f"r-{i}") for i in range(ROUTES)]
+    await eventually(
+        lambda: all(system.exists(a) for a in addresses) and system.statistics().busy == 0,
+        within=30.0,
+        message="1,000 route actors settled",
+    )
+    watch = await policy.watch("web-0")
+    assert ("hot", False, 500) in backends_of(watch.latest)
+    before = {a: system.actor_statistics(a).processed for a in addresses}
+
+    for _ in range(TOGGLES):
+        await cluster.apply(service("hot"))
+        await cluster.delete(service("hot"))
+    await cluster.apply(service("hot"))
+    await watch.until(lambda p: ("hot", True, None) in backends_of(p), within=20.0)
+    await eventually(lambda: system.statistics().busy == 0, message="actors idle")
+
+    woken = {a for a in addresses if system.actor_statistics(a).processed != before[a]}
+    assert woken == set(addresses[:REFERENCING])
+    recomputes = sum(system.actor_statistics(a).processed - before[a] for a in woken)
+    # At most one per event (bursts coalesce in the mailbox), at least one per route.
+    assert REFERENCING <= recomputes <= REFERENCING * (2 * TOGGLES + 1)
+    assert controller.elector is not None
+    assert not controller.elector.is_leader
+    watch.close()
