@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
-from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
 
+DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_MAX_CONNECTIONS = 256
 """Each informer holds a watch connection open; the pool must leave room for writes beside them."""
 
@@ -67,8 +67,10 @@ async def _load_default(configuration: Configuration) -> None:
 
 def _default_kubeconfig() -> str | None:
     """``$KUBECONFIG`` (or ``~/.kube/config``), or None when absent and running in a pod."""
-    # $KUBECONFIG may list several files separated like $PATH; the loader merges them.
-    paths = [os.path.expanduser(p) for p in KUBE_CONFIG_DEFAULT_LOCATION.split(os.pathsep) if p]
+    # Read at call time (kubernetes-asyncio reads it once, at import). $KUBECONFIG may list
+    # several files separated like $PATH; the loader merges them.
+    location = os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    paths = [os.path.expanduser(p) for p in location.split(os.pathsep) if p]
     if any(os.path.exists(p) for p in paths) or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         return os.pathsep.join(paths)
     return None

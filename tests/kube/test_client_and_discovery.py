@@ -47,3 +47,18 @@ async def test_discovery_errors_other_than_not_found_are_raised(api: Any, server
     server.faults.fail_next(1, status=503)
     with pytest.raises(KubeApiError, match=r"discover interlock\.dev/v1alpha1: 503"):
         await is_served(api, MODULE_SET)
+
+
+async def test_without_a_path_the_kubeconfig_environment_variable_is_used(
+    server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = server.write_kubeconfig(tmp_path / "from-env")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    async with api_client(kubeconfig=None, in_cluster=False) as api:
+        assert await is_served(api, SERVICE)
+
+
+async def test_in_cluster_outside_a_pod_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeConfigError, match="in-cluster service account"):
+        await make_api_client(kubeconfig=None, in_cluster=True)
