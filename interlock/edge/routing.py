@@ -37,10 +37,13 @@ def clean_path(raw_path: str) -> tuple[str, str]:
     served as ``/admin`` by the upstream, past the modules of the ``/admin`` route. Repeated
     slashes are merged (as nginx does), so ``//host/x`` never reads as a host. The routing
     path is percent-decoded (``%2F`` included), which can only make a match more specific.
-    Raises ValueError for a path that is not absolute.
+    Raises ValueError for a path that is not absolute or that still has a dot segment once
+    decoded (the server answers 400).
     """
     if not raw_path.startswith("/"):
         raise ValueError(f"request path {raw_path[:100]!r} must start with '/'")
+    if "%" not in raw_path and "/." not in raw_path and "//" not in raw_path:
+        return raw_path, raw_path  # the common case: nothing to decode or remove
     parts = raw_path.split("/")[1:]
     kept: list[str] = []
     for index, segment in enumerate(parts):
@@ -55,7 +58,12 @@ def clean_path(raw_path: str) -> tuple[str, str]:
             continue
         kept.append(segment)
     forward = "/" + "/".join(kept)
-    return unquote(forward), forward
+    routed = unquote(forward)
+    if any(segment in (".", "..") for segment in routed.split("/")):
+        # Only an encoded slash can bring a dot segment back (``%2e%2e%2Fadmin``): an upstream
+        # that decodes it before resolving dots would climb out of the route.
+        raise ValueError(f"request path {raw_path[:100]!r} hides a dot segment")
+    return routed, forward
 
 
 def prefix_key(path: str) -> str:

@@ -128,7 +128,7 @@ class EdgeServer:
         try:
             path, forward_path = clean_path(raw_path)
         except ValueError:
-            return _plain(400, "the request path must be absolute")
+            return _plain(400, "the request path must be absolute, without hidden dot segments")
         route = select_route(routes.values(), path)
         if route is None:
             return _plain(404, "no route of this edge matches the path")

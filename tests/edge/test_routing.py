@@ -98,3 +98,28 @@ def test_clean_path(raw: str, routed: str, forwarded: str) -> None:
 def test_clean_path_refuses_relative_paths() -> None:
     with pytest.raises(ValueError, match="must start with"):
         clean_path("*")
+
+
+@pytest.mark.parametrize("raw", ["/public/%2e%2e%2Fadmin", "/a/..%2F..%2Fb", "/a/.%2f"])
+def test_clean_path_refuses_dot_segments_behind_encoded_slashes(raw: str) -> None:
+    with pytest.raises(ValueError, match="hides a dot segment"):
+        clean_path(raw)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a", "b", ".", "..", "%2e", "%2E%2e", "", "c%2Fd", ".well-known", "x y", "%2e%2e%2Fz"]
+        ),
+        max_size=8,
+    )
+)
+def test_clean_path_leaves_no_dot_segments(segments: list[str]) -> None:
+    try:
+        routed, forwarded = clean_path("/" + "/".join(segments))
+    except ValueError:
+        assert any("%2F" in s for s in segments)  # refused only behind an encoded slash
+        return
+    assert not {".", ".."} & set(routed.split("/"))
+    assert "" not in forwarded.split("/")[1:-1]
+    assert clean_path(forwarded)[1] == forwarded  # already clean: unchanged

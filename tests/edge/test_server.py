@@ -115,6 +115,8 @@ async def test_dot_segments_cannot_escape_a_route(harness: EdgeHarness, backend:
         assert status == 503, raw  # the /admin route, which has no backend
     status, _, _ = await harness.get("/public/../echo")
     assert status == 404  # /echo belongs to no route
+    status, _, _ = await harness.get("/public/%2e%2e%2Fadmin")
+    assert status == 400
     status, _, _ = await harness.get("/public//x/../y?q=1")
     assert status == 200
     assert backend.seen[-1].path == "/public/y"
