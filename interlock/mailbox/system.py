@@ -476,6 +476,7 @@ class ActorSystem:
 
     async def _handle(self, cell: Cell, queue: deque[Envelope]) -> None:
         set_current = current_envelope.set
+        started_marker = STARTED
         handled = 0
         try:
             while queue and cell.stop_reason is None:
@@ -492,7 +493,7 @@ class ActorSystem:
                 tracer = self._tracer
                 started_at = time.perf_counter() if tracer is not None else 0.0
                 try:
-                    if message is STARTED:
+                    if message is started_marker:
                         await actor.started()  # type: ignore[union-attr]
                         result: object = None
                     else:
