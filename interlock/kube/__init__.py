@@ -24,6 +24,7 @@ from interlock.kube.status import (
     RetryableStatusError,
     StatusCache,
     StatusPatcher,
+    StatusPatcherStatistics,
 )
 from interlock.kube.transport import KubeApiError
 
@@ -45,6 +46,7 @@ __all__ = [
     "RetryableStatusError",
     "StatusCache",
     "StatusPatcher",
+    "StatusPatcherStatistics",
     "Upserted",
     "api_client",
     "close_api_client",

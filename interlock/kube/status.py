@@ -103,6 +103,20 @@ class StatusCache:
         return StatusCacheStatistics(entries=len(self._written), skipped=self._skipped)
 
 
+@dataclass(frozen=True, slots=True)
+class StatusPatcherStatistics:
+    written: int
+    """Patches the API server accepted."""
+    unchanged: int
+    """Writes skipped because they were identical to the last one written."""
+    gone: int
+    """Writes for objects that no longer exist."""
+    rejected: int
+    """Patches refused (409, 422, other 4xx)."""
+    failed: int
+    """Transient failures raised to the caller for a retry."""
+
+
 class StatusPatcher:
     """Merge-patches ``/status`` of objects; skips writes identical to the last one it made."""
 
@@ -110,6 +124,17 @@ class StatusPatcher:
         self._api = api
         self.cache = cache if cache is not None else StatusCache()
         """What was last written per object; :meth:`StatusCache.clear` it on becoming leader."""
+        self._counts = dict.fromkeys(PatchResult, 0)
+        self._failed = 0
+
+    def statistics(self) -> StatusPatcherStatistics:
+        return StatusPatcherStatistics(
+            written=self._counts[PatchResult.WRITTEN],
+            unchanged=self._counts[PatchResult.UNCHANGED],
+            gone=self._counts[PatchResult.GONE],
+            rejected=self._counts[PatchResult.REJECTED],
+            failed=self._failed,
+        )
 
     async def patch_status(
         self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
@@ -120,7 +145,7 @@ class StatusPatcher:
         removes keys set to None. Raises :class:`RetryableStatusError` on transient failures.
         """
         if self.cache.is_current(resource, namespace, name, status):
-            return PatchOutcome(PatchResult.UNCHANGED)
+            return self._count(PatchOutcome(PatchResult.UNCHANGED))
         what = f"patch status of {resource.describe(namespace=namespace, name=name)}"
         # The cache keeps its own copy: the caller may go on mutating the dict it passed.
         snapshot = copy.deepcopy(status)
@@ -136,11 +161,18 @@ class StatusPatcher:
         except KubeApiError as error:
             self.cache.forget(resource, namespace, name)
             if error.retryable:
+                self._failed += 1
                 raise RetryableStatusError(error) from error
             if error.code == 404:
-                return PatchOutcome(PatchResult.GONE, code=404)
-            return PatchOutcome(PatchResult.REJECTED, code=error.code, message=str(error))
+                return self._count(PatchOutcome(PatchResult.GONE, code=404))
+            return self._count(
+                PatchOutcome(PatchResult.REJECTED, code=error.code, message=str(error))
+            )
         self.cache.remember(resource, namespace, name, snapshot)
         meta = answer.get("metadata")
         version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
-        return PatchOutcome(PatchResult.WRITTEN, code=200, resource_version=version)
+        return self._count(PatchOutcome(PatchResult.WRITTEN, code=200, resource_version=version))
+
+    def _count(self, outcome: PatchOutcome) -> PatchOutcome:
+        self._counts[outcome.result] += 1
+        return outcome

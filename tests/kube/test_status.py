@@ -67,6 +67,7 @@ async def test_identical_writes_are_skipped_and_changes_are_not(api: Any) -> Non
     assert (first.result, again.result) == (PatchResult.WRITTEN, PatchResult.UNCHANGED)
     assert (await get(api, HTTP_ROUTE, "default", "web"))["metadata"]["resourceVersion"] == version
     assert patcher.cache.statistics().skipped == 1
+    assert patcher.statistics().unchanged == 1
     changed = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1, "False"))
     assert changed.result is PatchResult.WRITTEN
     stored = await get(api, HTTP_ROUTE, "default", "web")
@@ -89,6 +90,8 @@ async def test_server_errors_are_retryable_and_the_write_is_not_remembered(
         await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
     retried = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
     assert retried.result is PatchResult.WRITTEN
+    statistics = patcher.statistics()
+    assert (statistics.failed, statistics.written) == (1, 1)
 
 
 async def test_rejected_writes_are_reported_with_the_servers_reason(api: Any, server: Any) -> None:
