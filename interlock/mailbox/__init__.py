@@ -1,6 +1,31 @@
 """The actor runtime: actors, mailboxes, supervision, pub/sub with retained values, tracing.
 
 Everything other layers use is re-exported here; import from ``interlock.mailbox``.
+
+The contract in brief (details in each docstring):
+
+- ``spawn`` raises ``ActorExists`` for a taken address; ``spawn_or_get`` returns it instead.
+  ``started()`` runs as the first mailbox item. ``stop`` frees the address at once; the actor
+  finishes its current message, ``stopped()`` runs, its subscriptions end, and its queued
+  messages become dead letters.
+- ``tell`` never raises for a missing or stopped actor (dead letter, counted and logged at most
+  once per interval); it raises ``MailboxFull`` only into a full ``Overflow.BLOCK`` mailbox,
+  where ``tell_wait`` waits instead. ``ask`` raises ``AskTimeout``, ``AskCycle`` (at once, for an
+  ask that would wait on itself through a chain of asks), ``ActorNotFound``, ``ActorStopped``,
+  ``ActorFailed`` or ``MailboxFull``.
+- A message with a ``coalesce_key`` replaces a queued message with the same key, in its place
+  (``Published``/``Unpublished`` use ``(topic, key)``). A full mailbox: ``COALESCE`` (default)
+  admits keyed messages beyond capacity and dead-letters un-keyed ones; ``BLOCK`` makes the
+  sender wait (``publish`` cannot wait and admits); ``REJECT`` dead-letters. Every drop is a
+  logged, counted, traced dead letter: never silent.
+- A handler that raises: the error is logged with the message summary, ``stopped()`` runs on the
+  failed instance, and after the backoff a fresh instance from the factory takes over (the
+  failed message is not retried; queued messages stay queued). The system keeps the actor's
+  subscriptions and re-delivers every retained value of its topics to the fresh instance, so
+  state built from subscriptions is rebuilt without the actor re-subscribing. More than
+  ``max_restarts`` failures within ``within`` seconds stop the actor.
+- ``subscribe`` registers and queues the retained values in one step; ``unsubscribe`` also
+  drops that topic's notifications still queued.
 """
 
 from interlock.mailbox.actor import Actor
