@@ -270,6 +270,11 @@ class _Reflector:
             except KubeApiError as error:
                 self.last_error = str(error)
                 retry_after = error.retry_after
+            except Exception as error:
+                # A bug (or an answer we did not foresee) must not silently end this informer:
+                # everything downstream would go stale. Log it and start over like client-go.
+                self.last_error = f"list/watch {self._scope}: {type(error).__name__}: {error}"
+                log_failure("{} failed", self._scope, error=error)
             self.reconnects += 1
             delay = max(self._backoff.next_delay(), retry_after or 0.0)
             logger.warning("{} (retrying in {:.2f}s)", self.last_error, delay)

@@ -362,3 +362,30 @@ async def test_cluster_scoped_kinds_ignore_the_namespace_filter(api: Any) -> Non
         await asyncio.wait_for(informer.ready.wait(), 10)
         assert list(sink.state) == ["interlock"]
         assert sink.events[0].trace_summary().startswith("IngressClass interlock rv=")
+
+
+async def test_an_unexpected_error_is_logged_and_the_informer_starts_over(api: Any) -> None:
+    await create(api, SERVICE, service("default", "web"))
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    [reflector] = informer._reflectors
+    real_list = reflector._list
+    calls = 0
+
+    async def list_that_breaks_once() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("unforeseen answer")
+        await real_list()
+
+    reflector._list = list_that_breaks_once  # type: ignore[method-assign]
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 10)
+    assert "default/web" in sink.state
+    statistics = informer.statistics()
+    assert statistics.reconnects == 1
+    assert (
+        statistics.last_error
+        == "list/watch Service in namespace default: RuntimeError: unforeseen answer"
+    )
