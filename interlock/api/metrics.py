@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
-from interlock.actors.status_writer import StatusWriterStatistics
+from interlock.actors.status_writer import StatusWriter, StatusWriterStatistics
 from interlock.kube.events import EventRecorderStatistics
-from interlock.kube.informer import InformerStatistics
-from interlock.kube.lease import LeaderElectorStatistics
-from interlock.mailbox import SystemStatistics
+from interlock.kube.informer import InformerSet, InformerStatistics
+from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
+from interlock.mailbox import ActorSystem, SystemStatistics
 
 PREFIX = "interlock"
 
@@ -201,6 +202,46 @@ def status_writer_outcomes(stats: StatusWriterStatistics) -> dict[str, int]:
         "failed": stats.failures,
         "rejected": stats.rejected,
     }
+
+
+class ControllerParts(Protocol):
+    """The parts of a running controller that keep statistics (``interlock.app.Controller``)."""
+
+    @property
+    def system(self) -> ActorSystem: ...
+
+    @property
+    def informers(self) -> InformerSet | None: ...
+
+    @property
+    def status_writer(self) -> StatusWriter | None: ...
+
+    @property
+    def elector(self) -> LeaderElector | None: ...
+
+
+def controller_sources(controller: ControllerParts) -> MetricsSources:
+    """Sources reading ``controller``'s parts at scrape time: parts created after ``/metrics``
+    was mounted (the informers, the Lease) are picked up as they appear."""
+
+    def informers() -> Mapping[str, InformerStatistics]:
+        found = controller.informers
+        return found.statistics() if found is not None else {}
+
+    def status_writes() -> Mapping[str, Mapping[str, int]]:
+        writer = controller.status_writer
+        return {"httproute": status_writer_outcomes(writer.statistics())} if writer else {}
+
+    def leader() -> LeaderElectorStatistics | None:
+        elector = controller.elector
+        return elector.statistics() if elector is not None else None
+
+    return MetricsSources(
+        actors=controller.system.statistics,
+        informers=informers,
+        status_writes=status_writes,
+        leader=leader,
+    )
 
 
 def metrics_registry(sources: MetricsSources, *, process: bool = True) -> CollectorRegistry:

@@ -11,7 +11,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.actors.status_writer import StatusWriterStatistics
 from interlock.api.admin import AdminApp
-from interlock.api.metrics import MetricsSources, mount_metrics, status_writer_outcomes
+from interlock.api.metrics import (
+    MetricsSources,
+    controller_sources,
+    mount_metrics,
+    status_writer_outcomes,
+)
 from interlock.api.serving import serve
 from interlock.config import Address
 from interlock.kube.events import EventRecorderStatistics
@@ -155,3 +160,54 @@ async def test_groups_without_a_source_are_left_out() -> None:
     finally:
         await site.stop()
     assert not {name for name in families if name.startswith("interlock_")}
+
+
+async def test_a_running_controller_exports_informer_and_actor_counters() -> None:
+    from interlock.app import Controller
+    from interlock.config import ControllerConfig
+
+    controller = Controller(
+        ControllerConfig(
+            embedded=True,
+            policy_addr=Address("127.0.0.1", 0),
+            admin_addr=Address("127.0.0.1", 0),
+            lease_duration=2.0,
+            lease_renew_deadline=1.5,
+            lease_retry_period=0.2,
+        )
+    )
+    admin = AdminApp(is_ready=lambda: controller.ready)
+    mount_metrics(admin.app, controller_sources(controller))
+    site = await serve(admin.app, Address("127.0.0.1", 0))
+    try:
+        await controller.start()
+        await controller.wait_ready()
+        assert controller.elector is not None
+        await _until(lambda: controller.elector is not None and controller.elector.is_leader)
+        _, before, _ = await _scrape(site.url)
+        assert controller.embedded is not None
+        controller.embedded.store.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"ports": [{"name": "http", "port": 80}]},
+            }
+        )
+        services = (("informer", "Service.v1"),)
+        events = "interlock_informer_events_total"
+        after = before
+        deadline = asyncio.get_running_loop().time() + 10
+        while after.get((events, services), 0) <= before.get((events, services), 0):
+            assert asyncio.get_running_loop().time() < deadline, sorted(after)
+            await asyncio.sleep(0.05)
+            _, after, _ = await _scrape(site.url)
+    finally:
+        await site.stop()
+        await controller.stop()
+    assert after[("interlock_leader", ())] == 1
+    handled = sum(v for (name, _), v in after.items() if name == "interlock_messages_handled_total")
+    handled_before = sum(
+        v for (name, _), v in before.items() if name == "interlock_messages_handled_total"
+    )
+    assert handled > handled_before
