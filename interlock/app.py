@@ -38,6 +38,7 @@ from interlock.api.admin import AdminApp
 from interlock.api.policy import build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import ControllerConfig
+from interlock.edge_wiring import EdgeHalf
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
@@ -113,6 +114,14 @@ class Controller:
         self.tracer: Tracer | None = None
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
+        self.edge: EdgeHalf | None = None
+        if config.edge_addr is not None:
+            self.edge = EdgeHalf(
+                config=config,
+                system=self.system,
+                watches=self.watches,
+                is_leader=lambda: self.elector is not None and self.elector.is_leader,
+            )
         self.informers: InformerSet | None = None
         self.elector: LeaderElector | None = None
         self.status_writer: StatusWriter | None = None
@@ -160,10 +169,15 @@ class Controller:
         self.http_route_resource = await served_resource(self.api, HTTP_ROUTE_VERSIONS)
         grant_resource = await served_resource(self.api, REFERENCE_GRANT_VERSIONS)
         self._spawn_actors()
+        edge_resources: list[Resource] = []
+        if self.edge is not None:
+            assert self.patcher is not None
+            await self.edge.start(api=self.api, patcher=self.patcher)
+            edge_resources = await self.edge.resources(self.api)
         self.informers = InformerSet(
             [
                 self._informer(resource)
-                for resource in (SERVICE, self.http_route_resource, grant_resource)
+                for resource in (SERVICE, self.http_route_resource, grant_resource, *edge_resources)
                 if resource is not None
             ]
         )
@@ -182,7 +196,7 @@ class Controller:
             renew_deadline=config.lease_renew_deadline,
             retry_period=config.lease_retry_period,
             on_started_leading=self._started_leading,
-            on_stopped_leading=lambda: self.system.tell(STATUS_WRITER, LeadershipChanged(False)),
+            on_stopped_leading=self._stopped_leading,
         )
         self._tasks = [
             asyncio.create_task(self.informers.run(), name="informers"),
@@ -259,13 +273,23 @@ class Controller:
         self.system.spawn(STATUS_WRITER, status_writer)
         self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory)
         self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory)
-        self.system.spawn(INFORMER_ROUTER, lambda: InformerRouter(route_factory=route_actor))
+        extra = None if self.edge is None else self.edge.router_handlers()
+        self.system.spawn(
+            INFORMER_ROUTER, lambda: InformerRouter(route_factory=route_actor, extra=extra)
+        )
 
     def _started_leading(self) -> None:
         # What this process wrote before says nothing about what another leader wrote since.
         if self.patcher is not None:
             self.patcher.cache.clear()
         self.system.tell(STATUS_WRITER, LeadershipChanged(True))
+        if self.edge is not None:
+            self.edge.leadership_changed(True)
+
+    def _stopped_leading(self) -> None:
+        self.system.tell(STATUS_WRITER, LeadershipChanged(False))
+        if self.edge is not None:
+            self.edge.leadership_changed(False)
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready)
@@ -278,6 +302,8 @@ class Controller:
         )
         if self.elector is not None:
             admin.add_debug("lease", self.elector.statistics)
+        if self.edge is not None:
+            admin.add_debug("edges", self.edge.debug)
         return admin
 
     def describe(self) -> list[str]:
@@ -291,6 +317,8 @@ class Controller:
             lines.append(f"policy API listening on {self.policy_site.url}")
         if self.admin_site is not None:
             lines.append(f"admin listening on {self.admin_site.url}")
+        if self.edge is not None:
+            lines.extend(self.edge.describe())
         return lines
 
     async def stop(self) -> None:
@@ -300,6 +328,8 @@ class Controller:
             if site is not None:
                 await site.stop()
         self.policy_site = self.admin_site = None
+        if self.edge is not None:
+            await self.edge.stop()
         elector_tasks = [t for t in self._tasks if t.get_name() == "leader-election"]
         others = [t for t in self._tasks if t not in elector_tasks]
         for task in others:

@@ -1,0 +1,322 @@
+"""The controller's :class:`~interlock.edge.upstreams.UpstreamResolver`: policies + endpoints.
+
+The edge data plane knows a route's backend as a Service port. Where a request really goes is
+controller state: the backend Service port's outbound policy (HTTPRoutes attached to it split
+the traffic by weight; a backendRef to a Service that does not exist answers 500) and the ready
+endpoints of the chosen backend's EndpointSlices (none ready → 503). This module keeps both in
+local tables so that :meth:`ControllerUpstreams.resolve`, called on every request, is a few
+dictionary reads and never awaits:
+
+* **policies** come from :class:`~interlock.actors.service_port_watch.ServicePortWatches`, the
+  same watches the policy API serves: one latest-value slot per tracked Service port (client
+  namespace = the Service's own namespace, as an Ingress backend always is), read by a small
+  task that copies each new policy into the table;
+* **Services and endpoints** come from the ``service:`` and ``endpoints:`` topics through the
+  :class:`UpstreamCache` actor, which subscribes per tracked Service and recomputes that
+  Service's ready addresses per port when either changes.
+
+Tracking starts when an EdgeActor attaches a backend (:class:`TrackingProvider`) and, as a
+safety net, on the first request for a Service port. Until a Service port's policy has arrived
+the request is sent as the policy would send it without any HTTPRoute: to the Service itself.
+Tracked Service ports are kept while the controller runs (a handful per Ingress backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from interlock.actors.edge_messages import endpoints_topic
+from interlock.actors.messages import PolicyUpdate, service_topic
+from interlock.actors.service_port_watch import ServicePortWatches, WatchTarget
+from interlock.actors.slot import LatestValueSlot, SlotClosed
+from interlock.edge.provider import BackendTarget, EdgeProvider, EdgeSnapshot, PathType
+from interlock.edge.upstreams import Address, UpstreamError
+from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
+from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.outbound import OutboundPolicy, pick_backend, select_route
+from interlock.model.service import EndpointSlice, Service, ready_addresses
+
+UPSTREAM_CACHE = "edge-upstreams"
+
+ServicePort = tuple[str, str, int]
+"""``(namespace, service, port number)``."""
+
+
+@dataclass(slots=True)
+class UpstreamTables:
+    """What the resolver reads; written only by the :class:`UpstreamCache` actor."""
+
+    known: set[ObjectKey] = field(default_factory=set)
+    """Services whose topics were subscribed and whose retained values have been read."""
+    services: dict[ObjectKey, Service] = field(default_factory=dict)
+    slices: dict[ObjectKey, dict[str, EndpointSlice]] = field(default_factory=dict)
+    addresses: dict[ServicePort, list[Address]] = field(default_factory=dict)
+    """Ready addresses per Service port that exists (an empty list: none ready)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrackService:
+    """Ask the cache to follow a Service and its EndpointSlices."""
+
+    key: ObjectKey
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("track", self.key.namespace, self.key.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTracked:
+    """Sent by the cache to itself after subscribing: the retained values are in before it."""
+
+    key: ObjectKey
+
+
+class UpstreamCache(Actor):
+    """Keeps :class:`UpstreamTables` current from the service and endpoints topics."""
+
+    def __init__(self, tables: UpstreamTables) -> None:
+        self._tables = tables
+        self._followed: set[ObjectKey] = set()
+
+    async def started(self) -> None:
+        # After a restart the subscriptions are kept by the system and their retained values
+        # re-delivered; the set of followed Services is rebuilt from the tables.
+        self._followed = set(self._tables.known)
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, TrackService):
+            key = message.key
+            if key not in self._followed:
+                self._followed.add(key)
+                self.subscribe(service_topic(key.namespace, key.name))
+                self.subscribe(endpoints_topic(key.namespace, key.name))
+                self.tell(self.address, ServiceTracked(key))
+        elif isinstance(message, ServiceTracked):
+            self._tables.known.add(message.key)
+        elif isinstance(message, Published | Unpublished):
+            self._take(message)
+        return None
+
+    def _take(self, message: Published | Unpublished) -> None:
+        kind, _, rest = message.topic.partition(":")
+        namespace, _, name = rest.partition("/")
+        key = ObjectKey(namespace=namespace, name=name)
+        value = message.value if isinstance(message, Published) else None
+        tables = self._tables
+        if kind == "service":
+            if isinstance(value, Service):
+                tables.services[key] = value
+            else:
+                tables.services.pop(key, None)
+        elif kind == "endpoints":
+            slices = tables.slices.setdefault(key, {})
+            if isinstance(value, EndpointSlice):
+                slices[message.key] = value
+            else:
+                slices.pop(message.key, None)
+        else:
+            return
+        self._recompute(key)
+
+    def _recompute(self, key: ObjectKey) -> None:
+        tables = self._tables
+        for port in [p for p in tables.addresses if (p[0], p[1]) == (key.namespace, key.name)]:
+            del tables.addresses[port]
+        service = tables.services.get(key)
+        if service is None:
+            return
+        slices = list(tables.slices.get(key, {}).values())
+        for service_port in service.spec.ports:
+            tables.addresses[(key.namespace, key.name, service_port.port)] = ready_addresses(
+                slices, service_port.name
+            )
+
+
+class ControllerUpstreams:
+    """Resolves a route's backend Service port to addresses; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        system: ActorSystem,
+        watches: ServicePortWatches,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._system = system
+        self._watches = watches
+        self._rng = rng or random.Random()
+        self.tables = UpstreamTables()
+        self._policies: dict[ServicePort, OutboundPolicy] = {}
+        self._followers: dict[ServicePort, asyncio.Task[None]] = {}
+        self._requested: set[ObjectKey] = set()
+        self._closed = False
+
+    def start(self) -> None:
+        """Spawn the cache actor (call once, before requests arrive)."""
+        self._system.spawn(UPSTREAM_CACHE, lambda: UpstreamCache(self.tables))
+
+    def track(self, *, namespace: str, service: str, port: int) -> None:
+        """Follow this Service port's policy and its Service's endpoints (idempotent)."""
+        self._track_service(ObjectKey(namespace=namespace, name=service))
+        target = (namespace, service, port)
+        if target in self._followers or self._closed:
+            return
+        watch = WatchTarget(
+            namespace=namespace, service=service, port=port, client_namespace=namespace
+        )
+        slot = self._watches.open_watch(watch)
+        self._followers[target] = asyncio.get_running_loop().create_task(
+            self._follow(target, watch, slot), name=f"upstream policy {namespace}/{service}:{port}"
+        )
+
+    def _track_service(self, key: ObjectKey) -> None:
+        if key not in self._requested:
+            self._requested.add(key)
+            self._system.tell(UPSTREAM_CACHE, TrackService(key))
+
+    async def _follow(
+        self, target: ServicePort, watch: WatchTarget, slot: LatestValueSlot[PolicyUpdate]
+    ) -> None:
+        version = 0
+        try:
+            while True:
+                version, update = await slot.next(after=version)
+                self._policies[target] = update.policy
+                for route in update.policy.routes:
+                    for rule in route.rules:
+                        for backend in rule.backends:
+                            if backend.exists:
+                                self._track_service(backend.key)
+        except SlotClosed:
+            return
+        finally:
+            self._watches.close_watch(watch, slot)
+
+    async def close(self) -> None:
+        """Stop following policies (the controller is stopping)."""
+        self._closed = True
+        tasks = list(self._followers.values())
+        self._followers.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def resolve(
+        self,
+        *,
+        namespace: str,
+        service: str,
+        port: int,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+    ) -> list[Address] | UpstreamError:
+        target = (namespace, service, port)
+        policy = self._policies.get(target)
+        if policy is None:
+            self.track(namespace=namespace, service=service, port=port)
+            return self._addresses(target)
+        selected = select_route(policy, method=method, path=path, headers=headers, query=query)
+        where = f"Service {namespace}/{service} port {port}"
+        if selected is None:
+            return UpstreamError(404, f"{where}: no route of its policy matches {method} {path}")
+        backend = pick_backend(selected[1], self._rng.random())
+        if backend is None:
+            return UpstreamError(500, f"{where}: every backend of the matching rule has weight 0")
+        if not backend.exists or backend.port is None:
+            injector = backend.failure_injector
+            status = 500 if injector is None else injector.status
+            message = f"{where}: backend {backend.namespace}/{backend.name} cannot be used"
+            return UpstreamError(status, message if injector is None else injector.message)
+        return self._addresses((backend.namespace, backend.name, backend.port))
+
+    def _addresses(self, target: ServicePort) -> list[Address] | UpstreamError:
+        namespace, service, port = target
+        key = ObjectKey(namespace=namespace, name=service)
+        self._track_service(key)
+        where = f"Service {namespace}/{service} port {port}"
+        addresses = self.tables.addresses.get(target)
+        if addresses is None:
+            if key not in self.tables.known:
+                return UpstreamError(503, f"{where}: endpoints not known yet")
+            if key not in self.tables.services:
+                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
+            return UpstreamError(500, f"{where} does not exist")
+        if not addresses:
+            return UpstreamError(503, f"{where} has no ready endpoint")
+        return addresses
+
+    def debug(self) -> list[dict[str, object]]:
+        """One line per tracked Service port, for ``/debug/edges``."""
+        lines: list[dict[str, object]] = []
+        for namespace, service, port in sorted(self._followers):
+            policy = self._policies.get((namespace, service, port))
+            lines.append(
+                {
+                    "service": f"{namespace}/{service}:{port}",
+                    "routes": None if policy is None else len(policy.routes),
+                    "addresses": len(self.tables.addresses.get((namespace, service, port), [])),
+                }
+            )
+        return lines
+
+
+class TrackingProvider:
+    """An :class:`EdgeProvider` that starts tracking a backend before attaching it.
+
+    By the time a route forwards, its backend's policy and endpoints are (almost always)
+    already in the tables, so the first requests do not see "endpoints not known yet".
+    """
+
+    def __init__(self, inner: EdgeProvider, *, upstreams: ControllerUpstreams) -> None:
+        self.inner = inner
+        self._upstreams = upstreams
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        await self.inner.apply_modules(
+            host=host,
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            modules=modules,
+            secrets=secrets,
+        )
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        if backend.exists:
+            self._upstreams.track(
+                namespace=backend.namespace, service=backend.service, port=backend.port
+            )
+        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        await self.inner.detach_backend(host=host, route_id=route_id)
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        await self.inner.remove_route(host=host, route_id=route_id)
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        return await self.inner.snapshot()

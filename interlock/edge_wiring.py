@@ -1,0 +1,258 @@
+"""The edge half of a running controller, added to ``app.py``'s :class:`Controller` in one piece.
+
+The outbound half (Services, HTTPRoutes, policies) runs without an edge; the edge half needs
+the outbound half (its upstreams are the backend Services' policies). Keeping the edge's wiring
+here lets ``app.py`` call a handful of methods instead of knowing every edge actor:
+
+* :data:`EDGE_KINDS` / :meth:`EdgeHalf.resources` — the informers to run (Ingress,
+  IngressClass, ModuleSet, Secret, EndpointSlice), each only if the cluster serves it;
+* :meth:`EdgeHalf.router_handlers` — the informer router's handlers for those kinds (each hands
+  the change to its directory, keeping the informer event as the trace's correlation);
+* :meth:`EdgeHalf.start` — spawn the directories, the edge status writer and the upstream cache,
+  and start the data plane server on ``--edge-addr``; :meth:`EdgeHalf.stop`;
+* :meth:`EdgeHalf.leadership_changed` — forward Lease changes to the edge status writer;
+* :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
+  and next retry, and what the data plane serves (never a Secret value).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from loguru import logger
+
+from interlock.actors.directories import (
+    EndpointsDirectory,
+    IngressClassDirectory,
+    IngressDirectory,
+    ModuleSetDirectory,
+    SecretDirectory,
+)
+from interlock.actors.edge import DEFAULT_EDGE_BACKOFF, EdgeActor, EdgeBoard, EdgeSettings
+from interlock.actors.edge_messages import (
+    EDGE_STATUS_WRITER,
+    ENDPOINTS_DIRECTORY,
+    INGRESS_CLASS_DIRECTORY,
+    INGRESS_DIRECTORY,
+    MODULESET_DIRECTORY,
+    SECRET_DIRECTORY,
+    EventType,
+)
+from interlock.actors.edge_status import (
+    EdgeStatusWriter,
+    StatusKind,
+    TransientEdgeStatusError,
+)
+from interlock.actors.ingress import IngressActor
+from interlock.actors.messages import LeadershipChanged, ObjectChanged
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.config import Address, ControllerConfig
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.provider import EdgeProvider
+from interlock.edge.server import EdgeServer
+from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
+from interlock.kube.discovery import is_served
+from interlock.kube.events import EventRecorder
+from interlock.kube.resources import (
+    ENDPOINT_SLICE,
+    INGRESS,
+    INGRESS_CLASS,
+    MODULE_SET,
+    SECRET,
+    Resource,
+)
+from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
+from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
+from interlock.model.meta import ObjectKey
+
+EDGE_KINDS: Mapping[str, str] = {
+    "Ingress": INGRESS_DIRECTORY,
+    "IngressClass": INGRESS_CLASS_DIRECTORY,
+    "ModuleSet": MODULESET_DIRECTORY,
+    "Secret": SECRET_DIRECTORY,
+    "EndpointSlice": ENDPOINTS_DIRECTORY,
+}
+"""Kind → the directory actor its informer events go to."""
+
+_RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
+_STATUS_RESOURCES: Mapping[StatusKind, Resource] = {"Ingress": INGRESS, "ModuleSet": MODULE_SET}
+
+
+def load_balancer_status(address: Address) -> dict[str, Any]:
+    """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name).
+
+    A wildcard listen address (``0.0.0.0``, ``::``) names no reachable address; the machine's
+    host name is written instead.
+    """
+    host = address.host
+    entry: dict[str, Any]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        entry = {"hostname": host}
+    else:
+        entry = {"hostname": socket.gethostname()} if ip.is_unspecified else {"ip": str(ip)}
+    entry["ports"] = [{"port": address.port, "protocol": "TCP"}]
+    return {"ingress": [entry]}
+
+
+class KubeEdgeStatusSink:
+    """The edge status writer's boundary: merge patches on ``/status`` and Events."""
+
+    def __init__(self, *, patcher: StatusPatcher, recorder: EventRecorder) -> None:
+        self._patcher = patcher
+        self._recorder = recorder
+
+    async def patch_status(
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
+    ) -> bool:
+        try:
+            outcome = await self._patcher.patch_status(
+                _STATUS_RESOURCES[kind], namespace, name, status
+            )
+        except RetryableStatusError as error:
+            raise TransientEdgeStatusError(str(error)) from error
+        if outcome.result is PatchResult.REJECTED:
+            logger.warning(
+                "{} {}/{}: status rejected ({}): {}",
+                kind,
+                namespace,
+                name,
+                outcome.code,
+                outcome.message,
+            )
+            return False
+        return True
+
+    async def record_event(
+        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
+    ) -> None:
+        await self._recorder.record(regarding=regarding, type=type, reason=reason, message=message)
+
+
+class EdgeHalf:
+    """Everything the edge adds to a controller; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        config: ControllerConfig,
+        system: ActorSystem,
+        watches: ServicePortWatches,
+        is_leader: Callable[[], bool],
+        rng: random.Random | None = None,
+    ) -> None:
+        if config.edge_addr is None:
+            raise ValueError("EdgeHalf: config.edge_addr is required to run an edge")
+        self._config = config
+        self._addr: Address = config.edge_addr
+        self._system = system
+        self._is_leader = is_leader
+        self._rng = rng or random.Random()
+        self.data_plane = InProcessEdge()
+        self.upstreams = ControllerUpstreams(system=system, watches=watches, rng=self._rng)
+        self.board = EdgeBoard()
+        self.server = EdgeServer(edge=self.data_plane, upstreams=self.upstreams)
+        self.provider: EdgeProvider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
+        """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
+        ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
+        self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
+        """Retry delays of transient provider failures (read when an EdgeActor is spawned)."""
+        self.status_writer: EdgeStatusWriter | None = None
+        self.address: Address | None = None
+        """Where the data plane listens once started (port 0 resolved)."""
+
+    async def resources(self, api: Any) -> list[Resource]:
+        """The edge's informer resources that the cluster serves (others are logged)."""
+        served: list[Resource] = []
+        for resource in _RESOURCES:
+            if await is_served(api, resource):
+                served.append(resource)
+            else:
+                logger.warning(
+                    "{} ({}): not served by this cluster; the edge runs without it",
+                    resource.kind,
+                    resource.api_version,
+                )
+        return served
+
+    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
+        """The informer router's ``extra`` handlers: each kind to its directory."""
+        system = self._system
+
+        def handler(directory: str) -> Callable[[ObjectChanged], None]:
+            # Called inside the router's handler, so the tell inherits the correlation.
+            return lambda change: system.tell(directory, change)
+
+        return {kind: handler(directory) for kind, directory in EDGE_KINDS.items()}
+
+    async def start(self, *, api: Any, patcher: StatusPatcher) -> None:
+        """Start the data plane and spawn the edge actors (before the informers run)."""
+        addresses = await self.server.start(addr=str(self._addr))
+        self.address = Address(host=self._addr.host, port=addresses.http[1])
+        load_balancer = load_balancer_status(self.address)
+
+        def edge_actor(host: str) -> Actor:
+            settings = EdgeSettings(
+                provider=self.provider, board=self.board, backoff=self.backoff, rng=self._rng
+            )
+            return EdgeActor(host=host, settings=settings)
+
+        def ingress_actor(key: ObjectKey) -> Actor:
+            return IngressActor(key=key, edge_actor=edge_actor, load_balancer=load_balancer)
+
+        recorder = EventRecorder(api, host=self._config.lease_identity)
+        sink = KubeEdgeStatusSink(patcher=patcher, recorder=recorder)
+
+        def status_writer() -> EdgeStatusWriter:
+            writer = EdgeStatusWriter(
+                sink=sink,
+                is_leader=self._is_leader,
+                backoff=BackoffPolicy(
+                    initial=self._config.status_retry_initial,
+                    maximum=self._config.status_retry_maximum,
+                ),
+                rng=self._rng,
+            )
+            self.status_writer = writer
+            return writer
+
+        self.upstreams.start()
+        self._system.spawn(EDGE_STATUS_WRITER, status_writer)
+        self._system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
+        self._system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
+        self._system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+        self._system.spawn(SECRET_DIRECTORY, SecretDirectory)
+        self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory)
+
+    def leadership_changed(self, leading: bool) -> None:
+        self._system.tell(EDGE_STATUS_WRITER, LeadershipChanged(leading))
+
+    async def stop(self) -> None:
+        """Stop serving and following policies (before the actor system shuts down)."""
+        await self.server.stop()
+        await self.upstreams.close()
+
+    @property
+    def url(self) -> str:
+        if self.address is None:
+            raise RuntimeError("the edge is not started")
+        host = "127.0.0.1" if self.address.host in ("0.0.0.0", "::", "") else self.address.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.address.port}"
+
+    def describe(self) -> list[str]:
+        return [] if self.address is None else [f"edge data plane listening on {self.url}"]
+
+    def debug(self) -> dict[str, Any]:
+        """``/debug/edges``: the actors' view per route, what is served, tracked upstreams."""
+        return {
+            "edges": self.board.to_json()["hosts"],
+            "served": self.data_plane.snapshot_now().to_json()["hosts"],
+            "upstreams": self.upstreams.debug(),
+            "status": None if self.status_writer is None else self.status_writer.statistics(),
+        }
