@@ -80,3 +80,36 @@ async def test_openapi_v3_patch_operations_declare_field_validation(
     assert "fieldValidation" in {p["name"] for p in operation["parameters"] if p["in"] == "query"}
     _, version = await _get(api_server, "/version")
     assert (version["major"], version["minor"]) == ("1", "32")
+
+
+async def test_tables_render_columns_and_ages_from_the_server_clock(tmp_path: Any) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from interlock.embedded import running_api_server
+
+    now = [datetime(2025, 1, 1, tzinfo=UTC)]
+    async with running_api_server(clock=lambda: now[0]) as server:
+        server.store.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {
+                    "ports": [
+                        {"name": "a", "port": 80},
+                        {"name": "b", "port": 81, "protocol": "UDP"},
+                    ]
+                },
+            }
+        )
+        now[0] += timedelta(minutes=5, seconds=3)
+        table_accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        _, table = await _get(server, "/api/v1/namespaces/default/services", table_accept)
+    assert table["kind"] == "Table" and table["apiVersion"] == "meta.k8s.io/v1"
+    columns = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0]
+    assert columns == ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age"]
+    [row] = table["rows"]
+    assert row["cells"][0] == "web" and row["cells"][4] == "80/TCP,81/UDP"
+    assert row["cells"][5] == "5m3s"
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+    assert row["object"]["metadata"]["namespace"] == "default"

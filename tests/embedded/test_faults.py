@@ -108,3 +108,28 @@ async def test_a_client_closing_its_watch_ends_it_on_the_server(
         await eventually(lambda: api_server.store.statistics()["watches"] == 1)
         response.close()
     await eventually(lambda: api_server.store.statistics()["watches"] == 0)
+
+
+async def test_serve_forever_applies_manifests_and_prints_where_it_is(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from interlock.embedded import serve_forever
+
+    manifest = tmp_path / "ns.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    serving = asyncio.create_task(
+        serve_forever(host="127.0.0.1", port=0, kubeconfig_path=kubeconfig, manifests=[manifest])
+    )
+    try:
+        await eventually(kubeconfig.exists)
+        async with await config.new_client_from_config(config_file=str(kubeconfig)) as api:
+            namespaces = await client.CoreV1Api(api).list_namespace()
+        assert "shop" in {n.metadata.name for n in namespaces.items}
+    finally:
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+    out = capsys.readouterr().out
+    assert "embedded Kubernetes API server: http://127.0.0.1:" in out
+    assert f"kubeconfig: {kubeconfig}" in out
