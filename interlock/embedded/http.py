@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from aiohttp import web
+from loguru import logger
 
 from interlock.embedded import discovery, openapi
 from interlock.embedded.errors import ApiError, bad_request
@@ -153,6 +155,16 @@ class ApiHandler:
             return await self._dispatch(request, path, query)
         except ApiError as error:
             return error_response(error)
+        except Exception as error:
+            # A bug of ours must still answer with a Status body; the traceback is logged
+            # without local variables (loguru's "diagnose" would print request bodies).
+            logger.error(
+                "embedded API server: {} {} failed:\n{}",
+                request.method,
+                path,
+                "".join(traceback.format_exception(error)),
+            )
+            return error_response(ApiError(500, f"Internal error occurred: {type(error).__name__}"))
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -498,6 +510,8 @@ class ApiHandler:
         await response.prepare(request)
         try:
             await self._stream(request, response, parsed, watch, timeout, bookmarks, table, query)
+        except ConnectionResetError:
+            return response  # the client went away mid-write
         finally:
             self._store.close_watch(watch)
         if watch.abrupt:
