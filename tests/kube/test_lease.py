@@ -153,3 +153,26 @@ async def test_one_failed_renewal_does_not_end_leadership(api: Any, server: Any)
     assert a.statistics().failures == 1
     clock.now += 2.0  # the renew deadline has passed without a successful renewal
     assert not a.is_leader
+
+
+async def test_when_the_leader_dies_without_releasing_the_other_takes_over_on_expiry(
+    api: Any,
+) -> None:
+    # leaseDurationSeconds is whole seconds: 1 s is the shortest a Lease can say.
+    a = elector(api, "a", lease_duration=1.0, renew_deadline=0.5)
+    b = elector(api, "b", lease_duration=1.0, renew_deadline=0.5)
+    run_a = asyncio.create_task(a.run())
+    await wait_for(lambda: a.is_leader, what="a leads")
+    run_b = asyncio.create_task(b.run())
+    try:
+        await wait_for(lambda: b.statistics().holder == "a", what="b sees a holding the Lease")
+        assert not b.is_leader
+        run_a.cancel()  # a crashes: no release, the Lease must expire
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_a
+        await wait_for(lambda: b.is_leader, within=10.0, what="takeover after expiry")
+        assert await holder(api) == "b"
+    finally:
+        run_b.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_b
