@@ -7,6 +7,7 @@ Services and EndpointSlices exactly as pods would be.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from e2e_clients import LOCAL, StartController, eventually
 
 from interlock.actors.edge import RouteState
 from interlock.app import Controller
+from interlock.edge.faults import FaultyEdge
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
@@ -376,3 +378,184 @@ async def test_scenario_1_a_missing_basic_auth_secret_serves_nothing_until_creat
     assert await env.status_of("shop.example") == 401
     assert await env.status_of("shop.example", headers=GOOD_AUTH) == 200
     assert len(web_backend.requests) == reached + 1
+
+
+# --- scenario 2 (ngrok issue 219): no request gets through unauthenticated while being created ---
+
+
+async def test_scenario_2_hammering_during_creation_never_reaches_the_backend_without_auth(
+    env: Env,
+) -> None:
+    web_backend = env.backends["web"]
+    results: list[tuple[int, bytes]] = []
+    stop = asyncio.Event()
+
+    async def hammer() -> None:
+        while not stop.is_set():
+            status, _, body = await env.request("secure.example")
+            results.append((status, body))
+
+    task = asyncio.create_task(hammer())
+    try:
+        await eventually(lambda: len(results) >= 5, message="the first requests")
+        # The worst order: the Ingress first, then its ModuleSet, then the Secret.
+        await env.kube.apply(ingress("secure", "secure.example", modules="auth"))
+        auth = {"basicAuth": {"realm": "secure", "secretRef": {"name": "users", "key": "htpasswd"}}}
+        await env.kube.apply(module_set("auth", auth))
+        await env.kube.apply(secret("users", {"htpasswd": HTPASSWD}))
+        await env.until_status("secure.example", 200, headers=GOOD_AUTH)
+        seen = len(results)
+        await eventually(lambda: len(results) >= seen + 20, message="more requests after")
+    finally:
+        stop.set()
+        await task
+    statuses = {status for status, _ in results}
+    assert statuses <= {404, 503, 401}, statuses
+    assert 401 in statuses
+    assert not any(body.startswith(b"backend") for _, body in results)
+    assert web_backend.requests and all(
+        r.get("Authorization") == GOOD_AUTH["Authorization"] for r in web_backend.requests
+    )
+
+
+# --- scenario 3 (ngrok issue 287): a ModuleSet edit reaches every edge using it ------------------
+
+
+async def test_scenario_3_editing_a_module_set_changes_every_edge_that_uses_it(env: Env) -> None:
+    web_backend = env.backends["web"]
+    blue = {"headers": {"request": {"add": {"X-Team": "blue"}}}}
+    await env.kube.apply(module_set("shared", blue))
+    await env.kube.apply(ingress("one", "one.example", modules="shared"))
+    await env.kube.apply(ingress("two", "two.example", modules="shared"))
+    for host in ("one.example", "two.example"):
+        await env.until_status(host, 200)
+        assert web_backend.requests[-1]["X-Team"] == "blue"
+
+    await env.kube.apply(module_set("shared", {"headers": {"request": {"add": {"X-Team": "red"}}}}))
+    for host in ("one.example", "two.example"):
+
+        async def red(host: str = host) -> bool:
+            await env.request(host)
+            return web_backend.requests[-1].get("X-Team") == "red"
+
+        await eventually(red, message=f"{host} sends X-Team: red")
+
+
+# --- scenario 4 (ngrok issues 176, 428): conflicts and rules without http -----------------------
+
+
+async def test_scenario_4_same_host_and_path_has_one_winner_and_a_conflict_event(env: Env) -> None:
+    other = await env.serve("other")
+    await env.kube.apply(ingress("alpha", "both.example", backend="web"))
+    await env.until_status("both.example", 200)
+    await env.kube.apply(ingress("beta", "both.example", backend="other"))
+    (event,) = await env.until_event("beta", "Conflict")
+    assert "default/alpha" in event["message"] and event["type"] == "Warning"
+    for _ in range(5):
+        status, _, body = await env.request("both.example")
+        assert status == 200 and body.startswith(b"backend web")
+    assert other.requests == []
+
+    # The winner leaves: the other Ingress takes over.
+    await env.kube.delete(ingress("alpha", "both.example"))
+
+    async def served_by_other() -> bool:
+        status, _, body = await env.request("both.example")
+        return status == 200 and body.startswith(b"backend other")
+
+    await eventually(served_by_other, message="beta serves once alpha is gone")
+
+
+async def test_scenario_4_an_ingress_without_http_rules_is_reported_not_a_crash(env: Env) -> None:
+    await env.kube.apply(ingress("empty", "empty.example", rules=[{"host": "empty.example"}]))
+    (event,) = await env.until_event("empty", "InvalidRule")
+    assert event["type"] == "Warning"
+    assert "spec.rules[0].http" in event["message"]
+    assert await env.status_of("empty.example") == 404
+    # The controller goes on serving other Ingresses.
+    await env.kube.apply(ingress("fine", "fine.example"))
+    await env.until_status("fine.example", 200)
+
+
+# --- scenario 5: a backend Service that does not exist yet --------------------------------------
+
+
+async def test_scenario_5_a_missing_backend_answers_500_until_the_service_exists(env: Env) -> None:
+    await env.kube.apply(ingress("late", "late.example", backend="later"))
+    await env.until_status("late.example", 500)
+    ingress_before = await env.kube.get(ingress("late", "late.example"))
+    backend = await env.serve("later")
+    await env.until_status("late.example", 200)
+    assert backend.requests
+    ingress_after = await env.kube.get(ingress("late", "late.example"))
+    assert ingress_after["spec"] == ingress_before["spec"]
+    # The Ingress reports where the edge listens.
+    assert env.controller.edge is not None and env.controller.edge.address is not None
+
+    async def load_balancer() -> bool:
+        current = await env.kube.get(ingress("late", "late.example"))
+        entries = current.get("status", {}).get("loadBalancer", {}).get("ingress", [])
+        return bool(entries) and entries[0].get("ip") == "127.0.0.1"
+
+    await eventually(load_balancer, message="status.loadBalancer")
+
+
+# --- scenario 6: provider faults ---------------------------------------------------------------
+
+
+def idle(controller: Controller) -> bool:
+    return controller.system.statistics().busy == 0
+
+
+async def test_scenario_6_transient_faults_are_retried_and_permanent_ones_wait_for_a_change(
+    env: Env,
+) -> None:
+    assert env.controller.edge is not None
+    faulty = FaultyEdge(env.controller.edge.provider)
+    env.controller.edge.provider = faulty
+    web_backend = env.backends["web"]
+
+    faulty.plan.fail_next("apply_modules", 2)
+    faulty.plan.fail_next("attach_backend", retry_after=0.05)
+    await env.kube.apply(module_set("team", {"headers": {"request": {"add": {"X-Team": "v1"}}}}))
+    await env.kube.apply(ingress("flaky", "flaky.example", modules="team"))
+    await env.until_status("flaky.example", 200)
+    assert faulty.plan.injected["apply_modules"] == 2
+    assert faulty.plan.injected["attach_backend"] == 1
+    assert web_backend.requests[-1]["X-Team"] == "v1"
+
+    faulty.plan.fail_next("apply_modules", kind="permanent")
+    await env.kube.apply(module_set("team", {"headers": {"request": {"add": {"X-Team": "v2"}}}}))
+    await env.until_route_error("flaky.example", "injected permanent fault")
+    await eventually(lambda: idle(env.controller), message="the controller settles")
+    calls = faulty.plan.calls["apply_modules"]
+    # Other changes do not retry it ...
+    await env.serve("unrelated")
+    await env.kube.apply(ingress("elsewhere", "elsewhere.example"))
+    await env.until_status("elsewhere.example", 200)
+    await eventually(lambda: idle(env.controller), message="the controller settles")
+    flaky_calls = [
+        c for c in faulty.served if c.host == "flaky.example" and c.method == "apply_modules"
+    ]
+    assert faulty.plan.calls["apply_modules"] == calls + 1  # only the new Ingress's route
+    assert len(flaky_calls) == 1
+    # ... and the route keeps serving its previous modules.
+    assert await env.status_of("flaky.example") == 200
+    assert web_backend.requests[-1]["X-Team"] == "v1"
+    (failed,) = [
+        e
+        for e in await env.kube.events("flaky", "ModulesFailed")
+        if "injected permanent fault" in e["message"]
+    ]
+    assert "keeps serving its previous modules and backend" in failed["message"]
+
+    # Changing the ModuleSet tries again.
+    await env.kube.apply(module_set("team", {"headers": {"request": {"add": {"X-Team": "v3"}}}}))
+
+    async def v3() -> bool:
+        await env.request("flaky.example")
+        return web_backend.requests[-1].get("X-Team") == "v3"
+
+    await eventually(v3, message="v3 applied")
+    # Never a backend without its modules: every served configuration with a backend was applied.
+    assert all(c.applied for c in faulty.served if c.backend_attached)
