@@ -24,10 +24,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
-from interlock.actors.status_writer import StatusWriter, StatusWriterStatistics
+from interlock.actors.edge import EdgeBoard
 from interlock.kube.events import EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
 from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
+from interlock.kube.status import StatusPatcher, StatusPatcherStatistics
 from interlock.mailbox import ActorSystem, SystemStatistics
 
 PREFIX = "interlock"
@@ -44,13 +45,12 @@ class MetricsSources:
     informers: Callable[[], Mapping[str, InformerStatistics]] | None = None
     """Informer statistics by informer name (``InformerSet.statistics``)."""
 
-    status_writes: Callable[[], Mapping[str, Mapping[str, int]]] | None = None
-    """Status writes by writer (``httproute``, ``ingress``, ``moduleset`` …) then outcome
-    (``written``, ``skipped``, ``failed``, ``rejected``): running totals."""
+    status_patches: Callable[[], StatusPatcherStatistics | None] | None = None
+    """The one ``StatusPatcher`` every status write goes through (routes, Ingresses,
+    ModuleSets); ``None`` from the callable before it exists."""
 
-    edge_reconciles: Callable[[], Mapping[str, int]] | None = None
-    """Edge reconcile steps by outcome (``applied``, ``permanent_error``, ``transient_error`` …),
-    running totals over every edge actor."""
+    edge_routes: Callable[[], EdgeBoard | None] | None = None
+    """The edge actors' board: each route's current state (backend attached, last error)."""
 
     leader: Callable[[], LeaderElectorStatistics | None] | None = None
     """The leader elector; ``None`` from the callable when no election runs."""
@@ -78,10 +78,10 @@ class ControllerCollector:
             yield from _actor_families(sources.actors() if sample else None)
         if sources.informers is not None:
             yield from _informer_families(sources.informers() if sample else None)
-        if sources.status_writes is not None:
-            yield from _status_families(sources.status_writes() if sample else None)
-        if sources.edge_reconciles is not None:
-            yield from _edge_families(sources.edge_reconciles() if sample else None)
+        if sources.status_patches is not None:
+            yield from _status_families(sources.status_patches() if sample else None)
+        if sources.edge_routes is not None:
+            yield from _edge_families(sources.edge_routes() if sample else None)
         if sources.leader is not None:
             yield from _leader_families(sources.leader() if sample else None)
         if sources.events is not None:
@@ -143,26 +143,46 @@ def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterat
     yield from (objects, events, relists, reconnects, sink_errors)
 
 
-def _status_families(stats: Mapping[str, Mapping[str, int]] | None) -> Iterator[Metric]:
+def _status_families(stats: StatusPatcherStatistics | None) -> Iterator[Metric]:
     patches = _counter(
         "status_patches",
-        "Status writes by writer and outcome (written, skipped as unchanged, failed "
-        "transiently, rejected by the API server).",
-        ["writer", "outcome"],
+        "Status writes by outcome: written, unchanged (skipped as identical), gone (object "
+        "deleted), rejected (4xx), failed (transient, retried).",
+        ["outcome"],
     )
-    for writer, outcomes in sorted((stats or {}).items()):
-        for outcome, count in sorted(outcomes.items()):
-            patches.add_metric([writer, outcome], count)
+    if stats is not None:
+        for outcome in ("written", "unchanged", "gone", "rejected", "failed"):
+            patches.add_metric([outcome], getattr(stats, outcome))
     yield patches
 
 
-def _edge_families(stats: Mapping[str, int] | None) -> Iterator[Metric]:
-    reconciles = _counter(
-        "edge_reconciles", "Edge reconcile steps by outcome, over every host.", ["outcome"]
+def _edge_families(board: EdgeBoard | None) -> Iterator[Metric]:
+    routes = _gauge(
+        "edge_routes",
+        "Edge routes by state: serving (backend attached) or no_backend (answers 503).",
+        ["state"],
     )
-    for outcome, count in sorted((stats or {}).items()):
-        reconciles.add_metric([outcome], count)
-    yield reconciles
+    failing = _gauge(
+        "edge_routes_failing",
+        "Edge routes whose last step failed, by error class: permanent (waits for a change) "
+        "or transient (retried with backoff).",
+        ["error"],
+    )
+    counts = {"serving": 0, "no_backend": 0}
+    errors = {"permanent": 0, "transient": 0}
+    for host in board.hosts.values() if board is not None else ():
+        for route in host.routes.values():
+            if not route.desired:
+                continue
+            counts["serving" if route.backend is not None else "no_backend"] += 1
+            if route.last_error is not None:
+                errors["permanent" if route.permanent else "transient"] += 1
+    if board is not None:
+        for state, count in counts.items():
+            routes.add_metric([state], count)
+        for error, count in errors.items():
+            failing.add_metric([error], count)
+    yield from (routes, failing)
 
 
 def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[Metric]:
@@ -193,15 +213,11 @@ def _event_families(stats: EventRecorderStatistics | None) -> Iterator[Metric]:
     yield events
 
 
-def status_writer_outcomes(stats: StatusWriterStatistics) -> dict[str, int]:
-    """A :class:`~interlock.actors.status_writer.StatusWriter`'s totals as ``status_writes``
-    outcomes."""
-    return {
-        "written": stats.writes,
-        "skipped": stats.skipped,
-        "failed": stats.failures,
-        "rejected": stats.rejected,
-    }
+class EdgeParts(Protocol):
+    """The edge half of a controller (``interlock.edge_wiring.EdgeHalf``)."""
+
+    @property
+    def board(self) -> EdgeBoard: ...
 
 
 class ControllerParts(Protocol):
@@ -214,7 +230,10 @@ class ControllerParts(Protocol):
     def informers(self) -> InformerSet | None: ...
 
     @property
-    def status_writer(self) -> StatusWriter | None: ...
+    def patcher(self) -> StatusPatcher | None: ...
+
+    @property
+    def edge(self) -> EdgeParts | None: ...
 
     @property
     def elector(self) -> LeaderElector | None: ...
@@ -228,9 +247,13 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         found = controller.informers
         return found.statistics() if found is not None else {}
 
-    def status_writes() -> Mapping[str, Mapping[str, int]]:
-        writer = controller.status_writer
-        return {"httproute": status_writer_outcomes(writer.statistics())} if writer else {}
+    def status_patches() -> StatusPatcherStatistics | None:
+        patcher = controller.patcher
+        return patcher.statistics() if patcher is not None else None
+
+    def edge_routes() -> EdgeBoard | None:
+        edge = controller.edge
+        return edge.board if edge is not None else None
 
     def leader() -> LeaderElectorStatistics | None:
         elector = controller.elector
@@ -239,7 +262,8 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
     return MetricsSources(
         actors=controller.system.statistics,
         informers=informers,
-        status_writes=status_writes,
+        status_patches=status_patches,
+        edge_routes=edge_routes,
         leader=leader,
     )
 

@@ -9,19 +9,15 @@ from collections.abc import Callable
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.actors.status_writer import StatusWriterStatistics
+from interlock.actors.edge import EdgeBoard, RouteState
 from interlock.api.admin import AdminApp
-from interlock.api.metrics import (
-    MetricsSources,
-    controller_sources,
-    mount_metrics,
-    status_writer_outcomes,
-)
+from interlock.api.metrics import MetricsSources, controller_sources, mount_metrics
 from interlock.api.serving import serve
 from interlock.config import Address
 from interlock.kube.events import EventRecorderStatistics
 from interlock.kube.informer import InformerStatistics
 from interlock.kube.lease import LeaderElectorStatistics
+from interlock.kube.status import StatusPatcherStatistics
 from interlock.mailbox import Actor, ActorSystem
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -81,18 +77,17 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
         failures=0,
         last_error=None,
     )
-    writer = StatusWriterStatistics(
-        leading=False, routes=0, pending=0, writes=0, skipped=0, failures=0, rejected=0
-    )
-    edges = {"applied": 0}
+    patches = StatusPatcherStatistics(written=0, unchanged=0, gone=0, rejected=0, failed=0)
+    board = EdgeBoard()
+    board.host("demo.localhost").routes["r1"] = RouteState(route_id="r1", backend="default/a:80")
     admin = AdminApp(is_ready=lambda: True)
     mount_metrics(
         admin.app,
         MetricsSources(
             actors=system.statistics,
             informers=lambda: informers,
-            status_writes=lambda: {"httproute": status_writer_outcomes(writer)},
-            edge_reconciles=lambda: edges,
+            status_patches=lambda: patches,
+            edge_routes=lambda: board,
             leader=lambda: leader,
             events=lambda: EventRecorderStatistics(created=2, aggregated=1, failed=0),
         ),
@@ -113,7 +108,8 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
             "interlock_informer_events",
             "interlock_informer_relists",
             "interlock_status_patches",
-            "interlock_edge_reconciles",
+            "interlock_edge_routes",
+            "interlock_edge_routes_failing",
             "interlock_leader",
             "interlock_kube_events",
             "process_resident_memory_bytes",
@@ -129,8 +125,10 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
         await _until(lambda: system.statistics().kinds["route"].restarts >= 1)
         informers["services"] = _informer(4, 1)
         leader = dataclasses.replace(leader, is_leader=True, acquisitions=1)
-        writer = dataclasses.replace(writer, writes=3, skipped=1)
-        edges["applied"] = 2
+        patches = dataclasses.replace(patches, written=3, unchanged=1)
+        board.host("demo.localhost").routes["r2"] = RouteState(
+            route_id="r2", last_error="basicAuth: bad hash", permanent=True
+        )
         _, after, _ = await _scrape(site.url)
     finally:
         await site.stop()
@@ -145,9 +143,11 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
     assert after[("interlock_informer_events_total", services)] == 4
     assert after[("interlock_informer_relists_total", services)] == 1
     assert after[("interlock_leader", ())] == 1
-    written = (("outcome", "written"), ("writer", "httproute"))
-    assert after[("interlock_status_patches_total", written)] == 3
-    assert after[("interlock_edge_reconciles_total", (("outcome", "applied"),))] == 2
+    assert after[("interlock_status_patches_total", (("outcome", "written"),))] == 3
+    assert after[("interlock_status_patches_total", (("outcome", "unchanged"),))] == 1
+    assert before[("interlock_edge_routes", (("state", "serving"),))] == 1
+    assert after[("interlock_edge_routes", (("state", "no_backend"),))] == 1
+    assert after[("interlock_edge_routes_failing", (("error", "permanent"),))] == 1
     assert after[("interlock_kube_events_total", (("outcome", "created"),))] == 2
 
 
