@@ -36,6 +36,11 @@ class LatestValueSlot(Generic[T]):
         return self._version
 
     @property
+    def latest(self) -> T | None:
+        """The newest value, without waiting (None before the first ``put``)."""
+        return self._value
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

@@ -71,7 +71,7 @@ class Outbound:
 
 def latest_policy(slot: LatestValueSlot[Any]) -> dict[str, Any]:
     assert slot.version > 0, "no policy yet"
-    value = slot._value
+    value = slot.latest
     assert value is not None
     return json.loads(value.body)
 
