@@ -198,7 +198,8 @@ async def run_demo(
             backends=[(echo.name, echo.port) for echo in echoes],
         ):
             out(line)
-        out("Live trace (actor, message, outcome <= the external event that caused it):")
+        if not options.quiet_trace:
+            out("Live trace (actor, message, outcome <= the external event that caused it):")
         sys.stdout.flush()
         pump = asyncio.create_task(tee.pump(), name="demo-trace")
         with contextlib.suppress(TimeoutError):

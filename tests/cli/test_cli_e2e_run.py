@@ -1,0 +1,107 @@
+"""`interlock run --embedded` and `interlock policy get|watch` as a person runs them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+from cli_process import Running, child_env, http_get, interlock_argv, wait_http
+
+SERVICES = """
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  ports: [{name: http, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-canary, namespace: default}
+spec:
+  ports: [{name: http, port: 80}]
+"""
+
+ROUTE = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web-split, namespace: default}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+    - backendRefs:
+        - {name: web, port: 80, weight: 90}
+        - {name: web-canary, port: 80, weight: 10}
+"""
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    controller = Running(
+        interlock_argv(
+            "run",
+            "--embedded",
+            "--policy-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--write-kubeconfig",
+            str(kubeconfig),
+            "--watch-grace",
+            "1",
+        ),
+        log=tmp_path / "run.log",
+    )
+    watch: Running | None = None
+    try:
+        policy_url = controller.wait_for(r"policy API listening on (http://\S+)")[1]
+        admin_url = controller.wait_for(r"admin listening on (http://\S+)")[1]
+        wait_http(f"{admin_url}/readyz")
+        assert http_get(f"{admin_url}/healthz")[0] == 200
+        _kubectl(kubeconfig, "apply", "-f", "-", stdin=SERVICES)
+
+        got = subprocess.run(
+            interlock_argv("policy", "get", "default/web:80", "--server", policy_url),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=child_env(),
+            check=False,
+        )
+        assert got.returncode == 0, got.stderr
+        policy = json.loads(got.stdout)
+        assert (policy["service"], policy["port"]) == ("web", 80)
+        assert [route["kind"] for route in policy["routes"]] == ["Default"]
+
+        watch = Running(
+            interlock_argv("policy", "watch", "default/web:80", "--server", policy_url),
+            log=tmp_path / "watch.log",
+        )
+        watch.wait_for(r'"kind": ?"Default"')
+        _kubectl(kubeconfig, "apply", "-f", "-", stdin=ROUTE)
+        changed = watch.wait_for(r'"name": ?"web-split"')
+        routes = json.loads(changed.string)["routes"]
+        assert [route["name"] for route in routes] == ["web-split"]
+        backends = {b["name"]: b["weight"] for b in routes[0]["rules"][0]["backends"]}
+        assert backends == {"web": 90, "web-canary": 10}
+
+        controller.signal(signal.SIGTERM)
+        assert controller.wait(within=30) == 0
+    finally:
+        if watch is not None:
+            watch.stop()
+        controller.stop()
