@@ -290,9 +290,17 @@ def _prepare_service(
     return errors
 
 
-def _prepare_secret(obj: JsonObject) -> list[FieldError]:
+_SECRET_REQUIRED_KEYS = {
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+}
+
+
+def _prepare_secret(obj: JsonObject, old: JsonObject | None) -> list[FieldError]:
     errors: list[FieldError] = []
     obj.setdefault("type", "Opaque")
+    if old is not None and obj["type"] != old.get("type", "Opaque"):
+        errors.append(_invalid("type", obj["type"], "field is immutable"))
     data = obj.get("data") or {}
     string_data = obj.pop("stringData", None) or {}
     if not isinstance(data, dict) or not isinstance(string_data, dict):
@@ -309,6 +317,9 @@ def _prepare_secret(obj: JsonObject) -> list[FieldError]:
         data[key] = base64.b64encode(str(value).encode()).decode()
     if data:
         obj["data"] = data
+    for key in _SECRET_REQUIRED_KEYS.get(obj["type"], ()):
+        if key not in data:
+            errors.append(_required(f"data[{key}]"))
     return errors
 
 
@@ -369,7 +380,20 @@ def _prepare_ingress(obj: JsonObject) -> list[FieldError]:
 
 
 def _prepare_lease(obj: JsonObject) -> list[FieldError]:
-    obj.setdefault("spec", {})
+    spec = obj.setdefault("spec", {})
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        return [_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")]
+    return []
+
+
+def _prepare_event(obj: JsonObject) -> list[FieldError]:
+    involved = obj.get("involvedObject")
+    if not isinstance(involved, dict):
+        return [_required("involvedObject")]
+    namespace = involved.get("namespace")
+    if namespace and namespace != obj["metadata"].get("namespace"):
+        return [_invalid("involvedObject.namespace", namespace, "does not match event.namespace")]
     return []
 
 
@@ -393,7 +417,9 @@ def prepare(
     if kind == ("", "services"):
         errors.extend(_prepare_service(obj, old, allocator))
     elif kind == ("", "secrets"):
-        errors.extend(_prepare_secret(obj))
+        errors.extend(_prepare_secret(obj, old))
+    elif kind == ("", "events"):
+        errors.extend(_prepare_event(obj))
     elif kind == ("", "namespaces"):
         errors.extend(_prepare_namespace(obj))
     elif kind == ("discovery.k8s.io", "endpointslices"):

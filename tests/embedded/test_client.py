@@ -425,3 +425,37 @@ async def test_in_process_writes_reach_watches_like_http_writes(
     assert (event_type, stored.name) == ("ADDED", "web")
     api_server.store.close_watch(watch_)
     await eventually(lambda: api_server.store.statistics()["watches"] == 0)
+
+
+async def test_kind_rules_users_would_meet_on_a_cluster(api_client: client.ApiClient) -> None:
+    core = client.CoreV1Api(api_client)
+    with pytest.raises(client.ApiException) as tls:
+        await core.create_namespaced_secret(
+            "default",
+            {
+                "metadata": {"name": "cert"},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": "x"},
+            },
+        )
+    assert tls.value.status == 422 and "data[tls.key]: Required value" in tls.value.body
+    await core.create_namespaced_secret("default", {"metadata": {"name": "s"}, "data": {}})
+    with pytest.raises(client.ApiException) as immutable:
+        await core.patch_namespaced_secret("s", "default", {"type": "kubernetes.io/tls"})
+    assert immutable.value.status == 422 and "field is immutable" in immutable.value.body
+    with pytest.raises(client.ApiException) as event:
+        await core.create_namespaced_event(
+            "default",
+            {
+                "metadata": {"name": "e"},
+                "involvedObject": {"kind": "Service", "name": "web", "namespace": "other"},
+                "reason": "Test",
+            },
+        )
+    assert event.value.status == 422 and "involvedObject.namespace" in event.value.body
+    leases = client.CoordinationV1Api(api_client)
+    with pytest.raises(client.ApiException) as lease:
+        await leases.create_namespaced_lease(
+            "default", {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}
+        )
+    assert lease.value.status == 422 and "spec.leaseDurationSeconds" in lease.value.body
