@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
+import hashlib
+import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +21,10 @@ from typing import Any
 
 import aiohttp
 import bcrypt
+import jwt
 import pytest
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, StartController, eventually
 
 from interlock.actors.edge import RouteState
@@ -559,3 +565,187 @@ async def test_scenario_6_transient_faults_are_retried_and_permanent_ones_wait_f
     await eventually(v3, message="v3 applied")
     # Never a backend without its modules: every served configuration with a backend was applied.
     assert all(c.applied for c in faulty.served if c.backend_attached)
+
+
+# --- scenario 7: every module through the whole controller ---------------------------------------
+
+
+async def test_scenario_7_ip_restriction_headers_and_gzip(env: Env) -> None:
+    web_backend = env.backends["web"]
+    modules = {
+        "ipRestriction": {"allow": ["127.0.0.0/8"], "deny": ["10.0.0.0/8"]},
+        "headers": {
+            "request": {"add": {"X-Team": "blue"}, "remove": ["X-Debug"]},
+            "response": {"add": {"X-Frame-Options": "DENY"}, "remove": ["Server"]},
+        },
+        "compression": {"enabled": True},
+    }
+    await env.kube.apply(module_set("site", modules))
+    await env.kube.apply(ingress("site", "site.example", modules="site"))
+    await env.until_status("site.example", 200)
+    status, headers, body = await env.request(
+        "site.example", headers={"X-Debug": "1", "Accept-Encoding": "gzip"}
+    )
+    assert status == 200
+    sent = web_backend.requests[-1]
+    assert sent["X-Team"] == "blue" and "X-Debug" not in sent
+    assert headers["X-Frame-Options"] == "DENY" and "Server" not in headers
+    assert headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(body).startswith(b"backend web /")
+    status, headers, body = await env.request(
+        "site.example", headers={"Accept-Encoding": "identity"}
+    )
+    assert "Content-Encoding" not in headers and body.startswith(b"backend web")
+
+    # Denied: loopback is no longer allowed.
+    await env.kube.apply(
+        module_set("site", {**modules, "ipRestriction": {"allow": ["10.0.0.0/8"]}})
+    )
+    await env.until_status("site.example", 403)
+    reached = len(web_backend.requests)
+    assert await env.status_of("site.example") == 403
+    assert len(web_backend.requests) == reached
+
+
+def jwks_and_signer() -> tuple[str, Any, Any]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    public.update({"kid": "k1", "alg": "RS256", "use": "sig"})
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return json.dumps({"keys": [public]}), key, other
+
+
+async def test_scenario_7_jwt_valid_expired_wrong_audience_bad_signature_unknown_key(
+    env: Env,
+) -> None:
+    jwks, key, other = jwks_and_signer()
+    await env.kube.apply(secret("jwks", {"jwks.json": jwks}))
+    jwt_module = {
+        "jwt": {
+            "issuer": "https://issuer.example",
+            "audiences": ["api"],
+            "jwksSecretRef": {"name": "jwks", "key": "jwks.json"},
+        }
+    }
+    await env.kube.apply(module_set("tokens", jwt_module))
+    await env.kube.apply(ingress("api", "api.example", modules="tokens"))
+    now = int(time.time())
+    claims = {"iss": "https://issuer.example", "aud": "api", "exp": now + 300}
+
+    def bearer(payload: dict[str, Any], *, signer: Any = key, kid: str = "k1") -> dict[str, str]:
+        token = jwt.encode(payload, signer, algorithm="RS256", headers={"kid": kid})
+        return {"Authorization": f"Bearer {token}"}
+
+    await env.until_status("api.example", 200, headers=bearer(claims))
+    status, headers, _ = await env.request("api.example")
+    assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+    for headers_sent, why in (
+        (bearer({**claims, "exp": now - 120}), "token expired"),
+        (bearer({**claims, "aud": "other"}), "wrong audience"),
+        (bearer(claims, signer=other), "bad signature"),
+        (bearer(claims, kid="k2"), "unknown signing key"),
+    ):
+        status, headers, _ = await env.request("api.example", headers=headers_sent)
+        assert status == 401, why
+        assert why in headers["WWW-Authenticate"]
+
+
+async def test_scenario_7_webhook_signature_valid_and_invalid(env: Env) -> None:
+    await env.kube.apply(secret("hook", {"secret": "hook-secret"}))
+    hook = {
+        "webhookVerification": {
+            "provider": "github",
+            "secretRef": {"name": "hook", "key": "secret"},
+        }
+    }
+    await env.kube.apply(module_set("hook", hook))
+    await env.kube.apply(ingress("hook", "hook.example", modules="hook"))
+    body = b'{"action": "opened"}'
+    good = "sha256=" + hmac.new(b"hook-secret", body, hashlib.sha256).hexdigest()
+    await env.until_status(
+        "hook.example", 200, method="POST", data=body, headers={"X-Hub-Signature-256": good}
+    )
+    bad = "sha256=" + hmac.new(b"wrong", body, hashlib.sha256).hexdigest()
+    status, _, _ = await env.request(
+        "hook.example", method="POST", data=body, headers={"X-Hub-Signature-256": bad}
+    )
+    assert status == 401
+    status, _, _ = await env.request("hook.example", method="POST", data=body)
+    assert status == 401
+
+
+async def test_scenario_7_the_circuit_opens_and_half_opens(env: Env) -> None:
+    failing = await env.serve("failing")
+    failing.status = 500
+    breaker = {
+        "circuitBreaker": {
+            "errorThresholdPercentage": 50,
+            "volumeThreshold": 2,
+            "rollingWindow": "10s",
+            "trippedDuration": "1s",
+        }
+    }
+    await env.kube.apply(module_set("breaker", breaker))
+    await env.kube.apply(
+        ingress("fragile", "fragile.example", backend="failing", modules="breaker")
+    )
+    await env.until_status("fragile.example", 500)
+    await env.until_status("fragile.example", 503)  # open: the upstream is not contacted
+    reached = len(failing.requests)
+    status, headers, _ = await env.request("fragile.example")
+    assert status == 503 and int(headers["Retry-After"]) >= 1
+    assert len(failing.requests) == reached
+
+    failing.status = 200
+    await env.until_status("fragile.example", 200)  # half-open: the trial succeeds, closed again
+    assert len(failing.requests) == reached + 1
+    assert await env.status_of("fragile.example") == 200
+
+
+async def test_scenario_7_rate_limit_answers_429_with_retry_after(env: Env) -> None:
+    await env.kube.apply(module_set("limited", {"rateLimit": {"requests": 3, "period": "1m"}}))
+    await env.kube.apply(ingress("limited", "limited.example", modules="limited"))
+    await env.until_status("limited.example", 429)
+    status, headers, _ = await env.request("limited.example")
+    assert status == 429 and int(headers["Retry-After"]) >= 1
+
+
+async def test_switching_basic_auth_to_jwt_never_serves_a_request_without_auth(env: Env) -> None:
+    web_backend = env.backends["web"]
+    jwks, _, _ = jwks_and_signer()
+    await env.kube.apply(secret("users", {"htpasswd": HTPASSWD}))
+    await env.kube.apply(secret("jwks", {"jwks.json": jwks}))
+    auth = {"basicAuth": {"secretRef": {"name": "users", "key": "htpasswd"}}}
+    await env.kube.apply(module_set("auth", auth))
+    await env.kube.apply(ingress("switch", "switch.example", modules="auth"))
+    await env.until_status("switch.example", 200, headers=GOOD_AUTH)
+
+    statuses: list[int] = []
+    stop = asyncio.Event()
+
+    async def hammer() -> None:
+        while not stop.is_set():
+            statuses.append(await env.status_of("switch.example"))
+
+    task = asyncio.create_task(hammer())
+    try:
+        jwt_module = {
+            "jwt": {
+                "issuer": "https://i.example",
+                "jwksSecretRef": {"name": "jwks", "key": "jwks.json"},
+            }
+        }
+        await env.kube.apply(module_set("auth", jwt_module))
+
+        async def jwt_in_force() -> bool:
+            _, headers, _ = await env.request("switch.example")
+            return headers.get("WWW-Authenticate", "").startswith("Bearer")
+
+        await eventually(jwt_in_force, message="jwt applied")
+        seen = len(statuses)
+        await eventually(lambda: len(statuses) >= seen + 10, message="more requests")
+    finally:
+        stop.set()
+        await task
+    assert set(statuses) == {401}
+    assert all("Authorization" in r for r in web_backend.requests)
