@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from interlock import __version__, cli_demo, cli_run
+from interlock import __version__, cli_demo, cli_run, cli_trace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_run.register(subparsers)
     cli_demo.register(subparsers)
+    cli_trace.register(subparsers)
     return parser
 
 
