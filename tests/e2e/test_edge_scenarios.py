@@ -34,6 +34,7 @@ from interlock.embedded import EmbeddedApiServer
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
     EVENT,
+    HTTP_ROUTE,
     INGRESS,
     INGRESS_CLASS,
     MODULE_SET,
@@ -46,7 +47,8 @@ from interlock.mailbox import BackoffPolicy
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {
-    r.kind: r for r in (ENDPOINT_SLICE, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)
+    r.kind: r
+    for r in (ENDPOINT_SLICE, HTTP_ROUTE, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)
 }
 PASSWORD = "s3cret-pw"
 HTPASSWD = "alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
@@ -749,3 +751,72 @@ async def test_switching_basic_auth_to_jwt_never_serves_a_request_without_auth(e
         await task
     assert set(statuses) == {401}
     assert all("Authorization" in r for r in web_backend.requests)
+
+
+# --- upstreams: the backend Service port's outbound policy splits the edge's traffic ------------
+
+
+def split_route(*backends: tuple[str, int]) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "split", "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"group": "", "kind": "Service", "name": "web", "port": 80}],
+            "rules": [
+                {
+                    "backendRefs": [
+                        {"name": name, "port": 80, "weight": weight} for name, weight in backends
+                    ]
+                }
+            ],
+        },
+    }
+
+
+async def test_an_http_route_on_the_backend_service_splits_the_edge_traffic(env: Env) -> None:
+    blue, green = await env.serve("blue"), await env.serve("green")
+    await env.kube.apply(ingress("split", "split.example"))
+    await env.until_status("split.example", 200)
+    await env.kube.apply(split_route(("blue", 1), ("green", 1)))
+
+    async def both_reached() -> bool:
+        await env.request("split.example")
+        return bool(blue.requests) and bool(green.requests)
+
+    await eventually(both_reached, message="both weighted backends receive traffic")
+
+    # A backendRef to a Service that does not exist takes its share as 500s.
+    await env.kube.apply(split_route(("blue", 1), ("ghost", 1)))
+    statuses: set[int] = set()
+
+    async def ghost_share() -> bool:
+        statuses.add(await env.status_of("split.example"))
+        return 500 in statuses
+
+    await eventually(ghost_share, message="the missing backend's share answers 500")
+    await env.kube.apply(split_route(("green", 1)))
+
+    async def only_green() -> bool:
+        before = len(green.requests)
+        status = await env.status_of("split.example")
+        return status == 200 and len(green.requests) == before + 1
+
+    await eventually(only_green, message="all traffic to green")
+    reached = len(blue.requests)
+    for _ in range(5):
+        assert await env.status_of("split.example") == 200
+    assert len(blue.requests) == reached
+
+
+async def test_no_ready_endpoint_answers_503(env: Env) -> None:
+    idle_backend = await env.serve("idle")
+    await env.kube.apply(ingress("idle", "idle.example", backend="idle"))
+    await env.until_status("idle.example", 200)
+    unready = endpoint_slice(idle_backend)
+    unready["endpoints"][0]["conditions"]["ready"] = False
+    await env.kube.apply(unready)
+    await env.until_status("idle.example", 503)
+    reached = len(idle_backend.requests)
+    assert await env.status_of("idle.example") == 503
+    assert len(idle_backend.requests) == reached
