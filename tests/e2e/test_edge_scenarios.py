@@ -26,6 +26,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, StartController, eventually
+from loguru import logger
 
 from interlock.actors.edge import RouteState
 from interlock.app import Controller
@@ -44,6 +45,7 @@ from interlock.kube.resources import (
 )
 from interlock.kube.transport import KubeApiError, request_json
 from interlock.mailbox import BackoffPolicy
+from interlock.mailbox.testing import capture_trace
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {
@@ -820,3 +822,62 @@ async def test_no_ready_endpoint_answers_503(env: Env) -> None:
     reached = len(idle_backend.requests)
     assert await env.status_of("idle.example") == 503
     assert len(idle_backend.requests) == reached
+
+
+# --- secrets stay secret; /debug/edges ---------------------------------------------------------
+
+
+async def test_debug_edges_shows_each_route_and_no_secret_reaches_logs_traces_or_events(
+    env: Env,
+) -> None:
+    log_lines: list[str] = []
+    sink = logger.add(lambda message: log_lines.append(str(message)), level="DEBUG")
+    try:
+        with capture_trace(env.controller.system) as trace:
+            await env.kube.apply(secret("users", {"htpasswd": HTPASSWD}))
+            auth = {"basicAuth": {"secretRef": {"name": "users", "key": "htpasswd"}}}
+            await env.kube.apply(module_set("auth", auth))
+            await env.kube.apply(ingress("private", "private.example", modules="auth"))
+            await env.kube.apply(
+                module_set("broken", {"ipRestriction": {"allow": ["300.0.0.0/8"]}})
+            )
+            await env.kube.apply(ingress("broken", "broken.example", modules="broken"))
+            await env.until_status("private.example", 200, headers=GOOD_AUTH)
+            await env.until_event("broken", "ModulesFailed")
+    finally:
+        logger.remove(sink)
+    assert env.controller.admin_site is not None
+    async with env.http.get(env.controller.admin_site.url + "/debug/edges") as response:
+        assert response.status == 200
+        debug = await response.json()
+    edges = {edge["host"]: edge for edge in debug["edges"]}
+    (private,) = edges["private.example"]["routes"]
+    assert private["modules"] == ["basicAuth"] and private["backend"] == "default/web:80"
+    assert private["lastError"] is None
+    (broken,) = edges["broken.example"]["routes"]
+    assert broken["backend"] is None and broken["reserved"] and broken["permanent"]
+    assert "300.0.0.0/8" in broken["lastError"]
+    events = json.dumps(await env.kube.events("private")) + json.dumps(
+        await env.kube.events("broken")
+    )
+    everything = json.dumps(debug) + trace.text() + "\n".join(log_lines) + events
+    hashed = HTPASSWD.split(":", 1)[1]
+    assert hashed not in everything
+    assert base64.b64encode(HTPASSWD.encode()).decode() not in everything
+    assert PASSWORD not in everything
+
+
+async def test_module_set_status_reports_valid_and_invalid(env: Env) -> None:
+    await env.kube.apply(module_set("checked", {"ipRestriction": {"allow": ["10.0.0.0/33"]}}))
+
+    async def condition(status: str) -> bool:
+        current = await env.kube.get(module_set("checked", {}))
+        conditions = current.get("status", {}).get("conditions", [])
+        return bool(conditions) and conditions[0]["status"] == status
+
+    await eventually(lambda: condition("False"), message="Valid False")
+    current = await env.kube.get(module_set("checked", {}))
+    (valid,) = current["status"]["conditions"]
+    assert valid["reason"] == "Invalid" and "10.0.0.0/33" in valid["message"]
+    await env.kube.apply(module_set("checked", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+    await eventually(lambda: condition("True"), message="Valid True")
