@@ -459,3 +459,24 @@ async def test_kind_rules_users_would_meet_on_a_cluster(api_client: client.ApiCl
             "default", {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}
         )
     assert lease.value.status == 422 and "spec.leaseDurationSeconds" in lease.value.body
+
+
+async def test_a_namespace_terminates_until_its_last_finalizer_is_removed(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    await core.create_namespace({"metadata": {"name": "team"}})
+    held = service("web", namespace="team")
+    held["metadata"]["finalizers"] = ["interlock.dev/cleanup"]
+    api_server.store.create(held)
+    await core.delete_namespace("team")
+    terminating = await core.read_namespace("team")
+    assert terminating.status.phase == "Terminating"
+    with pytest.raises(client.ApiException) as refused:
+        await core.create_namespaced_service("team", service("new", namespace="team"))
+    assert refused.value.status == 403
+    assert (await core.read_namespaced_service("web", "team")).metadata.deletion_timestamp
+    await core.patch_namespaced_service("web", "team", {"metadata": {"finalizers": None}})
+    with pytest.raises(client.ApiException) as gone:
+        await core.read_namespace("team")
+    assert gone.value.status == 404
