@@ -23,6 +23,7 @@ class Cell:
     """One actor's mailbox and lifecycle (internal to the system)."""
 
     __slots__ = (
+        "active",
         "actor",
         "actor_type",
         "address",
@@ -69,8 +70,10 @@ class Cell:
         self.keys: dict[Hashable, Envelope] | None = None
         """Queued envelopes by coalesce key."""
         self.topics: set[str] | None = None
+        self.active = False
+        """Has work: in the ready queue, being handled, in restart backoff or stopping."""
         self.task: asyncio.Task[None] | None = None
-        """The drain; exists only while the mailbox has work (or the actor is stopping)."""
+        """The restart backoff, while one runs."""
         self.waiters: deque[asyncio.Future[None]] | None = None
         """Senders blocked in ``tell_wait``."""
         self.restart_times: deque[float] | None = None
@@ -92,7 +95,7 @@ class Cell:
             return "stopping"
         if self.actor is None:
             return "restarting"
-        return "idle" if self.task is None else "running"
+        return "running" if self.active else "idle"
 
     def __repr__(self) -> str:
         return f"Cell({self.address}, {self.actor_type}, {self.state()}, depth={self.depth()})"

@@ -6,11 +6,12 @@ time — one message at a time per object (no locks in actors), subscription and
 step (no event missed between "read the state" and "start listening"), and a message log that
 explains every change. Keeping them in one place makes them testable once.
 
-Scheduling: an actor with an empty mailbox owns no task. The first message into an empty
-mailbox creates a drain task; the drain handles messages until the mailbox is empty, then ends.
-100,000 idle actors therefore cost memory (one small ``Cell`` each) and no scheduling at all.
-The drain yields to the event loop every ``_YIELD_EVERY`` messages so a flooded actor cannot
-starve the others.
+Scheduling: an actor with an empty mailbox owns nothing but its ``Cell``. The first message
+into an empty mailbox puts the actor in the ready queue, where shared worker tasks
+(``workers.py``) take it and handle up to ``_BATCH`` of its messages before moving on, yielding
+to the event loop every ``_YIELD_EVERY`` messages so that no actor starves the others or I/O.
+100,000 idle actors therefore cost memory and no scheduling at all, and a publish to 10,000
+subscribers costs no task per subscriber.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ from interlock.mailbox.summary import summarize
 from interlock.mailbox.topics import Topic, Topics
 from interlock.mailbox.tracing import Tracer, error_text
 from interlock.mailbox.waits import WaitGraph
+from interlock.mailbox.workers import Worker
 
 _YIELD_EVERY = 256
+_BATCH = 64
 _DEFAULT_MAILBOX = MailboxConfig()
 _DEFAULT_SUPERVISION = SupervisionPolicy()
 
@@ -103,6 +106,10 @@ class ActorSystem:
         self._kinds: dict[str, KindCounters] = {}
         self._topics = Topics()
         self._busy: set[Cell] = set()
+        """Actors with work: ready, being handled, in restart backoff, or stopping."""
+        self._ready: deque[Cell] = deque()
+        self._workers: set[Worker] = set()
+        self._free_workers = 0
         self._ids = itertools.count(1)
         self._waits = WaitGraph()
         self._accepting = True
@@ -156,7 +163,7 @@ class ActorSystem:
                 tracer.spawned(envelope, actor_type=cell.actor_type)
             if has_started:
                 cell.queue = deque((envelope,))
-                self._schedule(cell)
+                self._activate(cell)
         return address
 
     def spawn_or_get(
@@ -288,8 +295,8 @@ class ActorSystem:
         tracer = self._tracer
         if tracer is not None:
             tracer.deliver(envelope, depth=depth, coalesced=None)
-        if cell.task is None:
-            self._schedule(cell)
+        if not cell.active:
+            self._activate(cell)
 
     async def tell_wait(
         self, address: str, message: object, *, correlation_id: str | None = None
@@ -393,8 +400,8 @@ class ActorSystem:
         tracer = self._tracer
         if tracer is not None:
             tracer.deliver(envelope, depth=depth, coalesced=None)
-        if cell.task is None:
-            self._schedule(cell)
+        if not cell.active:
+            self._activate(cell)
 
     def _admit(self, cell: Cell, envelope: Envelope, from_publish: bool) -> deque[Envelope] | None:
         """The slow path of ``_enqueue``: a stopped actor, the first message, a keyed message
@@ -445,41 +452,88 @@ class ActorSystem:
         if tracer is not None:
             tracer.deliver(queued, depth=cell.depth(), coalesced=replaced)
 
-    def _schedule(self, cell: Cell) -> None:
-        cell.task = asyncio.get_running_loop().create_task(
-            self._drain(cell), context=contextvars.Context()
-        )
+    def _activate(self, cell: Cell) -> None:
+        """An idle actor has work: queue it for a worker."""
+        cell.active = True
         self._busy.add(cell)
+        self._make_ready(cell)
+
+    def _make_ready(self, cell: Cell) -> None:
+        self._ready.append(cell)
+        if self._free_workers == 0:
+            self._start_worker()
+
+    def _deactivate(self, cell: Cell) -> None:
+        """The actor has no work left: it goes back to owning nothing."""
+        cell.active = False
+        self._busy.discard(cell)
+        if cell.queue is not None and not cell.queue:
+            cell.queue = None
+            cell.keys = None
+        if not self._busy and self._idle is not None:
+            self._idle.set()
 
     # ----------------------------------------------------------------------------------------
-    # Handling
+    # Workers
 
-    async def _drain(self, cell: Cell) -> None:
-        """Handle messages until the mailbox is empty (or the actor stops), then end."""
+    def _start_worker(self) -> None:
+        worker = Worker()
+        self._workers.add(worker)
+        self._free_workers += 1
+        worker.task = asyncio.get_running_loop().create_task(
+            self._work(worker), context=contextvars.Context()
+        )
+
+    def _check_worker(self, worker: Worker) -> None:
+        # Runs only when the worker gave the loop control: if it is inside a handler, that
+        # handler is waiting for something, and the ready actors need another worker.
+        worker.check = None
+        if worker.cell is not None and not worker.blocked:
+            worker.blocked = True
+            self._free_workers -= 1
+            if self._ready:
+                self._start_worker()
+
+    def _resumed(self, worker: Worker) -> None:
+        """After a handler or hook returned to a worker whose check has run: re-arm it."""
+        if worker.blocked:
+            worker.blocked = False
+            self._free_workers += 1
+        worker.check = asyncio.get_running_loop().call_soon(self._check_worker, worker)
+
+    async def _work(self, worker: Worker) -> None:
+        ready = self._ready
+        since_yield = 0
+        self._resumed(worker)
         try:
-            queue = cell.queue
-            if queue:
-                await self._handle(cell, queue)
-            if cell.stop_reason is not None and cell.actor is not None:
-                actor, cell.actor = cell.actor, None
-                await self._run_stopped_hook(cell, actor)
+            while ready:
+                cell = ready.popleft()
+                worker.cell = cell
+                since_yield += await self._run(cell, worker)
+                worker.cell = None
+                if since_yield >= _YIELD_EVERY:
+                    since_yield = 0
+                    await asyncio.sleep(0)
+                    if worker.check is None:
+                        self._resumed(worker)
         finally:
-            cell.task = None
-            self._busy.discard(cell)
-            if cell.stop_reason is not None:
-                self._finish(cell)
-            elif cell.queue is not None and not cell.queue:
-                cell.queue = None
-                cell.keys = None
-            if not self._busy and self._idle is not None:
-                self._idle.set()
+            cell_in_hand = worker.cell
+            if cell_in_hand is not None and cell_in_hand.stop_reason is not None:
+                self._finish(cell_in_hand)  # cancelled at shutdown in the middle of a handler
+            self._workers.discard(worker)
+            if not worker.blocked:
+                self._free_workers -= 1
+            if worker.check is not None:
+                worker.check.cancel()
 
-    async def _handle(self, cell: Cell, queue: deque[Envelope]) -> None:
+    async def _run(self, cell: Cell, worker: Worker) -> int:
+        """Handle up to ``_BATCH`` messages of ``cell``; return how many were handled."""
+        queue = cell.queue
         set_current = current_envelope.set
         started_marker = STARTED
         handled = 0
         try:
-            while queue and cell.stop_reason is None:
+            while queue and cell.stop_reason is None and handled < _BATCH:
                 envelope = queue.popleft()
                 if envelope.key is not None:
                     keys = cell.keys
@@ -498,10 +552,20 @@ class ActorSystem:
                         result: object = None
                     else:
                         result = await actor.receive(message)  # type: ignore[union-attr]
+                except asyncio.CancelledError as error:
+                    if worker.task is not None and worker.task.cancelling():
+                        raise  # the worker itself is cancelled (shutdown): not a handler error
+                    if worker.check is None:
+                        self._resumed(worker)
+                    await self._failed(cell, envelope, error, started_at, worker)
+                    return handled
                 except Exception as error:
-                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
-                    await self._failed(cell, envelope, error, duration)
-                    continue
+                    if worker.check is None:
+                        self._resumed(worker)
+                    await self._failed(cell, envelope, error, started_at, worker)
+                    return handled
+                if worker.check is None:
+                    self._resumed(worker)
                 reply = envelope.reply
                 if reply is not None and not reply.done():
                     reply.set_result(result)
@@ -510,19 +574,41 @@ class ActorSystem:
                         envelope, duration=time.perf_counter() - started_at, depth=len(queue)
                     )
                 handled += 1
-                if handled == _YIELD_EVERY:
-                    cell.processed += handled
-                    cell.kind.processed += handled
-                    handled = 0
-                    await asyncio.sleep(0)
         finally:
             # Counted per batch, not per message: the counters are read rarely.
             cell.processed += handled
             cell.kind.processed += handled
+        if cell.stop_reason is not None:
+            await self._end(cell, worker)
+        elif queue:
+            self._ready.append(cell)  # more to do: to the back of the line
+        else:
+            self._deactivate(cell)
+        return handled
+
+    async def _end(self, cell: Cell, worker: Worker) -> None:
+        """A stopping actor's last step: its ``stopped()`` hook, then it is gone."""
+        actor, cell.actor = cell.actor, None
+        if actor is not None and type(actor).stopped is not Actor.stopped:
+            current_envelope.set(None)
+            await self._run_stopped_hook(cell, actor)
+            if worker.check is None:
+                self._resumed(worker)
+        self._finish(cell)
+
+    # ----------------------------------------------------------------------------------------
+    # Supervision
 
     async def _failed(
-        self, cell: Cell, envelope: Envelope, error: Exception, duration: float
+        self,
+        cell: Cell,
+        envelope: Envelope,
+        error: BaseException,
+        started_at: float,
+        worker: Worker,
     ) -> None:
+        """Log and report the failure, end the failed instance and schedule its replacement."""
+        duration = time.perf_counter() - started_at if self._tracer is not None else 0.0
         cell.failed += 1
         cell.kind.failed += 1
         error_type = type(error).__name__
@@ -544,62 +630,85 @@ class ActorSystem:
             reply.set_exception(failure)
         actor = cell.actor
         if actor is not None:
-            # The instance stays in place while its hook runs, so a stop() meanwhile does not
-            # cancel the hook and the drain does not run it a second time.
+            # The instance stays in place while its hook runs, so a stop() meanwhile waits for
+            # the hook instead of running it a second time.
             await self._run_stopped_hook(cell, actor)
+            if worker.check is None:
+                self._resumed(worker)
         cell.actor = None
-        await self._restart(cell, envelope)
+        if cell.stop_reason is not None:
+            self._finish(cell)
+            return
+        # The backoff is waited out in a task of its own, not in the worker.
+        cell.task = asyncio.get_running_loop().create_task(
+            self._restart(cell, envelope), context=contextvars.Context()
+        )
 
     async def _restart(self, cell: Cell, cause: Envelope) -> None:
+        try:
+            while await self._backoff(cell, cause):
+                try:
+                    actor = cell.factory()
+                except Exception as error:
+                    cell.failed += 1
+                    cell.kind.failed += 1
+                    logger.error(
+                        "actor {}: factory raised {} on restart: {}",
+                        cell.address,
+                        type(error).__name__,
+                        error_text(error),
+                    )
+                    continue
+                actor.address = cell.address
+                actor.system = self
+                cell.actor = actor
+                self._restarted(cell, actor, cause)
+                return
+        finally:
+            cell.task = None
+            if cell.stop_reason is not None:
+                self._finish(cell)
+            elif cell.actor is not None:
+                if cell.queue:
+                    self._make_ready(cell)
+                else:
+                    self._deactivate(cell)
+
+    async def _backoff(self, cell: Cell, cause: Envelope) -> bool:
+        """Wait before the next restart; ``False`` if the actor must stop instead."""
+        if cell.stop_reason is not None:
+            return False
         policy = cell.supervision
         times = cell.restart_times
         if times is None:
             times = cell.restart_times = deque()
-        while cell.stop_reason is None:
-            now = self._clock()
-            while times and times[0] <= now - policy.within:
-                times.popleft()
-            if len(times) >= policy.max_restarts:
-                logger.error(
-                    "actor {}: stopped after {} restarts within {:g} s (restart intensity)",
-                    cell.address,
-                    len(times),
-                    policy.within,
-                )
-                self._stop_cell(cell, "restart intensity")
-                return
-            attempt = len(times)
-            times.append(now)
-            delay = policy.backoff.delay(attempt, self._rng)
-            cell.restarts += 1
-            cell.kind.restarts += 1
-            tracer = self._tracer
-            if tracer is not None:
-                tracer.restart(cause, attempt=attempt, delay=delay)
-            await self._sleep(delay)
-            if cell.stop_reason is not None:
-                return
-            try:
-                actor = cell.factory()
-            except Exception as error:
-                cell.failed += 1
-                cell.kind.failed += 1
-                logger.error(
-                    "actor {}: factory raised {} on restart: {}",
-                    cell.address,
-                    type(error).__name__,
-                    error_text(error),
-                )
-                continue
-            actor.address = cell.address
-            actor.system = self
-            cell.actor = actor
-            self._restarted(cell, actor, cause)
-            return
+        now = self._clock()
+        while times and times[0] <= now - policy.within:
+            times.popleft()
+        if len(times) >= policy.max_restarts:
+            logger.error(
+                "actor {}: stopped after {} restarts within {:g} s (restart intensity)",
+                cell.address,
+                len(times),
+                policy.within,
+            )
+            self._stop_cell(cell, "restart intensity")
+            return False
+        attempt = len(times)
+        times.append(now)
+        delay = policy.backoff.delay(attempt, self._rng)
+        cell.restarts += 1
+        cell.kind.restarts += 1
+        tracer = self._tracer
+        if tracer is not None:
+            tracer.restart(cause, attempt=attempt, delay=delay)
+        await self._sleep(delay)
+        return cell.stop_reason is None
 
     def _restarted(self, cell: Cell, actor: Actor, cause: Envelope) -> None:
         queue = cell.queue
-        assert queue is not None
+        if queue is None:
+            queue = cell.queue = deque()
         if type(actor).started is not Actor.started:
             queue.appendleft(self._envelope(cell.address, STARTED, cause, None))
         # The fresh instance has none of its predecessor's state: re-deliver every retained
@@ -668,19 +777,18 @@ class ActorSystem:
             waiter = waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-        if cell.task is None:
+        if cell.task is not None:
+            # In restart backoff: nothing is being handled, so do not wait out the delay (unless
+            # the backoff task itself is stopping the actor: the restart intensity was reached).
+            if cell.task is not asyncio.current_task():
+                cell.task.cancel()
+        elif not cell.active:
             actor = cell.actor
             if actor is not None and type(actor).stopped is not Actor.stopped:
-                cell.task = asyncio.get_running_loop().create_task(
-                    self._drain(cell), context=contextvars.Context()
-                )
-                self._busy.add(cell)
+                self._activate(cell)  # a worker runs the hook
             else:
-                cell.actor = None
                 self._finish(cell)
-        elif cell.actor is None and cell.task is not asyncio.current_task():
-            # In restart backoff: nothing is being handled, so do not wait out the delay.
-            cell.task.cancel()
+        # Otherwise a worker has the actor (ready or handling): it ends it after this message.
 
     def _finish(self, cell: Cell) -> None:
         if cell.finished:
@@ -688,6 +796,11 @@ class ActorSystem:
         cell.finished = True
         cell.actor = None
         cell.queue = None
+        cell.keys = None
+        cell.active = False
+        self._busy.discard(cell)
+        if not self._busy and self._idle is not None:
+            self._idle.set()
         if cell.done is not None and not cell.done.done():
             cell.done.set_result(None)
         tracer = self._tracer
@@ -821,10 +934,14 @@ class ActorSystem:
             self._stop_cell(cell, "shutdown")
         await self._wait_idle(start + timeout)
         remaining = [cell.task for cell in self._busy if cell.task is not None]
+        remaining += [worker.task for worker in self._workers if worker.task is not None]
         for task in remaining:
             task.cancel()
         if remaining:
             await asyncio.gather(*remaining, return_exceptions=True)
+        for cell in list(self._busy):
+            self._finish(cell)  # stopping actors no worker reached before the cancellation
+        self._ready.clear()
         self._dead_letters.flush()
 
     async def _wait_idle(self, deadline: float) -> None:
