@@ -318,9 +318,10 @@ processes on the shared machine does not count. Machine: {machine()}. Measured
 How to read it: the bare queue is the floor of any asyncio hand-off (no envelope, no
 routing, no statistics). The runtime pays for an envelope (ids, correlation, causation,
 enqueue time), the address lookup, per-actor and per-kind counters, and the hand-over to a
-shared worker task (an actor owns no task; see `interlock/mailbox/workers.py`). Tracing cost is the difference between the traced
-and the untraced run of the same workload (two JSON records per message: `deliver` and
-`handled`). Idle-actor memory is what 100k spawns add to the heap divided by 100k, for an
+shared worker task (an actor owns no task; see `interlock/mailbox/workers.py`). Tracing cost
+is the difference between the traced and the untraced run of the same workload, paired per
+repeat (two JSON records per message: `deliver` and `handled`). Idle-actor memory is what
+100k spawns add to the heap divided by 100k, for an
 actor class with no state of its own (`__slots__ = ()`).
 """
     write_section(section)

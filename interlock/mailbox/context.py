@@ -1,8 +1,9 @@
 """The envelope being handled in the current task, so that sends inherit causation.
 
 A contextvar (not an argument) because handlers call ``tell``/``publish``/``ask`` through many
-layers of ordinary code; each actor's drain runs in its own task and context, so concurrent
-actors never see each other's envelope. ``None`` means "outside any handler": a send starts a
+layers of ordinary code. Workers set it before each message they hand to an actor, and each
+worker runs in its own task and context, so concurrent handlers never see each other's
+envelope. ``None`` means "outside any handler": a send starts a
 new correlation.
 """
 

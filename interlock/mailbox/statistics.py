@@ -32,8 +32,8 @@ class ActorStatistics:
     kind: str
     actor_type: str
     state: str
-    """``idle`` (no task), ``running`` (a drain is scheduled or running), ``restarting`` (in
-    backoff after a failure) or ``stopping``."""
+    """``idle`` (nothing to do), ``running`` (messages waiting or being handled),
+    ``restarting`` (in backoff after a failure) or ``stopping``."""
     depth: int
     """Messages waiting in the mailbox now."""
     max_depth: int

@@ -77,7 +77,7 @@ async def wait_until(
 
 
 async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
-    """Wait until no actor has work (every mailbox empty, no drain running)."""
+    """Wait until no actor has work (every mailbox empty, no handler running)."""
     await wait_until(lambda: system.statistics().busy == 0, timeout=timeout)
 
 
