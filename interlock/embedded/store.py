@@ -40,7 +40,7 @@ from interlock.embedded.errors import (
 )
 from interlock.embedded.patch import apply_patch
 from interlock.embedded.registry import Registry, ResourceType, resource_type_from_crd
-from interlock.embedded.selectors import Predicate
+from interlock.embedded.selectors import Predicate, parse_field_selector, parse_label_selector
 from interlock.embedded.timefmt import format_timestamp
 from interlock.embedded.validation import ServiceAllocator, prepare, prune_unknown_fields
 
@@ -580,10 +580,19 @@ class ObjectStore:
         api_version: str,
         kind: str,
         namespace: str | None = None,
-        label_selector: Predicate | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> builtins.list[JsonObject]:
+        """Objects of a kind (all namespaces unless one is given), sorted by namespace/name.
+
+        Selectors are written as in a URL: ``label_selector="app=web,tier in (a,b)"``.
+        """
         rtype = self._type_of(api_version, kind)
-        where = WatchFilter(namespace=namespace, label_selector=label_selector)
+        where = WatchFilter(
+            namespace=namespace,
+            label_selector=parse_label_selector(label_selector),
+            field_selector=parse_field_selector(field_selector),
+        )
         items, _, _, _ = self.list_objects(rtype, where=where)
         return [item.copy(api_version) for item in items]
 

@@ -92,6 +92,8 @@ async def test_list_selectors_and_pages(
     assert [s.metadata.name for s in front.items] == ["svc-1", "svc-3", "svc-5"]
     not_front = await core.list_service_for_all_namespaces(label_selector="tier!=front,tier")
     assert len(not_front.items) == 4
+    in_process = api_server.store.list(api_version="v1", kind="Service", label_selector="tier=back")
+    assert [s["metadata"]["name"] for s in in_process] == ["svc-0", "svc-2", "svc-4", "svc-6"]
     by_name = await core.list_namespaced_service("default", field_selector="metadata.name=svc-2")
     assert [s.metadata.name for s in by_name.items] == ["svc-2"]
     seen, token = [], None
