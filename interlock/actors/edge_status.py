@@ -4,9 +4,11 @@ Every replica computes the edges, but only the holder of the Lease may tell user
 two writers would fight over ``status`` and double every Event. This actor keeps the latest
 desired ``status`` of each Ingress (``loadBalancer``) and ModuleSet (``conditions``) whether
 leading or not, writes what changed while leading, writes everything pending the moment it gains
-leadership, and retries transient failures with backoff and jitter. Events are recorded only
-while leading (the leader's replica reports them; they are not queued for later, since a stale
-"ModulesApplied" read after the fact would mislead).
+leadership, and retries transient failures with backoff and jitter. Events are recorded while
+leading; the few raised while not leading are kept for ``event_grace`` seconds and recorded if
+this replica gains the Lease by then — at start-up the first reconciles usually finish before the
+Lease is acquired, and a "ModulesFailed" lost there would never be reported. Older ones are
+dropped: the replica that was leading then has reported them.
 
 It is separate from the route StatusWriter because the edge half writes other kinds and Events;
 both follow the same rules.
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -63,8 +67,10 @@ class EdgeStatusStatistics:
     failures: int
     rejected: int
     events: int
+    events_held: int
+    """Events raised while not leading, kept in case this replica gains the Lease soon."""
     events_skipped: int
-    """Events not recorded because this replica was not leading."""
+    """Events dropped because this replica was not leading within their grace period."""
 
 
 class EdgeStatusWriter(Actor):
@@ -78,7 +84,12 @@ class EdgeStatusWriter(Actor):
         backoff: BackoffPolicy,
         rng: random.Random | None = None,
         call_later: Callable[[float, Callable[[], None]], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        event_grace: float = 30.0,
+        max_held_events: int = 256,
     ) -> None:
+        """``event_grace``: how long an Event raised while not leading is kept in case this
+        replica gains the Lease (at most ``max_held_events`` of them, the newest)."""
         self._sink = sink
         self._is_leader = is_leader
         self._backoff = backoff
@@ -92,10 +103,17 @@ class EdgeStatusWriter(Actor):
         self._rejected = 0
         self._events = 0
         self._events_skipped = 0
+        self._clock = clock
+        self._event_grace = event_grace
+        self._held: deque[tuple[float, RecordEvent]] = deque(maxlen=max_held_events)
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, RecordEvent):
-            await self._record(message)
+            if self._is_leader():
+                await self._record_held()
+                await self._record(message)
+            else:
+                self._held.append((self._clock(), message))
             return None
         if isinstance(message, DesiredIngressStatus):
             key: tuple[StatusKind, str, str] = ("Ingress", message.key.namespace, message.key.name)
@@ -113,6 +131,7 @@ class EdgeStatusWriter(Actor):
         elif not isinstance(message, LeadershipChanged):
             return None
         if self._is_leader():
+            await self._record_held()
             await self._flush()
         return None
 
@@ -122,10 +141,16 @@ class EdgeStatusWriter(Actor):
         else:
             self._pending[key] = status
 
+    async def _record_held(self) -> None:
+        oldest = self._clock() - self._event_grace
+        while self._held:
+            at, event = self._held.popleft()
+            if at >= oldest:
+                await self._record(event)
+            else:
+                self._events_skipped += 1
+
     async def _record(self, event: RecordEvent) -> None:
-        if not self._is_leader():
-            self._events_skipped += 1
-            return
         await self._sink.record_event(
             regarding=event.regarding, type=event.type, reason=event.reason, message=event.message
         )
@@ -186,5 +211,6 @@ class EdgeStatusWriter(Actor):
             failures=self._failures,
             rejected=self._rejected,
             events=self._events,
+            events_held=len(self._held),
             events_skipped=self._events_skipped,
         )
