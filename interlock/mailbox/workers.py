@@ -11,6 +11,10 @@ another worker is started for the actors still waiting. So an actor waiting for 
 holds up the others, and in the common case (handlers that finish without suspending) one
 worker serves everything. Workers end when the ready queue is empty: an idle system owns no
 task at all.
+
+Handlers run inside the worker's task, so ``asyncio.timeout`` and ``current_task()`` behave as
+in any task. Handlers of different actors share a worker's context: a handler that sets a
+contextvar must reset it (the runtime sets its own, the envelope being handled, per message).
 """
 
 from __future__ import annotations
