@@ -207,7 +207,9 @@ def configure_logging(level: str) -> None:
     from loguru import logger
 
     logger.remove()
-    logger.add(sys.stderr, level=level)
+    # diagnose=False: loguru would otherwise print every local variable of a failing frame,
+    # which can hold Secret data.
+    logger.add(sys.stderr, level=level, diagnose=False)
 
 
 def run_command(args: argparse.Namespace) -> int:
