@@ -710,7 +710,10 @@ class ActorSystem:
         if queue is None:
             queue = cell.queue = deque()
         if type(actor).started is not Actor.started:
-            queue.appendleft(self._envelope(cell.address, STARTED, cause, None))
+            started = self._envelope(cell.address, STARTED, cause, None)
+            queue.appendleft(started)
+            if self._tracer is not None:
+                self._tracer.deliver(started, depth=len(queue), coalesced=None)
         # The fresh instance has none of its predecessor's state: re-deliver every retained
         # value of every topic it is subscribed to (coalescing with what is already queued).
         for topic_name in sorted(cell.topics or ()):

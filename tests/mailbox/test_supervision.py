@@ -171,3 +171,18 @@ async def test_stopped_hook_runs_on_the_failed_instance() -> None:
     await wait_until(lambda: hooks == [1])
     await system.shutdown()
     assert hooks == [1, 2]
+
+
+async def test_the_restart_is_traced_as_caused_by_the_failed_message() -> None:
+    system = ActorSystem(sleep=ManualSleep())
+    with capture_trace(system) as trace:
+        system.spawn("f", lambda: Fragile([]), supervision=POLICY)
+        system.tell("f", "boom", correlation_id="event-9")
+        await wait_idle(system)
+    (boom,) = trace.events("deliver", summary="'boom'")
+    (restart,) = trace.events("restart")
+    assert restart["id"] == boom["id"]
+    (started,) = trace.events("deliver", type="Started")
+    assert (started["causation_id"], started["correlation_id"]) == (boom["id"], "event-9")
+    assert trace.events("handled", id=started["id"])
+    await system.shutdown()
