@@ -308,7 +308,8 @@ class EdgeActor(Actor):
             self.unsubscribe(self._tls_topic)
         self._tls_topic = topic
         self._tls_wanted = None
-        self.board_host().tls_error = None
+        # Until its retained value arrives (if it exists at all) the Secret counts as missing.
+        self.board_host().tls_error = None if secret is None else f"TLS Secret {secret} not found"
         if topic is not None:
             self.subscribe(topic)
 

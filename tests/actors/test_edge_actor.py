@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
 from interlock.actors.edge_messages import (
     EDGE_STATUS_WRITER,
+    SECRET_KEY,
     HostPart,
     RecordEvent,
+    SecretData,
     edge_address,
     host_topic,
+    secret_topic,
 )
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
@@ -423,3 +431,60 @@ async def test_secret_values_reach_neither_the_board_nor_the_trace(edge: Edge) -
     visible = str(edge.board.to_json()) + trace.text() + str(edge.events)
     assert "Szw.0F" not in visible and "u:$2b" not in visible
     assert "basicAuth" in str(edge.board.to_json())
+
+
+def self_signed(host: str) -> tuple[str, str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
+
+
+def tls_part() -> HostPart:
+    obj = ingress("web")
+    raw = obj.model_dump(by_alias=True, mode="json")
+    raw["spec"]["tls"] = [{"hosts": [HOST], "secretName": "shop-tls"}]
+    with_tls = parse_ingress(raw)
+    sets = {ObjectKey(namespace="default", name="guard"): module_set(HEADERS_A)}
+    routes = ingress_host_routes(with_tls, sets, {}, {SERVICE.key: SERVICE})[HOST]
+    return HostPart(ingress=with_tls.key, uid="uid-web", routes=tuple(routes))
+
+
+async def test_the_tls_secret_of_the_ingress_is_installed_once_it_exists(edge: Edge) -> None:
+    edge.publish(tls_part())
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    await wait_idle(edge.system)
+    assert edge.inner.certificates.hosts() == set()
+    state = edge.board.host(HOST)
+    assert state.tls_error == "TLS Secret default/shop-tls not found"
+
+    cert, key = self_signed(HOST)
+    tls = SecretData(
+        key=ObjectKey(namespace="default", name="shop-tls"),
+        values={"tls.crt": SecretValue(cert.encode()), "tls.key": SecretValue(key.encode())},
+    )
+    edge.system.publish(secret_topic("default", "shop-tls"), SECRET_KEY, tls)
+    await wait_until(lambda: edge.inner.certificates.hosts() == {HOST})
+    assert edge.board.host(HOST).tls_error is None
+    assert "BEGIN" not in str(edge.board.to_json())
+
+    # The Ingress gone: routes and certificate are removed, then the actor stops.
+    edge.withdraw(tls_part())
+    await wait_until(lambda: not edge.system.exists(edge_address(HOST)))
+    assert edge.inner.certificates.hosts() == set()

@@ -1,0 +1,112 @@
+"""ControllerUpstreams: edge upstreams from policies and EndpointSlices, read synchronously."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from interlock.actors.edge_messages import endpoints_topic
+from interlock.actors.messages import SERVICE_KEY, service_topic
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.edge.upstreams import UpstreamError
+from interlock.edge_upstreams import ControllerUpstreams
+from interlock.mailbox import ActorSystem
+from interlock.mailbox.testing import wait_until
+from interlock.model.service import parse_endpoint_slice, parse_service
+
+
+@dataclass
+class Running:
+    system: ActorSystem
+    upstreams: ControllerUpstreams
+
+    def resolve(
+        self, service: str = "web", port: int = 80
+    ) -> list[tuple[str, int]] | UpstreamError:
+        return self.upstreams.resolve(
+            namespace="default",
+            service=service,
+            port=port,
+            method="GET",
+            path="/",
+            headers={},
+            query={},
+        )
+
+    def service(self, name: str = "web", port_name: str = "http") -> None:
+        service = parse_service(
+            {
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"ports": [{"name": port_name, "port": 80}]},
+            }
+        )
+        self.system.publish(service_topic("default", name), SERVICE_KEY, service)
+
+    def endpoints(self, *, ready: bool = True, port_name: str = "http") -> None:
+        endpoint_slice = parse_endpoint_slice(
+            {
+                "metadata": {
+                    "name": "web-1",
+                    "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "web"},
+                },
+                "addressType": "IPv4",
+                "endpoints": [
+                    {"addresses": ["10.0.0.1"], "conditions": {"ready": ready}},
+                    {"addresses": ["10.0.0.2"]},
+                ],
+                "ports": [{"name": port_name, "port": 8080}],
+            }
+        )
+        self.system.publish(endpoints_topic("default", "web"), "web-1", endpoint_slice)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    system = ActorSystem()
+    watches = ServicePortWatches(system, grace=0.05)
+    upstreams = ControllerUpstreams(system=system, watches=watches)
+    upstreams.start()
+    yield Running(system, upstreams)
+    watches.close()
+    await upstreams.close()
+    await system.shutdown()
+
+
+async def test_ready_endpoints_of_the_named_port(running: Running) -> None:
+    running.service()
+    running.endpoints(ready=False)
+    running.upstreams.track(namespace="default", service="web", port=80)
+    await wait_until(lambda: running.resolve() == [("10.0.0.2", 8080)])
+    running.endpoints(ready=True)
+    await wait_until(lambda: running.resolve() == [("10.0.0.1", 8080), ("10.0.0.2", 8080)])
+
+
+async def test_a_service_that_does_not_exist_answers_500_and_recovers(running: Running) -> None:
+    first = running.resolve()
+    assert isinstance(first, UpstreamError) and first.status == 503  # not known yet
+
+    def status() -> int | None:
+        result = running.resolve()
+        return result.status if isinstance(result, UpstreamError) else None
+
+    await wait_until(lambda: status() == 500)
+    running.service()
+    running.endpoints()
+    await wait_until(lambda: status() is None)
+
+
+async def test_no_ready_endpoint_answers_503(running: Running) -> None:
+    running.service(port_name="other")
+    running.endpoints()
+
+    def message() -> str:
+        result = running.resolve()
+        return result.message if isinstance(result, UpstreamError) else ""
+
+    await wait_until(lambda: "has no ready endpoint" in message())
+    result = running.resolve()
+    assert isinstance(result, UpstreamError) and result.status == 503
+    assert running.upstreams.debug()[0]["service"] == "default/web:80"
