@@ -68,6 +68,19 @@ def error_response(error: ApiError, *, retry_after: int | None = None) -> web.Re
     return response
 
 
+@dataclass(slots=True)
+class _WatchOptions:
+    """How one watch stream is written (from its query and Accept header)."""
+
+    timeout_seconds: float | None
+    bookmarks: bool
+    table: bool
+    include_object: str
+    first_table: bool = True
+    """Tables carry column definitions on the first event only."""
+    deadline: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceRequest:
     """A request for objects of one kind, parsed from its path."""
@@ -491,13 +504,21 @@ class ApiHandler:
             timeout = float(timeout_text) if timeout_text else None
         except ValueError:
             raise bad_request(f"timeoutSeconds: invalid value {timeout_text!r}") from None
-        bookmarks = _flag(query.get("allowWatchBookmarks"))
-        table = wants_table(accept)
+        send_initial_events = _flag(query.get("sendInitialEvents"))
+        options = _WatchOptions(
+            timeout_seconds=timeout,
+            bookmarks=_flag(query.get("allowWatchBookmarks")),
+            table=wants_table(accept),
+            include_object=query.get("includeObject", "Metadata"),
+        )
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
         try:
             watch = self._store.open_watch(
-                parsed.rtype, where=where, resource_version=query.get("resourceVersion")
+                parsed.rtype,
+                where=where,
+                # A watch-list starts from the current state whatever resourceVersion it names.
+                resource_version=None if send_initial_events else query.get("resourceVersion"),
             )
         except ApiError as error:
             if error.code != 410:
@@ -507,9 +528,15 @@ class ApiHandler:
             await response.write(encode({"type": "ERROR", "object": error.status()}) + b"\n")
             await response.write_eof()
             return response
+        initial_events = watch.pending() if send_initial_events else None
+        initial_rv = self._store.resource_version
         await response.prepare(request)
         try:
-            await self._stream(request, response, parsed, watch, timeout, bookmarks, table, query)
+            if initial_events is not None:
+                await self._stream(response, parsed, watch, options, limit=initial_events)
+                # The watch-list protocol: a bookmark marks the end of the initial state.
+                await response.write(self._bookmark_line(parsed, initial_rv, initial_end=True))
+            await self._stream(response, parsed, watch, options, limit=None)
         except ConnectionResetError:
             return response  # the client went away mid-write
         finally:
@@ -526,82 +553,86 @@ class ApiHandler:
 
     async def _stream(
         self,
-        request: web.Request,
         response: web.StreamResponse,
         parsed: ResourceRequest,
         watch: Watch,
-        timeout_seconds: float | None,
-        bookmarks: bool,
-        table: bool,
-        query: dict[str, str],
+        options: _WatchOptions,
+        *,
+        limit: int | None,
     ) -> None:
+        """Write events until the watch ends (or, with ``limit``, after that many events)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_seconds if timeout_seconds else None
-        first_table = True
-        include_object = query.get("includeObject", "Metadata")
-        while True:
+        if options.deadline is None and options.timeout_seconds:
+            options.deadline = loop.time() + options.timeout_seconds
+        written = 0
+        while limit is None or written < limit:
             waits = []
-            if deadline is not None:
-                waits.append(deadline - loop.time())
-            if bookmarks:
+            if options.deadline is not None:
+                waits.append(options.deadline - loop.time())
+            if options.bookmarks and limit is None:
                 waits.append(self._bookmark_interval)
             wait = max(0.0, min(waits)) if waits else None
             try:
                 async with asyncio.timeout(wait):
                     event_type, stored = await watch.next()
             except TimeoutError:
-                if deadline is not None and loop.time() >= deadline:
+                if options.deadline is not None and loop.time() >= options.deadline:
                     return
-                if bookmarks and watch.pending() == 0 and not watch.closed:
-                    await response.write(self._bookmark_line(parsed))
+                if options.bookmarks and watch.pending() == 0 and not watch.closed:
+                    await response.write(self._bookmark_line(parsed, self._store.resource_version))
                 continue
             except WatchClosed:
                 return
             batch = [(event_type, stored)]
             size = 0
-            while watch.pending() and size < _WATCH_WRITE_BATCH:
+            while (
+                watch.pending()
+                and size < _WATCH_WRITE_BATCH
+                and (limit is None or written + len(batch) < limit)
+            ):
                 item = watch.next_nowait()
                 if item is None:
                     break
                 batch.append(item)
                 size += len(item[1].encoded(parsed.api_version))
-            lines = []
-            for event_type, stored in batch:
-                if table:
-                    lines.append(
-                        encode(
-                            {
-                                "type": event_type,
-                                "object": render_table(
-                                    parsed.rtype,
-                                    [stored.copy(parsed.api_version)],
-                                    now=self._store.now(),
-                                    include_object=include_object,
-                                    with_columns=first_table,
-                                    metadata={"resourceVersion": str(stored.rv)},
-                                ),
-                            }
-                        )
-                        + b"\n"
-                    )
-                    first_table = False
-                else:
-                    lines.append(
-                        b'{"type":"'
-                        + event_type.encode()
-                        + b'","object":'
-                        + stored.encoded(parsed.api_version)
-                        + b"}\n"
-                    )
-            await response.write(b"".join(lines))
+            written += len(batch)
+            await response.write(b"".join(self._event_line(parsed, options, *e) for e in batch))
 
-    def _bookmark_line(self, parsed: ResourceRequest) -> bytes:
+    def _event_line(
+        self, parsed: ResourceRequest, options: _WatchOptions, event_type: str, stored: StoredObject
+    ) -> bytes:
+        if not options.table:
+            return (
+                b'{"type":"'
+                + event_type.encode()
+                + b'","object":'
+                + stored.encoded(parsed.api_version)
+                + b"}\n"
+            )
+        table = render_table(
+            parsed.rtype,
+            [stored.copy(parsed.api_version)],
+            now=self._store.now(),
+            include_object=options.include_object,
+            with_columns=options.first_table,
+            metadata={"resourceVersion": str(stored.rv)},
+        )
+        options.first_table = False
+        return encode({"type": event_type, "object": table}) + b"\n"
+
+    @staticmethod
+    def _bookmark_line(
+        parsed: ResourceRequest, resource_version: int, *, initial_end: bool = False
+    ) -> bytes:
+        metadata: dict[str, Any] = {"resourceVersion": str(resource_version)}
+        if initial_end:
+            metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
         bookmark = {
             "type": "BOOKMARK",
             "object": {
                 "kind": parsed.rtype.kind,
                 "apiVersion": parsed.api_version,
-                "metadata": {"resourceVersion": str(self._store.resource_version)},
+                "metadata": metadata,
             },
         }
         return encode(bookmark) + b"\n"

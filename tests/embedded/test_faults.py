@@ -133,3 +133,33 @@ async def test_serve_forever_applies_manifests_and_prints_where_it_is(
     out = capsys.readouterr().out
     assert "embedded Kubernetes API server: http://127.0.0.1:" in out
     assert f"kubeconfig: {kubeconfig}" in out
+
+
+async def test_watch_list_ends_its_initial_events_with_a_bookmark(
+    api_server: EmbeddedApiServer,
+) -> None:
+    import json
+
+    api_server.store.create(service("a"))
+    api_server.store.create(service("b"))
+    query = (
+        "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+    )
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{api_server.url}/api/v1/namespaces/default/services?{query}") as response,
+    ):
+        lines = [json.loads(await response.content.readline()) for _ in range(3)]
+        assert [(e["type"], e["object"]["metadata"].get("name")) for e in lines[:2]] in (
+            [("ADDED", "a"), ("ADDED", "b")],
+            [("ADDED", "b"), ("ADDED", "a")],
+        )
+        end = lines[2]["object"]["metadata"]
+        assert lines[2]["type"] == "BOOKMARK"
+        assert end["annotations"] == {"k8s.io/initial-events-end": "true"}
+        assert int(end["resourceVersion"]) == api_server.store.resource_version
+        api_server.store.create(service("c"))
+        later = json.loads(await response.content.readline())
+        while later["type"] == "BOOKMARK":  # periodic bookmarks may come first
+            later = json.loads(await response.content.readline())
+        assert (later["type"], later["object"]["metadata"]["name"]) == ("ADDED", "c")
