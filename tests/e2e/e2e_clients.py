@@ -79,15 +79,23 @@ class Cluster:
         except KubeApiError as error:
             if error.code != 409:
                 raise
-        current = await self.get(obj)
-        assert current is not None
-        body = json.loads(json.dumps(obj))
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        if "status" in current:
-            body["status"] = current["status"]
-        return await request_json(
-            self.api, method="PUT", path=self._path(obj), what="replace", body=body
-        )
+        # The controller may write the object's status between our read and our write: read
+        # again and retry, as kubectl apply does on a conflict.
+        for _attempt in range(10):
+            current = await self.get(obj)
+            assert current is not None
+            body = json.loads(json.dumps(obj))
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if "status" in current:
+                body["status"] = current["status"]
+            try:
+                return await request_json(
+                    self.api, method="PUT", path=self._path(obj), what="replace", body=body
+                )
+            except KubeApiError as error:
+                if error.code != 409:
+                    raise
+        raise AssertionError(f"{obj['kind']} {obj['metadata']['name']}: still conflicting")
 
     async def delete(self, obj: dict[str, Any]) -> None:
         try:
