@@ -37,10 +37,11 @@ def _shorten(text: str, width: int) -> str:
 
 
 def short_address(address: str) -> str:
-    """``route/gateway.networking.k8s.io/default/web`` → ``route/default/web``: the kind and
-    the object, which is what a person recognises."""
+    """``route/gateway.networking.k8s.io/default/web`` → ``route/default/web``: API groups
+    (the segments with a dot) dropped, the kind and the object kept."""
     parts = address.split("/")
-    return address if len(parts) <= 3 else "/".join((parts[0], *parts[-2:]))
+    kept = [part for part in parts[1:] if "." not in part]
+    return "/".join((parts[0], *kept))
 
 
 def describe(message: Message) -> str:

@@ -99,6 +99,7 @@ def banner(
     edge: Address,
     policy_url: str,
     admin_url: str,
+    admin_paths: Sequence[str],
     kubeconfig: str,
     examples: Path,
     trace_file: Path,
@@ -113,7 +114,7 @@ def banner(
         "",
         f"  edge           {edge_url}  (host {HOST}; user demo, password demo — demo only)",
         f"  policy API     {policy}",
-        f"  admin          {admin_url}/readyz  {admin_url}/metrics  {admin_url}/debug/",
+        f"  admin          {'  '.join(admin_url + path for path in admin_paths)}",
         *(f"  backend        {name} on 127.0.0.1:{port}" for name, port in backends),
         f"  trace file     {trace_file}",
         "",
@@ -132,6 +133,19 @@ def banner(
         "",
     ]
     return lines
+
+
+async def _served_paths(base: str, paths: Sequence[str]) -> list[str]:
+    """The ``paths`` the admin server answers (so the banner never shows a dead link)."""
+    import aiohttp
+
+    served = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        for path in paths:
+            async with http.get(base + path) as response:
+                if response.status == 200:
+                    served.append(path)
+    return served
 
 
 async def run_demo(
@@ -192,6 +206,9 @@ async def run_demo(
             edge=edge_addr,
             policy_url=controller.policy_site.url,
             admin_url=controller.admin_site.url,
+            admin_paths=await _served_paths(
+                controller.admin_site.url, ("/readyz", "/metrics", "/debug/")
+            ),
             kubeconfig=str(kubeconfig),
             examples=root / "examples",
             trace_file=trace_path,

@@ -89,7 +89,7 @@ def test_failures_and_dead_letters_are_printed_as_such() -> None:
 
 def test_long_actor_addresses_show_kind_and_object() -> None:
     assert short_address("route/gateway.networking.k8s.io/default/web") == "route/default/web"
-    assert short_address("watch/default/web") == "watch/default/web"
+    assert short_address("watch/default/web/80/shop") == "watch/default/web/80/shop"
     assert short_address("status-writer") == "status-writer"
 
 
