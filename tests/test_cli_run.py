@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
+import sys
+
+import aiohttp
 import pytest
 
 from interlock.cli import build_parser
@@ -91,3 +97,67 @@ def test_policy_targets_become_api_urls():
     ).endswith("/v1/outbound/shop/web/80?clientNamespace=pay&watch=true")
     with pytest.raises(ValueError, match="'web:80' is not NS/SVC:PORT"):
         policy_url(server="http://h", target="web:80", client_namespace=None, watch=False)
+
+
+async def test_run_embedded_prints_addresses_serves_and_exits_0_on_sigterm(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "interlock",
+        "run",
+        "--embedded",
+        "--write-kubeconfig",
+        str(kubeconfig),
+        "--policy-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--trace-file",
+        str(tmp_path / "trace.jsonl"),
+        "--log-level",
+        "WARNING",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    urls: dict[str, str] = {}
+    try:
+        while "admin" not in urls:
+            line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+            assert line, "interlock run exited early"
+            if line.startswith("policy API listening on "):
+                urls["policy"] = line.split()[-1]
+            if line.startswith("admin listening on "):
+                urls["admin"] = line.split()[-1]
+        assert kubeconfig.exists()
+        assert not urls["policy"].endswith(":0")
+        async with aiohttp.ClientSession() as http:
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                async with http.get(urls["admin"] + "/readyz") as response:
+                    if response.status == 200:
+                        break
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+        # The policy subcommand, as a user would run it.
+        client = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "interlock",
+            "policy",
+            "get",
+            "default/web:80",
+            "--server",
+            urls["policy"],
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(client.communicate(), 30)
+        assert client.returncode == 0
+        policy = json.loads(out)
+        assert policy["service"] == "web"
+        assert policy["routes"][0]["kind"] == "Default"
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(process.wait(), 30) == 0
+    assert (tmp_path / "trace.jsonl").stat().st_size > 0
