@@ -245,14 +245,16 @@ class ActorSystem:
         a handler it starts a new correlation (``correlation_id`` if given); inside one it
         inherits the handled message's correlation and names it as the cause.
         """
-        # The hot path: everything inline, one Envelope, one dict lookup.
+        # The hot path: everything inline, one Envelope, subscripts rather than .get() calls.
         parent = _current()
         cls = type(message)
-        keyed = _KEYED.get(cls)
-        if keyed is None:
+        try:
+            keyed = _KEYED[cls]
+        except KeyError:
             keyed = _KEYED[cls] = hasattr(cls, "coalesce_key")
         key = message.coalesce_key if keyed else None  # type: ignore[attr-defined]
         envelope_id = next(self._ids)
+        now = self._clock()
         if parent is None:
             envelope = Envelope(
                 envelope_id,
@@ -261,7 +263,7 @@ class ActorSystem:
                 EXTERNAL,
                 address,
                 message,
-                self._clock(),
+                now,
                 key,
             )
             if not self._accepting:
@@ -275,11 +277,12 @@ class ActorSystem:
                 parent.recipient,
                 address,
                 message,
-                self._clock(),
+                now,
                 key,
             )
-        cell = self._cells.get(address)
-        if cell is None:
+        try:
+            cell = self._cells[address]
+        except KeyError:
             self._dead_letter(envelope, "unknown" if self._accepting else "shutdown")
             return
         queue = cell.queue
@@ -291,7 +294,7 @@ class ActorSystem:
         depth = len(queue)
         if depth > cell.max_depth:
             cell.max_depth = depth
-        cell.last_message_at = envelope.enqueued_at
+        cell.last_message_at = now
         tracer = self._tracer
         if tracer is not None:
             tracer.deliver(envelope, depth=depth, coalesced=None)
@@ -531,9 +534,10 @@ class ActorSystem:
         queue = cell.queue
         set_current = current_envelope.set
         started_marker = STARTED
+        batch = _BATCH
         handled = 0
         try:
-            while queue and cell.stop_reason is None and handled < _BATCH:
+            while queue and cell.stop_reason is None and handled < batch:
                 envelope = queue.popleft()
                 if envelope.key is not None:
                     keys = cell.keys
