@@ -192,6 +192,8 @@ class ApiHandler:
             return _json_response(discovery.KUBERNETES_VERSION)
         if segments[:2] == ["openapi", "v3"]:
             return self._openapi(segments[2:])
+        if segments == ["openapi", "v2"]:
+            return self._openapi_v2(accept)
         if segments and segments[0] in ("api", "apis"):
             if request.method == "GET":
                 document = self._discovery(segments, accept)
@@ -228,6 +230,31 @@ class ApiHandler:
                 raise _no_such_path(f"/apis/{segments[1]}/{segments[2]}")
             return _json_response(document)
         return None
+
+    @staticmethod
+    def _openapi_v2(accept: str) -> web.Response:
+        """An OpenAPI v2 document that describes no kind.
+
+        kubectl falls back to v2 to validate a kind the v3 documents do not cover (a custom
+        resource whose CRD is not installed yet). An empty document makes it skip that
+        validation and report what a real server's answer leads to: "no matches for kind ...
+        ensure CRDs are installed first", rather than a 404. The protobuf form of an empty
+        document is zero bytes.
+        """
+        if "protobuf" in accept:
+            return web.Response(
+                body=b"",
+                headers={
+                    "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+                },
+            )
+        document = {
+            "swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": "v1.32.0"},
+            "paths": {},
+            "definitions": {},
+        }
+        return _json_response(document)
 
     def _openapi(self, segments: list[str]) -> web.Response:
         if not segments:

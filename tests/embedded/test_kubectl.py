@@ -269,3 +269,15 @@ async def test_unknown_fields_of_a_custom_resource_are_refused_or_dropped(kubect
     assert 'Warning: unknown field "spec.modules.compression.levle"' in err
     _, out, _ = await kubectl("get", "ms", "gzip", "-o", "jsonpath={.spec}")
     assert out == '{"modules":{"compression":{"enabled":true}}}'
+
+
+async def test_a_custom_resource_before_its_crd_gets_kubectls_usual_hint(kubectl: Kubectl) -> None:
+    path = kubectl.write(
+        "ms.yaml",
+        "apiVersion: interlock.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: gzip}\n"
+        "spec: {modules: {compression: {enabled: true}}}\n",
+    )
+    code, _, err = await kubectl("apply", "-f", path, check=False)
+    assert code == 1
+    assert 'no matches for kind "ModuleSet" in version "interlock.dev/v1alpha1"' in err
+    assert "ensure CRDs are installed first" in err
