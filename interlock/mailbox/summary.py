@@ -11,6 +11,7 @@ A message may supply its own ``trace_summary()``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 from typing import Any
 
@@ -67,6 +68,8 @@ def _render(value: object, depth: int) -> str:
         return repr(value)
     if isinstance(value, enum.Enum):
         return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
     if isinstance(value, str):
         if len(value) > _STRING_LIMIT:
             return repr(value[:_STRING_LIMIT]) + "…"
@@ -77,12 +80,15 @@ def _render(value: object, depth: int) -> str:
         if depth >= _MAX_DEPTH:
             return f"{cls.__name__}(…)"
         names, hidden = fields
-        parts = [
-            f"{name}={_REDACTED}"
-            if name in hidden
-            else f"{name}={_render(getattr(value, name, None), depth + 1)}"
-            for name in names
-        ]
+        parts = []
+        for name in names:
+            if name in hidden:
+                parts.append(f"{name}={_REDACTED}")
+                continue
+            field = getattr(value, name, None)
+            if depth > 0 and _is_empty(field):
+                continue  # nested objects: skip unset fields, keep the summary readable
+            parts.append(f"{name}={_render(field, depth + 1)}")
         return f"{cls.__name__}({', '.join(parts)})"
     if isinstance(value, list | tuple | set | frozenset):
         if depth >= _MAX_DEPTH:
@@ -104,3 +110,9 @@ def _render(value: object, depth: int) -> str:
         return "{" + ", ".join(entries) + "}"
     # Unknown objects (bytes, SecretValue, clients…) are shown by type only: safe by default.
     return f"<{cls.__name__}>"
+
+
+def _is_empty(value: object) -> bool:
+    if value is None or value == "":
+        return True
+    return isinstance(value, list | tuple | set | frozenset | dict) and not value

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from interlock.mailbox import Actor, ActorSystem, Published, Tracer, summarize
 from interlock.mailbox.testing import ManualSleep, capture_trace, wait_idle
+from interlock.model.moduleset import Secret
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
@@ -244,3 +246,40 @@ async def test_a_trace_that_cannot_be_written_does_not_fail_the_sender(tmp_path:
     await wait_idle(system)
     assert system.retained("out") == {"k": "still delivered"}
     await system.shutdown()
+
+
+async def test_the_controllers_secret_model_never_reaches_the_trace(system: ActorSystem) -> None:
+    secret = Secret.model_validate(
+        {
+            "metadata": {"name": "users", "namespace": "default"},
+            "data": {"htpasswd": "c2VjcmV0LWJhc2U2NA=="},
+            "stringData": {"token": "plain-SECRET"},
+        }
+    )
+    with capture_trace(system) as trace:
+        system.spawn("edge/example.com", lambda: Relay(None))
+        system.subscribe("secret:default/users", "edge/example.com")
+        system.publish("secret:default/users", "users", secret)
+        system.tell("edge/example.com", secret)
+        await wait_idle(system)
+    text = trace.text()
+    assert "c2VjcmV0LWJhc2U2NA" not in text and "SECRET" not in text
+    (published,) = trace.events("deliver", type="Published")
+    assert "Secret(metadata=ObjectMeta(name='users', namespace='default'" in published["summary"]
+
+
+def test_nested_summaries_skip_unset_fields_and_show_times() -> None:
+    @dataclass(frozen=True)
+    class Inner:
+        name: str
+        note: str = ""
+        tags: tuple[str, ...] = ()
+        at: datetime | None = None
+
+    @dataclass(frozen=True)
+    class Outer:
+        inner: Inner
+        count: int = 0
+
+    summary = summarize(Outer(Inner("a", at=datetime(2026, 1, 2, tzinfo=UTC))))
+    assert summary == "Outer(inner=Inner(name='a', at=2026-01-02T00:00:00+00:00), count=0)"
