@@ -455,16 +455,17 @@ class ApiHandler:
             limit = int(limit_text) if limit_text else None
         except ValueError:
             raise bad_request(f"limit: invalid value {limit_text!r}") from None
-        items, rv, token, remaining = self._store.list_objects(
+        page = self._store.list_objects(
             parsed.rtype,
             where=self._filter(parsed, query),
             limit=limit if limit and limit > 0 else None,
             continue_token=query.get("continue") or None,
         )
-        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
-        if token is not None:
-            metadata["continue"] = token
-            metadata["remainingItemCount"] = remaining
+        items = page.items
+        metadata: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
+        if page.continue_token is not None:
+            metadata["continue"] = page.continue_token
+            metadata["remainingItemCount"] = page.remaining
         if wants_table(accept):
             table = render_table(
                 parsed.rtype,
@@ -501,7 +502,7 @@ class ApiHandler:
         return _json_response(data)
 
     def _delete_collection(self, parsed: ResourceRequest, query: dict[str, str]) -> web.Response:
-        items, _, _, _ = self._store.list_objects(parsed.rtype, where=self._filter(parsed, query))
+        items = self._store.list_objects(parsed.rtype, where=self._filter(parsed, query)).items
         deleted = []
         for item in items:
             with contextlib.suppress(ApiError):

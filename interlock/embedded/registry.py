@@ -243,9 +243,9 @@ def _event_object(obj: Mapping[str, Any], _now: datetime) -> object:
 
 
 def _column(
-    name: str, cell: CellFunction, *, priority: int = 0, kind: str = "string"
+    name: str, cell: CellFunction, *, priority: int = 0, column_type: str = "string"
 ) -> PrinterColumn:
-    return PrinterColumn(name=name, type=kind, cell=cell, priority=priority)
+    return PrinterColumn(name=name, type=column_type, cell=cell, priority=priority)
 
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
@@ -297,7 +297,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         printer_columns=(
             name_column(),
             _column("Type", lambda o, _n: o.get("type") or ""),
-            _column("Data", lambda o, _n: len(o.get("data") or {}), kind="integer"),
+            _column("Data", lambda o, _n: len(o.get("data") or {}), column_type="integer"),
             age_column(),
         ),
     ),
@@ -405,7 +405,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             _column(
                 "Created At",
                 lambda o, _n: _get(o, "metadata", "creationTimestamp") or "",
-                kind="date",
+                column_type="date",
             ),
         ),
     ),

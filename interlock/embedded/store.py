@@ -103,6 +103,18 @@ class Event:
         return self.stored.rv
 
 
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """What a list request returns."""
+
+    items: list[StoredObject]
+    resource_version: int
+    """The list's resourceVersion: watch from it to see every later change."""
+    continue_token: str | None
+    remaining: int | None
+    """How many more items match, when there is a next page."""
+
+
 class WatchClosed(Exception):
     """Raised by :meth:`Watch.next` when the watch was closed by the server."""
 
@@ -282,8 +294,8 @@ class ObjectStore:
         where: WatchFilter,
         limit: int | None = None,
         continue_token: str | None = None,
-    ) -> tuple[list[StoredObject], int, str | None, int | None]:
-        """(items, list resourceVersion, continue token, remaining item count)."""
+    ) -> ListPage:
+        """One page of a list, sorted by namespace and name."""
         collection = self._objects.get(rtype.key, {})
         list_rv = self._rv
         start: ObjectKey | None = None
@@ -309,9 +321,9 @@ class ObjectStore:
                 )
                 last = selected[-1]
                 token = self._encode_continue(list_rv, (last.namespace, last.name))
-                return selected, list_rv, token, remaining
+                return ListPage(selected, list_rv, token, remaining)
             selected.append(stored)
-        return selected, list_rv, None, None
+        return ListPage(selected, list_rv, None, None)
 
     @staticmethod
     def _encode_continue(rv: int, start: ObjectKey) -> str:
@@ -593,8 +605,7 @@ class ObjectStore:
             label_selector=parse_label_selector(label_selector),
             field_selector=parse_field_selector(field_selector),
         )
-        items, _, _, _ = self.list_objects(rtype, where=where)
-        return [item.copy(api_version) for item in items]
+        return [item.copy(api_version) for item in self.list_objects(rtype, where=where).items]
 
     def update(self, obj: Mapping[str, Any]) -> JsonObject:
         """PUT semantics: 409 if ``metadata.resourceVersion`` is set and stale."""
