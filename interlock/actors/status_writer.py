@@ -126,6 +126,8 @@ class StatusWriter(Actor):
         if not self.is_leader():
             return
         for key in sorted(self.pending):
+            if not self.is_leader():
+                return  # leadership lost mid-flush: the rest stays pending for the next leader
             state = self.routes.get(key)
             if state is None:
                 self.pending.discard(key)

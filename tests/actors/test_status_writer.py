@@ -149,3 +149,26 @@ async def test_a_deleted_route_is_forgotten(harness):
     harness.lead(True)
     await wait_idle(harness.system)
     assert harness.sink.writes == []
+
+
+async def test_losing_the_lease_mid_flush_stops_writing(harness):
+    harness.send("a", "BackendNotFound")
+    harness.send("b", "BackendNotFound")
+    await wait_idle(harness.system)
+    original = harness.sink.write_route_status
+
+    async def write_then_lose_the_lease(**kwargs: Any) -> bool:
+        result = await original(**kwargs)
+        harness.leading = False
+        return result
+
+    harness.sink.write_route_status = write_then_lose_the_lease
+    harness.lead(True)
+    await wait_idle(harness.system)
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+    # The next leadership writes what is left (and re-checks a: another leader may have
+    # written it in between, and this replica has not seen the route change since).
+    harness.sink.write_route_status = original
+    harness.lead(True)
+    await wait_idle(harness.system)
+    assert "b" in [w[1] for w in harness.sink.writes[1:]]
