@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -498,7 +499,7 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
         errors.append(
             FieldError(
                 where,
-                f"Unsupported value: {value!r}: supported values: {allowed}",
+                f"Unsupported value: {json.dumps(value)}: supported values: {allowed}",
                 reason="FieldValueNotSupported",
             )
         )
