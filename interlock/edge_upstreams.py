@@ -80,7 +80,7 @@ class ServiceTracked:
 class UpstreamCache(Actor):
     """Keeps :class:`UpstreamTables` current from the service and endpoints topics."""
 
-    def __init__(self, tables: UpstreamTables) -> None:
+    def __init__(self, *, tables: UpstreamTables) -> None:
         self._tables = tables
         self._followed: set[ObjectKey] = set()
 
@@ -159,7 +159,7 @@ class ControllerUpstreams:
 
     def start(self) -> None:
         """Spawn the cache actor (call once, before requests arrive)."""
-        self._system.spawn(UPSTREAM_CACHE, lambda: UpstreamCache(self.tables))
+        self._system.spawn(UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
 
     def track(self, *, namespace: str, service: str, port: int) -> None:
         """Follow this Service port's policy and its Service's endpoints (idempotent)."""

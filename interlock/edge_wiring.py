@@ -163,6 +163,8 @@ class EdgeHalf:
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
         """Retry delays of transient provider failures (read when an EdgeActor is spawned)."""
         self.status_writer: EdgeStatusWriter | None = None
+        self.recorder: EventRecorder | None = None
+        """Records the edge's Events once started (its statistics are for ``/metrics``)."""
         self.address: Address | None = None
         """Where the data plane listens once started (port 0 resolved)."""
 
@@ -205,7 +207,7 @@ class EdgeHalf:
         def ingress_actor(key: ObjectKey) -> Actor:
             return IngressActor(key=key, edge_actor=edge_actor, load_balancer=load_balancer)
 
-        recorder = EventRecorder(api, host=self._config.lease_identity)
+        recorder = self.recorder = EventRecorder(api, host=self._config.lease_identity)
         sink = KubeEdgeStatusSink(patcher=patcher, recorder=recorder)
 
         def status_writer() -> EdgeStatusWriter:
