@@ -537,7 +537,7 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
                     reason="FieldValueTooLong",
                 )
             )
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _pattern_matches(schema["pattern"], value):
             errors.append(
                 _invalid(where, value, f"{where} in body should match '{schema['pattern']}'")
             )
@@ -572,6 +572,14 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
             elif isinstance(additional, Mapping):
                 errors.extend(validate_schema(additional, item, path=_join(path, key)))
     return errors
+
+
+def _pattern_matches(pattern: str, value: str) -> bool:
+    """ECMA/RE2 patterns are nearly all valid Python; one that is not is not enforced."""
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        return True
 
 
 def _type_name(value: Any) -> str:
