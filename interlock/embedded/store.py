@@ -23,7 +23,7 @@ import dataclasses
 import json
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -256,6 +256,8 @@ class ObjectStore:
         self._watches: dict[tuple[str, str], set[Watch]] = {}
         self._allocator = ServiceAllocator()
         self._watch_backlog_limit = watch_backlog_limit
+        self._namespace_sizes: dict[str, int] = {}
+        """Objects per namespace, so a terminating namespace knows at once when it is empty."""
 
     # -- state -------------------------------------------------------------------------------
 
@@ -806,6 +808,10 @@ class ObjectStore:
         collection = self._objects.setdefault(rtype.key, {})
         collection[self._object_key(rtype, stored.namespace, stored.name)] = stored
         event_type = ADDED if previous is None else MODIFIED
+        if previous is None and rtype.namespaced:
+            self._namespace_sizes[stored.namespace] = (
+                self._namespace_sizes.get(stored.namespace, 0) + 1
+            )
         self._record(Event(event_type, rtype.key, stored, previous.obj if previous else None))
         if rtype.key == CRD_KEY:
             if previous is not None:
@@ -823,6 +829,8 @@ class ObjectStore:
         self._objects.get(rtype.key, {}).pop(
             self._object_key(rtype, stored.namespace, stored.name), None
         )
+        if rtype.namespaced:
+            self._namespace_sizes[stored.namespace] -= 1
         self._record(Event(DELETED, rtype.key, stored, None))
         if rtype.key == CRD_KEY:
             self._drop_crd_kind(obj)
@@ -841,13 +849,16 @@ class ObjectStore:
 
     # -- namespaces --------------------------------------------------------------------------
 
-    def _namespaced_contents(self, namespace: str) -> Iterable[tuple[ResourceType, StoredObject]]:
-        for rtype in list(self.registry):
-            if not rtype.namespaced:
-                continue
-            for key, stored in list(self._objects.get(rtype.key, {}).items()):
-                if key[0] == namespace:
-                    yield rtype, stored
+    def _namespaced_contents(
+        self, namespace: str
+    ) -> builtins.list[tuple[ResourceType, StoredObject]]:
+        return [
+            (rtype, stored)
+            for rtype in self.registry
+            if rtype.namespaced
+            for key, stored in self._objects.get(rtype.key, {}).items()
+            if key[0] == namespace
+        ]
 
     def _delete_namespace(self, current: StoredObject) -> tuple[StoredObject, bool]:
         namespace_type = self.registry.by_plural(group="", version="v1", plural="namespaces")
@@ -858,7 +869,7 @@ class ObjectStore:
             obj["metadata"]["deletionGracePeriodSeconds"] = 0
             obj.setdefault("status", {})["phase"] = "Terminating"
             current = self._commit(namespace_type, obj, previous=current)
-        for rtype, stored in list(self._namespaced_contents(current.name)):
+        for rtype, stored in self._namespaced_contents(current.name):
             if stored.obj["metadata"].get("finalizers"):
                 if not stored.obj["metadata"].get("deletionTimestamp"):
                     obj = stored.copy()
@@ -867,6 +878,7 @@ class ObjectStore:
                     self._commit(rtype, obj, previous=stored)
             else:
                 self._remove(rtype, stored)
+        self._finish_namespace_if_empty(current.name)
         gone = ("", current.name) not in self._objects.get(NAMESPACE_KEY, {})
         if gone:
             return current, True
@@ -876,7 +888,7 @@ class ObjectStore:
         stored = self._objects.get(NAMESPACE_KEY, {}).get(("", namespace))
         if stored is None or not stored.obj["metadata"].get("deletionTimestamp"):
             return
-        if next(iter(self._namespaced_contents(namespace)), None) is None:
+        if not self._namespace_sizes.get(namespace):
             namespace_type = self.registry.by_plural(group="", version="v1", plural="namespaces")
             assert namespace_type is not None
             self._remove(namespace_type, stored)

@@ -482,3 +482,12 @@ async def test_a_namespace_terminates_until_its_last_finalizer_is_removed(
     with pytest.raises(client.ApiException) as gone:
         await core.read_namespace("team")
     assert gone.value.status == 404
+
+
+async def test_an_empty_namespace_is_deleted_at_once(api_client: client.ApiClient) -> None:
+    core = client.CoreV1Api(api_client)
+    await core.create_namespace({"metadata": {"name": "empty"}})
+    await core.delete_namespace("empty")
+    with pytest.raises(client.ApiException) as gone:
+        await core.read_namespace("empty")
+    assert gone.value.status == 404
