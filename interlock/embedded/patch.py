@@ -32,11 +32,7 @@ _COMMON_LIST_KEYS: dict[tuple[str, ...], str | None] = {
     ("status", "conditions"): "type",
 }
 _LIST_KEYS: dict[tuple[str, str], dict[tuple[str, ...], str | None]] = {
-    ("", "services"): {
-        ("spec", "ports"): "port",
-        ("status", "loadBalancer", "ingress", "ports"): "port",
-    },
-    ("", "namespaces"): {("spec", "finalizers"): None},
+    ("", "services"): {("spec", "ports"): "port"},
 }
 
 
