@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -152,12 +153,19 @@ class Controller:
         await self.informers.ready.wait()
         while self.system.statistics().busy:  # noqa: ASYNC110 - the runtime has no idle event
             await asyncio.sleep(0.01)
+        if self.config.tune_gc:
+            # What exists now (informer stores, actors, policies) lives as long as the process.
+            gc.freeze()
         self._synced.set()
         logger.info("initial sync done: {} actors", self.system.statistics().actors)
 
     async def start(self) -> None:
         """Connect, spawn the actors, start informers, leader election and the HTTP servers."""
         config = self.config
+        if config.tune_gc:
+            # Start-up creates hundreds of thousands of long-lived objects; the default gen-0
+            # threshold (700) would run a collection, and often a full one, every few routes.
+            gc.set_threshold(50_000, 20, 100)
         if config.trace_file:
             self.tracer = Tracer.to_file(config.trace_file)
             self.system.set_tracer(self.tracer)
