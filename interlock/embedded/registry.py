@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from interlock.embedded import builtin_schemas
 from interlock.embedded.jsonpath import JsonPathError, evaluate_jsonpath
 from interlock.embedded.timefmt import human_duration, parse_timestamp
 
@@ -254,6 +255,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Namespace",
+        schemas={"v1": builtin_schemas.NAMESPACE},
         plural="namespaces",
         singular="namespace",
         namespaced=False,
@@ -270,6 +272,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Service",
+        schemas={"v1": builtin_schemas.SERVICE},
         plural="services",
         singular="service",
         namespaced=True,
@@ -291,6 +294,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Secret",
+        schemas={"v1": builtin_schemas.SECRET},
         plural="secrets",
         singular="secret",
         namespaced=True,
@@ -306,6 +310,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Event",
+        schemas={"v1": builtin_schemas.EVENT},
         plural="events",
         singular="event",
         namespaced=True,
@@ -330,6 +335,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="EndpointSlice",
+        schemas={"v1": builtin_schemas.ENDPOINT_SLICE},
         plural="endpointslices",
         singular="endpointslice",
         namespaced=True,
@@ -346,6 +352,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Lease",
+        schemas={"v1": builtin_schemas.LEASE},
         plural="leases",
         singular="lease",
         namespaced=True,
@@ -360,6 +367,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="Ingress",
+        schemas={"v1": builtin_schemas.INGRESS},
         plural="ingresses",
         singular="ingress",
         namespaced=True,
@@ -379,6 +387,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="IngressClass",
+        schemas={"v1": builtin_schemas.INGRESS_CLASS},
         plural="ingressclasses",
         singular="ingressclass",
         namespaced=False,
@@ -394,6 +403,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         versions=("v1",),
         storage_version="v1",
         kind="CustomResourceDefinition",
+        schemas={"v1": builtin_schemas.CUSTOM_RESOURCE_DEFINITION},
         plural="customresourcedefinitions",
         singular="customresourcedefinition",
         namespaced=False,

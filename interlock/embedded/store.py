@@ -703,10 +703,10 @@ class ObjectStore:
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
     ) -> None:
-        schema = rtype.schemas.get(rtype.storage_version) if rtype.from_crd else None
+        schema = rtype.schemas.get(rtype.storage_version)
         if schema:
-            # Unknown fields of a custom resource are dropped, as a structural schema does;
-            # with fieldValidation=Strict (kubectl's default) they are refused instead.
+            # Unknown fields are dropped, as a real server's decoding (or a CRD's structural
+            # schema) does; with fieldValidation=Strict (kubectl's default) they are refused.
             unknown = prune_unknown_fields(schema, obj)
             if unknown and field_validation == "Strict":
                 version = rtype.storage_version

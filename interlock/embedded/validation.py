@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from interlock.embedded.builtin_schemas import OBJECT_META
 from interlock.embedded.errors import FieldError
 
 __all__ = [
@@ -592,13 +593,17 @@ def _type_name(value: Any) -> str:
 def prune_unknown_fields(schema: Mapping[str, Any], obj: JsonObject) -> list[str]:
     """Drop fields the schema does not know (in place); return their paths, sorted.
 
-    This is structural-schema pruning: ``apiVersion``, ``kind`` and ``metadata`` at the root
-    are kept, ``x-kubernetes-preserve-unknown-fields`` keeps a level's unknown fields, and
-    ``additionalProperties`` makes every key known.
+    This is structural-schema pruning: ``apiVersion`` and ``kind`` at the root are kept,
+    ``metadata`` is checked against ObjectMeta, ``x-kubernetes-preserve-unknown-fields`` keeps
+    a level's unknown fields, and ``additionalProperties`` makes every key known.
     """
     unknown: list[str] = []
     for key, value in list(obj.items()):
-        if key in ("apiVersion", "kind", "metadata"):
+        if key in ("apiVersion", "kind"):
+            continue
+        if key == "metadata":
+            # Every kind's metadata is an ObjectMeta, whatever a CRD's schema says of it.
+            _prune_value(OBJECT_META, value, "metadata", unknown)
             continue
         _prune(schema, key, value, obj, "", unknown)
     return sorted(unknown)

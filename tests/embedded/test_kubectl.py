@@ -281,3 +281,18 @@ async def test_a_custom_resource_before_its_crd_gets_kubectls_usual_hint(kubectl
     assert code == 1
     assert 'no matches for kind "ModuleSet" in version "interlock.dev/v1alpha1"' in err
     assert "ensure CRDs are installed first" in err
+
+
+async def test_a_misspelt_service_field_is_refused(
+    api_server: EmbeddedApiServer, kubectl: Kubectl
+) -> None:
+    path = kubectl.write(
+        "svc.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+        "spec: {prots: [{port: 8080}], ports: [{port: 80}]}\n",
+    )
+    code, _, err = await kubectl("apply", "-f", path, check=False)
+    assert code == 1
+    assert 'Service in version "v1" cannot be handled as a Service' in err
+    assert 'unknown field "spec.prots"' in err
+    assert api_server.store.list(api_version="v1", kind="Service") == []
