@@ -85,6 +85,11 @@ class Running:
                 )
             self._collect(0.05)
 
+    def output(self) -> str:
+        """Everything printed so far and the end of stderr, for assertion messages."""
+        self._collect(0.0)
+        return "\n".join(self.lines) + f"\nstderr:\n{self.log.read_text()[-3000:]}"
+
     def count(self, predicate: Callable[[str], bool]) -> int:
         self._collect(0.0)
         return sum(1 for line in self.lines if predicate(line))

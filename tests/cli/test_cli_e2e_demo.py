@@ -51,7 +51,7 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
         demo.wait_for(r"<= external event$")
         demo.wait_for(r"<= Upserted HTTPRoute default/echo-split rv=\d+$")
         demo.signal(signal.SIGINT)
-        assert demo.wait(within=30) == 0
+        assert demo.wait(within=30) == 0, demo.output()
     finally:
         demo.stop()
 
@@ -62,7 +62,7 @@ def test_demo_stops_by_itself_and_interlock_trace_reads_its_trace(tmp_path: Path
         log=tmp_path / "log",
     )
     try:
-        assert demo.wait(within=60) == 0
+        assert demo.wait(within=60) == 0, demo.output()
         trace_file = Path(demo.wait_for(r"trace kept in (\S+):")[1])
     finally:
         demo.stop()
