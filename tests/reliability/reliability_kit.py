@@ -1,0 +1,558 @@
+"""The machinery of the convergence harness: replicas, faults, outputs, and what they should be.
+
+A history runs against one embedded API server with one or more *replicas* (real
+:class:`~interlock.app.Controller` instances with an edge). Each replica's edge provider is
+wrapped in a :class:`~interlock.edge.faults.FaultyEdge`, whose served log is what the fail-closed
+monitor reads. After the history, the outputs every replica produces are compared with two
+independent answers computed from the *final* objects alone:
+
+* the model's pure functions (``resolve_route``, ``build_outbound_policy``, ``desired_edges``,
+  ``route_status``, ``module_set_conditions``), and
+* a fresh replica started on the final state, which must converge to the same outputs and,
+  once it holds the Lease, must find nothing to rewrite in any status.
+
+Why both: the model alone would not notice a wiring bug that the actors share with a fresh
+replica (say, a kind the informers never watch), and a fresh replica alone would not notice a
+bug in the model that every replica repeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from interlock.actors.edge import EdgeActor
+from interlock.actors.ingress import IngressActor
+from interlock.actors.route import RouteActor
+from interlock.actors.router import InformerRouter
+from interlock.actors.service_directory import ServiceDirectory
+from interlock.actors.service_port_watch import ServicePortWatch, WatchTarget
+from interlock.actors.slot import LatestValueSlot
+from interlock.app import Controller
+from interlock.config import Address, ControllerConfig
+from interlock.edge.faults import FaultyEdge, ServedConfig
+from interlock.edge.modules import compile_modules
+from interlock.edge.provider import BackendTarget
+from interlock.embedded import ApiError, EmbeddedApiServer
+from interlock.kube.transport import KubeApiError
+from interlock.mailbox import Actor, BackoffPolicy
+from interlock.model.edge import EdgesResult, desired_edges
+from interlock.model.gateway import HTTPRoute, parse_http_route, parse_reference_grant
+from interlock.model.ingress import parse_ingress, parse_ingress_class
+from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.moduleset import (
+    module_set_conditions,
+    parse_module_set,
+    parse_secret,
+    validate_modules,
+)
+from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.route_status import route_status
+from interlock.model.service import Service, parse_service
+
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+LOCAL = Address("127.0.0.1", 0)
+CONTROLLER_NAME = "interlock.dev/policy-controller"
+
+WATCHED: tuple[WatchTarget, ...] = tuple(
+    WatchTarget(namespace=ns, service=svc, port=port, client_namespace=client)
+    for ns, svc, port, client in (
+        ("default", "svc-a", 80, "default"),
+        ("default", "svc-a", 8080, "default"),
+        ("default", "svc-b", 80, "default"),
+        ("default", "svc-b", 80, "other"),
+        ("default", "svc-b", 8080, "default"),
+        ("other", "svc-c", 80, "default"),
+        ("default", "ghost", 80, "default"),
+    )
+)
+"""The service ports every replica watches from its start (as mesh clients would)."""
+
+KINDS: dict[str, tuple[str, str]] = {
+    "Service": ("v1", "Service"),
+    "EndpointSlice": ("discovery.k8s.io/v1", "EndpointSlice"),
+    "HTTPRoute": ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    "ReferenceGrant": ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant"),
+    "Ingress": ("networking.k8s.io/v1", "Ingress"),
+    "IngressClass": ("networking.k8s.io/v1", "IngressClass"),
+    "ModuleSet": ("interlock.dev/v1alpha1", "ModuleSet"),
+    "Secret": ("v1", "Secret"),
+}
+
+Obj = dict[str, Any]
+
+
+def replica_config(kubeconfig: str, identity: str) -> ControllerConfig:
+    """Free ports, an edge, and short leases, grace periods and retry delays."""
+    return ControllerConfig(
+        kubeconfig=kubeconfig,
+        policy_addr=LOCAL,
+        admin_addr=LOCAL,
+        edge_addr=LOCAL,
+        lease_namespace="default",
+        lease_identity=identity,
+        lease_duration=1.0,
+        lease_renew_deadline=0.6,
+        lease_retry_period=0.1,
+        watch_grace=0.2,
+        status_retry_initial=0.02,
+        status_retry_maximum=0.2,
+        reconnect_initial=0.02,
+        reconnect_maximum=0.2,
+    )
+
+
+async def eventually(
+    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    *,
+    within: float,
+    message: str | Callable[[], str],
+) -> None:
+    """Poll ``condition`` with short sleeps until it holds; fail naming what was awaited."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        result = condition()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if loop.time() > deadline:
+            text = message() if callable(message) else message
+            raise AssertionError(f"not within {within} s: {text}")
+        await asyncio.sleep(0.02)
+
+
+# --- crashing a live actor's handler ------------------------------------------------------------
+
+
+class InjectedCrash(RuntimeError):
+    """Raised by a handler on purpose; the supervisor must restart the actor."""
+
+
+CRASHABLE: dict[str, type[Actor]] = {
+    "RouteActor": RouteActor,
+    "ServicePortWatch": ServicePortWatch,
+    "IngressActor": IngressActor,
+    "EdgeActor": EdgeActor,
+    "ServiceDirectory": ServiceDirectory,
+    "InformerRouter": InformerRouter,
+}
+
+
+class CrashPlan:
+    """Makes the next handled message of an actor class raise, once per arming.
+
+    The class's ``receive`` is wrapped for the duration of :meth:`installed`; the fresh instance
+    the supervisor builds is of the same class, so only armed calls raise.
+    """
+
+    def __init__(self) -> None:
+        self.armed: Counter[str] = Counter()
+        self.crashed: Counter[str] = Counter()
+
+    def arm(self, kind: str) -> None:
+        self.armed[kind] += 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[CrashPlan]:
+        originals = {kind: cls.__dict__["receive"] for kind, cls in CRASHABLE.items()}
+
+        def wrap(kind: str, original: Any) -> Any:
+            async def receive(actor: Actor, message: object) -> object | None:
+                if self.armed[kind] > 0:
+                    self.armed[kind] -= 1
+                    self.crashed[kind] += 1
+                    raise InjectedCrash(f"injected crash in {kind} at {actor.address}")
+                result: object | None = await original(actor, message)
+                return result
+
+            return receive
+
+        for kind, cls in CRASHABLE.items():
+            setattr(cls, "receive", wrap(kind, originals[kind]))  # noqa: B010
+        try:
+            yield self
+        finally:
+            for kind, cls in CRASHABLE.items():
+                setattr(cls, "receive", originals[kind])  # noqa: B010
+
+
+# --- replicas -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    """One running controller, its fault-injecting edge provider and its open policy watches."""
+
+    controller: Controller
+    edge: FaultyEdge
+    slots: dict[WatchTarget, LatestValueSlot[Any]] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> str:
+        return self.controller.config.lease_identity
+
+    def policies(self) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for target, slot in self.slots.items():
+            update = slot.latest
+            result[str(target)] = None if update is None else update.policy.to_json()
+        return result
+
+    def served(self) -> dict[str, dict[str, Any]]:
+        """What the data plane serves now, by host and route id (hosts with no route left out)."""
+        assert self.controller.edge is not None
+        hosts: dict[str, dict[str, Any]] = {}
+        for host in self.controller.edge.data_plane.snapshot_now().to_json()["hosts"]:
+            routes = {route["routeId"]: route for route in host["routes"]}
+            if routes:
+                hosts[host["host"]] = routes
+        return hosts
+
+    def idle(self) -> bool:
+        return self.controller.system.statistics().busy == 0
+
+
+async def start_replica(kubeconfig: str, identity: str) -> Replica:
+    """Start a replica; a start that fails on an injected API error is tried again, as the
+    kubelet restarts a Pod whose process exited (``Controller.start`` does not retry discovery)."""
+    for attempt in range(5):
+        controller = Controller(replica_config(kubeconfig, identity))
+        assert controller.edge is not None
+        faulty = FaultyEdge(controller.edge.provider)
+        controller.edge.provider = faulty
+        controller.edge.backoff = BackoffPolicy(initial=0.01, maximum=0.1)
+        try:
+            await controller.start()
+        except KubeApiError:
+            await controller.stop()
+            if attempt == 4:
+                raise
+            continue
+        break
+    replica = Replica(controller=controller, edge=faulty)
+    for target in WATCHED:
+        replica.slots[target] = controller.watches.open_watch(target)
+    await controller.wait_ready(within=15.0)
+    return replica
+
+
+async def stop_replica(replica: Replica) -> None:
+    for target, slot in replica.slots.items():
+        replica.controller.watches.close_watch(target, slot)
+    await replica.controller.stop()
+
+
+# --- the cluster as the harness writes it --------------------------------------------------------
+
+
+def write(server: EmbeddedApiServer, obj: Obj) -> None:
+    """Create or replace ``obj`` in the store; an immutable field changed → delete and create."""
+    try:
+        server.store.create(obj)
+        return
+    except ApiError as error:
+        if error.code != 409:
+            raise
+    try:
+        server.store.update(obj)
+    except ApiError as error:
+        if error.code != 422:
+            raise
+        remove(server, obj)
+        server.store.create(obj)
+
+
+def remove(server: EmbeddedApiServer, obj: Obj) -> None:
+    meta = obj["metadata"]
+    with contextlib.suppress(ApiError):
+        server.store.delete(
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+        )
+
+
+def objects(server: EmbeddedApiServer, kind: str) -> list[Obj]:
+    api_version, real_kind = KINDS[kind]
+    return server.store.list(api_version=api_version, kind=real_kind)
+
+
+# --- what the outputs should be, from the final objects alone ------------------------------------
+
+
+def _parsed(raws: list[Obj], parse: Callable[[Obj], Any]) -> list[Any]:
+    parsed = []
+    for raw in raws:
+        try:
+            parsed.append(parse(raw))
+        except InvalidObject:
+            continue
+    return parsed
+
+
+@dataclass
+class ClusterState:
+    """The parsed objects of the API server at one moment."""
+
+    services: dict[ObjectKey, Service]
+    routes: list[HTTPRoute]
+    grants: list[Any]
+    edges: EdgesResult
+    module_sets: list[Any]
+    raw_routes: list[Obj]
+
+
+def read_state(server: EmbeddedApiServer) -> ClusterState:
+    services = {s.key: s for s in _parsed(objects(server, "Service"), parse_service)}
+    routes = _parsed(objects(server, "HTTPRoute"), parse_http_route)
+    grants = _parsed(objects(server, "ReferenceGrant"), parse_reference_grant)
+    module_sets = _parsed(objects(server, "ModuleSet"), parse_module_set)
+    edges = desired_edges(
+        _parsed(objects(server, "Ingress"), parse_ingress),
+        _parsed(objects(server, "IngressClass"), parse_ingress_class),
+        module_sets,
+        _parsed(objects(server, "Secret"), parse_secret),
+        services.values(),
+    )
+    return ClusterState(
+        services=services,
+        routes=routes,
+        grants=grants,
+        edges=edges,
+        module_sets=module_sets,
+        raw_routes=objects(server, "HTTPRoute"),
+    )
+
+
+def expected_policies(state: ClusterState) -> dict[str, Any]:
+    resolved = [resolve_route(route, state.services, state.grants) for route in state.routes]
+    return {
+        str(t): build_outbound_policy(
+            state.services.get(ObjectKey(namespace=t.namespace, name=t.service)),
+            t.namespace,
+            t.service,
+            t.port,
+            t.client_namespace,
+            resolved,
+        ).to_json()
+        for t in WATCHED
+    }
+
+
+@dataclass(frozen=True)
+class Unsettled:
+    """A route whose desired modules cannot apply: it may keep an earlier good configuration."""
+
+    path: str
+    path_type: str
+
+
+def expected_served(state: ClusterState) -> dict[str, dict[str, Any]]:
+    """Per host and route id: the exact served form, or :class:`Unsettled` (fail closed)."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for host, edge in state.edges.edges.items():
+        routes: dict[str, Any] = {}
+        for route in edge.routes:
+            if route.module_error is not None:
+                routes[route.route_id] = Unsettled(route.path, route.path_type)
+                continue
+            backend = route.backend
+            port = backend.port if backend.port >= 1 or backend.exists else 1
+            routes[route.route_id] = {
+                "routeId": route.route_id,
+                "path": route.path,
+                "pathType": route.path_type,
+                "applied": True,
+                "modules": compile_modules(route.modules, route.secrets).summary(),
+                "backend": BackendTarget(
+                    namespace=backend.namespace,
+                    service=backend.service,
+                    port=port,
+                    exists=backend.exists,
+                ).to_json(),
+            }
+        if routes:
+            hosts[host] = routes
+    return hosts
+
+
+def _strip_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _strip_times(v)
+            for k, v in value.items()
+            if k not in ("lastTransitionTime", "port", "ports")
+        }
+    if isinstance(value, list):
+        return [_strip_times(v) for v in value]
+    return value
+
+
+def written_statuses(server: EmbeddedApiServer) -> dict[str, Any]:
+    """Every status interlock writes, timestamps and the edge's (per-replica) port left out."""
+    result: dict[str, Any] = {}
+    for kind in ("HTTPRoute", "Ingress", "ModuleSet"):
+        for raw in objects(server, kind):
+            meta = raw["metadata"]
+            result[f"{kind} {meta['namespace']}/{meta['name']}"] = _strip_times(
+                raw.get("status") or {}
+            )
+    return result
+
+
+def expected_route_and_module_statuses(state: ClusterState) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    result: dict[str, Any] = {}
+    for route in state.routes:
+        resolved = resolve_route(route, state.services, state.grants)
+        parents = route_status(
+            route, resolved, state.services, controller_name=CONTROLLER_NAME, now=now
+        )
+        key = f"HTTPRoute {route.metadata.namespace}/{route.metadata.name}"
+        result[key] = _strip_times({"parents": parents}) if parents else {}
+    # An Ingress serving at least one host reports where the edge listens (the port differs per
+    # replica and is left out); an Ingress that wins no path still publishes its host part.
+    serving = {r.ingress for e in state.edges.edges.values() for r in e.routes} | {
+        c.ingress for c in state.edges.conflicts
+    }
+    for key_obj in serving:
+        key = f"Ingress {key_obj.namespace}/{key_obj.name}"
+        result[key] = {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}
+    for module_set in state.module_sets:
+        key = f"ModuleSet {module_set.metadata.namespace}/{module_set.metadata.name}"
+        conditions = module_set_conditions(module_set, validate_modules(module_set), now=now)
+        result[key] = _strip_times({"conditions": conditions})
+    return result
+
+
+# --- comparing -----------------------------------------------------------------------------------
+
+
+def served_differences(
+    served: dict[str, dict[str, Any]],
+    expected: dict[str, dict[str, Any]],
+    *,
+    history: list[ServedConfig],
+) -> list[str]:
+    """Differences between what a replica serves and what it should; [] when they agree.
+
+    An :class:`Unsettled` route must serve either nothing (a 503 reservation) or a configuration
+    the same replica served before with its modules applied (its last good one).
+    """
+    problems: list[str] = []
+    for host in sorted(set(served) | set(expected)):
+        have, want = served.get(host, {}), expected.get(host, {})
+        for route_id in sorted(set(have) | set(want)):
+            got, wanted = have.get(route_id), want.get(route_id)
+            where = f"edge {host} route {route_id}"
+            if isinstance(wanted, Unsettled):
+                if got is None:
+                    problems.append(f"{where}: missing (should at least answer 503)")
+                elif got["applied"] or got["backend"] is not None:
+                    earlier = [
+                        c
+                        for c in history
+                        if c.host == host and c.route_id == route_id and c.applied
+                    ]
+                    if not any(
+                        json.dumps(dict(c.modules), sort_keys=True)
+                        == json.dumps(got["modules"], sort_keys=True)
+                        for c in earlier
+                    ):
+                        problems.append(f"{where}: serves {got}, never a good configuration")
+            elif got != wanted:
+                problems.append(f"{where}: serves {got}, expected {wanted}")
+    return problems
+
+
+def dict_differences(label: str, have: dict[str, Any], want: dict[str, Any]) -> list[str]:
+    return [
+        f"{label} {key}: have {have.get(key)!r}, expected {want.get(key)!r}"
+        for key in sorted(set(have) | set(want))
+        if have.get(key) != want.get(key)
+    ]
+
+
+# --- the fail-closed monitor ----------------------------------------------------------------------
+
+
+@dataclass
+class ModuleHistory:
+    """Every version the history gave each Ingress and ModuleSet (for the fail-closed check).
+
+    The controller may combine an Ingress version with any ModuleSet version it saw (informers
+    of different kinds run independently), so the module types a route may legitimately serve
+    are those of *any* such combination whose sets were all valid.
+    """
+
+    claims: dict[tuple[str, str], set[tuple[str, ...]]] = field(default_factory=dict)
+    """(host, route id) → the ModuleSet name lists of Ingress versions that claimed it."""
+    set_types: dict[str, set[frozenset[str] | None]] = field(default_factory=dict)
+    """ModuleSet name → module type sets of its valid versions (None: invalid or absent)."""
+
+    def record(self, server: EmbeddedApiServer) -> None:
+        for raw in objects(server, "Ingress"):
+            try:
+                ingress = parse_ingress(raw)
+            except InvalidObject:
+                continue
+            names = ingress.module_set_names()
+            for rule in ingress.spec.rules:
+                if not rule.host or rule.http is None:
+                    continue
+                for path in rule.http.paths:
+                    route_path = (path.path or "/").rstrip("/") or "/"
+                    self.claims.setdefault((rule.host, f"Prefix:{route_path}"), set()).add(names)
+        present = {}
+        for raw in objects(server, "ModuleSet"):
+            try:
+                module_set = parse_module_set(raw)
+            except InvalidObject:
+                continue
+            valid = not validate_modules(module_set)
+            types = frozenset(module_set.spec.modules.model_dump(by_alias=True, exclude_none=True))
+            present[module_set.metadata.name] = types if valid else None
+        for name in {"ms-0", "ms-1"} | set(present):
+            self.set_types.setdefault(name, set()).add(present.get(name))
+
+    def allowed(self, host: str, route_id: str) -> set[frozenset[str]]:
+        allowed: set[frozenset[str]] = set()
+        for names in self.claims.get((host, route_id), set()):
+            choices = [
+                [t for t in self.set_types.get(name, {None}) if t is not None] for name in names
+            ]
+            for combo in itertools.product(*choices):
+                allowed.add(frozenset().union(*combo))
+        return allowed
+
+
+def fail_closed_violations(served: list[ServedConfig], modules: ModuleHistory) -> list[str]:
+    """Served configurations that had a backend without the modules their route required."""
+    violations: list[str] = []
+    for config in served:
+        if config.backend is None:
+            continue
+        where = f"edge {config.host} route {config.route_id} after {config.method}"
+        if not config.applied:
+            violations.append(f"{where}: backend attached to a route whose modules never applied")
+            continue
+        order = config.modules.get("order")
+        types = frozenset(order if isinstance(order, list) else ())
+        allowed = modules.allowed(config.host, config.route_id)
+        if types not in allowed:
+            violations.append(
+                f"{where}: backend attached with modules {sorted(types)}; "
+                f"the history only ever required one of {[sorted(a) for a in allowed]}"
+            )
+    return violations

@@ -1,0 +1,291 @@
+"""Issue 8: the outputs depend only on the cluster's final state, whatever the order and faults.
+
+Hypothesis generates a history — creates, updates and deletes of Services, EndpointSlices,
+HTTPRoutes, ReferenceGrants, Ingresses, ModuleSets and Secrets from a small universe (see
+``reliability_objects.py``) — interleaved with faults: watches dropped, history compacted (410 on
+the next watch), API requests failing with 500 or 429 or held back, the edge provider failing
+transiently or permanently, an actor's handler raising (its supervisor restarts it), and a
+replica replaced by another (Lease handover). The real controller runs against the embedded API
+server the whole time.
+
+After the history every output — the policy of every watched service port, every edge's routes
+with their modules and backends, every HTTPRoute/Ingress/ModuleSet status — must equal what the
+model computes from the final objects *and* what a fresh replica serves; the fresh replica, once
+it leads, must find no status to change. All along, the fail-closed monitor checks that no route
+was ever served with a backend while a module its desired state required was not applied.
+
+``INTERLOCK_RELIABILITY_EXAMPLES`` sets the number of histories (``make reliability``: 200).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reliability_kit import (
+    CRASHABLE,
+    CRDS,
+    CrashPlan,
+    ModuleHistory,
+    Replica,
+    dict_differences,
+    eventually,
+    expected_policies,
+    expected_route_and_module_statuses,
+    expected_served,
+    fail_closed_violations,
+    read_state,
+    remove,
+    served_differences,
+    start_replica,
+    stop_replica,
+    write,
+    written_statuses,
+)
+from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
+
+from interlock.embedded import EmbeddedApiServer
+
+EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
+CONVERGE_WITHIN = 20.0
+
+# --- the steps of a history ---------------------------------------------------------------------
+
+Step = tuple[Any, ...]
+
+_object_kinds = sorted(UNIVERSE)
+
+
+@st.composite
+def object_step(draw: st.DrawFn) -> Step:
+    kind = draw(st.sampled_from(_object_kinds))
+    names, count, _ = UNIVERSE[kind]
+    name = draw(st.sampled_from(names))
+    if draw(st.integers(0, 4)) == 0:
+        return ("delete", kind, name)
+    return ("apply", kind, name, draw(st.integers(0, count - 1)))
+
+
+fault_step: st.SearchStrategy[Step] = st.one_of(
+    st.just(("drop_watches",)),
+    st.just(("compact",)),
+    st.tuples(
+        st.just("api_fail"),
+        st.sampled_from([500, 429]),
+        st.integers(1, 4),
+        st.sampled_from(["list", "watch", "patch", "update", "create", "get"]),
+    ),
+    st.tuples(st.just("api_slow"), st.integers(1, 4), st.sampled_from([0.05, 0.2])),
+    st.tuples(
+        st.just("edge_fail"),
+        st.sampled_from(["apply_modules", "attach_backend", "detach_backend", "remove_route"]),
+        st.sampled_from(["transient", "transient", "permanent"]),
+        st.integers(1, 3),
+    ),
+    st.tuples(st.just("crash"), st.sampled_from(sorted(CRASHABLE))),
+    st.just(("handover",)),
+)
+
+pause_step: st.SearchStrategy[Step] = st.tuples(st.just("pause"), st.integers(1, 10))
+
+history_strategy = st.lists(
+    st.one_of(object_step(), object_step(), object_step(), fault_step, pause_step),
+    min_size=4,
+    max_size=28,
+)
+
+
+# --- running one history ------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    server: EmbeddedApiServer
+    kubeconfig: str
+    crashes: CrashPlan
+    replicas: list[Replica] = field(default_factory=list)
+    retired: list[Replica] = field(default_factory=list)
+    modules: ModuleHistory = field(default_factory=ModuleHistory)
+    handovers: int = 0
+
+    @property
+    def current(self) -> Replica:
+        return self.replicas[-1]
+
+    async def step(self, step: Step) -> None:
+        server = self.server
+        match step:
+            case ("apply", kind, name, variant):
+                write(server, build(kind, name, variant))
+            case ("delete", kind, name):
+                remove(server, build(kind, name, 0))
+            case ("drop_watches",):
+                server.faults.drop_watches()
+            case ("compact",):
+                server.faults.compact()
+            case ("api_fail", status, count, verb):
+                server.faults.fail_next(
+                    count, status, verbs=[verb], retry_after=1 if status == 429 else None
+                )
+            case ("api_slow", count, seconds):
+                server.faults.delay_next(count, seconds)
+            case ("edge_fail", method, kind, count):
+                self.current.edge.plan.fail_next(method, count, kind=kind)
+            case ("crash", kind):
+                self.crashes.arm(kind)
+            case ("handover",):
+                if self.handovers >= 1:
+                    return  # one per history keeps a history short
+                self.handovers += 1
+                fresh = await start_replica(self.kubeconfig, f"replica-{len(self.replicas) + 1}")
+                old = self.current
+                self.replicas.append(fresh)
+                await stop_replica(old)
+                self.replicas.remove(old)
+                self.retired.append(old)
+            case ("pause", ticks):
+                for _ in range(ticks):
+                    await asyncio.sleep(0.005)
+        self.modules.record(server)
+
+
+def describe_differences(replica: Replica, run: Run) -> list[str]:
+    state = read_state(run.server)
+    problems = dict_differences(
+        f"{replica.identity} policy", replica.policies(), expected_policies(state)
+    )
+    problems += served_differences(
+        replica.served(), expected_served(state), history=replica.edge.served
+    )
+    return problems
+
+
+def status_differences(run: Run) -> list[str]:
+    state = read_state(run.server)
+    written = written_statuses(run.server)
+    expected = expected_route_and_module_statuses(state)
+    return dict_differences("status", {k: v for k, v in written.items() if k in expected}, expected)
+
+
+async def converged(replica: Replica, run: Run, *, statuses: bool) -> None:
+    def settled() -> bool:
+        if not replica.idle():
+            return False
+        if describe_differences(replica, run):
+            return False
+        return not (statuses and status_differences(run))
+
+    def report() -> str:
+        lines = describe_differences(replica, run)
+        if statuses:
+            lines += status_differences(run)
+        return f"{replica.identity} differs from the final state:\n  " + "\n  ".join(lines)
+
+    await eventually(settled, within=CONVERGE_WITHIN, message=report)
+
+
+async def run_history(history: list[Step], tmp: Path) -> None:
+    crashes = CrashPlan()
+    async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        await server.apply_manifests([CRDS])
+        write(
+            server, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
+        )
+        write(server, INGRESS_CLASS)
+        kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
+        run = Run(server=server, kubeconfig=kubeconfig, crashes=crashes)
+        with crashes.installed():
+            run.replicas.append(await start_replica(kubeconfig, "replica-1"))
+            try:
+                for step in history:
+                    await run.step(step)
+                # The history is over: what was injected and not yet consumed is withdrawn, so
+                # that what remains to check is convergence, not the faults' own timing.
+                server.faults.clear()
+                run.current.edge.plan.clear()
+                crashes.armed.clear()
+                survivor = run.current
+                await converged(survivor, run, statuses=True)
+
+                fresh = await start_replica(kubeconfig, "fresh")
+                run.replicas.append(fresh)
+                await converged(fresh, run, statuses=False)
+                assert fresh.policies() == survivor.policies()
+                before = written_statuses(server)
+                await stop_replica(survivor)
+                run.replicas.remove(survivor)
+                run.retired.append(survivor)
+                await eventually(
+                    lambda: (
+                        fresh.controller.elector is not None and fresh.controller.elector.is_leader
+                    ),
+                    within=CONVERGE_WITHIN,
+                    message="the fresh replica takes the Lease",
+                )
+                await converged(fresh, run, statuses=True)
+                assert written_statuses(server) == before
+            finally:
+                for replica in reversed(run.replicas):
+                    await stop_replica(replica)
+        violations = [
+            v
+            for replica in [*run.retired, *run.replicas]
+            for v in fail_closed_violations(replica.edge.served, run.modules)
+        ]
+        assert violations == [], "\n".join(violations)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    print_blob=True,
+)
+@given(history=history_strategy)
+def test_every_output_equals_what_the_final_state_gives(
+    history: list[Step], tmp_path: Path
+) -> None:
+    asyncio.run(run_history(history, tmp_path))
+
+
+@pytest.mark.parametrize("seed_history", ["all_faults"])
+def test_a_history_with_every_fault_converges(seed_history: str, tmp_path: Path) -> None:
+    """One fixed history that injects every kind of fault, so each runs on every CI run."""
+    history: list[Step] = [
+        ("apply", "Service", "svc-a", 0),
+        ("apply", "Secret", "users", 0),
+        ("apply", "ModuleSet", "ms-0", 3),
+        ("apply", "Ingress", "i-0", 0),
+        ("pause", 5),
+        ("edge_fail", "apply_modules", "transient", 2),
+        ("apply", "HTTPRoute", "r-0", 1),
+        ("crash", "RouteActor"),
+        ("apply", "Service", "svc-b", 1),
+        ("drop_watches",),
+        ("apply", "ServiceOther", "svc-c", 0),
+        ("apply", "ReferenceGrant", "grant", 0),
+        ("compact",),
+        ("api_fail", 500, 2, "watch"),
+        ("api_fail", 429, 2, "list"),
+        ("api_slow", 3, 0.05),
+        ("apply", "HTTPRoute", "r-1", 2),
+        ("crash", "EdgeActor"),
+        ("apply", "ModuleSet", "ms-0", 2),
+        ("pause", 10),
+        ("edge_fail", "attach_backend", "permanent", 1),
+        ("apply", "Ingress", "i-1", 1),
+        ("handover",),
+        ("apply", "ModuleSet", "ms-0", 0),
+        ("crash", "ServicePortWatch"),
+        ("delete", "Service", "svc-a"),
+        ("apply", "EndpointSlice", "svc-b", 0),
+        ("crash", "IngressActor"),
+        ("apply", "Ingress", "i-0", 1),
+    ]
+    asyncio.run(run_history(history, tmp_path))
