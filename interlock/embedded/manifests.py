@@ -8,6 +8,7 @@ index without stopping the others, so one typo does not hide every other mistake
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from interlock.embedded.errors import ApiError
 from interlock.embedded.store import ObjectStore
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+_DOCUMENTS_PER_TURN = 200
 # libyaml's safe loader parses a 20,000-document benchmark manifest about ten times faster.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FIRST_KINDS = {"Namespace": 0, "CustomResourceDefinition": 1}
@@ -166,12 +168,17 @@ def _apply_one(store: ObjectStore, document: _Document) -> DocumentResult:
         return result("error", error.message)
 
 
-def apply_manifests(store: ObjectStore, paths: Sequence[str | os.PathLike[str]]) -> ManifestReport:
+async def apply_manifests(
+    store: ObjectStore, paths: Sequence[str | os.PathLike[str]]
+) -> ManifestReport:
     report = ManifestReport()
     documents: list[_Document] = []
     for path in _manifest_files(paths):
         documents.extend(_read_documents(path, report))
     documents.sort(key=lambda d: _FIRST_KINDS.get(str(_describe(d.body)[0]), 2))
-    for document in documents:
+    for number, document in enumerate(documents, start=1):
         report.results.append(_apply_one(store, document))
+        if number % _DOCUMENTS_PER_TURN == 0:
+            # Let the server answer requests while a large manifest is applied.
+            await asyncio.sleep(0)
     return report

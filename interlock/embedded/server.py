@@ -114,7 +114,7 @@ class EmbeddedApiServer:
 
     async def apply_manifests(self, paths: Sequence[str | os.PathLike[str]]) -> ManifestReport:
         """Apply YAML files or folders (Namespaces and CRDs first); bad documents are reported."""
-        return apply_manifests(self.store, paths)
+        return await apply_manifests(self.store, paths)
 
     async def __aenter__(self) -> EmbeddedApiServer:
         await self.start()
