@@ -104,6 +104,10 @@ def demo_command(args: argparse.Namespace) -> int:
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        # A port taken between the demo's check and its bind, most likely.
+        print(f"error: the demo could not start: {exc}", file=sys.stderr)
+        return 1
 
 
 def add_edge_parser(subparsers: Any) -> None:

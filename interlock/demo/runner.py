@@ -83,7 +83,9 @@ def _url(address: Address) -> str:
     return f"http://{host}:{address.port}"
 
 
-def _manifest_paths(root: Path, slices: Path) -> tuple[str, ...]:
+def _example_manifests(root: Path) -> tuple[str, ...]:
+    """The IngressClass and the examples under ``root``, or :class:`DemoError` naming what is
+    missing."""
     wanted = (root / "ingressclass.yaml", root / "examples")
     missing = [str(path) for path in wanted if not path.exists()]
     if missing:
@@ -91,7 +93,7 @@ def _manifest_paths(root: Path, slices: Path) -> tuple[str, ...]:
             f"the demo's manifests are missing ({', '.join(missing)}): run it from a source "
             "checkout of interlock (make demo), or pass the manifests/ folder"
         )
-    return (*(str(path) for path in wanted), str(slices))
+    return tuple(str(path) for path in wanted)
 
 
 def banner(
@@ -157,13 +159,14 @@ async def run_demo(
     """Run the demo until ``stop`` is set, SIGINT/SIGTERM, or ``options.duration`` passed."""
     from interlock.app import Controller
 
+    root = options.manifests if options.manifests is not None else default_manifests()
+    examples = _example_manifests(root)
     workdir = Path(tempfile.mkdtemp(prefix="interlock-demo-"))
     trace_path = workdir / "trace.jsonl"
     kubeconfig = workdir / "kubeconfig"
     edge_addr = available(options.edge_addr)
     policy_addr = available(options.policy_addr)
     admin_addr = available(options.admin_addr)
-    root = options.manifests if options.manifests is not None else default_manifests()
 
     echoes = [EchoServer(name=name) for name in BACKENDS]
     trace_file: IO[str] | None = None
@@ -185,7 +188,7 @@ async def run_demo(
         )
         config = ControllerConfig(
             embedded=True,
-            manifests=_manifest_paths(root, slices),
+            manifests=(*examples, str(slices)),
             write_kubeconfig=str(kubeconfig),
             policy_addr=policy_addr,
             admin_addr=admin_addr,

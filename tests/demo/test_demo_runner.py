@@ -1,0 +1,43 @@
+"""What `interlock demo` tells a person, and how it refuses to start without its manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from interlock.config import Address
+from interlock.demo.runner import DemoError, DemoOptions, banner, run_demo
+
+
+def test_banner_gives_the_curl_policy_and_kubectl_lines() -> None:
+    lines = banner(
+        edge=Address("127.0.0.1", 8080),
+        policy_url="http://127.0.0.1:8090",
+        admin_url="http://127.0.0.1:9090",
+        admin_paths=["/readyz", "/debug/"],
+        kubeconfig="/tmp/d/kubeconfig",
+        examples=Path("/src/manifests/examples"),
+        trace_file=Path("/tmp/d/trace.jsonl"),
+        backends=[("echo-v1", 4001), ("echo-v2", 4002)],
+    )
+    text = "\n".join(lines)
+    assert "curl -u demo:demo -H 'Host: demo.localhost' http://127.0.0.1:8080/hello" in text
+    assert "http://127.0.0.1:8090/v1/outbound/default/echo/80" in text
+    assert "kubectl --kubeconfig /tmp/d/kubeconfig delete service echo-v2" in text
+    assert "apply -f /src/manifests/examples/services.yaml" in text
+    assert "http://127.0.0.1:9090/readyz  http://127.0.0.1:9090/debug/" in text
+    assert "interlock trace /tmp/d/trace.jsonl" in text
+    assert "echo-v2 on 127.0.0.1:4002" in text
+
+
+async def test_demo_without_its_manifests_says_where_it_looked(tmp_path: Path) -> None:
+    options = DemoOptions(
+        edge_addr=Address("127.0.0.1", 0),
+        policy_addr=Address("127.0.0.1", 0),
+        admin_addr=Address("127.0.0.1", 0),
+        duration=1,
+        manifests=tmp_path,
+    )
+    with pytest.raises(DemoError, match=r"examples.*source checkout"):
+        await run_demo(options, out=lambda _line: None)
