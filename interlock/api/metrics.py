@@ -1,7 +1,7 @@
 """``/metrics``: the controller's counters in Prometheus text, read from ``statistics()``.
 
 Every component already keeps its own counters for ``/debug`` (the actor system per actor kind,
-each informer, the status writers, the edge actors, the leader elector). Counting the same things
+each informer, the status patcher, the edge actors, the leader elector). Counting the same things
 again in prometheus-client objects would mean two sources of truth that drift, and a cost on the
 hot path of every message. Instead one custom collector reads the ``statistics()`` snapshots when
 Prometheus scrapes, so each figure is counted exactly once, where it happens, and a scrape costs
@@ -10,7 +10,7 @@ one pass over the actor kinds (not over the actors).
 Components are passed as callables returning their statistics (:class:`MetricsSources`): the
 wiring in ``app.py`` decides where each one lives, and a component that is not running (no edge,
 not yet leading) simply contributes nothing. No metric carries a Secret or any object content:
-the labels are actor kinds, informer names, writer names and outcomes.
+the labels are actor kinds, informer names, outcomes and states.
 """
 
 from __future__ import annotations
