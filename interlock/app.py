@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import gc
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -301,7 +301,7 @@ class Controller:
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready)
-        admin.add_debug("actors", self.system.statistics)
+        admin.add_debug_query("actors", self._debug_actors)
         admin.add_debug("watches", self.watches.debug)
         if self.informers is not None:
             admin.add_debug("informers", self.informers.statistics)
@@ -313,6 +313,17 @@ class Controller:
         if self.edge is not None:
             admin.add_debug("edges", self.edge.debug)
         return admin
+
+    def _debug_actors(self, query: Mapping[str, str]) -> dict[str, object]:
+        """``/debug/actors``: totals per kind; ``?prefix=route/`` adds each matching actor."""
+        view: dict[str, object] = {"system": self.system.statistics()}
+        prefix = query.get("prefix")
+        if prefix is not None:
+            limit = int(query.get("limit", "1000")) if query.get("limit", "").isdigit() else 1000
+            addresses = self.system.addresses(prefix)
+            view["actors"] = [self.system.actor_statistics(a) for a in addresses[:limit]]
+            view["matching"] = len(addresses)
+        return view
 
     def describe(self) -> list[str]:
         """Where this controller listens, one line each (``interlock run`` prints them)."""

@@ -9,7 +9,7 @@ owns that data: :meth:`AdminApp.add_debug` mounts any JSON-able view under ``/de
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -39,7 +39,7 @@ class AdminApp:
 
     def __init__(self, *, is_ready: Callable[[], bool]) -> None:
         self._is_ready = is_ready
-        self._debug: dict[str, Callable[[], Any]] = {}
+        self._debug: dict[str, Callable[[Mapping[str, str]], Any]] = {}
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
@@ -48,6 +48,10 @@ class AdminApp:
 
     def add_debug(self, name: str, view: Callable[[], Any]) -> None:
         """Serve ``view()`` as JSON at ``/debug/{name}``; it must never include Secret data."""
+        self._debug[name] = lambda _query: view()
+
+    def add_debug_query(self, name: str, view: Callable[[Mapping[str, str]], Any]) -> None:
+        """Serve ``view(query)`` as JSON at ``/debug/{name}``, given the URL's query string."""
         self._debug[name] = view
 
     async def _healthz(self, _request: web.Request) -> web.Response:
@@ -65,4 +69,4 @@ class AdminApp:
         view = self._debug.get(request.match_info["name"])
         if view is None:
             raise web.HTTPNotFound(text=f"no debug view {request.match_info['name']!r}\n")
-        return json_body(view())
+        return json_body(view(request.query))

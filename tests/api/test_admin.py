@@ -39,3 +39,17 @@ async def test_probes_and_debug_views():
                 assert r.status == 404
     finally:
         await site.stop()
+
+
+async def test_debug_views_can_read_the_query_string():
+    admin = AdminApp(is_ready=lambda: True)
+    admin.add_debug_query("echo", lambda query: {"prefix": query.get("prefix")})
+    site = await serve(admin.app, Address("127.0.0.1", 0))
+    try:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{site.url}/debug/echo?prefix=route/") as r,
+        ):
+            assert await r.json() == {"prefix": "route/"}
+    finally:
+        await site.stop()
