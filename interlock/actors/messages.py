@@ -179,7 +179,7 @@ class RouteRejected:
     resource_version: str = ""
 
     def trace_summary(self) -> str:
-        return f"RouteRejected {self.error}"
+        return f"RouteRejected rv={self.resource_version} {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
