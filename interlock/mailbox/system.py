@@ -116,6 +116,13 @@ class ActorSystem:
         self._idle: asyncio.Event | None = None
         self._dead_letters = DeadLetterLog(clock=clock, interval=dead_letter_log_interval)
 
+    async def __aenter__(self) -> ActorSystem:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """``async with ActorSystem() as system:`` shuts it down (default timeout) on exit."""
+        await self.shutdown()
+
     # ----------------------------------------------------------------------------------------
     # Tracing
 

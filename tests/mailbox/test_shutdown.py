@@ -95,3 +95,20 @@ async def test_shutdown_does_not_wait_for_a_restart_backoff() -> None:
     await system.shutdown(timeout=10.0)
     assert loop.time() - started < 5.0
     assert system.statistics().busy == 0
+
+
+async def test_async_with_shuts_the_system_down() -> None:
+    hooks: list[str] = []
+
+    class Hooked(Actor):
+        async def receive(self, message: object) -> None:
+            return None
+
+        async def stopped(self) -> None:
+            hooks.append(self.address)
+
+    async with ActorSystem() as system:
+        system.spawn("hooked", Hooked)
+        system.tell("hooked", "x")
+    assert hooks == ["hooked"]
+    assert not system.exists("hooked")
