@@ -85,6 +85,19 @@ class Tracer:
         stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by Tracer.close
         return cls.to_stream(stream, close=stream.close)
 
+    @classmethod
+    def to_loguru(cls, *, level: str = "DEBUG") -> Tracer:
+        """Emit each line as a raw loguru record bound with ``interlock_trace=True``, for
+        deployments that route everything through loguru sinks (a sink filtering on that extra
+        key gets pure JSON lines). Costs a loguru record per event: several times
+        :meth:`to_file`."""
+        emit = logger.bind(interlock_trace=True).opt(raw=True).log
+
+        def write(line: str) -> None:
+            emit(level, line)
+
+        return cls(write=write)
+
     def close(self) -> None:
         """Flush and release the sink (nothing to do for a plain ``write`` callable)."""
         if self._close is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from loguru import logger
 from pydantic import BaseModel, Field
 
 from interlock.mailbox import Actor, ActorSystem, Published, Tracer, summarize
@@ -283,3 +284,23 @@ def test_nested_summaries_skip_unset_fields_and_show_times() -> None:
 
     summary = summarize(Outer(Inner("a", at=datetime(2026, 1, 2, tzinfo=UTC))))
     assert summary == "Outer(inner=Inner(name='a', at=2026-01-02T00:00:00+00:00), count=0)"
+
+
+async def test_a_loguru_tracer_gives_a_filtering_sink_pure_json_lines() -> None:
+    lines: list[str] = []
+    sink = logger.add(
+        lambda message: lines.append(str(message)),
+        level="DEBUG",
+        format="{message}",
+        filter=lambda record: bool(record["extra"].get("interlock_trace")),
+    )
+    try:
+        system = ActorSystem(tracer=Tracer.to_loguru())
+        system.spawn("a", lambda: Relay(None))
+        system.tell("a", "x")
+        await wait_idle(system)
+        await system.shutdown()
+    finally:
+        logger.remove(sink)
+    events = [json.loads(line)["event"] for line in "".join(lines).splitlines()]
+    assert events[:3] == ["spawned", "deliver", "handled"]
