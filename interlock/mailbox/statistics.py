@@ -67,7 +67,7 @@ class SystemStatistics:
 
     actors: int
     busy: int
-    """Actors that own a task right now (idle actors own none)."""
+    """Actors with work right now: messages waiting or being handled, restarting, stopping."""
     depth: int
     """Messages waiting over all mailboxes."""
     processed: int
