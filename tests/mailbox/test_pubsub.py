@@ -14,9 +14,10 @@ from interlock.mailbox import (
     ActorNotFound,
     ActorSystem,
     Published,
+    SupervisionPolicy,
     Unpublished,
 )
-from interlock.mailbox.testing import wait_idle, wait_until
+from interlock.mailbox.testing import ManualSleep, wait_idle, wait_until
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class View(Actor):
         elif isinstance(message, Leave):
             self.unsubscribe(message.topic)
             self.view.clear()
+        elif message == "crash":
+            raise RuntimeError("crash")
         elif isinstance(message, Published):
             self.notifications += 1
             self.view[message.key] = message.value
@@ -137,6 +140,7 @@ STEPS = st.lists(
         st.tuples(st.just("subscribe")),
         st.tuples(st.just("run"), st.integers(1, 3)),
         st.tuples(st.just("publisher"), KEYS, st.integers(0, 9)),
+        st.tuples(st.just("crash")),
     ),
     max_size=30,
 )
@@ -150,9 +154,15 @@ class Publisher(Actor):
 
 
 async def _scenario(steps: list[tuple[object, ...]]) -> None:
-    system = ActorSystem()
-    view = View()
-    system.spawn("view", lambda: view)
+    # A crash replaces the View by a fresh, empty one: the retained values rebuild it.
+    system = ActorSystem(sleep=ManualSleep())
+    views: list[View] = []
+
+    def fresh_view() -> View:
+        views.append(View())
+        return views[-1]
+
+    system.spawn("view", fresh_view, supervision=SupervisionPolicy(max_restarts=1000))
     system.spawn("publisher", Publisher)
     for step in steps:
         match step:
@@ -171,7 +181,10 @@ async def _scenario(steps: list[tuple[object, ...]]) -> None:
                     await asyncio.sleep(0)
             case ("publisher", key, value):
                 system.tell("publisher", (key, value))
+            case ("crash",):
+                system.tell("view", "crash")
     await wait_idle(system)
+    view = views[-1]
     if "view" in system.subscribers("t"):
         assert view.view == system.retained("t")
     else:
