@@ -38,7 +38,7 @@ from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue
-from interlock.model.outbound import OutboundPolicy, pick_backend, select_route
+from interlock.model.outbound import OutboundPolicy, ResolvedRule, pick_backend, select_route
 from interlock.model.service import EndpointSlice, Service, ready_addresses
 
 UPSTREAM_CACHE = "edge-upstreams"
@@ -153,6 +153,7 @@ class ControllerUpstreams:
         self._rng = rng or random.Random()
         self.tables = UpstreamTables()
         self._policies: dict[ServicePort, OutboundPolicy] = {}
+        self._only_rule: dict[ServicePort, ResolvedRule | None] = {}
         self._followers: dict[ServicePort, asyncio.Task[None]] = {}
         self._requested: set[ObjectKey] = set()
         self._closed = False
@@ -188,6 +189,7 @@ class ControllerUpstreams:
             while True:
                 version, update = await slot.next(after=version)
                 self._policies[target] = update.policy
+                self._only_rule[target] = _only_rule(update.policy)
                 for route in update.policy.routes:
                     for rule in route.rules:
                         for backend in rule.backends:
@@ -225,35 +227,45 @@ class ControllerUpstreams:
         if policy is None:
             self.track(namespace=namespace, service=service, port=port)
             return self._addresses(target)
-        selected = select_route(policy, method=method, path=path, headers=headers, query=query)
-        where = f"Service {namespace}/{service} port {port}"
-        if selected is None:
-            return UpstreamError(404, f"{where}: no route of its policy matches {method} {path}")
-        backend = pick_backend(selected[1], self._rng.random())
+        rule = self._only_rule.get(target)
+        if rule is None:
+            selected = select_route(policy, method=method, path=path, headers=headers, query=query)
+            if selected is None:
+                where = f"Service {namespace}/{service} port {port}"
+                return UpstreamError(
+                    404, f"{where}: no route of its policy matches {method} {path}"
+                )
+            rule = selected[1]
+        backend = pick_backend(rule, self._rng.random())
         if backend is None:
+            where = f"Service {namespace}/{service} port {port}"
             return UpstreamError(500, f"{where}: every backend of the matching rule has weight 0")
         if not backend.exists or backend.port is None:
             injector = backend.failure_injector
-            status = 500 if injector is None else injector.status
-            message = f"{where}: backend {backend.namespace}/{backend.name} cannot be used"
-            return UpstreamError(status, message if injector is None else injector.message)
+            if injector is not None:
+                return UpstreamError(injector.status, injector.message)
+            where = f"Service {namespace}/{service} port {port}"
+            return UpstreamError(
+                500, f"{where}: backend {backend.namespace}/{backend.name} cannot be used"
+            )
         return self._addresses((backend.namespace, backend.name, backend.port))
 
     def _addresses(self, target: ServicePort) -> list[Address] | UpstreamError:
+        addresses = self.tables.addresses.get(target)
+        if addresses:
+            return addresses
+        # The slow path: why there is no address (building keys and messages costs time).
         namespace, service, port = target
         key = ObjectKey(namespace=namespace, name=service)
         self._track_service(key)
         where = f"Service {namespace}/{service} port {port}"
-        addresses = self.tables.addresses.get(target)
         if addresses is None:
             if key not in self.tables.known:
                 return UpstreamError(503, f"{where}: endpoints not known yet")
             if key not in self.tables.services:
                 return UpstreamError(500, f"Service {namespace}/{service} does not exist")
             return UpstreamError(500, f"{where} does not exist")
-        if not addresses:
-            return UpstreamError(503, f"{where} has no ready endpoint")
-        return addresses
+        return UpstreamError(503, f"{where} has no ready endpoint")
 
     def debug(self) -> list[dict[str, object]]:
         """One line per tracked Service port, for ``/debug/edges``."""
@@ -268,6 +280,25 @@ class ControllerUpstreams:
                 }
             )
         return lines
+
+
+def _only_rule(policy: OutboundPolicy) -> ResolvedRule | None:
+    """The rule every request takes when the policy has one rule matching everything (the
+    Default route, or an HTTPRoute that only splits traffic): per request, this skips
+    :func:`select_route`, which has to look at headers and query."""
+    if len(policy.routes) != 1 or len(policy.routes[0].rules) != 1:
+        return None
+    rule = policy.routes[0].rules[0]
+    for match in rule.matches:
+        if (
+            match.path.type == "PathPrefix"
+            and match.path.value.rstrip("/") == ""
+            and match.method is None
+            and not match.headers
+            and not match.query_params
+        ):
+            return rule
+    return None
 
 
 class TrackingProvider:

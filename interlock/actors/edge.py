@@ -82,6 +82,10 @@ class EdgeSettings:
     """Waits out a retry delay (tests inject ``ManualSleep``)."""
     clock: Callable[[], float] = time.monotonic
     """Tells when a retry is due, for ``/debug/edges``."""
+    adopt_on_spawn: bool = False
+    """Read what the provider serves for the host when an EdgeActor is first spawned, not only
+    after a restart: for a data plane that outlives the controller (``HttpEdge``), whose routes
+    of Ingresses deleted meanwhile must be removed. Reading costs a whole snapshot per host."""
 
 
 # --- what /debug/edges shows -----------------------------------------------------------------
@@ -250,6 +254,9 @@ class EdgeActor(Actor):
         self.subscribe(host_topic(self._host))
         # After a restart the provider still serves what the previous instance applied; learn
         # which routes exist so the ones no longer desired are removed, and the others re-applied.
+        # A host on the board had an actor before (it is removed from the board on stop).
+        if self._host not in self._settings.board.hosts and not self._settings.adopt_on_spawn:
+            return
         try:
             snapshot = await self._provider.snapshot()
         except EdgeError as error:

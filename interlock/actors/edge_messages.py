@@ -193,12 +193,22 @@ EventType = Literal["Normal", "Warning"]
 
 @dataclass(frozen=True, slots=True)
 class RecordEvent:
-    """Ask the edge status writer to record a Kubernetes Event (only the leader records)."""
+    """Ask the edge status writer to record a Kubernetes Event (only the leader records).
+
+    Keyed by its whole content: an identical Event still queued is folded into one (the
+    recorder would only count it again), and keyed messages are always admitted, so a burst of
+    thousands of Events at start-up is never dropped for want of mailbox room.
+    """
 
     regarding: Mapping[str, str]
     type: EventType
     reason: str
     message: str
+
+    @property
+    def coalesce_key(self) -> tuple[str, ...]:
+        who = tuple(self.regarding.get(k, "") for k in ("kind", "namespace", "name", "uid"))
+        return ("event", *who, self.type, self.reason, self.message)
 
     def trace_summary(self) -> str:
         where = f"{self.regarding.get('kind')} {self.regarding.get('namespace')}/"

@@ -124,6 +124,7 @@ class Edge:
     board: EdgeBoard
     sleep: ManualSleep
     events: list[object] = field(default_factory=list)
+    adopt: bool = False
 
     def publish(self, value: HostPart) -> None:
         self.system.publish(host_topic(HOST), str(value.ingress), value)
@@ -141,6 +142,7 @@ class Edge:
                 backoff=BACKOFF,
                 rng=random.Random(1),
                 sleep=self.sleep,
+                adopt_on_spawn=self.adopt,
             ),
         )
 
@@ -403,8 +405,9 @@ async def test_a_missing_backend_service_is_attached_as_not_existing(edge: Edge)
     await wait_until(lambda: edge.route().backend.exists)
 
 
-async def test_a_restarted_actor_removes_routes_it_no_longer_wants() -> None:
+async def test_an_adopting_actor_removes_routes_it_does_not_want() -> None:
     running = await started(ManualSleep())
+    running.adopt = True  # a data plane that outlived the controller (HttpEdge)
     try:
         await running.inner.apply_modules(
             host=HOST,
@@ -419,6 +422,32 @@ async def test_a_restarted_actor_removes_routes_it_no_longer_wants() -> None:
             lambda: running.route() is not None and running.route().backend is not None
         )
         await wait_until(lambda: running.route("Prefix:/old") is None)
+    finally:
+        await running.system.shutdown()
+
+
+class CrashOnce(FaultyEdge):
+    """Raises a bug-like error (not an EdgeError) on the first attach_backend."""
+
+    crashed = False
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        if not self.crashed:
+            self.crashed = True
+            raise RuntimeError("a bug in the provider")
+        await super().attach_backend(host=host, route_id=route_id, backend=backend)
+
+
+async def test_a_restarted_actor_learns_what_is_served_and_finishes_the_job() -> None:
+    inner = InProcessEdge()
+    running = await started(ManualSleep(), provider=CrashOnce(inner))
+    running.inner = inner
+    try:
+        running.publish(part())
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        assert running.system.statistics().restarts == 1
     finally:
         await running.system.shutdown()
 
