@@ -565,7 +565,11 @@ class ActorSystem:
                         result = await actor.receive(message)  # type: ignore[union-attr]
                 except asyncio.CancelledError as error:
                     if worker.task is not None and worker.task.cancelling():
-                        raise  # the worker itself is cancelled (shutdown): not a handler error
+                        # The worker itself is cancelled (shutdown): not a handler error.
+                        reply = envelope.reply
+                        if reply is not None and not reply.done():
+                            reply.set_exception(ActorStopped(cell.address, envelope.type))
+                        raise
                     if worker.check is None:
                         self._resumed(worker)
                     await self._failed(cell, envelope, error, started_at, worker)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from interlock.mailbox import Actor, ActorNotFound, ActorSystem
+from interlock.mailbox import Actor, ActorNotFound, ActorStopped, ActorSystem
 from interlock.mailbox.testing import ManualSleep, wait_until
 
 
@@ -59,9 +59,11 @@ async def test_shutdown_refuses_new_external_messages() -> None:
 async def test_shutdown_cancels_handlers_that_outlive_the_timeout() -> None:
     cancelled: list[bool] = []
     hooks: list[str] = []
+    entered = asyncio.Event()
 
     class Forever(Actor):
         async def receive(self, message: object) -> None:
+            entered.set()
             try:
                 await asyncio.Event().wait()
             except asyncio.CancelledError:
@@ -73,10 +75,12 @@ async def test_shutdown_cancels_handlers_that_outlive_the_timeout() -> None:
 
     system = ActorSystem()
     system.spawn("forever", Forever)
-    system.tell("forever", "x")
-    await asyncio.sleep(0)
+    question = asyncio.ensure_future(system.ask("forever", "x", timeout=60.0))
+    await entered.wait()
     await system.shutdown(timeout=0.05)
     assert cancelled == [True]
+    with pytest.raises(ActorStopped, match="forever: stopped before it handled str"):
+        await question
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
