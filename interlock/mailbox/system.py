@@ -6,11 +6,11 @@ time — one message at a time per object (no locks in actors), subscription and
 step (no event missed between "read the state" and "start listening"), and a message log that
 explains every change. Keeping them in one place makes them testable once.
 
-Scheduling: an actor with an empty mailbox owns nothing but its ``Cell``. The first message
-into an empty mailbox puts the actor in the ready queue, where shared worker tasks
-(``workers.py``) take it and handle up to ``_BATCH`` of its messages before moving on, yielding
-to the event loop every ``_YIELD_EVERY`` messages so that no actor starves the others or I/O.
-100,000 idle actors therefore cost memory and no scheduling at all, and a publish to 10,000
+Scheduling (``workers.py``): an actor with an empty mailbox owns nothing but its ``Cell``. The
+first message into an empty mailbox puts the actor in a ready queue, where shared worker tasks
+take it; a worker handles up to ``_BATCH`` of its messages before moving on and yields to the
+event loop every ``_YIELD_EVERY`` messages, so that no actor starves the others or I/O. 100,000
+idle actors therefore cost memory and no scheduling at all, and a publish to 10,000
 subscribers costs no task per subscriber.
 """
 
@@ -54,7 +54,7 @@ from interlock.mailbox.summary import summarize
 from interlock.mailbox.topics import Topic, Topics
 from interlock.mailbox.tracing import Tracer, error_text
 from interlock.mailbox.waits import WaitGraph
-from interlock.mailbox.workers import Worker
+from interlock.mailbox.workers import Scheduler, Worker
 
 _YIELD_EVERY = 256
 _BATCH = 64
@@ -105,15 +105,10 @@ class ActorSystem:
         self._cells: dict[str, Cell] = {}
         self._kinds: dict[str, KindCounters] = {}
         self._topics = Topics()
-        self._busy: set[Cell] = set()
-        """Actors with work: ready, being handled, in restart backoff, or stopping."""
-        self._ready: deque[Cell] = deque()
-        self._workers: set[Worker] = set()
-        self._free_workers = 0
+        self._scheduler = Scheduler(run=self._run, finish=self._finish, yield_every=_YIELD_EVERY)
         self._ids = itertools.count(1)
         self._waits = WaitGraph()
         self._accepting = True
-        self._idle: asyncio.Event | None = None
         self._dead_letters = DeadLetterLog(clock=clock, interval=dead_letter_log_interval)
 
     async def __aenter__(self) -> ActorSystem:
@@ -170,7 +165,7 @@ class ActorSystem:
                 tracer.spawned(envelope, actor_type=cell.actor_type)
             if has_started:
                 cell.queue = deque((envelope,))
-                self._activate(cell)
+                self._scheduler.activate(cell)
         return address
 
     def spawn_or_get(
@@ -306,7 +301,7 @@ class ActorSystem:
         if tracer is not None:
             tracer.deliver(envelope, depth=depth, coalesced=None)
         if not cell.active:
-            self._activate(cell)
+            self._scheduler.activate(cell)
 
     async def tell_wait(
         self, address: str, message: object, *, correlation_id: str | None = None
@@ -411,7 +406,7 @@ class ActorSystem:
         if tracer is not None:
             tracer.deliver(envelope, depth=depth, coalesced=None)
         if not cell.active:
-            self._activate(cell)
+            self._scheduler.activate(cell)
 
     def _admit(self, cell: Cell, envelope: Envelope, from_publish: bool) -> deque[Envelope] | None:
         """The slow path of ``_enqueue``: a stopped actor, the first message, a keyed message
@@ -462,79 +457,8 @@ class ActorSystem:
         if tracer is not None:
             tracer.deliver(queued, depth=cell.depth(), coalesced=replaced)
 
-    def _activate(self, cell: Cell) -> None:
-        """An idle actor has work: queue it for a worker."""
-        cell.active = True
-        self._busy.add(cell)
-        self._make_ready(cell)
-
-    def _make_ready(self, cell: Cell) -> None:
-        self._ready.append(cell)
-        if self._free_workers == 0:
-            self._start_worker()
-
-    def _deactivate(self, cell: Cell) -> None:
-        """The actor has no work left: it goes back to owning nothing."""
-        cell.active = False
-        self._busy.discard(cell)
-        if cell.queue is not None and not cell.queue:
-            cell.queue = None
-            cell.keys = None
-        if not self._busy and self._idle is not None:
-            self._idle.set()
-
     # ----------------------------------------------------------------------------------------
-    # Workers
-
-    def _start_worker(self) -> None:
-        worker = Worker()
-        self._workers.add(worker)
-        self._free_workers += 1
-        worker.task = asyncio.get_running_loop().create_task(
-            self._work(worker), context=contextvars.Context()
-        )
-
-    def _check_worker(self, worker: Worker) -> None:
-        # Runs only when the worker gave the loop control: if it is inside a handler, that
-        # handler is waiting for something, and the ready actors need another worker.
-        worker.check = None
-        if worker.cell is not None and not worker.blocked:
-            worker.blocked = True
-            self._free_workers -= 1
-            if self._ready:
-                self._start_worker()
-
-    def _resumed(self, worker: Worker) -> None:
-        """After a handler or hook returned to a worker whose check has run: re-arm it."""
-        if worker.blocked:
-            worker.blocked = False
-            self._free_workers += 1
-        worker.check = asyncio.get_running_loop().call_soon(self._check_worker, worker)
-
-    async def _work(self, worker: Worker) -> None:
-        ready = self._ready
-        since_yield = 0
-        self._resumed(worker)
-        try:
-            while ready:
-                cell = ready.popleft()
-                worker.cell = cell
-                since_yield += await self._run(cell, worker)
-                worker.cell = None
-                if since_yield >= _YIELD_EVERY:
-                    since_yield = 0
-                    await asyncio.sleep(0)
-                    if worker.check is None:
-                        self._resumed(worker)
-        finally:
-            cell_in_hand = worker.cell
-            if cell_in_hand is not None and cell_in_hand.stop_reason is not None:
-                self._finish(cell_in_hand)  # cancelled at shutdown in the middle of a handler
-            self._workers.discard(worker)
-            if not worker.blocked:
-                self._free_workers -= 1
-            if worker.check is not None:
-                worker.check.cancel()
+    # Handling (run by the scheduler's workers)
 
     async def _run(self, cell: Cell, worker: Worker) -> int:
         """Handle up to ``_BATCH`` messages of ``cell``; return how many were handled."""
@@ -571,16 +495,16 @@ class ActorSystem:
                             reply.set_exception(ActorStopped(cell.address, envelope.type))
                         raise
                     if worker.check is None:
-                        self._resumed(worker)
+                        self._scheduler.resumed(worker)
                     await self._failed(cell, envelope, error, started_at, worker)
                     return handled
                 except Exception as error:
                     if worker.check is None:
-                        self._resumed(worker)
+                        self._scheduler.resumed(worker)
                     await self._failed(cell, envelope, error, started_at, worker)
                     return handled
                 if worker.check is None:
-                    self._resumed(worker)
+                    self._scheduler.resumed(worker)
                 reply = envelope.reply
                 if reply is not None and not reply.done():
                     reply.set_result(result)
@@ -596,9 +520,9 @@ class ActorSystem:
         if cell.stop_reason is not None:
             await self._end(cell, worker)
         elif queue:
-            self._ready.append(cell)  # more to do: to the back of the line
+            self._scheduler.requeue(cell)  # more to do: to the back of the line
         else:
-            self._deactivate(cell)
+            self._scheduler.deactivate(cell)
         return handled
 
     async def _end(self, cell: Cell, worker: Worker) -> None:
@@ -608,7 +532,7 @@ class ActorSystem:
             current_envelope.set(None)
             await self._run_stopped_hook(cell, actor)
             if worker.check is None:
-                self._resumed(worker)
+                self._scheduler.resumed(worker)
         self._finish(cell)
 
     # ----------------------------------------------------------------------------------------
@@ -649,7 +573,7 @@ class ActorSystem:
             # the hook instead of running it a second time.
             await self._run_stopped_hook(cell, actor)
             if worker.check is None:
-                self._resumed(worker)
+                self._scheduler.resumed(worker)
         cell.actor = None
         if cell.stop_reason is not None:
             self._finish(cell)
@@ -685,9 +609,9 @@ class ActorSystem:
                 self._finish(cell)
             elif cell.actor is not None:
                 if cell.queue:
-                    self._make_ready(cell)
+                    self._scheduler.requeue(cell)
                 else:
-                    self._deactivate(cell)
+                    self._scheduler.deactivate(cell)
 
     async def _backoff(self, cell: Cell, cause: Envelope) -> bool:
         """Wait before the next restart; ``False`` if the actor must stop instead."""
@@ -803,7 +727,7 @@ class ActorSystem:
         elif not cell.active:
             actor = cell.actor
             if actor is not None and type(actor).stopped is not Actor.stopped:
-                self._activate(cell)  # a worker runs the hook
+                self._scheduler.activate(cell)  # a worker runs the hook
             else:
                 self._finish(cell)
         # Otherwise a worker has the actor (ready or handling): it ends it after this message.
@@ -815,10 +739,7 @@ class ActorSystem:
         cell.actor = None
         cell.queue = None
         cell.keys = None
-        cell.active = False
-        self._busy.discard(cell)
-        if not self._busy and self._idle is not None:
-            self._idle.set()
+        self._scheduler.forget(cell)
         if cell.done is not None and not cell.done.done():
             cell.done.set_result(None)
         tracer = self._tracer
@@ -947,34 +868,15 @@ class ActorSystem:
         for cell in list(self._cells.values()):
             if cell.actor is None:
                 self._stop_cell(cell, "shutdown")
-        await self._wait_idle(start + 0.8 * timeout)
+        await self._scheduler.wait_idle(start + 0.8 * timeout)
         for cell in list(self._cells.values()):
             self._stop_cell(cell, "shutdown")
-        await self._wait_idle(start + timeout)
-        remaining = [cell.task for cell in self._busy if cell.task is not None]
-        remaining += [worker.task for worker in self._workers if worker.task is not None]
-        for task in remaining:
-            task.cancel()
-        if remaining:
-            await asyncio.gather(*remaining, return_exceptions=True)
-        for cell in list(self._busy):
+        await self._scheduler.wait_idle(start + timeout)
+        busy = self._scheduler.busy
+        await self._scheduler.cancel(also=[cell.task for cell in busy if cell.task is not None])
+        for cell in list(busy):
             self._finish(cell)  # stopping actors no worker reached before the cancellation
-        self._ready.clear()
         self._dead_letters.flush()
-
-    async def _wait_idle(self, deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        while self._busy:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._idle = asyncio.Event()
-            try:
-                await asyncio.wait_for(self._idle.wait(), remaining)
-            except TimeoutError:
-                return
-            finally:
-                self._idle = None
 
     # ----------------------------------------------------------------------------------------
     # Statistics
@@ -982,7 +884,7 @@ class ActorSystem:
     def statistics(self) -> SystemStatistics:
         """Totals for the system and per kind; costs O(kinds + busy actors)."""
         depth_by_kind: dict[str, int] = {}
-        for cell in self._busy:
+        for cell in self._scheduler.busy:
             depth_by_kind[cell.kind.name] = depth_by_kind.get(cell.kind.name, 0) + cell.depth()
         kinds = {
             name: KindStatistics(
@@ -997,7 +899,7 @@ class ActorSystem:
         }
         return SystemStatistics(
             actors=len(self._cells),
-            busy=len(self._busy),
+            busy=len(self._scheduler.busy),
             depth=sum(depth_by_kind.values()),
             processed=sum(kind.processed for kind in kinds.values()),
             failed=sum(kind.failed for kind in kinds.values()),

@@ -20,6 +20,9 @@ contextvar must reset it (the runtime sets its own, the envelope being handled, 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections import deque
+from collections.abc import Awaitable, Callable
 
 from interlock.mailbox.cell import Cell
 
@@ -37,3 +40,135 @@ class Worker:
         """The armed suspension check (``None`` once it ran: re-arm after a suspension)."""
         self.blocked = False
         """Seen suspended inside a handler: not counted as free until the handler returns."""
+
+
+class Scheduler:
+    """The ready queue, the set of actors with work, and the workers that serve them.
+
+    What handling an actor's messages means is the actor system's business: it passes ``run``
+    (handle some messages of one actor, then hand it back with :meth:`requeue`,
+    :meth:`deactivate` or its own ``finish``) and ``finish`` (end an actor that was stopping
+    when its worker was cancelled).
+    """
+
+    def __init__(
+        self,
+        *,
+        run: Callable[[Cell, Worker], Awaitable[int]],
+        finish: Callable[[Cell], None],
+        yield_every: int,
+    ) -> None:
+        self._run = run
+        self._finish = finish
+        self._yield_every = yield_every
+        self.busy: set[Cell] = set()
+        """Actors with work: ready, being handled, in restart backoff, or stopping."""
+        self._ready: deque[Cell] = deque()
+        self._workers: set[Worker] = set()
+        self._free = 0
+        """Workers not known to be waiting inside a handler."""
+        self._idle: asyncio.Event | None = None
+
+    def activate(self, cell: Cell) -> None:
+        """An idle actor has work: queue it for a worker."""
+        cell.active = True
+        self.busy.add(cell)
+        self.requeue(cell)
+
+    def requeue(self, cell: Cell) -> None:
+        """Queue an active actor (again) for a worker."""
+        self._ready.append(cell)
+        if self._free == 0:
+            self._start_worker()
+
+    def deactivate(self, cell: Cell) -> None:
+        """The actor has no work left: it goes back to owning nothing."""
+        cell.active = False
+        self.busy.discard(cell)
+        if cell.queue is not None and not cell.queue:
+            cell.queue = None
+            cell.keys = None
+        if not self.busy and self._idle is not None:
+            self._idle.set()
+
+    def resumed(self, worker: Worker) -> None:
+        """Call when a handler or hook returned to a worker whose check has run (its
+        ``check`` is ``None``): the worker is free again and the check is re-armed."""
+        if worker.blocked:
+            worker.blocked = False
+            self._free += 1
+        worker.check = asyncio.get_running_loop().call_soon(self._check, worker)
+
+    def _check(self, worker: Worker) -> None:
+        # Runs only when the worker gave the loop control: if it is inside a handler, that
+        # handler is waiting for something, and the ready actors need another worker.
+        worker.check = None
+        if worker.cell is not None and not worker.blocked:
+            worker.blocked = True
+            self._free -= 1
+            if self._ready:
+                self._start_worker()
+
+    def _start_worker(self) -> None:
+        worker = Worker()
+        self._workers.add(worker)
+        self._free += 1
+        worker.task = asyncio.get_running_loop().create_task(
+            self._work(worker), context=contextvars.Context()
+        )
+
+    async def _work(self, worker: Worker) -> None:
+        ready = self._ready
+        since_yield = 0
+        self.resumed(worker)
+        try:
+            while ready:
+                cell = ready.popleft()
+                worker.cell = cell
+                since_yield += await self._run(cell, worker)
+                worker.cell = None
+                if since_yield >= self._yield_every:
+                    since_yield = 0
+                    await asyncio.sleep(0)
+                    if worker.check is None:
+                        self.resumed(worker)
+        finally:
+            cell_in_hand = worker.cell
+            if cell_in_hand is not None and cell_in_hand.stop_reason is not None:
+                self._finish(cell_in_hand)  # cancelled at shutdown in the middle of a handler
+            self._workers.discard(worker)
+            if not worker.blocked:
+                self._free -= 1
+            if worker.check is not None:
+                worker.check.cancel()
+
+    async def wait_idle(self, deadline: float) -> None:
+        """Wait until no actor has work, or until the loop time ``deadline``."""
+        loop = asyncio.get_running_loop()
+        while self.busy:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._idle = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._idle.wait(), remaining)
+            except TimeoutError:
+                return
+            finally:
+                self._idle = None
+
+    async def cancel(self, *, also: list[asyncio.Task[None]]) -> None:
+        """Cancel every worker (and the tasks in ``also``) and wait for them to end."""
+        tasks = [worker.task for worker in self._workers if worker.task is not None] + also
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._ready.clear()
+
+    def forget(self, cell: Cell) -> None:
+        """The actor has ended: it has no work any more."""
+        cell.active = False
+        self.busy.discard(cell)
+        if not self.busy and self._idle is not None:
+            self._idle.set()
