@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_kit import (
-    CRASHABLE,
     CRDS,
+    RETAINED_INPUT_ACTORS,
     CrashPlan,
     ModuleHistory,
     Replica,
@@ -88,7 +88,7 @@ fault_step: st.SearchStrategy[Step] = st.one_of(
         st.sampled_from(["transient", "transient", "permanent"]),
         st.integers(1, 3),
     ),
-    st.tuples(st.just("crash"), st.sampled_from(sorted(CRASHABLE))),
+    st.tuples(st.just("crash"), st.sampled_from(RETAINED_INPUT_ACTORS)),
     st.just(("handover",)),
 )
 
