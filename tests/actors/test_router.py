@@ -1,0 +1,67 @@
+"""The informer router: parse, hand on, survive bad objects, leave unknown kinds to others."""
+
+from __future__ import annotations
+
+from loguru import logger
+from outbound_harness import Outbound, latest_policy
+from outbound_objects import backend, backends_of, http_route, parent, route_names, service
+
+from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged, route_address
+from interlock.actors.router import InformerRouter
+from interlock.mailbox import ActorSystem
+from interlock.mailbox.testing import wait_idle
+
+
+async def test_a_bad_service_is_logged_with_its_field_and_changes_nothing(outbound: Outbound):
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    try:
+        outbound.apply(service("web"))
+        outbound.apply(service("api"))
+        outbound.apply(http_route("r", parents=[parent("web")], backends=[backend("api")]))
+        _, slot = outbound.watch("web")
+        await outbound.settle()
+        bad = service("api")
+        bad["spec"]["ports"][0]["port"] = 70000
+        outbound.apply(bad)
+        await outbound.settle()
+    finally:
+        logger.remove(sink)
+    assert any("Service default/api: spec.ports[0].port" in m for m in messages)
+    # The last good Service stands; the router and the rest keep working.
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]
+    outbound.delete(service("api"))
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", False, 500)]
+
+
+async def test_v1beta1_and_v1_events_are_one_route(outbound: Outbound):
+    outbound.apply(service("web"))
+    outbound.apply(
+        http_route("r", parents=[parent("web")], backends=[backend("a")], version="v1beta1")
+    )
+    outbound.apply(http_route("r", parents=[parent("web")], backends=[backend("b")]))
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
+    assert [b[0] for b in backends_of(latest_policy(slot))] == ["b"]
+    assert outbound.system.addresses("route/") == [route_address("default", "r")]
+
+
+async def test_unknown_kinds_go_to_extra_handlers_with_the_events_correlation():
+    system = ActorSystem()
+    seen: list[tuple[str, str]] = []
+    system.spawn(
+        INFORMER_ROUTER,
+        lambda: InformerRouter(
+            extra={"Ingress": lambda change: seen.append((change.kind, change.name))}
+        ),
+    )
+    for kind in ("Ingress", "ConfigMap"):
+        change = ObjectChanged(
+            kind=kind, namespace="default", name="x", deleted=False, resource_version="1", obj={}
+        )
+        system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+    await wait_idle(system)
+    await system.shutdown()
+    assert seen == [("Ingress", "x")]
