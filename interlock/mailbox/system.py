@@ -466,6 +466,7 @@ class ActorSystem:
         set_current = current_envelope.set
         started_marker = STARTED
         batch = _BATCH
+        tracer = self._tracer  # read per batch: set_tracer takes effect from the next one
         handled = 0
         try:
             while queue and cell.stop_reason is None and handled < batch:
@@ -479,7 +480,6 @@ class ActorSystem:
                 actor = cell.actor
                 set_current(envelope)
                 message = envelope.message
-                tracer = self._tracer
                 started_at = time.perf_counter() if tracer is not None else 0.0
                 try:
                     if message is started_marker:
@@ -496,12 +496,14 @@ class ActorSystem:
                         raise
                     if worker.check is None:
                         self._scheduler.resumed(worker)
-                    await self._failed(cell, envelope, error, started_at, worker)
+                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
+                    await self._failed(cell, envelope, error, duration, worker)
                     return handled
                 except Exception as error:
                     if worker.check is None:
                         self._scheduler.resumed(worker)
-                    await self._failed(cell, envelope, error, started_at, worker)
+                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
+                    await self._failed(cell, envelope, error, duration, worker)
                     return handled
                 if worker.check is None:
                     self._scheduler.resumed(worker)
@@ -543,11 +545,10 @@ class ActorSystem:
         cell: Cell,
         envelope: Envelope,
         error: BaseException,
-        started_at: float,
+        duration: float,
         worker: Worker,
     ) -> None:
         """Log and report the failure, end the failed instance and schedule its replacement."""
-        duration = time.perf_counter() - started_at if self._tracer is not None else 0.0
         cell.failed += 1
         cell.kind.failed += 1
         error_type = type(error).__name__
