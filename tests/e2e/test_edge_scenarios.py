@@ -881,3 +881,27 @@ async def test_module_set_status_reports_valid_and_invalid(env: Env) -> None:
     assert valid["reason"] == "Invalid" and "10.0.0.0/33" in valid["message"]
     await env.kube.apply(module_set("checked", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
     await eventually(lambda: condition("True"), message="Valid True")
+
+
+async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
+    env: Env, start_controller: StartController
+) -> None:
+    second = await start_controller(lease_identity="edge-replica-2", edge_addr=LOCAL)
+    assert second.edge is not None
+    await env.kube.apply(module_set("guard", {"ipRestriction": {"allow": ["not-a-cidr"]}}))
+    await env.kube.apply(ingress("shared", "shared.example", modules="guard"))
+    await env.kube.apply(ingress("ok", "ok.example"))
+    await env.until_event("shared", "ModulesFailed")
+    await env.until_event("ok", "BackendAttached")
+
+    async def second_serves() -> bool:
+        async with env.http.get(second.edge.url, headers={"Host": "ok.example"}) as response:  # type: ignore[union-attr]
+            return response.status == 200
+
+    await eventually(second_serves, message="the second replica serves ok.example")
+    await eventually(lambda: idle(env.controller) and idle(second), message="both settle")
+    leaders = [c.config.lease_identity for c in (env.controller, second) if c.elector.is_leader]  # type: ignore[union-attr]
+    assert len(leaders) == 1
+    events = await env.kube.events("shared", "ModulesFailed") + await env.kube.events("ok")
+    assert events and {e["reportingInstance"] for e in events} == set(leaders)
+    assert all(e["count"] == 1 for e in events)
