@@ -22,6 +22,14 @@ OBJECTS = 10_000
 REPEATS = 3
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 async def _median_ms(action: Callable[[], Awaitable[object]]) -> float:
     times = []
     for _ in range(REPEATS):
@@ -33,6 +41,7 @@ async def _median_ms(action: Callable[[], Awaitable[object]]) -> float:
 
 async def main() -> None:
     async with running_api_server() as server:
+        rss_before = _rss_mib()
         start = time.perf_counter()
         for index in range(OBJECTS):
             server.store.create(
@@ -59,6 +68,7 @@ async def main() -> None:
                 }
             )
         print(f"create {2 * OBJECTS} objects in-process: {time.perf_counter() - start:.2f} s")
+        print(f"resident memory for them: {_rss_mib() - rss_before:.0f} MiB")
         kubeconfig = server.write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
         async with await config.new_client_from_config(config_file=str(kubeconfig)) as api:
             core = client.CoreV1Api(api)
