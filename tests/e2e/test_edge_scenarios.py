@@ -450,6 +450,16 @@ async def test_scenario_3_editing_a_module_set_changes_every_edge_that_uses_it(e
 
         await eventually(red, message=f"{host} sends X-Team: red")
 
+    # Removing a module removes it.
+    await env.kube.apply(module_set("shared", {"compression": {"enabled": True}}))
+    for host in ("one.example", "two.example"):
+
+        async def plain(host: str = host) -> bool:
+            await env.request(host)
+            return "X-Team" not in web_backend.requests[-1]
+
+        await eventually(plain, message=f"{host} no longer sends X-Team")
+
 
 # --- scenario 4 (ngrok issues 176, 428): conflicts and rules without http -----------------------
 
