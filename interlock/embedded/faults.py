@@ -41,8 +41,15 @@ class InjectedFault:
 class Faults:
     """The fault-injection API of an :class:`~interlock.embedded.EmbeddedApiServer`."""
 
-    def __init__(self, *, drop_watches: Callable[[], int], compact: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        drop_watches: Callable[[], int],
+        expire_watches: Callable[[], int],
+        compact: Callable[[], None],
+    ) -> None:
         self._drop_watches = drop_watches
+        self._expire_watches = expire_watches
         self._compact = compact
         self._failures: list[_Rule] = []
         self._delays: list[_Rule] = []
@@ -50,6 +57,14 @@ class Faults:
     def drop_watches(self) -> int:
         """Cut every open watch connection (clients see the stream break); returns how many."""
         return self._drop_watches()
+
+    def expire_watches(self) -> int:
+        """End every open watch with an ERROR event (410 Expired); returns how many.
+
+        A real server does this to a watcher that fell behind its history: the client must
+        relist. Events still queued for the watch are not sent.
+        """
+        return self._expire_watches()
 
     def compact(self) -> None:
         """Forget the watch history: the next watch from an older resourceVersion gets 410."""

@@ -576,6 +576,14 @@ class ApiHandler:
                 transport.abort()
             return response
         with contextlib.suppress(ConnectionResetError):
+            if watch.expired:
+                # What a real server sends a watcher that fell too far behind its history.
+                expired = ApiError(
+                    410,
+                    f"too old resource version: {self._store.resource_version}",
+                    reason="Expired",
+                )
+                await response.write(encode({"type": "ERROR", "object": expired.status()}) + b"\n")
             await response.write_eof()
         return response
 

@@ -52,7 +52,11 @@ class EmbeddedApiServer:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         for crd in gateway_api_crds():
             self.store.create(crd)
-        self.faults = Faults(drop_watches=self.store.drop_watches, compact=self.store.compact)
+        self.faults = Faults(
+            drop_watches=self.store.drop_watches,
+            expire_watches=self.store.expire_watches,
+            compact=self.store.compact,
+        )
         self._handler = ApiHandler(
             store=self.store,
             registry=self.registry,

@@ -151,6 +151,8 @@ class Watch:
         self.closed = False
         self.abrupt = False
         """True when the server wants the connection dropped rather than ended cleanly."""
+        self.expired = False
+        """True when the server ends the watch with a 410 Expired ERROR event."""
 
     def offer(self, event: Event) -> None:
         """Deliver an event, translated for the filter (an object leaving it is DELETED)."""
@@ -186,7 +188,7 @@ class Watch:
 
     async def next(self) -> tuple[str, StoredObject]:
         """The next delivery; raises :class:`WatchClosed` once closed (abrupt: at once)."""
-        while not self._queue or (self.closed and self.abrupt):
+        while not self._queue or self._cut_short():
             if self.closed:
                 raise WatchClosed
             self._waiter = asyncio.get_running_loop().create_future()
@@ -198,14 +200,19 @@ class Watch:
 
     def next_nowait(self) -> tuple[str, StoredObject] | None:
         """The next delivery if one is already queued (to batch writes), else None."""
-        if not self._queue or (self.closed and self.abrupt):
+        if not self._queue or self._cut_short():
             return None
         return self._queue.popleft()
 
-    def close(self, *, abrupt: bool = False) -> None:
+    def _cut_short(self) -> bool:
+        """A dropped or expired watch delivers nothing more, not even what is queued."""
+        return self.closed and (self.abrupt or self.expired)
+
+    def close(self, *, abrupt: bool = False, expired: bool = False) -> None:
         if not self.closed:
             self.closed = True
             self.abrupt = abrupt
+            self.expired = expired
             self._wake()
 
 
@@ -559,6 +566,16 @@ class ObjectStore:
         for watches in self._watches.values():
             for watch in list(watches):
                 watch.close(abrupt=abrupt)
+                count += 1
+            watches.clear()
+        return count
+
+    def expire_watches(self) -> int:
+        """End every open watch with a 410 Expired ERROR event; returns how many were open."""
+        count = 0
+        for watches in self._watches.values():
+            for watch in list(watches):
+                watch.close(expired=True)
                 count += 1
             watches.clear()
         return count

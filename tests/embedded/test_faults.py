@@ -163,3 +163,27 @@ async def test_watch_list_ends_its_initial_events_with_a_bookmark(
         while later["type"] == "BOOKMARK":  # periodic bookmarks may come first
             later = json.loads(await response.content.readline())
         assert (later["type"], later["object"]["metadata"]["name"]) == ("ADDED", "c")
+
+
+async def test_expire_watches_sends_410_in_the_open_stream(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    listed = await core.list_namespaced_service("default")
+    stream = watch.Watch()
+    async with stream:
+        waiting = asyncio.create_task(
+            _first_event(
+                stream,
+                core.list_namespaced_service,
+                namespace="default",
+                resource_version=listed.metadata.resource_version,
+                timeout_seconds=60,
+            )
+        )
+        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        assert api_server.faults.expire_watches() == 1
+        with pytest.raises(client.ApiException) as expired:
+            await asyncio.wait_for(waiting, 10)
+    assert expired.value.status == 410
+    assert expired.value.reason.startswith("Expired: too old resource version")
