@@ -82,6 +82,10 @@ class ControllerConfig:
     edge_addr: Address | None = None
     """Where the edge data plane listens; ``None`` runs no edge."""
 
+    edge_tls_addr: Address | None = None
+    """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
+    Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""
+
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""
 

@@ -82,8 +82,9 @@ _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 _STATUS_RESOURCES: Mapping[StatusKind, Resource] = {"Ingress": INGRESS, "ModuleSet": MODULE_SET}
 
 
-def load_balancer_status(address: Address) -> dict[str, Any]:
-    """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name).
+def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any]:
+    """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name),
+    with its HTTP port and, when it serves HTTPS, that port too.
 
     A wildcard listen address (``0.0.0.0``, ``::``) names no reachable address; the machine's
     host name is written instead.
@@ -97,6 +98,8 @@ def load_balancer_status(address: Address) -> dict[str, Any]:
     else:
         entry = {"hostname": socket.gethostname()} if ip.is_unspecified else {"ip": str(ip)}
     entry["ports"] = [{"port": address.port, "protocol": "TCP"}]
+    if tls_port is not None:
+        entry["ports"].append({"port": tls_port, "protocol": "TCP"})
     return {"ingress": [entry]}
 
 
@@ -167,6 +170,8 @@ class EdgeHalf:
         """Records the edge's Events once started (its statistics are for ``/metrics``)."""
         self.address: Address | None = None
         """Where the data plane listens once started (port 0 resolved)."""
+        self.tls_address: Address | None = None
+        """Where it serves HTTPS once started, when ``edge_tls_addr`` is set."""
 
     async def resources(self, api: Any) -> list[Resource]:
         """The edge's informer resources that the cluster serves (others are logged)."""
@@ -194,9 +199,16 @@ class EdgeHalf:
 
     async def start(self, *, api: Any, patcher: StatusPatcher) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""
-        addresses = await self.server.start(addr=str(self._addr))
+        tls_addr = self._config.edge_tls_addr
+        addresses = await self.server.start(
+            addr=str(self._addr), tls_addr=None if tls_addr is None else str(tls_addr)
+        )
         self.address = Address(host=self._addr.host, port=addresses.http[1])
-        load_balancer = load_balancer_status(self.address)
+        if tls_addr is not None and addresses.https is not None:
+            self.tls_address = Address(host=tls_addr.host, port=addresses.https[1])
+        load_balancer = load_balancer_status(
+            self.address, tls_port=None if self.tls_address is None else self.tls_address.port
+        )
 
         def edge_actor(host: str) -> Actor:
             settings = EdgeSettings(
@@ -248,7 +260,10 @@ class EdgeHalf:
         return f"http://{host}:{self.address.port}"
 
     def describe(self) -> list[str]:
-        return [] if self.address is None else [f"edge data plane listening on {self.url}"]
+        lines = [] if self.address is None else [f"edge data plane listening on {self.url}"]
+        if self.tls_address is not None:
+            lines.append(f"edge data plane serving HTTPS on {self.tls_address}")
+        return lines
 
     def debug(self) -> dict[str, Any]:
         """``/debug/edges``: the actors' view per route, what is served, tracked upstreams."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import gzip
 import hashlib
 import hmac
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,7 +26,10 @@ import bcrypt
 import jwt
 import pytest
 from aiohttp import web
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
 from e2e_clients import LOCAL, StartController, eventually
 from loguru import logger
 
@@ -915,3 +920,65 @@ async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
     events = await env.kube.events("shared", "ModulesFailed") + await env.kube.events("ok")
     assert events and {e["reportingInstance"] for e in events} == set(leaders)
     assert all(e["count"] == 1 for e in events)
+
+
+# --- TLS from the Ingress's Secret ---------------------------------------------------------------
+
+
+def self_signed(host: str) -> tuple[str, str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
+
+
+async def test_https_with_the_certificate_from_the_ingress_tls_secret(
+    env: Env, start_controller: StartController
+) -> None:
+    tls_controller = await start_controller(
+        lease_identity="tls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
+    )
+    edge = tls_controller.edge
+    assert edge is not None and edge.tls_address is not None
+    cert, key = self_signed("tls.example")
+    obj = ingress("tls", "tls.example")
+    obj["spec"]["tls"] = [{"hosts": ["tls.example"], "secretName": "tls-cert"}]
+    await env.kube.apply(obj)
+    trusted = ssl.create_default_context(cadata=cert)
+    url = f"https://127.0.0.1:{edge.tls_address.port}/"
+
+    async def https_status() -> int | None:
+        try:
+            async with env.http.get(
+                url, ssl=trusted, server_hostname="tls.example", headers={"Host": "tls.example"}
+            ) as response:
+                return response.status
+        except aiohttp.ClientError:
+            return None
+
+    assert await https_status() is None  # no certificate for the host yet: no handshake
+    tls_secret = secret("tls-cert", {"tls.crt": cert, "tls.key": key})
+    tls_secret["type"] = "kubernetes.io/tls"
+    await env.kube.apply(tls_secret)
+
+    async def served() -> bool:
+        return await https_status() == 200
+
+    await eventually(served, message="HTTPS with the Ingress's certificate")
+    assert "BEGIN" not in json.dumps(edge.debug(), default=str)
