@@ -312,8 +312,9 @@ def main() -> None:
 Command: `{COMMAND}{" --quick" if args.quick else ""}` (medians of {repeats} repeats, all in one
 run; {n:,} messages per throughput run; producers yield to the event loop every {CHUNK:,}
 sends). Times are CPU time of the benchmark process (`time.process_time`), so load from other
-processes on the shared machine does not count. Machine: {machine()}. Measured
-{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
+processes on the shared machine does not count.
+
+Machine: {machine()}. Measured {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
 
 {table}
 
@@ -323,8 +324,8 @@ enqueue time), the address lookup, per-actor and per-kind counters, and the hand
 shared worker task (an actor owns no task; see `interlock/mailbox/workers.py`). Tracing cost
 is the difference between the traced and the untraced run of the same workload, paired per
 repeat (two JSON records per message: `deliver` and `handled`). Idle-actor memory is what
-100k spawns add to the heap divided by 100k, for an
-actor class with no state of its own (`__slots__ = ()`).
+100k spawns add to the heap divided by 100k, for an actor class with no state of its own
+(`__slots__ = ()`).
 """
     write_section(section)
     print(f"wrote the Runtime section of {DOC}")
