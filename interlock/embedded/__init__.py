@@ -5,6 +5,7 @@ CRUD, list and watch with resourceVersions, bookmarks and 410 Expired, patches, 
 status subresources, CRDs, discovery, OpenAPI v3 and server-side Tables. See docs/embedded.md.
 """
 
+from interlock.embedded.audit import AuditLog, AuditRecord
 from interlock.embedded.errors import ApiError
 from interlock.embedded.faults import Faults
 from interlock.embedded.manifests import DocumentResult, ManifestReport
@@ -14,6 +15,8 @@ from interlock.embedded.store import ObjectStore
 
 __all__ = [
     "ApiError",
+    "AuditLog",
+    "AuditRecord",
     "DocumentResult",
     "EmbeddedApiServer",
     "Faults",

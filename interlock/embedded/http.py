@@ -23,6 +23,7 @@ from aiohttp import web
 from loguru import logger
 
 from interlock.embedded import discovery, openapi
+from interlock.embedded.audit import AuditLog, AuditRecord
 from interlock.embedded.errors import ApiError, bad_request
 from interlock.embedded.faults import Faults
 from interlock.embedded.registry import Registry, ResourceType
@@ -131,12 +132,14 @@ class ApiHandler:
         store: ObjectStore,
         registry: Registry,
         faults: Faults,
+        audit: AuditLog,
         bookmark_interval: float,
         server_address: Callable[[], str],
     ) -> None:
         self._store = store
         self._registry = registry
         self._faults = faults
+        self._audit = audit
         self._bookmark_interval = bookmark_interval
         self._server_address = server_address
         self._stopping = asyncio.Event()
@@ -157,7 +160,23 @@ class ApiHandler:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         path = request.path.rstrip("/") or "/"
-        fault = self._faults.for_request(verb=request_verb(request.method, path, query), path=path)
+        verb = request_verb(request.method, path, query)
+        response = await self._answer(request, path, query, verb)
+        self._audit.record(
+            AuditRecord(
+                method=request.method,
+                verb=verb,
+                path=path,
+                query=request.query_string,
+                status=response.status,
+            )
+        )
+        return response
+
+    async def _answer(
+        self, request: web.Request, path: str, query: dict[str, str], verb: str
+    ) -> web.StreamResponse:
+        fault = self._faults.for_request(verb=verb, path=path)
         if fault is not None:
             if fault.delay:
                 with contextlib.suppress(TimeoutError):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from interlock.embedded.audit import AuditLog
 from interlock.embedded.builtin_crds import gateway_api_crds
 from interlock.embedded.faults import Faults
 from interlock.embedded.http import ApiHandler
@@ -57,10 +58,13 @@ class EmbeddedApiServer:
             expire_watches=self.store.expire_watches,
             compact=self.store.compact,
         )
+        self.audit = AuditLog()
+        """The last requests answered (verb, path, query, status), for tests to count."""
         self._handler = ApiHandler(
             store=self.store,
             registry=self.registry,
             faults=self.faults,
+            audit=self.audit,
             bookmark_interval=bookmark_interval,
             server_address=lambda: f"{self.host}:{self.port}",
         )

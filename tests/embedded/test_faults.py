@@ -56,6 +56,9 @@ async def test_fail_next_answers_with_status_and_retry_after(
         assert '"reason":"TooManyRequests"' in failed.value.body
     assert (await core.list_namespaced_service("default")).items == []
     assert api_server.faults.pending() == 0
+    assert api_server.audit.count(verb="list", path_contains="/services", status=429) == 2
+    assert api_server.audit.count(verb="list", path_contains="/services", status=200) == 1
+    assert api_server.audit.count(verb="get", path_contains="/namespaces/default") == 1
 
 
 async def test_fail_next_applies_to_writes_by_verb(
