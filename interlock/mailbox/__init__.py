@@ -26,6 +26,8 @@ The contract in brief (details in each docstring):
   ``max_restarts`` failures within ``within`` seconds stop the actor.
 - ``subscribe`` registers and queues the retained values in one step; ``unsubscribe`` also
   drops that topic's notifications still queued.
+- Messages are values: never mutate one after sending it (it may be queued, coalesced, shared
+  by every subscriber of a publish, and summarized for the trace once).
 """
 
 from interlock.mailbox.actor import Actor
