@@ -1,0 +1,458 @@
+"""Issue 8, security as tests, over one full scenario of a real controller with its edge.
+
+The scenario plants Secret values (an htpasswd line, a webhook key, a JWKS document, and a
+malformed htpasswd whose bad line holds a marker), uses them through ModuleSets and Ingresses,
+sends requests through the real edge server (good and bad credentials, forged
+``X-Forwarded-For``), edits a broken ModuleSet so Events repeat, and then collects everything
+the controller exposed: every log line (loguru, DEBUG), every trace line, every Event, every
+status, ``/metrics``, every ``/debug`` view and the policy API. It also records every request
+the controller made to the API server (verb and resource) for the RBAC comparison.
+
+* no planted Secret value (raw or base64) appears in anything collected;
+* ``manifests/rbac.yaml`` grants exactly the verbs used (both ways);
+* ipRestriction looks at the TCP peer: a forged ``X-Forwarded-For`` (or ``Forwarded``,
+  ``X-Real-IP``) from an untrusted peer changes nothing, and the backend is never reached;
+* basicAuth runs exactly one bcrypt check for an unknown user, as for a known user with a wrong
+  password (the time does not tell which users exist; calls are counted, not timed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import bcrypt
+import pytest
+import yaml
+from aiohttp import web
+from loguru import logger
+from reliability_kit import CRDS, eventually, objects, replica_config, write
+from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
+
+from interlock.app import Controller
+from interlock.embedded import EmbeddedApiServer
+
+RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
+JWKS_MARKER = "planted-jwks-Wq8r"
+BAD_LINE_MARKER = "planted-badline-Hn2c"
+PLANTED = {
+    "htpasswd": HTPASSWD,
+    "webhook key": PLANTED_SECRET_MARKER,
+    "jwks": JWKS_MARKER,
+    "bad htpasswd line": BAD_LINE_MARKER,
+    "password": PLANTED_PASSWORD,
+}
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _forbidden() -> dict[str, str]:
+    """Every planted value in the forms it could leak in (raw, base64, the bcrypt hash)."""
+    forms = {}
+    for what, value in PLANTED.items():
+        forms[what] = value
+        forms[f"{what} (base64)"] = _b64(value)
+    forms["bcrypt hash"] = HTPASSWD.partition(":")[2]
+    return forms
+
+
+def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"},
+        "type": "Opaque",
+        "data": {key: _b64(value) for key, value in data.items()},
+    }
+
+
+def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "interlock.dev/v1alpha1",
+        "kind": "ModuleSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"modules": modules},
+    }
+
+
+def ingress(name: str, host: str, modules: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {"interlock.dev/modules": modules},
+        },
+        "spec": {
+            "ingressClassName": "interlock",
+            "rules": [
+                {
+                    "host": host,
+                    "http": {
+                        "paths": [
+                            {
+                                "path": "/",
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+    }
+
+
+@dataclass
+class Collected:
+    """Everything the scenario saw the controller expose or do."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    """Where → text (logs, trace, Events, statuses, /metrics, /debug views, policies)."""
+    calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    """(API group, resource[/subresource], verb) → requests the controller made."""
+    statuses: dict[str, int] = field(default_factory=dict)
+    """Request name → HTTP status the edge answered."""
+    backend_hits: list[dict[str, str]] = field(default_factory=list)
+    bcrypt_calls: dict[str, int] = field(default_factory=dict)
+
+
+def api_call(verb: str, path: str) -> tuple[str, str, str] | None:
+    """(group, resource, verb) of an API request path; None for discovery and other URLs."""
+    parts = [p for p in urlsplit(path).path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    elif rest[:1] == ["namespaces"]:
+        return (group, "namespaces", verb)
+    resource = rest[0]
+    if len(rest) >= 3:
+        resource += "/" + rest[2]
+    return (group, resource, verb)
+
+
+class Backend:
+    def __init__(self) -> None:
+        self.hits: list[dict[str, str]] = []
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.hits.append(dict(request.headers))
+        return web.Response(text="backend")
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+async def scenario(tmp: Path) -> Collected:
+    collected = Collected()
+    logs: list[str] = []
+    sink = logger.add(lambda m: logs.append(str(m)), level="DEBUG", format="{message} {extra}")
+    backend = Backend()
+    await backend.start()
+    trace_file = tmp / "trace.jsonl"
+    try:
+        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            write(server, INGRESS_CLASS)
+            original = server.faults.for_request
+
+            def recording(*, verb: str, path: str) -> Any:
+                call = api_call(verb, path)
+                if call is not None:
+                    collected.calls[call] += 1
+                return original(verb=verb, path=path)
+
+            server.faults.for_request = recording  # type: ignore[method-assign]
+            kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
+            config = replica_config(kubeconfig, "security")
+            controller = Controller(
+                type(config)(**{**_fields(config), "trace_file": str(trace_file)})
+            )
+            await controller.start()
+            try:
+                await controller.wait_ready(within=15.0)
+                await run_requests(server, controller, backend, collected)
+                await collect_outputs(server, controller, collected)
+            finally:
+                await controller.stop()
+            collected.texts["events"] = json.dumps(
+                server.store.list(api_version="v1", kind="Event", namespace="default")
+            )
+    finally:
+        logger.remove(sink)
+        await backend.stop()
+    collected.texts["logs"] = "\n".join(logs)
+    collected.texts["trace"] = trace_file.read_text()
+    collected.backend_hits = backend.hits
+    return collected
+
+
+def _fields(config: Any) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+async def run_requests(
+    server: EmbeddedApiServer, controller: Controller, backend: Backend, collected: Collected
+) -> None:
+    write(
+        server,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        },
+    )
+    write(
+        server,
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": "web-slice",
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "web"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            "ports": [{"name": "http", "port": backend.port}],
+        },
+    )
+    write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "web-route", "namespace": "default"},
+            "spec": {
+                "parentRefs": [{"group": "core", "kind": "Service", "name": "web"}],
+                "rules": [
+                    {"backendRefs": [{"name": "web", "port": 80}, {"name": "gone", "port": 80}]}
+                ],
+            },
+        },
+    )
+    write(server, secret("users", {"htpasswd": HTPASSWD}))
+    write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
+    write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))
+    write(server, secret("users-bad", {"htpasswd": f"{BAD_LINE_MARKER}-no-colon\n"}))
+    auth = {"basicAuth": {"realm": "shop", "secretRef": {"name": "users", "key": "htpasswd"}}}
+    sets = {
+        "auth": auth,
+        "hook": {
+            "webhookVerification": {
+                "provider": "github",
+                "secretRef": {"name": "hook", "key": "key"},
+            }
+        },
+        "jwt": {
+            "jwt": {
+                "issuer": "https://issuer.example",
+                "audiences": ["api"],
+                "jwksSecretRef": {"name": "jwks", "key": "jwks.json"},
+            }
+        },
+        "bad-auth": {
+            "basicAuth": {"realm": "x", "secretRef": {"name": "users-bad", "key": "htpasswd"}}
+        },
+        "guard": {"ipRestriction": {"allow": ["10.0.0.0/8"]}},
+        "deny-local": {"ipRestriction": {"deny": ["127.0.0.0/8"]}},
+    }
+    for name, modules in sets.items():
+        write(server, module_set(name, modules))
+    hosts = {
+        "shop.example": "auth",
+        "hook.example": "hook",
+        "jwt.example": "jwt",
+        "bad.example": "bad-auth",
+        "guard.example": "guard",
+        "deny.example": "deny-local",
+        "open.example": "",
+    }
+    for number, (host, modules) in enumerate(hosts.items()):
+        write(server, ingress(f"ing-{number}", host, modules))
+    assert controller.edge is not None
+    edge_url = controller.edge.url
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+
+        async def status(name: str, host: str, headers: dict[str, str] | None = None) -> int:
+            async with http.get(edge_url + "/", headers={"Host": host, **(headers or {})}) as r:
+                await r.read()
+                collected.statuses[name] = r.status
+                return r.status
+
+        async def answers(host: str, code: int, headers: dict[str, str] | None = None) -> None:
+            async def check() -> bool:
+                return await status("wait", host, headers) == code
+
+            await eventually(check, within=15.0, message=f"{host} answers {code}")
+
+        good = {"Authorization": "Basic " + _b64(f"alice:{PLANTED_PASSWORD}")}
+        await answers("open.example", 200)
+        await answers("shop.example", 200, good)
+        await answers("guard.example", 403)
+        await answers("deny.example", 403)
+        hits_before = len(backend.hits)
+        for forged in (
+            {"X-Forwarded-For": "10.1.2.3"},
+            {"X-Forwarded-For": "10.1.2.3, 10.9.9.9"},
+            {"Forwarded": "for=10.1.2.3"},
+            {"X-Real-IP": "10.1.2.3"},
+        ):
+            await status(f"guard {forged}", "guard.example", forged)
+        for forged in ({"X-Forwarded-For": "8.8.8.8"}, {"X-Real-IP": "8.8.8.8"}):
+            await status(f"deny {forged}", "deny.example", forged)
+        collected.statuses["backend hits from forged requests"] = len(backend.hits) - hits_before
+
+        calls: list[str] = []
+        real_checkpw = bcrypt.checkpw
+
+        def counting(password: bytes, hashed: bytes) -> bool:
+            calls.append("check")
+            return real_checkpw(password, hashed)
+
+        bcrypt.checkpw = counting  # type: ignore[assignment]
+        try:
+            for label, user, password in (
+                ("known user, wrong password", "alice", "wrong-1"),
+                ("unknown user", "mallory", "wrong-2"),
+                ("unknown user, long password", "eve", "x" * 200),
+            ):
+                before = len(calls)
+                header = {"Authorization": "Basic " + _b64(f"{user}:{password}")}
+                await status(label, "shop.example", header)
+                collected.bcrypt_calls[label] = len(calls) - before
+        finally:
+            bcrypt.checkpw = real_checkpw  # type: ignore[assignment]
+
+        # A set that breaks and is repaired twice: the second identical "modules applied"
+        # Event is aggregated with a patch (the RBAC grant for events/patch must be used).
+        def guard_error() -> str:
+            assert controller.edge is not None
+            state = controller.edge.board.route(host="guard.example", route_id="Prefix:/")
+            return "" if state is None else state.last_error or ""
+
+        for _ in range(2):
+            write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/40"]}}))
+            await eventually(lambda: "/40" in guard_error(), within=15.0, message="broken")
+            write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+            await eventually(lambda: guard_error() == "", within=15.0, message="repaired")
+        write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+        await answers("guard.example", 403)
+
+
+async def collect_outputs(
+    server: EmbeddedApiServer, controller: Controller, collected: Collected
+) -> None:
+    await eventually(lambda: controller.system.statistics().busy == 0, within=10.0, message="idle")
+    for kind in ("HTTPRoute", "Ingress", "ModuleSet"):
+        collected.texts[f"{kind} statuses"] = json.dumps(
+            [o.get("status") for o in objects(server, kind)]
+        )
+    assert controller.admin_site is not None and controller.policy_site is not None
+    async with aiohttp.ClientSession() as http:
+        for path in (
+            "/metrics",
+            "/debug/",
+            "/debug/actors",
+            "/debug/watches",
+            "/debug/informers",
+            "/debug/status",
+            "/debug/lease",
+            "/debug/edges",
+        ):
+            async with http.get(controller.admin_site.url + path) as response:
+                collected.texts[path] = await response.text()
+        async with http.get(controller.policy_site.url + "/v1/outbound/default/web/80") as response:
+            collected.texts["policy"] = await response.text()
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    return asyncio.run(scenario(tmp_path_factory.mktemp("security")))
+
+
+def test_no_planted_secret_value_appears_in_any_output(collected: Collected) -> None:
+    assert collected.texts["logs"] and collected.texts["trace"] and collected.texts["events"]
+    assert "bad.example" in collected.texts["/debug/edges"]
+    leaks = [
+        f"{what} in {where}"
+        for where, text in collected.texts.items()
+        for what, value in _forbidden().items()
+        if value in text
+    ]
+    assert leaks == []
+
+
+def test_the_scenario_reported_the_broken_secrets_by_name(collected: Collected) -> None:
+    # The errors must still say *which* Secret and key is wrong, only never its content.
+    assert "users-bad" in collected.texts["logs"] + collected.texts["events"]
+    assert "jwks" in collected.texts["logs"] + collected.texts["events"]
+
+
+def rbac_grants() -> set[tuple[str, str, str]]:
+    grants: set[tuple[str, str, str]] = set()
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        for rule in doc["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        grants.add((group, resource, verb))
+    return grants
+
+
+def test_rbac_grants_exactly_the_verbs_the_controller_uses(collected: Collected) -> None:
+    used = set(collected.calls)
+    assert ("coordination.k8s.io", "leases", "update") in used  # the scenario renewed its Lease
+    granted = rbac_grants()
+    assert used - granted == set(), "used but not granted"
+    assert granted - used == set(), "granted but never used"
+
+
+def test_ip_restriction_ignores_forwarded_headers_from_an_untrusted_peer(
+    collected: Collected,
+) -> None:
+    forged = {k: v for k, v in collected.statuses.items() if k.startswith(("guard ", "deny "))}
+    assert len(forged) == 6 and set(forged.values()) == {403}, forged
+    assert collected.statuses["backend hits from forged requests"] == 0
+
+
+def test_basic_auth_runs_one_bcrypt_check_whether_or_not_the_user_exists(
+    collected: Collected,
+) -> None:
+    assert collected.bcrypt_calls == {
+        "known user, wrong password": 1,
+        "unknown user": 1,
+        "unknown user, long password": 1,
+    }
+    assert collected.statuses["unknown user"] == 401
+    assert collected.statuses["known user, wrong password"] == 401
