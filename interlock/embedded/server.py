@@ -74,10 +74,6 @@ class EmbeddedApiServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._runner is not None
-
     async def start(self) -> None:
         if self._runner is not None:
             return

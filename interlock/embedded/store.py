@@ -222,11 +222,6 @@ def _spec_view(obj: Mapping[str, Any], *, status_subresource: bool) -> JsonObjec
     return {k: v for k, v in obj.items() if k not in skipped}
 
 
-def _without_resource_version(obj: Mapping[str, Any]) -> JsonObject:
-    metadata = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
-    return {**obj, "metadata": metadata}
-
-
 def _parse_resource_version(text: str) -> int:
     try:
         value = int(text)
@@ -284,9 +279,6 @@ class ObjectStore:
             "oldest_watchable_resource_version": self._compacted_rv,
             "watches": sum(len(w) for w in self._watches.values()),
         }
-
-    def count(self, rtype: ResourceType) -> int:
-        return len(self._objects.get(rtype.key, {}))
 
     # -- reads -------------------------------------------------------------------------------
 
