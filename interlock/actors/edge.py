@@ -204,9 +204,7 @@ class _Step:
 
     @property
     def slot(self) -> tuple[str, str]:
-        # Applying modules and reserving share a slot: both are "the route's modules".
-        kind = "modules" if self.kind == "reserve" else self.kind
-        return (kind, self.route_id)
+        return (self.kind, self.route_id)
 
 
 def backend_target(backend: EdgeBackend) -> BackendTarget:
@@ -301,6 +299,9 @@ class EdgeActor(Actor):
             self._parts.pop(message.key, None)
         parts = {part.ingress: part.routes for part in self._parts.values()}
         self._desired, conflicts = edge_from_parts(self._host, parts)
+        desired = {route.route_id for route in self._desired.routes}
+        for route_id in {slot[1] for slot in self._failures} - desired - set(self._served):
+            self._forget_failures(route_id)
         self._report_conflicts(tuple(conflicts))
         self._report_model_errors()
         self._follow_tls_secret()
@@ -362,8 +363,13 @@ class EdgeActor(Actor):
             return None
         inputs = (route.path, route.path_type, route.modules, dict(route.secrets))
         if served is None or served.modules != route.modules or served.secrets != route.secrets:
-            step = _Step("modules", route.route_id, inputs, route)
             # Until the desired modules are applied the backend waits, whatever happens.
+            step = _Step("modules", route.route_id, inputs, route)
+            if served is None and not self._eligible(step):
+                # They failed on a new route. Providers promise to reserve its path then, but
+                # one that failed before doing anything (a timeout, an injected fault) did not:
+                # reserve it ourselves so the path cannot fall through to a shorter prefix.
+                return _Step("reserve", route.route_id, (route.path, route.path_type), route)
             return step
         target = backend_target(route.backend)
         if served.backend != target:
@@ -410,22 +416,14 @@ class EdgeActor(Actor):
             self._served[route_id] = _Served(modules=None, secrets={}, backend=None, reserved=True)
         elif step.kind == "modules":
             assert route is not None
-            try:
-                await self._provider.apply_modules(
-                    host=host,
-                    route_id=route_id,
-                    path=route.path,
-                    path_type=route.path_type,
-                    modules=route.modules,
-                    secrets=route.secrets,
-                )
-            except EdgeError:
-                # A new route is now a reservation (the provider's promise); an existing one
-                # is unchanged.
-                self._served.setdefault(
-                    route_id, _Served(modules=None, secrets={}, backend=None, reserved=True)
-                )
-                raise
+            await self._provider.apply_modules(
+                host=host,
+                route_id=route_id,
+                path=route.path,
+                path_type=route.path_type,
+                modules=route.modules,
+                secrets=route.secrets,
+            )
             previous = self._served.get(route_id)
             self._served[route_id] = _Served(
                 modules=route.modules,
@@ -463,6 +461,7 @@ class EdgeActor(Actor):
             self._event(route, "Normal", "BackendAttached", f"{where}: backend {backend} attached")
         elif step.kind == "remove":
             logger.info("{}: removed", where)
+            self._forget_failures(step.route_id)
         elif step.kind == "tls":
             self.board_host().tls_error = None
 
@@ -517,6 +516,16 @@ class EdgeActor(Actor):
             self._event(
                 step.route, "Warning", "ModulesFailed", f"{reason}: {error.message}; {keeps}"
             )
+
+    def _forget_failures(self, route_id: str) -> None:
+        """Drop what is known of a route's failures once it is neither desired nor served: if
+        it comes back it is a new route, tried at once (and reserved if it fails again)."""
+        for slot in [slot for slot in self._failures if slot[1] == route_id]:
+            del self._failures[slot]
+            self._next_retry.pop(slot, None)
+            timer = self._timers.pop(slot, None)
+            if timer is not None:
+                timer.cancel()
 
     def _arm_timer(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
         old = self._timers.pop(slot, None)
@@ -628,7 +637,12 @@ class EdgeActor(Actor):
             slot = next(
                 (
                     slot
-                    for slot in (("modules", route_id), ("backend", route_id), ("remove", route_id))
+                    for slot in (
+                        ("modules", route_id),
+                        ("reserve", route_id),
+                        ("backend", route_id),
+                        ("remove", route_id),
+                    )
                     if slot in self._failures
                 ),
                 None,

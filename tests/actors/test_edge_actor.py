@@ -247,29 +247,39 @@ async def test_a_permanent_failure_is_not_retried_until_an_input_changes(edge: E
     # Unrelated messages (a retry reminder, a re-published equal part) do not retry it.
     edge.publish(part(modules=HEADERS_A))
     await wait_idle(edge.system)
-    assert edge.provider.plan.calls["apply_modules"] == 1
+    # The failed call and the reservation of the new route's path; no retry.
+    assert edge.provider.plan.calls["apply_modules"] == 2
     assert edge.sleep.delays == []
-    assert edge.route() is None or edge.route().backend is None
+    assert edge.route().backend is None  # reserved: answers 503
 
     edge.publish(part(modules=HEADERS_B))
     await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
-    assert edge.provider.plan.calls["apply_modules"] == 2
+    assert edge.provider.plan.calls["apply_modules"] == 3
 
 
 async def test_transient_failures_are_retried_with_backoff_and_retry_after() -> None:
     running = await started(ManualSleep())  # timers fire at once; delays are recorded
     try:
-        running.provider.plan.fail_next("apply_modules", 2)
-        running.provider.plan.fail_next("attach_backend", retry_after=7.0)
-        running.publish(part())
+        running.publish(part(modules=HEADERS_A))
         await wait_until(
             lambda: running.route() is not None and running.route().backend is not None
         )
-        assert running.provider.plan.calls["apply_modules"] == 3
-        assert running.provider.plan.calls["attach_backend"] == 2
-        first, second, third = running.sleep.delays
+        plan = running.provider.plan
+        plan.fail_next("apply_modules", 2)
+        running.publish(part(modules=HEADERS_B))
+        await wait_until(
+            lambda: (
+                running.route().modules["modules"]["headers"]["request"]["add"]
+                == {"X-Version": "b"}
+            )
+        )
+        first, second = running.sleep.delays
         assert 1.0 <= first <= 1.5 and 2.0 <= second <= 3.0  # BACKOFF with jitter
-        assert third == 7.0  # the provider's Retry-After
+        plan.fail_next("attach_backend", retry_after=7.0)
+        running.publish(part(modules=HEADERS_B, with_service=False))
+        await wait_until(lambda: running.route().backend.exists is False)
+        assert running.sleep.delays[2] == 7.0  # the provider's Retry-After
+        assert plan.injected["apply_modules"] == 2 and plan.injected["attach_backend"] == 1
         # One ModulesFailed for the first failure, not one per retry.
         await wait_idle(running.system)
         assert running.reasons().count("ModulesFailed") == 1
@@ -517,3 +527,15 @@ async def test_the_tls_secret_of_the_ingress_is_installed_once_it_exists(edge: E
     edge.withdraw(tls_part())
     await wait_until(lambda: not edge.system.exists(edge_address(HOST)))
     assert edge.inner.certificates.hosts() == set()
+
+
+async def test_a_route_that_comes_back_is_tried_again_at_once(edge: Edge) -> None:
+    edge.provider.plan.fail_next("apply_modules", kind="permanent")
+    edge.publish(part())
+    await wait_until(lambda: edge.provider.plan.injected["apply_modules"] == 1)
+    await wait_until(lambda: edge.route() is not None)  # reserved: answers 503
+    edge.withdraw(part())
+    await wait_until(lambda: edge.route() is None)
+    # The same Ingress again (deleted and re-created, say): a new route, not a known failure.
+    edge.publish(part())
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
