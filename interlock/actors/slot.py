@@ -5,6 +5,9 @@ A service-port watch pushes each new policy to its subscribers. If it awaited an
 A slot instead keeps only the newest value and a version number: ``put`` never blocks and never
 grows, and a reader that fell behind simply skips to the latest policy — which is all a policy
 consumer needs, since each policy is complete on its own.
+
+A slot has one reader (one per HTTP request, or per edge subscription). It holds a future only
+while that reader waits — 10,000 idle watch streams should not cost 10,000 ``asyncio.Event``s.
 """
 
 from __future__ import annotations
@@ -20,15 +23,15 @@ class SlotClosed(Exception):
 
 
 class LatestValueSlot(Generic[T]):
-    """Holds the latest value; readers wait for a version newer than the one they have."""
+    """Holds the latest value; its reader waits for a version newer than the one it has."""
 
-    __slots__ = ("_changed", "_closed", "_value", "_version")
+    __slots__ = ("_closed", "_value", "_version", "_waiter")
 
     def __init__(self) -> None:
         self._value: T | None = None
         self._version = 0
         self._closed = False
-        self._changed = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def version(self) -> int:
@@ -50,12 +53,17 @@ class LatestValueSlot(Generic[T]):
             return
         self._value = value
         self._version += 1
-        self._changed.set()
+        self._wake()
 
     def close(self) -> None:
         """Wake the reader with :class:`SlotClosed`; later ``put`` calls are ignored."""
         self._closed = True
-        self._changed.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def next(self, *, after: int) -> tuple[int, T]:
         """The latest ``(version, value)`` with a version above ``after``, waiting if needed.
@@ -67,5 +75,7 @@ class LatestValueSlot(Generic[T]):
                 raise SlotClosed
             if self._version > after and self._value is not None:
                 return self._version, self._value
-            self._changed.clear()
-            await self._changed.wait()
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter

@@ -35,3 +35,14 @@ async def test_close_wakes_the_reader_and_ignores_later_puts():
         await asyncio.wait_for(waiting, 5)
     slot.put("late")
     assert slot.version == 0
+
+
+async def test_a_cancelled_reader_leaves_the_slot_usable():
+    slot: LatestValueSlot[str] = LatestValueSlot()
+    waiting = asyncio.create_task(slot.next(after=0))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    slot.put("a")
+    assert await asyncio.wait_for(slot.next(after=0), 5) == (1, "a")
