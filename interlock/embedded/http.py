@@ -26,22 +26,17 @@ from interlock.embedded import discovery, openapi
 from interlock.embedded.audit import AuditLog, AuditRecord
 from interlock.embedded.errors import ApiError, bad_request
 from interlock.embedded.faults import Faults
+from interlock.embedded.objects import StoredObject, encode
 from interlock.embedded.registry import Registry, ResourceType
 from interlock.embedded.selectors import parse_field_selector, parse_label_selector
-from interlock.embedded.store import (
-    ObjectStore,
-    StoredObject,
-    Watch,
-    WatchClosed,
-    WatchFilter,
-    encode,
-)
+from interlock.embedded.store import ObjectStore
 from interlock.embedded.table import (
     partial_metadata,
     render_table,
     wants_partial_metadata,
     wants_table,
 )
+from interlock.embedded.watches import Watch, WatchClosed, WatchFilter
 
 JSON = "application/json"
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")

@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from interlock.embedded.audit import AuditLog
-from interlock.embedded.builtin_crds import gateway_api_crds
+from interlock.embedded.crds import gateway_api_crds
 from interlock.embedded.faults import Faults
 from interlock.embedded.http import ApiHandler
 from interlock.embedded.kubeconfig import write_kubeconfig

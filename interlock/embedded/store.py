@@ -6,20 +6,17 @@ the single global resourceVersion, records the event in a bounded history and of
 open watches of that kind — so in-process writes are indistinguishable from kubectl's.
 
 Performance shape (the controller's benchmark lists and watches 10,000 Services and HTTPRoutes):
-each stored object keeps its JSON encoding, so a list is a join of cached bytes and a watch
-event is serialized once however many watches receive it; each watch has its own queue, so a
-slow watcher never delays a write or another watcher. Stored dicts are never mutated after
-commit; readers that hand objects out of the store get copies.
+each stored object keeps its JSON encoding (:mod:`~interlock.embedded.objects`), so a list is a
+join of cached bytes and a watch event is serialized once however many watches receive it;
+each watch has its own queue (:mod:`~interlock.embedded.watches`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import bisect
 import builtins
-import dataclasses
 import json
 import uuid
 from collections import deque
@@ -28,9 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from interlock.embedded.crds import accept_crd, crd_errors
 from interlock.embedded.errors import (
     ApiError,
-    FieldError,
     already_exists,
     bad_request,
     conflict,
@@ -38,69 +35,26 @@ from interlock.embedded.errors import (
     not_found,
     stale_resource_version,
 )
+from interlock.embedded.objects import JsonObject, StoredObject, encode
 from interlock.embedded.patch import apply_patch
 from interlock.embedded.registry import Registry, ResourceType, resource_type_from_crd
-from interlock.embedded.selectors import Predicate, parse_field_selector, parse_label_selector
+from interlock.embedded.selectors import parse_field_selector, parse_label_selector
 from interlock.embedded.timefmt import format_timestamp
 from interlock.embedded.validation import ServiceAllocator, prepare, prune_unknown_fields
+from interlock.embedded.watches import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Event,
+    Watch,
+    WatchFilter,
+)
 
-JsonObject = dict[str, Any]
 ObjectKey = tuple[str, str]
 """(namespace, name); namespace is ``""`` for cluster-scoped kinds."""
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NAMESPACE_KEY = ("", "namespaces")
-
-
-def encode(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-class StoredObject:
-    """One committed object state and its JSON encodings (per apiVersion, made on demand)."""
-
-    __slots__ = ("_encoded", "obj", "rv")
-
-    def __init__(self, obj: JsonObject) -> None:
-        self.obj = obj
-        self.rv = int(obj["metadata"]["resourceVersion"])
-        self._encoded: dict[str, bytes] = {obj["apiVersion"]: encode(obj)}
-
-    def encoded(self, api_version: str) -> bytes:
-        data = self._encoded.get(api_version)
-        if data is None:
-            data = encode({**self.obj, "apiVersion": api_version})
-            self._encoded[api_version] = data
-        return data
-
-    def copy(self, api_version: str | None = None) -> JsonObject:
-        """A private deep copy for callers outside the store."""
-        result: JsonObject = json.loads(self.encoded(api_version or self.obj["apiVersion"]))
-        return result
-
-    @property
-    def namespace(self) -> str:
-        return str(self.obj["metadata"].get("namespace") or "")
-
-    @property
-    def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A committed change: what a watch from an older resourceVersion must be told."""
-
-    type: str
-    key: tuple[str, str]
-    stored: StoredObject
-    previous: JsonObject | None = dataclasses.field(repr=False)
-    """The state before a MODIFIED write (never in reprs: it may be a Secret)."""
-
-    @property
-    def rv(self) -> int:
-        return self.stored.rv
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,107 +67,6 @@ class ListPage:
     continue_token: str | None
     remaining: int | None
     """How many more items match, when there is a next page."""
-
-
-class WatchClosed(Exception):
-    """Raised by :meth:`Watch.next` when the watch was closed by the server."""
-
-
-@dataclass(frozen=True, slots=True)
-class WatchFilter:
-    """Which objects of a kind a watch (or list) sees."""
-
-    namespace: str | None = None
-    label_selector: Predicate | None = None
-    field_selector: Predicate | None = None
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
-            return False
-        if self.label_selector is not None and not self.label_selector(obj):
-            return False
-        return self.field_selector is None or self.field_selector(obj)
-
-
-class Watch:
-    """One open watch: a filter and a private queue of (event type, object) deliveries.
-
-    The queue is a deque plus one waiter future rather than an ``asyncio.Queue``: an event is
-    offered to every watch of its kind on every write, so the offer path must be cheap.
-    """
-
-    def __init__(self, *, rtype: ResourceType, where: WatchFilter, backlog_limit: int) -> None:
-        self.rtype = rtype
-        self.where = where
-        self._queue: deque[tuple[str, StoredObject]] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._backlog_limit = backlog_limit
-        self.closed = False
-        self.abrupt = False
-        """True when the server wants the connection dropped rather than ended cleanly."""
-        self.expired = False
-        """True when the server ends the watch with a 410 Expired ERROR event."""
-
-    def offer(self, event: Event) -> None:
-        """Deliver an event, translated for the filter (an object leaving it is DELETED)."""
-        if self.closed:
-            return
-        matches_now = self.where.matches(event.stored.obj)
-        if event.type == MODIFIED and event.previous is not None:
-            matched_before = self.where.matches(event.previous)
-            if matches_now and not matched_before:
-                self._put((ADDED, event.stored))
-            elif matched_before and not matches_now:
-                self._put((DELETED, event.stored))
-            elif matches_now:
-                self._put((MODIFIED, event.stored))
-        elif matches_now:
-            self._put((event.type, event.stored))
-
-    def _put(self, item: tuple[str, StoredObject]) -> None:
-        if len(self._queue) >= self._backlog_limit:
-            # A watcher that does not read is cut off, as kube-apiserver does; it relists.
-            self.close(abrupt=True)
-            return
-        self._queue.append(item)
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def pending(self) -> int:
-        return len(self._queue)
-
-    async def next(self) -> tuple[str, StoredObject]:
-        """The next delivery; raises :class:`WatchClosed` once closed (abrupt: at once)."""
-        while not self._queue or self._cut_short():
-            if self.closed:
-                raise WatchClosed
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        return self._queue.popleft()
-
-    def next_nowait(self) -> tuple[str, StoredObject] | None:
-        """The next delivery if one is already queued (to batch writes), else None."""
-        if not self._queue or self._cut_short():
-            return None
-        return self._queue.popleft()
-
-    def _cut_short(self) -> bool:
-        """A dropped or expired watch delivers nothing more, not even what is queued."""
-        return self.closed and (self.abrupt or self.expired)
-
-    def close(self, *, abrupt: bool = False, expired: bool = False) -> None:
-        if not self.closed:
-            self.closed = True
-            self.abrupt = abrupt
-            self.expired = expired
-            self._wake()
 
 
 def _spec_view(obj: Mapping[str, Any], *, status_subresource: bool) -> JsonObject:
@@ -387,7 +240,7 @@ class ObjectStore:
         if self._object_key(rtype, object_namespace, name) in self._objects.get(rtype.key, {}):
             raise already_exists(rtype, name)
         if rtype.key == CRD_KEY:
-            self._prepare_crd(obj, old=None)
+            accept_crd(obj, old=None, now=format_timestamp(self._clock()))
         metadata["uid"] = str(uuid.uuid4())
         metadata["creationTimestamp"] = format_timestamp(self._clock())
         metadata["generation"] = 1
@@ -728,7 +581,7 @@ class ObjectStore:
                 warnings.extend(f'unknown field "{field}"' for field in unknown)
         errors = prepare(rtype, obj, old=old, allocator=self._allocator, schema=schema)
         if rtype.key == CRD_KEY and not errors:
-            errors = self._crd_errors(obj)
+            errors = crd_errors(obj, registry=self.registry)
         if errors:
             raise invalid(rtype, str(obj["metadata"].get("name") or ""), errors)
 
@@ -791,7 +644,7 @@ class ObjectStore:
         metadata["generation"] = old["metadata"].get("generation", 1)
         self._validate(rtype, obj, old=old, field_validation=field_validation, warnings=warnings)
         if rtype.key == CRD_KEY:
-            self._prepare_crd(obj, old=old)
+            accept_crd(obj, old=old, now=format_timestamp(self._clock()))
         if _spec_view(obj, status_subresource=rtype.status_subresource) != _spec_view(
             old, status_subresource=rtype.status_subresource
         ):
@@ -903,104 +756,6 @@ class ObjectStore:
             self._remove(namespace_type, stored)
 
     # -- CustomResourceDefinitions -----------------------------------------------------------
-
-    def _crd_errors(self, obj: JsonObject) -> builtins.list[FieldError]:
-        errors: builtins.list[FieldError] = []
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            return [FieldError("spec", "Required value", reason="FieldValueRequired")]
-        names = spec.get("names") or {}
-        for field in ("group",):
-            if not spec.get(field):
-                errors.append(
-                    FieldError(f"spec.{field}", "Required value", reason="FieldValueRequired")
-                )
-        for field in ("plural", "kind"):
-            if not names.get(field):
-                errors.append(
-                    FieldError(f"spec.names.{field}", "Required value", reason="FieldValueRequired")
-                )
-        if spec.get("scope") not in ("Namespaced", "Cluster"):
-            errors.append(
-                FieldError(
-                    "spec.scope",
-                    f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", '
-                    '"Namespaced"',
-                    reason="FieldValueNotSupported",
-                )
-            )
-        versions = spec.get("versions")
-        if not isinstance(versions, list) or not versions:
-            errors.append(
-                FieldError("spec.versions", "Required value", reason="FieldValueRequired")
-            )
-        elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
-            errors.append(
-                FieldError(
-                    "spec.versions",
-                    "Invalid value: must have exactly one version marked as storage version",
-                )
-            )
-        if not errors:
-            expected = f"{names['plural']}.{spec['group']}"
-            if obj["metadata"].get("name") != expected:
-                errors.append(
-                    FieldError(
-                        "metadata.name",
-                        f'Invalid value: "{obj["metadata"].get("name")}": must be spec.names.plural'
-                        f'+"."+spec.group ({expected})',
-                    )
-                )
-            builtin = next(
-                (
-                    t
-                    for t in self.registry
-                    if t.key == (spec["group"], names["plural"]) and not t.from_crd
-                ),
-                None,
-            )
-            if builtin is not None:
-                errors.append(
-                    FieldError(
-                        "spec.group", f'Invalid value: "{spec["group"]}": is a built-in group'
-                    )
-                )
-        return errors
-
-    def _prepare_crd(self, obj: JsonObject, *, old: JsonObject | None) -> None:
-        spec = obj["spec"]
-        names = dict(spec["names"])
-        names.setdefault("singular", names["kind"].lower())
-        names.setdefault("listKind", f"{names['kind']}List")
-        spec["names"] = names
-        now = format_timestamp(self._clock())
-        stored_versions = list(((old or {}).get("status") or {}).get("storedVersions") or [])
-        storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
-        if storage not in stored_versions:
-            stored_versions.append(storage)
-        obj["status"] = {
-            "acceptedNames": names,
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                    "lastTransitionTime": now,
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                    "lastTransitionTime": now,
-                },
-            ],
-            "storedVersions": stored_versions,
-        }
-        if old is not None and old.get("status", {}).get("conditions"):
-            # Keep transition times stable so a re-apply is a no-op.
-            obj["status"]["conditions"] = old["status"]["conditions"]
 
     def _drop_crd_kind(self, crd: JsonObject) -> None:
         spec = crd["spec"]

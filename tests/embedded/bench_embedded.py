@@ -16,7 +16,7 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 
 from interlock.embedded import running_api_server
-from interlock.embedded.store import WatchFilter
+from interlock.embedded.watches import WatchFilter
 
 OBJECTS = 10_000
 REPEATS = 3

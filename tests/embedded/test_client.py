@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -224,7 +225,7 @@ async def test_a_short_history_expires_old_resource_versions() -> None:
         rtype = server.registry.by_kind(api_version="v1", kind="Service")
         assert rtype is not None
         from interlock.embedded.errors import ApiError
-        from interlock.embedded.store import WatchFilter
+        from interlock.embedded.watches import WatchFilter
 
         with pytest.raises(ApiError) as expired:
             server.store.open_watch(rtype, where=WatchFilter(), resource_version=str(old))
@@ -415,7 +416,7 @@ async def test_in_process_writes_reach_watches_like_http_writes(
 ) -> None:
     rtype = api_server.registry.by_kind(api_version="v1", kind="Service")
     assert rtype is not None
-    from interlock.embedded.store import WatchFilter
+    from interlock.embedded.watches import WatchFilter
 
     watch_ = api_server.store.open_watch(
         rtype,
@@ -491,3 +492,25 @@ async def test_an_empty_namespace_is_deleted_at_once(api_client: client.ApiClien
     with pytest.raises(client.ApiException) as gone:
         await core.read_namespace("empty")
     assert gone.value.status == 404
+
+
+async def test_crds_are_checked_like_a_real_server_does(api_client: client.ApiClient) -> None:
+    extensions = client.ApiextensionsV1Api(api_client)
+    misnamed = json.loads(json.dumps(MODULESET_CRD))
+    misnamed["metadata"]["name"] = "modules.interlock.dev"
+    with pytest.raises(client.ApiException) as wrong_name:
+        await extensions.create_custom_resource_definition(misnamed)
+    assert wrong_name.value.status == 422
+    assert "spec.names.plural" in wrong_name.value.body
+    two_storage = json.loads(json.dumps(MODULESET_CRD))
+    two_storage["spec"]["versions"].append({**two_storage["spec"]["versions"][0], "name": "v1"})
+    with pytest.raises(client.ApiException) as storage:
+        await extensions.create_custom_resource_definition(two_storage)
+    assert storage.value.status == 422 and "exactly one version" in storage.value.body
+    clash = json.loads(json.dumps(MODULESET_CRD))
+    clash["metadata"]["name"] = "services."
+    clash["spec"].update(group="")
+    clash["spec"]["names"].update(plural="services", kind="Service")
+    with pytest.raises(client.ApiException) as builtin:
+        await extensions.create_custom_resource_definition(clash)
+    assert builtin.value.status == 422

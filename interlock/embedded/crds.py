@@ -1,0 +1,190 @@
+"""CustomResourceDefinitions: their validation, their status, and the ones installed at start.
+
+Creating a CRD is what makes a kind exist (the store registers its ResourceType on commit);
+this module checks a CRD the way kube-apiserver does where users would notice (name is
+``plural.group``, exactly one storage version, no clash with a built-in kind), reports it
+Established, and provides the Gateway API CRDs every embedded server starts with.
+
+In a real cluster HTTPRoute and ReferenceGrant exist because the Gateway API CRDs were
+installed. The embedded server pre-creates the same CRDs (with the upstream printer columns and
+a permissive schema), so ``kubectl get crd`` lists them, ``kubectl apply`` of the upstream
+bundle updates them in place, and they are served by the same custom-resource code as the
+ModuleSet CRD.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlock.embedded.errors import FieldError
+from interlock.embedded.registry import Registry
+
+JsonObject = dict[str, Any]
+
+_PERMISSIVE_SCHEMA: dict[str, Any] = {
+    "openAPIV3Schema": {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+}
+
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    versions: list[str],
+    storage: str,
+    columns: list[dict[str, Any]],
+    status: bool,
+) -> dict[str, Any]:
+    group = "gateway.networking.k8s.io"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{group}",
+            "annotations": {"gateway.networking.k8s.io/bundle-version": "v1.2.1"},
+        },
+        "spec": {
+            "group": group,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "categories": ["gateway-api"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": version == storage,
+                    "schema": _PERMISSIVE_SCHEMA,
+                    "additionalPrinterColumns": columns,
+                    **({"subresources": {"status": {}}} if status else {}),
+                }
+                for version in versions
+            ],
+        },
+    }
+
+
+def gateway_api_crds() -> list[dict[str, Any]]:
+    return [
+        _crd(
+            kind="HTTPRoute",
+            plural="httproutes",
+            versions=["v1", "v1beta1"],
+            storage="v1",
+            columns=[
+                {"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"},
+                _AGE,
+            ],
+            status=True,
+        ),
+        _crd(
+            kind="ReferenceGrant",
+            plural="referencegrants",
+            versions=["v1", "v1beta1"],
+            storage="v1",
+            columns=[_AGE],
+            status=False,
+        ),
+    ]
+
+
+def crd_errors(obj: JsonObject, *, registry: Registry) -> list[FieldError]:
+    """What is wrong with a CustomResourceDefinition (after the generic metadata checks)."""
+    errors: list[FieldError] = []
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("spec", "Required value", reason="FieldValueRequired")]
+    names = spec.get("names") or {}
+    if not spec.get("group"):
+        errors.append(FieldError("spec.group", "Required value", reason="FieldValueRequired"))
+    for field in ("plural", "kind"):
+        if not names.get(field):
+            errors.append(
+                FieldError(f"spec.names.{field}", "Required value", reason="FieldValueRequired")
+            )
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errors.append(
+            FieldError(
+                "spec.scope",
+                f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", '
+                '"Namespaced"',
+                reason="FieldValueNotSupported",
+            )
+        )
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        errors.append(FieldError("spec.versions", "Required value", reason="FieldValueRequired"))
+    elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+        errors.append(
+            FieldError(
+                "spec.versions",
+                "Invalid value: must have exactly one version marked as storage version",
+            )
+        )
+    if not errors:
+        expected = f"{names['plural']}.{spec['group']}"
+        if obj["metadata"].get("name") != expected:
+            errors.append(
+                FieldError(
+                    "metadata.name",
+                    f'Invalid value: "{obj["metadata"].get("name")}": must be spec.names.plural'
+                    f'+"."+spec.group ({expected})',
+                )
+            )
+        builtin = next(
+            (t for t in registry if t.key == (spec["group"], names["plural"]) and not t.from_crd),
+            None,
+        )
+        if builtin is not None:
+            errors.append(
+                FieldError("spec.group", f'Invalid value: "{spec["group"]}": is a built-in group')
+            )
+    return errors
+
+
+def accept_crd(obj: JsonObject, *, old: JsonObject | None, now: str) -> None:
+    """Fill in defaulted names and the status a real server reports once it serves the kind."""
+    spec = obj["spec"]
+    names = dict(spec["names"])
+    names.setdefault("singular", names["kind"].lower())
+    names.setdefault("listKind", f"{names['kind']}List")
+    spec["names"] = names
+    stored_versions = list(((old or {}).get("status") or {}).get("storedVersions") or [])
+    storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    if storage not in stored_versions:
+        stored_versions.append(storage)
+    obj["status"] = {
+        "acceptedNames": names,
+        "conditions": [
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": now,
+            },
+        ],
+        "storedVersions": stored_versions,
+    }
+    if old is not None and old.get("status", {}).get("conditions"):
+        # Keep transition times stable so a re-apply is a no-op.
+        obj["status"]["conditions"] = old["status"]["conditions"]
