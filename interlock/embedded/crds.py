@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.embedded.errors import FieldError
+from interlock.embedded.errors import FieldError, required_value
 from interlock.embedded.registry import Registry
 
 JsonObject = dict[str, Any]
@@ -105,15 +105,13 @@ def crd_errors(obj: JsonObject, *, registry: Registry) -> list[FieldError]:
     errors: list[FieldError] = []
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        return [FieldError("spec", "Required value", reason="FieldValueRequired")]
+        return [required_value("spec")]
     names = spec.get("names") or {}
     if not spec.get("group"):
-        errors.append(FieldError("spec.group", "Required value", reason="FieldValueRequired"))
+        errors.append(required_value("spec.group"))
     for field in ("plural", "kind"):
         if not names.get(field):
-            errors.append(
-                FieldError(f"spec.names.{field}", "Required value", reason="FieldValueRequired")
-            )
+            errors.append(required_value(f"spec.names.{field}"))
     if spec.get("scope") not in ("Namespaced", "Cluster"):
         errors.append(
             FieldError(
@@ -125,7 +123,7 @@ def crd_errors(obj: JsonObject, *, registry: Registry) -> list[FieldError]:
         )
     versions = spec.get("versions")
     if not isinstance(versions, list) or not versions:
-        errors.append(FieldError("spec.versions", "Required value", reason="FieldValueRequired"))
+        errors.append(required_value("spec.versions"))
     elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
         errors.append(
             FieldError(

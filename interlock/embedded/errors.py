@@ -115,6 +115,16 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
+def invalid_value(field: str, value: Any, why: str) -> FieldError:
+    """``field: Invalid value: "value": why`` — never for Secret data (it would show it)."""
+    shown = f'"{value}"' if isinstance(value, str) else repr(value)
+    return FieldError(field, f"Invalid value: {shown}: {why}")
+
+
+def required_value(field: str) -> FieldError:
+    return FieldError(field, "Required value", reason="FieldValueRequired")
+
+
 def invalid(rtype: ResourceType, name: str, errors: list[FieldError]) -> ApiError:
     """422 Invalid naming the kind, the object and every bad field."""
     listed = ", ".join(str(e) for e in errors)

@@ -38,9 +38,10 @@ from interlock.embedded.errors import (
 from interlock.embedded.objects import JsonObject, StoredObject, encode
 from interlock.embedded.patch import apply_patch
 from interlock.embedded.registry import Registry, ResourceType, resource_type_from_crd
+from interlock.embedded.schema import prune_unknown_fields
 from interlock.embedded.selectors import parse_field_selector, parse_label_selector
 from interlock.embedded.timefmt import format_timestamp
-from interlock.embedded.validation import ServiceAllocator, prepare, prune_unknown_fields
+from interlock.embedded.validation import ServiceAllocator, prepare
 from interlock.embedded.watches import (
     ADDED,
     DELETED,

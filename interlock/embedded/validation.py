@@ -4,8 +4,8 @@ A real API server rejects ``Bad_Name``, a Service port of 70000 or a ModuleSet w
 the wrong type with a 422 whose message names the object and field; it fills in
 ``protocol: TCP``, ``targetPort``, a cluster IP and the Secret ``data`` from ``stringData``.
 Tests and the demo written against the embedded server must see the same, or they pass here and
-fail on a cluster. This module holds those rules, per kind, and a validator for the
-OpenAPI v3 schema of a CustomResourceDefinition.
+fail on a cluster. This module holds those rules, per kind; custom resources are checked
+against their CRD's schema by :mod:`~interlock.embedded.schema`.
 """
 
 from __future__ import annotations
@@ -13,22 +13,13 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.embedded.builtin_schemas import OBJECT_META
-from interlock.embedded.errors import FieldError
-
-__all__ = [
-    "FieldError",
-    "ServiceAllocator",
-    "prepare",
-    "prune_unknown_fields",
-    "validate_schema",
-]
+from interlock.embedded.errors import FieldError, invalid_value, required_value
 from interlock.embedded.registry import ResourceType
+from interlock.embedded.schema import validate_schema
 
 JsonObject = dict[str, Any]
 
@@ -79,15 +70,6 @@ def _dns1035_label_error(value: str) -> str | None:
     return None
 
 
-def _invalid(field: str, value: Any, why: str) -> FieldError:
-    shown = f'"{value}"' if isinstance(value, str) else repr(value)
-    return FieldError(field, f"Invalid value: {shown}: {why}")
-
-
-def _required(field: str) -> FieldError:
-    return FieldError(field, "Required value", reason="FieldValueRequired")
-
-
 def name_error(rtype: ResourceType, name: str) -> str | None:
     if rtype.group == "" and rtype.plural == "namespaces":
         return _dns1123_label_error(name)
@@ -100,7 +82,7 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
     errors: list[FieldError] = []
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
-        return [_required("metadata")]
+        return [required_value("metadata")]
     name = metadata.get("name")
     if not name:
         errors.append(
@@ -111,33 +93,33 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
             )
         )
     elif not isinstance(name, str):
-        errors.append(_invalid("metadata.name", name, "must be a string"))
+        errors.append(invalid_value("metadata.name", name, "must be a string"))
     else:
         why = name_error(rtype, name)
         if why is not None:
-            errors.append(_invalid("metadata.name", name, why))
+            errors.append(invalid_value("metadata.name", name, why))
     if rtype.namespaced:
         namespace = metadata.get("namespace")
         if not namespace:
-            errors.append(_required("metadata.namespace"))
+            errors.append(required_value("metadata.namespace"))
         elif (why_ns := _dns1123_label_error(str(namespace))) is not None:
-            errors.append(_invalid("metadata.namespace", namespace, why_ns))
+            errors.append(invalid_value("metadata.namespace", namespace, why_ns))
     for section in ("labels", "annotations"):
         values = metadata.get(section)
         if values is None:
             continue
         if not isinstance(values, Mapping):
-            errors.append(_invalid(f"metadata.{section}", values, "must be a map of strings"))
+            errors.append(invalid_value(f"metadata.{section}", values, "must be a map of strings"))
             continue
         for key, value in values.items():
             key_error = _qualified_name_error(str(key))
             if key_error:
-                errors.append(_invalid(f"metadata.{section}", key, key_error))
+                errors.append(invalid_value(f"metadata.{section}", key, key_error))
             if not isinstance(value, str):
-                errors.append(_invalid(f"metadata.{section}.{key}", value, "must be a string"))
+                errors.append(invalid_value(f"metadata.{section}.{key}", value, "must be a string"))
             elif section == "labels" and (len(value) > 63 or not _LABEL_VALUE.match(value)):
                 errors.append(
-                    _invalid(
+                    invalid_value(
                         f"metadata.labels.{key}",
                         value,
                         "a valid label must be an empty string or consist of alphanumeric "
@@ -149,7 +131,7 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
     ):
-        errors.append(_invalid("metadata.finalizers", finalizers, "must be a list of strings"))
+        errors.append(invalid_value("metadata.finalizers", finalizers, "must be a list of strings"))
     return errors
 
 
@@ -193,7 +175,7 @@ def _prepare_service(
     errors: list[FieldError] = []
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
-        return [_invalid("spec", spec, "must be an object")]
+        return [invalid_value("spec", spec, "must be an object")]
     old_spec = (old or {}).get("spec") or {}
     service_type = spec.setdefault("type", "ClusterIP")
     if service_type not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
@@ -209,27 +191,27 @@ def _prepare_service(
     headless = spec.get("clusterIP") == "None"
     if service_type == "ExternalName":
         if not spec.get("externalName"):
-            errors.append(_required("spec.externalName"))
+            errors.append(required_value("spec.externalName"))
     elif not ports and not headless:
-        errors.append(_required("spec.ports"))
+        errors.append(required_value("spec.ports"))
     if ports is not None and not isinstance(ports, list):
-        return [*errors, _invalid("spec.ports", ports, "must be a list")]
+        return [*errors, invalid_value("spec.ports", ports, "must be a list")]
     names: set[str] = set()
     for index, port in enumerate(ports or []):
         where = f"spec.ports[{index}]"
         if not isinstance(port, dict):
-            errors.append(_invalid(where, port, "must be an object"))
+            errors.append(invalid_value(where, port, "must be an object"))
             continue
         number = port.get("port")
         if not isinstance(number, int) or isinstance(number, bool):
             errors.append(
-                _required(f"{where}.port")
+                required_value(f"{where}.port")
                 if number is None
-                else _invalid(f"{where}.port", number, "must be an integer")
+                else invalid_value(f"{where}.port", number, "must be an integer")
             )
         elif not 1 <= number <= 65535:
             errors.append(
-                _invalid(f"{where}.port", number, "must be between 1 and 65535, inclusive")
+                invalid_value(f"{where}.port", number, "must be between 1 and 65535, inclusive")
             )
         protocol = port.setdefault("protocol", "TCP")
         if protocol not in ("TCP", "UDP", "SCTP"):
@@ -242,7 +224,7 @@ def _prepare_service(
             )
         name = port.get("name")
         if len(ports or []) > 1 and not name:
-            errors.append(_required(f"{where}.name"))
+            errors.append(required_value(f"{where}.name"))
         if name:
             if name in names:
                 errors.append(
@@ -256,13 +238,15 @@ def _prepare_service(
         target = port.get("targetPort")
         if isinstance(target, int) and not 1 <= target <= 65535:
             errors.append(
-                _invalid(f"{where}.targetPort", target, "must be between 1 and 65535, inclusive")
+                invalid_value(
+                    f"{where}.targetPort", target, "must be between 1 and 65535, inclusive"
+                )
             )
         elif isinstance(target, str) and not (
             _IANA_SERVICE_NAME.match(target) and len(target) <= 15
         ):
             errors.append(
-                _invalid(
+                invalid_value(
                     f"{where}.targetPort",
                     target,
                     "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
@@ -282,7 +266,7 @@ def _prepare_service(
         if not spec.get("clusterIP"):
             spec["clusterIP"] = old_spec.get("clusterIP") or allocator.cluster_ip()
         elif old_spec.get("clusterIP") and spec["clusterIP"] != old_spec["clusterIP"]:
-            errors.append(_invalid("spec.clusterIP", spec["clusterIP"], "field is immutable"))
+            errors.append(invalid_value("spec.clusterIP", spec["clusterIP"], "field is immutable"))
         spec["clusterIPs"] = [spec["clusterIP"]]
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
@@ -302,11 +286,11 @@ def _prepare_secret(obj: JsonObject, old: JsonObject | None) -> list[FieldError]
     errors: list[FieldError] = []
     obj.setdefault("type", "Opaque")
     if old is not None and obj["type"] != old.get("type", "Opaque"):
-        errors.append(_invalid("type", obj["type"], "field is immutable"))
+        errors.append(invalid_value("type", obj["type"], "field is immutable"))
     data = obj.get("data") or {}
     string_data = obj.pop("stringData", None) or {}
     if not isinstance(data, dict) or not isinstance(string_data, dict):
-        return [_invalid("data", "<redacted>", "must be a map of strings")]
+        return [invalid_value("data", "<redacted>", "must be a map of strings")]
     for key, value in data.items():
         # The value is a secret: the error names the key, never the value.
         try:
@@ -321,7 +305,7 @@ def _prepare_secret(obj: JsonObject, old: JsonObject | None) -> list[FieldError]
         obj["data"] = data
     for key in _SECRET_REQUIRED_KEYS.get(obj["type"], ()):
         if key not in data:
-            errors.append(_required(f"data[{key}]"))
+            errors.append(required_value(f"data[{key}]"))
     return errors
 
 
@@ -339,7 +323,7 @@ def _prepare_endpoint_slice(obj: JsonObject) -> list[FieldError]:
     errors: list[FieldError] = []
     address_type = obj.get("addressType")
     if not address_type:
-        errors.append(_required("addressType"))
+        errors.append(required_value("addressType"))
     elif address_type not in ("IPv4", "IPv6", "FQDN"):
         errors.append(
             FieldError(
@@ -352,13 +336,13 @@ def _prepare_endpoint_slice(obj: JsonObject) -> list[FieldError]:
         obj["endpoints"] = []
     for index, endpoint in enumerate(obj["endpoints"]):
         if not isinstance(endpoint, dict) or not endpoint.get("addresses"):
-            errors.append(_required(f"endpoints[{index}].addresses"))
+            errors.append(required_value(f"endpoints[{index}].addresses"))
     return errors
 
 
 def _prepare_ingress_class(obj: JsonObject) -> list[FieldError]:
     if not (obj.get("spec") or {}).get("controller"):
-        return [_required("spec.controller")]
+        return [required_value("spec.controller")]
     return []
 
 
@@ -369,9 +353,9 @@ def _prepare_ingress(obj: JsonObject) -> list[FieldError]:
         for path_index, path in enumerate((rule.get("http") or {}).get("paths") or []):
             where = f"spec.rules[{index}].http.paths[{path_index}]"
             if not path.get("pathType"):
-                errors.append(_required(f"{where}.pathType"))
+                errors.append(required_value(f"{where}.pathType"))
             if not path.get("backend"):
-                errors.append(_required(f"{where}.backend"))
+                errors.append(required_value(f"{where}.backend"))
     if not spec.get("rules") and not spec.get("defaultBackend"):
         errors.append(
             FieldError(
@@ -385,17 +369,19 @@ def _prepare_lease(obj: JsonObject) -> list[FieldError]:
     spec = obj.setdefault("spec", {})
     duration = spec.get("leaseDurationSeconds")
     if duration is not None and (not isinstance(duration, int) or duration <= 0):
-        return [_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")]
+        return [invalid_value("spec.leaseDurationSeconds", duration, "must be greater than 0")]
     return []
 
 
 def _prepare_event(obj: JsonObject) -> list[FieldError]:
     involved = obj.get("involvedObject")
     if not isinstance(involved, dict):
-        return [_required("involvedObject")]
+        return [required_value("involvedObject")]
     namespace = involved.get("namespace")
     if namespace and namespace != obj["metadata"].get("namespace"):
-        return [_invalid("involvedObject.namespace", namespace, "does not match event.namespace")]
+        return [
+            invalid_value("involvedObject.namespace", namespace, "does not match event.namespace")
+        ]
     return []
 
 
@@ -433,213 +419,3 @@ def prepare(
     elif kind == ("coordination.k8s.io", "leases"):
         errors.extend(_prepare_lease(obj))
     return errors
-
-
-# ---------------------------------------------------------------------------------------------
-# OpenAPI v3 schema validation for custom resources (the structural subset CRDs use).
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "boolean": (bool,),
-    "integer": (int,),
-    "number": (int, float),
-}
-
-
-def _type_matches(expected: str, value: Any) -> bool:
-    if expected in ("integer", "number") and isinstance(value, bool):
-        return False
-    if expected == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _JSON_TYPES.get(expected, (object,)))
-
-
-def _join(path: str, part: str) -> str:
-    return f"{path}.{part}" if path else part
-
-
-def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list[FieldError]:
-    """Type, required, enum, bounds, length and pattern checks; unknown fields are kept."""
-    if path == "":
-        schema = {
-            **schema,
-            "properties": {
-                k: v
-                for k, v in (schema.get("properties") or {}).items()
-                if k not in ("metadata", "apiVersion", "kind")
-            },
-        }
-    errors: list[FieldError] = []
-    where = path or "<root>"
-    if value is None:
-        if schema.get("nullable"):
-            return []
-        return (
-            [_invalid(where, None, f"must be of type {schema.get('type', 'object')}")]
-            if schema.get("type")
-            else []
-        )
-    if schema.get("x-kubernetes-int-or-string"):
-        if not (isinstance(value, str) or _type_matches("integer", value)):
-            errors.append(_invalid(where, value, "must be an integer or a string"))
-        return errors
-    expected = schema.get("type")
-    if expected and not _type_matches(expected, value):
-        return [
-            FieldError(
-                where,
-                f'Invalid value: "{_type_name(value)}": {where} in body must be of type '
-                f'{expected}: "{_type_name(value)}"',
-                reason="FieldValueTypeInvalid",
-            )
-        ]
-    if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in schema["enum"])
-        errors.append(
-            FieldError(
-                where,
-                f"Unsupported value: {json.dumps(value)}: supported values: {allowed}",
-                reason="FieldValueNotSupported",
-            )
-        )
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(
-                _invalid(
-                    where,
-                    value,
-                    f"{where} in body should be greater than or equal to {schema['minimum']}",
-                )
-            )
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(
-                _invalid(
-                    where,
-                    value,
-                    f"{where} in body should be less than or equal to {schema['maximum']}",
-                )
-            )
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(
-                _invalid(
-                    where,
-                    value,
-                    f"{where} in body should be at least {schema['minLength']} chars long",
-                )
-            )
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(
-                FieldError(
-                    where,
-                    f"Too long: may not be more than {schema['maxLength']} bytes",
-                    reason="FieldValueTooLong",
-                )
-            )
-        if "pattern" in schema and not _pattern_matches(schema["pattern"], value):
-            errors.append(
-                _invalid(where, value, f"{where} in body should match '{schema['pattern']}'")
-            )
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(
-                _invalid(
-                    where, value, f"{where} in body should have at least {schema['minItems']} items"
-                )
-            )
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(
-                FieldError(
-                    where,
-                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                    reason="FieldValueTooMany",
-                )
-            )
-        item_schema = schema.get("items")
-        if isinstance(item_schema, Mapping):
-            for index, item in enumerate(value):
-                errors.extend(validate_schema(item_schema, item, path=f"{where}[{index}]"))
-    if isinstance(value, dict):
-        for required in schema.get("required") or []:
-            if required not in value:
-                errors.append(_required(_join(path, required)))
-        properties = schema.get("properties") or {}
-        additional = schema.get("additionalProperties")
-        for key, item in value.items():
-            if key in properties:
-                errors.extend(validate_schema(properties[key], item, path=_join(path, key)))
-            elif isinstance(additional, Mapping):
-                errors.extend(validate_schema(additional, item, path=_join(path, key)))
-    return errors
-
-
-def _pattern_matches(pattern: str, value: str) -> bool:
-    """ECMA/RE2 patterns are nearly all valid Python; one that is not is not enforced."""
-    try:
-        return re.search(pattern, value) is not None
-    except re.error:
-        return True
-
-
-def _type_name(value: Any) -> str:
-    for name in _JSON_TYPES:
-        if _type_matches(name, value):
-            return name
-    return type(value).__name__
-
-
-def prune_unknown_fields(schema: Mapping[str, Any], obj: JsonObject) -> list[str]:
-    """Drop fields the schema does not know (in place); return their paths, sorted.
-
-    This is structural-schema pruning: ``apiVersion`` and ``kind`` at the root are kept,
-    ``metadata`` is checked against ObjectMeta, ``x-kubernetes-preserve-unknown-fields`` keeps
-    a level's unknown fields, and ``additionalProperties`` makes every key known.
-    """
-    unknown: list[str] = []
-    for key, value in list(obj.items()):
-        if key in ("apiVersion", "kind"):
-            continue
-        if key == "metadata":
-            # Every kind's metadata is an ObjectMeta, whatever a CRD's schema says of it.
-            _prune_value(OBJECT_META, value, "metadata", unknown)
-            continue
-        _prune(schema, key, value, obj, "", unknown)
-    return sorted(unknown)
-
-
-def _prune(
-    schema: Mapping[str, Any],
-    key: str,
-    value: Any,
-    parent: dict[str, Any],
-    path: str,
-    unknown: list[str],
-) -> None:
-    properties = schema.get("properties") or {}
-    additional = schema.get("additionalProperties")
-    where = _join(path, key)
-    if key in properties:
-        child: Mapping[str, Any] | None = properties[key]
-    elif isinstance(additional, Mapping):
-        child = additional
-    elif additional is True or schema.get("x-kubernetes-preserve-unknown-fields"):
-        child = None
-    else:
-        del parent[key]
-        unknown.append(where)
-        return
-    if child is not None:
-        _prune_value(child, value, where, unknown)
-
-
-def _prune_value(schema: Mapping[str, Any], value: Any, path: str, unknown: list[str]) -> None:
-    if isinstance(value, dict):
-        if schema.get("x-kubernetes-int-or-string"):
-            return
-        for key, item in list(value.items()):
-            _prune(schema, key, item, value, path, unknown)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            _prune_value(schema["items"], item, f"{path}[{index}]", unknown)
