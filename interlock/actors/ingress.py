@@ -118,6 +118,11 @@ class IngressActor(Actor):
         kind, _, rest = message.topic.partition(":")
         namespace, _, name = rest.partition("/")
         key = ObjectKey(namespace=namespace, name=name)
+        if kind in ("moduleset", "secret", "service"):
+            # Notifications come only from subscribed topics; after a restart the system kept
+            # the predecessor's subscriptions, which this instance learns here (and drops the
+            # ones it does not want).
+            self._inputs.add(message.topic)
         if message.topic == INGRESS_CLASSES_TOPIC:
             if isinstance(value, IngressClass):
                 self._classes[message.key] = value
