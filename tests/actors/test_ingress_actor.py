@@ -31,6 +31,7 @@ from interlock.actors.edge_messages import (
     endpoints_topic,
     host_topic,
     ingress_address,
+    moduleset_topic,
     secret_topic,
 )
 from interlock.actors.ingress import IngressActor
@@ -327,3 +328,41 @@ async def test_secrets_and_endpoint_slices_are_published_only_when_changed(
     await wait_until(lambda: "web-abc" in edges.system.retained(endpoints_topic("default", "web")))
     edges.delete(slice_obj)
     await wait_until(lambda: not edges.system.retained(endpoints_topic("default", "web")))
+
+
+async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None:
+    system = ActorSystem()
+    crashes = [1]
+
+    def edge_actor(host: str) -> Actor:
+        if crashes[0]:
+            crashes[0] -= 1
+            raise RuntimeError("a bug while spawning the edge")
+        return EdgeStandIn()
+
+    running = Edges(system)
+    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.spawn(
+        INGRESS_DIRECTORY,
+        lambda: IngressDirectory(
+            ingress_actor=lambda key: IngressActor(key=key, edge_actor=edge_actor)
+        ),
+    )
+    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
+    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+    try:
+        running.apply(CLASS)
+        running.service()
+        running.apply(module_set_obj(HEADERS))
+        running.apply(ingress_obj())
+        await wait_until(lambda: running.part() is not None)
+        assert system.statistics().restarts == 1
+        address = ingress_address("default", "web")
+        assert address in system.subscribers(moduleset_topic("default", "guard"))
+
+        running.apply(ingress_obj(modules="other"))
+        await wait_until(
+            lambda: address not in system.subscribers(moduleset_topic("default", "guard"))
+        )
+    finally:
+        await system.shutdown()
