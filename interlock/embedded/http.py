@@ -4,8 +4,9 @@ One catch-all aiohttp handler parses ``/api/v1/...`` and ``/apis/GROUP/VERSION/.
 itself, because whether ``/api/v1/namespaces/x/status`` is a namespace's status or a list of
 ``status`` objects in namespace ``x`` depends on the registry, which changes at run time as CRDs
 come and go. Everything else here is content negotiation (JSON, Table, PartialObjectMetadata),
-query parameters as clients really send them (kubernetes-asyncio writes ``True``), streaming
-watches with bookmarks and timeouts, and fault injection in front of it all.
+query parameters as clients really send them (kubernetes-asyncio writes ``True``), fault
+injection and the audit log in front of it all; watch streams are written by
+:mod:`~interlock.embedded.watch_stream`.
 """
 
 from __future__ import annotations
@@ -36,16 +37,11 @@ from interlock.embedded.table import (
     wants_partial_metadata,
     wants_table,
 )
-from interlock.embedded.watches import Watch, WatchClosed, WatchFilter
+from interlock.embedded.watch_stream import WatchStreams, query_flag
+from interlock.embedded.watches import WatchFilter
 
 JSON = "application/json"
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
-_WATCH_WRITE_BATCH = 256 * 1024
-
-
-def _flag(value: str | None) -> bool:
-    """Query booleans: ``true``, ``True`` (kubernetes-asyncio) and ``1`` all mean yes."""
-    return value is not None and value.strip().lower() in ("true", "1", "yes")
 
 
 def _no_such_path(path: str) -> ApiError:
@@ -62,19 +58,6 @@ def error_response(error: ApiError, *, retry_after: int | None = None) -> web.Re
     if retry_after is not None:
         response.headers["Retry-After"] = str(retry_after)
     return response
-
-
-@dataclass(slots=True)
-class _WatchOptions:
-    """How one watch stream is written (from its query and Accept header)."""
-
-    timeout_seconds: float | None
-    bookmarks: bool
-    table: bool
-    include_object: str
-    first_table: bool = True
-    """Tables carry column definitions on the first event only."""
-    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +83,7 @@ def request_verb(method: str, path: str, query: dict[str, str]) -> str:
         is_item = _looks_like_item(segments)
         if is_item:
             return "get"
-        return "watch" if _flag(query.get("watch")) else "list"
+        return "watch" if query_flag(query.get("watch")) else "list"
     return {
         "POST": "create",
         "PUT": "update",
@@ -135,7 +118,7 @@ class ApiHandler:
         self._registry = registry
         self._faults = faults
         self._audit = audit
-        self._bookmark_interval = bookmark_interval
+        self._watches = WatchStreams(store=store, bookmark_interval=bookmark_interval)
         self._server_address = server_address
         self._stopping = asyncio.Event()
 
@@ -325,8 +308,19 @@ class ApiHandler:
         warnings: list[str] = []
         if parsed.name is None:
             if method == "GET":
-                if _flag(query.get("watch")):
-                    return await self._watch(request, parsed, query, accept)
+                if query_flag(query.get("watch")):
+                    if parsed.name is not None:
+                        raise bad_request(
+                            "watch a single object with fieldSelector=metadata.name=NAME"
+                        )
+                    return await self._watches.serve(
+                        request,
+                        rtype=parsed.rtype,
+                        api_version=parsed.api_version,
+                        where=self._filter(parsed, query),
+                        query=query,
+                        accept=accept,
+                    )
                 return self._list(parsed, query, accept)
             if method == "POST":
                 body = await self._body(request)
@@ -534,155 +528,3 @@ class ApiHandler:
         return _json_response(head[:-1] + b',"items":[' + b",".join(deleted) + b"]}")
 
     # -- watch -------------------------------------------------------------------------------
-
-    async def _watch(
-        self, request: web.Request, parsed: ResourceRequest, query: dict[str, str], accept: str
-    ) -> web.StreamResponse:
-        where = self._filter(parsed, query)
-        if parsed.name is not None:
-            raise bad_request("watch a single object with fieldSelector=metadata.name=NAME")
-        timeout_text = query.get("timeoutSeconds")
-        try:
-            timeout = float(timeout_text) if timeout_text else None
-        except ValueError:
-            raise bad_request(f"timeoutSeconds: invalid value {timeout_text!r}") from None
-        send_initial_events = _flag(query.get("sendInitialEvents"))
-        options = _WatchOptions(
-            timeout_seconds=timeout,
-            bookmarks=_flag(query.get("allowWatchBookmarks")),
-            table=wants_table(accept),
-            include_object=query.get("includeObject", "Metadata"),
-        )
-        response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
-        response.enable_chunked_encoding()
-        try:
-            watch = self._store.open_watch(
-                parsed.rtype,
-                where=where,
-                # A watch-list starts from the current state whatever resourceVersion it names.
-                resource_version=None if send_initial_events else query.get("resourceVersion"),
-            )
-        except ApiError as error:
-            if error.code != 410:
-                raise
-            # A too-old resourceVersion is an ERROR event in a 200 stream, as on a real server.
-            await response.prepare(request)
-            await response.write(encode({"type": "ERROR", "object": error.status()}) + b"\n")
-            await response.write_eof()
-            return response
-        initial_events = watch.pending() if send_initial_events else None
-        initial_rv = self._store.resource_version
-        await response.prepare(request)
-        try:
-            if initial_events is not None:
-                await self._stream(response, parsed, watch, options, limit=initial_events)
-                # The watch-list protocol: a bookmark marks the end of the initial state.
-                await response.write(self._bookmark_line(parsed, initial_rv, initial_end=True))
-            await self._stream(response, parsed, watch, options, limit=None)
-        except ConnectionResetError:
-            return response  # the client went away mid-write
-        finally:
-            self._store.close_watch(watch)
-        if watch.abrupt:
-            # Simulate a broken connection: no clean end of the chunked stream.
-            transport = request.transport
-            if transport is not None:
-                transport.abort()
-            return response
-        with contextlib.suppress(ConnectionResetError):
-            if watch.expired:
-                # What a real server sends a watcher that fell too far behind its history.
-                expired = ApiError(
-                    410,
-                    f"too old resource version: {self._store.resource_version}",
-                    reason="Expired",
-                )
-                await response.write(encode({"type": "ERROR", "object": expired.status()}) + b"\n")
-            await response.write_eof()
-        return response
-
-    async def _stream(
-        self,
-        response: web.StreamResponse,
-        parsed: ResourceRequest,
-        watch: Watch,
-        options: _WatchOptions,
-        *,
-        limit: int | None,
-    ) -> None:
-        """Write events until the watch ends (or, with ``limit``, after that many events)."""
-        loop = asyncio.get_running_loop()
-        if options.deadline is None and options.timeout_seconds:
-            options.deadline = loop.time() + options.timeout_seconds
-        written = 0
-        while limit is None or written < limit:
-            waits = []
-            if options.deadline is not None:
-                waits.append(options.deadline - loop.time())
-            if options.bookmarks and limit is None:
-                waits.append(self._bookmark_interval)
-            wait = max(0.0, min(waits)) if waits else None
-            try:
-                async with asyncio.timeout(wait):
-                    event_type, stored = await watch.next()
-            except TimeoutError:
-                if options.deadline is not None and loop.time() >= options.deadline:
-                    return
-                if options.bookmarks and watch.pending() == 0 and not watch.closed:
-                    await response.write(self._bookmark_line(parsed, self._store.resource_version))
-                continue
-            except WatchClosed:
-                return
-            batch = [(event_type, stored)]
-            size = 0
-            while (
-                watch.pending()
-                and size < _WATCH_WRITE_BATCH
-                and (limit is None or written + len(batch) < limit)
-            ):
-                item = watch.next_nowait()
-                if item is None:
-                    break
-                batch.append(item)
-                size += len(item[1].encoded(parsed.api_version))
-            written += len(batch)
-            await response.write(b"".join(self._event_line(parsed, options, *e) for e in batch))
-
-    def _event_line(
-        self, parsed: ResourceRequest, options: _WatchOptions, event_type: str, stored: StoredObject
-    ) -> bytes:
-        if not options.table:
-            return (
-                b'{"type":"'
-                + event_type.encode()
-                + b'","object":'
-                + stored.encoded(parsed.api_version)
-                + b"}\n"
-            )
-        table = render_table(
-            parsed.rtype,
-            [stored.copy(parsed.api_version)],
-            now=self._store.now(),
-            include_object=options.include_object,
-            with_columns=options.first_table,
-            metadata={"resourceVersion": str(stored.rv)},
-        )
-        options.first_table = False
-        return encode({"type": event_type, "object": table}) + b"\n"
-
-    @staticmethod
-    def _bookmark_line(
-        parsed: ResourceRequest, resource_version: int, *, initial_end: bool = False
-    ) -> bytes:
-        metadata: dict[str, Any] = {"resourceVersion": str(resource_version)}
-        if initial_end:
-            metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-        bookmark = {
-            "type": "BOOKMARK",
-            "object": {
-                "kind": parsed.rtype.kind,
-                "apiVersion": parsed.api_version,
-                "metadata": metadata,
-            },
-        }
-        return encode(bookmark) + b"\n"
