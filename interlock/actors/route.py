@@ -85,8 +85,6 @@ class RouteActor(Actor):
         self.published: dict[ObjectKey, ResolvedRoute] = {}
         """What this route last published, by parent Service."""
         self.sent_status: list[dict[str, Any]] | None = None
-        self.recomputes = 0
-        """How many times the route was resolved (inputs changed)."""
 
     async def started(self) -> None:
         self.subscribe(httproute_topic(self.namespace, self.name))
@@ -202,7 +200,6 @@ class RouteActor(Actor):
         route = self.route
         if route is None:
             return
-        self.recomputes += 1
         resolved = resolve_route(route, self.services, self._all_grants())
         parents = {parent.key for parent in resolved.parents}
         for left in [key for key in self.published if key not in parents]:

@@ -54,8 +54,6 @@ class InformerRouter(Actor):
             lambda namespace, name: RouteActor(namespace=namespace, name=name)
         )
         self.extra = dict(extra or {})
-        self.rejected = 0
-        """Objects that failed to parse."""
 
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
@@ -80,7 +78,7 @@ class InformerRouter(Actor):
         try:
             service = parse_service(change.obj)
         except InvalidObject as error:
-            self._reject(error)
+            logger.warning("{}; ignored until it is fixed", error)
             return
         self.tell(SERVICE_DIRECTORY, ServiceUpserted(service))
 
@@ -92,7 +90,7 @@ class InformerRouter(Actor):
         try:
             grant = parse_reference_grant(change.obj)
         except InvalidObject as error:
-            self._reject(error)
+            logger.warning("{}; ignored until it is fixed", error)
             # A grant we cannot read permits nothing: withdraw the one we knew, if any.
             self.tell(
                 GRANTS_DIRECTORY,
@@ -111,14 +109,10 @@ class InformerRouter(Actor):
         try:
             value = RouteSpecified(parse_http_route(change.obj))
         except InvalidObject as error:
-            self._reject(error)
+            logger.warning("{}; ignored until it is fixed", error)
             value = RouteRejected(change.obj, error, change.resource_version)
         self.publish(topic, ROUTE_KEY, value)
         namespace, name = change.namespace, change.name
         self.system.spawn_or_get(
             route_address(namespace, name), lambda: self.route_factory(namespace, name)
         )
-
-    def _reject(self, error: InvalidObject) -> None:
-        self.rejected += 1
-        logger.warning("{}; ignored until it is fixed", error)

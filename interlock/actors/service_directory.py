@@ -32,8 +32,7 @@ class ServiceDirectory(Actor):
 
     def __init__(self) -> None:
         self.services: dict[ObjectKey, Service] = {}
-        self.published = 0
-        """Publications made (creates, relevant changes and deletes)."""
+        """Every Service, as last seen (published or not)."""
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, ServiceUpserted):
@@ -52,11 +51,9 @@ class ServiceDirectory(Actor):
         if isinstance(previous, Service) and routing_view(previous) == routing_view(service):
             return
         self.publish(topic, SERVICE_KEY, service)
-        self.published += 1
 
     def _delete(self, key: ObjectKey) -> None:
         self.services.pop(key, None)
         topic = service_topic(key.namespace, key.name)
         if SERVICE_KEY in self.system.retained(topic):
             self.unpublish(topic, SERVICE_KEY)
-            self.published += 1

@@ -75,8 +75,6 @@ class ServicePortWatch(Actor):
         self.entry = entry
         self.service: Service | None = None
         self.routes: dict[str, ResolvedRoute] = {}
-        self.builds = 0
-        """Policies built (inputs changed)."""
 
     async def started(self) -> None:
         target = self.entry.target
@@ -121,7 +119,6 @@ class ServicePortWatch(Actor):
 
     def _rebuild(self) -> None:
         target = self.entry.target
-        self.builds += 1
         policy: OutboundPolicy = build_outbound_policy(
             self.service,
             target.namespace,
