@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from loguru import logger
 
 from interlock.actors.grants import GrantsDirectory
@@ -38,7 +39,7 @@ from interlock.actors.status_writer import StatusWriter, TransientStatusError
 from interlock.api.admin import AdminApp
 from interlock.api.policy import build_policy_app
 from interlock.api.serving import RunningSite, serve
-from interlock.config import ControllerConfig
+from interlock.config import Address, ControllerConfig
 from interlock.edge_wiring import EdgeHalf
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.client import close_api_client, make_api_client
@@ -60,6 +61,17 @@ CRDS_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class StartupError(RuntimeError):
+    """The controller cannot start as configured; the message names the setting to fix."""
+
+
+async def _serve(app: web.Application, address: Address, *, flag: str) -> RunningSite:
+    try:
+        return await serve(app, address)
+    except OSError as error:
+        raise StartupError(f"{flag} {address}: cannot listen: {error.strerror or error}") from error
 
 
 class RouteStatusSink:
@@ -211,11 +223,12 @@ class Controller:
             asyncio.create_task(self.elector.run(), name="leader-election"),
             asyncio.create_task(self._initial_sync(), name="initial-sync"),
         ]
-        self.policy_site = await serve(
+        self.policy_site = await _serve(
             build_policy_app(source=self.watches, wait_ready=self._synced.wait),
             config.policy_addr,
+            flag="--policy-addr",
         )
-        self.admin_site = await serve(self._admin().app, config.admin_addr)
+        self.admin_site = await _serve(self._admin().app, config.admin_addr, flag="--admin-addr")
 
     async def _start_embedded(self) -> None:
         self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)

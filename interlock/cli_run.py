@@ -213,9 +213,16 @@ def configure_logging(level: str) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from interlock.app import StartupError
+    from interlock.kube.client import KubeConfigError
+
     config = config_from_args(args)
     configure_logging(config.log_level)
-    return asyncio.run(run_until_signalled(config))
+    try:
+        return asyncio.run(run_until_signalled(config))
+    except (KubeConfigError, StartupError) as error:
+        print(f"interlock run: {error}", file=sys.stderr)
+        return 1
 
 
 async def run_until_signalled(

@@ -161,3 +161,40 @@ async def test_run_embedded_prints_addresses_serves_and_exits_0_on_sigterm(tmp_p
             process.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(process.wait(), 30) == 0
     assert (tmp_path / "trace.jsonl").stat().st_size > 0
+
+
+async def test_run_reports_what_to_fix_when_it_cannot_start(tmp_path):
+    busy = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = busy.sockets[0].getsockname()[1]
+    cases = [
+        (
+            ["--kubeconfig", str(tmp_path / "missing")],
+            "cannot load Kubernetes configuration",
+        ),
+        (
+            ["--embedded", "--policy-addr", f"127.0.0.1:{port}"],
+            f"--policy-addr 127.0.0.1:{port}: cannot listen",
+        ),
+    ]
+    try:
+        for flags, message in cases:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "interlock",
+                "run",
+                "--admin-addr",
+                "127.0.0.1:0",
+                "--log-level",
+                "ERROR",
+                *flags,
+                stderr=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+            )
+            _, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 1
+            assert message in err.decode()
+            assert "Traceback" not in err.decode()
+    finally:
+        busy.close()
+        await busy.wait_closed()
