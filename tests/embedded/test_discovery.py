@@ -113,3 +113,35 @@ async def test_tables_render_columns_and_ages_from_the_server_clock(tmp_path: An
     assert row["cells"][5] == "5m3s"
     assert row["object"]["kind"] == "PartialObjectMetadata"
     assert row["object"]["metadata"]["namespace"] == "default"
+
+
+async def test_table_watches_define_columns_on_the_first_event_only(
+    api_server: EmbeddedApiServer,
+) -> None:
+    import json
+
+    import aiohttp
+
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    since = api_server.store.resource_version
+    url = f"{api_server.url}/api/v1/namespaces/default/services?watch=1&resourceVersion={since}"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, headers={"Accept": accept}) as response,
+    ):
+        for name in ("a", "b"):
+            api_server.store.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"ports": [{"port": 80}]},
+                }
+            )
+        first = json.loads(await response.content.readline())
+        second = json.loads(await response.content.readline())
+    assert first["object"]["kind"] == "Table"
+    assert [c["name"] for c in first["object"]["columnDefinitions"]][:2] == ["Name", "Type"]
+    assert first["object"]["rows"][0]["cells"][0] == "a"
+    assert not second["object"]["columnDefinitions"]
+    assert second["object"]["rows"][0]["cells"][0] == "b"
