@@ -265,6 +265,9 @@ class EdgeActor(Actor):
             self._served[route.route_id] = _Served(
                 modules=None, secrets={}, backend=route.backend, reserved=not route.applied
             )
+        # Take a step even if no retained value arrives: when the predecessor crashed handling
+        # the last part's removal, nothing else would make this one remove the routes.
+        self.tell(self.address, Reconcile())
 
     async def stopped(self) -> None:
         for timer in self._timers.values():

@@ -15,6 +15,9 @@ Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
 - ``secret:<ns>/<name>``, key ``secret``: :class:`SecretData`, the Secret's keys and values.
 - ``endpoints:<ns>/<svc>``, key = EndpointSlice name: each :class:`EndpointSlice` of the Service.
 - ``host:<host>``, key = ``<ns>/<name>`` of an Ingress: that Ingress's :class:`HostPart`.
+- ``ingress-hosts:<ns>/<name>``, key ``hosts``: :class:`IngressHosts`, the hosts an IngressActor
+  has a part on. Only the actor itself subscribes: it is how a restarted actor learns which
+  parts its predecessor published (and must withdraw if they are no longer wanted).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Secret, SecretValue
 
 INGRESS_KEY = "ingress"
+HOSTS_KEY = "hosts"
 MODULESET_KEY = "moduleset"
 SECRET_KEY = "secret"
 INGRESS_CLASSES_TOPIC = "ingressclasses"
@@ -63,6 +67,10 @@ def endpoints_topic(namespace: str, service: str) -> str:
 
 def host_topic(host: str) -> str:
     return f"host:{host}"
+
+
+def ingress_hosts_topic(namespace: str, name: str) -> str:
+    return f"ingress-hosts:{namespace}/{name}"
 
 
 def ingress_address(namespace: str, name: str) -> str:
@@ -149,6 +157,13 @@ class HostPart:
     def trace_summary(self) -> str:
         ids = ", ".join(route.route_id for route in self.routes)
         return f"HostPart Ingress {self.ingress} routes=[{ids}]"
+
+
+@dataclass(frozen=True, slots=True)
+class IngressHosts:
+    """The retained value of ``ingress-hosts:<ns>/<name>``: hosts the Ingress has parts on."""
+
+    hosts: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,15 +27,18 @@ from loguru import logger
 
 from interlock.actors.edge_messages import (
     EDGE_STATUS_WRITER,
+    HOSTS_KEY,
     INGRESS_CLASSES_TOPIC,
     DesiredIngressStatus,
     HostPart,
+    IngressHosts,
     IngressSpecified,
     InputsSettled,
     RecordEvent,
     SecretData,
     edge_address,
     host_topic,
+    ingress_hosts_topic,
     ingress_reference,
     ingress_topic,
     moduleset_topic,
@@ -92,14 +95,24 @@ class IngressActor(Actor):
         self._settling = True
 
     async def started(self) -> None:
-        self.subscribe(ingress_topic(self._key.namespace, self._key.name))
+        namespace, name = self._key.namespace, self._key.name
+        # The hosts this Ingress has parts on, as published by a predecessor of this instance
+        # (after a restart): they are withdrawn if no longer wanted.
+        self.subscribe(ingress_hosts_topic(namespace, name))
+        self.subscribe(ingress_topic(namespace, name))
         self.subscribe(INGRESS_CLASSES_TOPIC)
         self._await_inputs()
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, InputsSettled):
-            if message.token == self._settle_token:
-                self._settling = False
+            if message.token != self._settle_token:
+                return None
+            self._settling = False
+            if self._ingress is None:
+                # The directory publishes the Ingress before this actor starts, so it is gone:
+                # a predecessor crashed while handling its removal.
+                self._gone()
+                return None
         elif isinstance(message, Published | Unpublished):
             if not self._take(message):
                 return None
@@ -128,10 +141,15 @@ class IngressActor(Actor):
                 self._classes[message.key] = value
             else:
                 self._classes.pop(message.key, None)
+        elif kind == "ingress-hosts":
+            member = str(self._key)
+            for host in value.hosts if isinstance(value, IngressHosts) else ():
+                part = self.system.retained(host_topic(host)).get(member)
+                if isinstance(part, HostPart) and host not in self._published:
+                    self._published[host] = part
         elif kind == "ingress":
             if not isinstance(value, IngressSpecified):
-                self._withdraw()
-                self.stop_self()
+                self._gone()
                 return False
             self._ingress = value.ingress
         elif kind == "moduleset":
@@ -212,6 +230,7 @@ class IngressActor(Actor):
         for host in sorted(set(self._published) - set(host_routes)):
             del self._published[host]
             self.unpublish(host_topic(host), member)
+        self._record_hosts()
         self._write_status()
 
     def _withdraw(self) -> None:
@@ -219,6 +238,19 @@ class IngressActor(Actor):
         for host in sorted(self._published):
             self.unpublish(host_topic(host), member)
         self._published.clear()
+        self._record_hosts()
+
+    def _gone(self) -> None:
+        self._withdraw()
+        self.stop_self()
+
+    def _record_hosts(self) -> None:
+        topic = ingress_hosts_topic(self._key.namespace, self._key.name)
+        hosts = tuple(sorted(self._published))
+        if not hosts:
+            self.unpublish(topic, HOSTS_KEY)
+        elif self.system.retained(topic).get(HOSTS_KEY) != IngressHosts(hosts):
+            self.publish(topic, HOSTS_KEY, IngressHosts(hosts))
 
     def _report_errors(self, ingress: Ingress) -> None:
         errors = tuple(ingress_errors(ingress))

@@ -29,7 +29,7 @@ from interlock.actors.edge_messages import (
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget, EdgeProvider, EdgeSnapshot, PathType
-from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.mailbox import ActorSystem, BackoffPolicy, Unpublished
 from interlock.mailbox.testing import (
     ManualSleep,
     RecordingActor,
@@ -539,3 +539,34 @@ async def test_a_route_that_comes_back_is_tried_again_at_once(edge: Edge) -> Non
     # The same Ingress again (deleted and re-created, say): a new route, not a known failure.
     edge.publish(part())
     await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+
+
+class CrashOnUnpublished(EdgeActor):
+    """Raises (like a bug would) the first time it is handed an Unpublished."""
+
+    crashes = [1]
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, Unpublished) and self.crashes[0]:
+            self.crashes[0] -= 1
+            raise RuntimeError("a bug while handling a removal")
+        return await super().receive(message)
+
+
+async def test_routes_are_removed_even_when_the_actor_crashed_handling_the_removal(
+    edge: Edge,
+) -> None:
+    def actor() -> EdgeActor:
+        return CrashOnUnpublished(
+            host=HOST,
+            settings=EdgeSettings(provider=edge.provider, board=edge.board, sleep=edge.sleep),
+        )
+
+    edge.system.spawn(edge_address(HOST), actor)
+    edge.publish(part())
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    edge.withdraw(part())
+    # The Unpublished was lost with the crash; the fresh instance has no retained value to go by.
+    await wait_until(lambda: not edge.system.exists(edge_address(HOST)))
+    assert edge.route() is None
+    assert edge.system.statistics().restarts == 1

@@ -36,7 +36,7 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import SERVICE_KEY, ObjectChanged, service_topic
-from interlock.mailbox import Actor, ActorSystem, Published
+from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
 from interlock.model.service import parse_service
@@ -366,3 +366,58 @@ async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None
         )
     finally:
         await system.shutdown()
+
+
+class CrashOnIngressChange(IngressActor):
+    """Raises (like a bug would) on the next change of its Ingress, once per arming."""
+
+    armed = [0]
+
+    async def receive(self, message: object) -> object | None:
+        changes_ingress = isinstance(message, Published | Unpublished) and message.topic.startswith(
+            "ingress:"
+        )
+        if changes_ingress and self.armed[0]:
+            self.armed[0] -= 1
+            raise RuntimeError("a bug while handling the Ingress")
+        return await super().receive(message)
+
+
+@pytest.fixture
+async def crashing() -> AsyncIterator[Edges]:
+    system = ActorSystem()
+    running = Edges(system)
+    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.spawn(
+        INGRESS_DIRECTORY,
+        lambda: IngressDirectory(
+            ingress_actor=lambda key: CrashOnIngressChange(key=key, edge_actor=EdgeStandIn)
+        ),
+    )
+    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
+    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+    running.apply(CLASS)
+    running.service()
+    running.apply(module_set_obj(HEADERS))
+    yield running
+    await system.shutdown()
+
+
+async def test_a_host_left_while_crashing_is_still_withdrawn(crashing: Edges) -> None:
+    crashing.apply(ingress_obj(hosts=("a.example",)))
+    await wait_until(lambda: crashing.part("a.example") is not None)
+    CrashOnIngressChange.armed[0] = 1
+    crashing.apply(ingress_obj(hosts=("b.example",)))
+    await wait_until(lambda: crashing.part("b.example") is not None)
+    await wait_until(lambda: crashing.part("a.example") is None)
+    assert crashing.system.statistics().restarts == 1
+
+
+async def test_an_ingress_deleted_while_crashing_is_still_withdrawn(crashing: Edges) -> None:
+    crashing.apply(ingress_obj())
+    await wait_until(lambda: crashing.part() is not None)
+    CrashOnIngressChange.armed[0] = 1
+    crashing.delete(ingress_obj())
+    await wait_until(lambda: crashing.part() is None)
+    await wait_until(lambda: not crashing.system.exists(ingress_address("default", "web")))
+    assert crashing.system.statistics().restarts == 1
