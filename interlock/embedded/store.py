@@ -234,7 +234,14 @@ class ObjectStore:
         if rtype.status_subresource and rtype.key != NAMESPACE_KEY:
             # As on a real server: status is written through the status subresource only.
             obj.pop("status", None)
-        self._validate(rtype, obj, old=None, field_validation=field_validation, warnings=warnings)
+        self._validate(
+            rtype,
+            obj,
+            old=None,
+            field_validation=field_validation,
+            warnings=warnings,
+            dry_run=dry_run,
+        )
         object_namespace = str(metadata.get("namespace") or "")
         if rtype.namespaced:
             self._require_namespace(object_namespace, rtype, name)
@@ -565,6 +572,7 @@ class ObjectStore:
         old: JsonObject | None,
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
+        dry_run: bool = False,
     ) -> None:
         schema = rtype.schemas.get(rtype.storage_version)
         if schema:
@@ -580,7 +588,8 @@ class ObjectStore:
                 )
             if warnings is not None and field_validation != "Ignore":
                 warnings.extend(f'unknown field "{field}"' for field in unknown)
-        errors = prepare(rtype, obj, old=old, allocator=self._allocator, schema=schema)
+        allocator = self._allocator.preview() if dry_run else self._allocator
+        errors = prepare(rtype, obj, old=old, allocator=allocator, schema=schema)
         if rtype.key == CRD_KEY and not errors:
             errors = crd_errors(obj, registry=self.registry)
         if errors:
@@ -643,7 +652,14 @@ class ObjectStore:
             metadata["namespace"] = current.namespace
         metadata["name"] = current.name
         metadata["generation"] = old["metadata"].get("generation", 1)
-        self._validate(rtype, obj, old=old, field_validation=field_validation, warnings=warnings)
+        self._validate(
+            rtype,
+            obj,
+            old=old,
+            field_validation=field_validation,
+            warnings=warnings,
+            dry_run=dry_run,
+        )
         if rtype.key == CRD_KEY:
             accept_crd(obj, old=old, now=format_timestamp(self._clock()))
         if _spec_view(obj, status_subresource=rtype.status_subresource) != _spec_view(

@@ -168,6 +168,12 @@ class ServiceAllocator:
         self._next_node_port = 30000 + (self._next_node_port - 30000 + 1) % 2768
         return port
 
+    def preview(self) -> ServiceAllocator:
+        """An independent copy, for a dry run: what it hands out is not taken."""
+        copy = ServiceAllocator()
+        copy._next_ip, copy._next_node_port = self._next_ip, self._next_node_port
+        return copy
+
 
 def _prepare_service(
     obj: JsonObject, old: JsonObject | None, allocator: ServiceAllocator

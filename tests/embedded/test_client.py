@@ -514,3 +514,16 @@ async def test_crds_are_checked_like_a_real_server_does(api_client: client.ApiCl
     with pytest.raises(client.ApiException) as builtin:
         await extensions.create_custom_resource_definition(clash)
     assert builtin.value.status == 422
+
+
+async def test_a_dry_run_stores_nothing_and_allocates_nothing(
+    api_server: EmbeddedApiServer, api_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(api_client)
+    before = api_server.store.resource_version
+    preview = await core.create_namespaced_service("default", service("web"), dry_run="All")
+    assert preview.spec.cluster_ip
+    assert api_server.store.resource_version == before
+    assert api_server.store.list(api_version="v1", kind="Service") == []
+    created = await core.create_namespaced_service("default", service("web"))
+    assert created.spec.cluster_ip == preview.spec.cluster_ip
