@@ -126,12 +126,19 @@ class ObjectStore:
         return self._clock()
 
     def statistics(self) -> dict[str, int]:
+        """Sizes of the store, its history and its open watches.
+
+        ``watch_backlog`` is the most events any one open watch has queued and not yet sent.
+        """
+        open_watches = [w for watches in self._watches.values() for w in watches]
         return {
             "objects": sum(len(c) for c in self._objects.values()),
             "resource_version": self._rv,
             "history": len(self._history),
+            "history_size": self._history_size,
             "oldest_watchable_resource_version": self._compacted_rv,
-            "watches": sum(len(w) for w in self._watches.values()),
+            "watches": len(open_watches),
+            "watch_backlog": max((w.pending() for w in open_watches), default=0),
         }
 
     # -- reads -------------------------------------------------------------------------------

@@ -108,6 +108,10 @@ class Watch:
     def pending(self) -> int:
         return len(self._queue)
 
+    def statistics(self) -> dict[str, int | bool]:
+        """Queue use, as every queue-like thing in interlock reports it."""
+        return {"pending": len(self._queue), "limit": self._backlog_limit, "closed": self.closed}
+
     async def next(self) -> tuple[str, StoredObject]:
         """The next delivery; raises :class:`WatchClosed` once closed (abrupt: at once)."""
         while not self._queue or self._cut_short():
