@@ -95,7 +95,16 @@ async def test_restart_keeps_data_and_port_and_drops_connections(
     api_server.store.create(service("web"))
     port = api_server.port
     before = api_server.store.resource_version
-    await api_server.restart()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{api_server.url}/api/v1/services?watch=1&resourceVersion={before}"
+        ) as watching,
+    ):
+        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        await api_server.restart()
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await watching.content.readline()
     assert api_server.port == port
     async with await config.new_client_from_config(config_file=str(kubeconfig)) as api:
         listed = await client.CoreV1Api(api).list_namespaced_service("default")
