@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from cli_process import Running, child_env, http_get, interlock_argv
@@ -39,6 +40,24 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
 
         demo.wait_for(r"<= external event$")
         demo.wait_for(r"<= Upserted HTTPRoute default/echo-split rv=\d+$")
+
+        # The printed kubectl line changes things live: the policy and the trace follow.
+        kubectl = demo.wait_for(r"(kubectl --kubeconfig \S+) delete service echo-v2")[1]
+        deleted = subprocess.run(
+            [*kubectl.split(), "delete", "service", "echo-v2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        demo.wait_for(r"route/default/echo-split .* <= Deleted Service default/echo-v2 rv=\d+$")
+        deadline = time.monotonic() + 10
+        while split["echo-v2"] != (20, False):
+            assert time.monotonic() < deadline, split
+            time.sleep(0.05)
+            (route,) = json.loads(http_get(policy_url)[2])["routes"]
+            split = {b["name"]: (b["weight"], b["exists"]) for b in route["rules"][0]["backends"]}
         demo.signal(signal.SIGINT)
         assert demo.wait(within=30) == 0, demo.output()
     finally:
