@@ -31,7 +31,7 @@ from interlock.actors.messages import (
     LeadershipChanged,
     ObjectChanged,
 )
-from interlock.actors.route import RouteActor
+from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
@@ -283,12 +283,13 @@ class Controller:
             self.status_writer = writer
             return writer
 
-        def route_actor(namespace: str, name: str) -> RouteActor:
+        def route_actor(namespace: str, name: str, outputs: RouteOutputs) -> RouteActor:
             return RouteActor(
                 namespace=namespace,
                 name=name,
                 controller_name=config.controller_name,
                 now=self._now,
+                outputs=outputs,
             )
 
         self.system.spawn(STATUS_WRITER, status_writer)

@@ -23,6 +23,7 @@ the same values, which the service-port watches see as unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,6 +61,19 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(eq=False, slots=True)
+class RouteOutputs:
+    """What a route has published, by parent Service, kept outside the actor instance.
+
+    A restarted RouteActor reads it to know where its predecessor published: it withdraws
+    parents left while it was down, republishes nothing that is unchanged, and — when its
+    predecessor crashed handling the route's deletion, so no retained route is left to tell
+    it anything — withdraws everything and stops.
+    """
+
+    parents: dict[ObjectKey, ResolvedRoute] = field(default_factory=dict)
+
+
 class RouteActor(Actor):
     """Keeps one HTTPRoute's resolved output and status up to date."""
 
@@ -71,6 +85,7 @@ class RouteActor(Actor):
         status_writer: str | None = STATUS_WRITER,
         controller_name: str = CONTROLLER_NAME,
         now: Callable[[], datetime] = _utc_now,
+        outputs: RouteOutputs | None = None,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -82,12 +97,17 @@ class RouteActor(Actor):
         self.services: dict[ObjectKey, Service] = {}
         self.grants: dict[str, dict[str, ReferenceGrant]] = {}
         self.input_topics: set[str] = set()
-        self.published: dict[ObjectKey, ResolvedRoute] = {}
-        """What this route last published, by parent Service."""
+        self.published = (outputs or RouteOutputs()).parents
+        """What this route last published, by parent Service (shared with later instances)."""
         self.sent_status: list[dict[str, Any]] | None = None
 
     async def started(self) -> None:
-        self.subscribe(httproute_topic(self.namespace, self.name))
+        topic = httproute_topic(self.namespace, self.name)
+        self.subscribe(topic)
+        if not self.system.retained(topic):
+            # The route is gone, and its deletion was never handled (the predecessor crashed
+            # on it, or the route went before this actor started).
+            self._route_deleted()
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, Published):

@@ -32,13 +32,14 @@ from interlock.actors.messages import (
     httproute_topic,
     route_address,
 )
-from interlock.actors.route import RouteActor
+from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.service import parse_service
 
-RouteFactory = Callable[[str, str], Actor]
+RouteFactory = Callable[[str, str, RouteOutputs], Actor]
+"""Builds a RouteActor for ``(namespace, name, outputs)``; ``outputs`` outlives restarts."""
 
 
 class InformerRouter(Actor):
@@ -51,7 +52,9 @@ class InformerRouter(Actor):
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
     ) -> None:
         self.route_factory: RouteFactory = route_factory or (
-            lambda namespace, name: RouteActor(namespace=namespace, name=name)
+            lambda namespace, name, outputs: RouteActor(
+                namespace=namespace, name=name, outputs=outputs
+            )
         )
         self.extra = dict(extra or {})
 
@@ -112,7 +115,7 @@ class InformerRouter(Actor):
             logger.warning("{}; ignored until it is fixed", error)
             value = RouteRejected(change.obj, error, change.resource_version)
         self.publish(topic, ROUTE_KEY, value)
-        namespace, name = change.namespace, change.name
-        self.system.spawn_or_get(
-            route_address(namespace, name), lambda: self.route_factory(namespace, name)
-        )
+        address = route_address(change.namespace, change.name)
+        if not self.system.exists(address):
+            namespace, name, outputs = change.namespace, change.name, RouteOutputs()
+            self.system.spawn(address, lambda: self.route_factory(namespace, name, outputs))

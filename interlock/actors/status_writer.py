@@ -6,9 +6,13 @@ unchanged status bumps resourceVersions and wakes every watcher for nothing. Kee
 actor gives one queue of writes, one retry schedule, and one answer to "what is pending".
 
 It remembers the latest desired status per route whether leading or not, so that on gaining
-leadership it writes everything that differs at once. A write that fails transiently (no
-connection, 5xx, 429) stays pending and is retried with exponential backoff and jitter; a
-rejected one (4xx) is logged and dropped until the route's inputs change.
+leadership it writes everything that differs at once. Writes run as a few concurrent tasks
+(at most one per route, so they cannot overtake each other); the actor itself never waits on
+the API server, so a new leader with thousands of routes to write stays responsive, and the
+controller's readiness does not wait for them. Each finished write comes back as a message. A
+write that fails transiently (no connection, 5xx, 429) stays pending and is retried with
+exponential backoff and jitter; a rejected one (4xx) is logged and dropped until the route's
+inputs change.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from loguru import logger
 
@@ -45,12 +49,30 @@ class TransientStatusError(Exception):
     """The write could not be made now (no connection, 5xx, 429); retry later."""
 
 
+@dataclass(frozen=True, slots=True)
+class WriteFinished:
+    """A status write task ended (at most one per route is in flight, hence the key)."""
+
+    namespace: str
+    name: str
+    parents: list[dict[str, Any]]
+    outcome: Literal["written", "rejected", "transient"]
+    error: str = ""
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("write-finished", self.namespace, self.name)
+
+    def trace_summary(self) -> str:
+        return f"WriteFinished HTTPRoute {self.namespace}/{self.name} {self.outcome}"
+
+
 @dataclass(slots=True)
 class _RouteState:
     desired: list[dict[str, Any]]
     stored: list[dict[str, Any]]
     written: list[dict[str, Any]] | None = None
-    """What this replica last wrote while leading (None: nothing since it became leader)."""
+    """What this replica last wrote in its current term as leader (None: nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +80,7 @@ class StatusWriterStatistics:
     leading: bool
     routes: int
     pending: int
+    in_flight: int
     writes: int
     skipped: int
     failures: int
@@ -73,16 +96,19 @@ class StatusWriter(Actor):
         sink: StatusSink,
         is_leader: Callable[[], bool],
         backoff: BackoffPolicy,
+        concurrency: int = 8,
         rng: random.Random | None = None,
         call_later: Callable[[float, Callable[[], None]], object] | None = None,
     ) -> None:
         self.sink = sink
         self.is_leader = is_leader
         self.backoff = backoff
+        self.concurrency = concurrency
         self.rng = rng or random.Random()
         self.call_later = call_later
         self.routes: dict[RouteKey, _RouteState] = {}
         self.pending: set[RouteKey] = set()
+        self.in_flight: dict[RouteKey, asyncio.Task[None]] = {}
         self.attempt = 0
         self.retry_scheduled = False
         self.writes = 0
@@ -104,56 +130,81 @@ class StatusWriter(Actor):
                 state.desired = message.parents
                 state.stored = message.stored
             self.pending.add(key)
-            await self._flush()
+        elif isinstance(message, WriteFinished):
+            self._finished(message)
         elif isinstance(message, LeadershipChanged):
-            # Another replica may have written meanwhile: what this one wrote before proves
-            # nothing any more, so re-check every route against its stored status.
-            for state in self.routes.values():
-                state.written = None
+            if not message.leading:
+                # Another replica may write from now on: what this one wrote proves nothing
+                # about the objects any more, so the next term re-checks every route.
+                for state in self.routes.values():
+                    state.written = None
             self.pending = set(self.routes)
-            if message.leading:
-                await self._flush()
         elif isinstance(message, RetryStatusWrites):
             self.retry_scheduled = False
-            await self._flush()
+        self._flush()
         return None
+
+    async def stopped(self) -> None:
+        for task in self.in_flight.values():
+            task.cancel()
 
     def _needs_write(self, state: _RouteState) -> bool:
         reference = state.written if state.written is not None else state.stored
         return not status_equal_ignoring_timestamps(state.desired, reference)
 
-    async def _flush(self) -> None:
-        if not self.is_leader():
+    def _flush(self) -> None:
+        """Start writes of pending routes, up to ``concurrency`` in flight, while leading."""
+        if not self.pending or self.retry_scheduled:
             return
         for key in sorted(self.pending):
-            if not self.is_leader():
-                return  # leadership lost mid-flush: the rest stays pending for the next leader
+            if len(self.in_flight) >= self.concurrency or not self.is_leader():
+                return
+            if key in self.in_flight:
+                continue  # it is re-checked when its current write finishes
+            self.pending.discard(key)
             state = self.routes.get(key)
             if state is None:
-                self.pending.discard(key)
                 continue
             if not self._needs_write(state):
-                self.pending.discard(key)
                 self.skipped += 1
                 continue
-            try:
-                ok = await self.sink.write_route_status(
-                    namespace=key[0], name=key[1], parents=state.desired
-                )
-            except TransientStatusError as error:
-                self.failures += 1
-                logger.warning(
-                    "HTTPRoute {}/{}: status write failed, will retry: {}", key[0], key[1], error
-                )
-                self._schedule_retry()
-                return
-            self.attempt = 0
-            self.pending.discard(key)
-            if ok:
-                self.writes += 1
-                state.written = state.desired
-            else:
-                self.rejected += 1
+            self.in_flight[key] = asyncio.get_running_loop().create_task(
+                self._write(key, state.desired)
+            )
+
+    async def _write(self, key: RouteKey, parents: list[dict[str, Any]]) -> None:
+        outcome: Literal["written", "rejected", "transient"]
+        error = ""
+        try:
+            ok = await self.sink.write_route_status(namespace=key[0], name=key[1], parents=parents)
+            outcome = "written" if ok else "rejected"
+        except TransientStatusError as exc:
+            outcome, error = "transient", str(exc)
+        self.system.tell(self.address, WriteFinished(key[0], key[1], parents, outcome, error))
+
+    def _finished(self, message: WriteFinished) -> None:
+        key = (message.namespace, message.name)
+        self.in_flight.pop(key, None)
+        state = self.routes.get(key)
+        if message.outcome == "transient":
+            self.failures += 1
+            logger.warning(
+                "HTTPRoute {}/{}: status write failed, will retry: {}",
+                key[0],
+                key[1],
+                message.error,
+            )
+            if state is not None:
+                self.pending.add(key)
+            self._schedule_retry()
+            return
+        self.attempt = 0
+        if message.outcome == "written":
+            self.writes += 1
+            if state is not None:
+                state.written = message.parents
+        else:
+            self.rejected += 1
 
     def _schedule_retry(self) -> None:
         if self.retry_scheduled:
@@ -176,6 +227,7 @@ class StatusWriter(Actor):
             leading=self.is_leader(),
             routes=len(self.routes),
             pending=len(self.pending),
+            in_flight=len(self.in_flight),
             writes=self.writes,
             skipped=self.skipped,
             failures=self.failures,

@@ -86,7 +86,9 @@ def start_outbound() -> Outbound:
     system.spawn(
         INFORMER_ROUTER,
         lambda: InformerRouter(
-            route_factory=lambda ns, name: RouteActor(namespace=ns, name=name, now=lambda: NOW)
+            route_factory=lambda ns, name, outputs: RouteActor(
+                namespace=ns, name=name, now=lambda: NOW, outputs=outputs
+            )
         ),
     )
     return Outbound(system=system, watches=ServicePortWatches(system, grace=0.05), status_log=log)

@@ -7,7 +7,14 @@ from outbound_harness import Outbound, latest_policy
 from outbound_objects import backend, backends_of, http_route, parent, reference_grant, route_names
 from outbound_objects import service as svc
 
-from interlock.actors.messages import DesiredRouteStatus, parent_topic, route_address
+from interlock.actors.messages import (
+    INFORMER_ROUTER,
+    DesiredRouteStatus,
+    parent_topic,
+    route_address,
+)
+from interlock.actors.route import RouteActor
+from interlock.actors.router import InformerRouter
 from interlock.mailbox.testing import wait_until
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
@@ -207,3 +214,86 @@ async def test_consumer_routes_only_for_their_own_client_namespace(outbound: Out
     await outbound.settle()
     assert route_names(latest_policy(shop)) == ["HTTPRoute:shop/consumer"]
     assert route_names(latest_policy(other)) == ["Default:default/web"]
+
+
+class CrashOnDeletion(RouteActor):
+    """Crashes handling its route's deletion, once per process (a bug in the handler)."""
+
+    crashed = False
+
+    def _route_deleted(self) -> None:
+        if not CrashOnDeletion.crashed and self.route is not None:
+            CrashOnDeletion.crashed = True
+            raise RuntimeError("a bug while handling the deletion")
+        super()._route_deleted()
+
+
+async def test_a_route_whose_actor_crashed_on_its_deletion_is_still_withdrawn(
+    outbound: Outbound,
+):
+    system = outbound.system
+    router = InformerRouter(
+        route_factory=lambda ns, name, outputs: CrashOnDeletion(
+            namespace=ns, name=name, outputs=outputs
+        )
+    )
+    system.stop(INFORMER_ROUTER)
+    system.spawn(INFORMER_ROUTER, lambda: router)
+    outbound.apply(svc("web"))
+    outbound.apply(ROUTE)
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
+    outbound.delete(ROUTE)
+    await wait_until(lambda: not system.exists(route_address("default", "r")))
+    await outbound.settle()
+    assert CrashOnDeletion.crashed
+    assert system.statistics().restarts == 1
+    assert route_names(latest_policy(slot)) == ["Default:default/web"]
+    assert system.retained(parent_topic("default", "web")) == {}
+
+
+class CrashOnServiceChange(RouteActor):
+    """Crashes once handling a change of Service api (a bug in the handler)."""
+
+    crashed = False
+
+    def _published(self, topic: str, key: str, value: object) -> None:
+        if topic == "service:default/api" and self.route is not None and not self.crashed_once():
+            raise RuntimeError("a bug while handling a Service change")
+        super()._published(topic, key, value)
+
+    @classmethod
+    def crashed_once(cls) -> bool:
+        crashed, cls.crashed = cls.crashed, True
+        return crashed
+
+
+async def test_a_restarted_route_actor_republishes_nothing_unchanged(outbound: Outbound):
+    system = outbound.system
+    system.stop(INFORMER_ROUTER)
+    system.spawn(
+        INFORMER_ROUTER,
+        lambda: InformerRouter(
+            route_factory=lambda ns, name, outputs: CrashOnServiceChange(
+                namespace=ns, name=name, outputs=outputs
+            )
+        ),
+    )
+    outbound.apply(svc("web"))
+    outbound.apply(ROUTE)
+    target, slot = outbound.watch("web")
+    await outbound.settle()
+    CrashOnServiceChange.crashed = True  # the initial subscription is not the crash we want
+    outbound.apply(svc("api"))
+    await outbound.settle()
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]
+    watch_before = system.actor_statistics(target.address).processed
+    CrashOnServiceChange.crashed = False
+    # A change of api that leaves the route's output as it is (port 80 is still there).
+    outbound.apply(svc("api", ports=(80, 81)))
+    await wait_until(lambda: system.statistics().restarts == 1)
+    await outbound.settle()
+    # The fresh instance knew what its predecessor had published and stayed silent.
+    assert system.actor_statistics(target.address).processed == watch_before
+    assert backends_of(latest_policy(slot)) == [("api", True, None)]

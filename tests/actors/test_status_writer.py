@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from interlock.actors.messages import DesiredRouteStatus, LeadershipChanged
 from interlock.actors.status_writer import StatusWriter, TransientStatusError
 from interlock.mailbox import ActorSystem, BackoffPolicy
-from interlock.mailbox.testing import wait_idle, wait_until
+from interlock.mailbox.testing import wait_until
 
 
 def parents(reason: str, *, at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
@@ -43,20 +44,34 @@ class RecordingSink:
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, *, concurrency: int = 8) -> None:
         self.system = ActorSystem()
         self.sink = RecordingSink()
         self.leading = False
         self.timers: list[tuple[float, Any]] = []
-        self.system.spawn(
-            "status-writer",
-            lambda: StatusWriter(
+        self.writer: StatusWriter | None = None
+
+        def factory() -> StatusWriter:
+            self.writer = StatusWriter(
                 sink=self.sink,
                 is_leader=lambda: self.leading,
                 backoff=BackoffPolicy(initial=0.5, maximum=8.0),
+                concurrency=concurrency,
                 rng=random.Random(1),
                 call_later=lambda delay, fn: self.timers.append((delay, fn)),
-            ),
+            )
+            return self.writer
+
+        self.system.spawn("status-writer", factory)
+
+    async def settle(self) -> None:
+        """The actor idle and no write task left running."""
+        await wait_until(
+            lambda: (
+                self.system.statistics().busy == 0
+                and self.writer is not None
+                and not self.writer.in_flight
+            )
         )
 
     def send(self, name: str, reason: str, *, stored: str | None = None) -> None:
@@ -82,10 +97,10 @@ async def harness():
 async def test_a_follower_writes_nothing_and_the_new_leader_writes_what_is_pending(harness):
     harness.send("a", "BackendNotFound")
     harness.send("b", "ResolvedRefs", stored="ResolvedRefs")
-    await wait_idle(harness.system)
+    await harness.settle()
     assert harness.sink.writes == []
     harness.lead(True)
-    await wait_idle(harness.system)
+    await harness.settle()
     # b's stored status already says the same (timestamps aside): no write.
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
@@ -93,11 +108,11 @@ async def test_a_follower_writes_nothing_and_the_new_leader_writes_what_is_pendi
 async def test_the_leader_writes_each_change_once(harness):
     harness.lead(True)
     harness.send("a", "BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     harness.send("a", "BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     harness.send("a", "ResolvedRefs", stored="BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     assert harness.sink.writes == [
         ("default", "a", "BackendNotFound"),
         ("default", "a", "ResolvedRefs"),
@@ -107,10 +122,10 @@ async def test_the_leader_writes_each_change_once(harness):
 async def test_reverting_to_the_stored_status_after_a_write_writes_again(harness):
     harness.lead(True)
     harness.send("a", "ResolvedRefs", stored="BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     # The route actor has not seen our write yet: its stored snapshot is the old one.
     harness.send("a", "BackendNotFound", stored="BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs", "BackendNotFound"]
 
 
@@ -118,13 +133,13 @@ async def test_transient_failures_are_retried_with_backoff(harness):
     harness.lead(True)
     harness.sink.failures = 2
     harness.send("a", "BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     assert harness.sink.writes == []
     for _ in range(2):
         await wait_until(lambda: len(harness.timers) > 0)
         _delay, retry = harness.timers.pop()
         retry()
-        await wait_idle(harness.system)
+        await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
 
@@ -138,7 +153,7 @@ async def test_retry_delays_grow(harness):
         delay, retry = harness.timers.pop()
         delays.append(delay)
         retry()
-        await wait_idle(harness.system)
+        await harness.settle()
     assert delays[0] < delays[1] < delays[2]
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
@@ -147,14 +162,15 @@ async def test_a_deleted_route_is_forgotten(harness):
     harness.send("a", "BackendNotFound")
     harness.system.tell("status-writer", DesiredRouteStatus("default", "a", None))
     harness.lead(True)
-    await wait_idle(harness.system)
+    await harness.settle()
     assert harness.sink.writes == []
 
 
-async def test_losing_the_lease_mid_flush_stops_writing(harness):
+async def test_losing_the_lease_mid_flush_starts_no_more_writes():
+    harness = Harness(concurrency=1)
     harness.send("a", "BackendNotFound")
     harness.send("b", "BackendNotFound")
-    await wait_idle(harness.system)
+    await harness.settle()
     original = harness.sink.write_route_status
 
     async def write_then_lose_the_lease(**kwargs: Any) -> bool:
@@ -164,11 +180,55 @@ async def test_losing_the_lease_mid_flush_stops_writing(harness):
 
     harness.sink.write_route_status = write_then_lose_the_lease
     harness.lead(True)
-    await wait_idle(harness.system)
+    await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
     # The next leadership writes what is left (and re-checks a: another leader may have
     # written it in between, and this replica has not seen the route change since).
     harness.sink.write_route_status = original
     harness.lead(True)
-    await wait_idle(harness.system)
+    await harness.settle()
     assert "b" in [w[1] for w in harness.sink.writes[1:]]
+    await harness.system.shutdown()
+
+
+class GatedSink:
+    """A StatusSink whose writes wait for the test to open the gate; tracks concurrency."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.running = 0
+        self.most = 0
+        self.writes: list[tuple[str, str]] = []
+
+    async def write_route_status(
+        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    ) -> bool:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await self.gate.wait()
+        self.running -= 1
+        self.writes.append((name, parents[0]["conditions"][0]["reason"]))
+        return True
+
+
+async def test_writes_run_concurrently_bounded_one_per_route_newest_last():
+    harness = Harness(concurrency=3)
+    sink = GatedSink()
+    assert harness.writer is not None
+    harness.writer.sink = sink
+    harness.lead(True)
+    for i in range(10):
+        harness.send(f"r{i}", "BackendNotFound")
+    await wait_until(lambda: sink.running == 3)
+    # The actor is not blocked by the writes in flight: it takes a newer status for r0.
+    harness.send("r0", "ResolvedRefs")
+    await wait_until(lambda: harness.system.statistics().busy == 0)
+    sink.gate.set()
+    await harness.settle()
+    assert sink.most == 3
+    assert sorted(name for name, _ in sink.writes) == sorted([f"r{i}" for i in range(10)] + ["r0"])
+    assert [reason for name, reason in sink.writes if name == "r0"] == [
+        "BackendNotFound",
+        "ResolvedRefs",
+    ]
+    await harness.system.shutdown()
