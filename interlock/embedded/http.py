@@ -28,6 +28,7 @@ from interlock.embedded.audit import AuditLog, AuditRecord
 from interlock.embedded.errors import ApiError, bad_request
 from interlock.embedded.faults import Faults
 from interlock.embedded.objects import StoredObject, encode
+from interlock.embedded.protobuf import PROTOBUF, decode_object
 from interlock.embedded.registry import Registry, ResourceType
 from interlock.embedded.selectors import parse_field_selector, parse_label_selector
 from interlock.embedded.store import ObjectStore
@@ -411,6 +412,8 @@ class ApiHandler:
                 return None
             raise bad_request("the request has no body")
         content_type = request.headers.get("Content-Type", "")
+        if content_type.startswith(PROTOBUF):
+            return decode_object(raw)
         try:
             if "yaml" in content_type:
                 return yaml.safe_load(raw)

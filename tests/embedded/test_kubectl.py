@@ -8,6 +8,7 @@ the test's own event loop.
 from __future__ import annotations
 
 import asyncio
+import base64
 import shutil
 from pathlib import Path
 
@@ -296,3 +297,41 @@ async def test_a_misspelt_service_field_is_refused(
     assert 'Service in version "v1" cannot be handled as a Service' in err
     assert 'unknown field "spec.prots"' in err
     assert api_server.store.list(api_version="v1", kind="Service") == []
+
+
+async def test_kubectl_create_generators_send_protobuf_and_are_understood(
+    api_server: EmbeddedApiServer, kubectl: Kubectl
+) -> None:
+    htpasswd = kubectl.write("htpasswd", "user:$2y$05$abcdefghijklmnopqrstuv\n")
+    await kubectl("create", "namespace", "shop")
+    await kubectl(
+        "create", "secret", "generic", "users", f"--from-file=htpasswd={htpasswd}", "-n", "shop"
+    )
+    await kubectl("create", "service", "clusterip", "web", "--tcp=80:8080", "-n", "shop")
+    await kubectl(
+        "create",
+        "ingress",
+        "demo",
+        "--class=interlock",
+        "--rule=demo.localhost/*=web:80,tls=cert",
+        "--annotation=interlock.dev/modules=gzip",
+        "-n",
+        "shop",
+    )
+    secret = api_server.store.get(api_version="v1", kind="Secret", namespace="shop", name="users")
+    assert base64.b64decode(secret["data"]["htpasswd"]).decode().startswith("user:$2y$05$")
+    svc = api_server.store.get(api_version="v1", kind="Service", namespace="shop", name="web")
+    assert svc["spec"]["ports"] == [
+        {"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}
+    ]
+    assert svc["spec"]["selector"] == {"app": "web"}
+    ingress = api_server.store.get(
+        api_version="networking.k8s.io/v1", kind="Ingress", namespace="shop", name="demo"
+    )
+    assert ingress["metadata"]["annotations"] == {"interlock.dev/modules": "gzip"}
+    assert ingress["spec"]["rules"][0]["http"]["paths"][0] == {
+        "path": "/",
+        "pathType": "Prefix",
+        "backend": {"service": {"name": "web", "port": {"number": 80}}},
+    }
+    assert ingress["spec"]["tls"] == [{"hosts": ["demo.localhost"], "secretName": "cert"}]

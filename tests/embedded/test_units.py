@@ -9,6 +9,7 @@ import pytest
 from interlock.embedded.errors import ApiError
 from interlock.embedded.jsonpath import evaluate_jsonpath
 from interlock.embedded.patch import json_merge_patch, json_patch, strategic_merge_patch
+from interlock.embedded.protobuf import decode_object
 from interlock.embedded.selectors import parse_field_selector, parse_label_selector
 from interlock.embedded.timefmt import human_duration
 
@@ -144,3 +145,39 @@ def test_printer_column_jsonpaths() -> None:
 )
 def test_ages_read_like_kubectl(seconds: int, text: str) -> None:
     assert human_duration(timedelta(seconds=seconds)) == text
+
+
+# The exact body kubectl 1.32 sends for `kubectl create service nodeport web2 --tcp=80:8080`.
+KUBECTL_SERVICE_PROTOBUF = bytes.fromhex(
+    "6b3873000a0d0a027631120753657276696365126b0a210a047765623212001a0022002a00320038"
+    "0042005a0b0a0361707012047765623212420a1b0a0738302d383038301203544350185022070800"
+    "10903f1a002800120b0a036170701204776562321a0022084e6f6465506f72743a00420052005a00"
+    "600068001a020a001a002200"
+)
+
+
+def test_protobuf_bodies_from_kubectl_decode_to_the_json_object() -> None:
+    assert decode_object(KUBECTL_SERVICE_PROTOBUF) == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web2", "labels": {"app": "web2"}},
+        "spec": {
+            "ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}],
+            "selector": {"app": "web2"},
+            "type": "NodePort",
+        },
+    }
+
+
+def test_protobuf_of_an_undescribed_kind_is_refused_with_415() -> None:
+    lease = (
+        b"k8s\x00"
+        + bytes.fromhex("0a1f0a16636f6f7264696e6174696f6e2e6b38732e696f2f76311205")
+        + b"Lease"
+    )
+    with pytest.raises(ApiError) as refused:
+        decode_object(lease)
+    assert refused.value.code == 415
+    with pytest.raises(ApiError) as garbage:
+        decode_object(b"not protobuf")
+    assert garbage.value.code == 415
