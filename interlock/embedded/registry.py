@@ -112,6 +112,8 @@ class Registry:
         """Each group's served versions, preferred first (core group under ``""``)."""
         groups: dict[str, list[str]] = {}
         for rtype in self:
+            if not rtype.versions:
+                continue  # a CRD whose versions are all unserved
             versions = groups.setdefault(rtype.group, [])
             for version in rtype.versions:
                 if version not in versions:
