@@ -64,6 +64,9 @@ from interlock.model.edge import Conflict, DesiredEdge, DesiredRoute, EdgeBacken
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue
 
+_TLS = ""
+"""The pending-work key of the host's TLS certificate (no route id is empty)."""
+
 DEFAULT_EDGE_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
 """Retry delays of transient provider failures: 0.5 s doubling to 60 s, plus up to 50 %."""
 
@@ -236,6 +239,10 @@ class EdgeActor(Actor):
         self._provider = settings.provider
         self._parts: dict[str, HostPart] = {}
         self._desired = DesiredEdge(host=host, routes=())
+        self._desired_by_id: dict[str, DesiredRoute] = {}
+        # Route ids (and _TLS) that may need a step, in the order they are looked at: a route in
+        # sync is dropped once looked at, so a step costs O(1) amortized, not O(routes).
+        self._pending: dict[str, None] = {}
         self._conflicts: tuple[Conflict, ...] = ()
         self._served: dict[str, _Served] = {}
         self._failures: dict[tuple[str, str], _Failure] = {}
@@ -267,6 +274,7 @@ class EdgeActor(Actor):
             )
         # Take a step even if no retained value arrives: when the predecessor crashed handling
         # the last part's removal, nothing else would make this one remove the routes.
+        self._pending.update(dict.fromkeys(sorted(self._served)))
         self.tell(self.address, Reconcile())
 
     async def stopped(self) -> None:
@@ -288,6 +296,7 @@ class EdgeActor(Actor):
                 failure.waiting = False
             self._timers.pop(message.slot, None)
             self._next_retry.pop(message.slot, None)
+            self._pending[message.slot[1]] = None
         elif not isinstance(message, Reconcile):
             return None
         await self._step()
@@ -302,9 +311,12 @@ class EdgeActor(Actor):
             self._parts.pop(message.key, None)
         parts = {part.ingress: part.routes for part in self._parts.values()}
         self._desired, conflicts = edge_from_parts(self._host, parts)
-        desired = {route.route_id for route in self._desired.routes}
+        self._desired_by_id = {route.route_id: route for route in self._desired.routes}
+        desired = set(self._desired_by_id)
         for route_id in {slot[1] for slot in self._failures} - desired - set(self._served):
             self._forget_failures(route_id)
+        removed = sorted(set(self._served) - desired)
+        self._pending = dict.fromkeys([*removed, *self._desired_by_id, _TLS])
         self._report_conflicts(tuple(conflicts))
         self._report_model_errors()
         self._follow_tls_secret()
@@ -325,6 +337,7 @@ class EdgeActor(Actor):
             self.subscribe(topic)
 
     def _take_tls(self, message: Published | Unpublished) -> None:
+        self._pending[_TLS] = None
         value = message.value if isinstance(message, Published) else None
         state = self.board_host()
         secret = self._desired.tls_secret
@@ -343,19 +356,27 @@ class EdgeActor(Actor):
     # --- steps --------------------------------------------------------------------------------
 
     def _next_step(self) -> _Step | None:
-        desired = {route.route_id: route for route in self._desired.routes}
-        for route_id in sorted(set(self._served) - set(desired)):
-            step = _Step("remove", route_id, None)
-            if self._eligible(step):
+        """The next step towards the desired edge: removals first, then routes in matching
+        order, then TLS. A pending entry that needs no (eligible) step is dropped; it comes back
+        when the desired state changes or its retry timer fires."""
+        while self._pending:
+            key = next(iter(self._pending))
+            step = self._step_for(key)
+            if step is not None and self._eligible(step):
                 return step
-        for route in self._desired.routes:
-            route_step = self._route_step(route)
-            if route_step is not None and self._eligible(route_step):
-                return route_step
-        if self._tls_wanted != self._tls_served:
-            tls_step = _Step("tls", "", self._tls_wanted)
-            if self._eligible(tls_step):
-                return tls_step
+            del self._pending[key]
+        return None
+
+    def _step_for(self, key: str) -> _Step | None:
+        if key == _TLS:
+            if self._tls_wanted != self._tls_served:
+                return _Step("tls", _TLS, self._tls_wanted)
+            return None
+        route = self._desired_by_id.get(key)
+        if route is not None:
+            return self._route_step(route)
+        if key in self._served:
+            return _Step("remove", key, None)
         return None
 
     def _route_step(self, route: DesiredRoute) -> _Step | None:
@@ -398,7 +419,7 @@ class EdgeActor(Actor):
             self._failed(step, error, permanent=False, retry_after=error.retry_after)
         else:
             self._succeeded(step)
-        self._update_board()
+        self._update_route_board(step.route_id)
         self.tell(self.address, Reconcile())
 
     async def _run(self, step: _Step) -> None:
@@ -616,48 +637,57 @@ class EdgeActor(Actor):
     def _update_board(self) -> None:
         state = self.board_host()
         state.conflicts = tuple(str(c) for c in self._conflicts)
-        desired = {route.route_id: route for route in self._desired.routes}
-        routes: dict[str, RouteState] = {}
-        for route_id in sorted(set(desired) | set(self._served)):
-            route = desired.get(route_id)
-            served = self._served.get(route_id)
-            entry = RouteState(
-                route_id=route_id,
-                ingress="" if route is None else str(route.ingress),
-                desired=route is not None,
-                reserved=served is not None and served.reserved,
-                modules=(
-                    None
-                    if served is None or served.modules is None
-                    else _module_names(served.modules)
-                ),
-                backend=(
-                    None
-                    if served is None or served.backend is None
-                    else _describe_backend(served.backend)
-                ),
-            )
-            slot = next(
-                (
-                    slot
-                    for slot in (
-                        ("modules", route_id),
-                        ("reserve", route_id),
-                        ("backend", route_id),
-                        ("remove", route_id),
-                    )
-                    if slot in self._failures
-                ),
-                None,
-            )
-            failure = None if slot is None else self._failures[slot]
-            if route is not None and route.module_error is not None:
-                entry.last_error = f"{route.module_error.reason}: {route.module_error.message}"
-                entry.permanent = route.module_error.permanent
-            elif failure is not None:
-                entry.last_error = failure.message
-                entry.permanent = failure.permanent
-                entry.attempts = failure.attempts
-                entry.next_retry = self._next_retry.get(slot) if slot is not None else None
-            routes[route_id] = entry
-        state.routes = routes
+        state.routes = {
+            route_id: self._route_state(route_id)
+            for route_id in sorted(set(self._desired_by_id) | set(self._served))
+        }
+
+    def _update_route_board(self, route_id: str) -> None:
+        if route_id == _TLS:
+            return
+        routes = self.board_host().routes
+        if route_id in self._desired_by_id or route_id in self._served:
+            routes[route_id] = self._route_state(route_id)
+        else:
+            routes.pop(route_id, None)
+
+    def _route_state(self, route_id: str) -> RouteState:
+        route = self._desired_by_id.get(route_id)
+        served = self._served.get(route_id)
+        entry = RouteState(
+            route_id=route_id,
+            ingress="" if route is None else str(route.ingress),
+            desired=route is not None,
+            reserved=served is not None and served.reserved,
+            modules=(
+                None if served is None or served.modules is None else _module_names(served.modules)
+            ),
+            backend=(
+                None
+                if served is None or served.backend is None
+                else _describe_backend(served.backend)
+            ),
+        )
+        slot = next(
+            (
+                slot
+                for slot in (
+                    ("modules", route_id),
+                    ("reserve", route_id),
+                    ("backend", route_id),
+                    ("remove", route_id),
+                )
+                if slot in self._failures
+            ),
+            None,
+        )
+        failure = None if slot is None else self._failures[slot]
+        if route is not None and route.module_error is not None:
+            entry.last_error = f"{route.module_error.reason}: {route.module_error.message}"
+            entry.permanent = route.module_error.permanent
+        elif failure is not None:
+            entry.last_error = failure.message
+            entry.permanent = failure.permanent
+            entry.attempts = failure.attempts
+            entry.next_retry = self._next_retry.get(slot) if slot is not None else None
+        return entry

@@ -570,3 +570,26 @@ async def test_routes_are_removed_even_when_the_actor_crashed_handling_the_remov
     await wait_until(lambda: not edge.system.exists(edge_address(HOST)))
     assert edge.route() is None
     assert edge.system.statistics().restarts == 1
+
+
+async def test_a_host_with_many_routes_costs_one_step_per_change(edge: Edge) -> None:
+    routes = []
+    for index in range(100):
+        routes.extend(part(path=f"/p{index}").routes)
+    big = HostPart(ingress=ObjectKey(namespace="default", name="web"), uid="", routes=tuple(routes))
+    edge.publish(big)
+    await wait_until(
+        lambda: (
+            len(edge.inner.routes_of(HOST) or {}) == 100
+            and all(r.backend is not None for r in (edge.inner.routes_of(HOST) or {}).values())
+        )
+    )
+    calls = sum(edge.provider.plan.calls.values())
+    assert calls == 200  # modules then backend, once per route
+    # One route changes: one step for it, none for the 99 others.
+    changed = list(routes)
+    changed[7] = part(path="/p7", modules=HEADERS_B).routes[0]
+    edge.publish(HostPart(ingress=big.ingress, uid="", routes=tuple(changed)))
+    await wait_until(lambda: sum(edge.provider.plan.calls.values()) == calls + 1)
+    await wait_idle(edge.system)
+    assert sum(edge.provider.plan.calls.values()) == calls + 1
