@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -107,7 +108,13 @@ class StatusWriter(Actor):
         self.rng = rng or random.Random()
         self.call_later = call_later
         self.routes: dict[RouteKey, _RouteState] = {}
+        # Routes to (re)check, in arrival order: a deque to pop from and a set for membership
+        # (a route dropped from the set is skipped when its stale deque entry comes up). Each
+        # message costs O(1) however many routes wait, even on a follower holding all of them.
+        self.queue: deque[RouteKey] = deque()
         self.pending: set[RouteKey] = set()
+        self.recheck: set[RouteKey] = set()
+        """Routes that changed while their write was in flight: re-checked when it ends."""
         self.in_flight: dict[RouteKey, asyncio.Task[None]] = {}
         self.attempt = 0
         self.retry_scheduled = False
@@ -122,6 +129,7 @@ class StatusWriter(Actor):
             if message.parents is None:
                 self.routes.pop(key, None)
                 self.pending.discard(key)
+                self.recheck.discard(key)
                 return None
             state = self.routes.get(key)
             if state is None:
@@ -129,7 +137,7 @@ class StatusWriter(Actor):
             else:
                 state.desired = message.parents
                 state.stored = message.stored
-            self.pending.add(key)
+            self._enqueue(key)
         elif isinstance(message, WriteFinished):
             self._finished(message)
         elif isinstance(message, LeadershipChanged):
@@ -138,7 +146,8 @@ class StatusWriter(Actor):
                 # about the objects any more, so the next term re-checks every route.
                 for state in self.routes.values():
                     state.written = None
-            self.pending = set(self.routes)
+            for key in self.routes:
+                self._enqueue(key)
         elif isinstance(message, RetryStatusWrites):
             self.retry_scheduled = False
         self._flush()
@@ -152,15 +161,21 @@ class StatusWriter(Actor):
         reference = state.written if state.written is not None else state.stored
         return not status_equal_ignoring_timestamps(state.desired, reference)
 
+    def _enqueue(self, key: RouteKey) -> None:
+        if key in self.in_flight:
+            self.recheck.add(key)
+        elif key not in self.pending:
+            self.pending.add(key)
+            self.queue.append(key)
+
     def _flush(self) -> None:
         """Start writes of pending routes, up to ``concurrency`` in flight, while leading."""
-        if not self.pending or self.retry_scheduled:
-            return
-        for key in sorted(self.pending):
-            if len(self.in_flight) >= self.concurrency or not self.is_leader():
+        while self.queue and len(self.in_flight) < self.concurrency:
+            if self.retry_scheduled or not self.is_leader():
                 return
-            if key in self.in_flight:
-                continue  # it is re-checked when its current write finishes
+            key = self.queue.popleft()
+            if key not in self.pending:
+                continue  # dropped (deleted route) after it was queued
             self.pending.discard(key)
             state = self.routes.get(key)
             if state is None:
@@ -185,6 +200,9 @@ class StatusWriter(Actor):
     def _finished(self, message: WriteFinished) -> None:
         key = (message.namespace, message.name)
         self.in_flight.pop(key, None)
+        if key in self.recheck:
+            self.recheck.discard(key)
+            self._enqueue(key)
         state = self.routes.get(key)
         if message.outcome == "transient":
             self.failures += 1
@@ -195,7 +213,7 @@ class StatusWriter(Actor):
                 message.error,
             )
             if state is not None:
-                self.pending.add(key)
+                self._enqueue(key)
             self._schedule_retry()
             return
         self.attempt = 0
