@@ -9,6 +9,7 @@ index without stopping the others, so one typo does not hide every other mistake
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,21 @@ from interlock.embedded.store import ObjectStore
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _DOCUMENTS_PER_TURN = 200
-# libyaml's safe loader parses a 20,000-document benchmark manifest about ten times faster.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader, reading unquoted dates as strings as kubectl does.
+
+    libyaml parses a 20,000-document manifest about ten times faster than pure Python; and
+    ``2024-01-01`` in a manifest is text for Kubernetes, not a date that JSON cannot hold.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 _FIRST_KINDS = {"Namespace": 0, "CustomResourceDefinition": 1}
 
 
@@ -95,7 +109,7 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
     documents: list[_Document] = []
     index = 0
     try:
-        for body in yaml.load_all(text, Loader=_LOADER):
+        for body in yaml.load_all(text, Loader=_Loader):
             if body is None:
                 index += 1
                 continue
@@ -150,6 +164,10 @@ def _apply_one(store: ObjectStore, document: _Document) -> DocumentResult:
         namespace = metadata["namespace"]
     version = body["apiVersion"].rpartition("/")[2]
     try:
+        body = _with_last_applied(body)
+    except (TypeError, ValueError) as error:
+        return result("error", f"the document cannot be represented as JSON: {error}")
+    try:
         try:
             store.create_object(rtype, version=version, namespace=namespace, body=body)
             return result("created")
@@ -166,6 +184,21 @@ def _apply_one(store: ObjectStore, document: _Document) -> DocumentResult:
         return result("unchanged" if after == before else "updated")
     except ApiError as error:
         return result("error", error.message)
+
+
+def _with_last_applied(body: dict[str, Any]) -> dict[str, Any]:
+    """The document with the annotation ``kubectl apply`` records.
+
+    A later ``kubectl apply`` of an edited file then computes its three-way patch from it,
+    exactly as if the file had been applied with kubectl in the first place.
+    """
+    metadata = dict(body.get("metadata") or {})
+    annotations = {
+        k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED
+    }
+    recorded = {**body, "metadata": {**metadata, "annotations": annotations}}
+    text = json.dumps(recorded, sort_keys=True, separators=(",", ":")) + "\n"
+    return {**body, "metadata": {**metadata, "annotations": {**annotations, LAST_APPLIED: text}}}
 
 
 async def apply_manifests(

@@ -335,3 +335,14 @@ async def test_kubectl_create_generators_send_protobuf_and_are_understood(
         "backend": {"service": {"name": "web", "port": {"number": 80}}},
     }
     assert ingress["spec"]["tls"] == [{"hosts": ["demo.localhost"], "secretName": "cert"}]
+
+
+async def test_kubectl_apply_after_loading_manifests_sees_them_as_applied(
+    api_server: EmbeddedApiServer, kubectl: Kubectl
+) -> None:
+    path = kubectl.write("svc.yaml", SERVICE_YAML.format(port=80))
+    report = await api_server.apply_manifests([path])
+    assert report.ok
+    _, out, err = await kubectl("apply", "-f", path)
+    assert out.strip() == "service/web unchanged"
+    assert "last-applied-configuration" not in err

@@ -132,3 +132,17 @@ async def test_errors_about_secrets_never_show_their_data(
     assert "invalid YAML at line" in messages[0] or "invalid YAML at line" in messages[1]
     assert any("data[token]" in m for m in messages)
     assert not any("hunter2" in m for m in messages)
+
+
+async def test_unquoted_dates_stay_text_as_kubectl_reads_them(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "svc.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  labels: {release: 2024-01-01}\n"
+        "spec: {ports: [{port: 80}]}\n"
+    )
+    report = await api_server.apply_manifests([path])
+    assert report.ok, [str(e) for e in report.errors]
+    stored = api_server.store.get(api_version="v1", kind="Service", namespace="default", name="web")
+    assert stored["metadata"]["labels"] == {"release": "2024-01-01"}
