@@ -65,3 +65,30 @@ async def test_unknown_kinds_go_to_extra_handlers_with_the_events_correlation():
     await wait_idle(system)
     await system.shutdown()
     assert seen == [("Ingress", "x")]
+
+
+async def test_secret_data_never_reaches_the_trace():
+    from interlock.mailbox.testing import capture_trace
+
+    system = ActorSystem()
+    with capture_trace(system) as captured:
+        system.spawn(INFORMER_ROUTER, lambda: InformerRouter(extra={"Secret": lambda change: None}))
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "users", "namespace": "default"},
+            "data": {"htpasswd": "c3VwZXItc2VjcmV0LXZhbHVl"},
+        }
+        change = ObjectChanged(
+            kind="Secret",
+            namespace="default",
+            name="users",
+            deleted=False,
+            resource_version="7",
+            obj=secret,
+        )
+        system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+        await wait_idle(system)
+    await system.shutdown()
+    assert captured.events("handled", correlation_id="Upserted Secret default/users rv=7")
+    assert "c3VwZXItc2VjcmV0LXZhbHVl" not in captured.text()
