@@ -9,7 +9,7 @@ from outbound_objects import backend, backends_of, http_route, parent, route_nam
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged, route_address
 from interlock.actors.router import InformerRouter
 from interlock.mailbox import ActorSystem
-from interlock.mailbox.testing import wait_idle
+from interlock.mailbox.testing import capture_trace, wait_idle
 
 
 async def test_a_bad_service_is_logged_with_its_field_and_changes_nothing(outbound: Outbound):
@@ -68,8 +68,6 @@ async def test_unknown_kinds_go_to_extra_handlers_with_the_events_correlation():
 
 
 async def test_secret_data_never_reaches_the_trace():
-    from interlock.mailbox.testing import capture_trace
-
     system = ActorSystem()
     with capture_trace(system) as captured:
         system.spawn(INFORMER_ROUTER, lambda: InformerRouter(extra={"Secret": lambda change: None}))
