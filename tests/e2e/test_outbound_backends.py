@@ -60,3 +60,24 @@ async def test_parent_without_port_applies_to_every_port(cluster: Cluster, polic
         watch = await policy.watch("web", port)
         await watch.until(api_exists)
         watch.close()
+
+
+async def test_unknown_service_or_port_answers_a_failing_default_route(
+    cluster: Cluster, policy: PolicyClient
+):
+    missing = await policy.get("nowhere")
+    assert [r["kind"] for r in missing["routes"]] == ["Default"]
+    [backend_json] = missing["routes"][0]["rules"][0]["backends"]
+    assert backend_json["exists"] is False
+    assert backend_json["failureInjector"]["message"] == "Service default/nowhere does not exist"
+    # The watch starts working the moment the Service appears.
+    watch = await policy.watch("nowhere")
+    await cluster.apply(service("nowhere"))
+    await watch.until(lambda p: backends_of(p) == [("nowhere", True, None)])
+    watch.close()
+    wrong_port = await policy.get("nowhere", 81)
+    assert backends_of(wrong_port) == [("nowhere", False, 500)]
+    assert (
+        "has no port 81"
+        in (wrong_port["routes"][0]["rules"][0]["backends"][0]["failureInjector"]["message"])
+    )
