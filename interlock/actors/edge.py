@@ -183,6 +183,8 @@ class _Served:
     secrets: Mapping[tuple[str, str], SecretValue]
     backend: BackendTarget | None
     reserved: bool = False
+    names: tuple[str, ...] | None = None
+    """The applied module types (for the board), computed once when applied."""
 
 
 @dataclass(slots=True)
@@ -238,6 +240,7 @@ class EdgeActor(Actor):
         self._settings = settings
         self._provider = settings.provider
         self._parts: dict[str, HostPart] = {}
+        self._parts_changed = False
         self._desired = DesiredEdge(host=host, routes=())
         self._desired_by_id: dict[str, DesiredRoute] = {}
         # Route ids (and _TLS) that may need a step, in the order they are looked at: a route in
@@ -290,6 +293,10 @@ class EdgeActor(Actor):
                 self._take_tls(message)
             self.tell(self.address, Reconcile())
             return None
+        if self._parts_changed:
+            # Once per burst of parts (the Reconcile queued behind them), not once per part:
+            # combining is O(routes of the host), and a host may have many Ingresses.
+            self._combine_parts()
         if isinstance(message, RetryDue):
             failure = self._failures.get(message.slot)
             if failure is not None and failure.attempts == message.attempt:
@@ -309,18 +316,33 @@ class EdgeActor(Actor):
             self._parts[message.key] = message.value
         else:
             self._parts.pop(message.key, None)
+        self._parts_changed = True
+
+    def _combine_parts(self) -> None:
+        self._parts_changed = False
         parts = {part.ingress: part.routes for part in self._parts.values()}
         self._desired, conflicts = edge_from_parts(self._host, parts)
+        previous = self._desired_by_id
         self._desired_by_id = {route.route_id: route for route in self._desired.routes}
-        desired = set(self._desired_by_id)
-        for route_id in {slot[1] for slot in self._failures} - desired - set(self._served):
-            self._forget_failures(route_id)
-        removed = sorted(set(self._served) - desired)
-        self._pending = dict.fromkeys([*removed, *self._desired_by_id, _TLS])
+        # Only routes whose desired value changed need a look (an unchanged Ingress's part
+        # holds the very same route objects): a change costs O(its routes), not O(host).
+        left = [route_id for route_id in previous if route_id not in self._desired_by_id]
+        changed = [
+            route_id
+            for route_id, route in self._desired_by_id.items()
+            if previous.get(route_id) is not route
+        ]
+        for route_id in left:
+            if route_id not in self._served:
+                self._forget_failures(route_id)
+        self._pending.update(dict.fromkeys([*left, *changed, _TLS]))
         self._report_conflicts(tuple(conflicts))
         self._report_model_errors()
         self._follow_tls_secret()
-        self._update_board()
+        state = self.board_host()
+        state.conflicts = tuple(str(c) for c in self._conflicts)
+        for route_id in [*left, *changed]:
+            self._update_route_board(route_id)
 
     def _follow_tls_secret(self) -> None:
         secret = self._desired.tls_secret
@@ -453,6 +475,7 @@ class EdgeActor(Actor):
                 modules=route.modules,
                 secrets=dict(route.secrets),
                 backend=None if previous is None else previous.backend,
+                names=_module_names(route.modules),
             )
         elif step.kind == "backend":
             assert step.target is not None
@@ -634,14 +657,6 @@ class EdgeActor(Actor):
             )
         self._model_errors = errors
 
-    def _update_board(self) -> None:
-        state = self.board_host()
-        state.conflicts = tuple(str(c) for c in self._conflicts)
-        state.routes = {
-            route_id: self._route_state(route_id)
-            for route_id in sorted(set(self._desired_by_id) | set(self._served))
-        }
-
     def _update_route_board(self, route_id: str) -> None:
         if route_id == _TLS:
             return
@@ -659,9 +674,7 @@ class EdgeActor(Actor):
             ingress="" if route is None else str(route.ingress),
             desired=route is not None,
             reserved=served is not None and served.reserved,
-            modules=(
-                None if served is None or served.modules is None else _module_names(served.modules)
-            ),
+            modules=None if served is None else served.names,
             backend=(
                 None
                 if served is None or served.backend is None
