@@ -37,6 +37,7 @@ from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.status_writer import StatusWriter, TransientStatusError
 from interlock.api.admin import AdminApp
+from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
@@ -315,6 +316,7 @@ class Controller:
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready)
+        mount_metrics(admin.app, controller_sources(self))
         admin.add_debug_query("actors", self._debug_actors)
         admin.add_debug("watches", self.watches.debug)
         if self.informers is not None:

@@ -32,4 +32,8 @@ async def test_probes_and_debug_views(
     async with http.get(admin + "/debug/status") as response:
         status = await response.json()
     assert status["leading"] is True
+    async with http.get(admin + "/metrics") as response:
+        assert response.status == 200
+        metrics = await response.text()
+    assert 'kind="route"' in metrics
     watch.close()
