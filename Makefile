@@ -45,3 +45,9 @@ binary: install
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# Issue 8: the convergence harness with many more generated histories than CI runs, then the
+# bad-input corpus, security and load tests (see docs/reliability.md for the figures).
+.PHONY: reliability
+reliability: install
+	INTERLOCK_RELIABILITY_EXAMPLES=200 $(BIN)/python -m pytest -q tests/reliability

@@ -50,10 +50,15 @@ from reliability_kit import (
 )
 from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
+from interlock.edge.faults import ServedConfig
+from interlock.edge.provider import BackendTarget
 from interlock.embedded import EmbeddedApiServer
 
 EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
 CONVERGE_WITHIN = 20.0
+STEP_GAP = 0.003
+"""A moment after each write, so the controller sees intermediate states (longer ones come
+from ``pause`` steps); without it the whole history would reach the informers at once."""
 
 # --- the steps of a history ---------------------------------------------------------------------
 
@@ -123,8 +128,10 @@ class Run:
         match step:
             case ("apply", kind, name, variant):
                 write(server, build(kind, name, variant))
+                await asyncio.sleep(STEP_GAP)
             case ("delete", kind, name):
                 remove(server, build(kind, name, 0))
+                await asyncio.sleep(STEP_GAP)
             case ("drop_watches",):
                 server.faults.drop_watches()
             case ("compact",):
@@ -198,8 +205,13 @@ async def run_history(history: list[Step], tmp: Path) -> None:
             server, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
         )
         write(server, INGRESS_CLASS)
+        # A populated cluster to start from, so that updates and deletes meet live objects.
+        for kind, (names, _, _) in UNIVERSE.items():
+            for name in names:
+                write(server, build(kind, name, 0))
         kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
         run = Run(server=server, kubeconfig=kubeconfig, crashes=crashes)
+        run.modules.record(server)
         with crashes.installed():
             run.replicas.append(await start_replica(kubeconfig, "replica-1"))
             try:
@@ -289,3 +301,24 @@ def test_a_history_with_every_fault_converges(seed_history: str, tmp_path: Path)
         ("apply", "Ingress", "i-0", 1),
     ]
     asyncio.run(run_history(history, tmp_path))
+
+
+def test_the_fail_closed_monitor_flags_a_backend_served_without_its_modules() -> None:
+    """The monitor itself can fail: a backend on a reservation, or on a chain missing a module
+    every version of the history required, is a violation; the required chain is not."""
+    history = ModuleHistory(
+        claims={("h0.example", "Prefix:/"): {("ms-0",)}},
+        set_types={"ms-0": {frozenset({"basicAuth"}), None}},
+    )
+    backend = BackendTarget(namespace="default", service="svc-a", port=80)
+
+    def served(applied: bool, order: list[str]) -> ServedConfig:
+        modules = {"order": order} if applied else {}
+        return ServedConfig(
+            "attach_backend", "h0.example", "Prefix:/", True, applied, modules, backend
+        )
+
+    assert fail_closed_violations([served(True, ["basicAuth"])], history) == []
+    assert len(fail_closed_violations([served(False, [])], history)) == 1
+    assert len(fail_closed_violations([served(True, [])], history)) == 1
+    assert len(fail_closed_violations([served(True, ["headers"])], history)) == 1
