@@ -195,6 +195,11 @@ class StatusWriter(Actor):
             outcome = "written" if ok else "rejected"
         except TransientStatusError as exc:
             outcome, error = "transient", str(exc)
+        except Exception as exc:
+            # Not foreseen (a bug, an answer nobody expected): the route must not stay "in
+            # flight" forever, so it is retried like a transient failure, and logged.
+            logger.exception("HTTPRoute {}/{}: status write raised", key[0], key[1])
+            outcome, error = "transient", f"{type(exc).__name__}: {exc}"
         self.system.tell(self.address, WriteFinished(key[0], key[1], parents, outcome, error))
 
     def _finished(self, message: WriteFinished) -> None:

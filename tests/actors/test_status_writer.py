@@ -232,3 +232,24 @@ async def test_writes_run_concurrently_bounded_one_per_route_newest_last():
         "ResolvedRefs",
     ]
     await harness.system.shutdown()
+
+
+async def test_an_unexpected_error_in_a_write_is_retried_not_stuck(harness):
+    calls = 0
+    original = harness.sink.write_route_status
+
+    async def buggy_once(**kwargs: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyError("status")
+        return await original(**kwargs)
+
+    harness.sink.write_route_status = buggy_once
+    harness.lead(True)
+    harness.send("a", "BackendNotFound")
+    await wait_until(lambda: len(harness.timers) > 0)
+    _delay, retry = harness.timers.pop()
+    retry()
+    await harness.settle()
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
