@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from cli_process import Running, child_env, http_get, interlock_argv, wait_http
+from prometheus_client.parser import text_string_to_metric_families
 
 SERVICES = """
 apiVersion: v1
@@ -34,6 +35,17 @@ spec:
         - {name: web, port: 80, weight: 90}
         - {name: web-canary, port: 80, weight: 10}
 """
+
+
+def _metrics(admin_url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, headers, body = http_get(f"{admin_url}/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -72,6 +84,7 @@ def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path:
         admin_url = controller.wait_for(r"admin listening on (http://\S+)")[1]
         wait_http(f"{admin_url}/readyz")
         assert http_get(f"{admin_url}/healthz")[0] == 200
+        before = _metrics(admin_url)
         _kubectl(kubeconfig, "apply", "-f", "-", stdin=SERVICES)
 
         got = subprocess.run(
@@ -98,6 +111,16 @@ def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path:
         assert [route["name"] for route in routes] == ["web-split"]
         backends = {b["name"]: b["weight"] for b in routes[0]["rules"][0]["backends"]}
         assert backends == {"web": 90, "web-canary": 10}
+
+        after = _metrics(admin_url)
+        services = ("interlock_informer_events_total", (("informer", "Service.v1"),))
+        assert after[services] >= before[services] + 2
+        handled = "interlock_messages_handled_total"
+        router = (handled, (("kind", "informer-router"),))
+        assert after[router] > before.get(router, 0)
+        names = {name for name, _ in after}
+        assert {"interlock_mailbox_depth", "interlock_leader"} <= names
+        assert {"interlock_status_patches_total", "interlock_informer_relists_total"} <= names
 
         controller.signal(signal.SIGTERM)
         assert controller.wait(within=30) == 0
