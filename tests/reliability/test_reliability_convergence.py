@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reliability_kit import (
     CRDS,
@@ -125,6 +125,8 @@ class Run:
 
     async def step(self, step: Step) -> None:
         server = self.server
+        if step[0] not in ("apply", "delete", "pause"):
+            event(f"fault injected: {step[0]}")
         match step:
             case ("apply", kind, name, variant):
                 write(server, build(kind, name, variant))
@@ -168,7 +170,10 @@ def describe_differences(replica: Replica, run: Run) -> list[str]:
         f"{replica.identity} policy", replica.policies(), expected_policies(state)
     )
     problems += served_differences(
-        replica.served(), expected_served(state), history=replica.edge.served
+        replica.served(),
+        expected_served(state),
+        history=replica.edge.served,
+        stuck=replica.stuck_on_injected_permanent_faults(),
     )
     return problems
 
@@ -195,6 +200,27 @@ async def converged(replica: Replica, run: Run, *, statuses: bool) -> None:
         return f"{replica.identity} differs from the final state:\n  " + "\n  ".join(lines)
 
     await eventually(settled, within=CONVERGE_WITHIN, message=report)
+
+
+def record_what_happened(run: Run, survivor: Replica) -> None:
+    """Hypothesis events (``--hypothesis-show-statistics``): which paths the histories took."""
+    for kind, count in run.crashes.crashed.items():
+        if count:
+            event(f"handler crashed and restarted: {kind}")
+    informers = survivor.controller.informers
+    if informers is not None:
+        statistics = informers.statistics().values()
+        if sum(s.relists for s in statistics):
+            event("an informer relisted (410 or failed watch)")
+        if sum(s.reconnects for s in statistics):
+            event("an informer reconnected")
+    for replica in [*run.retired, *run.replicas]:
+        if sum(replica.edge.plan.injected.values()):
+            event("edge provider call failed (injected)")
+        if replica.stuck_on_injected_permanent_faults():
+            event("route held by an injected permanent edge fault (not retried)")
+    if run.handovers:
+        event("Lease handed over to a new replica")
 
 
 async def run_history(history: list[Step], tmp: Path) -> None:
@@ -224,6 +250,7 @@ async def run_history(history: list[Step], tmp: Path) -> None:
                 crashes.armed.clear()
                 survivor = run.current
                 await converged(survivor, run, statuses=True)
+                record_what_happened(run, survivor)
 
                 fresh = await start_replica(kubeconfig, "fresh")
                 run.replicas.append(fresh)
