@@ -1,10 +1,10 @@
 """EmbeddedApiServer: a Kubernetes API server in-process, for running with no cluster and tests.
 
 It wires the registry (kinds), the object store (objects, resourceVersions, watches), the HTTP
-handler and fault injection onto an aiohttp site bound to 127.0.0.1, and starts like a fresh
-cluster: namespaces ``default``, ``kube-system``, ``kube-public`` and ``kube-node-lease`` exist
-and the Gateway API CRDs are installed. ``restart()`` keeps the data and the port and drops
-every connection, as a real API server restart does.
+handler, fault injection and the audit log onto an aiohttp site bound to 127.0.0.1, and starts
+like a fresh cluster: namespaces ``default``, ``kube-system``, ``kube-public`` and
+``kube-node-lease`` exist and the Gateway API CRDs are installed. ``restart()`` keeps the data
+and the port and drops every connection, as a real API server restart does.
 """
 
 from __future__ import annotations
