@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ from hypothesis.errors import InvalidArgument
 from reliability_kit import (
     CRDS,
     RETAINED_INPUT_ACTORS,
+    WATCHED,
     CrashPlan,
     ModuleHistory,
     Replica,
@@ -204,6 +206,20 @@ async def converged(replica: Replica, run: Run, *, statuses: bool) -> None:
     await eventually(settled, within=CONVERGE_WITHIN, message=report)
 
 
+async def served_over_http(replica: Replica) -> dict[str, Any]:
+    site = replica.controller.policy_site
+    assert site is not None
+    result: dict[str, Any] = {}
+    async with aiohttp.ClientSession() as http:
+        for target in WATCHED:
+            url = f"{site.url}/v1/outbound/{target.namespace}/{target.service}/{target.port}"
+            params = {"clientNamespace": target.client_namespace}
+            async with http.get(url, params=params) as response:
+                assert response.status == 200, await response.text()
+                result[str(target)] = await response.json()
+    return result
+
+
 def note(text: str) -> None:
     """A hypothesis event when a generated history runs (the fixed history runs without one)."""
     with contextlib.suppress(InvalidArgument):
@@ -264,6 +280,9 @@ async def run_history(history: list[Step], tmp: Path) -> None:
                 run.replicas.append(fresh)
                 await converged(fresh, run, statuses=False)
                 assert fresh.policies() == survivor.policies()
+                # And what mesh clients read over HTTP is that same policy.
+                for replica in (survivor, fresh):
+                    assert await served_over_http(replica) == replica.policies()
                 before = written_statuses(server)
                 await stop_replica(survivor)
                 run.replicas.remove(survivor)
