@@ -56,8 +56,8 @@ from interlock.kube.resources import (
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
 
-CRDS_DIR = Path(__file__).resolve().parent.parent / "manifests" / "crds"
-"""The CRDs applied first in embedded mode (when running from a source checkout)."""
+CRDS_DIR = Path(__file__).resolve().parent / "manifests" / "crds"
+"""The CRDs applied first in embedded mode (shipped inside the package)."""
 
 
 def _utc_now() -> datetime:

@@ -75,7 +75,7 @@ def add_demo_parser(subparsers: Any) -> None:
         default=None,
         metavar="DIR",
         help="the manifests/ folder holding ingressclass.yaml and examples/ "
-        "(default: the source checkout's)",
+        "(default: the ones shipped with interlock)",
     )
     parser.set_defaults(handler=demo_command)
 

@@ -109,6 +109,8 @@ def test_binary_runs_the_embedded_controller_until_ready(
                 "127.0.0.1:0",
                 "--admin-addr",
                 "127.0.0.1:0",
+                "--write-kubeconfig",
+                str(tmp_path / "kubeconfig"),
             ],
             env=clean_env,
             cwd=clean_env["HOME"],
@@ -130,6 +132,23 @@ def test_binary_runs_the_embedded_controller_until_ready(
             while _status(f"{admin}/readyz") != 200:
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.1)
+            # The CRDs ship inside the binary: embedded mode serves ModuleSets.
+            crd = subprocess.run(
+                [
+                    "kubectl",
+                    "--kubeconfig",
+                    str(tmp_path / "kubeconfig"),
+                    "get",
+                    "modulesets",
+                    "-A",
+                ],
+                env={**clean_env, "HOME": str(tmp_path)},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert crd.returncode == 0, crd.stderr
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0, log.read_text()[-3000:]
         finally:

@@ -54,8 +54,8 @@ class DemoOptions:
 
 
 def default_manifests() -> Path:
-    """``manifests/`` of the source checkout this package runs from."""
-    return Path(__file__).resolve().parents[2] / "manifests"
+    """The manifests shipped inside the package (a link to ``manifests/`` in a checkout)."""
+    return Path(__file__).resolve().parent.parent / "manifests"
 
 
 def available(address: Address) -> Address:
@@ -90,8 +90,8 @@ def _example_manifests(root: Path) -> tuple[str, ...]:
     missing = [str(path) for path in wanted if not path.exists()]
     if missing:
         raise DemoError(
-            f"the demo's manifests are missing ({', '.join(missing)}): run it from a source "
-            "checkout of interlock (make demo), or pass the manifests/ folder"
+            f"the demo's manifests are missing ({', '.join(missing)}): reinstall interlock, "
+            "or pass the manifests/ folder of a checkout with --manifests"
         )
     return tuple(str(path) for path in wanted)
 

@@ -39,5 +39,5 @@ async def test_demo_without_its_manifests_says_where_it_looked(tmp_path: Path) -
         duration=1,
         manifests=tmp_path,
     )
-    with pytest.raises(DemoError, match=r"examples.*source checkout"):
+    with pytest.raises(DemoError, match=r"examples.*--manifests"):
         await run_demo(options, out=lambda _line: None)
