@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from interlock import __version__, cli_demo, cli_run, cli_trace
+from interlock import __version__, cli_apiserver, cli_demo, cli_run, cli_trace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_run.register(subparsers)
     cli_demo.register(subparsers)
     cli_trace.register(subparsers)
+    cli_apiserver.register(subparsers)
     return parser
 
 

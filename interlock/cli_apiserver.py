@@ -1,0 +1,80 @@
+"""``interlock apiserver``: the embedded Kubernetes API server on its own.
+
+For developing against a cluster-shaped API with no cluster: run a controller (this one under a
+debugger, or any other kubernetes client) and kubectl against it. ``interlock run --embedded``
+starts the same server inside the controller's process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from interlock.config import parse_address
+
+SHIPPED_CRDS = Path(__file__).resolve().parent / "manifests" / "crds"
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "apiserver",
+        help="run only the embedded Kubernetes API server (no controller)",
+        description=(
+            "Serve the embedded Kubernetes API server with interlock's CRDs installed, write a "
+            "kubeconfig for it, and run until SIGINT/SIGTERM. Data lives in memory."
+        ),
+    )
+    parser.add_argument(
+        "--listen",
+        default=os.environ.get("INTERLOCK_LISTEN", "127.0.0.1:0"),
+        metavar="HOST:PORT",
+        help="address to serve on; port 0 picks a free one (env INTERLOCK_LISTEN)",
+    )
+    parser.add_argument(
+        "--write-kubeconfig",
+        default=os.environ.get("INTERLOCK_WRITE_KUBECONFIG"),
+        metavar="PATH",
+        help="write a kubeconfig for kubectl here (env INTERLOCK_WRITE_KUBECONFIG)",
+    )
+    parser.add_argument(
+        "--manifests",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="YAML file or folder applied at start, after the CRDs; repeatable",
+    )
+    parser.set_defaults(handler=apiserver_command)
+
+
+async def _serve_until_signalled(args: argparse.Namespace) -> int:
+    from interlock.embedded import serve_forever
+
+    address = parse_address(args.listen, flag="--listen")
+    serving = asyncio.create_task(
+        serve_forever(
+            host=address.host,
+            port=address.port,
+            kubeconfig_path=args.write_kubeconfig,
+            manifests=[str(SHIPPED_CRDS), *args.manifests],
+        )
+    )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, serving.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    return 0
+
+
+def apiserver_command(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_serve_until_signalled(args))
+    except (ValueError, OSError) as error:
+        print(f"interlock apiserver: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,78 @@
+"""`interlock apiserver`: the embedded API server alone, used by kubectl, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import sys
+from pathlib import Path
+
+
+async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl",
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "interlock",
+        "apiserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--write-kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        while "kubeconfig:" not in printed:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+            assert line, f"apiserver exited early: {printed}"
+            printed += line.decode()
+        assert re.search(r"embedded Kubernetes API server: http://127\.0\.0\.1:\d+", printed)
+
+        code, out, err = await _kubectl(kubeconfig, tmp_path, "get", "crd", "-o", "name")
+        assert code == 0, err
+        assert "customresourcedefinition.apiextensions.k8s.io/modulesets.interlock.dev" in out
+        code, _, err = await _kubectl(kubeconfig, tmp_path, "create", "namespace", "team-a")
+        assert code == 0, err
+        code, out, err = await _kubectl(kubeconfig, tmp_path, "get", "ns", "team-a", "-o", "name")
+        assert (code, out.strip()) == (0, "namespace/team-a"), err
+
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_apiserver_rejects_a_bad_listen_address() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "interlock",
+        "apiserver",
+        "--listen",
+        "nowhere",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    assert proc.returncode == 1
+    assert "--listen: 'nowhere' is not HOST:PORT" in err.decode()
