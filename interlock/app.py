@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import random
 import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -54,6 +55,7 @@ from interlock.kube.resources import (
     Resource,
 )
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
+from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
 
 CRDS_DIR = Path(__file__).resolve().parent / "manifests" / "crds"
@@ -187,8 +189,8 @@ class Controller:
         self.api = await make_api_client(
             kubeconfig=self.kubeconfig_path, in_cluster=config.in_cluster
         )
-        self.http_route_resource = await served_resource(self.api, HTTP_ROUTE_VERSIONS)
-        grant_resource = await served_resource(self.api, REFERENCE_GRANT_VERSIONS)
+        self.http_route_resource = await self._discover(HTTP_ROUTE_VERSIONS)
+        grant_resource = await self._discover(REFERENCE_GRANT_VERSIONS)
         self._spawn_actors()
         edge_resources: list[Resource] = []
         if self.edge is not None:
@@ -230,6 +232,28 @@ class Controller:
             flag="--policy-addr",
         )
         self.admin_site = await _serve(self._admin().app, config.admin_addr, flag="--admin-addr")
+
+    async def _discover(self, candidates: tuple[Resource, ...]) -> Resource | None:
+        """The served version among ``candidates``, retrying what an API server may answer
+        while it is busy or starting (no connection, 5xx, 429) for up to a minute."""
+        backoff = BackoffPolicy(
+            initial=self.config.reconnect_initial, maximum=self.config.reconnect_maximum
+        )
+        deadline = asyncio.get_running_loop().time() + 60.0
+        attempt = 0
+        while True:
+            try:
+                return await served_resource(self.api, candidates)
+            except KubeApiError as error:
+                delay = backoff.delay(attempt, random.Random())
+                if not error.retryable or asyncio.get_running_loop().time() + delay > deadline:
+                    raise StartupError(
+                        f"cannot discover which {candidates[0].kind} version the API server "
+                        f"serves: {error}"
+                    ) from error
+                logger.warning("{} (retrying in {:.2f}s)", error, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
 
     async def _start_embedded(self) -> None:
         self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)

@@ -1,0 +1,17 @@
+"""Start-up against an API server that is busy: a 429 or 500 during discovery is retried."""
+
+from __future__ import annotations
+
+from e2e_clients import StartController
+
+from interlock.embedded import EmbeddedApiServer
+
+
+async def test_start_goes_through_a_failed_discovery_request(
+    api_server: EmbeddedApiServer, start_controller: StartController
+):
+    api_server.faults.fail_next(2, 429, path_contains="/apis/gateway.networking.k8s.io")
+    controller = await start_controller(lease_identity="patient")
+    assert controller.ready
+    assert controller.http_route_resource is not None
+    assert api_server.faults.pending() == 0
