@@ -32,6 +32,7 @@ from interlock.actors.messages import (
     LeadershipChanged,
     ObjectChanged,
 )
+from interlock.actors.redelivery import Redelivery
 from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
@@ -145,6 +146,8 @@ class Controller:
         self.admin_site: RunningSite | None = None
         self.http_route_resource: Resource | None = None
         self.patcher: StatusPatcher | None = None
+        self.redelivery = Redelivery()
+        """Events and directory updates not yet handled, replayed if their actor restarts."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
@@ -288,7 +291,7 @@ class Controller:
 
     def _sink(self, event: InformerEvent) -> None:
         change = object_changed(event)
-        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+        self.redelivery.send(self.system, INFORMER_ROUTER, change, correlation_id=change.identity)
 
     def _spawn_actors(self) -> None:
         config = self.config
@@ -318,11 +321,13 @@ class Controller:
             )
 
         self.system.spawn(STATUS_WRITER, status_writer)
-        self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory)
-        self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory)
+        redelivery = self.redelivery
+        self.system.spawn(SERVICE_DIRECTORY, lambda: ServiceDirectory(redelivery=redelivery))
+        self.system.spawn(GRANTS_DIRECTORY, lambda: GrantsDirectory(redelivery=redelivery))
         extra = None if self.edge is None else self.edge.router_handlers()
         self.system.spawn(
-            INFORMER_ROUTER, lambda: InformerRouter(route_factory=route_actor, extra=extra)
+            INFORMER_ROUTER,
+            lambda: InformerRouter(route_factory=route_actor, extra=extra, redelivery=redelivery),
         )
 
     def _started_leading(self) -> None:

@@ -32,6 +32,7 @@ from interlock.actors.messages import (
     httproute_topic,
     route_address,
 )
+from interlock.actors.redelivery import KeyedMessage, Redelivery
 from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
@@ -50,6 +51,7 @@ class InformerRouter(Actor):
         *,
         route_factory: RouteFactory | None = None,
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
+        redelivery: Redelivery | None = None,
     ) -> None:
         self.route_factory: RouteFactory = route_factory or (
             lambda namespace, name, outputs: RouteActor(
@@ -57,6 +59,13 @@ class InformerRouter(Actor):
             )
         )
         self.extra = dict(extra or {})
+        self.redelivery = redelivery
+        """Journal of the events told to this router and of what it tells the directories, so
+        that a crash loses none of them (see :mod:`interlock.actors.redelivery`)."""
+
+    async def started(self) -> None:
+        if self.redelivery is not None:
+            self.redelivery.started(self.system, self.address)
 
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
@@ -71,36 +80,45 @@ class InformerRouter(Actor):
             handler = self.extra.get(message.kind)
             if handler is not None:
                 handler(message)
+        if self.redelivery is not None:
+            self.redelivery.handled(self.address, message)
         return None
+
+    def _send(self, address: str, message: KeyedMessage, change: ObjectChanged) -> None:
+        if self.redelivery is not None:
+            self.redelivery.send(self.system, address, message, correlation_id=change.identity)
+        else:
+            self.tell(address, message)
 
     def _service(self, change: ObjectChanged) -> None:
         if change.deleted:
             key = ObjectKey(namespace=change.namespace, name=change.name)
-            self.tell(SERVICE_DIRECTORY, ServiceDeleted(key))
+            self._send(SERVICE_DIRECTORY, ServiceDeleted(key), change)
             return
         try:
             service = parse_service(change.obj)
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             return
-        self.tell(SERVICE_DIRECTORY, ServiceUpserted(service))
+        self._send(SERVICE_DIRECTORY, ServiceUpserted(service), change)
 
     def _grant(self, change: ObjectChanged) -> None:
         if change.deleted:
             key = ObjectKey(namespace=change.namespace, name=change.name)
-            self.tell(GRANTS_DIRECTORY, GrantDeleted(key))
+            self._send(GRANTS_DIRECTORY, GrantDeleted(key), change)
             return
         try:
             grant = parse_reference_grant(change.obj)
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             # A grant we cannot read permits nothing: withdraw the one we knew, if any.
-            self.tell(
+            self._send(
                 GRANTS_DIRECTORY,
                 GrantDeleted(ObjectKey(namespace=change.namespace, name=change.name)),
+                change,
             )
             return
-        self.tell(GRANTS_DIRECTORY, GrantUpserted(grant))
+        self._send(GRANTS_DIRECTORY, GrantUpserted(grant), change)
 
     def _route(self, change: ObjectChanged) -> None:
         topic = httproute_topic(change.namespace, change.name)

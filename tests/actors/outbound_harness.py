@@ -15,6 +15,7 @@ from interlock.actors.messages import (
     STATUS_WRITER,
     ObjectChanged,
 )
+from interlock.actors.redelivery import Redelivery
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
@@ -33,6 +34,7 @@ class Outbound:
     system: ActorSystem
     watches: ServicePortWatches
     status_log: list[object] = field(default_factory=list)
+    redelivery: Redelivery = field(default_factory=Redelivery)
     versions: int = 0
 
     def apply(self, obj: dict[str, Any]) -> None:
@@ -52,7 +54,7 @@ class Outbound:
             resource_version=str(self.versions),
             obj=obj,
         )
-        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+        self.redelivery.send(self.system, INFORMER_ROUTER, change, correlation_id=change.identity)
 
     async def settle(self) -> None:
         await wait_idle(self.system)
@@ -81,14 +83,21 @@ def start_outbound() -> Outbound:
     system = ActorSystem()
     log: list[object] = []
     system.spawn(STATUS_WRITER, lambda: RecordingActor(log))
-    system.spawn(SERVICE_DIRECTORY, ServiceDirectory)
-    system.spawn(GRANTS_DIRECTORY, GrantsDirectory)
+    redelivery = Redelivery()
+    system.spawn(SERVICE_DIRECTORY, lambda: ServiceDirectory(redelivery=redelivery))
+    system.spawn(GRANTS_DIRECTORY, lambda: GrantsDirectory(redelivery=redelivery))
     system.spawn(
         INFORMER_ROUTER,
         lambda: InformerRouter(
             route_factory=lambda ns, name, outputs: RouteActor(
                 namespace=ns, name=name, now=lambda: NOW, outputs=outputs
-            )
+            ),
+            redelivery=redelivery,
         ),
     )
-    return Outbound(system=system, watches=ServicePortWatches(system, grace=0.05), status_log=log)
+    return Outbound(
+        system=system,
+        watches=ServicePortWatches(system, grace=0.05),
+        status_log=log,
+        redelivery=redelivery,
+    )
