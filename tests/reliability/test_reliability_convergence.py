@@ -267,13 +267,15 @@ async def run_history(history: list[Step], tmp: Path) -> None:
             try:
                 for step in history:
                     await run.step(step)
-                # The history is over: what was injected and not yet consumed is withdrawn, so
+                # The history is over: API and edge faults not yet consumed are withdrawn, so
                 # that what remains to check is convergence, not the faults' own timing.
                 server.faults.clear()
                 run.current.edge.plan.clear()
-                crashes.armed.clear()
                 survivor = run.current
+                # Crashes still armed fire while the survivor converges: a restart then must
+                # re-deliver what the actor needs just the same.
                 await converged(survivor, run, statuses=True)
+                crashes.armed.clear()
                 record_what_happened(run, survivor)
 
                 fresh = await start_replica(kubeconfig, "fresh")
