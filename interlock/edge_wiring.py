@@ -55,7 +55,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import EdgeProvider
 from interlock.edge.server import EdgeServer
 from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
-from interlock.kube.discovery import is_served
+from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.events import EventRecorder
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
@@ -177,7 +177,7 @@ class EdgeHalf:
         """The edge's informer resources that the cluster serves (others are logged)."""
         served: list[Resource] = []
         for resource in _RESOURCES:
-            if await is_served(api, resource):
+            if await is_served(api, resource, retry=DiscoveryRetry()):
                 served.append(resource)
             else:
                 logger.warning(
