@@ -172,3 +172,26 @@ async def test_serve_reports_the_port_it_bound():
         assert running.url == f"http://127.0.0.1:{running.address.port}"
     finally:
         await running.stop()
+
+
+async def test_requests_wait_for_the_initial_sync_then_503_if_it_does_not_come(source, http):
+    synced = asyncio.Event()
+    source.set(WEB, {"v": 1})
+    running = await serve(
+        build_policy_app(source=source, first_policy_timeout=0.3, wait_ready=synced.wait),
+        Address("127.0.0.1", 0),
+    )
+    try:
+        async with http.get(f"{running.url}/v1/outbound/default/web/80") as response:
+            assert response.status == 503
+            assert "initial sync" in (await response.json())["error"]
+        request = asyncio.create_task(http.get(f"{running.url}/v1/outbound/default/web/80"))
+        await asyncio.sleep(0.05)
+        assert not request.done()
+        synced.set()
+        response = await asyncio.wait_for(request, 5)
+        assert response.status == 200
+        assert await response.json() == {"v": 1}
+        response.release()
+    finally:
+        await running.stop()
