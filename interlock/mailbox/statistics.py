@@ -3,17 +3,37 @@
 Per-kind counters (the kind is the address prefix before the first ``/``) are kept up to date
 as messages flow, so ``ActorSystem.statistics()`` costs one pass over the kinds and the busy
 actors, never over all actors.
+
+Handling time is always measured (not only when tracing), because "which kind of actor is
+slow" is the first question when mailboxes grow. It is kept as a histogram with fixed buckets
+per kind: the runtime pays one clock read and one comparison per message (about 0.1 µs; a
+list slot is incremented only for messages slower than the first bound), and Prometheus gets
+quantiles without a scrape-time pass over any actor.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+
+HANDLING_BUCKETS: tuple[float, ...] = (0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)
+"""Upper bounds in seconds of the handling-time buckets (Prometheus ``le``), a decade apart:
+from a handler that only updates a field (microseconds) to one awaiting I/O (seconds)."""
 
 
 class KindCounters:
     """Running totals for every actor of one kind (mutable, internal)."""
 
-    __slots__ = ("actors", "dead_letters", "failed", "name", "processed", "restarts")
+    __slots__ = (
+        "actors",
+        "dead_letters",
+        "failed",
+        "handling_buckets",
+        "handling_seconds",
+        "name",
+        "processed",
+        "restarts",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -22,6 +42,16 @@ class KindCounters:
         self.failed = 0
         self.restarts = 0
         self.dead_letters = 0
+        self.handling_seconds = 0.0
+        self.handling_buckets = [0] * (len(HANDLING_BUCKETS) + 1)
+        """Handled messages per bucket of :data:`HANDLING_BUCKETS` (not cumulative); the last
+        slot counts those slower than the last bound."""
+
+    def observe(self, duration: float) -> None:
+        """Count one handler run of ``duration`` seconds (the runtime's slow paths; its batch
+        loop does the same inline)."""
+        self.handling_seconds += duration
+        self.handling_buckets[bisect_left(HANDLING_BUCKETS, duration)] += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +89,13 @@ class KindStatistics:
     failed: int
     restarts: int
     dead_letters: int
+    handling_seconds: float
+    """Seconds handlers of this kind ran (``started()`` included, failed runs too; a handler
+    awaiting I/O counts the wait)."""
+    handling_buckets: tuple[int, ...]
+    """Handler runs per bucket of :data:`HANDLING_BUCKETS`, not cumulative: slot ``i`` counts
+    runs longer than bound ``i - 1`` and at most bound ``i``; the last slot, longer than the
+    last bound."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import itertools
 import random
 import time
 import traceback
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 
@@ -45,6 +46,7 @@ from interlock.mailbox.errors import (
 )
 from interlock.mailbox.messages import STARTED, Published, Unpublished
 from interlock.mailbox.statistics import (
+    HANDLING_BUCKETS,
     ActorStatistics,
     KindCounters,
     KindStatistics,
@@ -58,6 +60,7 @@ from interlock.mailbox.workers import Scheduler, Worker
 
 _YIELD_EVERY = 256
 _BATCH = 64
+_QUICKEST = HANDLING_BUCKETS[0]
 _DEFAULT_MAILBOX = MailboxConfig()
 _DEFAULT_SUPERVISION = SupervisionPolicy()
 
@@ -92,14 +95,17 @@ class ActorSystem:
         *,
         tracer: Tracer | None = None,
         clock: Callable[[], float] = time.monotonic,
+        timer: Callable[[], float] = time.perf_counter,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         dead_letter_log_interval: float = 10.0,
     ) -> None:
-        """``clock`` times the restart window and statistics; ``rng`` jitters the restart
-        backoff; ``sleep`` waits the backoff (tests inject all three)."""
+        """``clock`` times the restart window and statistics; ``timer`` times handlers (the
+        per-kind handling seconds and the trace's durations); ``rng`` jitters the restart
+        backoff; ``sleep`` waits the backoff (tests inject them all)."""
         self._tracer = tracer
         self._clock = clock
+        self._timer = timer
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
         self._cells: dict[str, Cell] = {}
@@ -467,7 +473,19 @@ class ActorSystem:
         started_marker = STARTED
         batch = _BATCH
         tracer = self._tracer  # read per batch: set_tracer takes effect from the next one
+        perf_counter = self._timer
+        kind = cell.kind
+        buckets = kind.handling_buckets
+        quickest = _QUICKEST
         handled = 0
+        # Handling time per kind, added once per batch. One clock read per message: a message's
+        # time runs from the end of the previous one (taking it from the mailbox included), so
+        # the batch's total is the last end minus the first start, less the time spent writing
+        # trace records. Most handlers finish within the first bucket: one comparison each, and
+        # the first bucket is counted at the end as the messages that went to no other.
+        slow = 0
+        batch_started_at = started_at = perf_counter()
+        tracing_seconds = 0.0
         try:
             while queue and cell.stop_reason is None and handled < batch:
                 envelope = queue.popleft()
@@ -480,7 +498,6 @@ class ActorSystem:
                 actor = cell.actor
                 set_current(envelope)
                 message = envelope.message
-                started_at = time.perf_counter() if tracer is not None else 0.0
                 try:
                     if message is started_marker:
                         await actor.started()  # type: ignore[union-attr]
@@ -494,31 +511,43 @@ class ActorSystem:
                         if reply is not None and not reply.done():
                             reply.set_exception(ActorStopped(cell.address, envelope.type))
                         raise
+                    duration = perf_counter() - started_at
+                    kind.observe(duration)
                     if worker.check is None:
                         self._scheduler.resumed(worker)
-                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
                     await self._failed(cell, envelope, error, duration, worker)
                     return handled
                 except Exception as error:
+                    duration = perf_counter() - started_at
+                    kind.observe(duration)
                     if worker.check is None:
                         self._scheduler.resumed(worker)
-                    duration = time.perf_counter() - started_at if tracer is not None else 0.0
                     await self._failed(cell, envelope, error, duration, worker)
                     return handled
+                finished_at = perf_counter()
+                duration = finished_at - started_at
+                if duration > quickest:
+                    buckets[bisect_left(HANDLING_BUCKETS, duration)] += 1
+                    slow += 1
                 if worker.check is None:
                     self._scheduler.resumed(worker)
                 reply = envelope.reply
                 if reply is not None and not reply.done():
                     reply.set_result(result)
                 if tracer is not None:
-                    tracer.handled(
-                        envelope, duration=time.perf_counter() - started_at, depth=len(queue)
-                    )
+                    tracer.handled(envelope, duration=duration, depth=len(queue))
+                    started_at = perf_counter()
+                    tracing_seconds += started_at - finished_at
+                else:
+                    started_at = finished_at
                 handled += 1
         finally:
             # Counted per batch, not per message: the counters are read rarely.
             cell.processed += handled
-            cell.kind.processed += handled
+            kind.processed += handled
+            # A failed message was observed on its own; ``started_at`` is where it began.
+            kind.handling_seconds += started_at - batch_started_at - tracing_seconds
+            buckets[0] += handled - slow
         if cell.stop_reason is not None:
             await self._end(cell, worker)
         elif queue:
@@ -895,6 +924,8 @@ class ActorSystem:
                 failed=kind.failed,
                 restarts=kind.restarts,
                 dead_letters=kind.dead_letters,
+                handling_seconds=kind.handling_seconds,
+                handling_buckets=tuple(kind.handling_buckets),
             )
             for name, kind in self._kinds.items()
         }
