@@ -417,6 +417,7 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
                 lease_namespace="default",
                 lease_identity="benchmark",
                 watch_grace=300.0,
+                tune_gc=True,  # as `interlock run` does
             )
             controller = Controller(config)
             rss_before = rss_mib()

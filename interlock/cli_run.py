@@ -197,6 +197,8 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             lease_retry_period=args.lease_retry_period,
             watch_grace=args.watch_grace,
             log_level=args.log_level,
+            # This process is the controller and nothing else.
+            tune_gc=True,
         )
     except ValueError as exc:
         raise SystemExit(str(exc)) from None

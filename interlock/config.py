@@ -126,10 +126,12 @@ class ControllerConfig:
     status_retry_maximum: float = 30.0
     """Largest delay, in seconds, between retries of a failing status write."""
 
-    tune_gc: bool = True
+    tune_gc: bool = False
     """Tune Python's garbage collector for a long-running controller holding many objects:
     collect the young generation less often, and freeze everything alive after the initial
-    sync so later full collections do not walk it again (halves start-up CPU at 10k routes)."""
+    sync so later full collections do not walk it again (halves start-up CPU at 10k routes).
+    Process-wide, so only for a process that is the controller: ``interlock run`` turns it on;
+    tests and embedders leave it off."""
 
     controller_name: str = "interlock.dev/policy-controller"
     """The ``controllerName`` written in HTTPRoute ``status.parents`` entries."""

@@ -56,6 +56,8 @@ def test_run_flags_build_the_config():
     assert config.lease_duration == 1.5
     assert config.lease_identity == "me"
     assert config.log_level == "DEBUG"
+    # `interlock run` is the whole process: its GC is tuned for a long-lived controller.
+    assert config.tune_gc
 
 
 def test_every_flag_can_come_from_the_environment(monkeypatch):

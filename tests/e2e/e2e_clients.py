@@ -196,8 +196,6 @@ def controller_config(kubeconfig: str, **overrides: Any) -> ControllerConfig:
         "watch_grace": 0.2,
         "status_retry_initial": 0.05,
         "reconnect_initial": 0.05,
-        # Process-wide GC settings belong to a controller process, not to the test runner.
-        "tune_gc": False,
         "reconnect_maximum": 0.2,
         "status_retry_maximum": 0.5,
     }
