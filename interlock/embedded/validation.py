@@ -18,64 +18,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.embedded.errors import FieldError, invalid_value, required_value
+from interlock.embedded.name_formats import (
+    dns1035_label_error,
+    dns1123_label_error,
+    dns1123_subdomain_error,
+    qualified_name_error,
+)
+from interlock.embedded.network_validation import validate_endpoint_slice, validate_ingress
 from interlock.embedded.registry import ResourceType
 from interlock.embedded.schema import validate_schema
 
 JsonObject = dict[str, Any]
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _IANA_SERVICE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-
-
-def _dns1123_label_error(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS1123_LABEL.match(value):
-        return (
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
-            "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
-            "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return None
-
-
-def _dns1123_subdomain_error(value: str) -> str | None:
-    if len(value) > 253:
-        return "must be no more than 253 characters"
-    if not _DNS1123_SUBDOMAIN.match(value):
-        return (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character (e.g. "
-            "'example.com', regex used for validation is "
-            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
-    return None
-
-
-def _dns1035_label_error(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS1035_LABEL.match(value):
-        return (
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-            "with an alphabetic character, and end with an alphanumeric character (e.g. "
-            "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return None
 
 
 def name_error(rtype: ResourceType, name: str) -> str | None:
     if rtype.group == "" and rtype.plural == "namespaces":
-        return _dns1123_label_error(name)
+        return dns1123_label_error(name)
     if rtype.group == "" and rtype.plural == "services":
-        return _dns1035_label_error(name)
-    return _dns1123_subdomain_error(name)
+        return dns1035_label_error(name)
+    return dns1123_subdomain_error(name)
 
 
 def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
@@ -102,7 +66,7 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
         namespace = metadata.get("namespace")
         if not namespace:
             errors.append(required_value("metadata.namespace"))
-        elif (why_ns := _dns1123_label_error(str(namespace))) is not None:
+        elif (why_ns := dns1123_label_error(str(namespace))) is not None:
             errors.append(invalid_value("metadata.namespace", namespace, why_ns))
     for section in ("labels", "annotations"):
         values = metadata.get(section)
@@ -112,7 +76,7 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
             errors.append(invalid_value(f"metadata.{section}", values, "must be a map of strings"))
             continue
         for key, value in values.items():
-            key_error = _qualified_name_error(str(key))
+            key_error = qualified_name_error(str(key))
             if key_error:
                 errors.append(invalid_value(f"metadata.{section}", key, key_error))
             if not isinstance(value, str):
@@ -133,18 +97,6 @@ def validate_metadata(rtype: ResourceType, obj: JsonObject) -> list[FieldError]:
     ):
         errors.append(invalid_value("metadata.finalizers", finalizers, "must be a list of strings"))
     return errors
-
-
-def _qualified_name_error(key: str) -> str | None:
-    prefix, _, name = key.rpartition("/")
-    if prefix and _dns1123_subdomain_error(prefix):
-        return "prefix part " + str(_dns1123_subdomain_error(prefix))
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        return (
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
-            "and end with an alphanumeric character, at most 63 characters"
-        )
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,50 +277,10 @@ def _prepare_namespace(obj: JsonObject) -> list[FieldError]:
     return []
 
 
-def _prepare_endpoint_slice(obj: JsonObject) -> list[FieldError]:
-    errors: list[FieldError] = []
-    address_type = obj.get("addressType")
-    if not address_type:
-        errors.append(required_value("addressType"))
-    elif address_type not in ("IPv4", "IPv6", "FQDN"):
-        errors.append(
-            FieldError(
-                "addressType",
-                f'Unsupported value: "{address_type}": supported values: "FQDN", "IPv4", "IPv6"',
-                reason="FieldValueNotSupported",
-            )
-        )
-    if "endpoints" not in obj or obj["endpoints"] is None:
-        obj["endpoints"] = []
-    for index, endpoint in enumerate(obj["endpoints"]):
-        if not isinstance(endpoint, dict) or not endpoint.get("addresses"):
-            errors.append(required_value(f"endpoints[{index}].addresses"))
-    return errors
-
-
 def _prepare_ingress_class(obj: JsonObject) -> list[FieldError]:
     if not (obj.get("spec") or {}).get("controller"):
         return [required_value("spec.controller")]
     return []
-
-
-def _prepare_ingress(obj: JsonObject) -> list[FieldError]:
-    errors: list[FieldError] = []
-    spec = obj.setdefault("spec", {})
-    for index, rule in enumerate(spec.get("rules") or []):
-        for path_index, path in enumerate((rule.get("http") or {}).get("paths") or []):
-            where = f"spec.rules[{index}].http.paths[{path_index}]"
-            if not path.get("pathType"):
-                errors.append(required_value(f"{where}.pathType"))
-            if not path.get("backend"):
-                errors.append(required_value(f"{where}.backend"))
-    if not spec.get("rules") and not spec.get("defaultBackend"):
-        errors.append(
-            FieldError(
-                "spec", "Invalid value: either `defaultBackend` or `rules` must be specified"
-            )
-        )
-    return errors
 
 
 def _prepare_lease(obj: JsonObject) -> list[FieldError]:
@@ -417,11 +329,11 @@ def prepare(
     elif kind == ("", "namespaces"):
         errors.extend(_prepare_namespace(obj))
     elif kind == ("discovery.k8s.io", "endpointslices"):
-        errors.extend(_prepare_endpoint_slice(obj))
+        errors.extend(validate_endpoint_slice(obj, old=old))
     elif kind == ("networking.k8s.io", "ingressclasses"):
         errors.extend(_prepare_ingress_class(obj))
     elif kind == ("networking.k8s.io", "ingresses"):
-        errors.extend(_prepare_ingress(obj))
+        errors.extend(validate_ingress(obj, old=old))
     elif kind == ("coordination.k8s.io", "leases"):
         errors.extend(_prepare_lease(obj))
     return errors

@@ -46,11 +46,6 @@ def _ingress(host: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interlock/embedded/validation.py validates no Ingress field: a real API server "
-    "refuses a host that is not a lowercase DNS name (no port, no non-ASCII) with 422",
-)
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])
 def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(host: str) -> None:
     async def scenario() -> None:
@@ -63,11 +58,6 @@ def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(host
     asyncio.run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interlock/embedded/validation.py does not check EndpointSlice addresses; a real API "
-    "server refuses an IPv4 slice whose address does not parse (endpoints[0].addresses[0])",
-)
 def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse() -> None:
     async def scenario() -> None:
         async with EmbeddedApiServer() as server:
