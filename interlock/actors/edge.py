@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -71,6 +72,22 @@ DEFAULT_EDGE_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
 """Retry delays of transient provider failures: 0.5 s doubling to 60 s, plus up to 50 %."""
 
 StepKind = Literal["remove", "reserve", "modules", "backend", "tls"]
+
+_STEP_OUTCOMES: Mapping[StepKind, str] = {
+    "modules": "applied",
+    "reserve": "reserved",
+    "backend": "attached",
+    "remove": "removed",
+    "tls": "tls_set",
+}
+RECONCILE_OUTCOMES: tuple[str, ...] = (
+    *_STEP_OUTCOMES.values(),
+    "failed_transient",
+    "failed_permanent",
+)
+"""What an edge step can end in (the ``outcome`` of ``interlock_edge_reconciles_total``): a
+route's modules applied, a route reserved (created with none, answering 503), a backend
+attached, a route removed, the host's TLS certificate set; or the provider call failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +169,8 @@ class EdgeBoard:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.hosts: dict[str, HostState] = {}
+        self.reconciles: Counter[str] = Counter()
+        """Provider steps taken by every edge actor, by outcome (:data:`RECONCILE_OUTCOMES`)."""
 
     def host(self, host: str) -> HostState:
         state = self.hosts.get(host)
@@ -436,11 +455,15 @@ class EdgeActor(Actor):
         try:
             await self._run(step)
         except PermanentEdgeError as error:
+            outcome = "failed_permanent"
             self._failed(step, error, permanent=True, retry_after=None)
         except TransientEdgeError as error:
+            outcome = "failed_transient"
             self._failed(step, error, permanent=False, retry_after=error.retry_after)
         else:
+            outcome = _STEP_OUTCOMES[step.kind]
             self._succeeded(step)
+        self._settings.board.reconciles[outcome] += 1
         self._update_route_board(step.route_id)
         self.tell(self.address, Reconcile())
 

@@ -21,15 +21,21 @@ from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.process_collector import ProcessCollector
 
-from interlock.actors.edge import EdgeBoard
-from interlock.kube.events import EventRecorderStatistics
+from interlock.actors.edge import RECONCILE_OUTCOMES, EdgeBoard
+from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
 from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
 from interlock.kube.status import StatusPatcher, StatusPatcherStatistics
-from interlock.mailbox import ActorSystem, SystemStatistics
+from interlock.mailbox import ActorSystem, KindStatistics, SystemStatistics
+from interlock.mailbox.statistics import HANDLING_BUCKETS
 
 PREFIX = "interlock"
 
@@ -40,7 +46,7 @@ class MetricsSources:
 
     actors: Callable[[], SystemStatistics] | None = None
     """The actor system (``ActorSystem.statistics``): per-kind actors, depth, handled, failed,
-    restarts, and the dead letters of the whole system."""
+    restarts, handling time, and the dead letters of the whole system."""
 
     informers: Callable[[], Mapping[str, InformerStatistics]] | None = None
     """Informer statistics by informer name (``InformerSet.statistics``)."""
@@ -50,13 +56,14 @@ class MetricsSources:
     ModuleSets); ``None`` from the callable before it exists."""
 
     edge_routes: Callable[[], EdgeBoard | None] | None = None
-    """The edge actors' board: each route's current state (backend attached, last error)."""
+    """The edge actors' board: each route's current state (backend attached, last error) and
+    the steps taken by outcome."""
 
     leader: Callable[[], LeaderElectorStatistics | None] | None = None
     """The leader elector; ``None`` from the callable when no election runs."""
 
-    events: Callable[[], EventRecorderStatistics] | None = None
-    """The Kubernetes Event recorder."""
+    events: Callable[[], EventRecorderStatistics | None] | None = None
+    """The Kubernetes Event recorder; ``None`` from the callable before it exists."""
 
 
 class ControllerCollector:
@@ -109,6 +116,12 @@ def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
         "Messages never delivered (unknown or stopped actor, overflow, shutdown).",
     )
     busy = _gauge("actors_busy", "Actors that own a task right now (idle actors own none).")
+    handling = HistogramMetricFamily(
+        f"{PREFIX}_message_handling_seconds",
+        "Seconds a handler took per message, by actor kind (failed runs included; a handler "
+        "awaiting I/O counts the wait).",
+        labels=["kind"],
+    )
     if stats is not None:
         for kind, counts in sorted(stats.kinds.items()):
             actors.add_metric([kind], counts.actors)
@@ -116,9 +129,21 @@ def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
             handled.add_metric([kind], counts.processed)
             failed.add_metric([kind], counts.failed)
             restarts.add_metric([kind], counts.restarts)
+            handling.add_metric([kind], _cumulative(counts), counts.handling_seconds)
         dead.add_metric([], stats.dead_letters)
         busy.add_metric([], stats.busy)
-    yield from (actors, depth, handled, failed, restarts, dead, busy)
+    yield from (actors, depth, handled, failed, restarts, dead, busy, handling)
+
+
+def _cumulative(counts: KindStatistics) -> list[tuple[str, float]]:
+    """Prometheus buckets (``le`` → runs at most that long) from the runtime's per-slot counts."""
+    bounds = [*(repr(bound) for bound in HANDLING_BUCKETS), "+Inf"]
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    for bound, count in zip(bounds, counts.handling_buckets, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return buckets
 
 
 def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterator[Metric]:
@@ -168,6 +193,14 @@ def _edge_families(board: EdgeBoard | None) -> Iterator[Metric]:
         "or transient (retried with backoff).",
         ["error"],
     )
+    reconciles = _counter(
+        "edge_reconciles",
+        "Steps edge actors took against the data plane, by outcome: applied (a route's "
+        "modules), reserved (a new route whose modules failed, answering 503), attached (a "
+        "backend), removed, tls_set, failed_transient (retried) or failed_permanent (waits "
+        "for a change).",
+        ["outcome"],
+    )
     counts = {"serving": 0, "no_backend": 0}
     errors = {"permanent": 0, "transient": 0}
     for host in board.hosts.values() if board is not None else ():
@@ -182,7 +215,9 @@ def _edge_families(board: EdgeBoard | None) -> Iterator[Metric]:
             routes.add_metric([state], count)
         for error, count in errors.items():
             failing.add_metric([error], count)
-    yield from (routes, failing)
+        for outcome in RECONCILE_OUTCOMES:
+            reconciles.add_metric([outcome], board.reconciles[outcome])
+    yield from (routes, failing, reconciles)
 
 
 def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[Metric]:
@@ -218,6 +253,9 @@ class EdgeParts(Protocol):
 
     @property
     def board(self) -> EdgeBoard: ...
+
+    @property
+    def recorder(self) -> EventRecorder | None: ...
 
 
 class ControllerParts(Protocol):
@@ -259,12 +297,19 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         elector = controller.elector
         return elector.statistics() if elector is not None else None
 
+    def events() -> EventRecorderStatistics | None:
+        # Only the edge records Events (route status is conditions only).
+        edge = controller.edge
+        recorder = None if edge is None else edge.recorder
+        return recorder.statistics() if recorder is not None else None
+
     return MetricsSources(
         actors=controller.system.statistics,
         informers=informers,
         status_patches=status_patches,
         edge_routes=edge_routes,
         leader=leader,
+        events=events,
     )
 
 

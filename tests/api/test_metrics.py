@@ -4,21 +4,52 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import random
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.actors.edge import EdgeBoard, RouteState
+from interlock.actors.edge import (
+    RECONCILE_OUTCOMES,
+    EdgeActor,
+    EdgeBoard,
+    EdgeSettings,
+    RouteState,
+)
+from interlock.actors.edge_messages import EDGE_STATUS_WRITER, HostPart, edge_address, host_topic
 from interlock.api.admin import AdminApp
-from interlock.api.metrics import MetricsSources, controller_sources, mount_metrics
+from interlock.api.metrics import (
+    MetricsSources,
+    controller_sources,
+    metrics_registry,
+    mount_metrics,
+)
 from interlock.api.serving import serve
 from interlock.config import Address
+from interlock.edge.faults import FaultyEdge
+from interlock.edge.inprocess import InProcessEdge
 from interlock.kube.events import EventRecorderStatistics
 from interlock.kube.informer import InformerStatistics
 from interlock.kube.lease import LeaderElectorStatistics
 from interlock.kube.status import StatusPatcherStatistics
-from interlock.mailbox import Actor, ActorSystem
+from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
+from interlock.mailbox.statistics import HANDLING_BUCKETS
+from interlock.mailbox.testing import (
+    ManualClock,
+    ManualSleep,
+    RecordingActor,
+    wait_idle,
+    wait_until,
+)
+from interlock.model.edge import ingress_host_routes
+from interlock.model.ingress import parse_ingress
+from interlock.model.moduleset import parse_module_set
+from interlock.model.service import parse_service
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -110,8 +141,10 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
             "interlock_status_patches",
             "interlock_edge_routes",
             "interlock_edge_routes_failing",
+            "interlock_edge_reconciles",
             "interlock_leader",
             "interlock_kube_events",
+            "interlock_message_handling_seconds",
             "process_resident_memory_bytes",
         } <= families
         route = (("kind", "route"),)
@@ -129,6 +162,7 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
         board.host("demo.localhost").routes["r2"] = RouteState(
             route_id="r2", last_error="basicAuth: bad hash", permanent=True
         )
+        board.reconciles["applied"] += 2
         _, after, _ = await _scrape(site.url)
     finally:
         await site.stop()
@@ -149,6 +183,16 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
     assert after[("interlock_edge_routes", (("state", "no_backend"),))] == 1
     assert after[("interlock_edge_routes_failing", (("error", "permanent"),))] == 1
     assert after[("interlock_kube_events_total", (("outcome", "created"),))] == 2
+    assert after[("interlock_edge_reconciles_total", (("outcome", "applied"),))] == 2
+    assert after[("interlock_edge_reconciles_total", (("outcome", "failed_permanent"),))] == 0
+
+    # Every handler run (the failed one too) is one observation of its kind's histogram.
+    runs = after[handled] + after[("interlock_messages_failed_total", route)]
+    count = after[("interlock_message_handling_seconds_count", route)]
+    assert count == runs >= 6
+    infinity = (("kind", "route"), ("le", "+Inf"))
+    assert after[("interlock_message_handling_seconds_bucket", infinity)] == count
+    assert after[("interlock_message_handling_seconds_sum", route)] > 0
 
 
 async def test_groups_without_a_source_are_left_out() -> None:
@@ -211,3 +255,244 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
         v for (name, _), v in before.items() if name == "interlock_messages_handled_total"
     )
     assert handled > handled_before
+
+
+def _parse(registry: CollectorRegistry) -> Samples:
+    samples: Samples = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        assert family.documentation, f"{family.name} has no HELP text"
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+class TakesTime(Actor):
+    """Each message is the seconds its handling "takes" on the injected timer."""
+
+    def __init__(self, timer: ManualClock) -> None:
+        self._timer = timer
+
+    async def receive(self, message: object) -> None:
+        assert isinstance(message, float)
+        self._timer.now += message
+
+
+async def test_handling_seconds_is_a_cumulative_histogram_per_kind() -> None:
+    timer = ManualClock(0.0)
+    system = ActorSystem(timer=timer)
+    try:
+        system.spawn("watch/a", lambda: TakesTime(timer))
+        system.spawn("route/a", lambda: TakesTime(timer))
+        for seconds in (0.000002, 0.003, 0.5):
+            system.tell("watch/a", seconds)
+        system.tell("route/a", 30.0)
+        await wait_idle(system)
+        samples = _parse(metrics_registry(MetricsSources(actors=system.statistics), process=False))
+    finally:
+        await system.shutdown(timeout=1.0)
+
+    def buckets(kind: str) -> dict[float, float]:
+        return {
+            float(dict(labels)["le"]): value
+            for (name, labels), value in samples.items()
+            if name == "interlock_message_handling_seconds_bucket" and ("kind", kind) in labels
+        }
+
+    watch = buckets("watch")
+    assert sorted(watch) == [*HANDLING_BUCKETS, math.inf]
+    assert [watch[le] for le in (0.00001, 0.001, 0.01, 0.1, 1.0, math.inf)] == [1, 1, 2, 2, 3, 3]
+    assert samples[("interlock_message_handling_seconds_count", (("kind", "watch"),))] == 3
+    assert samples[
+        ("interlock_message_handling_seconds_sum", (("kind", "watch"),))
+    ] == pytest.approx(0.503002)
+    route = buckets("route")
+    assert route[10.0] == 0 and route[math.inf] == 1
+
+
+# --- edge reconciles, driven through a real EdgeActor ----------------------------------------
+
+HOST = "shop.example"
+
+
+def _host_part(modules: dict[str, Any]) -> HostPart:
+    ingress = parse_ingress(
+        {
+            "metadata": {
+                "name": "web",
+                "namespace": "default",
+                "uid": "uid-web",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {"interlock.dev/modules": "guard"},
+            },
+            "spec": {
+                "rules": [
+                    {
+                        "host": HOST,
+                        "http": {
+                            "paths": [
+                                {
+                                    "path": "/",
+                                    "pathType": "Prefix",
+                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                                }
+                            ]
+                        },
+                    }
+                ]
+            },
+        }
+    )
+    module_set = parse_module_set(
+        {"metadata": {"name": "guard", "namespace": "default"}, "spec": {"modules": modules}}
+    )
+    service = parse_service(
+        {"metadata": {"name": "web", "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
+    )
+    routes = ingress_host_routes(ingress, {module_set.key: module_set}, {}, {service.key: service})[
+        HOST
+    ]
+    return HostPart(ingress=ingress.key, uid="uid-web", routes=tuple(routes))
+
+
+def _headers(version: str) -> dict[str, Any]:
+    return {"headers": {"request": {"add": {"X-Version": version}}}}
+
+
+async def test_edge_reconciles_are_counted_by_outcome() -> None:
+    system = ActorSystem()
+    inner = InProcessEdge()
+    provider = FaultyEdge(inner)
+    board = EdgeBoard()
+    sleep = ManualSleep(gated=True)
+    settings = EdgeSettings(
+        provider=provider,
+        board=board,
+        backoff=BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5),
+        rng=random.Random(1),
+        sleep=sleep,
+    )
+    registry = metrics_registry(MetricsSources(edge_routes=lambda: board), process=False)
+
+    def reconciles() -> dict[str, float]:
+        return {
+            dict(labels)["outcome"]: value
+            for (name, labels), value in _parse(registry).items()
+            if name == "interlock_edge_reconciles_total"
+        }
+
+    def served_backend() -> bool:
+        route = inner.snapshot_now().route(host=HOST, route_id="Prefix:/")
+        return route is not None and route.backend is not None
+
+    def publish(part: HostPart) -> None:
+        system.publish(host_topic(HOST), str(part.ingress), part)
+        system.spawn_or_get(edge_address(HOST), lambda: EdgeActor(host=HOST, settings=settings))
+
+    system.spawn(EDGE_STATUS_WRITER, RecordingActor)
+    try:
+        assert reconciles() == dict.fromkeys(RECONCILE_OUTCOMES, 0)
+
+        # A new route whose modules fail for now: reserved (503), then retried and served.
+        provider.plan.fail_next("apply_modules", kind="transient")
+        publish(_host_part(_headers("a")))
+        await wait_until(lambda: board.reconciles["reserved"] == 1)
+        sleep.release()
+        await wait_until(served_backend)
+        await wait_idle(system)
+        assert reconciles() == {
+            **dict.fromkeys(RECONCILE_OUTCOMES, 0),
+            "failed_transient": 1,
+            "reserved": 1,
+            "applied": 1,
+            "attached": 1,
+        }
+
+        # New modules the provider refuses: the route keeps its configuration, not retried.
+        provider.plan.fail_next("apply_modules", kind="permanent")
+        publish(_host_part(_headers("b")))
+        await wait_until(lambda: board.reconciles["failed_permanent"] == 1)
+
+        # The Ingress goes away: its route is removed.
+        system.unpublish(host_topic(HOST), "default/web")
+        await wait_until(lambda: inner.snapshot_now().route(host=HOST, route_id="Prefix:/") is None)
+        await wait_idle(system)
+        counted = reconciles()
+    finally:
+        await system.shutdown(timeout=1.0)
+
+    assert counted["failed_permanent"] == 1
+    assert counted["removed"] == 1
+    assert counted["applied"] == 1
+    assert counted["tls_set"] == 0
+
+
+async def test_a_running_controller_with_an_edge_exports_reconciles_and_events() -> None:
+    from interlock.app import Controller
+    from interlock.config import ControllerConfig
+
+    controller = Controller(
+        ControllerConfig(
+            embedded=True,
+            policy_addr=Address("127.0.0.1", 0),
+            admin_addr=Address("127.0.0.1", 0),
+            edge_addr=Address("127.0.0.1", 0),
+            lease_duration=2.0,
+            lease_renew_deadline=1.5,
+            lease_retry_period=0.2,
+        )
+    )
+    registry = metrics_registry(controller_sources(controller), process=False)
+    created = ("interlock_kube_events_total", (("outcome", "created"),))
+    applied = ("interlock_edge_reconciles_total", (("outcome", "applied"),))
+    attached = ("interlock_edge_reconciles_total", (("outcome", "attached"),))
+    try:
+        await controller.start()
+        await controller.wait_ready()
+        await _until(lambda: controller.elector is not None and controller.elector.is_leader)
+        before = _parse(registry)
+        assert before[created] == 0 and before[applied] == 0
+        assert controller.embedded is not None
+        store = controller.embedded.store
+        store.create(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "IngressClass",
+                "metadata": {"name": "interlock"},
+                "spec": {"controller": "interlock.dev/ingress-controller"},
+            }
+        )
+        store.create(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {
+                    "ingressClassName": "interlock",
+                    "rules": [
+                        {
+                            "host": "web.example",
+                            "http": {
+                                "paths": [
+                                    {
+                                        "path": "/",
+                                        "pathType": "Prefix",
+                                        "backend": {
+                                            "service": {"name": "web", "port": {"number": 80}}
+                                        },
+                                    }
+                                ]
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+        # ModulesApplied and BackendAttached, recorded by the leader as Kubernetes Events.
+        await _until(lambda: _parse(registry).get(created, 0) >= 2, within=10.0)
+        after = _parse(registry)
+    finally:
+        await controller.stop()
+
+    assert after[applied] == 1
+    assert after[attached] == 1
+    assert after[("interlock_kube_events_total", (("outcome", "failed"),))] == 0
