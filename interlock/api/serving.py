@@ -7,8 +7,6 @@ and the shutdown order the same everywhere.
 
 from __future__ import annotations
 
-import socket
-
 from aiohttp import web
 
 from interlock.config import Address
@@ -45,12 +43,11 @@ async def serve(
     )
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port, reuse_address=True)
-    await site.start()
-    server = site._server
-    bound = address
-    if server is not None:
-        sockets: list[socket.socket] = list(getattr(server, "sockets", None) or [])
-        if sockets:
-            name = sockets[0].getsockname()
-            bound = Address(host=address.host, port=int(name[1]))
-    return RunningSite(runner=runner, address=bound)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    # The first listening socket's address: the real port when ``address.port`` is 0.
+    port = int(runner.addresses[0][1]) if runner.addresses else address.port
+    return RunningSite(runner=runner, address=Address(host=address.host, port=port))
