@@ -307,6 +307,7 @@ class Controller:
                 backoff=BackoffPolicy(
                     initial=config.status_retry_initial, maximum=config.status_retry_maximum
                 ),
+                concurrency=config.status_concurrency,
             )
             self.status_writer = writer
             return writer

@@ -120,6 +120,10 @@ class ControllerConfig:
     reconnect_maximum: float = 30.0
     """Largest delay, in seconds, between informer reconnects (client-go's 0.8 s to 30 s)."""
 
+    status_concurrency: int = 8
+    """Status writes in flight at once (at most one per route); bounds the load a new leader
+    puts on the API server when it writes every route's status."""
+
     status_retry_initial: float = 0.5
     """First delay, in seconds, before retrying a status write that failed transiently."""
 
