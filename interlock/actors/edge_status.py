@@ -158,6 +158,11 @@ class EdgeStatusWriter(Actor):
 
     async def _flush(self) -> None:
         for key in list(self._pending):
+            # Each write awaits the API server, and the Lease may be lost meanwhile (a stopping
+            # replica releases it before its actors drain): a status queued here may be older
+            # than what the new leader has already written, so it must not be written now.
+            if not self._is_leader():
+                return
             status = self._pending.get(key)
             if status is None:
                 continue
