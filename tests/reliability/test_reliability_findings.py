@@ -16,9 +16,14 @@ import pytest
 from reliability_kit import CRDS, CrashPlan, eventually, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
+from interlock.actors.edge_messages import DesiredModuleSetStatus, RecordEvent
+from interlock.actors.edge_status import EdgeStatusWriter
+from interlock.actors.messages import LeadershipChanged
 from interlock.actors.service_port_watch import WatchTarget
 from interlock.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
+from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.model.meta import ObjectKey
 
 
 def _ingress(host: str) -> dict[str, Any]:
@@ -147,5 +152,73 @@ def test_a_controller_starts_through_one_failed_discovery_request(tmp_path: Path
                 await controller.wait_ready(within=15.0)
             finally:
                 await controller.stop()
+
+    asyncio.run(scenario())
+
+
+class _SlowEventSink:
+    """An edge status sink whose Event recording waits until released (a slow API server)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.recording = asyncio.Event()
+        self.patched: list[tuple[str, dict[str, Any]]] = []
+
+    async def patch_status(
+        self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> bool:
+        self.patched.append((name, status))
+        return True
+
+    async def record_event(self, *, regarding: Any, type: str, reason: str, message: str) -> None:
+        self.recording.set()
+        await self.release.wait()
+
+
+def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
+    """Found by the harness (a ModuleSet edited, one slow API request, a Lease handover): the
+    old leader's EdgeStatusWriter was awaiting an Event when the Lease went to the new replica,
+    then flushed a status queued before the edit, overwriting the new leader's; the new leader's
+    patch cache said "written" and never repaired it. Fixed in interlock/actors/edge_status.py
+    ``EdgeStatusWriter._flush`` (leadership is checked before each write)."""
+
+    async def scenario() -> None:
+        sink = _SlowEventSink()
+        leading = [False]
+        system = ActorSystem()
+        system.spawn(
+            "edge-status",
+            lambda: EdgeStatusWriter(
+                sink=sink,  # type: ignore[arg-type]
+                is_leader=lambda: leading[0],
+                backoff=BackoffPolicy(initial=0.01, maximum=0.1),
+            ),
+        )
+        # While following: an Event is held and a status is pending.
+        regarding = {"kind": "Ingress", "namespace": "default", "name": "shop"}
+        system.tell(
+            "edge-status",
+            RecordEvent(regarding=regarding, type="Warning", reason="R", message="m"),
+        )
+        system.tell(
+            "edge-status",
+            DesiredModuleSetStatus(
+                key=ObjectKey(namespace="default", name="ms-0"), conditions=[{"type": "Valid"}]
+            ),
+        )
+        await eventually(
+            lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
+        )
+        # Leading: the held Event is recorded first, slowly...
+        leading[0] = True
+        system.tell("edge-status", LeadershipChanged(True))
+        await eventually(sink.recording.is_set, within=5.0, message="the slow Event")
+        leading[0] = False  # the Lease is released while the Event is still being recorded
+        sink.release.set()
+        await eventually(
+            lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
+        )
+        await system.shutdown()
+        assert sink.patched == []
 
     asyncio.run(scenario())
