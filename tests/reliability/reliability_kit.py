@@ -29,7 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from interlock.actors.directories import _Directory
 from interlock.actors.edge import EdgeActor
+from interlock.actors.grants import GrantsDirectory
 from interlock.actors.ingress import IngressActor
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
@@ -145,14 +147,18 @@ CRASHABLE: dict[str, type[Actor]] = {
     "EdgeActor": EdgeActor,
     "ServiceDirectory": ServiceDirectory,
     "InformerRouter": InformerRouter,
+    "GrantsDirectory": GrantsDirectory,
+    "EdgeDirectory": _Directory,
 }
-"""Actor classes a crash can be injected into (the findings tests use the last two)."""
+"""Actor classes a crash can be injected into. ``EdgeDirectory`` is the base of the Ingress,
+IngressClass, ModuleSet, Secret and EndpointSlice directories: the next of them to handle a
+message crashes."""
 
-RETAINED_INPUT_ACTORS = ("EdgeActor", "IngressActor", "RouteActor", "ServicePortWatch")
-"""Actors whose every input is a retained pub/sub value: after a crash the supervisor's restart
-re-delivers all of them (DESIGN.md), so the harness may crash them at any moment. The router and
-the directories are fed by ``tell``; a crash there loses the message being handled (a finding,
-see ``test_reliability_findings.py``)."""
+CRASH_TARGETS = tuple(sorted(CRASHABLE))
+"""Every one of them may crash at any moment of a history. The route, watch, Ingress and edge
+actors' inputs are retained pub/sub values that a restart re-delivers (DESIGN.md); the router
+and the directories are fed by ``tell`` and replay their journal after a restart (6f28001, the
+fix of the harness's finding; ``test_reliability_findings.py``)."""
 
 
 class CrashPlan:

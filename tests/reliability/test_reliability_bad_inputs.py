@@ -100,16 +100,6 @@ GOOD_OBJECTS: list[dict[str, Any]] = [
 ]
 
 
-KNOWN_GAPS: dict[str, str] = {
-    "ingress-host-with-port.yaml": "embedded: Ingress spec.rules[].host is not validated",
-    "ingress-unicode-host.yaml": "embedded: Ingress spec.rules[].host is not validated",
-    "endpointslice-bad-address.yaml": "embedded: EndpointSlice addresses are not validated",
-}
-"""Files a real API server refuses but the embedded one accepts (and the controller then serves
-as given): they still must not disturb anything; ``test_reliability_findings.py`` holds the
-failing tests that describe each gap."""
-
-
 def apply_strictly(server: EmbeddedApiServer, path: Path) -> str | None:
     """Create the file's objects as ``kubectl apply`` does (server-side field validation
     ``Strict``, kubectl's default); the refusal's text, or None when every object was created."""
@@ -277,9 +267,6 @@ async def apply_one(
         if expect not in refusal:
             problems.append(f"{path.name}: refused without naming {expect!r}: {refusal}")
         answers[path.name] = f"refused: {refusal}"
-    elif path.name in KNOWN_GAPS:
-        answers[path.name] = f"accepted (known gap: {KNOWN_GAPS[path.name]})"
-        remove(server, yaml.safe_load(path.read_text()))
     else:
         found: list[str] = []
 

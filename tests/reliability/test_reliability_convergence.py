@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from reliability_kit import (
+    CRASH_TARGETS,
     CRDS,
-    RETAINED_INPUT_ACTORS,
     WATCHED,
     CrashPlan,
     ModuleHistory,
@@ -97,7 +97,7 @@ fault_step: st.SearchStrategy[Step] = st.one_of(
         st.sampled_from(["transient", "transient", "permanent"]),
         st.integers(1, 3),
     ),
-    st.tuples(st.just("crash"), st.sampled_from(RETAINED_INPUT_ACTORS)),
+    st.tuples(st.just("crash"), st.sampled_from(CRASH_TARGETS)),
     st.just(("handover",)),
 )
 

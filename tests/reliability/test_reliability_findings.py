@@ -53,6 +53,9 @@ def _ingress(host: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])
 def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(host: str) -> None:
+    """Found by the bad-input corpus: such hosts were accepted and served as given. Fixed in
+    e0dec8c (interlock/embedded/validation.py validates Ingresses)."""
+
     async def scenario() -> None:
         async with EmbeddedApiServer() as server:
             await server.apply_manifests([CRDS])
@@ -64,6 +67,8 @@ def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(host
 
 
 def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse() -> None:
+    """Found by the bad-input corpus; fixed in e0dec8c (EndpointSlice addresses validated)."""
+
     async def scenario() -> None:
         async with EmbeddedApiServer() as server:
             with pytest.raises(ApiError) as refused:
@@ -82,15 +87,11 @@ def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse
     asyncio.run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=False,  # the fix (interlock/actors/redelivery.py) is being committed by its owner
-    reason="interlock/actors/router.py InformerRouter (and the directories) are fed by tell: a "
-    "handler that raises loses the event it was handling, and nothing re-delivers it (no "
-    "relist on restart), so the Service's policy stays stale until the Service changes again",
-)
 def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
     tmp_path: Path,
 ) -> None:
+    """Found by the harness: the router is fed by ``tell``, so a crash lost the event it was
+    handling and the Service's policy stayed stale. Fixed in 6f28001 (journal and replay)."""
     target = WatchTarget(namespace="default", service="late", port=80, client_namespace="default")
 
     async def scenario() -> None:
