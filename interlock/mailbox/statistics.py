@@ -6,9 +6,9 @@ actors, never over all actors.
 
 Handling time is always measured (not only when tracing), because "which kind of actor is
 slow" is the first question when mailboxes grow. It is kept as a histogram with fixed buckets
-per kind: the runtime pays one clock read and one comparison per message (about 0.1 µs; a
-list slot is incremented only for messages slower than the first bound), and Prometheus gets
-quantiles without a scrape-time pass over any actor.
+per kind: the runtime pays a clock read and a comparison per message and a clock read per
+batch (0.1 µs to 0.6 µs a message; a list slot is incremented only for messages slower than
+the first bound), and Prometheus gets quantiles without a scrape-time pass over any actor.
 """
 
 from __future__ import annotations
