@@ -493,6 +493,25 @@ async def test_a_running_controller_with_an_edge_exports_reconciles_and_events()
     finally:
         await controller.stop()
 
+    # Issue 7's list, each family with HELP text (``_parse`` checks it) from the real wiring.
+    exported = {name for name, _ in after}
+    assert {
+        "interlock_mailbox_depth",
+        "interlock_messages_handled_total",
+        "interlock_message_handling_seconds_bucket",
+        "interlock_actor_restarts_total",
+        "interlock_dead_letters_total",
+        "interlock_informer_events_total",
+        "interlock_informer_relists_total",
+        "interlock_status_patches_total",
+        "interlock_edge_reconciles_total",
+        "interlock_kube_events_total",
+        "interlock_leader",
+    } <= exported
+    ingress_informer = ("interlock_informer_events_total", (("informer", "Ingress.v1"),))
+    assert after[ingress_informer] >= 1
+    assert after[("interlock_leader", ())] == 1
+
     assert after[applied] == 1
     assert after[attached] == 1
     assert after[("interlock_kube_events_total", (("outcome", "failed"),))] == 0
