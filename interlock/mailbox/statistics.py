@@ -90,8 +90,9 @@ class KindStatistics:
     restarts: int
     dead_letters: int
     handling_seconds: float
-    """Seconds handlers of this kind ran (``started()`` included, failed runs too; a handler
-    awaiting I/O counts the wait)."""
+    """Seconds handlers of this kind ran, each from taking its message out of the mailbox until
+    it returned (``started()`` included, failed runs too; a handler awaiting I/O counts the
+    wait; writing trace records does not count)."""
     handling_buckets: tuple[int, ...]
     """Handler runs per bucket of :data:`HANDLING_BUCKETS`, not cumulative: slot ``i`` counts
     runs longer than bound ``i - 1`` and at most bound ``i``; the last slot, longer than the
