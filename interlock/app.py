@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import random
 import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -237,26 +236,15 @@ class Controller:
         self.admin_site = await _serve(self._admin().app, config.admin_addr, flag="--admin-addr")
 
     async def _discover(self, candidates: tuple[Resource, ...]) -> Resource | None:
-        """The served version among ``candidates``, retrying what an API server may answer
-        while it is busy or starting (no connection, 5xx, 429) for up to a minute."""
-        backoff = BackoffPolicy(
-            initial=self.config.reconnect_initial, maximum=self.config.reconnect_maximum
-        )
-        deadline = asyncio.get_running_loop().time() + 60.0
-        attempt = 0
-        while True:
-            try:
-                return await served_resource(self.api, candidates)
-            except KubeApiError as error:
-                delay = backoff.delay(attempt, random.Random())
-                if not error.retryable or asyncio.get_running_loop().time() + delay > deadline:
-                    raise StartupError(
-                        f"cannot discover which {candidates[0].kind} version the API server "
-                        f"serves: {error}"
-                    ) from error
-                logger.warning("{} (retrying in {:.2f}s)", error, delay)
-                attempt += 1
-                await asyncio.sleep(delay)
+        """The served version among ``candidates``; ``served_resource`` already retries what an
+        API server answers while busy or starting (no connection, 5xx, 429)."""
+        try:
+            return await served_resource(self.api, candidates)
+        except KubeApiError as error:
+            raise StartupError(
+                f"cannot discover which {candidates[0].kind} version the API server "
+                f"serves: {error}"
+            ) from error
 
     async def _start_embedded(self) -> None:
         self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)

@@ -24,6 +24,7 @@ from interlock.config import (
     default_identity,
     default_lease_namespace,
     parse_address,
+    parse_cidrs,
 )
 
 DEFAULT_POLICY_SERVER = "http://127.0.0.1:8090"
@@ -131,6 +132,17 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help="edge data plane address (port 0: any free port, printed)",
     )
+    add.value(
+        "--edge-tls-addr",
+        default=None,
+        metavar="HOST:PORT",
+        help="edge HTTPS address, certificates from the Ingresses' TLS Secrets by SNI",
+    )
+    add.repeated(
+        "--trusted-proxy",
+        metavar="CIDR",
+        help="a proxy in front of the edge whose X-Forwarded-For is believed",
+    )
     add.value("--trace-file", default=None, metavar="PATH", help="write actor traces (JSON lines)")
     add.repeated(
         "--namespace", metavar="NS", help="watch only this namespace (default: all namespaces)"
@@ -186,6 +198,17 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
             edge_addr=(
                 parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None
+            ),
+            edge_tls_addr=(
+                parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
+                if args.edge_tls_addr
+                else None
+            ),
+            trusted_proxies=parse_cidrs(
+                args.trusted_proxy
+                if args.trusted_proxy is not None
+                else _env_list("--trusted-proxy"),
+                flag="--trusted-proxy",
             ),
             trace_file=args.trace_file,
             namespaces=tuple(namespaces),

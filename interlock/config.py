@@ -8,9 +8,11 @@ touching flags, and every default is documented where it is defined.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
@@ -40,6 +42,17 @@ def parse_address(value: str, *, flag: str) -> Address:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return Address(host=host or "0.0.0.0", port=port)
+
+
+def parse_cidrs(values: Sequence[str], *, flag: str) -> tuple[str, ...]:
+    """Check each value is an IPv4/IPv6 network (``10.0.0.0/8``) or address; errors name the
+    flag and the value."""
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"{flag}: {value!r} is not a CIDR (for example 10.0.0.0/8)") from None
+    return tuple(values)
 
 
 def default_identity() -> str:
@@ -85,6 +98,11 @@ class ControllerConfig:
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
     Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""
+
+    trusted_proxies: tuple[str, ...] = ()
+    """CIDRs of proxies in front of the edge (a cloud load balancer, say) whose
+    ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
+    rateLimit; from any other peer the header is ignored, so it cannot be forged."""
 
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""

@@ -156,10 +156,14 @@ class EdgeHalf:
         self._system = system
         self._is_leader = is_leader
         self._rng = rng or random.Random()
-        self.data_plane = InProcessEdge()
+        self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
         self.upstreams = ControllerUpstreams(system=system, watches=watches, rng=self._rng)
         self.board = EdgeBoard()
-        self.server = EdgeServer(edge=self.data_plane, upstreams=self.upstreams)
+        self.server = EdgeServer(
+            edge=self.data_plane,
+            upstreams=self.upstreams,
+            trusted_proxies=config.trusted_proxies,
+        )
         self.provider: EdgeProvider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""

@@ -60,6 +60,27 @@ def test_run_flags_build_the_config():
     assert config.tune_gc
 
 
+def test_edge_flags_build_the_config(monkeypatch):
+    config = parse(
+        [
+            "run",
+            "--edge-addr",
+            "127.0.0.1:0",
+            "--edge-tls-addr",
+            "127.0.0.1:8443",
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy",
+            "fd00::/8",
+        ]
+    )
+    assert config.edge_addr == Address("127.0.0.1", 0)
+    assert config.edge_tls_addr == Address("127.0.0.1", 8443)
+    assert config.trusted_proxies == ("10.0.0.0/8", "fd00::/8")
+    monkeypatch.setenv("INTERLOCK_TRUSTED_PROXY", "192.168.0.0/16, 172.16.0.1")
+    assert parse(["run"]).trusted_proxies == ("192.168.0.0/16", "172.16.0.1")
+
+
 def test_every_flag_can_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("INTERLOCK_EMBEDDED", "true")
     monkeypatch.setenv("INTERLOCK_POLICY_ADDR", "127.0.0.1:1234")
@@ -81,6 +102,8 @@ def test_every_flag_can_come_from_the_environment(monkeypatch):
         (["run", "--admin-addr", "h:99999"], "--admin-addr: port 99999 is out of range"),
         (["run", "--embedded", "--kubeconfig", "x"], "--embedded cannot be combined"),
         (["run", "--manifests", "x"], "--manifests and --write-kubeconfig need --embedded"),
+        (["run", "--trusted-proxy", "10.0.0.0/33"], "--trusted-proxy: '10.0.0.0/33' is not a CIDR"),
+        (["run", "--edge-tls-addr", "tls"], "--edge-tls-addr: 'tls' is not HOST:PORT"),
     ],
 )
 def test_bad_flags_are_reported_by_name(argv, message):

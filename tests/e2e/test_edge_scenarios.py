@@ -988,3 +988,39 @@ async def test_https_with_the_certificate_from_the_ingress_tls_secret(
 
     await eventually(served, message="HTTPS with the Ingress's certificate")
     assert "BEGIN" not in json.dumps(edge.debug(), default=str)
+
+
+async def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
+    api_server: EmbeddedApiServer, start_controller: StartController
+) -> None:
+    await api_server.apply_manifests([CRDS])
+    # This replica trusts the loopback peer as a proxy (a load balancer in front of the edge).
+    controller = await start_controller(
+        lease_identity="proxied-edge", edge_addr=LOCAL, trusted_proxies=("127.0.0.1/32",)
+    )
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        env = Env(controller, Kube(controller.api), http, {})
+        try:
+            await env.kube.apply(INGRESS_CLASS_OBJ)
+            await env.serve("web")
+            guard = {"ipRestriction": {"allow": ["10.1.0.0/16"]}}
+            await env.kube.apply(module_set("guard", guard))
+            await env.kube.apply(ingress("proxied", "proxied.example", modules="guard"))
+            inside = {"X-Forwarded-For": "10.1.2.3"}
+            await env.until_status("proxied.example", 200, headers=inside)
+            assert await env.status_of("proxied.example") == 403
+            outside = {"X-Forwarded-For": "192.168.7.7"}
+            assert await env.status_of("proxied.example", headers=outside) == 403
+        finally:
+            for backend in env.backends.values():
+                await backend.stop()
+
+
+async def test_x_forwarded_for_from_an_untrusted_peer_is_ignored(env: Env) -> None:
+    await env.kube.apply(module_set("guard", {"ipRestriction": {"allow": ["10.1.0.0/16"]}}))
+    await env.kube.apply(ingress("direct", "direct.example", modules="guard"))
+    await env.until_status("direct.example", 403)
+    reached = len(env.backends["web"].requests)
+    forged = {"X-Forwarded-For": "10.1.2.3"}
+    assert await env.status_of("direct.example", headers=forged) == 403
+    assert len(env.backends["web"].requests) == reached
