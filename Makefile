@@ -50,4 +50,4 @@ clean:
 # bad-input corpus, security and load tests (see docs/reliability.md for the figures).
 .PHONY: reliability
 reliability: install
-	INTERLOCK_RELIABILITY_EXAMPLES=200 $(BIN)/python -m pytest -q tests/reliability
+	INTERLOCK_RELIABILITY_EXAMPLES=200 $(BIN)/python -m pytest -q --timeout=1800 tests/reliability
