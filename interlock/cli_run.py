@@ -25,6 +25,7 @@ from interlock.config import (
     default_lease_namespace,
     parse_address,
     parse_cidrs,
+    parse_http_url,
 )
 
 DEFAULT_POLICY_SERVER = "http://127.0.0.1:8090"
@@ -133,6 +134,13 @@ def add_run_parser(subparsers: Any) -> None:
         help="edge data plane address (port 0: any free port, printed)",
     )
     add.value(
+        "--edge-admin-url",
+        default=None,
+        metavar="URL",
+        help="program a data plane running as its own process (interlock edge) through its "
+        "admin API at URL instead of serving one here; excludes --edge-addr",
+    )
+    add.value(
         "--edge-tls-addr",
         default=None,
         metavar="HOST:PORT",
@@ -185,6 +193,14 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit("--embedded cannot be combined with --kubeconfig or --in-cluster")
     if not args.embedded and (args.manifests or args.write_kubeconfig):
         raise SystemExit("--manifests and --write-kubeconfig need --embedded")
+    trusted = args.trusted_proxy if args.trusted_proxy is not None else _env_list("--trusted-proxy")
+    if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
+        raise SystemExit(
+            "--edge-admin-url cannot be combined with --edge-addr, --edge-tls-addr or "
+            "--trusted-proxy: the controller either serves the data plane itself or programs one "
+            "running elsewhere (give that one these settings: interlock edge --listen, "
+            "--tls-listen, --trusted-proxy)"
+        )
     manifests = args.manifests if args.manifests is not None else _env_list("--manifests")
     namespaces = args.namespace if args.namespace is not None else _env_list("--namespace")
     try:
@@ -199,17 +215,17 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             edge_addr=(
                 parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None
             ),
+            edge_admin_url=(
+                parse_http_url(args.edge_admin_url, flag="--edge-admin-url")
+                if args.edge_admin_url
+                else None
+            ),
             edge_tls_addr=(
                 parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
                 if args.edge_tls_addr
                 else None
             ),
-            trusted_proxies=parse_cidrs(
-                args.trusted_proxy
-                if args.trusted_proxy is not None
-                else _env_list("--trusted-proxy"),
-                flag="--trusted-proxy",
-            ),
+            trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
             trace_file=args.trace_file,
             namespaces=tuple(namespaces),
             lease_namespace=args.lease_namespace,

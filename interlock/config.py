@@ -14,6 +14,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
 DEFAULT_ADMIN_ADDR = "0.0.0.0:9990"
@@ -55,6 +56,20 @@ def parse_cidrs(values: Sequence[str], *, flag: str) -> tuple[str, ...]:
     return tuple(values)
 
 
+def parse_http_url(value: str, *, flag: str) -> str:
+    """Check ``value`` is an ``http://`` or ``https://`` URL with a host (``http://edge:9091``);
+    errors name the flag, never the URL's user information."""
+    url = urlsplit(value)
+    try:
+        port_ok = url.port is None or url.port > 0
+    except ValueError:
+        port_ok = False
+    if url.scheme not in ("http", "https") or not url.hostname or not port_ok:
+        shown = url.hostname or value.rpartition("@")[2]
+        raise ValueError(f"{flag}: {shown!r} is not an http(s) URL (for example http://edge:9091)")
+    return value
+
+
 def default_identity() -> str:
     """A Lease holder identity unique per process: the host name plus a random suffix."""
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
@@ -94,6 +109,12 @@ class ControllerConfig:
 
     edge_addr: Address | None = None
     """Where the edge data plane listens; ``None`` runs no edge."""
+
+    edge_admin_url: str | None = None
+    """The admin API (``http://HOST:PORT``) of a data plane running as its own process
+    (``interlock edge``), which the edge actors program instead of one in this process; the
+    controller then serves no data plane itself. Excludes ``edge_addr`` and ``edge_tls_addr``
+    (TLS listeners and trusted proxies are that process's own settings)."""
 
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS

@@ -10,6 +10,10 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   the change to its directory, keeping the informer event as the trace's correlation);
 * :meth:`EdgeHalf.start` — spawn the directories, the edge status writer and the upstream cache,
   and start the data plane server on ``--edge-addr``; :meth:`EdgeHalf.stop`;
+* or, with ``--edge-admin-url``, none of the data plane: the edge actors program a data plane
+  running as its own process (``interlock edge``) through :class:`HttpEdge`. That process
+  resolves upstreams itself (cluster DNS), so the policy-following upstream cache is not built;
+
 * :meth:`EdgeHalf.leadership_changed` — forward Lease changes to the edge status writer;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
@@ -24,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from loguru import logger
+from yarl import URL
 
 from interlock.actors.directories import (
     EndpointsDirectory,
@@ -51,8 +56,15 @@ from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import LeadershipChanged, ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
+from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.provider import EdgeProvider
+from interlock.edge.provider import (
+    BackendTarget,
+    EdgeProvider,
+    EdgeSnapshot,
+    PathType,
+    TransientEdgeError,
+)
 from interlock.edge.server import EdgeServer
 from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
 from interlock.kube.discovery import DiscoveryRetry, is_served
@@ -68,6 +80,7 @@ from interlock.kube.resources import (
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import Modules, SecretValue
 
 EDGE_KINDS: Mapping[str, str] = {
     "Ingress": INGRESS_DIRECTORY,
@@ -89,18 +102,102 @@ def load_balancer_status(address: Address, *, tls_port: int | None = None) -> di
     A wildcard listen address (``0.0.0.0``, ``::``) names no reachable address; the machine's
     host name is written instead.
     """
-    host = address.host
-    entry: dict[str, Any]
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        entry = {"hostname": host}
-    else:
-        entry = {"hostname": socket.gethostname()} if ip.is_unspecified else {"ip": str(ip)}
+    entry = _host_entry(address.host)
     entry["ports"] = [{"port": address.port, "protocol": "TCP"}]
     if tls_port is not None:
         entry["ports"].append({"port": tls_port, "protocol": "TCP"})
     return {"ingress": [entry]}
+
+
+def remote_load_balancer_status(admin_url: str) -> dict[str, Any]:
+    """``status.loadBalancer`` for a data plane in another process: the host of its admin URL,
+    without ports.
+
+    The admin API does not say where that process serves traffic, so this is a fallback: the
+    only address the controller knows. ``interlock edge`` serves traffic and its admin API from
+    the same host (one Pod), which makes the host right; the ports are left out rather than
+    guessed.
+    """
+    return {"ingress": [_host_entry(URL(admin_url).host or "")]}
+
+
+def _host_entry(host: str) -> dict[str, Any]:
+    """An IP, or else a host name; a wildcard (``0.0.0.0``, ``::``) names no reachable address,
+    so the machine's host name is written instead."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return {"hostname": host}
+    return {"hostname": socket.gethostname()} if ip.is_unspecified else {"ip": str(ip)}
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without user information (a password must not reach logs or ``/debug``)."""
+    return str(URL(url).with_user(None))
+
+
+class UntilStopped:
+    """The remote data plane's client, refusing calls once the edge half stopped.
+
+    ``Controller.stop`` stops the edge half before the actor system drains, so an EdgeActor may
+    still retry a step after :class:`HttpEdge` closed its session; it would open a new one that
+    nothing closes. After :meth:`stop` every call fails transiently instead (and is never
+    retried: the actors are about to stop).
+    """
+
+    def __init__(self, inner: HttpEdge) -> None:
+        self.inner = inner
+        self._stopped = False
+
+    async def stop(self) -> None:
+        self._stopped = True
+        await self.inner.close()
+
+    def _check(self) -> None:
+        if self._stopped:
+            raise TransientEdgeError("edge admin API: the controller is stopping")
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        self._check()
+        await self.inner.apply_modules(
+            host=host,
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            modules=modules,
+            secrets=secrets,
+        )
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        self._check()
+        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        self._check()
+        await self.inner.detach_backend(host=host, route_id=route_id)
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        self._check()
+        await self.inner.remove_route(host=host, route_id=route_id)
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        self._check()
+        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        self._check()
+        return await self.inner.snapshot()
 
 
 class KubeEdgeStatusSink:
@@ -149,24 +246,44 @@ class EdgeHalf:
         is_leader: Callable[[], bool],
         rng: random.Random | None = None,
     ) -> None:
-        if config.edge_addr is None:
-            raise ValueError("EdgeHalf: config.edge_addr is required to run an edge")
+        if config.edge_addr is None and config.edge_admin_url is None:
+            raise ValueError(
+                "EdgeHalf: config.edge_addr or config.edge_admin_url is required to run an edge"
+            )
+        if config.edge_admin_url is not None and (
+            config.edge_addr is not None or config.edge_tls_addr is not None
+        ):
+            raise ValueError(
+                "EdgeHalf: config.edge_admin_url excludes edge_addr and edge_tls_addr "
+                "(the data plane runs either here or in another process)"
+            )
         self._config = config
-        self._addr: Address = config.edge_addr
         self._system = system
         self._is_leader = is_leader
         self._rng = rng or random.Random()
-        self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
-        self.upstreams = ControllerUpstreams(system=system, watches=watches, rng=self._rng)
         self.board = EdgeBoard()
-        self.server = EdgeServer(
-            edge=self.data_plane,
-            upstreams=self.upstreams,
-            trusted_proxies=config.trusted_proxies,
-        )
-        self.provider: EdgeProvider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
+        self.remote: UntilStopped | None = None
+        """The client of a data plane in another process (``edge_admin_url``); ``None`` when
+        this process serves the data plane."""
+        self.data_plane: InProcessEdge | None = None
+        """The data plane served from this process (``edge_addr``); ``None`` when remote."""
+        self.upstreams: ControllerUpstreams | None = None
+        self.server: EdgeServer | None = None
+        self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
+        if config.edge_admin_url is not None:
+            self.remote = UntilStopped(HttpEdge(base_url=config.edge_admin_url))
+            self.provider = self.remote
+        else:
+            self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
+            self.upstreams = ControllerUpstreams(system=system, watches=watches, rng=self._rng)
+            self.server = EdgeServer(
+                edge=self.data_plane,
+                upstreams=self.upstreams,
+                trusted_proxies=config.trusted_proxies,
+            )
+            self.provider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
         """Retry delays of transient provider failures (read when an EdgeActor is spawned)."""
         self.status_writer: EdgeStatusWriter | None = None
@@ -203,20 +320,21 @@ class EdgeHalf:
 
     async def start(self, *, api: Any, patcher: StatusPatcher) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""
-        tls_addr = self._config.edge_tls_addr
-        addresses = await self.server.start(
-            addr=str(self._addr), tls_addr=None if tls_addr is None else str(tls_addr)
-        )
-        self.address = Address(host=self._addr.host, port=addresses.http[1])
-        if tls_addr is not None and addresses.https is not None:
-            self.tls_address = Address(host=tls_addr.host, port=addresses.https[1])
-        load_balancer = load_balancer_status(
-            self.address, tls_port=None if self.tls_address is None else self.tls_address.port
-        )
+        admin_url = self._config.edge_admin_url
+        if admin_url is not None:
+            load_balancer = remote_load_balancer_status(admin_url)
+        else:
+            load_balancer = await self._serve()
 
         def edge_actor(host: str) -> Actor:
             settings = EdgeSettings(
-                provider=self.provider, board=self.board, backoff=self.backoff, rng=self._rng
+                provider=self.provider,
+                board=self.board,
+                backoff=self.backoff,
+                rng=self._rng,
+                # A remote data plane outlives this process: it may still serve routes of
+                # Ingresses deleted while the controller was away.
+                adopt_on_spawn=self.remote is not None,
             )
             return EdgeActor(host=host, settings=settings)
 
@@ -239,7 +357,8 @@ class EdgeHalf:
             self.status_writer = writer
             return writer
 
-        self.upstreams.start()
+        if self.upstreams is not None:
+            self.upstreams.start()
         self._system.spawn(EDGE_STATUS_WRITER, status_writer)
         self._system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
         self._system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
@@ -247,16 +366,37 @@ class EdgeHalf:
         self._system.spawn(SECRET_DIRECTORY, SecretDirectory)
         self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory)
 
+    async def _serve(self) -> dict[str, Any]:
+        """Start this process's data plane; its ``status.loadBalancer``."""
+        assert self.server is not None and self._config.edge_addr is not None
+        addr, tls_addr = self._config.edge_addr, self._config.edge_tls_addr
+        addresses = await self.server.start(
+            addr=str(addr), tls_addr=None if tls_addr is None else str(tls_addr)
+        )
+        self.address = Address(host=addr.host, port=addresses.http[1])
+        if tls_addr is not None and addresses.https is not None:
+            self.tls_address = Address(host=tls_addr.host, port=addresses.https[1])
+        return load_balancer_status(
+            self.address, tls_port=None if self.tls_address is None else self.tls_address.port
+        )
+
     def leadership_changed(self, leading: bool) -> None:
         self._system.tell(EDGE_STATUS_WRITER, LeadershipChanged(leading))
 
     async def stop(self) -> None:
-        """Stop serving and following policies (before the actor system shuts down)."""
-        await self.server.stop()
-        await self.upstreams.close()
+        """Stop serving and following policies, or close the connections to the remote data
+        plane (before the actor system shuts down)."""
+        if self.server is not None:
+            await self.server.stop()
+        if self.upstreams is not None:
+            await self.upstreams.close()
+        if self.remote is not None:
+            await self.remote.stop()
 
     @property
     def url(self) -> str:
+        if self.remote is not None:
+            raise RuntimeError("the data plane runs in another process (edge_admin_url)")
         if self.address is None:
             raise RuntimeError("the edge is not started")
         host = "127.0.0.1" if self.address.host in ("0.0.0.0", "::", "") else self.address.host
@@ -264,13 +404,30 @@ class EdgeHalf:
         return f"http://{host}:{self.address.port}"
 
     def describe(self) -> list[str]:
+        if self._config.edge_admin_url is not None:
+            shown = redacted_url(self._config.edge_admin_url)
+            return [f"edge: programming the data plane whose admin API is {shown}"]
         lines = [] if self.address is None else [f"edge data plane listening on {self.url}"]
         if self.tls_address is not None:
             lines.append(f"edge data plane serving HTTPS on {self.tls_address}")
         return lines
 
     def debug(self) -> dict[str, Any]:
-        """``/debug/edges``: the actors' view per route, what is served, tracked upstreams."""
+        """``/debug/edges``: the actors' view per route, what is served, tracked upstreams.
+
+        With a remote data plane, ``served`` and ``upstreams`` are ``null`` (this view answers
+        from memory, without a network call; the data plane's own ``GET /v1/snapshot`` shows
+        what it serves) and ``dataPlane`` names its admin API.
+        """
+        if self._config.edge_admin_url is not None:
+            return {
+                "edges": self.board.to_json()["hosts"],
+                "served": None,
+                "upstreams": None,
+                "dataPlane": {"adminUrl": redacted_url(self._config.edge_admin_url)},
+                "status": None if self.status_writer is None else self.status_writer.statistics(),
+            }
+        assert self.data_plane is not None and self.upstreams is not None
         return {
             "edges": self.board.to_json()["hosts"],
             "served": self.data_plane.snapshot_now().to_json()["hosts"],
