@@ -10,10 +10,9 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   the change to its directory, keeping the informer event as the trace's correlation);
 * :meth:`EdgeHalf.start` — spawn the directories, the edge status writer and the upstream cache,
   and start the data plane server on ``--edge-addr``; :meth:`EdgeHalf.stop`;
-* or, with ``--edge-admin-url``, none of the data plane: the edge actors program a data plane
-  running as its own process (``interlock edge``) through :class:`HttpEdge`. That process
-  resolves upstreams itself (cluster DNS), so the policy-following upstream cache is not built;
-
+  with ``--edge-admin-url`` it starts no data plane: the edge actors program one running as
+  its own process (``interlock edge``) through :class:`HttpEdge`, and since that process
+  resolves upstreams itself (cluster DNS), the policy-following upstream cache is not built;
 * :meth:`EdgeHalf.leadership_changed` — forward Lease changes to the edge status writer;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
