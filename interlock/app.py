@@ -131,7 +131,7 @@ class Controller:
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
         self.edge: EdgeHalf | None = None
-        if config.edge_addr is not None:
+        if config.edge_addr is not None or config.edge_admin_url is not None:
             self.edge = EdgeHalf(
                 config=config,
                 system=self.system,

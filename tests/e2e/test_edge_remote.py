@@ -264,19 +264,9 @@ class Remote:
 
 
 async def start_remote_controller(config: ControllerConfig) -> Controller:
-    """A controller programming the data plane at ``config.edge_admin_url``.
-
-    ``Controller`` builds its edge half only for ``edge_addr`` until ``app.py`` also checks
-    ``edge_admin_url``; meanwhile the half is attached here, exactly as ``app.py`` builds it.
-    """
+    """A controller programming the data plane at ``config.edge_admin_url``."""
     controller = Controller(config)
-    if controller.edge is None:
-        controller.edge = EdgeHalf(
-            config=config,
-            system=controller.system,
-            watches=controller.watches,
-            is_leader=lambda: controller.elector is not None and controller.elector.is_leader,
-        )
+    assert controller.edge is not None, "edge_admin_url alone must build the edge half"
     await controller.start()
     await controller.wait_ready(within=10.0)
     return controller
