@@ -513,12 +513,19 @@ class EdgeActor(Actor):
             )
             self._tls_served = wanted
 
-    def _succeeded(self, step: _Step) -> None:
-        self._failures.pop(step.slot, None)
-        timer = self._timers.pop(step.slot, None)
+    def _clear_failure(self, slot: tuple[str, str]) -> None:
+        self._failures.pop(slot, None)
+        timer = self._timers.pop(slot, None)
         if timer is not None:
             timer.cancel()
-        self._next_retry.pop(step.slot, None)
+        self._next_retry.pop(slot, None)
+
+    def _succeeded(self, step: _Step) -> None:
+        self._clear_failure(step.slot)
+        if step.kind == "modules":
+            # Applied modules supersede a reservation of the same route that failed meanwhile:
+            # its failure (and retry timer) would otherwise be reported on a healthy route.
+            self._clear_failure(("reserve", step.route_id))
         route = step.route
         where = f"edge {self._host} route {step.route_id}"
         if step.kind == "modules" and route is not None:

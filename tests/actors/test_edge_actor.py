@@ -593,3 +593,21 @@ async def test_a_host_with_many_routes_costs_one_step_per_change(edge: Edge) -> 
     await wait_until(lambda: sum(edge.provider.plan.calls.values()) == calls + 1)
     await wait_idle(edge.system)
     assert sum(edge.provider.plan.calls.values()) == calls + 1
+
+
+async def test_a_failed_reservation_is_forgotten_once_the_modules_are_applied() -> None:
+    # The modules step fails, then the reservation the actor makes instead fails too; when the
+    # modules retry succeeds first, the route is healthy and must not keep reporting an error.
+    running = await started(ManualSleep())
+    try:
+        running.provider.plan.fail_next("apply_modules", 2)
+        running.publish(part())
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        await wait_idle(running.system)
+        state = running.board.to_json()["hosts"][0]["routes"][0]
+        assert state["lastError"] is None
+        assert state["nextRetryInSeconds"] is None
+    finally:
+        await running.system.shutdown()
