@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_kit import CRDS, CrashPlan, eventually, replica_config, write
-from reliability_objects import INGRESS_CLASS
+from reliability_kit import CRDS, CrashPlan, eventually, objects, replica_config, write
+from reliability_objects import INGRESS_CLASS, build
 
 from interlock.actors.edge_messages import DesiredModuleSetStatus, RecordEvent
 from interlock.actors.edge_status import EdgeStatusWriter
@@ -221,5 +221,52 @@ def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
         )
         await system.shutdown()
         assert sink.patched == []
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="interlock/actors/status_writer.py StatusWriter and actors/edge_status.py "
+    "EdgeStatusWriter keep the desired statuses in instance state and are fed by tell: a "
+    "handler that raises restarts them empty, every status they had pending is lost, and "
+    "nothing re-sends it until the object's inputs change again",
+)
+@pytest.mark.parametrize(
+    ("writer", "kind"), [("StatusWriter", "HTTPRoute"), ("EdgeStatusWriter", "ModuleSet")]
+)
+def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path: Path) -> None:
+    """Found by the harness with the status writers among the crash targets."""
+
+    async def scenario() -> None:
+        crashes = CrashPlan()
+        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            write(server, INGRESS_CLASS)
+            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            controller = Controller(replica_config(kubeconfig, "finding"))
+            with crashes.installed():
+                await controller.start()
+                try:
+                    await controller.wait_ready(within=15.0)
+                    await eventually(
+                        lambda: controller.elector is not None and controller.elector.is_leader,
+                        within=10.0,
+                        message="leading",
+                    )
+                    crashes.arm(writer)
+                    write(server, build("Service", "svc-a", 0))
+                    write(server, build("HTTPRoute", "r-0", 0))
+                    write(server, build("ModuleSet", "ms-0", 0))
+                    await eventually(
+                        lambda: crashes.crashed[writer] == 1, within=10.0, message="the crash"
+                    )
+
+                    def written() -> bool:
+                        return all(bool(o.get("status")) for o in objects(server, kind))
+
+                    await eventually(written, within=5.0, message=f"the {kind} status")
+                finally:
+                    await controller.stop()
 
     asyncio.run(scenario())
