@@ -242,8 +242,7 @@ class Controller:
             return await served_resource(self.api, candidates)
         except KubeApiError as error:
             raise StartupError(
-                f"cannot discover which {candidates[0].kind} version the API server "
-                f"serves: {error}"
+                f"cannot discover which {candidates[0].kind} version the API server serves: {error}"
             ) from error
 
     async def _start_embedded(self) -> None:
