@@ -225,6 +225,15 @@ def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
     asyncio.run(scenario())
 
 
+def observed_generations(obj: dict[str, Any]) -> list[Any]:
+    """``observedGeneration`` of every condition in a ModuleSet's or HTTPRoute's status."""
+    status = obj.get("status") or {}
+    conditions = list(status.get("conditions", []))
+    for parent in status.get("parents", []):
+        conditions.extend(parent.get("conditions", []))
+    return [condition.get("observedGeneration") for condition in conditions]
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="interlock/actors/status_writer.py StatusWriter and actors/edge_status.py "
@@ -254,18 +263,30 @@ def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path:
                         within=10.0,
                         message="leading",
                     )
-                    crashes.arm(writer)
                     write(server, build("Service", "svc-a", 0))
                     write(server, build("HTTPRoute", "r-0", 0))
                     write(server, build("ModuleSet", "ms-0", 0))
+
+                    def written(generation: int) -> bool:
+                        found = objects(server, kind)
+                        return bool(found) and all(
+                            generation in observed_generations(o) for o in found
+                        )
+
+                    await eventually(lambda: written(1), within=10.0, message="first status")
+                    await eventually(
+                        lambda: controller.system.statistics().busy == 0,
+                        within=10.0,
+                        message="idle",
+                    )
+                    # The next message the writer handles is the new desired status: it crashes.
+                    crashes.arm(writer)
+                    write(server, build("HTTPRoute", "r-0", 3))
+                    write(server, build("ModuleSet", "ms-0", 1))
                     await eventually(
                         lambda: crashes.crashed[writer] == 1, within=10.0, message="the crash"
                     )
-
-                    def written() -> bool:
-                        return all(bool(o.get("status")) for o in objects(server, kind))
-
-                    await eventually(written, within=5.0, message=f"the {kind} status")
+                    await eventually(lambda: written(2), within=5.0, message=f"{kind} status")
                 finally:
                     await controller.stop()
 
