@@ -12,8 +12,9 @@ bump, a status write or an annotation edit that no reader looks at costs nothing
 Objects that cannot be parsed are logged with the object and the field and treated as absent:
 an edge never runs on a half-understood ModuleSet (fail closed).
 
-The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and hands it to the
-edge status writer, which writes it only while this replica leads.
+The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, while the stored
+one differs, publishes it on ``status:moduleset`` for the edge status writer, which writes it
+only while this replica leads (retained, so a restarted writer gets it back).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Any
 from loguru import logger
 
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     INGRESS_CLASSES_TOPIC,
     INGRESS_KEY,
     MODULESET_KEY,
+    MODULESET_STATUS_TOPIC,
     SECRET_KEY,
     DesiredModuleSetStatus,
     IngressSpecified,
@@ -39,6 +40,7 @@ from interlock.actors.edge_messages import (
     ingress_topic,
     moduleset_topic,
     secret_topic,
+    status_key,
 )
 from interlock.actors.messages import ObjectChanged
 from interlock.mailbox import Actor
@@ -146,6 +148,8 @@ class ModuleSetDirectory(_Directory):
     def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
         self._now = now
         self._published: dict[ObjectKey, ModuleSet] = {}
+        self._status: dict[ObjectKey, list[dict[str, Any]]] = {}
+        """The conditions published on ``status:moduleset``, still to be written."""
 
     def upserted(self, raw: dict[str, Any]) -> None:
         module_set = parse_module_set(raw)
@@ -158,8 +162,9 @@ class ModuleSetDirectory(_Directory):
                 "; ".join(str(problem) for problem in problems),
             )
         conditions = module_set_conditions(module_set, problems, now=self._now())
-        if module_set.status.get("conditions") != conditions:
-            self.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(key, conditions))
+        self._want_status(
+            key, None if module_set.status.get("conditions") == conditions else conditions
+        )
         value = module_set.model_copy(
             update={"metadata": _identity_meta(module_set.metadata), "status": {}}
         )
@@ -169,9 +174,21 @@ class ModuleSetDirectory(_Directory):
         self.publish(moduleset_topic(key.namespace, key.name), MODULESET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        self.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(key, None))
+        self._want_status(key, None)
         if self._published.pop(key, None) is not None:
             self.unpublish(moduleset_topic(key.namespace, key.name), MODULESET_KEY)
+
+    def _want_status(self, key: ObjectKey, conditions: list[dict[str, Any]] | None) -> None:
+        """Publish ``conditions`` to be written, or withdraw what was (None: the stored status
+        is already the desired one, or the ModuleSet is gone)."""
+        if conditions is None:
+            if self._status.pop(key, None) is not None:
+                self.unpublish(MODULESET_STATUS_TOPIC, status_key(key))
+        elif self._status.get(key) != conditions:
+            self._status[key] = conditions
+            self.publish(
+                MODULESET_STATUS_TOPIC, status_key(key), DesiredModuleSetStatus(key, conditions)
+            )
 
 
 class SecretDirectory(_Directory):

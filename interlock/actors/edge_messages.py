@@ -18,6 +18,10 @@ Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
 - ``ingress-hosts:<ns>/<name>``, key ``hosts``: :class:`IngressHosts`, the hosts an IngressActor
   has a part on. Only the actor itself subscribes: it is how a restarted actor learns which
   parts its predecessor published (and must withdraw if they are no longer wanted).
+- ``status:ingress`` and ``status:moduleset``, key ``<ns>/<name>`` (:func:`status_key`): the
+  :class:`DesiredIngressStatus` / :class:`DesiredModuleSetStatus` still to be written,
+  unpublished when the object is gone (or, for a ModuleSet, when its stored status is the
+  desired one). The EdgeStatusWriter subscribes, so a restarted writer gets them all back.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ HOSTS_KEY = "hosts"
 MODULESET_KEY = "moduleset"
 SECRET_KEY = "secret"
 INGRESS_CLASSES_TOPIC = "ingressclasses"
+INGRESS_STATUS_TOPIC = "status:ingress"
+MODULESET_STATUS_TOPIC = "status:moduleset"
 
 INGRESS_DIRECTORY = "ingress-directory"
 INGRESS_CLASS_DIRECTORY = "ingressclass-directory"
@@ -47,6 +53,11 @@ EDGE_STATUS_WRITER = "edge-status-writer"
 
 INGRESS_API_VERSION = "networking.k8s.io/v1"
 MODULESET_API_VERSION = "interlock.dev/v1alpha1"
+
+
+def status_key(key: ObjectKey) -> str:
+    """The key of an object's desired status on the status topics: ``<ns>/<name>``."""
+    return f"{key.namespace}/{key.name}"
 
 
 def ingress_topic(namespace: str, name: str) -> str:
@@ -232,33 +243,22 @@ class RecordEvent:
 
 @dataclass(frozen=True, slots=True)
 class DesiredModuleSetStatus:
-    """What ``status.conditions`` of a ModuleSet should be; ``conditions`` None: it is gone."""
+    """What ``status.conditions`` of a ModuleSet should be (on :data:`MODULESET_STATUS_TOPIC`)."""
 
     key: ObjectKey
-    conditions: list[dict[str, Any]] | None
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("moduleset-status", self.key.namespace, self.key.name)
+    conditions: list[dict[str, Any]]
 
     def trace_summary(self) -> str:
-        if self.conditions is None:
-            return f"DesiredModuleSetStatus ModuleSet {self.key} gone"
         reasons = " ".join(f"{c.get('type')}={c.get('reason')}" for c in self.conditions)
         return f"DesiredModuleSetStatus ModuleSet {self.key} {reasons}"
 
 
 @dataclass(frozen=True, slots=True)
 class DesiredIngressStatus:
-    """What ``status.loadBalancer`` of an Ingress should be; ``load_balancer`` None: gone."""
+    """What ``status.loadBalancer`` of an Ingress should be (on :data:`INGRESS_STATUS_TOPIC`)."""
 
     key: ObjectKey
-    load_balancer: dict[str, Any] | None
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("ingress-status", self.key.namespace, self.key.name)
+    load_balancer: dict[str, Any]
 
     def trace_summary(self) -> str:
-        state = "gone" if self.load_balancer is None else str(self.load_balancer)
-        return f"DesiredIngressStatus Ingress {self.key} {state}"
+        return f"DesiredIngressStatus Ingress {self.key} {self.load_balancer}"

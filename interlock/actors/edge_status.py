@@ -4,7 +4,11 @@ Every replica computes the edges, but only the holder of the Lease may tell user
 two writers would fight over ``status`` and double every Event. This actor keeps the latest
 desired ``status`` of each Ingress (``loadBalancer``) and ModuleSet (``conditions``) whether
 leading or not, writes what changed while leading, writes everything pending the moment it gains
-leadership, and retries transient failures with backoff and jitter. Events are recorded while
+leadership, and retries transient failures with backoff and jitter. The desired statuses are
+retained values of ``status:ingress`` and ``status:moduleset`` that it subscribes to, not told
+messages: a handler that raises restarts this actor empty, and the runtime then re-delivers
+every retained value, so no pending status is lost (the patcher's cache skips those already
+written). Events are recorded while
 leading; the few raised while not leading are kept for ``event_grace`` seconds and recorded if
 this replica gains the Lease by then — at start-up the first reconciles usually finish before the
 Lease is acquired, and a "ModulesFailed" lost there would never be reported. Older ones are
@@ -27,15 +31,21 @@ from typing import Any, Literal, Protocol
 from loguru import logger
 
 from interlock.actors.edge_messages import (
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
     DesiredIngressStatus,
     DesiredModuleSetStatus,
     EventType,
     RecordEvent,
 )
 from interlock.actors.messages import LeadershipChanged, RetryStatusWrites
-from interlock.mailbox import Actor, BackoffPolicy
+from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 
 StatusKind = Literal["Ingress", "ModuleSet"]
+_KINDS: Mapping[str, StatusKind] = {
+    INGRESS_STATUS_TOPIC: "Ingress",
+    MODULESET_STATUS_TOPIC: "ModuleSet",
+}
 
 
 class TransientEdgeStatusError(Exception):
@@ -107,6 +117,10 @@ class EdgeStatusWriter(Actor):
         self._event_grace = event_grace
         self._held: deque[tuple[float, RecordEvent]] = deque(maxlen=max_held_events)
 
+    async def started(self) -> None:
+        for topic in _KINDS:
+            self.subscribe(topic)
+
     async def receive(self, message: object) -> object | None:
         if isinstance(message, RecordEvent):
             if self._is_leader():
@@ -115,17 +129,12 @@ class EdgeStatusWriter(Actor):
             else:
                 self._held.append((self._clock(), message))
             return None
-        if isinstance(message, DesiredIngressStatus):
-            key: tuple[StatusKind, str, str] = ("Ingress", message.key.namespace, message.key.name)
-            self._want(
-                key,
-                None if message.load_balancer is None else {"loadBalancer": message.load_balancer},
-            )
-        elif isinstance(message, DesiredModuleSetStatus):
-            key = ("ModuleSet", message.key.namespace, message.key.name)
-            self._want(
-                key, None if message.conditions is None else {"conditions": message.conditions}
-            )
+        if isinstance(message, Published | Unpublished):
+            kind = _KINDS.get(message.topic)
+            if kind is None:
+                return None
+            namespace, _, name = message.key.partition("/")
+            self._want((kind, namespace, name), _status(message))
         elif isinstance(message, RetryStatusWrites):
             self._retry_armed = False
         elif not isinstance(message, LeadershipChanged):
@@ -136,6 +145,7 @@ class EdgeStatusWriter(Actor):
         return None
 
     def _want(self, key: tuple[StatusKind, str, str], status: dict[str, Any] | None) -> None:
+        """Remember ``status`` to be written, or forget the object (None: nothing to write)."""
         if status is None:
             self._pending.pop(key, None)
         else:
@@ -219,3 +229,13 @@ class EdgeStatusWriter(Actor):
             events_held=len(self._held),
             events_skipped=self._events_skipped,
         )
+
+
+def _status(message: Published | Unpublished) -> dict[str, Any] | None:
+    """The ``status`` a notification asks for; None when it was unpublished."""
+    value = message.value if isinstance(message, Published) else None
+    if isinstance(value, DesiredIngressStatus):
+        return {"loadBalancer": value.load_balancer}
+    if isinstance(value, DesiredModuleSetStatus):
+        return {"conditions": value.conditions}
+    return None

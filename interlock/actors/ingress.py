@@ -29,6 +29,7 @@ from interlock.actors.edge_messages import (
     EDGE_STATUS_WRITER,
     HOSTS_KEY,
     INGRESS_CLASSES_TOPIC,
+    INGRESS_STATUS_TOPIC,
     DesiredIngressStatus,
     HostPart,
     IngressHosts,
@@ -43,6 +44,7 @@ from interlock.actors.edge_messages import (
     ingress_topic,
     moduleset_topic,
     secret_topic,
+    status_key,
 )
 from interlock.actors.messages import service_topic
 from interlock.mailbox import Actor, Published, Unpublished
@@ -242,6 +244,8 @@ class IngressActor(Actor):
 
     def _gone(self) -> None:
         self._withdraw()
+        # Unconditionally: after a restart the status may be one a predecessor published.
+        self.unpublish(INGRESS_STATUS_TOPIC, status_key(self._key))
         self.stop_self()
 
     def _record_hosts(self) -> None:
@@ -278,7 +282,11 @@ class IngressActor(Actor):
         if self._status_sent == self._load_balancer:
             return
         self._status_sent = self._load_balancer
-        self.tell(EDGE_STATUS_WRITER, DesiredIngressStatus(self._key, self._load_balancer))
+        self.publish(
+            INGRESS_STATUS_TOPIC,
+            status_key(self._key),
+            DesiredIngressStatus(self._key, self._load_balancer),
+        )
 
 
 V = TypeVar("V")

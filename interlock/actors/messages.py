@@ -36,6 +36,11 @@ GRANTS_DIRECTORY = "grants"
 STATUS_WRITER = "status-writer"
 INFORMER_ROUTER = "informer-router"
 
+ROUTE_STATUS_TOPIC = "status:httproute"
+"""Each RouteActor's :class:`DesiredRouteStatus`, retained under its route identity (unpublished
+when the route is deleted); the StatusWriter subscribes, so a restarted writer gets every
+pending status back."""
+
 
 def service_topic(namespace: str, name: str) -> str:
     return f"service:{namespace}/{name}"
@@ -186,23 +191,17 @@ class RouteRejected:
 class DesiredRouteStatus:
     """What a RouteActor wants ``status.parents`` of its HTTPRoute to be.
 
-    ``stored`` is the route's ``status.parents`` as the RouteActor last saw it, so the
-    StatusWriter can skip writes of what is already there. ``parents`` None means the route is
-    gone: forget it.
+    Published on :data:`ROUTE_STATUS_TOPIC` under the route identity. ``stored`` is the route's
+    ``status.parents`` as the RouteActor last saw it, so the StatusWriter can skip writes of
+    what is already there.
     """
 
     namespace: str
     name: str
-    parents: list[dict[str, Any]] | None
+    parents: list[dict[str, Any]]
     stored: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("route-status", self.namespace, self.name)
-
     def trace_summary(self) -> str:
-        if self.parents is None:
-            return f"DesiredRouteStatus HTTPRoute {self.namespace}/{self.name} gone"
         reasons = [
             f"{c.get('type')}={c.get('reason')}"
             for entry in self.parents

@@ -12,7 +12,9 @@ On any input change the actor recomputes :func:`~interlock.model.outbound.resolv
 publishes the result on ``parent:<ns>/<svc>`` for each Service parent, keyed by the route
 identity, only when it changed. When the route leaves a parent (its parentRefs changed) it
 unpublishes from that parent — Linkerd issue 13280 kept routes on parents they had left. It
-sends its desired ``status.parents`` to the StatusWriter when that changed.
+publishes its desired ``status.parents`` on ``status:httproute`` (retained, so a restarted
+StatusWriter gets it back) on its first computation and whenever it changed, and unpublishes it
+when the route is deleted.
 
 Its own route arrives as the retained value of ``httproute:<ns>/<name>`` (published by the
 router), so a restarted actor rebuilds everything from subscriptions alone. A restart does not
@@ -28,8 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from interlock.actors.messages import (
+    ROUTE_STATUS_TOPIC,
     SERVICE_KEY,
-    STATUS_WRITER,
     DesiredRouteStatus,
     RouteRejected,
     RouteSpecified,
@@ -82,7 +84,6 @@ class RouteActor(Actor):
         *,
         namespace: str,
         name: str,
-        status_writer: str | None = STATUS_WRITER,
         controller_name: str = CONTROLLER_NAME,
         now: Callable[[], datetime] = _utc_now,
         outputs: RouteOutputs | None = None,
@@ -90,7 +91,6 @@ class RouteActor(Actor):
         self.namespace = namespace
         self.name = name
         self.identity = route_identity(namespace, name)
-        self.status_writer = status_writer
         self.controller_name = controller_name
         self.now = now
         self.route: HTTPRoute | None = None
@@ -209,8 +209,7 @@ class RouteActor(Actor):
     def _route_deleted(self) -> None:
         self.route = None
         self._unpublish_all()
-        if self.status_writer is not None:
-            self.tell(self.status_writer, DesiredRouteStatus(self.namespace, self.name, None))
+        self.unpublish(ROUTE_STATUS_TOPIC, self.identity)
         self.stop_self()
 
     # ---------------------------------------------------------------------------------------
@@ -239,23 +238,22 @@ class RouteActor(Actor):
         self._send_status(desired, list(route.status.parents))
 
     def _send_status(self, desired: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
-        # Send when it differs from what is stored (a write is needed) or from what was last
-        # sent (a pending write the StatusWriter holds may now be stale).
+        # Publish when it differs from what is stored (a write is needed) or from what was last
+        # published (a pending write the StatusWriter holds may now be stale). The first time
+        # (also after a restart) it is published in any case: the retained value may be one
+        # the predecessor published for other inputs.
         if (
             self.sent_status is not None
             and status_equal_ignoring_timestamps(desired, self.sent_status)
             and status_equal_ignoring_timestamps(desired, stored)
         ):
             return
-        if self.sent_status is None and status_equal_ignoring_timestamps(desired, stored):
-            self.sent_status = desired
-            return
         self.sent_status = desired
-        if self.status_writer is not None:
-            self.tell(
-                self.status_writer,
-                DesiredRouteStatus(self.namespace, self.name, desired, stored),
-            )
+        self.publish(
+            ROUTE_STATUS_TOPIC,
+            self.identity,
+            DesiredRouteStatus(self.namespace, self.name, desired, stored),
+        )
 
     def _all_grants(self) -> list[ReferenceGrant]:
         return [grant for grants in self.grants.values() for grant in grants.values()]

@@ -6,7 +6,11 @@ unchanged status bumps resourceVersions and wakes every watcher for nothing. Kee
 actor gives one queue of writes, one retry schedule, and one answer to "what is pending".
 
 It remembers the latest desired status per route whether leading or not, so that on gaining
-leadership it writes everything that differs at once. Writes run as a few concurrent tasks
+leadership it writes everything that differs at once. The desired statuses come as retained
+values of ``status:httproute`` (published by the RouteActors), not as told messages: a handler
+that raises restarts this actor empty, and the runtime then re-delivers every retained value,
+so no pending status is lost (what was already written is skipped again, by the comparison with
+the stored status and by the patcher's cache). Writes run as a few concurrent tasks
 (at most one per route, so they cannot overtake each other); the actor itself never waits on
 the API server, so a new leader with thousands of routes to write stays responsive, and the
 controller's readiness does not wait for them. Each finished write comes back as a message. A
@@ -26,8 +30,13 @@ from typing import Any, Literal, Protocol
 
 from loguru import logger
 
-from interlock.actors.messages import DesiredRouteStatus, LeadershipChanged, RetryStatusWrites
-from interlock.mailbox import Actor, BackoffPolicy
+from interlock.actors.messages import (
+    ROUTE_STATUS_TOPIC,
+    DesiredRouteStatus,
+    LeadershipChanged,
+    RetryStatusWrites,
+)
+from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 from interlock.model.route_status import status_equal_ignoring_timestamps
 
 RouteKey = tuple[str, str]
@@ -108,6 +117,8 @@ class StatusWriter(Actor):
         self.rng = rng or random.Random()
         self.call_later = call_later
         self.routes: dict[RouteKey, _RouteState] = {}
+        self.identities: dict[str, RouteKey] = {}
+        """Route identity (the topic key) → route, to forget a route when it is unpublished."""
         # Routes to (re)check, in arrival order: a deque to pop from and a set for membership
         # (a route dropped from the set is skipped when its stale deque entry comes up). Each
         # message costs O(1) however many routes wait, even on a follower holding all of them.
@@ -123,21 +134,28 @@ class StatusWriter(Actor):
         self.failures = 0
         self.rejected = 0
 
+    async def started(self) -> None:
+        self.subscribe(ROUTE_STATUS_TOPIC)
+
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, DesiredRouteStatus):
-            key = (message.namespace, message.name)
-            if message.parents is None:
-                self.routes.pop(key, None)
-                self.pending.discard(key)
-                self.recheck.discard(key)
-                return None
+        if isinstance(message, Published) and isinstance(message.value, DesiredRouteStatus):
+            desired = message.value
+            key = (desired.namespace, desired.name)
+            self.identities[message.key] = key
             state = self.routes.get(key)
             if state is None:
-                self.routes[key] = _RouteState(desired=message.parents, stored=message.stored)
+                self.routes[key] = _RouteState(desired=desired.parents, stored=desired.stored)
             else:
-                state.desired = message.parents
-                state.stored = message.stored
+                state.desired = desired.parents
+                state.stored = desired.stored
             self._enqueue(key)
+        elif isinstance(message, Unpublished):
+            gone = self.identities.pop(message.key, None)
+            if gone is not None:
+                self.routes.pop(gone, None)
+                self.pending.discard(gone)
+                self.recheck.discard(gone)
+            return None
         elif isinstance(message, WriteFinished):
             self._finished(message)
         elif isinstance(message, LeadershipChanged):

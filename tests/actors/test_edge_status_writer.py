@@ -1,4 +1,5 @@
-"""EdgeStatusWriter: status and Events only while leading, each change once, retries."""
+"""EdgeStatusWriter: status and Events only while leading, each change once, retries, and a
+crash of the writer loses no pending status."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from typing import Any
 
 from interlock.actors.edge_messages import (
     EDGE_STATUS_WRITER,
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
     DesiredIngressStatus,
     DesiredModuleSetStatus,
     EventType,
     RecordEvent,
+    status_key,
 )
 from interlock.actors.edge_status import EdgeStatusWriter, StatusKind, TransientEdgeStatusError
 from interlock.actors.messages import LeadershipChanged
-from interlock.mailbox import ActorSystem, BackoffPolicy
-from interlock.mailbox.testing import ManualClock, wait_idle, wait_until
+from interlock.mailbox import ActorSystem, BackoffPolicy, Published
+from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
 
 KEY = ObjectKey(namespace="default", name="web")
@@ -56,11 +60,25 @@ class Later:
         callback()
 
 
+class CrashingWriter(EdgeStatusWriter):
+    """Raises while handling the next published status once ``armed`` is set (once)."""
+
+    armed = False
+
+    async def receive(self, message: object) -> object | None:
+        if CrashingWriter.armed and isinstance(message, Published):
+            CrashingWriter.armed = False
+            raise RuntimeError("injected crash")
+        return await super().receive(message)
+
+
 def start(sink: Sink, leading: list[bool], clock: ManualClock, later: Later) -> ActorSystem:
-    system = ActorSystem()
+    # Restart backoff is waited out through ManualSleep: restarts take no time.
+    system = ActorSystem(sleep=ManualSleep())
+    CrashingWriter.armed = False
     system.spawn(
         EDGE_STATUS_WRITER,
-        lambda: EdgeStatusWriter(
+        lambda: CrashingWriter(
             sink=sink,
             is_leader=lambda: leading[0],
             backoff=BackoffPolicy(initial=1.0, maximum=4.0),
@@ -73,6 +91,16 @@ def start(sink: Sink, leading: list[bool], clock: ManualClock, later: Later) -> 
     return system
 
 
+def want_ingress(system: ActorSystem, key: ObjectKey, load_balancer: dict[str, Any]) -> None:
+    """Publish an Ingress's desired status, as its IngressActor does."""
+    system.publish(INGRESS_STATUS_TOPIC, status_key(key), DesiredIngressStatus(key, load_balancer))
+
+
+def want_module_set(system: ActorSystem, key: ObjectKey, conditions: list[dict[str, Any]]) -> None:
+    """Publish a ModuleSet's desired status, as the ModuleSet directory does."""
+    system.publish(MODULESET_STATUS_TOPIC, status_key(key), DesiredModuleSetStatus(key, conditions))
+
+
 def event(reason: str) -> RecordEvent:
     return RecordEvent(regarding=REGARDING, type="Normal", reason=reason, message=reason)
 
@@ -81,10 +109,10 @@ async def test_nothing_is_written_until_leading_then_the_latest_of_each() -> Non
     sink, leading, clock, later = Sink(), [False], ManualClock(), Later()
     system = start(sink, leading, clock, later)
     try:
-        system.tell(EDGE_STATUS_WRITER, DesiredIngressStatus(KEY, LB))
+        want_ingress(system, KEY, LB)
         conditions = [{"type": "Valid", "status": "True"}]
-        system.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(KEY, [{"type": "Valid"}]))
-        system.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(KEY, conditions))
+        want_module_set(system, KEY, [{"type": "Valid"}])
+        want_module_set(system, KEY, conditions)
         system.tell(EDGE_STATUS_WRITER, event("ModulesApplied"))
         await wait_idle(system)
         assert sink.patches == [] and sink.events == []
@@ -122,13 +150,50 @@ async def test_transient_failures_are_retried_with_backoff() -> None:
     sink.fail_next = 2
     system = start(sink, leading, clock, later)
     try:
-        system.tell(EDGE_STATUS_WRITER, DesiredIngressStatus(KEY, LB))
+        want_ingress(system, KEY, LB)
         await wait_until(lambda: len(sink.patches) == 1)
         first, second = later.delays
         assert 1.0 <= first <= 1.5 and 2.0 <= second <= 3.0
         # Gone objects are forgotten, not written.
-        system.tell(EDGE_STATUS_WRITER, DesiredModuleSetStatus(KEY, None))
+        want_module_set(system, KEY, [{"type": "Valid"}])
+        system.unpublish(MODULESET_STATUS_TOPIC, status_key(KEY))
         await wait_idle(system)
         assert len(sink.patches) == 1
+    finally:
+        await system.shutdown()
+
+
+async def test_a_crash_loses_no_pending_status() -> None:
+    sink, leading, clock, later = Sink(), [False], ManualClock(), Later()
+    system = start(sink, leading, clock, later)
+    other = ObjectKey(namespace="default", name="other")
+    try:
+        want_ingress(system, KEY, LB)
+        await wait_idle(system)
+        CrashingWriter.armed = True
+        want_module_set(system, other, [{"type": "Valid"}])
+        await wait_until(lambda: system.actor_statistics(EDGE_STATUS_WRITER).restarts == 1)
+        await wait_idle(system)
+        leading[0] = True
+        system.tell(EDGE_STATUS_WRITER, LeadershipChanged(True))
+        await wait_until(lambda: len(sink.patches) == 2)
+        assert sorted(sink.patches, key=lambda patch: patch[0]) == [
+            ("Ingress", "default/web", {"loadBalancer": LB}),
+            ("ModuleSet", "default/other", {"conditions": [{"type": "Valid"}]}),
+        ]
+        # Leading, a crash on a changed status: the restarted writer still writes it.
+        CrashingWriter.armed = True
+        want_module_set(system, other, [{"type": "Valid", "status": "False"}])
+        await wait_until(lambda: system.actor_statistics(EDGE_STATUS_WRITER).restarts == 2)
+        await wait_until(
+            lambda: (
+                (
+                    "ModuleSet",
+                    "default/other",
+                    {"conditions": [{"type": "Valid", "status": "False"}]},
+                )
+                in sink.patches
+            )
+        )
     finally:
         await system.shutdown()

@@ -1,4 +1,5 @@
-"""StatusWriter: only the leader writes, only changes, and transient failures are retried."""
+"""StatusWriter: only the leader writes, only changes, transient failures are retried, and a
+crash of the writer loses no pending status."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ from typing import Any
 
 import pytest
 
-from interlock.actors.messages import DesiredRouteStatus, LeadershipChanged
+from interlock.actors.messages import (
+    ROUTE_STATUS_TOPIC,
+    DesiredRouteStatus,
+    LeadershipChanged,
+    route_identity,
+)
 from interlock.actors.status_writer import StatusWriter, TransientStatusError
-from interlock.mailbox import ActorSystem, BackoffPolicy
-from interlock.mailbox.testing import wait_until
+from interlock.mailbox import ActorSystem, BackoffPolicy, Published
+from interlock.mailbox.testing import ManualSleep, wait_until
 
 
 def parents(reason: str, *, at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
@@ -43,16 +49,30 @@ class RecordingSink:
         return True
 
 
+class CrashingStatusWriter(StatusWriter):
+    """Raises while handling the next published status after :meth:`Harness.crash` (once)."""
+
+    armed = False
+
+    async def receive(self, message: object) -> object | None:
+        if CrashingStatusWriter.armed and isinstance(message, Published):
+            CrashingStatusWriter.armed = False
+            raise RuntimeError("injected crash")
+        return await super().receive(message)
+
+
 class Harness:
     def __init__(self, *, concurrency: int = 8) -> None:
-        self.system = ActorSystem()
+        # Restart backoff is waited out through ManualSleep: restarts take no time.
+        self.system = ActorSystem(sleep=ManualSleep())
         self.sink = RecordingSink()
         self.leading = False
         self.timers: list[tuple[float, Any]] = []
         self.writer: StatusWriter | None = None
+        CrashingStatusWriter.armed = False
 
         def factory() -> StatusWriter:
-            self.writer = StatusWriter(
+            self.writer = CrashingStatusWriter(
                 sink=self.sink,
                 is_leader=lambda: self.leading,
                 backoff=BackoffPolicy(initial=0.5, maximum=8.0),
@@ -75,12 +95,24 @@ class Harness:
         )
 
     def send(self, name: str, reason: str, *, stored: str | None = None) -> None:
-        self.system.tell(
-            "status-writer",
+        """Publish the route's desired status, as its RouteActor does."""
+        self.system.publish(
+            ROUTE_STATUS_TOPIC,
+            route_identity("default", name),
             DesiredRouteStatus(
                 "default", name, parents(reason), parents(stored, at="x") if stored else []
             ),
         )
+
+    def delete(self, name: str) -> None:
+        self.system.unpublish(ROUTE_STATUS_TOPIC, route_identity("default", name))
+
+    def crash(self) -> None:
+        """The writer raises while handling the next published status."""
+        CrashingStatusWriter.armed = True
+
+    def restarts(self) -> int:
+        return self.system.actor_statistics("status-writer").restarts
 
     def lead(self, leading: bool) -> None:
         self.leading = leading
@@ -160,7 +192,7 @@ async def test_retry_delays_grow(harness):
 
 async def test_a_deleted_route_is_forgotten(harness):
     harness.send("a", "BackendNotFound")
-    harness.system.tell("status-writer", DesiredRouteStatus("default", "a", None))
+    harness.delete("a")
     harness.lead(True)
     await harness.settle()
     assert harness.sink.writes == []
@@ -253,3 +285,45 @@ async def test_an_unexpected_error_in_a_write_is_retried_not_stuck(harness):
     retry()
     await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+
+
+async def test_a_crash_while_following_loses_no_pending_status(harness):
+    harness.send("a", "BackendNotFound")
+    await harness.settle()
+    harness.crash()
+    harness.send("b", "BackendNotFound")
+    await wait_until(lambda: harness.restarts() == 1)
+    await harness.settle()
+    harness.lead(True)
+    await harness.settle()
+    assert sorted(harness.sink.writes) == [
+        ("default", "a", "BackendNotFound"),
+        ("default", "b", "BackendNotFound"),
+    ]
+
+
+async def test_a_crash_while_leading_still_writes_the_status_it_was_handling(harness):
+    harness.lead(True)
+    harness.send("a", "BackendNotFound")
+    await harness.settle()
+    harness.crash()
+    harness.send("a", "ResolvedRefs", stored="BackendNotFound")
+    await wait_until(lambda: harness.restarts() == 1)
+    await harness.settle()
+    assert harness.sink.writes == [
+        ("default", "a", "BackendNotFound"),
+        ("default", "a", "ResolvedRefs"),
+    ]
+
+
+async def test_a_route_deleted_before_a_crash_stays_forgotten(harness):
+    harness.send("a", "BackendNotFound")
+    harness.send("b", "BackendNotFound")
+    harness.delete("a")
+    await harness.settle()
+    harness.crash()
+    harness.send("c", "BackendNotFound")
+    await wait_until(lambda: harness.restarts() == 1)
+    harness.lead(True)
+    await harness.settle()
+    assert sorted(name for _, name, _ in harness.sink.writes) == ["b", "c"]
