@@ -234,13 +234,6 @@ def observed_generations(obj: dict[str, Any]) -> list[Any]:
     return [condition.get("observedGeneration") for condition in conditions]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interlock/actors/status_writer.py StatusWriter and actors/edge_status.py "
-    "EdgeStatusWriter keep the desired statuses in instance state and are fed by tell: a "
-    "handler that raises restarts them empty, every status they had pending is lost, and "
-    "nothing re-sends it until the object's inputs change again",
-)
 @pytest.mark.parametrize(
     ("writer", "kind"), [("StatusWriter", "HTTPRoute"), ("EdgeStatusWriter", "ModuleSet")]
 )
