@@ -93,19 +93,39 @@ def build_policy_app(
         slot = source.open_watch(target)
         open_slots.add(slot)
         try:
-            try:
-                version, update = await asyncio.wait_for(
-                    slot.next(after=0), timeout=first_policy_timeout
-                )
-            except TimeoutError:
-                return web.json_response(
-                    {"error": f"no policy for {target} yet; retry"}, status=503
-                )
-            except SlotClosed:
+            if slot.version == 0:
+                # Only a watch being spawned has no policy yet; wait_for costs a task, so the
+                # usual case (the policy is already there) does not pay for it.
+                try:
+                    await asyncio.wait_for(slot.next(after=0), timeout=first_policy_timeout)
+                except TimeoutError:
+                    return web.json_response(
+                        {"error": f"no policy for {target} yet; retry"}, status=503
+                    )
+                except SlotClosed:
+                    pass
+            if slot.closed:
                 return web.json_response({"error": "the controller is shutting down"}, status=503)
+            version, update = slot.version, slot.latest
+            assert update is not None
             if not _is_watch(request):
                 return web.Response(body=update.body, content_type="application/json")
-            return await _stream(request, slot, version, update)
+            # The stream's loop lives in this frame: a watch stream is held open for hours by
+            # each of thousands of proxies, so every nested coroutine frame counts per stream.
+            response = web.StreamResponse(
+                headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"}
+            )
+            await response.prepare(request)
+            try:
+                while True:
+                    # The write awaits the client; meanwhile the slot keeps only the newest.
+                    await response.write(update.body + b"\n")
+                    version, update = await slot.next(after=version)
+            except SlotClosed:
+                await response.write_eof()
+            except ConnectionResetError:
+                pass
+            return response
         finally:
             open_slots.discard(slot)
             source.close_watch(target, slot)
@@ -120,24 +140,3 @@ def build_policy_app(
     app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
     app.on_shutdown.append(end_streams)
     return app
-
-
-async def _stream(
-    request: web.Request,
-    slot: LatestValueSlot[PolicyUpdate],
-    version: int,
-    update: PolicyUpdate,
-) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
-    await response.prepare(request)
-    try:
-        while True:
-            # The write awaits the client; meanwhile the slot keeps only the newest policy.
-            await response.write(update.body + b"\n")
-            version, update = await slot.next(after=version)
-    except SlotClosed:
-        pass
-    except ConnectionResetError:
-        return response
-    await response.write_eof()
-    return response
