@@ -65,6 +65,19 @@ class LatestValueSlot(Generic[T]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def wait(self, *, after: int) -> asyncio.Future[None]:
+        """A future done once there is a version above ``after`` or the slot is closed.
+
+        A plain future rather than a coroutine, so a reader that idles in a long-lived frame of
+        its own (a watch stream) holds no frame of the slot's while it waits.
+        """
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        if self._closed or (self._version > after and self._value is not None):
+            self._wake()
+        return waiter
+
     async def next(self, *, after: int) -> tuple[int, T]:
         """The latest ``(version, value)`` with a version above ``after``, waiting if needed.
 
@@ -75,7 +88,4 @@ class LatestValueSlot(Generic[T]):
                 raise SlotClosed
             if self._version > after and self._value is not None:
                 return self._version, self._value
-            waiter = self._waiter
-            if waiter is None or waiter.done():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
+            await self.wait(after=after)

@@ -120,11 +120,14 @@ def build_policy_app(
                 while True:
                     # The write awaits the client; meanwhile the slot keeps only the newest.
                     await response.write(update.body + b"\n")
-                    version, update = await slot.next(after=version)
-            except SlotClosed:
-                await response.write_eof()
+                    await slot.wait(after=version)
+                    if slot.closed:
+                        break
+                    version, update = slot.version, slot.latest
+                    assert update is not None
             except ConnectionResetError:
-                pass
+                return response
+            await response.write_eof()
             return response
         finally:
             open_slots.discard(slot)
