@@ -20,6 +20,7 @@ the Ingress, naming the field; the other rules are served.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -67,6 +68,9 @@ from interlock.model.service import Service
 
 EdgeActorFactory = Callable[[str], Actor]
 """Builds the EdgeActor of a host (spawned on the host's first publication)."""
+
+_SETTLE_TOKENS = itertools.count(1)
+"""Source of :class:`InputsSettled` tokens, shared by every IngressActor instance."""
 
 
 class IngressActor(Actor):
@@ -205,7 +209,10 @@ class IngressActor(Actor):
             self._await_inputs()
 
     def _await_inputs(self) -> None:
-        self._settle_token += 1
+        # Tokens are unique across instances: after a restart the predecessor's marker may
+        # still be queued ahead of the re-delivered Ingress, and taking it for this instance's
+        # would conclude that the Ingress is gone.
+        self._settle_token = next(_SETTLE_TOKENS)
         self._settling = True
         self.tell(self.address, InputsSettled(self._settle_token))
 
