@@ -284,3 +284,41 @@ def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path:
                     await controller.stop()
 
     asyncio.run(scenario())
+
+
+def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_path: Path) -> None:
+    """Found by the harness (two IngressActor crashes while a new replica started): the
+    restarted instance numbered its InputsSettled markers from 1 again, took its predecessor's
+    marker (still queued ahead of the re-delivered Ingress) for its own, concluded the Ingress
+    was gone and stopped; the host was never served. Fixed in interlock/actors/ingress.py
+    ``IngressActor._await_inputs`` (tokens unique across instances)."""
+
+    async def scenario() -> None:
+        crashes = CrashPlan()
+        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            write(server, INGRESS_CLASS)
+            write(server, build("Service", "svc-a", 0))
+            ingress = build("Ingress", "i-0", 0)
+            ingress["metadata"]["annotations"] = {}
+            write(server, ingress)
+            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            controller = Controller(replica_config(kubeconfig, "finding"))
+            with crashes.installed():
+                crashes.arm("IngressActor")
+                await controller.start()
+                try:
+                    await controller.wait_ready(within=15.0)
+                    assert crashes.crashed["IngressActor"] == 1
+                    edge = controller.edge
+                    assert edge is not None
+
+                    def served() -> bool:
+                        host = edge.data_plane.snapshot_now().host("h0.example")
+                        return host is not None and any(r.backend for r in host.routes)
+
+                    await eventually(served, within=10.0, message="h0.example is served")
+                finally:
+                    await controller.stop()
+
+    asyncio.run(scenario())
