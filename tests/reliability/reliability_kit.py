@@ -158,12 +158,12 @@ CRASHABLE: dict[str, type[Actor]] = {
 IngressClass, ModuleSet, Secret and EndpointSlice directories: the next of them to handle a
 message crashes."""
 
-CRASH_TARGETS = tuple(sorted(set(CRASHABLE) - {"StatusWriter", "EdgeStatusWriter"}))
-"""All but the two status writers may crash at any moment of a history. The route, watch,
-Ingress and edge actors' inputs are retained pub/sub values that a restart re-delivers
-(DESIGN.md); the router and the directories are fed by ``tell`` and replay their journal after
-a restart (6f28001, the fix of a finding of this harness). A status writer's crash still loses
-every status it had pending: an open finding, see ``test_reliability_findings.py``."""
+CRASH_TARGETS = tuple(sorted(CRASHABLE))
+"""Every one of them may crash at any moment of a history. The route, watch, Ingress and edge
+actors' inputs, and since be6c6f8 the status writers' desired statuses, are retained pub/sub
+values that a restart re-delivers (DESIGN.md); the router and the directories are fed by
+``tell`` and replay their journal after a restart (6f28001). Both fixes answered findings of
+this harness (``test_reliability_findings.py``)."""
 
 
 class CrashPlan:

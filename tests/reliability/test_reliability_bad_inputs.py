@@ -25,12 +25,11 @@ from typing import Any
 
 import yaml
 from loguru import logger
-from reliability_kit import CRDS, KINDS, LOCAL, eventually, objects, remove, write
+from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
 from interlock.actors.service_port_watch import WatchTarget
 from interlock.app import Controller
-from interlock.config import ControllerConfig
 from interlock.embedded import ApiError, EmbeddedApiServer
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -194,18 +193,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
         for obj in GOOD_OBJECTS:
             write(server, obj)
         kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
-        config = ControllerConfig(
-            kubeconfig=kubeconfig,
-            policy_addr=LOCAL,
-            admin_addr=LOCAL,
-            edge_addr=LOCAL,
-            lease_namespace="default",
-            lease_identity="bad-inputs",
-            lease_duration=1.0,
-            lease_renew_deadline=0.6,
-            lease_retry_period=0.1,
-        )
-        controller = Controller(config)
+        controller = Controller(replica_config(kubeconfig, "bad-inputs"))
         with captured_logs() as logs:
             await controller.start()
             slot = controller.watches.open_watch(GOOD_TARGET)
