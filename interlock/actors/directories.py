@@ -182,8 +182,9 @@ class ModuleSetDirectory(_Directory):
         """Publish ``conditions`` to be written, or withdraw what was (None: the stored status
         is already the desired one, or the ModuleSet is gone)."""
         if conditions is None:
-            if self._status.pop(key, None) is not None:
-                self.unpublish(MODULESET_STATUS_TOPIC, status_key(key))
+            # Unconditionally: after a restart the retained one may be a predecessor's.
+            self._status.pop(key, None)
+            self.unpublish(MODULESET_STATUS_TOPIC, status_key(key))
         elif self._status.get(key) != conditions:
             self._status[key] = conditions
             self.publish(
