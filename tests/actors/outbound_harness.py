@@ -11,6 +11,7 @@ from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
     INFORMER_ROUTER,
+    ROUTE_STATUS_TOPIC,
     SERVICE_DIRECTORY,
     STATUS_WRITER,
     ObjectChanged,
@@ -83,6 +84,8 @@ def start_outbound() -> Outbound:
     system = ActorSystem()
     log: list[object] = []
     system.spawn(STATUS_WRITER, lambda: RecordingActor(log))
+    # Route actors publish their desired status; the stand-in writer records the notifications.
+    system.subscribe(ROUTE_STATUS_TOPIC, STATUS_WRITER)
     redelivery = Redelivery()
     system.spawn(SERVICE_DIRECTORY, lambda: ServiceDirectory(redelivery=redelivery))
     system.spawn(GRANTS_DIRECTORY, lambda: GrantsDirectory(redelivery=redelivery))

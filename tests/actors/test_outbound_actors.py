@@ -9,15 +9,27 @@ from outbound_objects import service as svc
 
 from interlock.actors.messages import (
     INFORMER_ROUTER,
+    ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
     parent_topic,
     route_address,
+    route_identity,
 )
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
+from interlock.mailbox import Published, Unpublished
 from interlock.mailbox.testing import wait_until
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
+
+
+def desired_statuses(outbound: Outbound) -> list[DesiredRouteStatus]:
+    """The desired statuses the route actors published, in order."""
+    return [
+        m.value
+        for m in outbound.status_log
+        if isinstance(m, Published) and isinstance(m.value, DesiredRouteStatus)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +106,7 @@ async def test_deleting_a_route_removes_it_and_stops_its_actor(outbound: Outboun
     await outbound.settle()
     assert route_names(latest_policy(slot)) == ["Default:default/web"]
     assert not outbound.system.exists(route_address("default", "r"))
-    assert DesiredRouteStatus("default", "r", None) in outbound.status_log
+    assert Unpublished(ROUTE_STATUS_TOPIC, route_identity("default", "r")) in outbound.status_log
 
 
 async def test_cross_namespace_backend_needs_a_grant(outbound: Outbound):
@@ -121,7 +133,7 @@ async def test_status_is_sent_when_it_changes(outbound: Outbound):
     await outbound.settle()
 
     def reasons() -> list[str]:
-        last = [m for m in outbound.status_log if isinstance(m, DesiredRouteStatus)][-1]
+        last = desired_statuses(outbound)[-1]
         assert last.parents is not None
         return [c["reason"] for c in last.parents[0]["conditions"]]
 
@@ -146,7 +158,7 @@ async def test_an_invalid_route_is_withdrawn_and_reported(outbound: Outbound):
     outbound.apply(bad)
     await outbound.settle()
     assert route_names(latest_policy(slot)) == ["Default:default/web"]
-    last = [m for m in outbound.status_log if isinstance(m, DesiredRouteStatus)][-1]
+    last = desired_statuses(outbound)[-1]
     assert last.parents is not None
     condition = last.parents[0]["conditions"][0]
     assert (condition["type"], condition["status"]) == ("Accepted", "False")
