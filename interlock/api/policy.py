@@ -14,6 +14,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from typing import Protocol
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
@@ -44,7 +45,7 @@ def parse_target(request: web.Request) -> WatchTarget:
     namespace = request.match_info["namespace"]
     service = request.match_info["service"]
     port_text = request.match_info["port"]
-    client_namespace = request.query.get("clientNamespace") or namespace
+    client_namespace = _query(request).get("clientNamespace") or namespace
     for what, value in (
         ("namespace", namespace),
         ("service", service),
@@ -59,8 +60,17 @@ def parse_target(request: web.Request) -> WatchTarget:
     )
 
 
+def _query(request: web.Request) -> dict[str, str]:
+    """The query parameters (the first value of each), parsed without ``request.query``: that
+    one stays cached on the request for as long as a watch stream is open."""
+    params: dict[str, str] = {}
+    for name, value in parse_qsl(request.query_string):
+        params.setdefault(name, value)
+    return params
+
+
 def _is_watch(request: web.Request) -> bool:
-    return request.query.get("watch", "").lower() in ("true", "1", "yes")
+    return _query(request).get("watch", "").lower() in ("true", "1", "yes")
 
 
 def build_policy_app(
