@@ -46,3 +46,19 @@ async def test_a_cancelled_reader_leaves_the_slot_usable():
         await waiting
     slot.put("a")
     assert await asyncio.wait_for(slot.next(after=0), 5) == (1, "a")
+
+
+async def test_wait_is_done_at_once_for_a_newer_version_or_a_closed_slot():
+    slot: LatestValueSlot[str] = LatestValueSlot()
+    slot.put("a")
+    assert slot.wait(after=0).done()
+    idle = slot.wait(after=1)
+    assert not idle.done()
+    slot.put("b")
+    assert idle.done()
+    closed: LatestValueSlot[str] = LatestValueSlot()
+    pending = closed.wait(after=0)
+    assert not pending.done()
+    closed.close()
+    assert pending.done()
+    assert closed.wait(after=0).done()
