@@ -192,7 +192,9 @@ def status_differences(run: Run) -> list[str]:
     return dict_differences("status", {k: v for k, v in written.items() if k in expected}, expected)
 
 
-async def converged(replica: Replica, run: Run, *, statuses: bool) -> None:
+async def converged(
+    replica: Replica, run: Run, *, statuses: bool, within: float = CONVERGE_WITHIN
+) -> None:
     def settled() -> bool:
         if not replica.idle():
             return False
@@ -206,7 +208,7 @@ async def converged(replica: Replica, run: Run, *, statuses: bool) -> None:
             lines += status_differences(run)
         return f"{replica.identity} differs from the final state:\n  " + "\n  ".join(lines)
 
-    await eventually(settled, within=CONVERGE_WITHIN, message=report)
+    await eventually(settled, within=within, message=report)
 
 
 async def served_over_http(replica: Replica) -> dict[str, Any]:
@@ -250,7 +252,7 @@ def record_what_happened(run: Run, survivor: Replica) -> None:
         note("Lease handed over to a new replica")
 
 
-async def run_history(history: list[Step], tmp: Path) -> None:
+async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERGE_WITHIN) -> None:
     crashes = CrashPlan()
     async with EmbeddedApiServer(bookmark_interval=0.2) as server:
         await server.apply_manifests([CRDS])
@@ -277,13 +279,13 @@ async def run_history(history: list[Step], tmp: Path) -> None:
                 survivor = run.current
                 # Crashes still armed fire while the survivor converges: a restart then must
                 # re-deliver what the actor needs just the same.
-                await converged(survivor, run, statuses=True)
+                await converged(survivor, run, statuses=True, within=within)
                 crashes.armed.clear()
                 record_what_happened(run, survivor)
 
                 fresh = await start_replica(kubeconfig, "fresh")
                 run.replicas.append(fresh)
-                await converged(fresh, run, statuses=False)
+                await converged(fresh, run, statuses=False, within=within)
                 assert fresh.policies() == survivor.policies()
                 # And what mesh clients read over HTTP is that same policy.
                 for replica in (survivor, fresh):
@@ -299,7 +301,7 @@ async def run_history(history: list[Step], tmp: Path) -> None:
                     within=CONVERGE_WITHIN,
                     message="the fresh replica takes the Lease",
                 )
-                await converged(fresh, run, statuses=True)
+                await converged(fresh, run, statuses=True, within=within)
                 assert written_statuses(server) == before
             finally:
                 for replica in reversed(run.replicas):
@@ -382,3 +384,26 @@ def test_the_fail_closed_monitor_flags_a_backend_served_without_its_modules() ->
     assert len(fail_closed_violations([served(False, [])], history)) == 1
     assert len(fail_closed_violations([served(True, [])], history)) == 1
     assert len(fail_closed_violations([served(True, ["headers"])], history)) == 1
+
+
+@pytest.mark.xfail(
+    strict=False,  # reproduces in about 7 runs of 8
+    reason="open, not yet diagnosed: after watch drops, a crash of the ModuleSetDirectory "
+    "(interlock/actors/directories.py, replayed through actors/redelivery.py) while handling "
+    "an Upserted ModuleSet leaves that ModuleSet's status at the old generation; policies and "
+    "edges converge",
+)
+def test_a_module_set_directory_crash_after_watch_drops_updates_the_status(
+    tmp_path: Path,
+) -> None:
+    """Found by ``make reliability`` (shrunk by hand from a 18-step history)."""
+    history: list[Step] = [
+        ("apply", "ServiceOther", "svc-c", 0),
+        ("drop_watches",),
+        ("pause", 9),
+        ("delete", "Ingress", "i-0"),
+        ("drop_watches",),
+        ("apply", "ModuleSet", "ms-0", 5),
+        ("crash", "EdgeDirectory"),
+    ]
+    asyncio.run(run_history(history, tmp_path, within=5.0))
