@@ -322,3 +322,54 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_pat
                     await controller.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="interlock/edge_wiring.py EdgeHalf.router_handlers tells the edge directories "
+    "(Ingress, IngressClass, ModuleSet, Secret, EndpointSlice) directly, and "
+    "actors/directories.py _Directory neither records nor replays through "
+    "actors/redelivery.py: a crash in one loses the event it was handling (6f28001 covered "
+    "only the router, ServiceDirectory and GrantsDirectory)",
+)
+def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
+    tmp_path: Path,
+) -> None:
+    """Found by ``make reliability``: a ModuleSet edit handled by a crashing ModuleSetDirectory
+    never reached the edges nor the ModuleSet's status."""
+
+    async def scenario() -> None:
+        crashes = CrashPlan()
+        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            write(server, INGRESS_CLASS)
+            write(server, build("ModuleSet", "ms-0", 0))
+            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            controller = Controller(replica_config(kubeconfig, "finding"))
+            with crashes.installed():
+                await controller.start()
+                try:
+                    await controller.wait_ready(within=15.0)
+
+                    def status_of(generation: int) -> bool:
+                        found = objects(server, "ModuleSet")
+                        return bool(found) and generation in observed_generations(found[0])
+
+                    await eventually(lambda: status_of(1), within=10.0, message="status 1")
+                    await eventually(
+                        lambda: controller.system.statistics().busy == 0,
+                        within=10.0,
+                        message="idle",
+                    )
+                    crashes.arm("EdgeDirectory")  # the next directory message: the edit
+                    write(server, build("ModuleSet", "ms-0", 1))
+                    await eventually(
+                        lambda: crashes.crashed["EdgeDirectory"] == 1,
+                        within=10.0,
+                        message="the crash",
+                    )
+                    await eventually(lambda: status_of(2), within=5.0, message="status 2")
+                finally:
+                    await controller.stop()
+
+    asyncio.run(scenario())
