@@ -3,6 +3,8 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# interlock/manifests links to manifests/: the CRDs and examples ship inside the wheel.
+COPY manifests ./manifests
 COPY interlock ./interlock
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
@@ -16,7 +18,6 @@ RUN pip install --no-cache-dir /wheels/*.whl \
     && python -m compileall -q /usr/local/lib/python3.11/site-packages \
     && groupadd --system --gid 10001 interlock \
     && useradd --system --uid 10001 --gid interlock --home-dir /nonexistent --shell /usr/sbin/nologin interlock
-COPY manifests/crds /usr/share/interlock/crds
 USER 10001:10001
 EXPOSE 8080 8090 9090
 ENTRYPOINT ["interlock"]
