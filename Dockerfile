@@ -1,4 +1,4 @@
-# The image that runs the one binary. Slim base, non-root, works with a read-only root filesystem
+# The image that runs interlock. Slim base, non-root, works with a read-only root filesystem
 # (nothing is written outside /tmp; bytecode is compiled at build time).
 FROM python:3.11-slim AS build
 WORKDIR /src
