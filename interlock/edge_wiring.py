@@ -53,6 +53,7 @@ from interlock.actors.edge_status import (
 )
 from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import LeadershipChanged, ObjectChanged
+from interlock.actors.redelivery import Redelivery
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.edge.http_provider import HttpEdge
@@ -244,6 +245,7 @@ class EdgeHalf:
         watches: ServicePortWatches,
         is_leader: Callable[[], bool],
         rng: random.Random | None = None,
+        redelivery: Redelivery | None = None,
     ) -> None:
         if config.edge_addr is None and config.edge_admin_url is None:
             raise ValueError(
@@ -260,6 +262,9 @@ class EdgeHalf:
         self._system = system
         self._is_leader = is_leader
         self._rng = rng or random.Random()
+        self.redelivery = redelivery if redelivery is not None else Redelivery()
+        """Journal of the events sent to the directories, replayed if one restarts (the
+        controller's own when given; the addresses differ, so sharing one is safe)."""
         self.board = EdgeBoard()
         self.remote: UntilStopped | None = None
         """The client of a data plane in another process (``edge_admin_url``); ``None`` when
@@ -309,11 +314,13 @@ class EdgeHalf:
 
     def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
         """The informer router's ``extra`` handlers: each kind to its directory."""
-        system = self._system
+        system, redelivery = self._system, self.redelivery
 
         def handler(directory: str) -> Callable[[ObjectChanged], None]:
-            # Called inside the router's handler, so the tell inherits the correlation.
-            return lambda change: system.tell(directory, change)
+            # Recorded so that a directory crash loses no event; correlated like the router's.
+            return lambda change: redelivery.send(
+                system, directory, change, correlation_id=change.identity
+            )
 
         return {kind: handler(directory) for kind, directory in EDGE_KINDS.items()}
 
@@ -359,11 +366,17 @@ class EdgeHalf:
         if self.upstreams is not None:
             self.upstreams.start()
         self._system.spawn(EDGE_STATUS_WRITER, status_writer)
-        self._system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
-        self._system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
-        self._system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
-        self._system.spawn(SECRET_DIRECTORY, SecretDirectory)
-        self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory)
+        redelivery = self.redelivery
+        self._system.spawn(
+            INGRESS_DIRECTORY,
+            lambda: IngressDirectory(ingress_actor=ingress_actor, redelivery=redelivery),
+        )
+        self._system.spawn(
+            INGRESS_CLASS_DIRECTORY, lambda: IngressClassDirectory(redelivery=redelivery)
+        )
+        self._system.spawn(MODULESET_DIRECTORY, lambda: ModuleSetDirectory(redelivery=redelivery))
+        self._system.spawn(SECRET_DIRECTORY, lambda: SecretDirectory(redelivery=redelivery))
+        self._system.spawn(ENDPOINTS_DIRECTORY, lambda: EndpointsDirectory(redelivery=redelivery))
 
     async def _serve(self) -> dict[str, Any]:
         """Start this process's data plane; its ``status.loadBalancer``."""

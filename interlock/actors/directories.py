@@ -15,6 +15,11 @@ an edge never runs on a half-understood ModuleSet (fail closed).
 The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, while the stored
 one differs, publishes it on ``status:moduleset`` for the edge status writer, which writes it
 only while this replica leads (retained, so a restarted writer gets it back).
+
+The informer router sends each directory its events through the controller's
+:class:`~interlock.actors.redelivery.Redelivery`: a directory marks an event handled once done
+and replays what it had not handled when restarted, so a crash loses no event (like the
+ServiceDirectory).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from interlock.actors.edge_messages import (
     status_key,
 )
 from interlock.actors.messages import ObjectChanged
+from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import Actor
 from interlock.model.ingress import IngressClass, parse_ingress, parse_ingress_class
 from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
@@ -68,19 +74,33 @@ def _identity_meta(meta: ObjectMeta) -> ObjectMeta:
 class _Directory(Actor):
     """Receives :class:`ObjectChanged` for one kind and keeps its topics up to date."""
 
+    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
+        self.redelivery = redelivery
+        """Journal of the events sent to this directory: replayed after a crash."""
+
+    async def started(self) -> None:
+        if self.redelivery is not None:
+            self.redelivery.started(self.system, self.address)
+
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
             return None
-        key = ObjectKey(namespace=message.namespace, name=message.name)
-        if message.deleted:
+        self._handle(message)
+        # Only once handled: if handling raised, the restarted directory replays the event.
+        if self.redelivery is not None:
+            self.redelivery.handled(self.address, message)
+        return None
+
+    def _handle(self, change: ObjectChanged) -> None:
+        key = ObjectKey(namespace=change.namespace, name=change.name)
+        if change.deleted:
             self.deleted(key)
-            return None
+            return
         try:
-            self.upserted(message.obj)
+            self.upserted(change.obj)
         except InvalidObject as error:
             logger.warning("{}; it is ignored until it is fixed", error)
             self.deleted(key)
-        return None
 
     @abc.abstractmethod
     def upserted(self, raw: dict[str, Any]) -> None:
@@ -99,7 +119,13 @@ class IngressDirectory(_Directory):
     unpublished and the actor, seeing it go, withdraws its hosts and stops itself.
     """
 
-    def __init__(self, *, ingress_actor: Callable[[ObjectKey], Actor]) -> None:
+    def __init__(
+        self,
+        *,
+        ingress_actor: Callable[[ObjectKey], Actor],
+        redelivery: Redelivery | None = None,
+    ) -> None:
+        super().__init__(redelivery=redelivery)
         self._ingress_actor = ingress_actor
         self._published: dict[ObjectKey, IngressSpecified] = {}
 
@@ -125,7 +151,8 @@ class IngressDirectory(_Directory):
 class IngressClassDirectory(_Directory):
     """Publishes every IngressClass on ``ingressclasses``, keyed by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
+        super().__init__(redelivery=redelivery)
         self._published: dict[str, IngressClass] = {}
 
     def upserted(self, raw: dict[str, Any]) -> None:
@@ -145,7 +172,10 @@ class IngressClassDirectory(_Directory):
 class ModuleSetDirectory(_Directory):
     """Publishes ``moduleset:<ns>/<name>`` (spec only) and decides each one's Valid condition."""
 
-    def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self, *, now: Callable[[], datetime] = _utc_now, redelivery: Redelivery | None = None
+    ) -> None:
+        super().__init__(redelivery=redelivery)
         self._now = now
         self._published: dict[ObjectKey, ModuleSet] = {}
         self._status: dict[ObjectKey, list[dict[str, Any]]] = {}
@@ -198,7 +228,8 @@ class SecretDirectory(_Directory):
     Values are never logged: a Secret that cannot be parsed is reported by name and field only.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
+        super().__init__(redelivery=redelivery)
         self._published: dict[ObjectKey, SecretData] = {}
 
     def upserted(self, raw: dict[str, Any]) -> None:
@@ -220,7 +251,8 @@ class EndpointsDirectory(_Directory):
     published; a slice whose label changes moves from the old Service's topic to the new one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
+        super().__init__(redelivery=redelivery)
         self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}
 
     def upserted(self, raw: dict[str, Any]) -> None:

@@ -158,13 +158,12 @@ CRASHABLE: dict[str, type[Actor]] = {
 IngressClass, ModuleSet, Secret and EndpointSlice directories: the next of them to handle a
 message crashes."""
 
-CRASH_TARGETS = tuple(sorted(set(CRASHABLE) - {"EdgeDirectory"}))
+CRASH_TARGETS = tuple(sorted(CRASHABLE))
 """The actors a history may crash at any moment. The route, watch, Ingress and edge actors'
 inputs, and since be6c6f8 the status writers' desired statuses, are retained pub/sub values that
 a restart re-delivers (DESIGN.md); the router, ServiceDirectory and GrantsDirectory replay their
-journal after a restart (6f28001). Both fixes answered findings of this harness. The edge
-directories do not replay yet (an open finding, ``test_reliability_findings.py``): put
-``EdgeDirectory`` back here once they do."""
+journal after a restart (6f28001), and so do the edge directories (a finding of
+``test_reliability_findings.py``). All these fixes answered findings of this harness."""
 
 
 class CrashPlan:

@@ -16,7 +16,12 @@ import pytest
 from reliability_kit import CRDS, CrashPlan, eventually, objects, replica_config, write
 from reliability_objects import INGRESS_CLASS, build
 
-from interlock.actors.edge_messages import DesiredModuleSetStatus, RecordEvent
+from interlock.actors.edge_messages import (
+    MODULESET_STATUS_TOPIC,
+    DesiredModuleSetStatus,
+    RecordEvent,
+    status_key,
+)
 from interlock.actors.edge_status import EdgeStatusWriter
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.service_port_watch import WatchTarget
@@ -201,11 +206,11 @@ def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
             "edge-status",
             RecordEvent(regarding=regarding, type="Warning", reason="R", message="m"),
         )
-        system.tell(
-            "edge-status",
-            DesiredModuleSetStatus(
-                key=ObjectKey(namespace="default", name="ms-0"), conditions=[{"type": "Valid"}]
-            ),
+        key = ObjectKey(namespace="default", name="ms-0")
+        system.publish(
+            MODULESET_STATUS_TOPIC,
+            status_key(key),
+            DesiredModuleSetStatus(key=key, conditions=[{"type": "Valid"}]),
         )
         await eventually(
             lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
@@ -324,19 +329,13 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_pat
     asyncio.run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interlock/edge_wiring.py EdgeHalf.router_handlers tells the edge directories "
-    "(Ingress, IngressClass, ModuleSet, Secret, EndpointSlice) directly, and "
-    "actors/directories.py _Directory neither records nor replays through "
-    "actors/redelivery.py: a crash in one loses the event it was handling (6f28001 covered "
-    "only the router, ServiceDirectory and GrantsDirectory)",
-)
 def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
     tmp_path: Path,
 ) -> None:
     """Found by ``make reliability``: a ModuleSet edit handled by a crashing ModuleSetDirectory
-    never reached the edges nor the ModuleSet's status."""
+    never reached the edges nor the ModuleSet's status. Fixed in interlock/edge_wiring.py
+    ``EdgeHalf.router_handlers`` and interlock/actors/directories.py ``_Directory`` (the events
+    go through actors/redelivery.py, and a restarted directory replays them)."""
 
     async def scenario() -> None:
         crashes = CrashPlan()
