@@ -4,6 +4,11 @@
 applied in dependency order — Namespaces, then CustomResourceDefinitions (so their kinds
 exist), then everything else in file order — and a bad document is reported with its file and
 index without stopping the others, so one typo does not hide every other mistake.
+
+YAML aliases are references: a few lines nesting ``*laughs`` ten deep ("billion laughs") make a
+graph of a few dozen nodes that becomes 10⁹ values once written out as JSON (for the store and
+the last-applied annotation), exhausting memory. So each document's node graph is measured as
+it would be expanded before it is constructed, and refused if its aliases add too much.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from interlock.embedded.errors import ApiError
 from interlock.embedded.store import ObjectStore
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+_MAX_ALIAS_EXPANSION = 100_000
+"""Nodes that aliases may add to a document once expanded. Real manifests reuse a few blocks
+(a label set, a container template): far below; an alias bomb: far above."""
 _DOCUMENTS_PER_TURN = 200
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -108,8 +116,22 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
         return []
     documents: list[_Document] = []
     index = 0
+    loader = _Loader(text)
     try:
-        for body in yaml.load_all(text, Loader=_Loader):
+        while loader.check_node():
+            node = loader.get_node()
+            added = _alias_expansion(node)
+            if added > _MAX_ALIAS_EXPANSION:
+                problem = (
+                    f"refused: its aliases would expand it by more than {_MAX_ALIAS_EXPANSION} "
+                    "nodes (an alias bomb?)"
+                )
+                report.results.append(
+                    DocumentResult(source, index, None, None, None, "error", problem)
+                )
+                index += 1
+                continue
+            body = loader.construct_document(node)
             if body is None:
                 index += 1
                 continue
@@ -123,7 +145,44 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
         report.results.append(
             DocumentResult(source, index, None, None, None, "error", _yaml_problem(error))
         )
+    finally:
+        loader.dispose()
     return documents
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _alias_expansion(root: yaml.Node) -> int:
+    """How many nodes the aliases of ``root``'s document add once every alias is expanded.
+
+    The composed graph shares an aliased node wherever it is referenced; its expanded size is
+    computed once per node (iteratively: a document may nest deeper than Python's stack), so a
+    bomb is measured in time proportional to its text, never to its expansion. A node reached
+    again while its own size is being computed (a recursive alias) counts as one: JSON cannot
+    hold such a document, and applying it reports that.
+    """
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            visiting.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(child), 1) for child in _children(node))
+            continue
+        if key in sizes or key in visiting:
+            continue
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node))
+    return sizes[id(root)] - len(sizes)
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
