@@ -10,7 +10,9 @@ later changes as they happen.
 Each directory publishes **only when something its readers use changed**: a resourceVersion
 bump, a status write or an annotation edit that no reader looks at costs nothing downstream.
 Objects that cannot be parsed are logged with the object and the field and treated as absent:
-an edge never runs on a half-understood ModuleSet (fail closed).
+an edge never runs on a half-understood ModuleSet (fail closed). "Changed" is judged against the
+retained value, not the instance's memory: a directory restarted after a crash starts empty,
+and must still stay silent on what its predecessor published and withdraw it on deletion.
 
 The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, while the stored
 one differs, publishes it on ``status:moduleset`` for the edge status writer, which writes it
@@ -50,10 +52,9 @@ from interlock.actors.edge_messages import (
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import Actor
-from interlock.model.ingress import IngressClass, parse_ingress, parse_ingress_class
+from interlock.model.ingress import parse_ingress, parse_ingress_class
 from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
 from interlock.model.moduleset import (
-    ModuleSet,
     module_set_conditions,
     parse_module_set,
     parse_secret,
@@ -127,7 +128,6 @@ class IngressDirectory(_Directory):
     ) -> None:
         super().__init__(redelivery=redelivery)
         self._ingress_actor = ingress_actor
-        self._published: dict[ObjectKey, IngressSpecified] = {}
 
     def upserted(self, raw: dict[str, Any]) -> None:
         ingress = parse_ingress(raw)
@@ -135,37 +135,33 @@ class IngressDirectory(_Directory):
         value = IngressSpecified(
             ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)})
         )
-        if self._published.get(key) == value:
+        topic = ingress_topic(key.namespace, key.name)
+        if self.system.retained(topic).get(INGRESS_KEY) == value:
             return
-        self._published[key] = value
         self.system.spawn_or_get(
             ingress_address(key.namespace, key.name), lambda: self._ingress_actor(key)
         )
-        self.publish(ingress_topic(key.namespace, key.name), INGRESS_KEY, value)
+        self.publish(topic, INGRESS_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        if self._published.pop(key, None) is not None:
-            self.unpublish(ingress_topic(key.namespace, key.name), INGRESS_KEY)
+        topic = ingress_topic(key.namespace, key.name)
+        if INGRESS_KEY in self.system.retained(topic):
+            self.unpublish(topic, INGRESS_KEY)
 
 
 class IngressClassDirectory(_Directory):
     """Publishes every IngressClass on ``ingressclasses``, keyed by name."""
 
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
-        super().__init__(redelivery=redelivery)
-        self._published: dict[str, IngressClass] = {}
-
     def upserted(self, raw: dict[str, Any]) -> None:
         parsed = parse_ingress_class(raw)
         value = parsed.model_copy(update={"metadata": _identity_meta(parsed.metadata)})
         name = parsed.metadata.name
-        if self._published.get(name) == value:
+        if self.system.retained(INGRESS_CLASSES_TOPIC).get(name) == value:
             return
-        self._published[name] = value
         self.publish(INGRESS_CLASSES_TOPIC, name, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        if self._published.pop(key.name, None) is not None:
+        if key.name in self.system.retained(INGRESS_CLASSES_TOPIC):
             self.unpublish(INGRESS_CLASSES_TOPIC, key.name)
 
 
@@ -177,7 +173,6 @@ class ModuleSetDirectory(_Directory):
     ) -> None:
         super().__init__(redelivery=redelivery)
         self._now = now
-        self._published: dict[ObjectKey, ModuleSet] = {}
         self._status: dict[ObjectKey, list[dict[str, Any]]] = {}
         """The conditions published on ``status:moduleset``, still to be written."""
 
@@ -198,15 +193,16 @@ class ModuleSetDirectory(_Directory):
         value = module_set.model_copy(
             update={"metadata": _identity_meta(module_set.metadata), "status": {}}
         )
-        if self._published.get(key) == value:
+        topic = moduleset_topic(key.namespace, key.name)
+        if self.system.retained(topic).get(MODULESET_KEY) == value:
             return
-        self._published[key] = value
-        self.publish(moduleset_topic(key.namespace, key.name), MODULESET_KEY, value)
+        self.publish(topic, MODULESET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
         self._want_status(key, None)
-        if self._published.pop(key, None) is not None:
-            self.unpublish(moduleset_topic(key.namespace, key.name), MODULESET_KEY)
+        topic = moduleset_topic(key.namespace, key.name)
+        if MODULESET_KEY in self.system.retained(topic):
+            self.unpublish(topic, MODULESET_KEY)
 
     def _want_status(self, key: ObjectKey, conditions: list[dict[str, Any]] | None) -> None:
         """Publish ``conditions`` to be written, or withdraw what was (None: the stored status
@@ -228,20 +224,17 @@ class SecretDirectory(_Directory):
     Values are never logged: a Secret that cannot be parsed is reported by name and field only.
     """
 
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
-        super().__init__(redelivery=redelivery)
-        self._published: dict[ObjectKey, SecretData] = {}
-
     def upserted(self, raw: dict[str, Any]) -> None:
         value = SecretData.from_secret(parse_secret(raw))
-        if self._published.get(value.key) == value:
+        topic = secret_topic(value.key.namespace, value.key.name)
+        if self.system.retained(topic).get(SECRET_KEY) == value:
             return
-        self._published[value.key] = value
-        self.publish(secret_topic(value.key.namespace, value.key.name), SECRET_KEY, value)
+        self.publish(topic, SECRET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        if self._published.pop(key, None) is not None:
-            self.unpublish(secret_topic(key.namespace, key.name), SECRET_KEY)
+        topic = secret_topic(key.namespace, key.name)
+        if SECRET_KEY in self.system.retained(topic):
+            self.unpublish(topic, SECRET_KEY)
 
 
 class EndpointsDirectory(_Directory):
@@ -249,11 +242,32 @@ class EndpointsDirectory(_Directory):
 
     A slice without the ``kubernetes.io/service-name`` label belongs to no Service and is not
     published; a slice whose label changes moves from the old Service's topic to the new one.
+    The topic of each slice is remembered to find it again; a restarted directory, which has
+    not seen the slice yet, looks for it on the topic its label names.
     """
 
     def __init__(self, *, redelivery: Redelivery | None = None) -> None:
         super().__init__(redelivery=redelivery)
         self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}
+
+    def _handle(self, change: ObjectChanged) -> None:
+        key = ObjectKey(namespace=change.namespace, name=change.name)
+        if key not in self._published:
+            self._recall(key, change.obj)
+        super()._handle(change)
+
+    def _recall(self, key: ObjectKey, raw: dict[str, Any]) -> None:
+        """Adopt what a predecessor published for ``key`` on the topic of ``raw``'s label."""
+        try:
+            service = parse_endpoint_slice(raw).service_key
+        except InvalidObject:
+            return
+        if service is None:
+            return
+        topic = endpoints_topic(service.namespace, service.name)
+        value = self.system.retained(topic).get(key.name)
+        if isinstance(value, EndpointSlice):
+            self._published[key] = (topic, value)
 
     def upserted(self, raw: dict[str, Any]) -> None:
         endpoint_slice = parse_endpoint_slice(raw)

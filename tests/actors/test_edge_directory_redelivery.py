@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from interlock.actors.directories import IngressClassDirectory, SecretDirectory, _Directory
+from interlock.actors.directories import (
+    EndpointsDirectory,
+    IngressClassDirectory,
+    SecretDirectory,
+    _Directory,
+)
 from interlock.actors.edge_messages import (
+    ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
     INGRESS_CLASSES_TOPIC,
     SECRET_DIRECTORY,
     SECRET_KEY,
+    endpoints_topic,
     secret_topic,
 )
 from interlock.actors.messages import ObjectChanged
@@ -69,12 +77,28 @@ def secret(name: str, value: str) -> ObjectChanged:
     return change("Secret", name, obj)
 
 
+def endpoint_slice(name: str) -> ObjectChanged:
+    obj = {
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+        "ports": [{"name": "", "port": 8080}],
+    }
+    return change("EndpointSlice", name, obj)
+
+
 @pytest.fixture
 async def directories() -> AsyncIterator[tuple[ActorSystem, Redelivery]]:
     system = ActorSystem()
     redelivery = Redelivery()
     system.spawn(INGRESS_CLASS_DIRECTORY, lambda: IngressClassDirectory(redelivery=redelivery))
     system.spawn(SECRET_DIRECTORY, lambda: SecretDirectory(redelivery=redelivery))
+    system.spawn(ENDPOINTS_DIRECTORY, lambda: EndpointsDirectory(redelivery=redelivery))
     yield system, redelivery
     await system.shutdown()
 
@@ -124,3 +148,34 @@ async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
     # The directory survived and keeps working.
     redelivery.send(system, SECRET_DIRECTORY, secret("users", "a"))
     await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "users")))
+
+
+async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_published(
+    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system, redelivery = directories
+    crash = CrashOnce(monkeypatch)
+    redelivery.send(system, SECRET_DIRECTORY, secret("users", "a"))
+    await wait_idle(system)
+    crash.armed = 1
+    redelivery.send(system, SECRET_DIRECTORY, secret("other", "b"))
+    await wait_until(lambda: crash.crashes == 1)
+    await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "other")))
+    redelivery.send(system, SECRET_DIRECTORY, replace(secret("users", "a"), deleted=True))
+    await wait_until(lambda: not system.retained(secret_topic("default", "users")))
+
+
+async def test_a_restarted_endpoints_directory_still_withdraws_a_deleted_slice(
+    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    system, redelivery = directories
+    crash = CrashOnce(monkeypatch)
+    topic = endpoints_topic("default", "web")
+    redelivery.send(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
+    await wait_idle(system)
+    crash.armed = 1
+    redelivery.send(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))
+    await wait_until(lambda: crash.crashes == 1)
+    await wait_until(lambda: sorted(system.retained(topic)) == ["web-a", "web-b"])
+    redelivery.send(system, ENDPOINTS_DIRECTORY, replace(endpoint_slice("web-a"), deleted=True))
+    await wait_until(lambda: sorted(system.retained(topic)) == ["web-b"])
