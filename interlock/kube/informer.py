@@ -69,8 +69,8 @@ def resource_version(obj: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class Upserted:
-    """An object was created or changed (or first seen by a list): ``obj`` is its new state."""
+class _ObjectEvent:
+    """What an informer tells its sink about one object; the raw object never reaches a trace."""
 
     __trace_redact__: ClassVar[frozenset[str]] = frozenset({"obj"})
 
@@ -101,43 +101,18 @@ class Upserted:
         return f"{self.resource.kind} {self.key} rv={resource_version(self.obj)}"
 
     def __repr__(self) -> str:
-        return f"Upserted({self.trace_summary()})"
+        return f"{type(self).__name__}({self.trace_summary()})"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
-class Deleted:
-    """An object is gone: ``obj`` is the last state the informer saw of it."""
+class Upserted(_ObjectEvent):
+    """An object was created or changed (or first seen by a list): ``obj`` is its new state."""
 
-    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"obj"})
 
-    resource: Resource
-    obj: dict[str, Any] = field(compare=False)
-    """The last state seen (from the DELETED event, or from the store after a relist)."""
-
-    @property
-    def key(self) -> str:
-        """``namespace/name`` of the object."""
-        return object_key(self.obj)
-
-    @property
-    def namespace(self) -> str:
-        """The object's namespace ('' when cluster-scoped)."""
-        return str(_meta(self.obj).get("namespace", ""))
-
-    @property
-    def name(self) -> str:
-        return str(_meta(self.obj).get("name", ""))
-
-    @property
-    def resource_version(self) -> str:
-        return resource_version(self.obj)
-
-    def trace_summary(self) -> str:
-        """``Service default/web rv=123``: what a trace line shows instead of the object."""
-        return f"{self.resource.kind} {self.key} rv={resource_version(self.obj)}"
-
-    def __repr__(self) -> str:
-        return f"Deleted({self.trace_summary()})"
+@dataclass(frozen=True, slots=True, repr=False)
+class Deleted(_ObjectEvent):
+    """An object is gone: ``obj`` is the last state the informer saw of it (from the DELETED
+    event, or from the store after a relist)."""
 
 
 InformerEvent = Upserted | Deleted
