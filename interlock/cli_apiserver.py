@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from interlock.cli_serve import serve_until_signalled
 from interlock.config import parse_address
 
 SHIPPED_CRDS = Path(__file__).resolve().parent / "manifests" / "crds"
@@ -56,7 +55,7 @@ async def _serve_until_signalled(args: argparse.Namespace) -> int:
     from interlock.embedded import serve_forever
 
     address = parse_address(args.listen, flag="--listen")
-    serving = asyncio.create_task(
+    return await serve_until_signalled(
         serve_forever(
             host=address.host,
             port=address.port,
@@ -64,12 +63,6 @@ async def _serve_until_signalled(args: argparse.Namespace) -> int:
             manifests=[str(SHIPPED_CRDS), *args.manifests],
         )
     )
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, serving.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await serving
-    return 0
 
 
 def apiserver_command(args: argparse.Namespace) -> int:

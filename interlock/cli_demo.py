@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import io
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from interlock.cli_run import configure_logging, env_name
+from interlock.cli_serve import serve_until_signalled
 from interlock.config import parse_address
 
 DEFAULT_DEMO_EDGE = "127.0.0.1:8080"
@@ -144,7 +143,7 @@ def add_edge_parser(subparsers: Any) -> None:
 async def _edge_until_signalled(args: argparse.Namespace) -> int:
     from interlock.edge.standalone import run_standalone_edge
 
-    serving = asyncio.create_task(
+    return await serve_until_signalled(
         run_standalone_edge(
             listen=args.listen,
             admin=args.admin,
@@ -152,12 +151,6 @@ async def _edge_until_signalled(args: argparse.Namespace) -> int:
             tls_listen=args.tls_listen,
         )
     )
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, serving.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await serving
-    return 0
 
 
 def edge_command(args: argparse.Namespace) -> int:
