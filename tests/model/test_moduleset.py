@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from interlock.model.meta import InvalidObject
 from interlock.model.moduleset import (
-    PROXY_OWNED_HEADERS,
     ModuleSet,
     SecretKeyRef,
     SecretValue,
@@ -215,12 +214,6 @@ def test_unknown_module_type_is_not_silently_dropped_even_beside_valid_ones() ->
     assert [p.module for p in problems] == ["waf"]
     # The valid module is still readable, for status and debugging.
     assert parsed.spec.modules.compression is not None
-
-
-def test_proxy_owned_headers_agree_with_the_edge() -> None:
-    from interlock.edge.modules.headers import PROXY_OWNED
-
-    assert PROXY_OWNED == PROXY_OWNED_HEADERS
 
 
 def test_header_value_is_not_quoted_in_messages() -> None:

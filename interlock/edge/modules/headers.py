@@ -16,25 +16,11 @@ import re
 from collections.abc import MutableMapping
 
 from interlock.edge.modules.errors import ModuleConfigError
-from interlock.model.moduleset import HeaderChanges, HeadersModule
+from interlock.model.moduleset import PROXY_OWNED_HEADERS, HeaderChanges, HeadersModule
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
-PROXY_OWNED = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "upgrade",
-    }
-)
-"""Headers only the proxy may set: they frame the message or belong to one hop."""
 
 _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
 
@@ -75,7 +61,7 @@ class HeaderRewrite:
 def _check_name(name: str, *, field: str) -> None:
     if not _TOKEN.match(name):
         raise ModuleConfigError(field, f"{name!r} is not a valid header name")
-    if name.lower() in PROXY_OWNED:
+    if name.lower() in PROXY_OWNED_HEADERS:
         raise ModuleConfigError(field, f"{name} is managed by the proxy and cannot be changed")
 
 
