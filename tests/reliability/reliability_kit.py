@@ -171,9 +171,10 @@ class CrashPlan:
 
     The class's ``receive`` is wrapped for the duration of :meth:`installed`; the fresh instance
     the supervisor builds is of the same class, so only armed calls raise. Crashes model
-    independent transient faults: after one, that class handles a message successfully before
-    the next armed crash fires. Two crashes in a row on the same message would be a *poison*
-    message, which the runtime's replay drops by design (6f28001) — not what is tested here.
+    independent transient faults: after one, that actor (by address: ``EdgeDirectory`` spans
+    five of them) handles a message successfully before an armed crash fires in it again. Two
+    crashes in a row on the same message would be a *poison* message, which the runtime's
+    replay drops by design (6f28001) — not what is tested here.
     """
 
     def __init__(self) -> None:
@@ -190,13 +191,13 @@ class CrashPlan:
 
         def wrap(kind: str, original: Any) -> Any:
             async def receive(actor: Actor, message: object) -> object | None:
-                if self.armed[kind] > 0 and kind not in self._recovering:
+                if self.armed[kind] > 0 and actor.address not in self._recovering:
                     self.armed[kind] -= 1
                     self.crashed[kind] += 1
-                    self._recovering.add(kind)
+                    self._recovering.add(actor.address)
                     raise InjectedCrash(f"injected crash in {kind} at {actor.address}")
                 result: object | None = await original(actor, message)
-                self._recovering.discard(kind)
+                self._recovering.discard(actor.address)
                 return result
 
             return receive
