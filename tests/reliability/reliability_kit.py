@@ -181,6 +181,10 @@ class CrashPlan:
         self.armed: Counter[str] = Counter()
         self.crashed: Counter[str] = Counter()
         self._recovering: set[str] = set()
+        # The messages that crashed, kept alive so their ids stay unique: a replayed message
+        # (the same object, from actors/redelivery.py) is never crashed a second time, even when
+        # its actor handled a newer message before the replay.
+        self._crashed_messages: dict[int, object] = {}
 
     def arm(self, kind: str) -> None:
         self.armed[kind] += 1
@@ -191,10 +195,15 @@ class CrashPlan:
 
         def wrap(kind: str, original: Any) -> Any:
             async def receive(actor: Actor, message: object) -> object | None:
-                if self.armed[kind] > 0 and actor.address not in self._recovering:
+                if (
+                    self.armed[kind] > 0
+                    and actor.address not in self._recovering
+                    and id(message) not in self._crashed_messages
+                ):
                     self.armed[kind] -= 1
                     self.crashed[kind] += 1
                     self._recovering.add(actor.address)
+                    self._crashed_messages[id(message)] = message
                     raise InjectedCrash(f"injected crash in {kind} at {actor.address}")
                 result: object | None = await original(actor, message)
                 self._recovering.discard(actor.address)
