@@ -130,6 +130,8 @@ class Controller:
         self.tracer: Tracer | None = None
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
+        self.redelivery = Redelivery()
+        """Events and directory updates not yet handled, replayed if their actor restarts."""
         self.edge: EdgeHalf | None = None
         if config.edge_addr is not None or config.edge_admin_url is not None:
             self.edge = EdgeHalf(
@@ -137,6 +139,7 @@ class Controller:
                 system=self.system,
                 watches=self.watches,
                 is_leader=lambda: self.elector is not None and self.elector.is_leader,
+                redelivery=self.redelivery,
             )
         self.informers: InformerSet | None = None
         self.elector: LeaderElector | None = None
@@ -145,8 +148,6 @@ class Controller:
         self.admin_site: RunningSite | None = None
         self.http_route_resource: Resource | None = None
         self.patcher: StatusPatcher | None = None
-        self.redelivery = Redelivery()
-        """Events and directory updates not yet handled, replayed if their actor restarts."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
