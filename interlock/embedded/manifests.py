@@ -120,12 +120,8 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
     try:
         while loader.check_node():
             node = loader.get_node()
-            added = _alias_expansion(node)
-            if added > _MAX_ALIAS_EXPANSION:
-                problem = (
-                    f"refused: its aliases would expand it by more than {_MAX_ALIAS_EXPANSION} "
-                    "nodes (an alias bomb?)"
-                )
+            problem = _alias_problem(node)
+            if problem is not None:
                 report.results.append(
                     DocumentResult(source, index, None, None, None, "error", problem)
                 )
@@ -150,6 +146,20 @@ def _read_documents(path: Path, report: ManifestReport) -> list[_Document]:
     return documents
 
 
+def _alias_problem(node: yaml.Node) -> str | None:
+    """Why a composed document is refused before it is built, or None."""
+    try:
+        added = _alias_expansion(node)
+    except _RecursiveAlias:
+        return "refused: an alias refers to a node that contains it (recursive YAML)"
+    if added > _MAX_ALIAS_EXPANSION:
+        return (
+            f"refused: its aliases would expand it by more than {_MAX_ALIAS_EXPANSION} "
+            "nodes (an alias bomb?)"
+        )
+    return None
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
@@ -158,14 +168,18 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+class _RecursiveAlias(Exception):
+    """A document that contains itself through an alias: no JSON object can represent it."""
+
+
 def _alias_expansion(root: yaml.Node) -> int:
     """How many nodes the aliases of ``root``'s document add once every alias is expanded.
 
     The composed graph shares an aliased node wherever it is referenced; its expanded size is
     computed once per node (iteratively: a document may nest deeper than Python's stack), so a
     bomb is measured in time proportional to its text, never to its expansion. A node reached
-    again while its own size is being computed (a recursive alias) counts as one: JSON cannot
-    hold such a document, and applying it reports that.
+    again inside its own subtree is a recursive alias: :class:`_RecursiveAlias` is raised (PyYAML
+    would build a self-containing object, and its C loader fails on some with a non-YAML error).
     """
     sizes: dict[int, int] = {}
     visiting: set[int] = set()
@@ -177,8 +191,10 @@ def _alias_expansion(root: yaml.Node) -> int:
             visiting.discard(key)
             sizes[key] = 1 + sum(sizes.get(id(child), 1) for child in _children(node))
             continue
-        if key in sizes or key in visiting:
+        if key in sizes:
             continue
+        if key in visiting:
+            raise _RecursiveAlias
         visiting.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node))

@@ -78,3 +78,23 @@ async def test_aliases_reused_within_the_limit_load(
     (secret,) = api_server.store.list(api_version="v1", kind="Secret")
     assert secret["metadata"]["annotations"]["app"] == "web"
     assert len(secret["data"]) == 301
+
+
+RECURSIVE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: loop}
+data: &loop [1, *loop]
+"""
+
+
+async def test_a_recursive_alias_is_refused_per_document(
+    api_server: EmbeddedApiServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "loop.yaml"
+    path.write_text("---\n".join([RECURSIVE, PLAIN]))
+    report = await api_server.apply_manifests([path])
+    assert [(Path(e.source).name, e.index) for e in report.errors] == [("loop.yaml", 0)]
+    assert "recursive YAML" in str(report.errors[0])
+    names = [s["metadata"]["name"] for s in api_server.store.list(api_version="v1", kind="Service")]
+    assert "api" in names
