@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tls_certs import self_signed
 
 from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
 from interlock.actors.edge_messages import (
@@ -470,29 +466,6 @@ async def test_secret_values_reach_neither_the_board_nor_the_trace(edge: Edge) -
     visible = str(edge.board.to_json()) + trace.text() + str(edge.events)
     assert "Szw.0F" not in visible and "u:$2b" not in visible
     assert "basicAuth" in str(edge.board.to_json())
-
-
-def self_signed(host: str) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
 
 
 def tls_part() -> HostPart:

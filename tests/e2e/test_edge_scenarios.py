@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 import gzip
 import hashlib
 import hmac
@@ -26,12 +25,10 @@ import bcrypt
 import jwt
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, StartController, eventually
 from loguru import logger
+from tls_certs import self_signed
 
 from interlock.actors.edge import RouteState
 from interlock.app import Controller
@@ -929,29 +926,6 @@ async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
 
 
 # --- TLS from the Ingress's Secret ---------------------------------------------------------------
-
-
-def self_signed(host: str) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
 
 
 async def test_https_with_the_certificate_from_the_ingress_tls_secret(

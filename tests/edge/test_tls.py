@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 import ssl
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tls_certs import self_signed as self_signed_text
 
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import PermanentEdgeError
@@ -23,26 +19,8 @@ from .conftest import BACKEND, HOST, Backend, body_json
 
 
 def self_signed(host: str) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+    cert, key = self_signed_text(host)
+    return cert.encode(), key.encode()
 
 
 @pytest.fixture
