@@ -184,8 +184,7 @@ def affected(k: int, n: int) -> list[tuple[int, bool]]:
 
 
 async def idle(controller: Controller) -> None:
-    while controller.system.statistics().busy:  # noqa: ASYNC110 - the runtime has no idle event
-        await asyncio.sleep(0)
+    await controller.system.wait_idle()
 
 
 # ---------------------------------------------------------------------------------------------

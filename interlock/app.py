@@ -169,8 +169,7 @@ class Controller:
         # when the actors finished with them (no actor has work left), not before.
         assert self.informers is not None
         await self.informers.ready.wait()
-        while self.system.statistics().busy:  # noqa: ASYNC110 - the runtime has no idle event
-            await asyncio.sleep(0.01)
+        await self.system.wait_idle()
         if self.config.tune_gc:
             # What exists now (informer stores, actors, policies) lives as long as the process.
             gc.freeze()

@@ -898,15 +898,36 @@ class ActorSystem:
         for cell in list(self._cells.values()):
             if cell.actor is None:
                 self._stop_cell(cell, "shutdown")
-        await self._scheduler.wait_idle(start + 0.8 * timeout)
+        await self._wait_idle_until(start + 0.8 * timeout)
         for cell in list(self._cells.values()):
             self._stop_cell(cell, "shutdown")
-        await self._scheduler.wait_idle(start + timeout)
+        await self._wait_idle_until(start + timeout)
         busy = self._scheduler.busy
         await self._scheduler.cancel(also=[cell.task for cell in busy if cell.task is not None])
         for cell in list(busy):
             self._finish(cell)  # stopping actors no worker reached before the cancellation
         self._dead_letters.flush()
+
+    async def _wait_idle_until(self, deadline: float) -> None:
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._scheduler.wait_idle()
+        except TimeoutError:
+            return
+
+    # ----------------------------------------------------------------------------------------
+    # Idle
+
+    async def wait_idle(self) -> None:
+        """Wait until no actor has work: every mailbox empty, no handler running, no actor in
+        restart backoff or stopping. Returns at once when that is already so.
+
+        An event, not a poll: waiters wake the moment the last busy actor finishes. Timers
+        waiting to fire are not work (a retry due in a minute does not keep the system busy),
+        nor is anything outside the system (an informer about to deliver). Bound the wait with
+        ``asyncio.timeout`` where the caller needs a deadline.
+        """
+        await self._scheduler.wait_idle()
 
     # ----------------------------------------------------------------------------------------
     # Statistics

@@ -67,7 +67,8 @@ class Scheduler:
         self._workers: set[Worker] = set()
         self._free = 0
         """Workers not known to be waiting inside a handler."""
-        self._idle: asyncio.Event | None = None
+        self._idle: list[asyncio.Future[None]] = []
+        """``wait_idle`` callers, woken together the moment ``busy`` empties."""
 
     def activate(self, cell: Cell) -> None:
         """An idle actor has work: queue it for a worker."""
@@ -88,8 +89,8 @@ class Scheduler:
         if cell.queue is not None and not cell.queue:
             cell.queue = None
             cell.keys = None
-        if not self.busy and self._idle is not None:
-            self._idle.set()
+        if not self.busy and self._idle:
+            self._wake_idle()
 
     def resumed(self, worker: Worker) -> None:
         """Call when a handler or hook returned to a worker whose check has run (its
@@ -142,20 +143,23 @@ class Scheduler:
             if worker.check is not None:
                 worker.check.cancel()
 
-    async def wait_idle(self, deadline: float) -> None:
-        """Wait until no actor has work, or until the loop time ``deadline``."""
-        loop = asyncio.get_running_loop()
+    async def wait_idle(self) -> None:
+        """Wait until no actor has work (checked again on waking: an actor may have been
+        given work between the moment it emptied and this waiter running)."""
         while self.busy:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._idle = asyncio.Event()
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle.append(waiter)
             try:
-                await asyncio.wait_for(self._idle.wait(), remaining)
-            except TimeoutError:
-                return
+                await waiter
             finally:
-                self._idle = None
+                if waiter in self._idle:  # cancelled (a caller's timeout): do not keep it
+                    self._idle.remove(waiter)
+
+    def _wake_idle(self) -> None:
+        waiters, self._idle = self._idle, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def cancel(self, *, also: list[asyncio.Task[None]]) -> None:
         """Cancel every worker (and the tasks in ``also``) and wait for them to end."""
@@ -170,5 +174,5 @@ class Scheduler:
         """The actor has ended: it has no work any more."""
         cell.active = False
         self.busy.discard(cell)
-        if not self.busy and self._idle is not None:
-            self._idle.set()
+        if not self.busy and self._idle:
+            self._wake_idle()
