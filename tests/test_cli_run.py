@@ -11,7 +11,8 @@ import aiohttp
 import pytest
 
 from interlock.cli import build_parser
-from interlock.cli_run import config_from_args, policy_url
+from interlock.cli.policy import policy_url
+from interlock.cli.run import config_from_args
 from interlock.config import Address
 
 

@@ -24,7 +24,7 @@ from e2e_clients import controller_config, eventually
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.app import Controller
 from interlock.cli import build_parser
-from interlock.cli_run import config_from_args
+from interlock.cli.run import config_from_args
 from interlock.config import Address, ControllerConfig
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge

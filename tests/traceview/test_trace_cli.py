@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from interlock.cli_trace import parse_since
+from interlock.cli.trace import parse_since
 from interlock.traceview import load_trace, render_tree, select
 from interlock.traceview.diagram import render_html, render_mermaid
 

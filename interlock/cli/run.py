@@ -1,22 +1,20 @@
-"""The ``interlock run`` and ``interlock policy`` subcommands.
+"""``interlock run``: the controller.
 
-``run`` turns flags (or ``INTERLOCK_<FLAG>`` environment variables, for Deployments) into a
+Turns flags (or ``INTERLOCK_<FLAG>`` environment variables, for Deployments) into a
 :class:`~interlock.config.ControllerConfig`, starts the controller and stops it cleanly on
-SIGINT/SIGTERM (drain, release the Lease, exit 0). ``policy get|watch`` is the smallest client
-of the policy API, for people debugging what a mesh proxy would be told.
+SIGINT/SIGTERM (drain, release the Lease, exit 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
-import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from interlock.cli.env import EnvDefaults, env_list
+from interlock.cli.signals import serve_until_signalled
 from interlock.config import (
     DEFAULT_ADMIN_ADDR,
     DEFAULT_POLICY_ADDR,
@@ -27,72 +25,7 @@ from interlock.config import (
     parse_cidrs,
     parse_http_url,
 )
-
-DEFAULT_POLICY_SERVER = "http://127.0.0.1:8090"
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def env_name(flag: str) -> str:
-    """``--policy-addr`` → ``INTERLOCK_POLICY_ADDR``."""
-    return "INTERLOCK_" + flag.lstrip("-").replace("-", "_").upper()
-
-
-def _env_bool(flag: str) -> bool:
-    raw = os.environ.get(env_name(flag), "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise SystemExit(f"{env_name(flag)}: {raw!r} is not a boolean (true/false)")
-
-
-def _env_list(flag: str) -> list[str]:
-    raw = os.environ.get(env_name(flag), "")
-    return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-class _EnvDefaults:
-    """Adds flags whose default comes from ``INTERLOCK_<FLAG>`` and says so in ``--help``."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        self.parser = parser
-
-    def value(self, flag: str, *, default: str | None, help: str, **kw: Any) -> None:
-        env = os.environ.get(env_name(flag))
-        self.parser.add_argument(
-            flag,
-            default=env if env is not None else default,
-            help=f"{help} (env {env_name(flag)}; default {default})",
-            **kw,
-        )
-
-    def number(self, flag: str, *, default: float, help: str) -> None:
-        env = os.environ.get(env_name(flag))
-        self.parser.add_argument(
-            flag,
-            type=float,
-            default=float(env) if env is not None else default,
-            help=f"{help} (env {env_name(flag)}; default {default})",
-        )
-
-    def switch(self, flag: str, *, help: str) -> None:
-        self.parser.add_argument(
-            flag,
-            action="store_true",
-            default=_env_bool(flag),
-            help=f"{help} (env {env_name(flag)}=true)",
-        )
-
-    def repeated(self, flag: str, *, help: str, metavar: str) -> None:
-        self.parser.add_argument(
-            flag,
-            action="append",
-            default=None,
-            metavar=metavar,
-            help=f"{help}; repeatable (env {env_name(flag)}, comma-separated)",
-        )
+from interlock.logs import configure_logging
 
 
 def add_run_parser(subparsers: Any) -> None:
@@ -102,7 +35,7 @@ def add_run_parser(subparsers: Any) -> None:
         help="run the controller",
         description="Run the controller against a cluster, or against an embedded API server.",
     )
-    add = _EnvDefaults(parser)
+    add = EnvDefaults(parser)
     add.switch("--embedded", help="start the embedded API server instead of using a kubeconfig")
     add.repeated(
         "--manifests", metavar="PATH", help="embedded mode: YAML file or folder applied at start"
@@ -193,7 +126,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit("--embedded cannot be combined with --kubeconfig or --in-cluster")
     if not args.embedded and (args.manifests or args.write_kubeconfig):
         raise SystemExit("--manifests and --write-kubeconfig need --embedded")
-    trusted = args.trusted_proxy if args.trusted_proxy is not None else _env_list("--trusted-proxy")
+    trusted = args.trusted_proxy if args.trusted_proxy is not None else env_list("--trusted-proxy")
     if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
         raise SystemExit(
             "--edge-admin-url cannot be combined with --edge-addr, --edge-tls-addr or "
@@ -201,8 +134,8 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             "running elsewhere (give that one these settings: interlock edge --listen, "
             "--tls-listen, --trusted-proxy)"
         )
-    manifests = args.manifests if args.manifests is not None else _env_list("--manifests")
-    namespaces = args.namespace if args.namespace is not None else _env_list("--namespace")
+    manifests = args.manifests if args.manifests is not None else env_list("--manifests")
+    namespaces = args.namespace if args.namespace is not None else env_list("--namespace")
     try:
         return ControllerConfig(
             kubeconfig=args.kubeconfig,
@@ -243,16 +176,6 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit(str(exc)) from None
 
 
-def configure_logging(level: str) -> None:
-    """Log lines to stderr at ``level`` and above."""
-    from loguru import logger
-
-    logger.remove()
-    # diagnose=False: loguru would otherwise print every local variable of a failing frame,
-    # which can hold Secret data.
-    logger.add(sys.stderr, level=level, diagnose=False)
-
-
 def run_command(args: argparse.Namespace) -> int:
     from interlock.app import StartupError
     from interlock.kube.client import KubeConfigError
@@ -272,106 +195,26 @@ async def run_until_signalled(
     """Start a controller, print where it listens, and stop it on SIGINT or SIGTERM."""
     from interlock.app import Controller
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     controller = Controller(config)
-    try:
-        await controller.start()
-        for line in controller.describe():
-            announce(line)
-        sys.stdout.flush()
-        await stop.wait()
-        announce("stopping: draining actors and releasing the Lease")
-    finally:
-        await controller.stop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-    return 0
 
+    async def serving() -> None:
+        try:
+            await controller.start()
+            for line in controller.describe():
+                announce(line)
+            sys.stdout.flush()
+            await asyncio.Event().wait()
+        finally:
+            await controller.stop()
 
-_TARGET = re.compile(r"^(?P<ns>[^/\s]+)/(?P<svc>[^:\s]+):(?P<port>\d+)$")
-
-
-def add_policy_parser(subparsers: Any) -> None:
-    """Register ``interlock policy get|watch NS/SVC:PORT``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "policy",
-        help="read the outbound policy of a Service port from a running controller",
-        description="Print the outbound policy of a Service port (get) or follow it (watch).",
+    return await serve_until_signalled(
+        serving(),
+        announce=lambda reason: announce(
+            f"{reason}; stopping: draining actors and releasing the Lease"
+        ),
     )
-    parser.add_argument("action", choices=["get", "watch"])
-    parser.add_argument("target", metavar="NS/SVC:PORT")
-    parser.add_argument(
-        "--client-namespace", default=None, help="client namespace (default: the Service's)"
-    )
-    parser.add_argument(
-        "--server",
-        default=os.environ.get("INTERLOCK_SERVER", DEFAULT_POLICY_SERVER),
-        help=f"policy API URL (env INTERLOCK_SERVER; default {DEFAULT_POLICY_SERVER})",
-    )
-    parser.set_defaults(handler=policy_command)
-
-
-def policy_url(*, server: str, target: str, client_namespace: str | None, watch: bool) -> str:
-    """The API URL for ``NS/SVC:PORT``; raises ``ValueError`` naming the bad target."""
-    match = _TARGET.match(target)
-    if match is None:
-        raise ValueError(f"target {target!r} is not NS/SVC:PORT (for example default/web:80)")
-    url = f"{server.rstrip('/')}/v1/outbound/{match['ns']}/{match['svc']}/{match['port']}"
-    query = []
-    if client_namespace:
-        query.append(f"clientNamespace={client_namespace}")
-    if watch:
-        query.append("watch=true")
-    return url + ("?" + "&".join(query) if query else "")
-
-
-async def print_policy(url: str, *, watch: bool, out: Callable[[str], None] = print) -> int:
-    """GET ``url`` and print the policy (or each line of the watch stream) as it arrives."""
-    import aiohttp
-
-    timeout = aiohttp.ClientTimeout(total=None if watch else 30, sock_connect=10)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.get(url) as response,
-    ):
-        if response.status != 200:
-            out(f"error: HTTP {response.status}: {(await response.text()).strip()}")
-            return 1
-        if not watch:
-            out((await response.text()).strip())
-            return 0
-        async for line in response.content:
-            if line.strip():
-                out(line.decode().strip())
-                sys.stdout.flush()
-    return 0
-
-
-def policy_command(args: argparse.Namespace) -> int:
-    watch = args.action == "watch"
-    try:
-        url = policy_url(
-            server=args.server,
-            target=args.target,
-            client_namespace=args.client_namespace,
-            watch=watch,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(print_policy(url, watch=watch))
-    except KeyboardInterrupt:
-        return 0
-    except OSError as exc:
-        print(f"error: cannot reach {args.server}: {exc}", file=sys.stderr)
-        return 1
 
 
 def register(subparsers: Any) -> None:
-    """Add ``run`` and ``policy`` to the main parser's subcommands."""
+    """Add ``run`` to the main parser's subcommands."""
     add_run_parser(subparsers)
-    add_policy_parser(subparsers)

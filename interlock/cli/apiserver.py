@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interlock.cli_serve import serve_until_signalled
+from interlock.cli.signals import serve_until_signalled
 from interlock.config import parse_address
 
-SHIPPED_CRDS = Path(__file__).resolve().parent / "manifests" / "crds"
+SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 
 def register(subparsers: Any) -> None:

@@ -1,7 +1,9 @@
 """The ``interlock`` command line.
 
 One binary with subcommands, so that in-cluster, local and no-cluster use share one entry point.
-Each subcommand lives in its own function; wiring of the controller itself is in ``app.py``.
+Each subcommand lives in its own module of this package (``run``, ``policy``, ``demo``,
+``edge``, ``apiserver``, ``trace``); environment variables are read through :mod:`.env` and
+signals handled by :mod:`.signals`. Wiring of the controller itself is in ``app.py``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from interlock import __version__, cli_apiserver, cli_demo, cli_run, cli_trace
+from interlock import __version__
+from interlock.cli import apiserver, demo, edge, policy, run, trace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,10 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"interlock {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cli_run.register(subparsers)
-    cli_demo.register(subparsers)
-    cli_trace.register(subparsers)
-    cli_apiserver.register(subparsers)
+    for subcommand in (run, policy, demo, edge, trace, apiserver):
+        subcommand.register(subparsers)
     return parser
 
 

@@ -1,9 +1,7 @@
-"""The ``interlock demo`` and ``interlock edge`` subcommands.
+"""``interlock demo``: the README's first command.
 
-``demo`` is the README's first command: interlock with no cluster, two echo backends, the
-example manifests, something to curl and a live trace (see ``docs/demo.md``). ``edge`` runs the
-data plane on its own, programmed by a controller through its admin API. Both are thin: the work
-is in :mod:`interlock.demo` and :mod:`interlock.edge.standalone`.
+Interlock with no cluster, two echo backends, the example manifests, something to curl and a
+live trace (see ``docs/demo.md``). Thin: the work is in :mod:`interlock.demo`.
 """
 
 from __future__ import annotations
@@ -11,14 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from interlock.cli_run import configure_logging, env_name
-from interlock.cli_serve import serve_until_signalled
 from interlock.config import parse_address
+from interlock.logs import configure_logging
 
 DEFAULT_DEMO_EDGE = "127.0.0.1:8080"
 DEFAULT_DEMO_POLICY = "127.0.0.1:8090"
@@ -109,56 +105,6 @@ def demo_command(args: argparse.Namespace) -> int:
         return 1
 
 
-def add_edge_parser(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "edge",
-        help="run the edge data plane alone (programmed through its admin API)",
-        description=(
-            "Serve the edge data plane and its admin API in this process; a controller programs "
-            "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
-        ),
-    )
-    for flag, default, what in (
-        ("--listen", "0.0.0.0:8080", "edge HTTP address"),
-        ("--admin", "127.0.0.1:9091", "admin API address"),
-        ("--tls-listen", None, "edge HTTPS address (off unless given)"),
-    ):
-        env = env_name(flag)
-        parser.add_argument(
-            flag,
-            default=os.environ.get(env, default),
-            metavar="HOST:PORT",
-            help=f"{what} (env {env}; default {default})",
-        )
-    parser.add_argument(
-        "--trusted-proxy",
-        action="append",
-        default=[],
-        metavar="CIDR",
-        help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
-    )
-    parser.set_defaults(handler=edge_command)
-
-
-async def _edge_until_signalled(args: argparse.Namespace) -> int:
-    from interlock.edge.standalone import run_standalone_edge
-
-    return await serve_until_signalled(
-        run_standalone_edge(
-            listen=args.listen,
-            admin=args.admin,
-            trusted_proxies=tuple(args.trusted_proxy),
-            tls_listen=args.tls_listen,
-        )
-    )
-
-
-def edge_command(args: argparse.Namespace) -> int:
-    configure_logging("INFO")
-    return asyncio.run(_edge_until_signalled(args))
-
-
 def register(subparsers: Any) -> None:
-    """Add ``demo`` and ``edge`` to the main parser's subcommands."""
+    """Add ``demo`` to the main parser's subcommands."""
     add_demo_parser(subparsers)
-    add_edge_parser(subparsers)

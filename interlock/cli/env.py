@@ -1,0 +1,80 @@
+"""The one way ``interlock`` subcommands read ``INTERLOCK_<FLAG>`` environment variables.
+
+A Deployment sets flags as environment variables (``--policy-addr`` → ``INTERLOCK_POLICY_ADDR``);
+every subcommand reads them through :class:`EnvDefaults`, so each flag's variable is named the
+same way, parsed the same way and shown the same way in ``--help``. Without this module each
+subcommand read the environment its own way, and some flags ignored it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_name(flag: str) -> str:
+    """``--policy-addr`` → ``INTERLOCK_POLICY_ADDR``."""
+    return "INTERLOCK_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def env_bool(flag: str) -> bool:
+    """The boolean ``INTERLOCK_<FLAG>`` holds (unset or empty: false)."""
+    raw = os.environ.get(env_name(flag), "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise SystemExit(f"{env_name(flag)}: {raw!r} is not a boolean (true/false)")
+
+
+def env_list(flag: str) -> list[str]:
+    """The comma-separated values ``INTERLOCK_<FLAG>`` holds (unset: none)."""
+    raw = os.environ.get(env_name(flag), "")
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+class EnvDefaults:
+    """Adds flags whose default comes from ``INTERLOCK_<FLAG>`` and says so in ``--help``."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+    def value(self, flag: str, *, default: str | None, help: str, **kw: Any) -> None:
+        env = os.environ.get(env_name(flag))
+        self.parser.add_argument(
+            flag,
+            default=env if env is not None else default,
+            help=f"{help} (env {env_name(flag)}; default {default})",
+            **kw,
+        )
+
+    def number(self, flag: str, *, default: float, help: str) -> None:
+        env = os.environ.get(env_name(flag))
+        self.parser.add_argument(
+            flag,
+            type=float,
+            default=float(env) if env is not None else default,
+            help=f"{help} (env {env_name(flag)}; default {default})",
+        )
+
+    def switch(self, flag: str, *, help: str) -> None:
+        self.parser.add_argument(
+            flag,
+            action="store_true",
+            default=env_bool(flag),
+            help=f"{help} (env {env_name(flag)}=true)",
+        )
+
+    def repeated(self, flag: str, *, help: str, metavar: str) -> None:
+        """A repeatable flag; when it is not given, :func:`env_list` supplies the values."""
+        self.parser.add_argument(
+            flag,
+            action="append",
+            default=None,
+            metavar=metavar,
+            help=f"{help}; repeatable (env {env_name(flag)}, comma-separated)",
+        )
