@@ -1,1 +1,101 @@
-"""Shared test configuration."""
+"""Shared test configuration: which API server the tests run against (see ``tests/lanes.py``).
+
+``INTERLOCK_TEST_CLUSTER=embedded`` (default) or ``real``. Markers:
+
+- ``embedded_only("why")``: the test needs something only the embedded server has; it is
+  skipped on the real lane with that reason (never used to hide a failure);
+- ``compaction``: the test compacts the watch history; on the real lane it runs on a second
+  cluster whose kube-apiserver serves watches from etcd, so the compaction is seen as 410 Gone.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lanes import (
+    LANE,
+    REAL,
+    ControlPlane,
+    ControlPlanes,
+    OffsetClock,
+    TestCluster,
+    embedded_cluster,
+    real_cluster,
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "embedded_only(reason): skipped on the real lane, with the reason why"
+    )
+    config.addinivalue_line(
+        "markers",
+        "compaction: compacts the watch history (real lane: a cluster without watch cache)",
+    )
+
+
+def pytest_report_header() -> str:
+    return f"interlock test cluster: {LANE} (INTERLOCK_TEST_CLUSTER)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not REAL:
+        return
+    for item in items:
+        marker = item.get_closest_marker("embedded_only")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: embedded_only needs a reason")
+            item.add_marker(pytest.mark.skip(reason=f"embedded only: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def control_planes() -> Iterator[ControlPlanes]:
+    planes = ControlPlanes()
+    try:
+        yield planes
+    finally:
+        planes.down()
+
+
+@pytest.fixture
+def control_plane(
+    request: pytest.FixtureRequest, control_planes: ControlPlanes
+) -> ControlPlane | None:
+    """The real control plane this test uses (None on the embedded lane)."""
+    if not REAL:
+        return None
+    compacts = request.node.get_closest_marker("compaction") is not None
+    return control_planes.get(watch_cache=not compacts)
+
+
+@pytest.fixture
+def embedded_server_options() -> dict[str, Any]:
+    """Keyword arguments of the embedded lane's server (a folder's conftest may override)."""
+    return {"bookmark_interval": 0.2}
+
+
+@pytest.fixture
+async def test_cluster(
+    control_plane: ControlPlane | None,
+    embedded_server_options: dict[str, Any],
+    tmp_path: Path,
+) -> AsyncIterator[TestCluster]:
+    if control_plane is not None:
+        async for cluster in real_cluster(control_plane, tmp_path):
+            yield cluster
+        return
+    from interlock.embedded import running_api_server
+
+    clock = OffsetClock()
+    async with running_api_server(clock=clock, **embedded_server_options) as server:
+        async for cluster in embedded_cluster(server, clock, tmp_path):
+            yield cluster

@@ -1,13 +1,14 @@
-"""End-to-end fixtures: an embedded API server, controllers against it, and clients of both.
+"""End-to-end fixtures: a cluster (either lane), controllers against it, and clients of both.
 
-Everything goes over real HTTP: the test writes objects through the kubernetes-asyncio client,
-the controller sees them through its informers, and the test reads policies from the policy API
+Everything goes over real HTTP: the test writes objects through the kubernetes-asyncio client
+(as cluster admin), the controller sees them through its informers (on the real lane as the
+controller identity, through the fault proxy), and the test reads policies from the policy API
 as a mesh proxy would. Reusable by every e2e test (outbound and edge):
 
-- ``api_server``: a running :class:`EmbeddedApiServer` (short bookmark interval).
-- ``cluster``: :class:`~e2e_clients.Cluster`, ``apply``/``delete``/``get`` through the client.
-- ``start_controller(**config_overrides)``: starts a :class:`Controller` against ``api_server``
-  with free ports, short leases and grace periods; waits until it is ready; stopped at teardown.
+- ``cluster``: the lane's :class:`~lanes.TestCluster` (``apply``/``delete``/``get``, faults);
+- ``kubeconfig``: the controller's kubeconfig;
+- ``start_controller(**config_overrides)``: starts a :class:`Controller` with free ports, short
+  leases and grace periods; waits until it is ready; stopped at teardown.
 - ``controller``: one started controller; ``policy``: a :class:`~e2e_clients.PolicyClient`.
 
 The helper classes live in ``e2e_clients.py`` (import them from there, not from conftest).
@@ -16,34 +17,24 @@ The helper classes live in ``e2e_clients.py`` (import them from there, not from 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import Cluster, PolicyClient, StartController, controller_config
-from kubernetes_asyncio import config as kube_config
+from e2e_clients import PolicyClient, StartController, controller_config
+from lanes import TestCluster
 
 from interlock.app import Controller
-from interlock.embedded import EmbeddedApiServer, running_api_server
 
 
 @pytest.fixture
-async def api_server() -> AsyncIterator[EmbeddedApiServer]:
-    async with running_api_server(bookmark_interval=0.2) as server:
-        yield server
+def cluster(test_cluster: TestCluster) -> TestCluster:
+    return test_cluster
 
 
 @pytest.fixture
-def kubeconfig(api_server: EmbeddedApiServer, tmp_path: Path) -> str:
-    return str(api_server.write_kubeconfig(tmp_path / "kubeconfig"))
-
-
-@pytest.fixture
-async def cluster(kubeconfig: str) -> AsyncIterator[Cluster]:
-    api = await kube_config.new_client_from_config(config_file=kubeconfig)
-    async with api:
-        yield Cluster(api)
+def kubeconfig(test_cluster: TestCluster) -> str:
+    return test_cluster.controller_kubeconfig
 
 
 @pytest.fixture
@@ -54,7 +45,7 @@ async def start_controller(kubeconfig: str) -> AsyncIterator[StartController]:
         controller = Controller(controller_config(kubeconfig, **overrides))
         started.append(controller)
         await controller.start()
-        await controller.wait_ready(within=10.0)
+        await controller.wait_ready(within=30.0)
         return controller
 
     yield start

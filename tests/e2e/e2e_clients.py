@@ -1,4 +1,4 @@
-"""Clients used by the end-to-end tests: the cluster (through kubernetes-asyncio) and the
+"""Clients used by the end-to-end tests: the cluster (``tests/lanes.py``, either lane) and the
 policy API (through aiohttp), plus a polling helper with a deadline."""
 
 from __future__ import annotations
@@ -9,29 +9,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from lanes import LEASE_NAMESPACE, TestCluster
 
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
-from interlock.kube.transport import KubeApiError, request_json
+
+Cluster = TestCluster
+"""What e2e tests write with: the lane's :class:`~lanes.TestCluster` (admin identity)."""
 
 LOCAL = Address("127.0.0.1", 0)
-
-PLURALS = {
-    ("v1", "Service"): ("/api/v1", "services"),
-    ("gateway.networking.k8s.io/v1", "HTTPRoute"): (
-        "/apis/gateway.networking.k8s.io/v1",
-        "httproutes",
-    ),
-    ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"): (
-        "/apis/gateway.networking.k8s.io/v1beta1",
-        "httproutes",
-    ),
-    ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant"): (
-        "/apis/gateway.networking.k8s.io/v1beta1",
-        "referencegrants",
-    ),
-    ("v1", "Namespace"): ("/api/v1", "namespaces"),
-}
 
 
 async def eventually(
@@ -52,68 +38,6 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"{message} not met within {within} s")
         await asyncio.sleep(0.02)
-
-
-class Cluster:
-    """Writes and reads raw objects through the real kubernetes-asyncio client."""
-
-    def __init__(self, api: Any) -> None:
-        self.api = api
-
-    @staticmethod
-    def _path(obj: dict[str, Any], *, name: bool = True) -> str:
-        prefix, plural = PLURALS[(obj["apiVersion"], obj["kind"])]
-        meta = obj["metadata"]
-        base = prefix
-        if obj["kind"] != "Namespace":
-            base += f"/namespaces/{meta.get('namespace', 'default')}"
-        base += f"/{plural}"
-        return f"{base}/{meta['name']}" if name else base
-
-    async def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj``, or replace its spec if it exists (like ``kubectl apply``)."""
-        try:
-            return await request_json(
-                self.api, method="POST", path=self._path(obj, name=False), what="create", body=obj
-            )
-        except KubeApiError as error:
-            if error.code != 409:
-                raise
-        # The controller may write the object's status between our read and our write: read
-        # again and retry, as kubectl apply does on a conflict.
-        for _attempt in range(10):
-            current = await self.get(obj)
-            assert current is not None
-            body = json.loads(json.dumps(obj))
-            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            if "status" in current:
-                body["status"] = current["status"]
-            try:
-                return await request_json(
-                    self.api, method="PUT", path=self._path(obj), what="replace", body=body
-                )
-            except KubeApiError as error:
-                if error.code != 409:
-                    raise
-        raise AssertionError(f"{obj['kind']} {obj['metadata']['name']}: still conflicting")
-
-    async def delete(self, obj: dict[str, Any]) -> None:
-        try:
-            await request_json(self.api, method="DELETE", path=self._path(obj), what="delete")
-        except KubeApiError as error:
-            if error.code != 404:
-                raise
-
-    async def get(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        try:
-            return await request_json(self.api, method="GET", path=self._path(obj), what="get")
-        except KubeApiError as error:
-            if error.code == 404:
-                return None
-            raise
-
-    async def namespace(self, name: str) -> None:
-        await self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 class PolicyWatch:
@@ -189,7 +113,7 @@ def controller_config(kubeconfig: str, **overrides: Any) -> ControllerConfig:
         "kubeconfig": kubeconfig,
         "policy_addr": LOCAL,
         "admin_addr": LOCAL,
-        "lease_namespace": "default",
+        "lease_namespace": LEASE_NAMESPACE,
         "lease_duration": 1.0,
         "lease_renew_deadline": 0.6,
         "lease_retry_period": 0.1,

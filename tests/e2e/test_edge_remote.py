@@ -19,7 +19,7 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-from e2e_clients import controller_config, eventually
+from e2e_clients import Cluster, controller_config, eventually
 
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.app import Controller
@@ -30,7 +30,6 @@ from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
 from interlock.edge.upstreams import StaticUpstreams
 from interlock.edge_wiring import EdgeHalf, remote_load_balancer_status
-from interlock.embedded import EmbeddedApiServer
 from interlock.kube.resources import EVENT, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy
@@ -225,21 +224,23 @@ class Remote:
     switch: AdminSwitch
     backend: Backend
     http: aiohttp.ClientSession
+    api: Any
+    """The test's (admin) API client: what the test writes with."""
 
     async def create(self, obj: dict[str, Any]) -> None:
         resource = RESOURCES[obj["kind"]]
         path = resource.collection_path(namespace=obj["metadata"].get("namespace"))
-        await request_json(self.controller.api, method="POST", path=path, what="create", body=obj)
+        await request_json(self.api, method="POST", path=path, what="create", body=obj)
 
     async def get(self, obj: dict[str, Any]) -> dict[str, Any]:
         resource = RESOURCES[obj["kind"]]
         meta = obj["metadata"]
         path = resource.object_path(namespace=meta.get("namespace"), name=meta["name"])
-        return await request_json(self.controller.api, method="GET", path=path, what="get")
+        return await request_json(self.api, method="GET", path=path, what="get")
 
     async def events(self, name: str, reason: str) -> list[dict[str, Any]]:
         listed = await request_json(
-            self.controller.api,
+            self.api,
             method="GET",
             path=EVENT.collection_path(namespace="default"),
             what="list events",
@@ -273,8 +274,8 @@ async def start_remote_controller(config: ControllerConfig) -> Controller:
 
 
 @pytest.fixture
-async def remote(api_server: EmbeddedApiServer, kubeconfig: str) -> AsyncIterator[Remote]:
-    await api_server.apply_manifests([CRDS])
+async def remote(cluster: Cluster, kubeconfig: str) -> AsyncIterator[Remote]:
+    await cluster.apply_manifests([CRDS])
     backend = Backend()
     await backend.start()
     standalone = StandaloneEdge(
@@ -298,6 +299,7 @@ async def remote(api_server: EmbeddedApiServer, kubeconfig: str) -> AsyncIterato
                 switch=switch,
                 backend=backend,
                 http=http,
+                api=cluster.api,
             )
             for obj in FIXED_OBJECTS:
                 await running.create(obj)

@@ -26,14 +26,13 @@ import jwt
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
-from e2e_clients import LOCAL, StartController, eventually
+from e2e_clients import LOCAL, Cluster, StartController, eventually
 from loguru import logger
 from tls_certs import self_signed
 
 from interlock.actors.edge import RouteState
 from interlock.app import Controller
 from interlock.edge.faults import FaultyEdge
-from interlock.embedded import EmbeddedApiServer
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
     EVENT,
@@ -183,7 +182,7 @@ INGRESS_CLASS_OBJ = {
 
 
 class Kube:
-    """Raw objects through the controller's own API client (kubernetes-asyncio underneath)."""
+    """Raw objects through the test's (admin) API client (kubernetes-asyncio underneath)."""
 
     def __init__(self, api: Any) -> None:
         self.api = api
@@ -315,17 +314,15 @@ class Env:
 
 
 @pytest.fixture
-async def env(
-    api_server: EmbeddedApiServer, start_controller: StartController
-) -> AsyncIterator[Env]:
-    await api_server.apply_manifests([CRDS])
+async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
+    await cluster.apply_manifests([CRDS])
     controller = await start_controller(lease_identity="edge-replica", edge_addr=LOCAL)
     assert controller.edge is not None
     controller.edge.backoff = BackoffPolicy(initial=0.02, maximum=0.2)
     async with aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(total=10), auto_decompress=False
     ) as http:
-        running = Env(controller, Kube(controller.api), http, {})
+        running = Env(controller, Kube(cluster.api), http, {})
         await running.kube.apply(INGRESS_CLASS_OBJ)
         await running.serve("web")
         try:
@@ -965,15 +962,15 @@ async def test_https_with_the_certificate_from_the_ingress_tls_secret(
 
 
 async def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
-    api_server: EmbeddedApiServer, start_controller: StartController
+    cluster: Cluster, start_controller: StartController
 ) -> None:
-    await api_server.apply_manifests([CRDS])
+    await cluster.apply_manifests([CRDS])
     # This replica trusts the loopback peer as a proxy (a load balancer in front of the edge).
     controller = await start_controller(
         lease_identity="proxied-edge", edge_addr=LOCAL, trusted_proxies=("127.0.0.1/32",)
     )
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        env = Env(controller, Kube(controller.api), http, {})
+        env = Env(controller, Kube(cluster.api), http, {})
         try:
             await env.kube.apply(INGRESS_CLASS_OBJ)
             await env.serve("web")

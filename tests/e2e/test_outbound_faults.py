@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from e2e_clients import Cluster, PolicyClient, StartController, eventually
 from outbound_objects import backend, http_route, parent, service
 
 from interlock.app import Controller
-from interlock.embedded import EmbeddedApiServer
 
 PARENTS = ("web-0", "web-1", "web-2")
 BACKENDS = tuple(f"api-{i}" for i in range(6))
 
 
+@pytest.mark.compaction
 async def test_final_policies_equal_a_fresh_controllers_after_drops_and_410(
-    api_server: EmbeddedApiServer,
     cluster: Cluster,
     controller: Controller,
     policy: PolicyClient,
@@ -50,19 +50,21 @@ async def test_final_policies_equal_a_fresh_controllers_after_drops_and_410(
             else:
                 await cluster.delete(route)
         if step == 40:
-            api_server.faults.drop_watches()
+            cluster.faults.drop_watches()
         if step == 70:
-            # In one synchronous step (no informer can reconnect in between): connections
-            # dropped, a change of each kind, then the history forgotten. Every informer's
-            # next watch is from a forgotten resourceVersion and gets 410.
-            api_server.faults.drop_watches()
-            api_server.store.create(service("api-late"))
-            api_server.store.create(
-                http_route("r-late", parents=[parent(PARENTS[0])], backends=[backend("api-late")])
-            )
-            api_server.faults.compact()
+            # While no informer can watch: connections dropped, a change of each kind, then
+            # the history forgotten. Every informer's next watch is from a forgotten
+            # resourceVersion and gets 410.
+            async with cluster.faults.watches_cut():
+                await cluster.apply(service("api-late"))
+                await cluster.apply(
+                    http_route(
+                        "r-late", parents=[parent(PARENTS[0])], backends=[backend("api-late")]
+                    )
+                )
+                await cluster.faults.compact()
         if step == 90:
-            api_server.faults.drop_watches()
+            cluster.faults.drop_watches()
 
     informers = controller.informers
     assert informers is not None

@@ -3,11 +3,13 @@ routes that reference it (counted with the runtime's per-actor statistics)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from e2e_clients import Cluster, PolicyClient, StartController, eventually
+from lanes import LEASE_NAMESPACE
 from outbound_objects import backend, backends_of, http_route, parent, service
 
 from interlock.actors.messages import route_address
-from interlock.embedded import EmbeddedApiServer
 
 ROUTES = 1000
 PARENTS = 100
@@ -29,7 +31,7 @@ def held_lease() -> dict:
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": "interlock", "namespace": "default"},
+        "metadata": {"name": "interlock", "namespace": LEASE_NAMESPACE},
         "spec": {
             "holderIdentity": "another-replica",
             "leaseDurationSeconds": 3600,
@@ -39,17 +41,26 @@ def held_lease() -> dict:
     }
 
 
+async def create_all(cluster: Cluster, objects: list[dict]) -> None:
+    """Create many objects over HTTP, a few at a time."""
+    pending = iter(objects)
+
+    async def worker() -> None:
+        for obj in pending:
+            await cluster.create(obj)
+
+    await asyncio.gather(*(worker() for _ in range(8)))
+
+
 async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
-    api_server: EmbeddedApiServer, cluster: Cluster, start_controller: StartController, http
+    cluster: Cluster, start_controller: StartController, http
 ):
-    api_server.store.create(held_lease())
+    await cluster.create(held_lease())
     controller = await start_controller(lease_identity="replica-1")
     assert controller.policy_site is not None
     policy = PolicyClient(http, controller.policy_site.url)
-    for i in range(PARENTS):
-        api_server.store.create(service(f"web-{i}"))
-    for i in range(ROUTES):
-        api_server.store.create(route(i))
+    await create_all(cluster, [service(f"web-{i}") for i in range(PARENTS)])
+    await create_all(cluster, [route(i) for i in range(ROUTES)])
     system = controller.system
     addresses = [route_address("default", f"r-{i}") for i in range(ROUTES)]
     await eventually(

@@ -2,33 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-
-import pytest
 from e2e_clients import Cluster, PolicyClient
 from outbound_objects import backend, http_route, parent, route_names, service
-
-from interlock.embedded import EmbeddedApiServer, running_api_server
-
-
-class SteppingClock:
-    """The API server's clock: each object created gets a later creationTimestamp."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-CLOCK = SteppingClock()
-
-
-@pytest.fixture
-async def api_server() -> AsyncIterator[EmbeddedApiServer]:
-    async with running_api_server(bookmark_interval=0.2, clock=CLOCK) as server:
-        yield server
 
 
 async def test_moving_a_parent_ref_moves_the_route(cluster: Cluster, policy: PolicyClient):
@@ -54,9 +29,9 @@ async def test_consumer_routes_only_for_their_namespace_producer_routes_for_all(
     await cluster.apply(service("web"))
     await cluster.apply(service("api"))
     await cluster.apply(service("api", namespace="shop"))
-    CLOCK.now += timedelta(seconds=1)
+    await cluster.tick()
     await cluster.apply(http_route("producer", parents=[parent("web")], backends=[backend("api")]))
-    CLOCK.now += timedelta(seconds=1)
+    await cluster.tick()
     await cluster.apply(
         http_route(
             "consumer",
@@ -81,13 +56,18 @@ async def test_routes_ordered_by_creation_then_name_default_when_none(
     await cluster.apply(service("api"))
     watch = await policy.watch("web")
     assert route_names(watch.latest) == ["Default:default/web"]
-    CLOCK.now += timedelta(seconds=10)
+    await cluster.tick()
     await cluster.apply(http_route("zeta", parents=[parent("web")], backends=[backend("api")]))
-    CLOCK.now += timedelta(seconds=10)
-    # Same second: the name decides.
-    await cluster.apply(http_route("beta", parents=[parent("web")], backends=[backend("api")]))
-    await cluster.apply(http_route("alpha", parents=[parent("web")], backends=[backend("api")]))
-    expected = ["HTTPRoute:default/zeta", "HTTPRoute:default/alpha", "HTTPRoute:default/beta"]
+    await cluster.tick()
+    # In the same second (as they nearly always are) the name decides; creationTimestamp has
+    # one-second resolution, so the order expected is computed from what the server stamped.
+    later = [
+        await cluster.apply(http_route(name, parents=[parent("web")], backends=[backend("api")]))
+        for name in ("beta", "alpha")
+    ]
+    later.sort(key=lambda o: (o["metadata"]["creationTimestamp"], o["metadata"]["name"]))
+    expected = ["HTTPRoute:default/zeta"]
+    expected += [f"HTTPRoute:default/{o['metadata']['name']}" for o in later]
     await watch.until(lambda p: route_names(p) == expected)
     for name in ("zeta", "alpha", "beta"):
         await cluster.delete(http_route(name, parents=[], backends=[]))

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from e2e_clients import StartController
-
-from interlock.embedded import EmbeddedApiServer
+from e2e_clients import Cluster, StartController
 
 
 async def test_start_goes_through_a_failed_discovery_request(
-    api_server: EmbeddedApiServer, start_controller: StartController
+    cluster: Cluster, start_controller: StartController
 ):
-    api_server.faults.fail_next(2, 429, path_contains="/apis/gateway.networking.k8s.io")
+    cluster.faults.fail_next(2, 429, path_contains="/apis/gateway.networking.k8s.io")
     controller = await start_controller(lease_identity="patient")
     assert controller.ready
     assert controller.http_route_resource is not None
-    assert api_server.faults.pending() == 0
+    assert cluster.faults.pending() == 0
