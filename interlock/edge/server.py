@@ -126,9 +126,16 @@ class EdgeServer:
             return _plain(404, "no edge serves this host")
         raw_path, _, query = request.raw_path.partition("?")
         try:
+            if "#" in query:
+                raise ValueError("a request-target never carries a #fragment")
             path, forward_path = clean_path(raw_path)
-        except ValueError:
-            return _plain(400, "the request path must be absolute, without hidden dot segments")
+        except ValueError as exc:
+            logger.debug("edge {}: refused: {}", host_header, exc)
+            return _plain(
+                400,
+                "the request path must be absolute, without dot segments hidden from the edge "
+                "or characters that backends read differently (see docs/modules.md)",
+            )
         route = select_route(routes.values(), path)
         if route is None:
             return _plain(404, "no route of this edge matches the path")

@@ -1,0 +1,245 @@
+"""Attacks on the running edge, over raw sockets, against backends that parse requests the way
+common servers do.
+
+A proxy's modules guard a route only if the proxy and the backend agree on which path a request
+names, and only if one client cannot take what every other client needs. These fixtures run the
+real :class:`~interlock.edge.server.EdgeServer` on a free port in front of real backends:
+
+* :class:`FileBackend` — Python's ``http.server`` serving a directory (it decodes ``%2F``, drops
+  a ``#fragment`` and resolves dot segments, as nginx and most static servers do);
+* :class:`WerkzeugBackend` — werkzeug's WSGI server (the server under Flask and most Python
+  apps: the fragment is split off the request-target);
+* :class:`NodeBackend` — Node's ``http`` server resolving ``new URL(req.url, base)``, the WHATWG
+  URL parser (backslashes are separators, ``%2e%2e`` is ``..``).
+
+Each answers :data:`SECRET` for anything under ``/admin`` and something else for the rest; the
+edge puts ``/admin`` behind an ipRestriction that refuses everyone, so the secret reaching a
+client through the edge is a bypass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.provider import BackendTarget
+from interlock.edge.proxy import ProxyTimeouts
+from interlock.edge.server import EdgeServer
+from interlock.edge.upstreams import StaticUpstreams
+from interlock.model.moduleset import IpRestrictionModule, Modules
+
+HOST = "app.example.com"
+BACKEND = BackendTarget(namespace="default", service="web", port=80)
+SECRET = b"TOP SECRET"
+DENY_ALL = Modules(ip_restriction=IpRestrictionModule(allow=[], deny=["0.0.0.0/0", "::/0"]))
+
+
+@dataclass
+class Answer:
+    """An HTTP response read off a raw socket."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    raw: bytes
+
+
+def parse_answer(raw: bytes) -> Answer:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1]) if lines and lines[0].startswith("HTTP/") else 0
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return Answer(status=status, headers=headers, body=body, raw=raw)
+
+
+async def send_raw(address: tuple[str, int], data: bytes, *, deadline: float = 30.0) -> Answer:
+    """Send ``data`` as is and read until the server closes (requests say Connection: close)."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        writer.write(data)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(-1), deadline)
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return parse_answer(raw)
+
+
+def get_request(target: str, *, host: str = HOST, extra: str = "") -> bytes:
+    return (f"GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n").encode(
+        "latin-1"
+    )
+
+
+class _ThreadedServer:
+    """A blocking test server in a thread (the backend's own threads, not the edge's)."""
+
+    server: Any
+
+    def start_thread(self) -> None:
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.server.server_address[:2]
+        return (str(host), int(port))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=30)
+
+
+class FileBackend(_ThreadedServer):
+    """``http.server`` serving ``admin/secret.txt`` (the secret) and ``public.txt``."""
+
+    def __init__(self, root: Path) -> None:
+        (root / "admin").mkdir()
+        (root / "admin" / "secret.txt").write_bytes(SECRET)
+        (root / "public.txt").write_bytes(b"public")
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        handler = functools.partial(Quiet, directory=str(root))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.start_thread()
+
+
+class WerkzeugBackend(_ThreadedServer):
+    """werkzeug's WSGI server: the secret for ``/admin`` and below, ``public`` otherwise."""
+
+    def __init__(self) -> None:
+        from werkzeug.serving import make_server
+
+        def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+            path = environ["PATH_INFO"]
+            body = SECRET if path == "/admin" or path.startswith("/admin/") else b"public"
+            start_response("200 OK", [("Content-Length", str(len(body)))])
+            return [body]
+
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.start_thread()
+
+
+_NODE_SERVER = r"""
+const http = require('http');
+const server = http.createServer((req, res) => {
+  const path = new URL(req.url, 'http://backend.invalid').pathname;
+  const secret = path === '/admin' || path.startsWith('/admin/');
+  res.end(secret ? 'TOP SECRET' : 'public ' + path);
+});
+server.listen(0, '127.0.0.1', () => { console.log(server.address().port); });
+"""
+
+
+@dataclass
+class NodeBackend:
+    """Node's ``http`` server routing on ``new URL(req.url, base).pathname`` (WHATWG URL)."""
+
+    process: subprocess.Popen[str]
+    port: int
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+@dataclass
+class Edge:
+    """The edge under attack: ``/`` open, ``/admin`` refused to everyone (403)."""
+
+    server: EdgeServer
+    edge: InProcessEdge
+    upstreams: StaticUpstreams
+    routes: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.server.addresses.http
+
+    async def protect_admin(self, backend: tuple[str, int]) -> None:
+        self.upstreams.set(namespace="default", service="web", port=80, addresses=[backend])
+        for route_id, path, modules in (("public", "/", Modules()), ("admin", "/admin", DENY_ALL)):
+            await self.edge.apply_modules(
+                host=HOST,
+                route_id=route_id,
+                path=path,
+                path_type="Prefix",
+                modules=modules,
+                secrets={},
+            )
+            await self.edge.attach_backend(host=HOST, route_id=route_id, backend=BACKEND)
+
+
+@contextlib.asynccontextmanager
+async def running_edge(**server_options: Any) -> AsyncIterator[Edge]:
+    edge = InProcessEdge()
+    upstreams = StaticUpstreams()
+    server_options.setdefault("timeouts", ProxyTimeouts(connect=5.0, read=30.0))
+    server = EdgeServer(edge=edge, upstreams=upstreams, **server_options)
+    await server.start(addr="127.0.0.1:0")
+    try:
+        yield Edge(server=server, edge=edge, upstreams=upstreams)
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def edge() -> AsyncIterator[Edge]:
+    async with running_edge() as running:
+        yield running
+
+
+@pytest.fixture
+def file_backend(tmp_path: Path) -> Iterator[FileBackend]:
+    backend = FileBackend(tmp_path)
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture
+def werkzeug_backend() -> Iterator[WerkzeugBackend]:
+    backend = WerkzeugBackend()
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture
+def node_backend() -> Iterator[NodeBackend]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    process = subprocess.Popen(
+        [node, "-e", _NODE_SERVER], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield NodeBackend(process=process, port=port)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def json_body(answer: Answer) -> Any:
+    return json.loads(answer.body)
