@@ -32,11 +32,10 @@ Per-route state (applied modules, backend, last error, next retry) is kept on an
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -98,10 +97,9 @@ class EdgeSettings:
     board: EdgeBoard
     backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
     rng: random.Random = field(default_factory=random.Random)
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    """Waits out a retry delay (tests inject ``ManualSleep``)."""
     clock: Callable[[], float] = time.monotonic
-    """Tells when a retry is due, for ``/debug/edges``."""
+    """Tells when a retry is due, for ``/debug/edges`` (the retry itself is a runtime timer,
+    waited out by the actor system's injected timer sleep)."""
     adopt_on_spawn: bool = False
     """Read what the provider serves for the host when an EdgeActor is first spawned, not only
     after a restart: for a data plane that outlives the controller (``HttpEdge``), whose routes
@@ -241,6 +239,11 @@ def backend_target(backend: EdgeBackend) -> BackendTarget:
     )
 
 
+def _retry_timer(slot: tuple[str, str]) -> tuple[str, str, str]:
+    """The name of a slot's retry timer (one per slot: re-arming replaces it)."""
+    return ("retry", *slot)
+
+
 def _module_names(modules: Modules) -> tuple[str, ...]:
     dumped = modules.model_dump(by_alias=True, exclude_none=True)
     return tuple(sorted(dumped))
@@ -272,7 +275,6 @@ class EdgeActor(Actor):
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
         self._tls_served: tuple[SecretValue, SecretValue] | None = None
-        self._timers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._next_retry: dict[tuple[str, str], float] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -299,11 +301,6 @@ class EdgeActor(Actor):
         self._pending.update(dict.fromkeys(sorted(self._served)))
         self.tell(self.address, Reconcile())
 
-    async def stopped(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-
     async def receive(self, message: object) -> object | None:
         if isinstance(message, Published | Unpublished):
             if message.topic == host_topic(self._host):
@@ -320,7 +317,6 @@ class EdgeActor(Actor):
             failure = self._failures.get(message.slot)
             if failure is not None and failure.attempts == message.attempt:
                 failure.waiting = False
-            self._timers.pop(message.slot, None)
             self._next_retry.pop(message.slot, None)
             self._pending[message.slot[1]] = None
         elif not isinstance(message, Reconcile):
@@ -515,9 +511,7 @@ class EdgeActor(Actor):
 
     def _clear_failure(self, slot: tuple[str, str]) -> None:
         self._failures.pop(slot, None)
-        timer = self._timers.pop(slot, None)
-        if timer is not None:
-            timer.cancel()
+        self.cancel_timer(_retry_timer(slot))
         self._next_retry.pop(slot, None)
 
     def _succeeded(self, step: _Step) -> None:
@@ -600,22 +594,11 @@ class EdgeActor(Actor):
         for slot in [slot for slot in self._failures if slot[1] == route_id]:
             del self._failures[slot]
             self._next_retry.pop(slot, None)
-            timer = self._timers.pop(slot, None)
-            if timer is not None:
-                timer.cancel()
+            self.cancel_timer(_retry_timer(slot))
 
     def _arm_timer(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
-        old = self._timers.pop(slot, None)
-        if old is not None:
-            old.cancel()
         self._next_retry[slot] = self._settings.clock() + delay
-        self._timers[slot] = asyncio.get_running_loop().create_task(
-            self._wake(slot, attempt, delay)
-        )
-
-    async def _wake(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
-        await self._settings.sleep(delay)
-        self.system.tell(self.address, RetryDue(slot=slot, attempt=attempt))
+        self.tell_after(delay, RetryDue(slot=slot, attempt=attempt), key=_retry_timer(slot))
 
     def _maybe_stop(self) -> None:
         # Stop only when nothing is served and no Ingress claims the host any more. The topic is

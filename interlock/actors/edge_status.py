@@ -20,7 +20,6 @@ both follow the same rules.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections import deque
@@ -93,7 +92,6 @@ class EdgeStatusWriter(Actor):
         is_leader: Callable[[], bool],
         backoff: BackoffPolicy,
         rng: random.Random | None = None,
-        call_later: Callable[[float, Callable[[], None]], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         event_grace: float = 30.0,
         max_held_events: int = 256,
@@ -104,7 +102,6 @@ class EdgeStatusWriter(Actor):
         self._is_leader = is_leader
         self._backoff = backoff
         self._rng = rng or random.Random()
-        self._call_later = call_later
         self._pending: dict[tuple[StatusKind, str, str], dict[str, Any]] = {}
         self._attempt = 0
         self._retry_armed = False
@@ -208,15 +205,7 @@ class EdgeStatusWriter(Actor):
         if self._retry_armed:
             return
         self._retry_armed = True
-        system, address = self.system, self.address
-
-        def retry() -> None:
-            system.tell(address, RetryStatusWrites())
-
-        if self._call_later is not None:
-            self._call_later(delay, retry)
-        else:
-            asyncio.get_running_loop().call_later(delay, retry)
+        self.tell_after(delay, RetryStatusWrites(), key="retry")
 
     def statistics(self) -> EdgeStatusStatistics:
         return EdgeStatusStatistics(

@@ -15,8 +15,8 @@ the slots survive an actor restart, because they belong to the entry, not to the
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from interlock.actors.messages import (
@@ -27,7 +27,7 @@ from interlock.actors.messages import (
     watch_address,
 )
 from interlock.actors.slot import LatestValueSlot
-from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
+from interlock.mailbox import Actor, ActorSystem, Published, Timer, Unpublished
 from interlock.model.outbound import OutboundPolicy, ResolvedRoute, build_outbound_policy
 from interlock.model.service import Service
 
@@ -63,16 +63,23 @@ class WatchEntry:
     target: WatchTarget
     slots: set[LatestValueSlot[PolicyUpdate]] = field(default_factory=set)
     latest: PolicyUpdate | None = None
-    stop_timer: asyncio.TimerHandle | None = None
+    stop_timer: Timer | None = None
+    """The grace period after the last reader left: a timer of the watch actor."""
     changes: int = 0
     """Policies pushed (the first one included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraceExpired:
+    """The grace period after a watch's last reader left is over (a timer's message)."""
 
 
 class ServicePortWatch(Actor):
     """Builds one Service port's policy for one client namespace; pushes it when it changes."""
 
-    def __init__(self, entry: WatchEntry) -> None:
+    def __init__(self, entry: WatchEntry, *, expire: Callable[[WatchEntry], None]) -> None:
         self.entry = entry
+        self._expire = expire
         self.service: Service | None = None
         self.routes: dict[str, ResolvedRoute] = {}
 
@@ -99,7 +106,9 @@ class ServicePortWatch(Actor):
         self._rebuild()
 
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, Published):
+        if isinstance(message, GraceExpired):
+            self._expire(self.entry)
+        elif isinstance(message, Published):
             if message.topic.startswith("service:"):
                 if self.service is message.value or not isinstance(message.value, Service):
                     return None
@@ -167,7 +176,7 @@ class ServicePortWatches:
             slot.put(entry.latest)
         if not self._system.exists(target.address):
             # Its started() builds the policy and puts it into every slot of the entry.
-            self._system.spawn(target.address, lambda: ServicePortWatch(entry))
+            self._system.spawn(target.address, lambda: ServicePortWatch(entry, expire=self._expire))
         return slot
 
     def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None:
@@ -176,8 +185,11 @@ class ServicePortWatches:
             return
         entry.slots.discard(slot)
         if not entry.slots and entry.stop_timer is None and not self._closed:
-            entry.stop_timer = asyncio.get_running_loop().call_later(
-                self._grace, self._expire, entry
+            if not self._system.exists(target.address):
+                self._expire(entry)  # its actor is gone (restart intensity): nothing to wait for
+                return
+            entry.stop_timer = self._system.tell_after(
+                self._grace, target.address, GraceExpired(), key=GraceExpired
             )
 
     def _expire(self, entry: WatchEntry) -> None:

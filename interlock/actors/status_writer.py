@@ -108,14 +108,12 @@ class StatusWriter(Actor):
         backoff: BackoffPolicy,
         concurrency: int = 8,
         rng: random.Random | None = None,
-        call_later: Callable[[float, Callable[[], None]], object] | None = None,
     ) -> None:
         self.sink = sink
         self.is_leader = is_leader
         self.backoff = backoff
         self.concurrency = concurrency
         self.rng = rng or random.Random()
-        self.call_later = call_later
         self.routes: dict[RouteKey, _RouteState] = {}
         self.identities: dict[str, RouteKey] = {}
         """Route identity (the topic key) → route, to forget a route when it is unpublished."""
@@ -253,15 +251,7 @@ class StatusWriter(Actor):
         self.retry_scheduled = True
         delay = self.backoff.delay(self.attempt, self.rng)
         self.attempt += 1
-        system, address = self.system, self.address
-
-        def retry() -> None:
-            system.tell(address, RetryStatusWrites())
-
-        if self.call_later is not None:
-            self.call_later(delay, retry)
-        else:
-            asyncio.get_running_loop().call_later(delay, retry)
+        self.tell_after(delay, RetryStatusWrites(), key="retry")
 
     def statistics(self) -> StatusWriterStatistics:
         return StatusWriterStatistics(

@@ -26,6 +26,11 @@ The contract in brief (details in each docstring):
   ``max_restarts`` failures within ``within`` seconds stop the actor.
 - ``subscribe`` registers and queues the retained values in one step; ``unsubscribe`` also
   drops that topic's notifications still queued.
+- ``tell_after(delay, address, message, key=...)`` sets a timer: the envelope is made (and
+  traced as ``scheduled``) at once, delivered when the system's timer sleep returns. A key
+  names the timer per recipient (a new one replaces it); an actor's timers survive its restarts
+  and are cancelled when it stops. ``wait_idle()`` waits until no actor has work (pending
+  timers are not work).
 - Messages are values: never mutate one after sending it (it may be queued, coalesced, shared
   by every subscriber of a publish, and summarized for the trace once).
 """
@@ -49,6 +54,7 @@ from interlock.mailbox.messages import Published, Unpublished
 from interlock.mailbox.statistics import ActorStatistics, KindStatistics, SystemStatistics
 from interlock.mailbox.summary import summarize
 from interlock.mailbox.system import ActorSystem
+from interlock.mailbox.timers import Timer
 from interlock.mailbox.tracing import Record, Tracer
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "SupervisionPolicy",
     "SystemShuttingDown",
     "SystemStatistics",
+    "Timer",
     "Tracer",
     "Unpublished",
     "summarize",

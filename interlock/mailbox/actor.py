@@ -8,10 +8,12 @@ correlation and names it as the cause.
 from __future__ import annotations
 
 import abc
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from interlock.mailbox.system import ActorSystem
+    from interlock.mailbox.timers import Timer
 
 
 class Actor(abc.ABC):
@@ -42,6 +44,15 @@ class Actor(abc.ABC):
     def tell(self, address: str, message: object) -> None:
         """Send ``message`` to ``address`` (caused by the message being handled)."""
         self.system.tell(address, message)
+
+    def tell_after(self, delay: float, message: object, *, key: Hashable | None = None) -> Timer:
+        """Send ``message`` to this actor after ``delay`` seconds (see ``ActorSystem.tell_after``:
+        traced, cancelled when the actor stops; ``key`` names it, replacing a pending one)."""
+        return self.system.tell_after(delay, self.address, message, key=key)
+
+    def cancel_timer(self, key: Hashable) -> bool:
+        """Cancel this actor's timer named ``key``; ``False`` when none was pending."""
+        return self.system.cancel_timer(self.address, key)
 
     async def ask(
         self,

@@ -17,6 +17,7 @@ from interlock.mailbox.actor import Actor
 from interlock.mailbox.config import MailboxConfig, SupervisionPolicy
 from interlock.mailbox.envelope import Envelope
 from interlock.mailbox.statistics import KindCounters
+from interlock.mailbox.timers import Timer
 
 
 class Cell:
@@ -44,6 +45,7 @@ class Cell:
         "stop_reason",
         "supervision",
         "task",
+        "timers",
         "topics",
         "waiters",
     )
@@ -70,6 +72,8 @@ class Cell:
         self.keys: dict[Hashable, Envelope] | None = None
         """Queued envelopes by coalesce key."""
         self.topics: set[str] | None = None
+        self.timers: dict[Hashable, Timer] | None = None
+        """Pending ``tell_after`` timers by key; they survive a restart and end with a stop."""
         self.active = False
         """Has work: in the ready queue, being handled, in restart backoff or stopping."""
         self.task: asyncio.Task[None] | None = None

@@ -53,6 +53,7 @@ from interlock.mailbox.statistics import (
     SystemStatistics,
 )
 from interlock.mailbox.summary import summarize
+from interlock.mailbox.timers import Timer
 from interlock.mailbox.topics import Topic, Topics
 from interlock.mailbox.tracing import Tracer, error_text
 from interlock.mailbox.waits import WaitGraph
@@ -98,16 +99,21 @@ class ActorSystem:
         timer: Callable[[], float] = time.perf_counter,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        timer_sleep: Callable[[float], Awaitable[None]] | None = None,
         dead_letter_log_interval: float = 10.0,
     ) -> None:
-        """``clock`` times the restart window and statistics; ``timer`` times handlers (the
-        per-kind handling seconds and the trace's durations); ``rng`` jitters the restart
-        backoff; ``sleep`` waits the backoff (tests inject them all)."""
+        """``clock`` times the restart window, statistics and when timers are due; ``timer``
+        times handlers (the per-kind handling seconds and the trace's durations); ``rng``
+        jitters the restart backoff; ``sleep`` waits the backoff, and ``timer_sleep`` (by
+        default ``sleep``) waits out ``tell_after`` timers: tests inject them all, and may fire
+        timers by hand while restarts take no time."""
         self._tracer = tracer
         self._clock = clock
         self._timer = timer
         self._rng = rng if rng is not None else random.Random()
         self._sleep = sleep
+        self._timer_sleep = sleep if timer_sleep is None else timer_sleep
+        self._timer_tasks: set[asyncio.Task[None]] = set()
         self._cells: dict[str, Cell] = {}
         self._kinds: dict[str, KindCounters] = {}
         self._topics = Topics()
@@ -308,6 +314,76 @@ class ActorSystem:
             tracer.deliver(envelope, depth=depth, coalesced=None)
         if not cell.active:
             self._scheduler.activate(cell)
+
+    def tell_after(
+        self, delay: float, address: str, message: object, *, key: Hashable | None = None
+    ) -> Timer:
+        """Send ``message`` to ``address`` after ``delay`` seconds (the system's timer sleep).
+
+        The envelope is made now, so the message inherits the correlation of the one being
+        handled and names it as its cause, like ``tell``; the trace records ``scheduled`` now
+        and ``deliver`` when it fires. The timer belongs to the recipient: it survives the
+        recipient's restarts (like its queued messages) and is cancelled when it stops. A
+        ``key`` names the timer for that recipient: setting another with the same key cancels
+        the first (``cancel_timer(address, key)`` cancels by name). An unknown address makes
+        the message a dead letter at once. On firing, a full mailbox is treated as by
+        ``publish`` (a timer cannot wait for room).
+        """
+        parent = current_envelope.get()
+        envelope = self._envelope(address, message, parent, None, _coalesce_key(message))
+        cell = self._cells.get(address)
+        timer = Timer(envelope, key if key is not None else object(), self._clock() + delay)
+        if cell is None or (parent is None and not self._accepting):
+            self._dead_letter(envelope, "unknown" if self._accepting else "shutdown")
+            return timer
+        timers = cell.timers
+        if timers is None:
+            timers = cell.timers = {}
+        previous = timers.get(timer.key)
+        if previous is not None:
+            previous.cancel()
+        timers[timer.key] = timer
+        task = asyncio.get_running_loop().create_task(
+            self._fire(cell, timer, delay), context=contextvars.Context()
+        )
+        timer.task = task
+        self._timer_tasks.add(task)
+        task.add_done_callback(self._timer_tasks.discard)
+        if self._tracer is not None:
+            self._tracer.scheduled(envelope, delay=delay)
+        return timer
+
+    def cancel_timer(self, address: str, key: Hashable) -> bool:
+        """Cancel the timer named ``key`` of ``address``; ``False`` when there was none."""
+        cell = self._cells.get(address)
+        timers = None if cell is None else cell.timers
+        timer = None if timers is None else timers.pop(key, None)
+        if timer is None:
+            return False
+        timer.cancel()
+        return True
+
+    def timer(self, address: str, key: Hashable) -> Timer | None:
+        """The pending timer named ``key`` of ``address``, if any."""
+        cell = self._cells.get(address)
+        return None if cell is None or cell.timers is None else cell.timers.get(key)
+
+    async def _fire(self, cell: Cell, timer: Timer, delay: float) -> None:
+        await self._timer_sleep(delay)
+        if timer.task is None:
+            return  # cancelled while the injected sleep did not yield
+        timer.task = None
+        timers = cell.timers
+        if timers is not None and timers.get(timer.key) is timer:
+            del timers[timer.key]
+        envelope = timer.envelope
+        envelope.enqueued_at = self._clock()
+        self._enqueue(cell, envelope, True)
+
+    def _cancel_timers(self, cell: Cell) -> None:
+        timers, cell.timers = cell.timers, None
+        for timer in (timers or {}).values():
+            timer.cancel()
 
     async def tell_wait(
         self, address: str, message: object, *, correlation_id: str | None = None
@@ -744,6 +820,7 @@ class ActorSystem:
             for envelope in pending:
                 self._dead_letter(envelope, "stopped")
         cell.keys = None
+        self._cancel_timers(cell)
         waiters = cell.waiters
         while waiters:
             waiter = waiters.popleft()
@@ -903,7 +980,9 @@ class ActorSystem:
             self._stop_cell(cell, "shutdown")
         await self._wait_idle_until(start + timeout)
         busy = self._scheduler.busy
-        await self._scheduler.cancel(also=[cell.task for cell in busy if cell.task is not None])
+        await self._scheduler.cancel(
+            also=[cell.task for cell in busy if cell.task is not None] + list(self._timer_tasks)
+        )
         for cell in list(busy):
             self._finish(cell)  # stopping actors no worker reached before the cancellation
         self._dead_letters.flush()

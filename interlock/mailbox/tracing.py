@@ -164,6 +164,10 @@ class Tracer:
             f'"error_type":{_quote(type(error).__name__)},"error":{_quote(error_text(error))}}}\n'
         )
 
+    def scheduled(self, envelope: Envelope, *, delay: float) -> None:
+        """A timer was set: ``envelope`` is delivered in ``delay`` seconds unless cancelled."""
+        self._write(f'{self._head("scheduled", envelope)},"delay_ms":{delay * 1000.0:.3f}}}\n')
+
     def dead_letter(self, envelope: Envelope, *, reason: str) -> None:
         """The message was not delivered: ``unknown``, ``stopped``, ``overflow``, ``shutdown``."""
         self._write(f'{self._head("dead_letter", envelope)},"reason":"{reason}"}}\n')

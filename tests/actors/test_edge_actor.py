@@ -137,7 +137,6 @@ class Edge:
                 board=self.board,
                 backoff=BACKOFF,
                 rng=random.Random(1),
-                sleep=self.sleep,
                 adopt_on_spawn=self.adopt,
             ),
         )
@@ -150,7 +149,7 @@ class Edge:
 
 
 async def started(sleep: ManualSleep, provider: EdgeProvider | None = None) -> Edge:
-    system = ActorSystem()
+    system = ActorSystem(timer_sleep=sleep)
     inner = InProcessEdge()
     faulty = FaultyEdge(provider or inner)
     edge = Edge(system, inner, faulty, EdgeBoard(), sleep)
@@ -532,7 +531,7 @@ async def test_routes_are_removed_even_when_the_actor_crashed_handling_the_remov
     def actor() -> EdgeActor:
         return CrashOnUnpublished(
             host=HOST,
-            settings=EdgeSettings(provider=edge.provider, board=edge.board, sleep=edge.sleep),
+            settings=EdgeSettings(provider=edge.provider, board=edge.board),
         )
 
     edge.system.spawn(edge_address(HOST), actor)

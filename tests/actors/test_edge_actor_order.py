@@ -99,7 +99,7 @@ def ops(variants: list[str]) -> st.SearchStrategy[list[Op]]:
 
 
 async def run(sequence: list[Op]) -> tuple[FaultyEdge, InProcessEdge, dict[str, HostPart]]:
-    system = ActorSystem()
+    system = ActorSystem(timer_sleep=ManualSleep(gated=True))
     inner = InProcessEdge()
     provider = FaultyEdge(inner)
     system.spawn(EDGE_STATUS_WRITER, RecordingActor)
@@ -114,7 +114,6 @@ async def run(sequence: list[Op]) -> tuple[FaultyEdge, InProcessEdge, dict[str, 
                 board=board,
                 backoff=BackoffPolicy(initial=0.01, maximum=0.01),
                 rng=random.Random(0),
-                sleep=ManualSleep(gated=True),
             ),
         )
 

@@ -4,7 +4,7 @@ crash of the writer loses no pending status."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from interlock.actors.edge_messages import (
@@ -49,17 +49,6 @@ class Sink:
         self.events.append(reason)
 
 
-class Later:
-    """call_later that runs the callback at once, recording the delays."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    def __call__(self, delay: float, callback: Callable[[], None]) -> None:
-        self.delays.append(delay)
-        callback()
-
-
 class CrashingWriter(EdgeStatusWriter):
     """Raises while handling the next published status once ``armed`` is set (once)."""
 
@@ -72,9 +61,10 @@ class CrashingWriter(EdgeStatusWriter):
         return await super().receive(message)
 
 
-def start(sink: Sink, leading: list[bool], clock: ManualClock, later: Later) -> ActorSystem:
-    # Restart backoff is waited out through ManualSleep: restarts take no time.
-    system = ActorSystem(sleep=ManualSleep())
+def start(sink: Sink, leading: list[bool], clock: ManualClock, later: ManualSleep) -> ActorSystem:
+    # Restart backoff and retry timers are waited out through ManualSleep: they take no time
+    # (``later`` records the retry delays).
+    system = ActorSystem(sleep=ManualSleep(), timer_sleep=later)
     CrashingWriter.armed = False
     system.spawn(
         EDGE_STATUS_WRITER,
@@ -83,7 +73,6 @@ def start(sink: Sink, leading: list[bool], clock: ManualClock, later: Later) -> 
             is_leader=lambda: leading[0],
             backoff=BackoffPolicy(initial=1.0, maximum=4.0),
             rng=random.Random(3),
-            call_later=later,
             clock=clock,
             event_grace=30.0,
         ),
@@ -106,7 +95,7 @@ def event(reason: str) -> RecordEvent:
 
 
 async def test_nothing_is_written_until_leading_then_the_latest_of_each() -> None:
-    sink, leading, clock, later = Sink(), [False], ManualClock(), Later()
+    sink, leading, clock, later = Sink(), [False], ManualClock(), ManualSleep()
     system = start(sink, leading, clock, later)
     try:
         want_ingress(system, KEY, LB)
@@ -128,7 +117,7 @@ async def test_nothing_is_written_until_leading_then_the_latest_of_each() -> Non
 
 
 async def test_events_older_than_the_grace_period_are_not_replayed() -> None:
-    sink, leading, clock, later = Sink(), [False], ManualClock(), Later()
+    sink, leading, clock, later = Sink(), [False], ManualClock(), ManualSleep()
     system = start(sink, leading, clock, later)
     try:
         system.tell(EDGE_STATUS_WRITER, event("Old"))
@@ -146,7 +135,7 @@ async def test_events_older_than_the_grace_period_are_not_replayed() -> None:
 
 
 async def test_transient_failures_are_retried_with_backoff() -> None:
-    sink, leading, clock, later = Sink(), [True], ManualClock(), Later()
+    sink, leading, clock, later = Sink(), [True], ManualClock(), ManualSleep()
     sink.fail_next = 2
     system = start(sink, leading, clock, later)
     try:
@@ -164,7 +153,7 @@ async def test_transient_failures_are_retried_with_backoff() -> None:
 
 
 async def test_a_crash_loses_no_pending_status() -> None:
-    sink, leading, clock, later = Sink(), [False], ManualClock(), Later()
+    sink, leading, clock, later = Sink(), [False], ManualClock(), ManualSleep()
     system = start(sink, leading, clock, later)
     other = ObjectKey(namespace="default", name="other")
     try:

@@ -63,11 +63,13 @@ class CrashingStatusWriter(StatusWriter):
 
 class Harness:
     def __init__(self, *, concurrency: int = 8) -> None:
-        # Restart backoff is waited out through ManualSleep: restarts take no time.
-        self.system = ActorSystem(sleep=ManualSleep())
+        # Restart backoff is waited out through ManualSleep: restarts take no time. Retry
+        # timers wait for the test: ``fire_retry`` releases the next one.
+        self.timer_sleep = ManualSleep(gated=True)
+        self.system = ActorSystem(sleep=ManualSleep(), timer_sleep=self.timer_sleep)
         self.sink = RecordingSink()
         self.leading = False
-        self.timers: list[tuple[float, Any]] = []
+        self.fired = 0
         self.writer: StatusWriter | None = None
         CrashingStatusWriter.armed = False
 
@@ -78,7 +80,6 @@ class Harness:
                 backoff=BackoffPolicy(initial=0.5, maximum=8.0),
                 concurrency=concurrency,
                 rng=random.Random(1),
-                call_later=lambda delay, fn: self.timers.append((delay, fn)),
             )
             return self.writer
 
@@ -93,6 +94,17 @@ class Harness:
                 and not self.writer.in_flight
             )
         )
+
+    async def fire_retry(self) -> float:
+        """Wait for the writer's next retry timer, fire it and return its delay."""
+        await wait_until(lambda: len(self.timer_sleep.delays) > self.fired)
+        delay = self.timer_sleep.delays[self.fired]
+        self.fired += 1
+        timer = self.system.timer("status-writer", "retry")
+        assert timer is not None
+        self.timer_sleep.release()
+        await wait_until(lambda: not timer.pending)  # its message is in the mailbox now
+        return delay
 
     def send(self, name: str, reason: str, *, stored: str | None = None) -> None:
         """Publish the route's desired status, as its RouteActor does."""
@@ -168,9 +180,7 @@ async def test_transient_failures_are_retried_with_backoff(harness):
     await harness.settle()
     assert harness.sink.writes == []
     for _ in range(2):
-        await wait_until(lambda: len(harness.timers) > 0)
-        _delay, retry = harness.timers.pop()
-        retry()
+        await harness.fire_retry()
         await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
@@ -181,10 +191,7 @@ async def test_retry_delays_grow(harness):
     harness.send("a", "BackendNotFound")
     delays = []
     for _ in range(3):
-        await wait_until(lambda: len(harness.timers) > 0)
-        delay, retry = harness.timers.pop()
-        delays.append(delay)
-        retry()
+        delays.append(await harness.fire_retry())
         await harness.settle()
     assert delays[0] < delays[1] < delays[2]
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
@@ -280,9 +287,7 @@ async def test_an_unexpected_error_in_a_write_is_retried_not_stuck(harness):
     harness.sink.write_route_status = buggy_once
     harness.lead(True)
     harness.send("a", "BackendNotFound")
-    await wait_until(lambda: len(harness.timers) > 0)
-    _delay, retry = harness.timers.pop()
-    retry()
+    await harness.fire_retry()
     await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 

@@ -359,17 +359,16 @@ def _headers(version: str) -> dict[str, Any]:
 
 
 async def test_edge_reconciles_are_counted_by_outcome() -> None:
-    system = ActorSystem()
+    sleep = ManualSleep(gated=True)
+    system = ActorSystem(timer_sleep=sleep)
     inner = InProcessEdge()
     provider = FaultyEdge(inner)
     board = EdgeBoard()
-    sleep = ManualSleep(gated=True)
     settings = EdgeSettings(
         provider=provider,
         board=board,
         backoff=BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5),
         rng=random.Random(1),
-        sleep=sleep,
     )
     registry = metrics_registry(MetricsSources(edge_routes=lambda: board), process=False)
 
