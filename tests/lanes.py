@@ -254,6 +254,9 @@ class TestCluster:
     lane: str
     admin_kubeconfig: str
     controller_kubeconfig: str
+    faulty_admin_kubeconfig: str
+    """Cluster-admin, but through the faults (on the real lane: through the fault proxy), for
+    tests of the kube layer that write their own fixtures with the client under test."""
     api: Any
     faults: LaneFaults
     clock_tick: Callable[[], Any]
@@ -367,6 +370,13 @@ class TestCluster:
             if error.code != 404:
                 raise
 
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        """Write :attr:`faulty_admin_kubeconfig` to ``path`` (returns the path)."""
+        target = Path(path)
+        target.write_text(Path(self.faulty_admin_kubeconfig).read_text())
+        target.chmod(0o600)
+        return target
+
     async def namespace(self, name: str) -> None:
         await self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
@@ -431,6 +441,7 @@ async def embedded_cluster(
         lane="embedded",
         admin_kubeconfig=kubeconfig,
         controller_kubeconfig=kubeconfig,
+        faulty_admin_kubeconfig=kubeconfig,
         api=api,
         faults=faults,
         clock_tick=clock.tick,
@@ -502,8 +513,8 @@ def start_control_plane(*, watch_cache: bool) -> ControlPlane:
     return plane
 
 
-def controller_kubeconfig(path: Path, *, server: str, token: str) -> str:
-    """A kubeconfig for the controller identity that talks plain HTTP to ``server`` (the
+def proxied_kubeconfig(path: Path, *, server: str, token: str) -> str:
+    """A kubeconfig for the identity of ``token`` that talks plain HTTP to ``server`` (the
     proxy, which talks TLS to the API server)."""
     path.write_text(
         yaml.safe_dump(
@@ -511,11 +522,9 @@ def controller_kubeconfig(path: Path, *, server: str, token: str) -> str:
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "real", "cluster": {"server": server}}],
-                "users": [{"name": "interlock", "user": {"token": token}}],
-                "contexts": [
-                    {"name": "interlock", "context": {"cluster": "real", "user": "interlock"}}
-                ],
-                "current-context": "interlock",
+                "users": [{"name": "user", "user": {"token": token}}],
+                "contexts": [{"name": "proxied", "context": {"cluster": "real", "user": "user"}}],
+                "current-context": "proxied",
             }
         )
     )
@@ -747,10 +756,15 @@ async def real_cluster(plane: ControlPlane, directory: Path) -> AsyncIterator[Te
     cluster = TestCluster(
         lane="real",
         admin_kubeconfig=plane.admin_kubeconfig,
-        controller_kubeconfig=controller_kubeconfig(
+        controller_kubeconfig=proxied_kubeconfig(
             directory / "controller.kubeconfig",
             server=proxy.url,
             token=plane.env["CONTROLLER_TOKEN"],
+        ),
+        faulty_admin_kubeconfig=proxied_kubeconfig(
+            directory / "proxied-admin.kubeconfig",
+            server=proxy.url,
+            token=plane.env["ADMIN_TOKEN"],
         ),
         api=api,
         faults=faults,

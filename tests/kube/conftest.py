@@ -1,4 +1,11 @@
-"""Fixtures for kube tests: an embedded API server and a real kubernetes-asyncio client to it."""
+"""Fixtures for kube tests: the lane's API server and a real kubernetes-asyncio client to it.
+
+``server`` is the lane's :class:`~lanes.TestCluster` (its ``faults`` and ``write_kubeconfig``);
+``api`` is a client as cluster admin through those faults (on the real lane: through the fault
+proxy), so the kube layer under test meets the same dropped watches and injected errors on
+both lanes. RBAC is proven by the e2e and reliability tests, where the controller runs as its
+own identity.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lanes import TestCluster
 
 from interlock.kube.client import make_api_client
 from interlock.kube.informer import Deleted, InformerEvent, Upserted
@@ -16,11 +24,13 @@ from interlock.kube.transport import KubeApiError, request_json
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[Any]:
-    from interlock.embedded import running_api_server
+def embedded_server_options() -> dict[str, Any]:
+    return {}
 
-    async with running_api_server() as running:
-        yield running
+
+@pytest.fixture
+def server(test_cluster: TestCluster) -> TestCluster:
+    return test_cluster
 
 
 @pytest.fixture

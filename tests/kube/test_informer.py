@@ -106,6 +106,7 @@ async def test_dropped_watches_reconnect_and_lose_nothing(api: Any, server: Any)
         assert len(upserted) == len(set(upserted)), "an unchanged object was delivered twice"
 
 
+@pytest.mark.compaction
 async def test_compaction_relists_and_delivers_only_the_difference(api: Any, server: Any) -> None:
     for name in ("kept", "changed", "removed"):
         await create(api, SERVICE, service("default", name))
@@ -120,7 +121,7 @@ async def test_compaction_relists_and_delivers_only_the_difference(api: Any, ser
     current = await get(api, SERVICE, "default", "changed")
     current["spec"]["ports"][0]["port"] = 9090
     await replace(api, SERVICE, current)
-    server.faults.compact()
+    await server.faults.compact()
     async with running(informer):
         expected = await server_versions(api, "default")
         await wait_for(lambda: sink.versions() == expected, what="relist")
@@ -184,6 +185,9 @@ async def test_informer_set_is_ready_when_every_informer_is(api: Any, server: An
         assert sum(s.reconnects for s in statistics.values()) == 2
 
 
+@pytest.mark.embedded_only(
+    "needs bookmarks every 0.05 s (kube-apiserver sends them about once a minute)"
+)
 async def test_bookmarks_advance_the_resource_version_so_reconnects_need_no_relist(
     tmp_path: Path,
 ) -> None:
@@ -305,6 +309,7 @@ async def test_a_failing_sink_is_logged_without_secret_data_and_delivery_goes_on
     assert "c3VwZXItc2VjcmV0LXBhc3N3b3Jk" not in text
 
 
+@pytest.mark.compaction
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_random_changes_with_drops_and_compactions_converge(
     api: Any, server: Any, seed: int
@@ -337,7 +342,7 @@ async def test_random_changes_with_drops_and_compactions_converge(
                 server.faults.drop_watches()
                 for _ in range(3):
                     await change()
-                server.faults.compact()
+                await server.faults.compact()
             await change()
         expected = await server_versions(api, "default")
         await wait_for(lambda: sink.versions() == expected, what="convergence")
