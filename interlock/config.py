@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from interlock.model.meta import ObjectKey
+
 DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
 DEFAULT_ADMIN_ADDR = "0.0.0.0:9990"
 
@@ -115,6 +117,12 @@ class ControllerConfig:
     (``interlock edge``), which the edge actors program instead of one in this process; the
     controller then serves no data plane itself. Excludes ``edge_addr`` and ``edge_tls_addr``
     (TLS listeners and trusted proxies are that process's own settings)."""
+
+    publish_service: ObjectKey | None = None
+    """The Service in front of the edge (``--publish-service NAMESPACE/NAME``): every Ingress's
+    ``status.loadBalancer`` is that Service's load-balancer ingress, else its cluster IP. ``None``
+    writes where the edge listens instead, and nothing for a wildcard address (see
+    :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS

@@ -20,9 +20,7 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
 
 from __future__ import annotations
 
-import ipaddress
 import random
-import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -79,6 +77,7 @@ from interlock.kube.resources import (
 )
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
+from interlock.model.load_balancer import listen_address_status
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue
 
@@ -95,40 +94,24 @@ _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 _STATUS_RESOURCES: Mapping[StatusKind, Resource] = {"Ingress": INGRESS, "ModuleSet": MODULE_SET}
 
 
-def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any]:
+def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any] | None:
     """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name),
-    with its HTTP port and, when it serves HTTPS, that port too.
-
-    A wildcard listen address (``0.0.0.0``, ``::``) names no reachable address; the machine's
-    host name is written instead.
-    """
-    entry = _host_entry(address.host)
-    entry["ports"] = [{"port": address.port, "protocol": "TCP"}]
-    if tls_port is not None:
-        entry["ports"].append({"port": tls_port, "protocol": "TCP"})
-    return {"ingress": [entry]}
+    with its HTTP port and, when it serves HTTPS, that port too; ``None`` (nothing written) for
+    a wildcard listen address, which names no address a client can reach."""
+    ports = [address.port] if tls_port is None else [address.port, tls_port]
+    return listen_address_status(address.host, ports=ports)
 
 
-def remote_load_balancer_status(admin_url: str) -> dict[str, Any]:
+def remote_load_balancer_status(admin_url: str) -> dict[str, Any] | None:
     """``status.loadBalancer`` for a data plane in another process: the host of its admin URL,
     without ports.
 
     The admin API does not say where that process serves traffic, so this is a fallback: the
     only address the controller knows. ``interlock edge`` serves traffic and its admin API from
     the same host (one Pod), which makes the host right; the ports are left out rather than
-    guessed.
+    guessed. In a cluster, ``--publish-service`` is the better source.
     """
-    return {"ingress": [_host_entry(URL(admin_url).host or "")]}
-
-
-def _host_entry(host: str) -> dict[str, Any]:
-    """An IP, or else a host name; a wildcard (``0.0.0.0``, ``::``) names no reachable address,
-    so the machine's host name is written instead."""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return {"hostname": host}
-    return {"hostname": socket.gethostname()} if ip.is_unspecified else {"ip": str(ip)}
+    return listen_address_status(URL(admin_url).host or "", ports=())
 
 
 def redacted_url(url: str) -> str:
@@ -258,6 +241,12 @@ class EdgeHalf:
                 "EdgeHalf: config.edge_admin_url excludes edge_addr and edge_tls_addr "
                 "(the data plane runs either here or in another process)"
             )
+        publish = config.publish_service
+        if publish is not None and config.namespaces and publish.namespace not in config.namespaces:
+            raise ValueError(
+                f"EdgeHalf: publish_service {publish}: namespace {publish.namespace!r} is not "
+                f"watched (namespaces: {', '.join(config.namespaces)}); watch it too"
+            )
         self._config = config
         self._system = system
         self._is_leader = is_leader
@@ -331,6 +320,16 @@ class EdgeHalf:
             load_balancer = remote_load_balancer_status(admin_url)
         else:
             load_balancer = await self._serve()
+        publish_service = self._config.publish_service
+        if publish_service is not None:
+            load_balancer = None
+        elif load_balancer is None:
+            logger.warning(
+                "edge: {} names no address clients can reach, so Ingress status.loadBalancer "
+                "is not written; use --publish-service NAMESPACE/NAME (the Service in front "
+                "of the edge) or listen on a specific address",
+                redacted_url(admin_url) if admin_url is not None else self._config.edge_addr,
+            )
 
         def edge_actor(host: str) -> Actor:
             settings = EdgeSettings(
@@ -345,7 +344,12 @@ class EdgeHalf:
             return EdgeActor(host=host, settings=settings)
 
         def ingress_actor(key: ObjectKey) -> Actor:
-            return IngressActor(key=key, edge_actor=edge_actor, load_balancer=load_balancer)
+            return IngressActor(
+                key=key,
+                edge_actor=edge_actor,
+                load_balancer=load_balancer,
+                publish_service=publish_service,
+            )
 
         recorder = self.recorder = EventRecorder(api, host=self._config.lease_identity)
         sink = KubeEdgeStatusSink(patcher=patcher, recorder=recorder)
@@ -378,8 +382,8 @@ class EdgeHalf:
         self._system.spawn(SECRET_DIRECTORY, lambda: SecretDirectory(redelivery=redelivery))
         self._system.spawn(ENDPOINTS_DIRECTORY, lambda: EndpointsDirectory(redelivery=redelivery))
 
-    async def _serve(self) -> dict[str, Any]:
-        """Start this process's data plane; its ``status.loadBalancer``."""
+    async def _serve(self) -> dict[str, Any] | None:
+        """Start this process's data plane; its ``status.loadBalancer`` (None: a wildcard)."""
         assert self.server is not None and self._config.edge_addr is not None
         addr, tls_addr = self._config.edge_addr, self._config.edge_tls_addr
         addresses = await self.server.start(

@@ -56,6 +56,7 @@ from interlock.model.edge import (
     ingress_host_routes,
 )
 from interlock.model.ingress import Ingress, IngressClass, is_ours
+from interlock.model.load_balancer import LoadBalancerStatus, published_service_status
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import (
     ModuleSet,
@@ -82,12 +83,18 @@ class IngressActor(Actor):
         key: ObjectKey,
         edge_actor: EdgeActorFactory,
         load_balancer: Mapping[str, Any] | None = None,
+        publish_service: ObjectKey | None = None,
     ) -> None:
         """``load_balancer`` is written to ``status.loadBalancer`` of the Ingress while it
-        serves at least one host (None: no status is written)."""
+        serves at least one host (None: no status is written). With ``publish_service`` it is
+        computed from that Service instead (followed like any input, so a load balancer
+        provisioned later reaches every Ingress); while the Service does not exist nothing is
+        written, and once it is deleted its last address stays: emptying the status would make
+        DNS controllers withdraw records of an edge that still serves."""
         self._key = key
         self._edge_actor = edge_actor
         self._load_balancer = None if load_balancer is None else dict(load_balancer)
+        self._publish_service = publish_service
         self._ingress: Ingress | None = None
         self._classes: dict[str, IngressClass] = {}
         self._module_sets: dict[ObjectKey, ModuleSet] = {}
@@ -175,6 +182,8 @@ class IngressActor(Actor):
         module_set_names, services = ingress_dependencies(ingress)
         wanted = {moduleset_topic(namespace, name) for name in module_set_names}
         wanted.update(service_topic(namespace, name) for name in services)
+        if self._publish_service is not None:
+            wanted.add(service_topic(self._publish_service.namespace, self._publish_service.name))
         usable = [
             module_set
             for name in module_set_names
@@ -283,16 +292,23 @@ class IngressActor(Actor):
             )
         self._reported = errors
 
+    def _desired_load_balancer(self) -> LoadBalancerStatus | None:
+        if self._publish_service is None:
+            return self._load_balancer
+        service = self._services.get(self._publish_service)
+        return None if service is None else published_service_status(service)
+
     def _write_status(self) -> None:
-        if self._load_balancer is None or not self._published:
+        load_balancer = self._desired_load_balancer()
+        if load_balancer is None or not self._published:
             return
-        if self._status_sent == self._load_balancer:
+        if self._status_sent == load_balancer:
             return
-        self._status_sent = self._load_balancer
+        self._status_sent = load_balancer
         self.publish(
             INGRESS_STATUS_TOPIC,
             status_key(self._key),
-            DesiredIngressStatus(self._key, self._load_balancer),
+            DesiredIngressStatus(self._key, load_balancer),
         )
 
 

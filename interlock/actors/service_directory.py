@@ -1,11 +1,13 @@
 """ServiceDirectory: the one actor that knows every Service and tells routes what changed.
 
-Routes depend on a handful of Service fields (ports, type, cluster IP, external name). Labels,
-annotations and status change far more often; forwarding those would make every route that
-references the Service recompute for nothing. The directory publishes ``service:<ns>/<name>``
-(retained) on create, on delete (unpublish), and on changes routes can see — silent otherwise.
-Because the topic is retained, a route actor that subscribes later still gets the Service, and
-one that subscribes to a Service that does not exist yet gets it the moment it is created.
+Routes depend on a handful of Service fields (ports, type, cluster IP, external name), and
+Ingress statuses on its addresses (cluster IPs, external IPs, load-balancer status) when it is
+the ``--publish-service``. Labels, annotations and the rest of the status change far more often;
+forwarding those would make every route that references the Service recompute for nothing.
+The directory publishes ``service:<ns>/<name>`` (retained) on create, on delete (unpublish),
+and on changes routes can see — silent otherwise. Because the topic is retained, a route actor
+that subscribes later still gets the Service, and one that subscribes to a Service that does
+not exist yet gets it the moment it is created.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from interlock.model.service import Service
 
 
 def routing_view(service: Service) -> tuple[object, ...]:
-    """The parts of a Service that route resolution and policies read."""
+    """The parts of a Service that route resolution and policies read, and those that the
+    Ingresses' ``status.loadBalancer`` reads when it is the ``--publish-service`` (its
+    addresses: a load balancer provisioned later changes only ``status``)."""
     spec = service.spec
-    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports)
+    addresses = (spec.cluster_ips, spec.external_ips, service.status.load_balancer)
+    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports, addresses)
 
 
 class ServiceDirectory(Actor):

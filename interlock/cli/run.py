@@ -26,6 +26,7 @@ from interlock.config import (
     parse_http_url,
 )
 from interlock.logs import configure_logging
+from interlock.model.load_balancer import parse_publish_service
 
 
 def add_run_parser(subparsers: Any) -> None:
@@ -72,6 +73,13 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="URL",
         help="program a data plane running as its own process (interlock edge) through its "
         "admin API at URL instead of serving one here; excludes --edge-addr",
+    )
+    add.value(
+        "--publish-service",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="the Service in front of the edge: Ingress status.loadBalancer is its load-balancer "
+        "ingress, else its cluster IP (without it: the --edge-addr host; nothing for 0.0.0.0)",
     )
     add.value(
         "--edge-tls-addr",
@@ -134,8 +142,19 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             "running elsewhere (give that one these settings: interlock edge --listen, "
             "--tls-listen, --trusted-proxy)"
         )
+    if args.publish_service and not (args.edge_addr or args.edge_admin_url):
+        raise SystemExit(
+            "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
+            "is reached, and without either no edge runs"
+        )
     manifests = args.manifests if args.manifests is not None else env_list("--manifests")
     namespaces = args.namespace if args.namespace is not None else env_list("--namespace")
+    publish = args.publish_service.partition("/")[0] if args.publish_service else None
+    if publish is not None and namespaces and publish not in namespaces:
+        raise SystemExit(
+            f"--publish-service {args.publish_service}: its namespace is not watched; "
+            f"add --namespace {publish}"
+        )
     try:
         return ControllerConfig(
             kubeconfig=args.kubeconfig,
@@ -157,6 +176,9 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
                 if args.edge_tls_addr
                 else None
+            ),
+            publish_service=(
+                parse_publish_service(args.publish_service) if args.publish_service else None
             ),
             trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
             trace_file=args.trace_file,

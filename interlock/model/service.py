@@ -38,11 +38,74 @@ class ServicePort(KubeModel):
     app_protocol: str | None = Field(None, alias="appProtocol")
 
 
+def _without_nulls(data: Any, fields: tuple[str, ...]) -> Any:
+    """``data`` without the given keys where they are ``null`` (written by some clients for an
+    empty list), so they take their defaults instead of failing the whole Service."""
+    if isinstance(data, dict) and any(data.get(name, ...) is None for name in fields):
+        return {k: v for k, v in data.items() if not (k in fields and v is None)}
+    return data
+
+
 class ServiceSpec(KubeModel):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"] = "ClusterIP"
     cluster_ip: str | None = Field(None, alias="clusterIP")
+    cluster_ips: tuple[str, ...] = Field((), alias="clusterIPs")
+    external_ips: tuple[str, ...] = Field((), alias="externalIPs")
     external_name: str | None = Field(None, alias="externalName")
     ports: tuple[ServicePort, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_lists_are_empty(cls, data: Any) -> Any:
+        return _without_nulls(data, ("clusterIPs", "externalIPs", "ports"))
+
+
+class LoadBalancerPortStatus(KubeModel):
+    port: int
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    error: str | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        """The same port in an Ingress's ``status.loadBalancer`` (IngressPortStatus)."""
+        status: dict[str, Any] = {"port": self.port, "protocol": self.protocol}
+        if self.error:
+            status["error"] = self.error
+        return status
+
+
+class LoadBalancerIngress(KubeModel):
+    """One address a cloud load balancer gave the Service (an IP or a host name)."""
+
+    ip: str | None = None
+    hostname: str | None = None
+    ports: tuple[LoadBalancerPortStatus, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_ports_are_empty(cls, data: Any) -> Any:
+        return _without_nulls(data, ("ports",))
+
+
+class LoadBalancerStatus(KubeModel):
+    ingress: tuple[LoadBalancerIngress, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_ingress_is_empty(cls, data: Any) -> Any:
+        return _without_nulls(data, ("ingress",))
+
+
+class ServiceStatus(KubeModel):
+    """Read only for ``--publish-service`` (the address Ingresses report)."""
+
+    load_balancer: LoadBalancerStatus = Field(
+        default_factory=LoadBalancerStatus, alias="loadBalancer"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_empty(cls, data: Any) -> Any:
+        return _without_nulls(data, ("loadBalancer",))
 
 
 class Service(KubeModel):
@@ -50,6 +113,12 @@ class Service(KubeModel):
 
     metadata: ObjectMeta
     spec: ServiceSpec = Field(default_factory=ServiceSpec)
+    status: ServiceStatus = Field(default_factory=ServiceStatus)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_parts_are_empty(cls, data: Any) -> Any:
+        return _without_nulls(data, ("spec", "status"))
 
     @property
     def key(self) -> ServiceKey:

@@ -72,6 +72,21 @@ def test_deployment_is_restricted_and_highly_available() -> None:
     assert "limits" in container["resources"]
 
 
+def test_deployment_publishes_the_edge_service_it_ships() -> None:
+    (deployment,) = _documents(MANIFESTS / "deployment.yaml")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (flag,) = [arg for arg in container["args"] if arg.startswith("--publish-service=")]
+    namespace, name = flag.partition("=")[2].split("/")
+    services = {
+        (doc["metadata"]["namespace"], doc["metadata"]["name"]): doc
+        for doc in _documents(MANIFESTS / "services.yaml")
+    }
+    edge = services[(namespace, name)]
+    # It is the Service whose pods serve the edge port.
+    assert edge["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert {port["targetPort"] for port in edge["spec"]["ports"]} == {"edge"}
+
+
 def test_rbac_never_grants_write_on_secrets_or_wildcards() -> None:
     for doc in _documents(MANIFESTS / "rbac.yaml"):
         for rule in doc.get("rules", []):

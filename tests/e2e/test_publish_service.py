@@ -1,0 +1,176 @@
+"""``--publish-service``: every Ingress's ``status.loadBalancer`` is the address of the Service
+in front of the edge, followed as it changes; without it, a wildcard ``--edge-addr`` writes
+nothing (the Pod's host name is no address a client can use).
+
+Objects are written through the API server as a user (and a cloud's load-balancer controller,
+for the Service's status) would write them; the controller reads them through its informers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e_clients import LOCAL, Cluster, StartController, eventually
+
+from interlock.actors.edge_messages import INGRESS_STATUS_TOPIC
+from interlock.app import Controller
+from interlock.config import Address
+from interlock.kube.transport import KubeApiError
+from interlock.model.meta import ObjectKey
+
+# Inside the real test cluster's service range (10.96.0.0/16) so both servers accept it.
+CLUSTER_IP = "10.96.77.7"
+
+
+def edge_service() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "interlock-edge", "namespace": "default"},
+        "spec": {
+            "type": "LoadBalancer",
+            "clusterIP": CLUSTER_IP,
+            "selector": {"app": "interlock"},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
+        },
+    }
+
+
+def served_hosts(controller: Controller) -> set[str]:
+    assert controller.edge is not None and controller.edge.data_plane is not None
+    return {host["host"] for host in controller.edge.data_plane.snapshot_now().to_json()["hosts"]}
+
+
+def ingress(name: str, host: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "ingressClassName": "interlock",
+            "rules": [
+                {
+                    "host": host,
+                    "http": {
+                        "paths": [
+                            {
+                                "path": "/",
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+    }
+
+
+INGRESS_CLASS_OBJ = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "IngressClass",
+    "metadata": {"name": "interlock"},
+    "spec": {"controller": "interlock.dev/ingress-controller"},
+}
+
+
+async def create(cluster: Cluster, obj: dict[str, Any]) -> None:
+    try:
+        await cluster.create(obj)
+    except KubeApiError as error:
+        if error.code != 409:
+            raise
+
+
+async def load_balancer(cluster: Cluster, name: str) -> Any:
+    current = await cluster.get(ingress(name, ""))
+    assert current is not None, f"Ingress default/{name} is gone"
+    return current.get("status", {}).get("loadBalancer")
+
+
+async def set_service_load_balancer(cluster: Cluster, ingress: list[dict[str, Any]]) -> None:
+    """What a cloud's load-balancer controller does once it provisioned one."""
+    patch = {"status": {"loadBalancer": {"ingress": ingress}}}
+    await cluster.patch(edge_service(), patch, status=True)
+
+
+async def test_ingress_status_follows_the_published_service(
+    cluster: Cluster, start_controller: StartController
+) -> None:
+    await create(cluster, INGRESS_CLASS_OBJ)
+    controller = await start_controller(
+        lease_identity="replica-1",
+        edge_addr=Address("0.0.0.0", 0),
+        publish_service=ObjectKey(namespace="default", name="interlock-edge"),
+    )
+    await create(cluster, ingress("shop", "shop.example"))
+    await create(cluster, ingress("blog", "blog.example"))
+
+    def served() -> bool:
+        return {"shop.example", "blog.example"} <= served_hosts(controller)
+
+    await eventually(served, within=20.0, message="the edge serves both hosts")
+    # Before the Service exists no address is known, and nothing is written.
+    assert controller.system.retained(INGRESS_STATUS_TOPIC) == {}
+
+    # No load balancer provisioned yet: the cluster IP.
+    await create(cluster, edge_service())
+    cluster_ip = {"ingress": [{"ip": CLUSTER_IP}]}
+
+    async def both(expected: Any) -> bool:
+        return all([await load_balancer(cluster, name) == expected for name in ("shop", "blog")])
+
+    await eventually(lambda: both(cluster_ip), within=20.0, message="cluster IP on both")
+
+    # A load balancer provisioned later: its address (with its ports) replaces the cluster IP.
+    await set_service_load_balancer(
+        cluster, [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}]
+    )
+    provisioned = {"ingress": [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}]}
+    await eventually(lambda: both(provisioned), within=20.0, message="load-balancer IP on both")
+
+    # And a host name from a cloud that hands out names.
+    await set_service_load_balancer(cluster, [{"hostname": "lb.example.net"}])
+    named = {"ingress": [{"hostname": "lb.example.net"}]}
+    await eventually(lambda: both(named), within=20.0, message="load-balancer host name")
+
+    # An Ingress created afterwards gets the current address at once.
+    await create(cluster, ingress("late", "late.example"))
+
+    async def late() -> bool:
+        return await load_balancer(cluster, "late") == named
+
+    await eventually(late, within=20.0, message="the late Ingress's address")
+
+
+async def test_a_wildcard_edge_address_without_publish_service_writes_no_address(
+    cluster: Cluster, start_controller: StartController
+) -> None:
+    await create(cluster, INGRESS_CLASS_OBJ)
+    controller = await start_controller(lease_identity="replica-1", edge_addr=Address("0.0.0.0", 0))
+    await create(cluster, ingress("wild", "wild.example"))
+
+    def served() -> bool:
+        return "wild.example" in served_hosts(controller)
+
+    await eventually(served, within=20.0, message="the edge serves wild.example")
+    # The IngressActor decides the status in the same step that publishes the host, so by now
+    # a desired status would be retained; the API server has none either.
+    assert controller.system.retained(INGRESS_STATUS_TOPIC) == {}
+    assert await load_balancer(cluster, "wild") in (None, {})
+
+
+async def test_a_specific_edge_address_is_still_written(
+    cluster: Cluster, start_controller: StartController
+) -> None:
+    await create(cluster, INGRESS_CLASS_OBJ)
+    controller = await start_controller(lease_identity="replica-1", edge_addr=LOCAL)
+    assert controller.edge is not None and controller.edge.address is not None
+    await create(cluster, ingress("local", "local.example"))
+    port = controller.edge.address.port
+    expected = {"ingress": [{"ip": "127.0.0.1", "ports": [{"port": port, "protocol": "TCP"}]}]}
+
+    async def written() -> bool:
+        return await load_balancer(cluster, "local") == expected
+
+    await eventually(written, within=20.0, message="the edge's address")
