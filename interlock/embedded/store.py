@@ -38,7 +38,7 @@ from interlock.embedded.errors import (
 from interlock.embedded.objects import JsonObject, StoredObject, encode
 from interlock.embedded.patch import apply_patch
 from interlock.embedded.registry import Registry, ResourceType, resource_type_from_crd
-from interlock.embedded.schema import prune_unknown_fields
+from interlock.embedded.schema import apply_defaults, prune_unknown_fields
 from interlock.embedded.selectors import parse_field_selector, parse_label_selector
 from interlock.embedded.timefmt import format_timestamp
 from interlock.embedded.validation import ServiceAllocator, prepare
@@ -595,6 +595,8 @@ class ObjectStore:
                 )
             if warnings is not None and field_validation != "Ignore":
                 warnings.extend(f'unknown field "{field}"' for field in unknown)
+            if rtype.from_crd:
+                apply_defaults(schema, obj)
         allocator = self._allocator.preview() if dry_run else self._allocator
         errors = prepare(rtype, obj, old=old, allocator=allocator, schema=schema)
         if rtype.key == CRD_KEY and not errors:

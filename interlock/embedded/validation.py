@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from interlock.embedded.cel import has_rules, validate_rules
 from interlock.embedded.errors import FieldError, invalid_value, required_value
 from interlock.embedded.name_formats import (
     dns1035_label_error,
@@ -26,7 +27,7 @@ from interlock.embedded.name_formats import (
 )
 from interlock.embedded.network_validation import validate_endpoint_slice, validate_ingress
 from interlock.embedded.registry import ResourceType
-from interlock.embedded.schema import validate_schema
+from interlock.embedded.schema import list_type_errors, validate_schema
 
 JsonObject = dict[str, Any]
 
@@ -303,6 +304,43 @@ def _prepare_event(obj: JsonObject) -> list[FieldError]:
     return []
 
 
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+"""Schema errors after which kube-apiserver does not run a CRD's CEL rules (their input would
+not have the shape the rules were written for)."""
+
+
+def custom_resource_errors(
+    schema: Mapping[str, Any], obj: JsonObject, *, old: JsonObject | None
+) -> list[FieldError]:
+    """A custom resource against its CRD's schema: OpenAPI keywords, list types, CEL rules."""
+    errors = validate_schema(schema, obj, path="")
+    errors.extend(list_type_errors(schema, obj, path=""))
+    if not has_rules(schema):
+        return errors
+    if any(error.reason in _BLOCKING for error in errors):
+        errors.append(
+            FieldError(
+                "<nil>",
+                'Invalid value: "null": some validation rules were not checked because the '
+                "object was invalid; correct the existing errors to complete validation",
+            )
+        )
+        return errors
+    if old is None:
+        errors.extend(validate_rules(schema, obj))
+    else:
+        errors.extend(validate_rules(schema, obj, old=old))
+    return errors
+
+
 def prepare(
     rtype: ResourceType,
     obj: JsonObject,
@@ -317,7 +355,7 @@ def prepare(
         return errors
     if rtype.from_crd:
         if schema:
-            errors.extend(validate_schema(schema, obj, path=""))
+            errors.extend(custom_resource_errors(schema, obj, old=old))
         return errors
     kind = (rtype.group, rtype.plural)
     if kind == ("", "services"):
