@@ -8,13 +8,13 @@ routes that reference it. Subscriptions deliver retained values, so a Service cr
 after, or "between" the route's start and its subscription is seen either way: the outcome does
 not depend on event order.
 
-On any input change the actor recomputes :func:`~interlock.model.outbound.resolve_route` and
-publishes the result on ``parent:<ns>/<svc>`` for each Service parent, keyed by the route
-identity, only when it changed. When the route leaves a parent (its parentRefs changed) it
-unpublishes from that parent — Linkerd issue 13280 kept routes on parents they had left. It
-publishes its desired ``status.parents`` on ``status:httproute`` (retained, so a restarted
-StatusWriter gets it back) on its first computation and whenever it changed, and unpublishes it
-when the route is deleted.
+On any input change the actor recomputes :func:`~interlock.model.outbound.resolve_route_by_parent`
+and publishes each parent's resolution on ``parent:<ns>/<svc>`` (producer and consumer parents may
+differ on ReferenceGrants), keyed by the route identity, only when it changed. When the route
+leaves a parent (its parentRefs changed) it unpublishes from that parent — Linkerd issue 13280
+kept routes on parents they had left. It publishes its desired ``status.parents`` on
+``status:httproute`` (retained, so a restarted StatusWriter gets it back) on its first computation
+and whenever it changed, and unpublishes it when the route is deleted.
 
 Its own route arrives as the retained value of ``httproute:<ns>/<name>`` (published by the
 router), so a restarted actor rebuilds everything from subscriptions alone. A restart does not
@@ -46,7 +46,7 @@ from interlock.model.gateway import HTTPRoute, ReferenceGrant
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
     ResolvedRoute,
-    resolve_route,
+    resolve_route_by_parent,
     route_grant_namespaces,
     route_service_dependencies,
 )
@@ -219,18 +219,17 @@ class RouteActor(Actor):
         route = self.route
         if route is None:
             return
-        resolved = resolve_route(route, self.services, self._all_grants())
-        parents = {parent.key for parent in resolved.parents}
-        for left in [key for key in self.published if key not in parents]:
+        by_parent = resolve_route_by_parent(route, self.services, self._all_grants())
+        for left in [key for key in self.published if key not in by_parent]:
             self.unpublish(parent_topic(left.namespace, left.name), self.identity)
             del self.published[left]
-        for key in parents:
+        for key, resolved in by_parent.items():
             if self.published.get(key) != resolved:
                 self.publish(parent_topic(key.namespace, key.name), self.identity, resolved)
                 self.published[key] = resolved
         desired = route_status(
             route,
-            resolved,
+            by_parent,
             self.services,
             controller_name=self.controller_name,
             now=self.now(),

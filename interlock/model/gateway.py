@@ -147,15 +147,17 @@ class ParentReference(KubeModel):
     section_name: str | None = Field(None, alias="sectionName")
     port: int | None = Field(None, ge=1, le=65535)
 
-    @field_validator("group")
-    @classmethod
-    def _normalize_group(cls, group: str) -> str:
-        return normalize_group(group)
+    # ``group`` is kept as written ("core" or ""): the route's status must echo each parentRef
+    # by value, because clients pair status entries with spec entries by comparing them.
 
     @property
     def is_service(self) -> bool:
         """True for a core Service parent: the only kind of parent this controller serves."""
-        return self.group == CORE_GROUP and self.kind == "Service"
+        return normalize_group(self.group) == CORE_GROUP and self.kind == "Service"
+
+    def as_written(self) -> dict[str, Any]:
+        """The fields the spec set, in API spelling: what ``status.parents[].parentRef`` echoes."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
@@ -315,7 +317,20 @@ class HTTPRouteFilter(KubeModel):
         return self
 
 
+def _check_filter_list(filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
+    # The CRD's CEL rules on a filter list, rule-level or backendRef-level alike.
+    types = [f.type for f in filters]
+    for filter_type in SUPPORTED_FILTER_TYPES:
+        if types.count(filter_type) > 1:
+            raise _invalid("filters", f"filter {filter_type} may appear at most once")
+    if "RequestRedirect" in types and "URLRewrite" in types:
+        raise _invalid("filters", "RequestRedirect and URLRewrite cannot be used together")
+    return filters
+
+
 class HTTPBackendRef(KubeModel):
+    """A rule's backend; its ``filters`` apply only to requests sent to this backend."""
+
     group: str = CORE_GROUP
     kind: str = "Service"
     name: str = Field(min_length=1)
@@ -323,6 +338,11 @@ class HTTPBackendRef(KubeModel):
     port: int | None = Field(None, ge=1, le=65535)
     weight: int = Field(1, ge=0, le=1_000_000)
     filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
+
+    @field_validator("filters")
+    @classmethod
+    def _filter_list(cls, filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
+        return _check_filter_list(filters)
 
     @field_validator("group")
     @classmethod
@@ -374,6 +394,11 @@ class HTTPRouteRule(KubeModel):
     backend_refs: tuple[HTTPBackendRef, ...] = Field((), alias="backendRefs", max_length=16)
     timeouts: HTTPRouteTimeouts | None = None
 
+    @field_validator("filters")
+    @classmethod
+    def _filter_list(cls, filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
+        return _check_filter_list(filters)
+
     @field_validator("matches")
     @classmethod
     def _empty_matches_match_everything(
@@ -386,14 +411,9 @@ class HTTPRouteRule(KubeModel):
     def _filters_fit_the_rule(self) -> HTTPRouteRule:
         # The HTTPRoute CRD's CEL rules, so that a route we accept is one Kubernetes accepts.
         types = [f.type for f in self.filters]
-        for filter_type in SUPPORTED_FILTER_TYPES:
-            if types.count(filter_type) > 1:
-                raise _invalid("filters", f"filter {filter_type} may appear at most once")
-        if "RequestRedirect" in types and "URLRewrite" in types:
-            raise _invalid("filters", "RequestRedirect and URLRewrite cannot be used together")
         if "RequestRedirect" in types and self.backend_refs:
             raise _invalid("filters", "RequestRedirect cannot be used together with backendRefs")
-        for f in self.filters:
+        for f in (*self.filters, *(f for ref in self.backend_refs for f in ref.filters)):
             config = f.request_redirect or f.url_rewrite
             path = config.path if config is not None else None
             if (

@@ -1,8 +1,8 @@
 """The outbound (mesh) policy: resolved routes, the policy of one Service port, request routing.
 
 This is the core of the Linkerd fix interlock is built around. A backend that cannot carry
-traffic (its Service is missing, it is not a Service, its port is wrong, or a cross-namespace
-reference has no ReferenceGrant) is **kept with all its reference data**, marked
+traffic (its Service is missing, it is not a Service, its port is wrong, or a producer route's
+cross-namespace reference has no ReferenceGrant) is **kept with all its reference data**, marked
 ``exists=False`` and given a :class:`FailureInjector` that answers 500. Linkerd used to collapse
 such a backend into an opaque ``Backend::Invalid``, which lost what was needed to bring it back
 when the Service appeared. Here a backend is a pure function of the route and the current
@@ -17,7 +17,8 @@ Functions, in the order data flows through them:
 
 - :func:`route_service_dependencies` / :func:`route_grant_namespaces`: what a route actor
   subscribes to.
-- :func:`resolve_route`: an HTTPRoute plus Services and grants → :class:`ResolvedRoute`.
+- :func:`resolve_route` / :func:`resolve_route_by_parent`: an HTTPRoute plus Services and
+  grants → :class:`ResolvedRoute` (per parent: producer and consumer routes differ on grants).
 - :func:`build_outbound_policy`: resolved routes → the :class:`OutboundPolicy` of one Service
   port as seen from one client namespace (the JSON contract of DESIGN.md).
 - :func:`select_route` and :func:`pick_backend`: how a data plane applies a policy to a request.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -83,6 +84,7 @@ class Backend:
     failure_injector: FailureInjector | None = None
     reason: BackendReason | None = None
     filters: tuple[HTTPRouteFilter, ...] = ()
+    """The backendRef's own filters: applied only to requests sent to this backend."""
 
     @property
     def key(self) -> ObjectKey:
@@ -99,7 +101,13 @@ class Backend:
             "failureInjector": (
                 self.failure_injector.to_json() if self.failure_injector is not None else None
             ),
+            "filters": filters_json(self.filters),
         }
+
+
+def filters_json(filters: Iterable[HTTPRouteFilter]) -> list[dict[str, Any]]:
+    """Filters in API spelling, each with its ``type`` and the one config field it uses."""
+    return [f.model_dump(mode="json", by_alias=True, exclude_none=True) for f in filters]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,10 +118,21 @@ class ServiceParent:
     name: str
     port: int | None = None
     section_name: str | None = None
+    spec_ref: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+    """The parentRef exactly as the spec wrote it (``group: core`` stays ``core``), for the
+    status to echo: clients pair ``status.parents`` with ``spec.parentRefs`` by value."""
 
     @property
     def key(self) -> ObjectKey:
         return ObjectKey(namespace=self.namespace, name=self.name)
+
+    def is_producer_of(self, route_namespace: str) -> bool:
+        """Whether a route in ``route_namespace`` is a producer route for this parent.
+
+        A producer route lives in its parent Service's namespace and applies to every client
+        (the edge included); a consumer route applies only to clients in its own namespace.
+        """
+        return self.namespace == route_namespace
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,9 +149,7 @@ class ResolvedRule:
         timeouts = self.timeouts or HTTPRouteTimeouts()
         return {
             "matches": [m.model_dump(mode="json", by_alias=True) for m in self.matches],
-            "filters": [
-                f.model_dump(mode="json", by_alias=True, exclude_none=True) for f in self.filters
-            ],
+            "filters": filters_json(self.filters),
             "timeouts": {"request": timeouts.request, "backendRequest": timeouts.backend_request},
             "backends": [b.to_json() for b in self.backends],
         }
@@ -233,6 +250,7 @@ def service_parents(
             name=ref.name,
             port=ref.port,
             section_name=ref.section_name,
+            spec_ref=tuple(ref.as_written().items()),
         )
         if parent not in parents:
             parents.append(parent)
@@ -262,8 +280,15 @@ def route_service_dependencies(route: HTTPRoute) -> frozenset[ObjectKey]:
 
 
 def route_grant_namespaces(route: HTTPRoute) -> frozenset[str]:
-    """Namespaces whose ReferenceGrants can change this route: those of cross-namespace backends."""
+    """Namespaces whose ReferenceGrants can change this route: those of cross-namespace backends.
+
+    Empty for a route that is a consumer route for all its Service parents: such a route needs
+    no grant (see :func:`resolve_route`).
+    """
     own = route.metadata.namespace
+    parents = service_parents(route.spec.parent_refs, route_namespace=own)
+    if parents and not any(p.is_producer_of(own) for p in parents):
+        return frozenset()
     return frozenset(
         ref.namespace
         for rule in route.spec.rules
@@ -282,6 +307,7 @@ def _resolve_backend(
     port: int | None,
     services: Mapping[ObjectKey, Service],
     grants: tuple[ReferenceGrant, ...],
+    needs_grant: bool,
 ) -> tuple[BackendReason, str] | None:
     """Why this reference cannot carry traffic (reason and message), or None when it can."""
     if not (group == CORE_GROUP and kind == "Service"):
@@ -293,17 +319,21 @@ def _resolve_backend(
         )
     if port is None:
         return ("BackendNotFound", f"backend Service {namespace}/{name}: port is required")
-    if namespace != route.metadata.namespace and not any(
-        grant.permits(
-            from_group=GATEWAY_GROUP,
-            from_kind="HTTPRoute",
-            from_namespace=route.metadata.namespace,
-            to_group=CORE_GROUP,
-            to_kind="Service",
-            to_namespace=namespace,
-            to_name=name,
+    if (
+        needs_grant
+        and namespace != route.metadata.namespace
+        and not any(
+            grant.permits(
+                from_group=GATEWAY_GROUP,
+                from_kind="HTTPRoute",
+                from_namespace=route.metadata.namespace,
+                to_group=CORE_GROUP,
+                to_kind="Service",
+                to_namespace=namespace,
+                to_name=name,
+            )
+            for grant in grants
         )
-        for grant in grants
     ):
         return (
             "RefNotPermitted",
@@ -322,18 +352,37 @@ def resolve_route(
     route: HTTPRoute,
     services: Mapping[ObjectKey, Service],
     grants: Iterable[ReferenceGrant],
+    *,
+    parents: Iterable[ServiceParent] | None = None,
 ) -> ResolvedRoute:
     """Resolve every backendRef of ``route`` against the current Services and grants.
+
+    The result serves ``parents`` (default: every Service parent of the route). Whether a
+    cross-namespace backend needs a ReferenceGrant depends on them (GEP-1294, and the rule of
+    ``docs/policy-api.md`` "ReferenceGrants"): a consumer route applies only to clients in its
+    own namespace, which could reach the backend Service directly anyway, so it needs none; a
+    producer route applies to every client, the edge included, so a cross-namespace backend
+    would expose that namespace's Service to everyone who reaches the parent — the broader
+    scope GEP-1294 excepts — and needs a grant. The grant is required as soon as one of
+    ``parents`` is a producer parent (use :func:`resolve_route_by_parent` to keep the two
+    apart), and when there is no Service parent at all.
 
     Only ``services`` entries for the route's dependencies matter, so a caller may pass just
     those (see :func:`route_service_dependencies`). Backends keep their rule and list order.
     """
+    own = route.metadata.namespace
+    served = (
+        service_parents(route.spec.parent_refs, route_namespace=own)
+        if parents is None
+        else tuple(parents)
+    )
+    needs_grant = not served or any(p.is_producer_of(own) for p in served)
     grant_list = tuple(grants)
     rules: list[ResolvedRule] = []
     for rule in route.spec.rules:
         backends: list[Backend] = []
         for ref in rule.backend_refs:
-            namespace = ref.namespace or route.metadata.namespace
+            namespace = ref.namespace or own
             problem = _resolve_backend(
                 route=route,
                 kind=ref.kind,
@@ -343,6 +392,7 @@ def resolve_route(
                 port=ref.port,
                 services=services,
                 grants=grant_list,
+                needs_grant=needs_grant,
             )
             backends.append(
                 Backend(
@@ -372,14 +422,39 @@ def resolve_route(
     return ResolvedRoute(
         kind="HTTPRoute",
         group=GATEWAY_GROUP,
-        namespace=route.metadata.namespace,
+        namespace=own,
         name=route.metadata.name,
         creation_timestamp=route.metadata.creation_timestamp,
         generation=route.metadata.generation,
-        parents=service_parents(route.spec.parent_refs, route_namespace=route.metadata.namespace),
+        parents=served,
         hostnames=route.spec.hostnames,
         rules=tuple(rules),
     )
+
+
+def resolve_route_by_parent(
+    route: HTTPRoute,
+    services: Mapping[ObjectKey, Service],
+    grants: Iterable[ReferenceGrant],
+) -> dict[ObjectKey, ResolvedRoute]:
+    """The resolution each Service parent of ``route`` gets, by parent Service.
+
+    A route can be a producer route for one parent (in its namespace) and a consumer route for
+    another; the two resolve cross-namespace backends differently (:func:`resolve_route`), so
+    each group of parents gets its own :class:`ResolvedRoute`, holding only that group's parents.
+    """
+    own = route.metadata.namespace
+    grant_list = tuple(grants)
+    everyone = service_parents(route.spec.parent_refs, route_namespace=own)
+    by_parent: dict[ObjectKey, ResolvedRoute] = {}
+    for producer in (True, False):
+        group = tuple(p for p in everyone if p.is_producer_of(own) == producer)
+        if not group:
+            continue
+        resolved = resolve_route(route, services, grant_list, parents=group)
+        for parent in group:
+            by_parent[parent.key] = resolved
+    return by_parent
 
 
 def parent_problem(parent: ServiceParent, service: Service | None) -> str | None:

@@ -45,6 +45,9 @@ def _timestamp(moment: datetime) -> str:
 
 
 def _parent_ref(parent: ServiceParent) -> dict[str, Any]:
+    if parent.spec_ref:
+        # By value, as the spec wrote it: clients find their entry by comparing parentRefs.
+        return dict(parent.spec_ref)
     ref: dict[str, Any] = {
         "group": "",
         "kind": "Service",
@@ -146,7 +149,7 @@ def _condition(
 
 def route_status(
     route: HTTPRoute,
-    resolved: ResolvedRoute,
+    resolved: ResolvedRoute | Mapping[ObjectKey, ResolvedRoute],
     services: Mapping[ObjectKey, Service],
     *,
     controller_name: str = CONTROLLER_NAME,
@@ -155,7 +158,8 @@ def route_status(
     """The new ``status.parents`` of ``route``: other controllers' entries, then ours.
 
     One entry of ours per Service parentRef (Gateway parents are left to their controllers),
-    in spec order, with:
+    in spec order, its ``parentRef`` echoing the spec's by value (``group: core`` stays
+    ``core``), with:
 
     - ``Accepted``: True, or False / ``NoMatchingParent`` when the parent Service is missing,
       headless, of type ExternalName, or lacks the port or sectionName the parentRef names;
@@ -163,6 +167,8 @@ def route_status(
       traffic (``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``) and a message
       naming every such backend.
 
+    ``resolved`` is one resolution for every parent, or the resolution of each parent Service
+    (``resolve_route_by_parent``: a producer and a consumer parent may differ on grants).
     ``services`` needs the parent Services (see ``route_service_dependencies``). Our stale
     entries (parents no longer in the spec) are dropped; other controllers' are kept verbatim.
     """
@@ -170,14 +176,28 @@ def route_status(
     stored = _StoredStatus(
         route.status.parents, controller_name=controller_name, namespace=route.metadata.namespace
     )
-    unresolved = resolved.unresolved_backends
-    messages = list(
-        dict.fromkeys(b.failure_injector.message for b in unresolved if b.failure_injector)
-    )
-    refs_reason = unresolved[0].reason if unresolved and unresolved[0].reason else "ResolvedRefs"
+    if isinstance(resolved, ResolvedRoute):
+        parents = resolved.parents
+        by_parent: Mapping[ObjectKey, ResolvedRoute] = {p.key: resolved for p in parents}
+    else:
+        by_parent = resolved
+        parents = tuple(
+            p
+            for p in service_parents(
+                route.spec.parent_refs, route_namespace=route.metadata.namespace
+            )
+            if p.key in by_parent
+        )
 
     ours: list[dict[str, Any]] = []
-    for parent in resolved.parents:
+    for parent in parents:
+        unresolved = by_parent[parent.key].unresolved_backends
+        messages = list(
+            dict.fromkeys(b.failure_injector.message for b in unresolved if b.failure_injector)
+        )
+        refs_reason = (
+            unresolved[0].reason if unresolved and unresolved[0].reason else "ResolvedRefs"
+        )
         previous = stored.conditions_of(parent)
         problem = parent_problem(parent, services.get(parent.key))
         accepted = _condition(

@@ -89,7 +89,8 @@ def test_full_route_is_read_with_gateway_defaults(version: str) -> None:
     assert route.key == ObjectKey(namespace="shop", name="web")
     assert route.metadata.generation == 3
     service_parent, gateway_parent = route.spec.parent_refs
-    assert (service_parent.group, service_parent.is_service) == ("", True)
+    # Kept as written, so the status can echo it; "core" still names the core group.
+    assert (service_parent.group, service_parent.is_service) == ("core", True)
     assert (gateway_parent.group, gateway_parent.kind) == (GATEWAY_GROUP, "Gateway")
     assert not gateway_parent.is_service
     assert gateway_parent.section_name == "https"

@@ -471,6 +471,7 @@ def test_no_route_gives_a_default_route_to_the_service_port() -> None:
                                 "weight": 1,
                                 "exists": True,
                                 "failureInjector": None,
+                                "filters": [],
                             }
                         ],
                     }
@@ -565,6 +566,7 @@ def test_policy_json_has_the_contract_shape() -> None:
                 "status": 500,
                 "message": "backend Service shop/gone does not exist",
             },
+            "filters": [],
         }
     ]
 
