@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from interlock.cli.signals import serve_until_signalled
 from interlock.config import parse_address
 from interlock.logs import configure_logging
 
@@ -95,7 +96,7 @@ def demo_command(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(line_buffering=True)
     configure_logging("WARNING")
     try:
-        return asyncio.run(run_demo(options))
+        return asyncio.run(serve_until_signalled(run_demo(options), doing="stopping the demo"))
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -231,9 +231,8 @@ async def run_until_signalled(
 
     return await serve_until_signalled(
         serving(),
-        announce=lambda reason: announce(
-            f"{reason}; stopping: draining actors and releasing the Lease"
-        ),
+        doing="stopping (draining actors, releasing the Lease)",
+        announce=announce,
     )
 
 

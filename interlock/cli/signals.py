@@ -1,50 +1,104 @@
 """Stopping on SIGINT and SIGTERM, the same way in every subcommand.
 
 SIGINT (Ctrl-C) and SIGTERM (``kubectl delete pod``) must end a subcommand cleanly with exit
-status 0 and a line saying why, not a traceback — and at any moment, also while the work is still
-starting (retrying discovery against an API server that does not answer, say). So the handlers
-are installed before the work begins and cancel it wherever it is; the work's own ``finally``
-blocks then release what it holds. A handler that only set a flag awaited after start-up would
-leave the process deaf until start-up ended.
+status 0 and one line saying why, not a traceback — and at any moment: while Python is still
+importing, while the work is starting (retrying discovery against an API server that does not
+answer, say), while it serves, and while it stops. So:
+
+- :func:`early_handlers` wraps ``main``: until an event loop takes over, a
+  signal ends the process at once (there is nothing to release yet);
+- :func:`serve_until_signalled` installs the loop's handlers *before* the work begins, and a
+  signal cancels the work wherever it is, so the work's own ``finally`` blocks release what it
+  holds (drain actors, release the Lease). A second signal cancels that clean-up too: a person
+  pressing Ctrl-C twice wants the process gone.
+
+A handler that only set a flag awaited after start-up would leave the process deaf until
+start-up ended — a minute, against an API server that cannot be reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
-from collections.abc import Callable, Coroutine
-from typing import Any
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from types import FrameType
+from typing import Any, NoReturn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def serve_until_signalled(
-    serving: Coroutine[Any, Any, object],
-    *,
-    announce: Callable[[str], None] | None = None,
-) -> int:
-    """Run ``serving`` until it returns or SIGINT/SIGTERM cancels it; the exit status is 0.
+def stop_line(signum: signal.Signals, *, doing: str = "stopping") -> str:
+    """The one line printed when a signal stops the process: ``received SIGTERM: stopping``."""
+    return f"received {signum.name}: {doing}"
 
-    ``announce`` receives the one-line reason (``received SIGTERM``) the moment a signal arrives.
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _exit_at_once(signum: int, _frame: FrameType | None) -> None:
+    _say(stop_line(signal.Signals(signum)))
+    raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def early_handlers() -> Iterator[None]:
+    """Inside, until an event loop installs its own, SIGINT and SIGTERM exit 0 with one line;
+    the previous handlers come back on the way out (``main`` also runs inside test processes)."""
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _exit_at_once)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush what was printed and end the process with ``code`` without interpreter teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+async def serve_until_signalled(
+    serving: Coroutine[Any, Any, int | None],
+    *,
+    doing: str = "stopping",
+    announce: Callable[[str], None] = _say,
+) -> int:
+    """Run ``serving`` until it returns (its status, or 0) or SIGINT/SIGTERM cancels it (0).
+
+    ``announce`` receives the one-line reason (``received SIGTERM: stopping``, with ``doing``
+    saying what stopping involves) the moment the first signal arrives.
     """
     task = asyncio.create_task(serving)
     loop = asyncio.get_running_loop()
     received: list[signal.Signals] = []
 
     def stop(signum: signal.Signals) -> None:
-        if not received and announce is not None:
-            announce(f"received {signum.name}")
+        if received:
+            announce(stop_line(signum, doing="stopping now, without waiting for clean-up"))
+        else:
+            announce(stop_line(signum, doing=doing))
         received.append(signum)
         task.cancel()
 
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop, signum)
     try:
-        await task
+        return await task or 0
     except asyncio.CancelledError:
         if not received:
             raise
+        return 0
     finally:
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
-    return 0
+            # What is left (the loop closing) holds nothing worth waiting for.
+            signal.signal(signum, _exit_at_once)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import signal
 import socket
 import sys
 import tempfile
@@ -156,7 +155,8 @@ async def run_demo(
     out: Callable[[str], None] = print,
     stop: asyncio.Event | None = None,
 ) -> int:
-    """Run the demo until ``stop`` is set, SIGINT/SIGTERM, or ``options.duration`` passed."""
+    """Run the demo until ``stop`` is set, ``options.duration`` passed, or it is cancelled
+    (``interlock demo`` cancels it on SIGINT/SIGTERM, see :mod:`interlock.cli.signals`)."""
     from interlock.app import Controller
 
     root = options.manifests if options.manifests is not None else default_manifests()
@@ -173,10 +173,6 @@ async def run_demo(
     pump: asyncio.Task[None] | None = None
     controller: Controller | None = None
     stop = stop if stop is not None else asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for signum in signals:
-        loop.add_signal_handler(signum, stop.set)
     try:
         for echo in echoes:
             await echo.start()
@@ -236,8 +232,7 @@ async def run_demo(
             trace_file.close()
         for echo in echoes:
             await echo.stop()
-        for signum in signals:
-            loop.remove_signal_handler(signum)
+        if trace_file is not None:
+            out(f"trace kept in {trace_path}: interlock trace {trace_path}")
         sys.stdout.flush()
-    out(f"trace kept in {trace_path}: interlock trace {trace_path}")
     return 0

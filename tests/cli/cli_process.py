@@ -85,6 +85,22 @@ class Running:
                 )
             self._collect(0.05)
 
+    def wait_for_log(self, pattern: str, *, within: float = 30.0) -> re.Match[str]:
+        """The first line of stderr matching ``pattern`` (waiting for it up to ``within`` s)."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + within
+        while True:
+            for line in self.log.read_text().splitlines():
+                match = regex.search(line)
+                if match:
+                    return match
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise AssertionError(
+                    f"no stderr line matching {pattern!r} within {within}s; stderr:\n"
+                    + self.log.read_text()[-3000:]
+                )
+            time.sleep(0.05)
+
     def output(self) -> str:
         """Everything printed so far and the end of stderr, for assertion messages."""
         self._collect(0.0)
