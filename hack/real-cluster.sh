@@ -63,6 +63,7 @@ start_apiserver() {  # reads DIR and the cluster.env variables
     --api-audiences=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/16 \
     --allow-privileged=true --profiling=false \
+    --endpoint-reconciler-type=none \
     --watch-cache="$watch_cache" \
     --cert-dir="$dir/pki" \
     --v=1 >>"$dir/logs/kube-apiserver.log" 2>&1 &
@@ -197,7 +198,7 @@ $(tail -n 20 "$DIR/logs/etcd.log")"
     ((SECONDS < deadline)) || die "the controller identity was not granted manifests/rbac.yaml within 30s"
     sleep 0.2
   done
-  log "up in $((SECONDS - started)) s: $APISERVER_URL (kubeconfigs in $DIR)"
+  log "up in $((SECONDS - started)) s: https://127.0.0.1:$APISERVER_PORT (kubeconfigs in $DIR)"
 }
 
 down() {
