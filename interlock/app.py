@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from interlock.actors.durable import durable_mailbox
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
@@ -31,7 +32,6 @@ from interlock.actors.messages import (
     LeadershipChanged,
     ObjectChanged,
 )
-from interlock.actors.redelivery import Redelivery
 from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
@@ -46,7 +46,7 @@ from interlock.edge_wiring import EdgeHalf
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
-from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet
+from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, resource_version
 from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
     HTTP_ROUTE_VERSIONS,
@@ -130,8 +130,6 @@ class Controller:
         self.tracer: Tracer | None = None
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
-        self.redelivery = Redelivery()
-        """Events and directory updates not yet handled, replayed if their actor restarts."""
         self.edge: EdgeHalf | None = None
         if config.edge_addr is not None or config.edge_admin_url is not None:
             self.edge = EdgeHalf(
@@ -139,7 +137,7 @@ class Controller:
                 system=self.system,
                 watches=self.watches,
                 is_leader=lambda: self.elector is not None and self.elector.is_leader,
-                redelivery=self.redelivery,
+                resync_object=self._resync_object,
             )
         self.informers: InformerSet | None = None
         self.elector: LeaderElector | None = None
@@ -278,7 +276,22 @@ class Controller:
 
     def _sink(self, event: InformerEvent) -> None:
         change = object_changed(event)
-        self.redelivery.send(self.system, INFORMER_ROUTER, change, correlation_id=change.identity)
+        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
+
+    def _resync_object(self, kind: str, namespace: str, name: str) -> None:
+        """A poison message about this object was dropped: tell the router its current state
+        from the informer's store (its deletion when the store no longer holds it)."""
+        obj = None if self.informers is None else self.informers.latest(kind, namespace, name)
+        change = ObjectChanged(
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            deleted=obj is None,
+            resource_version="" if obj is None else resource_version(obj),
+            obj=obj if obj is not None else {"metadata": {"namespace": namespace, "name": name}},
+        )
+        logger.warning("resynchronizing {} {}/{} from the informer's store", kind, namespace, name)
+        self.system.tell(INFORMER_ROUTER, change, correlation_id=f"resync {change.identity}")
 
     def _spawn_actors(self) -> None:
         config = self.config
@@ -309,13 +322,15 @@ class Controller:
             )
 
         self.system.spawn(STATUS_WRITER, status_writer)
-        redelivery = self.redelivery
-        self.system.spawn(SERVICE_DIRECTORY, lambda: ServiceDirectory(redelivery=redelivery))
-        self.system.spawn(GRANTS_DIRECTORY, lambda: GrantsDirectory(redelivery=redelivery))
+        # Fed by tell with informer events: durable, resynchronized from the informers.
+        mailbox = durable_mailbox(self._resync_object)
+        self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory, mailbox=mailbox)
+        self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory, mailbox=mailbox)
         extra = None if self.edge is None else self.edge.router_handlers()
         self.system.spawn(
             INFORMER_ROUTER,
-            lambda: InformerRouter(route_factory=route_actor, extra=extra, redelivery=redelivery),
+            lambda: InformerRouter(route_factory=route_actor, extra=extra),
+            mailbox=mailbox,
         )
 
     def _started_leading(self) -> None:

@@ -34,6 +34,7 @@ from interlock.actors.directories import (
     ModuleSetDirectory,
     SecretDirectory,
 )
+from interlock.actors.durable import ResyncObject, durable_mailbox
 from interlock.actors.edge import DEFAULT_EDGE_BACKOFF, EdgeActor, EdgeBoard, EdgeSettings
 from interlock.actors.edge_messages import (
     EDGE_STATUS_WRITER,
@@ -51,7 +52,6 @@ from interlock.actors.edge_status import (
 )
 from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import LeadershipChanged, ObjectChanged
-from interlock.actors.redelivery import Redelivery
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.edge.http_provider import HttpEdge
@@ -228,7 +228,7 @@ class EdgeHalf:
         watches: ServicePortWatches,
         is_leader: Callable[[], bool],
         rng: random.Random | None = None,
-        redelivery: Redelivery | None = None,
+        resync_object: ResyncObject | None = None,
     ) -> None:
         if config.edge_addr is None and config.edge_admin_url is None:
             raise ValueError(
@@ -251,9 +251,8 @@ class EdgeHalf:
         self._system = system
         self._is_leader = is_leader
         self._rng = rng or random.Random()
-        self.redelivery = redelivery if redelivery is not None else Redelivery()
-        """Journal of the events sent to the directories, replayed if one restarts (the
-        controller's own when given; the addresses differ, so sharing one is safe)."""
+        self._directory_mailbox = durable_mailbox(resync_object)
+        """Durable: an event a directory was handling when it crashed is handled again."""
         self.board = EdgeBoard()
         self.remote: UntilStopped | None = None
         """The client of a data plane in another process (``edge_admin_url``); ``None`` when
@@ -303,13 +302,11 @@ class EdgeHalf:
 
     def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
         """The informer router's ``extra`` handlers: each kind to its directory."""
-        system, redelivery = self._system, self.redelivery
+        system = self._system
 
         def handler(directory: str) -> Callable[[ObjectChanged], None]:
-            # Recorded so that a directory crash loses no event; correlated like the router's.
-            return lambda change: redelivery.send(
-                system, directory, change, correlation_id=change.identity
-            )
+            # Told from the router's handler: correlated with the informer event.
+            return lambda change: system.tell(directory, change)
 
         return {kind: handler(directory) for kind, directory in EDGE_KINDS.items()}
 
@@ -370,17 +367,17 @@ class EdgeHalf:
         if self.upstreams is not None:
             self.upstreams.start()
         self._system.spawn(EDGE_STATUS_WRITER, status_writer)
-        redelivery = self.redelivery
-        self._system.spawn(
+        mailbox = self._directory_mailbox
+        spawn = self._system.spawn
+        spawn(
             INGRESS_DIRECTORY,
-            lambda: IngressDirectory(ingress_actor=ingress_actor, redelivery=redelivery),
+            lambda: IngressDirectory(ingress_actor=ingress_actor),
+            mailbox=mailbox,
         )
-        self._system.spawn(
-            INGRESS_CLASS_DIRECTORY, lambda: IngressClassDirectory(redelivery=redelivery)
-        )
-        self._system.spawn(MODULESET_DIRECTORY, lambda: ModuleSetDirectory(redelivery=redelivery))
-        self._system.spawn(SECRET_DIRECTORY, lambda: SecretDirectory(redelivery=redelivery))
-        self._system.spawn(ENDPOINTS_DIRECTORY, lambda: EndpointsDirectory(redelivery=redelivery))
+        spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory, mailbox=mailbox)
+        spawn(MODULESET_DIRECTORY, ModuleSetDirectory, mailbox=mailbox)
+        spawn(SECRET_DIRECTORY, SecretDirectory, mailbox=mailbox)
+        spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=mailbox)
 
     async def _serve(self) -> dict[str, Any] | None:
         """Start this process's data plane; its ``status.loadBalancer`` (None: a wildcard)."""

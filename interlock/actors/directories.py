@@ -18,10 +18,9 @@ The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, w
 one differs, publishes it on ``status:moduleset`` for the edge status writer, which writes it
 only while this replica leads (retained, so a restarted writer gets it back).
 
-The informer router sends each directory its events through the controller's
-:class:`~interlock.actors.redelivery.Redelivery`: a directory marks an event handled once done
-and replays what it had not handled when restarted, so a crash loses no event (like the
-ServiceDirectory).
+Every directory is spawned with a durable mailbox (:mod:`interlock.actors.durable`): an event
+it was handling when it crashed is handled again by the restarted directory, so a crash loses
+no event (like the ServiceDirectory).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from interlock.actors.edge_messages import (
     status_key,
 )
 from interlock.actors.messages import ObjectChanged
-from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import Actor
 from interlock.model.ingress import parse_ingress, parse_ingress_class
 from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
@@ -75,21 +73,9 @@ def _identity_meta(meta: ObjectMeta) -> ObjectMeta:
 class _Directory(Actor):
     """Receives :class:`ObjectChanged` for one kind and keeps its topics up to date."""
 
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
-        self.redelivery = redelivery
-        """Journal of the events sent to this directory: replayed after a crash."""
-
-    async def started(self) -> None:
-        if self.redelivery is not None:
-            self.redelivery.started(self.system, self.address)
-
     async def receive(self, message: object) -> object | None:
-        if not isinstance(message, ObjectChanged):
-            return None
-        self._handle(message)
-        # Only once handled: if handling raised, the restarted directory replays the event.
-        if self.redelivery is not None:
-            self.redelivery.handled(self.address, message)
+        if isinstance(message, ObjectChanged):
+            self._handle(message)
         return None
 
     def _handle(self, change: ObjectChanged) -> None:
@@ -124,9 +110,7 @@ class IngressDirectory(_Directory):
         self,
         *,
         ingress_actor: Callable[[ObjectKey], Actor],
-        redelivery: Redelivery | None = None,
     ) -> None:
-        super().__init__(redelivery=redelivery)
         self._ingress_actor = ingress_actor
 
     def upserted(self, raw: dict[str, Any]) -> None:
@@ -168,10 +152,7 @@ class IngressClassDirectory(_Directory):
 class ModuleSetDirectory(_Directory):
     """Publishes ``moduleset:<ns>/<name>`` (spec only) and decides each one's Valid condition."""
 
-    def __init__(
-        self, *, now: Callable[[], datetime] = _utc_now, redelivery: Redelivery | None = None
-    ) -> None:
-        super().__init__(redelivery=redelivery)
+    def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
         self._now = now
         self._status: dict[ObjectKey, list[dict[str, Any]]] = {}
         """The conditions published on ``status:moduleset``, still to be written."""
@@ -246,8 +227,7 @@ class EndpointsDirectory(_Directory):
     not seen the slice yet, looks for it on the topic its label names.
     """
 
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
-        super().__init__(redelivery=redelivery)
+    def __init__(self) -> None:
         self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}
 
     def _handle(self, change: ObjectChanged) -> None:

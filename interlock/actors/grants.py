@@ -9,20 +9,12 @@ retained value keyed by its name; an unchanged grant (a label edit) is not re-pu
 from __future__ import annotations
 
 from interlock.actors.messages import GrantDeleted, GrantUpserted, grants_topic
-from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import Actor
 from interlock.model.gateway import ReferenceGrant
 
 
 class GrantsDirectory(Actor):
     """Receives :class:`GrantUpserted` / :class:`GrantDeleted`; publishes ``grants:<ns>``."""
-
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
-        self.redelivery = redelivery
-
-    async def started(self) -> None:
-        if self.redelivery is not None:
-            self.redelivery.started(self.system, self.address)
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, GrantUpserted):
@@ -33,8 +25,4 @@ class GrantsDirectory(Actor):
                 self.publish(topic, grant.metadata.name, grant)
         elif isinstance(message, GrantDeleted):
             self.unpublish(grants_topic(message.key.namespace), message.key.name)
-        else:
-            return None
-        if self.redelivery is not None:
-            self.redelivery.handled(self.address, message)
         return None

@@ -6,6 +6,9 @@ correlation id. Everything the router then sends inherits that correlation, so t
 which external event caused which messages. Messages are keyed by object, so a burst of events
 on one object that arrive faster than they are handled coalesces to the last one.
 
+It is spawned with a durable mailbox (:mod:`interlock.actors.durable`): an event it was handling
+when it crashed is handled again by the restarted router, so none is lost.
+
 It parses with the model's ``parse_*`` functions: a bad object is logged with the object and
 the field (and an HTTPRoute gets ``Accepted: False`` on its status through its RouteActor);
 it never stops the controller. Kinds it does not know are handed to ``extra`` handlers, so other
@@ -32,7 +35,6 @@ from interlock.actors.messages import (
     httproute_topic,
     route_address,
 )
-from interlock.actors.redelivery import KeyedMessage, Redelivery
 from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
@@ -51,7 +53,6 @@ class InformerRouter(Actor):
         *,
         route_factory: RouteFactory | None = None,
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
-        redelivery: Redelivery | None = None,
     ) -> None:
         self.route_factory: RouteFactory = route_factory or (
             lambda namespace, name, outputs: RouteActor(
@@ -59,13 +60,6 @@ class InformerRouter(Actor):
             )
         )
         self.extra = dict(extra or {})
-        self.redelivery = redelivery
-        """Journal of the events told to this router and of what it tells the directories, so
-        that a crash loses none of them (see :mod:`interlock.actors.redelivery`)."""
-
-    async def started(self) -> None:
-        if self.redelivery is not None:
-            self.redelivery.started(self.system, self.address)
 
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
@@ -80,45 +74,36 @@ class InformerRouter(Actor):
             handler = self.extra.get(message.kind)
             if handler is not None:
                 handler(message)
-        if self.redelivery is not None:
-            self.redelivery.handled(self.address, message)
         return None
-
-    def _send(self, address: str, message: KeyedMessage, change: ObjectChanged) -> None:
-        if self.redelivery is not None:
-            self.redelivery.send(self.system, address, message, correlation_id=change.identity)
-        else:
-            self.tell(address, message)
 
     def _service(self, change: ObjectChanged) -> None:
         if change.deleted:
             key = ObjectKey(namespace=change.namespace, name=change.name)
-            self._send(SERVICE_DIRECTORY, ServiceDeleted(key), change)
+            self.tell(SERVICE_DIRECTORY, ServiceDeleted(key))
             return
         try:
             service = parse_service(change.obj)
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             return
-        self._send(SERVICE_DIRECTORY, ServiceUpserted(service), change)
+        self.tell(SERVICE_DIRECTORY, ServiceUpserted(service))
 
     def _grant(self, change: ObjectChanged) -> None:
         if change.deleted:
             key = ObjectKey(namespace=change.namespace, name=change.name)
-            self._send(GRANTS_DIRECTORY, GrantDeleted(key), change)
+            self.tell(GRANTS_DIRECTORY, GrantDeleted(key))
             return
         try:
             grant = parse_reference_grant(change.obj)
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             # A grant we cannot read permits nothing: withdraw the one we knew, if any.
-            self._send(
+            self.tell(
                 GRANTS_DIRECTORY,
                 GrantDeleted(ObjectKey(namespace=change.namespace, name=change.name)),
-                change,
             )
             return
-        self._send(GRANTS_DIRECTORY, GrantUpserted(grant), change)
+        self.tell(GRANTS_DIRECTORY, GrantUpserted(grant))
 
     def _route(self, change: ObjectChanged) -> None:
         topic = httproute_topic(change.namespace, change.name)

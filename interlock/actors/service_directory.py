@@ -18,7 +18,6 @@ from interlock.actors.messages import (
     ServiceUpserted,
     service_topic,
 )
-from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import Actor
 from interlock.model.meta import ObjectKey
 from interlock.model.service import Service
@@ -36,24 +35,15 @@ def routing_view(service: Service) -> tuple[object, ...]:
 class ServiceDirectory(Actor):
     """Receives :class:`ServiceUpserted` / :class:`ServiceDeleted`; publishes changes routes see."""
 
-    def __init__(self, *, redelivery: Redelivery | None = None) -> None:
+    def __init__(self) -> None:
         self.services: dict[ObjectKey, Service] = {}
         """Every Service, as last seen (published or not)."""
-        self.redelivery = redelivery
-
-    async def started(self) -> None:
-        if self.redelivery is not None:
-            self.redelivery.started(self.system, self.address)
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, ServiceUpserted):
             self._upsert(message.service)
         elif isinstance(message, ServiceDeleted):
             self._delete(message.key)
-        else:
-            return None
-        if self.redelivery is not None:
-            self.redelivery.handled(self.address, message)
         return None
 
     def _upsert(self, service: Service) -> None:

@@ -467,6 +467,15 @@ class Informer:
             await reflector.listed.wait()
         self.ready.set()
 
+    def latest(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The store's current object ``namespace/name`` (``name`` when cluster-scoped), if any."""
+        key = f"{namespace}/{name}" if namespace else name
+        for reflector in self._reflectors:
+            obj = reflector.store.get(key)
+            if obj is not None:
+                return obj
+        return None
+
     def statistics(self) -> InformerStatistics:
         """Counters summed over the namespaces; ``last_error`` is the latest one recorded."""
         reflectors = self._reflectors
@@ -510,6 +519,15 @@ class InformerSet:
         for informer in self.informers:
             await informer.ready.wait()
         self.ready.set()
+
+    def latest(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The current object of ``kind`` from the informer's store that holds it, if any."""
+        for informer in self.informers:
+            if informer.resource.kind == kind:
+                obj = informer.latest(namespace, name)
+                if obj is not None:
+                    return obj
+        return None
 
     def statistics(self) -> dict[str, InformerStatistics]:
         """Each informer's statistics by its name."""

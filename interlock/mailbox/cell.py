@@ -38,8 +38,10 @@ class Cell:
         "kind",
         "last_message_at",
         "max_depth",
+        "poisoned",
         "processed",
         "queue",
+        "replay",
         "restart_times",
         "restarts",
         "stop_reason",
@@ -72,6 +74,11 @@ class Cell:
         self.keys: dict[Hashable, Envelope] | None = None
         """Queued envelopes by coalesce key."""
         self.topics: set[str] | None = None
+        self.replay: Envelope | None = None
+        """Durable mailboxes: the message lost with a crash, re-delivered (this envelope) to the
+        restarted instance; if the handler raises on it again it is a poison message."""
+        self.poisoned: set[Hashable] | None = None
+        """Keys whose poison message was handed to ``resync``, until one of them is handled."""
         self.timers: dict[Hashable, Timer] | None = None
         """Pending ``tell_after`` timers by key; they survive a restart and end with a stop."""
         self.active = False

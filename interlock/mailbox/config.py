@@ -7,6 +7,7 @@ policy stream may block its sender, a route actor coalesces state) without subcl
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from interlock.mailbox.backoff import BackoffPolicy
@@ -39,6 +40,18 @@ class MailboxConfig:
     """Messages that may wait; coalescing replaces in place and needs no room."""
     overflow: Overflow = Overflow.COALESCE
     """What happens to a message that finds the mailbox full."""
+    durable: bool = False
+    """Keyed messages survive a crash of their handler: the message being handled when the
+    actor raised is re-delivered to the restarted instance, first in line (unless a newer
+    message of its key is already queued: latest wins). One that crashes its own replay is a
+    poison message: dropped as a dead letter (reason ``poison``) and the key is handed to
+    ``resync``. For actors fed by ``tell`` with whole states (an informer's events): nothing
+    else would ever send the lost one again. Un-keyed messages and asks are not re-delivered."""
+    resync: Callable[[Hashable], None] | None = None
+    """Called with the key of a poison message so that its owner sends the key's current state
+    again (for informer-fed actors: the latest object from the informer's store), and no gap
+    stays open until the object changes. Asked once per key until a message of that key is
+    handled: a state that crashes every time is then left alone (logged), not looped."""
 
     def __post_init__(self) -> None:
         if self.capacity < 1:

@@ -526,6 +526,8 @@ class ActorSystem:
         # In place: the newer message takes the queued one's position, so a key that changes
         # constantly is still handled in its turn instead of moving to the back forever.
         replaced = queued.id
+        if queued is cell.replay:
+            cell.replay = None  # a newer state of the key: handled as news, not as a replay
         queued.id = newer.id
         queued.correlation_id = newer.correlation_id
         queued.causation_id = newer.causation_id
@@ -610,6 +612,8 @@ class ActorSystem:
                 reply = envelope.reply
                 if reply is not None and not reply.done():
                     reply.set_result(result)
+                if cell.poisoned is not None:
+                    cell.poisoned.discard(envelope.key)
                 if tracer is not None:
                     tracer.handled(envelope, duration=duration, depth=len(queue))
                     started_at = perf_counter()
@@ -673,6 +677,8 @@ class ActorSystem:
             failure = ActorFailed(cell.address, envelope.type, error_type)
             failure.__cause__ = error
             reply.set_exception(failure)
+        if cell.config.durable:
+            self._keep_for_replay(cell, envelope)
         actor = cell.actor
         if actor is not None:
             # The instance stays in place while its hook runs, so a stop() meanwhile waits for
@@ -688,6 +694,64 @@ class ActorSystem:
         cell.task = asyncio.get_running_loop().create_task(
             self._restart(cell, envelope), context=contextvars.Context()
         )
+
+    def _keep_for_replay(self, cell: Cell, failed: Envelope) -> None:
+        """Durable mailboxes: keep the failed message for the restarted instance, or, when it
+        already was the replay, drop it as poison and ask its owner to resynchronize the key."""
+        key = failed.key
+        if failed is cell.replay:
+            cell.replay = None
+            logger.error(
+                "actor {}: dropped {} after it crashed the actor again on replay",
+                cell.address,
+                summarize(failed.message),
+            )
+            self._dead_letter(failed, "poison")
+            self._resync(cell, key)
+            return
+        replay = cell.replay
+        if replay is not None and replay not in (cell.queue or ()):
+            cell.replay = None  # an earlier replay, handled since
+        if key is None or failed.reply is not None or failed.message is STARTED:
+            return
+        if cell.keys is not None and key in cell.keys:
+            return  # a newer state of the key is queued: it supersedes the lost one
+        cell.replay = Envelope(
+            next(self._ids),
+            failed.correlation_id,
+            failed.id,
+            failed.sender,
+            cell.address,
+            failed.message,
+            self._clock(),
+            key,
+        )
+
+    def _resync(self, cell: Cell, key: Hashable) -> None:
+        resync = cell.config.resync
+        if resync is None:
+            return
+        poisoned = cell.poisoned
+        if poisoned is None:
+            poisoned = cell.poisoned = set()
+        if key in poisoned:
+            logger.error(
+                "actor {}: {!r} crashed again after a resync; left until it changes",
+                cell.address,
+                key,
+            )
+            return
+        poisoned.add(key)
+        try:
+            resync(key)
+        except Exception as error:
+            logger.error(
+                "actor {}: resync of {!r} raised {}: {}",
+                cell.address,
+                key,
+                type(error).__name__,
+                error_text(error),
+            )
 
     async def _restart(self, cell: Cell, cause: Envelope) -> None:
         try:
@@ -754,6 +818,15 @@ class ActorSystem:
         queue = cell.queue
         if queue is None:
             queue = cell.queue = deque()
+        replay = cell.replay
+        if replay is not None and replay not in queue:
+            # First in line (after Started): it was the first when the predecessor crashed.
+            queue.appendleft(replay)
+            if cell.keys is None:
+                cell.keys = {}
+            cell.keys[replay.key] = replay
+            if self._tracer is not None:
+                self._tracer.deliver(replay, depth=len(queue), coalesced=None)
         if type(actor).started is not Actor.started:
             started = self._envelope(cell.address, STARTED, cause, None)
             queue.appendleft(started)
@@ -846,6 +919,7 @@ class ActorSystem:
         cell.actor = None
         cell.queue = None
         cell.keys = None
+        cell.replay = None
         self._scheduler.forget(cell)
         if cell.done is not None and not cell.done.done():
             cell.done.set_result(None)

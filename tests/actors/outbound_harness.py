@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from interlock.actors.durable import durable_mailbox
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
@@ -16,7 +17,6 @@ from interlock.actors.messages import (
     STATUS_WRITER,
     ObjectChanged,
 )
-from interlock.actors.redelivery import Redelivery
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
@@ -35,7 +35,6 @@ class Outbound:
     system: ActorSystem
     watches: ServicePortWatches
     status_log: list[object] = field(default_factory=list)
-    redelivery: Redelivery = field(default_factory=Redelivery)
     versions: int = 0
 
     def apply(self, obj: dict[str, Any]) -> None:
@@ -55,7 +54,7 @@ class Outbound:
             resource_version=str(self.versions),
             obj=obj,
         )
-        self.redelivery.send(self.system, INFORMER_ROUTER, change, correlation_id=change.identity)
+        self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
 
     async def settle(self) -> None:
         await wait_idle(self.system)
@@ -86,21 +85,20 @@ def start_outbound() -> Outbound:
     system.spawn(STATUS_WRITER, lambda: RecordingActor(log))
     # Route actors publish their desired status; the stand-in writer records the notifications.
     system.subscribe(ROUTE_STATUS_TOPIC, STATUS_WRITER)
-    redelivery = Redelivery()
-    system.spawn(SERVICE_DIRECTORY, lambda: ServiceDirectory(redelivery=redelivery))
-    system.spawn(GRANTS_DIRECTORY, lambda: GrantsDirectory(redelivery=redelivery))
+    mailbox = durable_mailbox()
+    system.spawn(SERVICE_DIRECTORY, ServiceDirectory, mailbox=mailbox)
+    system.spawn(GRANTS_DIRECTORY, GrantsDirectory, mailbox=mailbox)
     system.spawn(
         INFORMER_ROUTER,
         lambda: InformerRouter(
             route_factory=lambda ns, name, outputs: RouteActor(
                 namespace=ns, name=name, now=lambda: NOW, outputs=outputs
             ),
-            redelivery=redelivery,
         ),
+        mailbox=mailbox,
     )
     return Outbound(
         system=system,
         watches=ServicePortWatches(system, grace=0.05),
         status_log=log,
-        redelivery=redelivery,
     )

@@ -14,6 +14,7 @@ from interlock.actors.directories import (
     SecretDirectory,
     _Directory,
 )
+from interlock.actors.durable import durable_mailbox
 from interlock.actors.edge_messages import (
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
@@ -24,7 +25,6 @@ from interlock.actors.edge_messages import (
     secret_topic,
 )
 from interlock.actors.messages import ObjectChanged
-from interlock.actors.redelivery import Redelivery
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_idle, wait_until
 
@@ -93,41 +93,42 @@ def endpoint_slice(name: str) -> ObjectChanged:
 
 
 @pytest.fixture
-async def directories() -> AsyncIterator[tuple[ActorSystem, Redelivery]]:
+async def directories() -> AsyncIterator[ActorSystem]:
     system = ActorSystem()
-    redelivery = Redelivery()
-    system.spawn(INGRESS_CLASS_DIRECTORY, lambda: IngressClassDirectory(redelivery=redelivery))
-    system.spawn(SECRET_DIRECTORY, lambda: SecretDirectory(redelivery=redelivery))
-    system.spawn(ENDPOINTS_DIRECTORY, lambda: EndpointsDirectory(redelivery=redelivery))
-    yield system, redelivery
+    mailbox = durable_mailbox()
+    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory, mailbox=mailbox)
+    system.spawn(SECRET_DIRECTORY, SecretDirectory, mailbox=mailbox)
+    system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=mailbox)
+    yield system
     await system.shutdown()
 
 
 async def test_the_event_being_handled_when_a_directory_crashed_is_published_after_restart(
-    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    system, redelivery = directories
+    system = directories
     crash = CrashOnce(monkeypatch)
-    redelivery.send(system, INGRESS_CLASS_DIRECTORY, ingress_class("first"))
+    system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("first"))
     await wait_idle(system)
     crash.armed = 1
-    redelivery.send(system, INGRESS_CLASS_DIRECTORY, ingress_class("second"))
+    system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("second"))
     await wait_until(lambda: crash.crashes == 1)
     await wait_until(lambda: "second" in system.retained(INGRESS_CLASSES_TOPIC))
     assert system.actor_statistics(INGRESS_CLASS_DIRECTORY).restarts == 1
-    assert redelivery.pending(INGRESS_CLASS_DIRECTORY) == 0
+    assert system.actor_statistics(INGRESS_CLASS_DIRECTORY).depth == 0
+    assert system.statistics().dead_letters == 0
 
 
 async def test_handled_events_are_not_replayed_and_other_directories_are_untouched(
-    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    system, redelivery = directories
+    system = directories
     crash = CrashOnce(monkeypatch)
-    redelivery.send(system, SECRET_DIRECTORY, secret("users", "a"))
+    system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
-    assert redelivery.pending(SECRET_DIRECTORY) == 0
+    assert system.actor_statistics(SECRET_DIRECTORY).depth == 0
     crash.armed = 1
-    redelivery.send(system, INGRESS_CLASS_DIRECTORY, ingress_class("only"))
+    system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("only"))
     await wait_until(lambda: crash.crashes == 1)
     await wait_until(lambda: "only" in system.retained(INGRESS_CLASSES_TOPIC))
     await wait_idle(system)
@@ -136,46 +137,47 @@ async def test_handled_events_are_not_replayed_and_other_directories_are_untouch
 
 
 async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
-    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    system, redelivery = directories
+    system = directories
     crash = CrashOnce(monkeypatch)
     crash.armed = 2  # the event and its replay: a bug with this very event
-    redelivery.send(system, SECRET_DIRECTORY, secret("poison", "x"))
+    system.tell(SECRET_DIRECTORY, secret("poison", "x"))
     await wait_until(lambda: crash.crashes == 2)
     await wait_idle(system)
-    assert redelivery.pending(SECRET_DIRECTORY) == 0
+    assert system.actor_statistics(SECRET_DIRECTORY).depth == 0
+    assert system.statistics().dead_letters == 1  # the poison event, counted
     # The directory survived and keeps working.
-    redelivery.send(system, SECRET_DIRECTORY, secret("users", "a"))
+    system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "users")))
 
 
 async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_published(
-    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    system, redelivery = directories
+    system = directories
     crash = CrashOnce(monkeypatch)
-    redelivery.send(system, SECRET_DIRECTORY, secret("users", "a"))
+    system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
     crash.armed = 1
-    redelivery.send(system, SECRET_DIRECTORY, secret("other", "b"))
+    system.tell(SECRET_DIRECTORY, secret("other", "b"))
     await wait_until(lambda: crash.crashes == 1)
     await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "other")))
-    redelivery.send(system, SECRET_DIRECTORY, replace(secret("users", "a"), deleted=True))
+    system.tell(SECRET_DIRECTORY, replace(secret("users", "a"), deleted=True))
     await wait_until(lambda: not system.retained(secret_topic("default", "users")))
 
 
 async def test_a_restarted_endpoints_directory_still_withdraws_a_deleted_slice(
-    directories: tuple[ActorSystem, Redelivery], monkeypatch: pytest.MonkeyPatch
+    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    system, redelivery = directories
+    system = directories
     crash = CrashOnce(monkeypatch)
     topic = endpoints_topic("default", "web")
-    redelivery.send(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
+    system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
     await wait_idle(system)
     crash.armed = 1
-    redelivery.send(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))
+    system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))
     await wait_until(lambda: crash.crashes == 1)
     await wait_until(lambda: sorted(system.retained(topic)) == ["web-a", "web-b"])
-    redelivery.send(system, ENDPOINTS_DIRECTORY, replace(endpoint_slice("web-a"), deleted=True))
+    system.tell(ENDPOINTS_DIRECTORY, replace(endpoint_slice("web-a"), deleted=True))
     await wait_until(lambda: sorted(system.retained(topic)) == ["web-b"])

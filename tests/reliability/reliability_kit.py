@@ -182,7 +182,7 @@ class CrashPlan:
         self.crashed: Counter[str] = Counter()
         self._recovering: set[str] = set()
         # The messages that crashed, kept alive so their ids stay unique: a replayed message
-        # (the same object, from actors/redelivery.py) is never crashed a second time, even when
+        # (the same object, from a durable mailbox) is never crashed a second time, even when
         # its actor handled a newer message before the replay.
         self._crashed_messages: dict[int, object] = {}
 

@@ -335,7 +335,7 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
     """Found by ``make reliability``: a ModuleSet edit handled by a crashing ModuleSetDirectory
     never reached the edges nor the ModuleSet's status. Fixed in interlock/edge_wiring.py
     ``EdgeHalf.router_handlers`` and interlock/actors/directories.py ``_Directory`` (the events
-    go through actors/redelivery.py, and a restarted directory replays them)."""
+    go through a durable mailbox, and a restarted directory replays them)."""
 
     async def scenario() -> None:
         crashes = CrashPlan()
