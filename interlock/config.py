@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.model.meta import ObjectKey
 
 DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
@@ -132,6 +133,10 @@ class ControllerConfig:
     """CIDRs of proxies in front of the edge (a cloud load balancer, say) whose
     ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
     rateLimit; from any other peer the header is ignored, so it cannot be forged."""
+
+    edge_limits: EdgeLimits = DEFAULT_LIMITS
+    """Bounds on what one client may hold of the edge served here: per-upstream connections,
+    client header, body and idle timeouts (see :class:`~interlock.edge.limits.EdgeLimits`)."""
 
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""

@@ -274,6 +274,7 @@ class EdgeHalf:
                 edge=self.data_plane,
                 upstreams=self.upstreams,
                 trusted_proxies=config.trusted_proxies,
+                limits=config.edge_limits,
             )
             self.provider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF

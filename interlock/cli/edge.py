@@ -11,7 +11,8 @@ import asyncio
 import os
 from typing import Any
 
-from interlock.cli.env import env_name
+from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
+from interlock.cli.env import EnvDefaults, env_name
 from interlock.cli.signals import serve_until_signalled
 from interlock.logs import configure_logging
 
@@ -44,6 +45,7 @@ def add_edge_parser(subparsers: Any) -> None:
         metavar="CIDR",
         help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
     )
+    add_edge_limit_flags(EnvDefaults(parser))
     parser.set_defaults(handler=edge_command)
 
 
@@ -56,6 +58,7 @@ async def _edge_until_signalled(args: argparse.Namespace) -> int:
             admin=args.admin,
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
+            limits=edge_limits_from_args(args),
         )
     )
 

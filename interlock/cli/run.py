@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults, env_list
 from interlock.cli.signals import serve_until_signalled
 from interlock.config import (
@@ -92,6 +93,7 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="CIDR",
         help="a proxy in front of the edge whose X-Forwarded-For is believed",
     )
+    add_edge_limit_flags(add)
     add.value("--trace-file", default=None, metavar="PATH", help="write actor traces (JSON lines)")
     add.repeated(
         "--namespace", metavar="NS", help="watch only this namespace (default: all namespaces)"
@@ -181,6 +183,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 parse_publish_service(args.publish_service) if args.publish_service else None
             ),
             trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
+            edge_limits=edge_limits_from_args(args),
             trace_file=args.trace_file,
             namespaces=tuple(namespaces),
             lease_namespace=args.lease_namespace,

@@ -6,11 +6,15 @@ forgotten: hop-by-hop headers belong to one connection and must not cross the pr
 stream both ways so a large upload or download costs a buffer, not its size, and a slow or dead
 upstream must turn into 504/502 instead of a hung client. All upstream traffic shares one
 ``aiohttp.ClientSession`` (one connection pool, no cookie jar — cookies belong to clients, not to
-the proxy — no redirects followed, no automatic decompression).
+the proxy — no redirects followed, no automatic decompression). The pool is bounded per upstream
+address (``EdgeLimits.upstream_connections``) so that one slow or flooded backend cannot hold the
+connections every other backend needs, and a request body is read from the client with a bound
+between two reads (:class:`ClientBody`), so a client that stops sending releases its upstream.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
@@ -22,6 +26,7 @@ from loguru import logger
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.upstreams import Address
 
 HOP_BY_HOP = frozenset(
@@ -142,20 +147,79 @@ class ProxyTimeouts:
 DEFAULT_TIMEOUTS = ProxyTimeouts()
 
 
+MAX_READ_BODY = 1024 * 1024
+"""Largest request body the edge reads whole (for webhookVerification); larger → 413."""
+
+
+class ClientBodyTimeout(Exception):
+    """The client sent no byte of its request body for ``EdgeLimits.body_timeout`` seconds."""
+
+
+class ClientBody:
+    """A request body read from the client chunk by chunk, each read bounded in time.
+
+    A client that stops sending in the middle of its body would otherwise hold its upstream
+    connection (and a slot of that upstream's limit) for as long as it likes.
+    """
+
+    def __init__(self, request: web.BaseRequest, *, timeout: float) -> None:
+        self._request = request
+        self._timeout = timeout
+        self.timed_out = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        content = self._request.content
+        while True:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    chunk = await content.readany()
+            except TimeoutError:
+                self.timed_out = True
+                raise ClientBodyTimeout(
+                    f"no byte of the request body for {self._timeout:g} s"
+                ) from None
+            if not chunk:
+                return
+            yield chunk
+
+    async def read(self, *, max_size: int) -> bytes | None:
+        """The whole body (for modules that need it), each read bounded in time; ``None`` when
+        it is longer than ``max_size`` bytes."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if size > max_size:
+                return None
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+def body_timed_out() -> web.Response:
+    """408 for a client too slow to send its body; the connection is not reused."""
+    response = web.Response(status=408, text="the request body took too long\n")
+    response.force_close()
+    return response
+
+
 class Forwarder:
     """Sends requests upstream over one pooled session and streams the responses back."""
 
     def __init__(
-        self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, max_connections: int = 1000
+        self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, limits: EdgeLimits = DEFAULT_LIMITS
     ) -> None:
         self._timeouts = timeouts
-        self._max_connections = max_connections
+        self._limits = limits
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=10),
+                connector=aiohttp.TCPConnector(
+                    limit=self._limits.max_connections,
+                    limit_per_host=self._limits.upstream_connections,
+                    ttl_dns_cache=10,
+                ),
                 timeout=aiohttp.ClientTimeout(
                     total=None, connect=self._timeouts.connect, sock_read=self._timeouts.read
                 ),
@@ -192,10 +256,12 @@ class Forwarder:
         if self._session is None:
             raise RuntimeError("Forwarder.start() was not called")
         data: bytes | AsyncIterator[bytes] | None
+        streamed: ClientBody | None = None
         if body is not None:
             data = body
         elif request.body_exists:
-            data = request.content.iter_chunked(CHUNK_SIZE)
+            streamed = ClientBody(request, timeout=self._limits.body_timeout)
+            data = streamed.chunks()
         else:
             data = None
         attempts = min(len(addresses), 3)
@@ -212,16 +278,20 @@ class Forwarder:
                     data=data,
                     allow_redirects=False,
                 )
-            except TimeoutError:
-                hooks.record_upstream(None)
-                return _error(504, "the upstream did not answer in time")
-            except aiohttp.ClientConnectorError as exc:
-                logger.debug("{}: cannot connect to {}:{}: {}", where, host, port, exc.os_error)
-                if attempt + 1 < attempts:
-                    continue
-                hooks.record_upstream(None)
-                return _error(502, "the upstream cannot be reached")
-            except aiohttp.ClientError as exc:
+            except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
+                if streamed is not None and streamed.timed_out:
+                    # The client's fault, not the upstream's: the breaker does not count it.
+                    logger.debug("{}: the client stopped sending its request body", where)
+                    return body_timed_out()
+                if isinstance(exc, TimeoutError):
+                    hooks.record_upstream(None)
+                    return _error(504, "the upstream did not answer in time")
+                if isinstance(exc, aiohttp.ClientConnectorError):
+                    logger.debug("{}: cannot connect to {}:{}: {}", where, host, port, exc.os_error)
+                    if attempt + 1 < attempts:
+                        continue
+                    hooks.record_upstream(None)
+                    return _error(502, "the upstream cannot be reached")
                 logger.debug("{}: upstream {}:{} failed: {!r}", where, host, port, exc)
                 hooks.record_upstream(None)
                 return _error(502, "the upstream failed")

@@ -26,13 +26,19 @@ from dataclasses import dataclass
 from aiohttp import web
 from loguru import logger
 
+from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import RequestView
 from interlock.edge.provider import BackendTarget
 from interlock.edge.proxy import (
     DEFAULT_TIMEOUTS,
+    MAX_READ_BODY,
+    ClientBody,
+    ClientBodyTimeout,
     Forwarder,
     ProxyTimeouts,
+    body_timed_out,
     parse_trusted_proxies,
     set_forwarded_headers,
     without_hop_by_hop,
@@ -75,12 +81,13 @@ class EdgeServer:
         upstreams: UpstreamResolver,
         trusted_proxies: Sequence[str] = (),
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
-        max_connections: int = 1000,
+        limits: EdgeLimits = DEFAULT_LIMITS,
     ) -> None:
         self._edge = edge
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
-        self._forwarder = Forwarder(timeouts=timeouts, max_connections=max_connections)
+        self._limits = limits
+        self._forwarder = Forwarder(timeouts=timeouts, limits=limits)
         self._round_robin: dict[BackendTarget, itertools.count[int]] = {}
         self._runner: web.ServerRunner | None = None
         self._addresses: EdgeAddresses | None = None
@@ -94,7 +101,14 @@ class EdgeServer:
     async def start(self, *, addr: str, tls_addr: str | None = None) -> EdgeAddresses:
         """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port."""
         await self._forwarder.start()
-        server = web.Server(self.handle, access_log=None)
+        server = GuardedServer(
+            self.handle,
+            access_log=None,
+            # A client that leaves cancels its request, and so its upstream exchange.
+            handler_cancellation=True,
+            keepalive_timeout=self._limits.idle_timeout,
+            header_timeout=self._limits.header_timeout,
+        )
         runner = web.ServerRunner(server, access_log=None, handle_signals=False)
         await runner.setup()
         self._runner = runner
@@ -143,7 +157,18 @@ class EdgeServer:
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
             return _plain(503, "this route has no backend attached")
-        body = await request.read() if chain.needs_body else None
+        body = None
+        if chain.needs_body:
+            try:
+                body = await ClientBody(request, timeout=self._limits.body_timeout).read(
+                    max_size=MAX_READ_BODY
+                )
+            except ClientBodyTimeout:
+                return body_timed_out()
+            if body is None:
+                response = _plain(413, "the request body is too large for this route")
+                response.force_close()
+                return response
         view = RequestView(
             method=request.method,
             path=path,

@@ -18,6 +18,7 @@ from loguru import logger
 
 from interlock.edge.admin_api import admin_app
 from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
 from interlock.edge.server import EdgeAddresses, EdgeServer, parse_host_port
 from interlock.edge.upstreams import DnsUpstreams, UpstreamResolver
@@ -38,6 +39,7 @@ class StandaloneEdge:
         trusted_proxies: Sequence[str] = (),
         upstreams: UpstreamResolver | None = None,
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
+        limits: EdgeLimits = DEFAULT_LIMITS,
     ) -> None:
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
         self.server = EdgeServer(
@@ -45,6 +47,7 @@ class StandaloneEdge:
             upstreams=upstreams if upstreams is not None else DnsUpstreams(),
             trusted_proxies=trusted_proxies,
             timeouts=timeouts,
+            limits=limits,
         )
         self._admin: web.AppRunner | None = None
 
@@ -80,9 +83,10 @@ async def run_standalone_edge(
     admin: str,
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
+    limits: EdgeLimits = DEFAULT_LIMITS,
 ) -> None:
     """Serve until cancelled, printing the bound addresses (the ``interlock edge`` command)."""
-    standalone = StandaloneEdge(trusted_proxies=trusted_proxies)
+    standalone = StandaloneEdge(trusted_proxies=trusted_proxies, limits=limits)
     addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
     http_host, http_port = addresses.edge.http
     print(f"edge listening on http://{_url_host(http_host)}:{http_port}", flush=True)

@@ -243,3 +243,86 @@ def node_backend() -> Iterator[NodeBackend]:
 
 def json_body(answer: Answer) -> Any:
     return json.loads(answer.body)
+
+
+async def wait_until(condition: Any, *, deadline: float = 60.0, what: str = "") -> None:
+    """Poll ``condition()`` until it is true; fail after a generous ``deadline``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError(f"not reached within {deadline:g} s: {what}")
+        await asyncio.sleep(0.05)
+
+
+@dataclass
+class CountingBackend:
+    """An aiohttp backend that counts requests in progress and those cancelled by a closed
+    connection: ``/hang`` never answers, ``/upload`` reads the whole body, others answer the
+    backend's name."""
+
+    name: str
+    active: int = 0
+    peak: int = 0
+    cancelled: int = 0
+    finished: int = 0
+    runner: Any = None
+    port: int = 0
+
+    async def handle(self, request: Any) -> Any:
+        from aiohttp import web
+
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            if request.path == "/hang":
+                await asyncio.Event().wait()
+            if request.path == "/upload":
+                body = await request.read()
+                return web.Response(text=f"{len(body)}")
+            return web.Response(text=self.name)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.active -= 1
+            self.finished += 1
+
+    async def start(self) -> None:
+        from aiohttp import web
+
+        server = web.Server(self.handle, handler_cancellation=True, access_log=None)
+        self.runner = web.ServerRunner(server, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", 0).start()
+        self.port = int(self.runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+@pytest.fixture
+async def counting_backends() -> AsyncIterator[tuple[CountingBackend, CountingBackend]]:
+    first, second = CountingBackend("backend-a"), CountingBackend("backend-b")
+    await first.start()
+    await second.start()
+    yield first, second
+    await first.stop()
+    await second.stop()
+
+
+async def serve_host(edge: Edge, *, host: str, service: str, address: tuple[str, int]) -> None:
+    """One open route ``/`` on ``host`` to its own Service at ``address``."""
+    edge.upstreams.set(namespace="default", service=service, port=80, addresses=[address])
+    await edge.edge.apply_modules(
+        host=host, route_id="root", path="/", path_type="Prefix", modules=Modules(), secrets={}
+    )
+    await edge.edge.attach_backend(
+        host=host,
+        route_id="root",
+        backend=BackendTarget(namespace="default", service=service, port=80),
+    )

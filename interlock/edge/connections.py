@@ -1,0 +1,85 @@
+"""Client connections of the data plane, bounded in time: the header timeout.
+
+aiohttp's server closes a connection that has no request in progress after its keep-alive
+timeout (the edge's idle timeout), but a client that sends a first byte and then dribbles the
+rest of its headers (slowloris) is never timed out, and neither is one that stops in the middle
+of its headers. :class:`GuardedServer` adds the missing bound: from the first byte of a request
+until its headers are complete, at most ``header_timeout`` seconds, then ``408`` and close.
+Body reads are bounded where the body is read (``proxy.read_body_chunks``).
+
+This leans on two attributes of aiohttp's ``RequestHandler`` (``_waiter``: a future the handler
+awaits while it has no parsed request; ``_messages``: parsed requests not yet handled); the
+tests in ``tests/security/test_starvation.py`` break if an aiohttp release changes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+_REQUEST_TIMEOUT = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 33\r\n\r\nthe request headers took too long"
+)
+
+
+class _GuardedHandler(RequestHandler):
+    """A connection whose request headers must be complete ``header_timeout`` s after they
+    started."""
+
+    __slots__ = ("_header_deadline", "_header_timeout")
+
+    def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._header_deadline: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        waiting = self._waiting_for_headers()
+        super().data_received(data)
+        if not waiting:
+            return
+        if self._waiting_for_headers():
+            if self._header_deadline is None and data:
+                self._header_deadline = self._loop.call_later(
+                    self._header_timeout, self._headers_too_slow
+                )
+        else:
+            self._cancel_header_deadline()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_header_deadline()
+        super().connection_lost(exc)
+
+    def _waiting_for_headers(self) -> bool:
+        waiter = self._waiter
+        return waiter is not None and not waiter.done() and not self._messages
+
+    def _cancel_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if not self._waiting_for_headers() or self.transport is None:
+            return
+        self.transport.write(_REQUEST_TIMEOUT)
+        self.force_close()
+        self.transport.close()
+
+
+class GuardedServer(web.Server):
+    """``aiohttp.web.Server`` whose connections time out on slow request headers."""
+
+    def __init__(self, handler: Any, *, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._header_timeout = header_timeout
+
+    def __call__(self) -> RequestHandler:
+        return _GuardedHandler(
+            self, loop=self._loop, header_timeout=self._header_timeout, **self._kwargs
+        )

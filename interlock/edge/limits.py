@@ -1,0 +1,49 @@
+"""How much of the edge one client may hold, and for how long: :class:`EdgeLimits`.
+
+A proxy's resources are shared by every host it serves. Without these bounds one client can take
+what all the others need: a few hundred slow uploads to one host hold every pooled upstream
+connection (every other host then answers 504), a connection that never finishes its headers or
+its body stays open forever, and a client that leaves keeps its upstream request running. Each
+field is an ``interlock run`` / ``interlock edge`` flag (``docs/operations.md``, "Edge limits").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgeLimits:
+    """Per-connection and per-upstream bounds of the data plane; every default is safe."""
+
+    upstream_connections: int = 100
+    """Connections open at once to one upstream address (host and port), in use or pooled;
+    requests beyond it wait for one (up to the connect timeout, then 504), so one busy or slow
+    backend cannot take the connections every other backend needs."""
+
+    max_connections: int = 1000
+    """Upstream connections open at once across all upstreams (0: no limit)."""
+
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's headers once it has sent its first byte; then
+    the edge answers 408 and closes the connection."""
+
+    body_timeout: float = 30.0
+    """Seconds the edge waits for the next bytes of a request body; then it answers 408 (or,
+    once the upstream answered, closes the connection) and cancels the upstream request."""
+
+    idle_timeout: float = 60.0
+    """Seconds a connection may stay open without a request in progress (a new connection that
+    sends nothing, or a keep-alive connection between requests); then it is closed."""
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout", "body_timeout", "idle_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"edge limits: {name} must be a positive number of seconds")
+        if self.upstream_connections < 1:
+            raise ValueError("edge limits: upstream_connections must be at least 1")
+        if self.max_connections < 0:
+            raise ValueError("edge limits: max_connections must be 0 (no limit) or more")
+
+
+DEFAULT_LIMITS = EdgeLimits()
