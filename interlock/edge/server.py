@@ -106,6 +106,10 @@ class EdgeServer:
             access_log=None,
             # A client that leaves cancels its request, and so its upstream exchange.
             handler_cancellation=True,
+            # Request bodies go upstream byte for byte: decoding them here corrupted uploads
+            # (forwarded with the client's Content-Encoding and Content-Length) and inflated
+            # gzip bombs toward the backend. Decoding is the backend's business.
+            auto_decompress=False,
             keepalive_timeout=self._limits.idle_timeout,
             header_timeout=self._limits.header_timeout,
         )

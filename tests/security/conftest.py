@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import http.server
 import json
 import shutil
@@ -326,3 +327,51 @@ async def serve_host(edge: Edge, *, host: str, service: str, address: tuple[str,
         route_id="root",
         backend=BackendTarget(namespace="default", service=service, port=80),
     )
+
+
+class BodyBackend(_ThreadedServer):
+    """``http.server`` answering, for any request, the length and SHA-256 of the body bytes it
+    received (Content-Length or chunked), and the Content-Encoding it was told, as JSON. It
+    never decodes a body, so what it reports is what the edge sent."""
+
+    def __init__(self) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    parts = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0], 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            break
+                        parts.append(self.rfile.read(size))
+                        self.rfile.readline()
+                    body = b"".join(parts)
+                else:
+                    body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                answer = json.dumps(
+                    {
+                        "size": len(body),
+                        "sha256": hashlib.sha256(body).hexdigest(),
+                        "encoding": self.headers.get("Content-Encoding"),
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.start_thread()
+
+
+@pytest.fixture
+def body_backend() -> Iterator[BodyBackend]:
+    backend = BodyBackend()
+    yield backend
+    backend.stop()
