@@ -1,7 +1,9 @@
 """EdgeActor: one per host, programming the edge data plane one step at a time.
 
-This is where the fail-closed promise of DESIGN.md is kept (ngrok's ingress controller failed
-open when a module could not be applied). The actor combines the Ingresses' parts of its host
+This is where the fail-closed promise of ``docs/design.md`` is kept (ngrok's ingress controller
+failed open when a module could not be applied). Which step comes next is decided by the pure
+planner :func:`~interlock.model.edge_plan.plan`; the actor keeps the state, performs the step
+and records its outcome. The actor combines the Ingresses' parts of its host
 (``host:<host>``) with :func:`~interlock.model.edge.edge_from_parts` and then reconciles the
 :class:`~interlock.edge.provider.EdgeProvider` towards that desired edge by **single steps**:
 
@@ -60,17 +62,20 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
-from interlock.model.edge import Conflict, DesiredEdge, DesiredRoute, EdgeBackend, edge_from_parts
+from interlock.model.edge import Conflict, DesiredEdge, DesiredRoute, edge_from_parts
+from interlock.model.edge_plan import (
+    TLS_KEY,
+    EdgeStep,
+    ServedRoute,
+    StepFailure,
+    StepKind,
+    plan,
+)
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue
 
-_TLS = ""
-"""The pending-work key of the host's TLS certificate (no route id is empty)."""
-
 DEFAULT_EDGE_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
 """Retry delays of transient provider failures: 0.5 s doubling to 60 s, plus up to 50 %."""
-
-StepKind = Literal["remove", "reserve", "modules", "backend", "tls"]
 
 _STEP_OUTCOMES: Mapping[StepKind, str] = {
     "modules": "applied",
@@ -191,54 +196,6 @@ class EdgeBoard:
 # --- the actor -------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Served:
-    """What the actor believes the provider serves for one route."""
-
-    modules: Modules | None
-    """None: unknown (learned from a snapshot) or a reservation."""
-    secrets: Mapping[tuple[str, str], SecretValue]
-    backend: BackendTarget | None
-    reserved: bool = False
-    names: tuple[str, ...] | None = None
-    """The applied module types (for the board), computed once when applied."""
-
-
-@dataclass(slots=True)
-class _Failure:
-    """The last failure of one step slot; ``inputs`` tells whether the inputs changed since."""
-
-    inputs: object
-    permanent: bool
-    message: str
-    attempts: int
-    waiting: bool
-    """A transient failure whose retry timer has not fired yet."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    kind: StepKind
-    route_id: str
-    inputs: object
-    route: DesiredRoute | None = None
-    target: BackendTarget | None = None
-
-    @property
-    def slot(self) -> tuple[str, str]:
-        return (self.kind, self.route_id)
-
-
-def backend_target(backend: EdgeBackend) -> BackendTarget:
-    """The provider's view of a desired backend."""
-    # A backend that does not exist answers 500 whatever its port; a port name that matched no
-    # Service port resolves to 0, which no provider accepts, so it is sent as 1.
-    port = backend.port if backend.port >= 1 or backend.exists else 1
-    return BackendTarget(
-        namespace=backend.namespace, service=backend.service, port=port, exists=backend.exists
-    )
-
-
 def _retry_timer(slot: tuple[str, str]) -> tuple[str, str, str]:
     """The name of a slot's retry timer (one per slot: re-arming replaces it)."""
     return ("retry", *slot)
@@ -265,12 +222,12 @@ class EdgeActor(Actor):
         self._parts_changed = False
         self._desired = DesiredEdge(host=host, routes=())
         self._desired_by_id: dict[str, DesiredRoute] = {}
-        # Route ids (and _TLS) that may need a step, in the order they are looked at: a route in
+        # Route ids (and TLS_KEY) that may need a step, in the order they are looked at: a route in
         # sync is dropped once looked at, so a step costs O(1) amortized, not O(routes).
         self._pending: dict[str, None] = {}
         self._conflicts: tuple[Conflict, ...] = ()
-        self._served: dict[str, _Served] = {}
-        self._failures: dict[tuple[str, str], _Failure] = {}
+        self._served: dict[str, ServedRoute] = {}
+        self._failures: dict[tuple[str, str], StepFailure] = {}
         self._model_errors: dict[str, tuple[str, str]] = {}
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
@@ -293,7 +250,7 @@ class EdgeActor(Actor):
             return
         edge = snapshot.host(self._host)
         for route in edge.routes if edge is not None else ():
-            self._served[route.route_id] = _Served(
+            self._served[route.route_id] = ServedRoute(
                 modules=None, secrets={}, backend=route.backend, reserved=not route.applied
             )
         # Take a step even if no retained value arrives: when the predecessor crashed handling
@@ -350,7 +307,7 @@ class EdgeActor(Actor):
         for route_id in left:
             if route_id not in self._served:
                 self._forget_failures(route_id)
-        self._pending.update(dict.fromkeys([*left, *changed, _TLS]))
+        self._pending.update(dict.fromkeys([*left, *changed, TLS_KEY]))
         self._report_conflicts(tuple(conflicts))
         self._report_model_errors()
         self._follow_tls_secret()
@@ -374,7 +331,7 @@ class EdgeActor(Actor):
             self.subscribe(topic)
 
     def _take_tls(self, message: Published | Unpublished) -> None:
-        self._pending[_TLS] = None
+        self._pending[TLS_KEY] = None
         value = message.value if isinstance(message, Published) else None
         state = self.board_host()
         secret = self._desired.tls_secret
@@ -392,56 +349,25 @@ class EdgeActor(Actor):
 
     # --- steps --------------------------------------------------------------------------------
 
-    def _next_step(self) -> _Step | None:
-        """The next step towards the desired edge: removals first, then routes in matching
-        order, then TLS. A pending entry that needs no (eligible) step is dropped; it comes back
-        when the desired state changes or its retry timer fires."""
+    def _next_step(self) -> EdgeStep | None:
+        """The next step towards the desired edge, as the planner (``model.edge_plan.plan``)
+        chooses it: removals first, then routes in matching order, then TLS. A pending key the
+        planner has no step for is dropped; it comes back when the desired state changes or its
+        retry timer fires."""
         while self._pending:
             key = next(iter(self._pending))
-            step = self._step_for(key)
-            if step is not None and self._eligible(step):
+            step = plan(
+                key,
+                desired=self._desired_by_id,
+                served=self._served,
+                failures=self._failures,
+                tls_wanted=self._tls_wanted,
+                tls_served=self._tls_served,
+            )
+            if step is not None:
                 return step
             del self._pending[key]
         return None
-
-    def _step_for(self, key: str) -> _Step | None:
-        if key == _TLS:
-            if self._tls_wanted != self._tls_served:
-                return _Step("tls", _TLS, self._tls_wanted)
-            return None
-        route = self._desired_by_id.get(key)
-        if route is not None:
-            return self._route_step(route)
-        if key in self._served:
-            return _Step("remove", key, None)
-        return None
-
-    def _route_step(self, route: DesiredRoute) -> _Step | None:
-        served = self._served.get(route.route_id)
-        if route.module_error is not None:
-            if served is None:
-                return _Step("reserve", route.route_id, (route.path, route.path_type), route)
-            return None
-        inputs = (route.path, route.path_type, route.modules, dict(route.secrets))
-        if served is None or served.modules != route.modules or served.secrets != route.secrets:
-            # Until the desired modules are applied the backend waits, whatever happens.
-            step = _Step("modules", route.route_id, inputs, route)
-            if served is None and not self._eligible(step):
-                # They failed on a new route. Providers promise to reserve its path then, but
-                # one that failed before doing anything (a timeout, an injected fault) did not:
-                # reserve it ourselves so the path cannot fall through to a shorter prefix.
-                return _Step("reserve", route.route_id, (route.path, route.path_type), route)
-            return step
-        target = backend_target(route.backend)
-        if served.backend != target:
-            return _Step("backend", route.route_id, target, route, target)
-        return None
-
-    def _eligible(self, step: _Step) -> bool:
-        failure = self._failures.get(step.slot)
-        if failure is None or failure.inputs != step.inputs:
-            return True
-        return not (failure.permanent or failure.waiting)
 
     async def _step(self) -> None:
         step = self._next_step()
@@ -463,7 +389,7 @@ class EdgeActor(Actor):
         self._update_route_board(step.route_id)
         self.tell(self.address, Reconcile())
 
-    async def _run(self, step: _Step) -> None:
+    async def _run(self, step: EdgeStep) -> None:
         host, route_id, route = self._host, step.route_id, step.route
         if step.kind == "remove":
             await self._provider.remove_route(host=host, route_id=route_id)
@@ -478,7 +404,9 @@ class EdgeActor(Actor):
                 modules=Modules(),
                 secrets={},
             )
-            self._served[route_id] = _Served(modules=None, secrets={}, backend=None, reserved=True)
+            self._served[route_id] = ServedRoute(
+                modules=None, secrets={}, backend=None, reserved=True
+            )
         elif step.kind == "modules":
             assert route is not None
             await self._provider.apply_modules(
@@ -490,7 +418,7 @@ class EdgeActor(Actor):
                 secrets=route.secrets,
             )
             previous = self._served.get(route_id)
-            self._served[route_id] = _Served(
+            self._served[route_id] = ServedRoute(
                 modules=route.modules,
                 secrets=dict(route.secrets),
                 backend=None if previous is None else previous.backend,
@@ -514,7 +442,7 @@ class EdgeActor(Actor):
         self.cancel_timer(_retry_timer(slot))
         self._next_retry.pop(slot, None)
 
-    def _succeeded(self, step: _Step) -> None:
+    def _succeeded(self, step: EdgeStep) -> None:
         self._clear_failure(step.slot)
         if step.kind == "modules":
             # Applied modules supersede a reservation of the same route that failed meanwhile:
@@ -537,13 +465,13 @@ class EdgeActor(Actor):
             self.board_host().tls_error = None
 
     def _failed(
-        self, step: _Step, error: EdgeError, *, permanent: bool, retry_after: float | None
+        self, step: EdgeStep, error: EdgeError, *, permanent: bool, retry_after: float | None
     ) -> None:
         previous = self._failures.get(step.slot)
         attempts = 1
         if previous is not None and previous.inputs == step.inputs:
             attempts = previous.attempts + 1
-        failure = _Failure(
+        failure = StepFailure(
             inputs=step.inputs,
             permanent=permanent,
             message=error.message,
@@ -580,7 +508,7 @@ class EdgeActor(Actor):
         if step.kind in ("modules", "reserve") and step.route is not None and attempts == 1:
             keeps = (
                 "it keeps serving its previous modules and backend"
-                if self._served.get(step.route_id, _Served(None, {}, None)).backend is not None
+                if self._served.get(step.route_id, ServedRoute(None, {}, None)).backend is not None
                 else "it serves 503 until they apply"
             )
             reason = "ProviderRejected" if permanent else "ProviderUnavailable"
@@ -671,7 +599,7 @@ class EdgeActor(Actor):
         self._model_errors = errors
 
     def _update_route_board(self, route_id: str) -> None:
-        if route_id == _TLS:
+        if route_id == TLS_KEY:
             return
         routes = self.board_host().routes
         if route_id in self._desired_by_id or route_id in self._served:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from interlock.model.edge_plan import BackendTarget as BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
 
 PathType = Literal["Exact", "Prefix"]
@@ -49,39 +50,6 @@ class TransientEdgeError(EdgeError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-@dataclass(frozen=True, slots=True)
-class BackendTarget:
-    """The Service port a route forwards to; ``exists=False`` makes the route answer 500."""
-
-    namespace: str
-    service: str
-    port: int
-    exists: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "service": self.service,
-            "port": self.port,
-            "exists": self.exists,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BackendTarget:
-        """Parse the admin API form; raises ValueError naming the field that is wrong."""
-        namespace, service, port = data.get("namespace"), data.get("service"), data.get("port")
-        exists = data.get("exists", True)
-        if not isinstance(namespace, str) or not namespace:
-            raise ValueError("backend.namespace: a non-empty string is required")
-        if not isinstance(service, str) or not service:
-            raise ValueError("backend.service: a non-empty string is required")
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ValueError("backend.port: an integer between 1 and 65535 is required")
-        if not isinstance(exists, bool):
-            raise ValueError("backend.exists: a boolean is required")
-        return cls(namespace=namespace, service=service, port=port, exists=exists)
 
 
 @dataclass(frozen=True, slots=True)
