@@ -33,11 +33,10 @@ from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import PolicyUpdate, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches, WatchTarget
 from interlock.actors.slot import LatestValueSlot, SlotClosed
-from interlock.edge.provider import BackendTarget, EdgeProvider, EdgeSnapshot, PathType
+from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge
 from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.outbound import OutboundPolicy, ResolvedRule, pick_backend, select_route
 from interlock.model.service import EndpointSlice, Service, ready_addresses
 
@@ -301,7 +300,7 @@ def _only_rule(policy: OutboundPolicy) -> ResolvedRule | None:
     return None
 
 
-class TrackingProvider:
+class TrackingProvider(ForwardingEdge):
     """An :class:`EdgeProvider` that starts tracking a backend before attaching it.
 
     By the time a route forwards, its backend's policy and endpoints are (almost always)
@@ -309,45 +308,12 @@ class TrackingProvider:
     """
 
     def __init__(self, inner: EdgeProvider, *, upstreams: ControllerUpstreams) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._upstreams = upstreams
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        await self.inner.apply_modules(
-            host=host,
-            route_id=route_id,
-            path=path,
-            path_type=path_type,
-            modules=modules,
-            secrets=secrets,
-        )
-
-    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
-        if backend.exists:
+    async def before(self, call: EdgeCall) -> None:
+        backend = call.backend
+        if backend is not None and backend.exists:
             self._upstreams.track(
                 namespace=backend.namespace, service=backend.service, port=backend.port
             )
-        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
-
-    async def detach_backend(self, *, host: str, route_id: str) -> None:
-        await self.inner.detach_backend(host=host, route_id=route_id)
-
-    async def remove_route(self, *, host: str, route_id: str) -> None:
-        await self.inner.remove_route(host=host, route_id=route_id)
-
-    async def set_tls(
-        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
-    ) -> None:
-        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
-
-    async def snapshot(self) -> EdgeSnapshot:
-        return await self.inner.snapshot()

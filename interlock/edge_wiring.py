@@ -56,13 +56,7 @@ from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.provider import (
-    BackendTarget,
-    EdgeProvider,
-    EdgeSnapshot,
-    PathType,
-    TransientEdgeError,
-)
+from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, TransientEdgeError
 from interlock.edge.server import EdgeServer
 from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
 from interlock.kube.discovery import DiscoveryRetry, is_served
@@ -79,7 +73,6 @@ from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatch
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
 from interlock.model.load_balancer import listen_address_status
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import Modules, SecretValue
 
 EDGE_KINDS: Mapping[str, str] = {
     "Ingress": INGRESS_DIRECTORY,
@@ -119,7 +112,7 @@ def redacted_url(url: str) -> str:
     return str(URL(url).with_user(None))
 
 
-class UntilStopped:
+class UntilStopped(ForwardingEdge):
     """The remote data plane's client, refusing calls once the edge half stopped.
 
     ``Controller.stop`` stops the edge half before the actor system drains, so an EdgeActor may
@@ -129,58 +122,17 @@ class UntilStopped:
     """
 
     def __init__(self, inner: HttpEdge) -> None:
-        self.inner = inner
+        super().__init__(inner)
+        self._client = inner
         self._stopped = False
 
     async def stop(self) -> None:
         self._stopped = True
-        await self.inner.close()
+        await self._client.close()
 
-    def _check(self) -> None:
+    async def before(self, call: EdgeCall) -> None:
         if self._stopped:
             raise TransientEdgeError("edge admin API: the controller is stopping")
-
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        self._check()
-        await self.inner.apply_modules(
-            host=host,
-            route_id=route_id,
-            path=path,
-            path_type=path_type,
-            modules=modules,
-            secrets=secrets,
-        )
-
-    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
-        self._check()
-        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
-
-    async def detach_backend(self, *, host: str, route_id: str) -> None:
-        self._check()
-        await self.inner.detach_backend(host=host, route_id=route_id)
-
-    async def remove_route(self, *, host: str, route_id: str) -> None:
-        self._check()
-        await self.inner.remove_route(host=host, route_id=route_id)
-
-    async def set_tls(
-        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
-    ) -> None:
-        self._check()
-        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
-
-    async def snapshot(self) -> EdgeSnapshot:
-        self._check()
-        return await self.inner.snapshot()
 
 
 class KubeEdgeStatusSink:

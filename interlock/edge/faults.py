@@ -18,18 +18,16 @@ from typing import Literal
 
 from interlock.edge.provider import (
     BackendTarget,
+    EdgeCall,
+    EdgeMethod,
     EdgeProvider,
-    EdgeSnapshot,
-    PathType,
+    ForwardingEdge,
     PermanentEdgeError,
     TransientEdgeError,
 )
 from interlock.edge.routing import normalize_host
-from interlock.model.moduleset import Modules, SecretValue
 
-Method = Literal[
-    "apply_modules", "attach_backend", "detach_backend", "remove_route", "set_tls", "snapshot"
-]
+Method = EdgeMethod
 FaultKind = Literal["transient", "permanent"]
 
 
@@ -107,60 +105,21 @@ class ServedConfig:
         return self.backend is not None
 
 
-class FaultyEdge:
+class FaultyEdge(ForwardingEdge):
     """An :class:`EdgeProvider` that injects faults from ``plan`` into ``inner``."""
 
     def __init__(self, inner: EdgeProvider, *, plan: FaultPlan | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.plan = plan if plan is not None else FaultPlan()
         self.served: list[ServedConfig] = []
         """Every configuration served after a successful route call, oldest first."""
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        self.plan.check("apply_modules", where=f"edge {host} route {route_id}")
-        await self.inner.apply_modules(
-            host=host,
-            route_id=route_id,
-            path=path,
-            path_type=path_type,
-            modules=modules,
-            secrets=secrets,
-        )
-        await self._record("apply_modules", host, route_id)
+    async def before(self, call: EdgeCall) -> None:
+        self.plan.check(call.method, where=call.where)
 
-    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
-        self.plan.check("attach_backend", where=f"edge {host} route {route_id}")
-        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
-        await self._record("attach_backend", host, route_id)
-
-    async def detach_backend(self, *, host: str, route_id: str) -> None:
-        self.plan.check("detach_backend", where=f"edge {host} route {route_id}")
-        await self.inner.detach_backend(host=host, route_id=route_id)
-        await self._record("detach_backend", host, route_id)
-
-    async def remove_route(self, *, host: str, route_id: str) -> None:
-        self.plan.check("remove_route", where=f"edge {host} route {route_id}")
-        await self.inner.remove_route(host=host, route_id=route_id)
-        await self._record("remove_route", host, route_id)
-
-    async def set_tls(
-        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
-    ) -> None:
-        self.plan.check("set_tls", where=f"TLS for host {host}")
-        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
-
-    async def snapshot(self) -> EdgeSnapshot:
-        self.plan.check("snapshot", where="snapshot")
-        return await self.inner.snapshot()
+    async def after(self, call: EdgeCall) -> None:
+        if call.method not in ("set_tls", "snapshot"):
+            await self._record(call.method, call.host, call.route_id)
 
     def served_routes(self, *, host: str, route_id: str) -> list[ServedConfig]:
         """The recorded configurations of one route, oldest first."""

@@ -183,3 +183,107 @@ class EdgeProvider(Protocol):
     async def snapshot(self) -> EdgeSnapshot:
         """What the data plane serves now, secret-free."""
         ...
+
+
+EdgeMethod = Literal[
+    "apply_modules", "attach_backend", "detach_backend", "remove_route", "set_tls", "snapshot"
+]
+"""The calls of the :class:`EdgeProvider` boundary, by name."""
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeCall:
+    """One call on its way through a :class:`ForwardingEdge` (secret-free: no module chain
+    values, no certificate)."""
+
+    method: EdgeMethod
+    host: str = ""
+    route_id: str = ""
+    modules: Modules | None = None
+    """``apply_modules``: the chain being applied."""
+    backend: BackendTarget | None = None
+    """``attach_backend``: the backend being attached."""
+
+    @property
+    def where(self) -> str:
+        """What the call concerns, for errors: ``edge HOST route ROUTE``, ``TLS for host
+        HOST`` or ``snapshot``."""
+        if self.method == "snapshot":
+            return "snapshot"
+        if self.method == "set_tls":
+            return f"TLS for host {self.host}"
+        return f"edge {self.host} route {self.route_id}"
+
+
+class ForwardingEdge:
+    """An :class:`EdgeProvider` that forwards every call to ``inner``: the base of the
+    decorators (fault injection, upstream tracking, refusing calls after a stop).
+
+    A decorator overrides :meth:`before` (runs first; raising refuses the call, which then
+    never reaches ``inner``) and/or :meth:`after` (runs once ``inner`` succeeded) instead of
+    forwarding all six methods itself.
+    """
+
+    def __init__(self, inner: EdgeProvider) -> None:
+        self.inner = inner
+
+    async def before(self, call: EdgeCall) -> None:
+        """Runs before ``call`` is forwarded (nothing by default)."""
+
+    async def after(self, call: EdgeCall) -> None:
+        """Runs after ``inner`` carried ``call`` out (nothing by default)."""
+
+    async def apply_modules(
+        self,
+        *,
+        host: str,
+        route_id: str,
+        path: str,
+        path_type: PathType,
+        modules: Modules,
+        secrets: Mapping[tuple[str, str], SecretValue],
+    ) -> None:
+        call = EdgeCall("apply_modules", host, route_id, modules=modules)
+        await self.before(call)
+        await self.inner.apply_modules(
+            host=host,
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            modules=modules,
+            secrets=secrets,
+        )
+        await self.after(call)
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        call = EdgeCall("attach_backend", host, route_id, backend=backend)
+        await self.before(call)
+        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
+        await self.after(call)
+
+    async def detach_backend(self, *, host: str, route_id: str) -> None:
+        call = EdgeCall("detach_backend", host, route_id)
+        await self.before(call)
+        await self.inner.detach_backend(host=host, route_id=route_id)
+        await self.after(call)
+
+    async def remove_route(self, *, host: str, route_id: str) -> None:
+        call = EdgeCall("remove_route", host, route_id)
+        await self.before(call)
+        await self.inner.remove_route(host=host, route_id=route_id)
+        await self.after(call)
+
+    async def set_tls(
+        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
+    ) -> None:
+        call = EdgeCall("set_tls", host)
+        await self.before(call)
+        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
+        await self.after(call)
+
+    async def snapshot(self) -> EdgeSnapshot:
+        call = EdgeCall("snapshot")
+        await self.before(call)
+        snapshot = await self.inner.snapshot()
+        await self.after(call)
+        return snapshot

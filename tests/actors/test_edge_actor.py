@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,7 @@ from interlock.actors.edge_messages import (
 )
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.provider import BackendTarget, EdgeProvider, EdgeSnapshot, PathType
+from interlock.edge.provider import BackendTarget, EdgeCall, EdgeProvider, ForwardingEdge
 from interlock.mailbox import ActorSystem, BackoffPolicy, Unpublished
 from interlock.mailbox.testing import (
     ManualSleep,
@@ -295,53 +295,21 @@ async def test_the_next_retry_shows_on_the_board(edge: Edge) -> None:
     await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
 
 
-class GatedEdge:
+class GatedEdge(ForwardingEdge):
     """An InProcessEdge whose apply_modules waits for the test, recording what it was given."""
 
     def __init__(self, inner: InProcessEdge) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.applied: list[Modules] = []
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        self.applied.append(modules)
-        self.entered.set()
-        await self.gate.wait()
-        await self.inner.apply_modules(
-            host=host,
-            route_id=route_id,
-            path=path,
-            path_type=path_type,
-            modules=modules,
-            secrets=secrets,
-        )
-
-    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
-        await self.inner.attach_backend(host=host, route_id=route_id, backend=backend)
-
-    async def detach_backend(self, *, host: str, route_id: str) -> None:
-        await self.inner.detach_backend(host=host, route_id=route_id)
-
-    async def remove_route(self, *, host: str, route_id: str) -> None:
-        await self.inner.remove_route(host=host, route_id=route_id)
-
-    async def set_tls(
-        self, *, host: str, cert_pem: SecretValue | None, key_pem: SecretValue | None
-    ) -> None:
-        await self.inner.set_tls(host=host, cert_pem=cert_pem, key_pem=key_pem)
-
-    async def snapshot(self) -> EdgeSnapshot:
-        return await self.inner.snapshot()
+    async def before(self, call: EdgeCall) -> None:
+        if call.method == "apply_modules":
+            assert call.modules is not None
+            self.applied.append(call.modules)
+            self.entered.set()
+            await self.gate.wait()
 
 
 async def test_after_a_step_the_latest_desired_state_wins() -> None:
