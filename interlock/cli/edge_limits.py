@@ -44,6 +44,20 @@ def add_edge_limit_flags(add: EnvDefaults) -> None:
         default=d.idle_timeout,
         help="edge: seconds a client connection stays open with no request in progress",
     )
+    add.value(
+        "--edge-password-workers",
+        default=str(d.password_workers),
+        type=int,
+        metavar="N",
+        help="edge: threads running basicAuth's bcrypt checks",
+    )
+    add.value(
+        "--edge-password-checks",
+        default=str(d.password_checks),
+        type=int,
+        metavar="N",
+        help="edge: bcrypt checks queued or running at once (beyond: 503)",
+    )
 
 
 def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
@@ -55,6 +69,8 @@ def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
             header_timeout=args.edge_header_timeout,
             body_timeout=args.edge_body_timeout,
             idle_timeout=args.edge_idle_timeout,
+            password_workers=args.edge_password_workers,
+            password_checks=args.edge_password_checks,
         )
     except ValueError as exc:
         raise SystemExit(str(exc)) from None

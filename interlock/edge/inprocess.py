@@ -2,9 +2,10 @@
 
 The server reads this state on every request; edge actors (directly, or through the admin API
 of a standalone data plane) change it. Each route is an immutable :class:`ServedRoute`; a change
-builds a new one and replaces the old in a single dictionary assignment. Because nothing awaits
-between reading a route and using it, a request sees either the old route or the new one, whole
-— never a new module chain with an old backend, and never a moment without a chain. This is what
+builds a new one and replaces the old in a single dictionary assignment. Because a request reads
+its route once and keeps that value (even across the awaits of a body read or a bcrypt check), it
+sees either the old route or the new one, whole — never a new module chain with an old backend,
+and never a moment without a chain. This is what
 makes switching basicAuth → jwt safe under load.
 
 Module configuration is compiled (CIDRs parsed, hashes and keys loaded) *before* anything is

@@ -36,12 +36,21 @@ class EdgeLimits:
     """Seconds a connection may stay open without a request in progress (a new connection that
     sends nothing, or a keep-alive connection between requests); then it is closed."""
 
+    password_workers: int = 2
+    """Threads running basicAuth's bcrypt checks (off the event loop, so a password guesser
+    cannot stall other hosts)."""
+
+    password_checks: int = 64
+    """bcrypt checks queued or running at once; beyond it a request gets 503 with
+    ``Retry-After`` instead of waiting behind a guesser's."""
+
     def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "idle_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"edge limits: {name} must be a positive number of seconds")
-        if self.upstream_connections < 1:
-            raise ValueError("edge limits: upstream_connections must be at least 1")
+        for name in ("upstream_connections", "password_workers", "password_checks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"edge limits: {name} must be at least 1")
         if self.max_connections < 0:
             raise ValueError("edge limits: max_connections must be 0 (no limit) or more")
 

@@ -30,6 +30,7 @@ from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import RequestView
+from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.edge.proxy import (
     DEFAULT_TIMEOUTS,
@@ -88,6 +89,11 @@ class EdgeServer:
         self._trusted = parse_trusted_proxies(trusted_proxies)
         self._limits = limits
         self._forwarder = Forwarder(timeouts=timeouts, limits=limits)
+        self.passwords = PasswordChecker(
+            workers=limits.password_workers, max_pending=limits.password_checks
+        )
+        """Runs basicAuth's bcrypt checks off the event loop (a test may replace it before
+        :meth:`start`)."""
         self._round_robin: dict[BackendTarget, itertools.count[int]] = {}
         self._runner: web.ServerRunner | None = None
         self._addresses: EdgeAddresses | None = None
@@ -135,6 +141,7 @@ class EdgeServer:
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
+        self.passwords.close()
         self._addresses = None
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -181,7 +188,7 @@ class EdgeServer:
             peer_ip=request.remote or "",
             body=body,
         )
-        rejection = chain.check_request(view)
+        rejection = await chain.admit(view, passwords=self.passwords)
         if rejection is not None:
             response = web.Response(status=rejection.status, text=rejection.body)
             response.headers.update(rejection.headers)

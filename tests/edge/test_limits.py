@@ -15,10 +15,18 @@ FLAGS = [
     "--edge-max-upstream-connections=70",
     "--edge-header-timeout=2",
     "--edge-body-timeout=3",
+    "--edge-password-workers=3",
+    "--edge-password-checks=5",
     "--edge-idle-timeout=4",
 ]
 EXPECTED = EdgeLimits(
-    upstream_connections=7, max_connections=70, header_timeout=2, body_timeout=3, idle_timeout=4
+    upstream_connections=7,
+    max_connections=70,
+    header_timeout=2,
+    body_timeout=3,
+    idle_timeout=4,
+    password_workers=3,
+    password_checks=5,
 )
 
 
@@ -33,7 +41,13 @@ def test_edge_flags_set_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INTERLOCK_EDGE_IDLE_TIMEOUT", "9")
     args = build_parser().parse_args(["edge", *FLAGS[:-1]])
     assert edge_limits_from_args(args) == EdgeLimits(
-        upstream_connections=7, max_connections=70, header_timeout=2, body_timeout=3, idle_timeout=9
+        upstream_connections=7,
+        max_connections=70,
+        header_timeout=2,
+        body_timeout=3,
+        idle_timeout=9,
+        password_workers=3,
+        password_checks=5,
     )
 
 

@@ -6,7 +6,8 @@ configuration error, reported without the offending line (it holds a hash).
 
 Checking must not reveal which users exist: a request naming an unknown user still pays for a
 bcrypt check, against a dummy hash of the same cost as the real ones. bcrypt is deliberately slow
-(tens of milliseconds at cost 10, on the event loop), so each answer is cached, keyed by an
+(tens of milliseconds at cost 10), so the edge server runs it in a small thread pool
+(``interlock.edge.passwords``), never on the event loop, and each answer is cached, keyed by an
 HMAC of the credentials under a key that lives only in this process: the caches never hold a
 password or a hash. Successes and failures have separate bounded caches (least recently used
 evicted first), so a client retrying a stale password costs one bcrypt check, not one per
@@ -25,6 +26,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import bcrypt
 
@@ -79,6 +81,18 @@ class BasicAuth:
         return f"BasicAuth({self.summary()})"
 
     def check(self, headers: Mapping[str, str]) -> Rejection | None:
+        """Check inline, bcrypt included (tests and tools; the edge server uses
+        :meth:`lookup`, runs the :class:`PasswordCheck` off the event loop, then
+        :meth:`record`)."""
+        found = self.lookup(headers)
+        if not isinstance(found, PasswordCheck):
+            return found
+        return self.record(found, valid=verify_password(found.password, found.hashed))
+
+    def lookup(self, headers: Mapping[str, str]) -> Rejection | PasswordCheck | None:
+        """The answer when it is known without bcrypt (no credentials, a cached answer), else
+        the bcrypt check still to run — against the dummy hash for an unknown user, so that it
+        costs what a known user's does."""
         credentials = _basic_credentials(headers.get("Authorization"))
         if credentials is None:
             return self._challenge
@@ -91,16 +105,18 @@ class BasicAuth:
                 cache.move_to_end(fingerprint)
                 return answer
         stored = self._hashes.get(user)
-        # The dummy check runs for unknown users so the answer takes as long as for real ones.
-        # bcrypt reads at most 72 bytes (htpasswd -B hashed only those); the library refuses more.
-        try:
-            valid = bcrypt.checkpw(password[:72], stored if stored is not None else self._dummy)
-        except ValueError:
-            # A hash of the right shape that bcrypt still refuses: nobody can log in with it.
-            valid = False
-        accepted = valid and stored is not None
+        return PasswordCheck(
+            fingerprint=fingerprint,
+            password=password,
+            hashed=stored if stored is not None else self._dummy,
+            known=stored is not None,
+        )
+
+    def record(self, check: PasswordCheck, *, valid: bool) -> Rejection | None:
+        """Remember the outcome of ``check`` and answer with it."""
+        accepted = valid and check.known
         cache = self._accepted if accepted else self._refused
-        cache[fingerprint] = None
+        cache[check.fingerprint] = None
         if len(cache) > CACHE_SIZE:
             cache.popitem(last=False)
         return None if accepted else self._challenge
@@ -111,6 +127,29 @@ class BasicAuth:
             "secretRef": {"name": self._ref.name, "key": self._ref.key},
             "users": len(self._hashes),
         }
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class PasswordCheck:
+    """A bcrypt check to run; holds a password, so its repr shows nothing of it."""
+
+    fingerprint: bytes
+    password: bytes
+    hashed: bytes
+    known: bool
+
+    def __repr__(self) -> str:
+        return "PasswordCheck(<redacted>)"
+
+
+def verify_password(password: bytes, hashed: bytes) -> bool:
+    """bcrypt's verdict (deliberately slow: run it off the event loop)."""
+    # bcrypt reads at most 72 bytes (htpasswd -B hashed only those); the library refuses more.
+    try:
+        return bcrypt.checkpw(password[:72], hashed)
+    except ValueError:
+        # A hash of the right shape that bcrypt still refuses: nobody can log in with it.
+        return False
 
 
 @functools.cache

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
-from interlock.edge.modules.basic_auth import BasicAuth
+from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
 from interlock.edge.modules.circuit_breaker import CircuitBreaker
 from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
@@ -28,6 +28,9 @@ from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
 from interlock.model.moduleset import Modules, SecretValue
+
+if TYPE_CHECKING:
+    from interlock.edge.passwords import PasswordChecker
 
 C = TypeVar("C")
 M = TypeVar("M")
@@ -127,9 +130,31 @@ class ModuleChain:
         """Run the request-side modules in :data:`ORDER`; the first refusal is returned.
 
         ``None`` means the request may go to the upstream; the caller must then report its
-        outcome with :meth:`record_upstream` (the circuit breaker counts on it).
+        outcome with :meth:`record_upstream` (the circuit breaker counts on it). bcrypt runs
+        inline here; the edge server uses :meth:`admit`, which runs it off the event loop.
         """
         when = self._clock() if now is None else now
+        rejection = self._check_before_auth(view, now=when)
+        if rejection is None and self._basic_auth is not None:
+            rejection = self._basic_auth.check(view.headers)
+        return rejection if rejection is not None else self._check_after_auth(view, now=when)
+
+    async def admit(
+        self, view: RequestView, *, passwords: PasswordChecker, now: float | None = None
+    ) -> Rejection | None:
+        """:meth:`check_request`, with basicAuth's bcrypt checks run by ``passwords`` (a
+        bounded thread pool) so that a password guesser cannot stall every other host."""
+        when = self._clock() if now is None else now
+        rejection = self._check_before_auth(view, now=when)
+        if rejection is None and self._basic_auth is not None:
+            found = self._basic_auth.lookup(view.headers)
+            if isinstance(found, PasswordCheck):
+                rejection = await passwords.check(self._basic_auth, found)
+            else:
+                rejection = found
+        return rejection if rejection is not None else self._check_after_auth(view, now=when)
+
+    def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
         address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
         if self._ip_restriction is not None:
             rejection = self._ip_restriction.check(address)
@@ -137,13 +162,10 @@ class ModuleChain:
                 return rejection
         if self._rate_limit is not None:
             client = UNKNOWN_CLIENT if address is None else str(address)
-            rejection = self._rate_limit.check(client, now=when)
-            if rejection is not None:
-                return rejection
-        if self._basic_auth is not None:
-            rejection = self._basic_auth.check(view.headers)
-            if rejection is not None:
-                return rejection
+            return self._rate_limit.check(client, now=now)
+        return None
+
+    def _check_after_auth(self, view: RequestView, *, now: float) -> Rejection | None:
         if self._jwt is not None:
             rejection = self._jwt.check(view.headers)
             if rejection is not None:
@@ -153,7 +175,7 @@ class ModuleChain:
             if rejection is not None:
                 return rejection
         if self._circuit_breaker is not None:
-            return self._circuit_breaker.check(now=when)
+            return self._circuit_breaker.check(now=now)
         return None
 
     def upstream_request_headers(self, headers: MutableMapping[str, str]) -> None:
