@@ -7,7 +7,7 @@ set -euo pipefail
 
 cluster="${1:-interlock}"
 image="${IMAGE:-ghcr.io/interlock-dev/interlock:0.1.0}"
-gateway_api_version="${GATEWAY_API_VERSION:-v1.2.1}"
+gateway_api_version="${GATEWAY_API_VERSION:-v1.6.1}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 need() {

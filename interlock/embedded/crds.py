@@ -49,7 +49,7 @@ def _crd(
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{plural}.{group}",
-            "annotations": {"gateway.networking.k8s.io/bundle-version": "v1.2.1"},
+            "annotations": {"gateway.networking.k8s.io/bundle-version": "v1.6.1"},
         },
         "spec": {
             "group": group,

@@ -17,10 +17,11 @@ route with ``spec.rules[0].filters[1].type: unsupported ...`` is the honest alte
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from interlock.model.meta import (
@@ -42,14 +43,32 @@ SUPPORTED_FILTER_TYPES = (
     "ResponseHeaderModifier",
     "RequestRedirect",
     "URLRewrite",
+    "CORS",
 )
+"""HTTPRoute filter types interlock serves in its policy."""
+
+UNIMPLEMENTED_FILTER_TYPES = ("RequestMirror", "ExtensionRef")
+"""Valid v1.6.1 filter types interlock does not implement: parsed (so a malformed one is named
+as malformed), then refused, never skipped."""
 
 _FILTER_CONFIG_FIELD = {
     "RequestHeaderModifier": "requestHeaderModifier",
     "ResponseHeaderModifier": "responseHeaderModifier",
     "RequestRedirect": "requestRedirect",
     "URLRewrite": "urlRewrite",
+    "CORS": "cors",
+    "RequestMirror": "requestMirror",
+    "ExtensionRef": "extensionRef",
 }
+
+# The CRDs' patterns for names, groups and kinds (Gateway API v1.6.1).
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+GROUP = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+KIND = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# The characters an Exact or PathPrefix path may hold (RFC 3986 pchar and '/').
+_PATH_CHARS = re.compile(r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$")
 
 # The Gateway API's Duration format (GEP-2257): up to four number+unit parts, e.g. "1h30m".
 _DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")
@@ -70,26 +89,28 @@ _PATH_FORBIDDEN_ENDINGS = ("/..", "/.")
 
 def _check_path(value: str) -> str:
     if not value.startswith("/"):
-        raise _invalid("path", f"path must start with '/', got {value!r}")
+        raise invalid("path", f"path must start with '/', got {value!r}")
     for fragment in _PATH_FORBIDDEN:
         if fragment in value:
-            raise _invalid("path", f"path {value!r} must not contain {fragment!r}")
+            raise invalid("path", f"path {value!r} must not contain {fragment!r}")
     for ending in _PATH_FORBIDDEN_ENDINGS:
         if value.endswith(ending):
-            raise _invalid("path", f"path {value!r} must not end with {ending!r}")
+            raise invalid("path", f"path {value!r} must not end with {ending!r}")
+    if not _PATH_CHARS.match(value):
+        raise invalid("path", f"path {value!r} holds characters a URL path cannot hold")
     return value
 
 
 def _check_header_name(name: str) -> str:
     if not _HEADER_NAME.match(name):
-        raise _invalid("header_name", f"{name!r} is not a valid HTTP header name")
+        raise invalid("header_name", f"{name!r} is not a valid HTTP header name")
     return name
 
 
 def _check_header_value(value: str) -> str:
     # A line break in a header value would let a route inject headers into proxied requests.
     if any(c in value for c in "\r\n\0"):
-        raise _invalid("header_value", "header value must not contain CR, LF or NUL")
+        raise invalid("header_value", "header value must not contain CR, LF or NUL")
     return value
 
 
@@ -100,13 +121,13 @@ def _check_hostname(hostname: str, *, wildcard: bool) -> str:
         or (hostname.startswith("*.") and not wildcard)
     ):
         allowed = ", optionally starting with '*.'" if wildcard else ""
-        raise _invalid(
+        raise invalid(
             "hostname", f"{hostname!r} is not a valid hostname (a lowercase DNS name{allowed})"
         )
     return hostname
 
 
-def _invalid(error_type: str, message: str) -> PydanticCustomError:
+def invalid(error_type: str, message: str) -> PydanticCustomError:
     """A validation error whose text is exactly ``message`` (user values may contain braces)."""
     return PydanticCustomError(error_type, "{detail}", {"detail": message})
 
@@ -129,22 +150,30 @@ def normalize_group(group: str) -> str:
     return CORE_GROUP if group == "core" else group
 
 
-def _check_regex(pattern: str) -> str:
+def check_regex(pattern: str) -> str:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise _invalid("regex", f"invalid regular expression {pattern!r}: {exc}") from None
+        raise invalid("regex", f"invalid regular expression {pattern!r}: {exc}") from None
     return pattern
+
+
+def refuse_unimplemented(what: str, supported: str = "") -> PydanticCustomError:
+    """The error for a valid Gateway API field interlock does not implement (never skipped)."""
+    tail = f"; supported: {supported}" if supported else ""
+    return invalid("unimplemented", f"{what} is valid but not implemented by interlock{tail}")
 
 
 class ParentReference(KubeModel):
     """A route's parent: a Gateway (not ours) or a Service (mesh routes, which we serve)."""
 
-    group: str = GATEWAY_GROUP
-    kind: str = "Gateway"
-    namespace: str | None = None
-    name: str = Field(min_length=1)
-    section_name: str | None = Field(None, alias="sectionName")
+    group: str = Field(GATEWAY_GROUP, max_length=253, pattern=GROUP)
+    kind: str = Field("Gateway", min_length=1, max_length=63, pattern=KIND)
+    namespace: str | None = Field(None, min_length=1, max_length=63, pattern=DNS_LABEL)
+    name: str = Field(min_length=1, max_length=253)
+    section_name: str | None = Field(
+        None, alias="sectionName", min_length=1, max_length=253, pattern=DNS_SUBDOMAIN
+    )
     port: int | None = Field(None, ge=1, le=65535)
 
     # ``group`` is kept as written ("core" or ""): the route's status must echo each parentRef
@@ -170,7 +199,7 @@ class HTTPPathMatch(KubeModel):
     @model_validator(mode="after")
     def _check_value(self) -> HTTPPathMatch:
         if self.type == "RegularExpression":
-            _check_regex(self.value)
+            check_regex(self.value)
         else:
             _check_path(self.value)
         return self
@@ -179,7 +208,7 @@ class HTTPPathMatch(KubeModel):
 class HTTPHeaderMatch(KubeModel):
     type: Literal["Exact", "RegularExpression"] = "Exact"
     name: str = Field(min_length=1, max_length=256)
-    value: str = Field(max_length=4096)
+    value: str = Field(min_length=1, max_length=4096)
 
     @field_validator("name")
     @classmethod
@@ -189,19 +218,19 @@ class HTTPHeaderMatch(KubeModel):
     @model_validator(mode="after")
     def _check_value(self) -> HTTPHeaderMatch:
         if self.type == "RegularExpression":
-            _check_regex(self.value)
+            check_regex(self.value)
         return self
 
 
 class HTTPQueryParamMatch(KubeModel):
     type: Literal["Exact", "RegularExpression"] = "Exact"
-    name: str = Field(min_length=1, max_length=256)
-    value: str = Field(max_length=1024)
+    name: str = Field(min_length=1, max_length=256, pattern=HEADER_NAME)
+    value: str = Field(min_length=1, max_length=1024)
 
     @model_validator(mode="after")
     def _check_value(self) -> HTTPQueryParamMatch:
         if self.type == "RegularExpression":
-            _check_regex(self.value)
+            check_regex(self.value)
         return self
 
 
@@ -255,9 +284,9 @@ class HTTPPathModifier(KubeModel):
         )
         if value is None:
             field = "replaceFullPath" if self.type == "ReplaceFullPath" else "replacePrefixMatch"
-            raise _invalid("path_modifier", f"type {self.type} requires {field}")
+            raise invalid("path_modifier", f"type {self.type} requires {field}")
         if not value.startswith("/"):
-            raise _invalid("path", f"path must start with '/', got {value!r}")
+            raise invalid("path", f"path must start with '/', got {value!r}")
         return self
 
 
@@ -284,65 +313,49 @@ class HTTPURLRewriteFilter(KubeModel):
         return None if hostname is None else _check_hostname(hostname, wildcard=False)
 
 
-class HTTPRouteFilter(KubeModel):
-    """One filter; exactly the config field named by ``type`` is used."""
+_CORS_ORIGIN = (
+    r"(^\*$)|(^(http(s)?):\/\/(((\*\.)?([a-zA-Z0-9\-]+\.)*[a-zA-Z0-9-]+|\*)(:([0-9]{1,5}))?)$)"
+)
 
-    type: str
-    request_header_modifier: HTTPHeaderFilter | None = Field(None, alias="requestHeaderModifier")
-    response_header_modifier: HTTPHeaderFilter | None = Field(None, alias="responseHeaderModifier")
-    request_redirect: HTTPRequestRedirectFilter | None = Field(None, alias="requestRedirect")
-    url_rewrite: HTTPURLRewriteFilter | None = Field(None, alias="urlRewrite")
 
-    @field_validator("type")
+def _alone_if_wildcard(values: tuple[str, ...], what: str) -> tuple[str, ...]:
+    if "*" in values and len(values) > 1:
+        raise invalid("cors", f"{what} cannot contain '*' alongside other values")
+    return values
+
+
+class HTTPCORSFilter(KubeModel):
+    """The CORS filter (GEP-1767): served as written, the data plane answers preflights."""
+
+    allow_origins: tuple[Annotated[str, Field(max_length=253, pattern=_CORS_ORIGIN)], ...] = Field(
+        (), alias="allowOrigins", max_length=64
+    )
+    allow_credentials: bool | None = Field(None, alias="allowCredentials")
+    allow_methods: tuple[HTTPMethod | Literal["*"], ...] = Field(
+        (), alias="allowMethods", max_length=9
+    )
+    allow_headers: tuple[Annotated[str, Field(max_length=256, pattern=HEADER_NAME)], ...] = Field(
+        (), alias="allowHeaders", max_length=64
+    )
+    expose_headers: tuple[Annotated[str, Field(max_length=256, pattern=HEADER_NAME)], ...] = Field(
+        (), alias="exposeHeaders", max_length=64
+    )
+    max_age: int = Field(5, alias="maxAge", ge=1)
+
+    @field_validator("allow_origins", "allow_methods", "allow_headers")
     @classmethod
-    def _supported_type(cls, value: str) -> str:
-        if value not in SUPPORTED_FILTER_TYPES:
-            supported = ", ".join(SUPPORTED_FILTER_TYPES)
-            raise _invalid(
-                "filter_type", f"unsupported filter type {value!r}; supported: {supported}"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _config_present(self) -> HTTPRouteFilter:
-        config = {
-            "RequestHeaderModifier": self.request_header_modifier,
-            "ResponseHeaderModifier": self.response_header_modifier,
-            "RequestRedirect": self.request_redirect,
-            "URLRewrite": self.url_rewrite,
-        }[self.type]
-        if config is None:
-            field = _FILTER_CONFIG_FIELD[self.type]
-            raise _invalid("filter_config", f"filter type {self.type} requires {field}")
-        return self
+    def _wildcard_alone(cls, values: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        return _alone_if_wildcard(values, info.field_name or "list")
 
 
-def _check_filter_list(filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
-    # The CRD's CEL rules on a filter list, rule-level or backendRef-level alike.
-    types = [f.type for f in filters]
-    for filter_type in SUPPORTED_FILTER_TYPES:
-        if types.count(filter_type) > 1:
-            raise _invalid("filters", f"filter {filter_type} may appear at most once")
-    if "RequestRedirect" in types and "URLRewrite" in types:
-        raise _invalid("filters", "RequestRedirect and URLRewrite cannot be used together")
-    return filters
+class BackendObjectReference(KubeModel):
+    """A reference to a backend: a core Service unless ``group``/``kind`` say otherwise."""
 
-
-class HTTPBackendRef(KubeModel):
-    """A rule's backend; its ``filters`` apply only to requests sent to this backend."""
-
-    group: str = CORE_GROUP
-    kind: str = "Service"
-    name: str = Field(min_length=1)
-    namespace: str | None = None
+    group: str = Field(CORE_GROUP, max_length=253, pattern=GROUP)
+    kind: str = Field("Service", min_length=1, max_length=63, pattern=KIND)
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = Field(None, min_length=1, max_length=63, pattern=DNS_LABEL)
     port: int | None = Field(None, ge=1, le=65535)
-    weight: int = Field(1, ge=0, le=1_000_000)
-    filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
-
-    @field_validator("filters")
-    @classmethod
-    def _filter_list(cls, filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
-        return _check_filter_list(filters)
 
     @field_validator("group")
     @classmethod
@@ -354,6 +367,111 @@ class HTTPBackendRef(KubeModel):
         return self.group == CORE_GROUP and self.kind == "Service"
 
 
+class Fraction(KubeModel):
+    numerator: int = Field(ge=0)
+    denominator: int = Field(100, ge=1)
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> Fraction:
+        if self.numerator > self.denominator:
+            raise invalid("fraction", "numerator must be less than or equal to denominator")
+        return self
+
+
+class HTTPRequestMirrorFilter(KubeModel):
+    backend_ref: BackendObjectReference = Field(alias="backendRef")
+    percent: int | None = Field(None, ge=0, le=100)
+    fraction: Fraction | None = None
+
+    @model_validator(mode="after")
+    def _percent_or_fraction(self) -> HTTPRequestMirrorFilter:
+        if self.percent is not None and self.fraction is not None:
+            raise invalid("mirror", "only one of percent or fraction may be specified")
+        return self
+
+
+class LocalObjectReference(KubeModel):
+    group: str = Field(max_length=253, pattern=GROUP)
+    kind: str = Field(min_length=1, max_length=63, pattern=KIND)
+    name: str = Field(min_length=1, max_length=253)
+
+
+class HTTPRouteFilter(KubeModel):
+    """One filter; exactly the config field named by ``type`` is set (as the CRD's CEL rules)."""
+
+    type: Literal[
+        "RequestHeaderModifier",
+        "ResponseHeaderModifier",
+        "RequestMirror",
+        "RequestRedirect",
+        "URLRewrite",
+        "ExtensionRef",
+        "CORS",
+    ]
+    request_header_modifier: HTTPHeaderFilter | None = Field(None, alias="requestHeaderModifier")
+    response_header_modifier: HTTPHeaderFilter | None = Field(None, alias="responseHeaderModifier")
+    request_redirect: HTTPRequestRedirectFilter | None = Field(None, alias="requestRedirect")
+    url_rewrite: HTTPURLRewriteFilter | None = Field(None, alias="urlRewrite")
+    cors: HTTPCORSFilter | None = None
+    request_mirror: HTTPRequestMirrorFilter | None = Field(None, alias="requestMirror")
+    extension_ref: LocalObjectReference | None = Field(None, alias="extensionRef")
+
+    @model_validator(mode="after")
+    def _config_present(self) -> HTTPRouteFilter:
+        check_filter_config(self, _FILTER_CONFIG_FIELD)
+        if self.type in UNIMPLEMENTED_FILTER_TYPES:
+            raise refuse_unimplemented(
+                f"filter type {self.type}", ", ".join(SUPPORTED_FILTER_TYPES)
+            )
+        return self
+
+
+def check_filter_config(filter_: KubeModel, config_fields: Mapping[str, str]) -> None:
+    """The CEL rules of a filter: the config field its ``type`` names is set, no other one."""
+    filter_type = getattr(filter_, "type")  # noqa: B009 - every filter model has a type
+    for type_name, field in config_fields.items():
+        attribute = _snake(field)
+        present = getattr(filter_, attribute, None) is not None
+        if type_name == filter_type and not present:
+            raise invalid("filter_config", f"filter type {filter_type} requires {field}")
+        if type_name != filter_type and present:
+            raise invalid(
+                "filter_config", f"{field} must not be set unless the filter type is {type_name}"
+            )
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _check_filter_list(filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
+    # The CRD's CEL rules on a filter list, rule-level or backendRef-level alike.
+    types: list[str] = [f.type for f in filters]
+    for filter_type in ("CORS", *SUPPORTED_FILTER_TYPES[:4]):
+        if types.count(filter_type) > 1:
+            raise invalid("filters", f"filter {filter_type} may appear at most once")
+    if "RequestRedirect" in types and "URLRewrite" in types:
+        raise invalid("filters", "RequestRedirect and URLRewrite cannot be used together")
+    return filters
+
+
+class BackendRef(BackendObjectReference):
+    """A weighted backend (TLSRoute, TCPRoute; the base of the HTTP and gRPC ones)."""
+
+    weight: int = Field(1, ge=0, le=1_000_000)
+
+
+class HTTPBackendRef(BackendRef):
+    """A rule's backend; its ``filters`` apply only to requests sent to this backend."""
+
+    filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
+
+    @field_validator("filters")
+    @classmethod
+    def _filter_list(cls, filters: tuple[HTTPRouteFilter, ...]) -> tuple[HTTPRouteFilter, ...]:
+        return _check_filter_list(filters)
+
+
 class HTTPRouteTimeouts(KubeModel):
     request: str | None = None
     backend_request: str | None = Field(None, alias="backendRequest")
@@ -361,11 +479,7 @@ class HTTPRouteTimeouts(KubeModel):
     @field_validator("request", "backend_request")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
-        if value is not None and not _DURATION.match(value):
-            raise _invalid(
-                "duration", f"invalid duration {value!r}; use e.g. '10s', '500ms' or '1m30s'"
-            )
-        return value
+        return _check_duration(value)
 
     @model_validator(mode="after")
     def _backend_within_request(self) -> HTTPRouteTimeouts:
@@ -375,7 +489,7 @@ class HTTPRouteTimeouts(KubeModel):
             return self
         request = parse_gateway_duration(self.request)
         if request and parse_gateway_duration(self.backend_request) > request:
-            raise _invalid(
+            raise invalid(
                 "timeouts",
                 f"backendRequest {self.backend_request!r} must not be longer than "
                 f"request {self.request!r}",
@@ -383,16 +497,91 @@ class HTTPRouteTimeouts(KubeModel):
         return self
 
 
+def _check_duration(value: str | None) -> str | None:
+    if value is not None and not _DURATION.match(value):
+        raise invalid("duration", f"invalid duration {value!r}; use e.g. '10s', '500ms' or '1m30s'")
+    return value
+
+
+class HTTPRouteRetry(KubeModel):
+    """The experimental ``rules[].retry`` (GEP-1731): which responses to retry, how often."""
+
+    codes: tuple[int, ...] = ()
+    attempts: int | None = Field(None, ge=1)
+    backoff: str | None = None
+
+    @field_validator("codes")
+    @classmethod
+    def _status_codes(cls, codes: tuple[int, ...]) -> tuple[int, ...]:
+        for code in codes:
+            if not 400 <= code <= 599:
+                raise invalid("retry", f"retry code {code} must be in 400..599")
+        if len(set(codes)) != len(codes):
+            raise invalid("retry", "retry codes must not repeat (a set)")
+        return codes
+
+    @field_validator("backoff")
+    @classmethod
+    def _backoff(cls, value: str | None) -> str | None:
+        return _check_duration(value)
+
+
+_RULE_NAME = Field(None, min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
+
+
+def check_parent_refs(refs: tuple[ParentReference, ...]) -> tuple[ParentReference, ...]:
+    """The CRDs' CEL rules on ``parentRefs``: two refs to one parent need distinct sectionNames."""
+    seen: dict[tuple[str, str, str, str], list[str | None]] = {}
+    for ref in refs:
+        parent = (ref.group, ref.kind, ref.namespace or "", ref.name)
+        seen.setdefault(parent, []).append(ref.section_name)
+    for (_, kind, _, name), sections in seen.items():
+        if len(sections) < 2:
+            continue
+        if None in sections:
+            raise invalid(
+                "parent_refs",
+                f"sectionName must be specified when parentRefs includes 2 or more references "
+                f"to {kind} {name}",
+            )
+        if len(set(sections)) != len(sections):
+            raise invalid(
+                "parent_refs",
+                f"sectionName must be unique when parentRefs includes 2 or more references "
+                f"to {kind} {name}",
+            )
+    return refs
+
+
+def check_total_matches(rules: tuple[Any, ...]) -> None:
+    """The CRDs' CEL rule: fewer than 128 matches across all rules of a route."""
+    total = sum(len(rule.matches) for rule in rules)
+    if total >= 128:
+        raise invalid(
+            "rules", f"a route may hold fewer than 128 matches across its rules, not {total}"
+        )
+
+
 def _default_matches() -> tuple[HTTPRouteMatch, ...]:
     return (HTTPRouteMatch(),)
 
 
 class HTTPRouteRule(KubeModel):
-    name: str | None = None
+    name: str | None = _RULE_NAME
     matches: tuple[HTTPRouteMatch, ...] = Field(default_factory=_default_matches, max_length=64)
     filters: tuple[HTTPRouteFilter, ...] = Field((), max_length=16)
     backend_refs: tuple[HTTPBackendRef, ...] = Field((), alias="backendRefs", max_length=16)
     timeouts: HTTPRouteTimeouts | None = None
+    retry: HTTPRouteRetry | None = None
+    session_persistence: dict[str, Any] | None = Field(None, alias="sessionPersistence")
+
+    @field_validator("session_persistence")
+    @classmethod
+    def _session_persistence(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Experimental in v1.6.1; a mesh client would silently lose its stickiness if skipped.
+        if value is not None:
+            raise refuse_unimplemented("sessionPersistence")
+        return value
 
     @field_validator("filters")
     @classmethod
@@ -412,7 +601,7 @@ class HTTPRouteRule(KubeModel):
         # The HTTPRoute CRD's CEL rules, so that a route we accept is one Kubernetes accepts.
         types = [f.type for f in self.filters]
         if "RequestRedirect" in types and self.backend_refs:
-            raise _invalid("filters", "RequestRedirect cannot be used together with backendRefs")
+            raise invalid("filters", "RequestRedirect cannot be used together with backendRefs")
         for f in (*self.filters, *(f for ref in self.backend_refs for f in ref.filters)):
             config = f.request_redirect or f.url_rewrite
             path = config.path if config is not None else None
@@ -421,7 +610,7 @@ class HTTPRouteRule(KubeModel):
                 and path.type == "ReplacePrefixMatch"
                 and not (len(self.matches) == 1 and self.matches[0].path.type == "PathPrefix")
             ):
-                raise _invalid(
+                raise invalid(
                     "filters",
                     f"{f.type} with ReplacePrefixMatch needs exactly one match, of type PathPrefix",
                 )
@@ -432,20 +621,43 @@ def _default_rules() -> tuple[HTTPRouteRule, ...]:
     return (HTTPRouteRule(),)
 
 
-class HTTPRouteSpec(KubeModel):
+def check_hostnames(hostnames: tuple[str, ...]) -> tuple[str, ...]:
+    """Route hostnames: lowercase DNS names, optionally with a leading ``*.`` label."""
+    for hostname in hostnames:
+        _check_hostname(hostname, wildcard=True)
+    return hostnames
+
+
+class CommonRouteSpec(KubeModel):
+    """What every route kind's spec has: its parents (checked as the CRDs' CEL rules)."""
+
     parent_refs: tuple[ParentReference, ...] = Field((), alias="parentRefs", max_length=32)
+
+    @field_validator("parent_refs")
+    @classmethod
+    def _parent_refs(cls, refs: tuple[ParentReference, ...]) -> tuple[ParentReference, ...]:
+        return check_parent_refs(refs)
+
+
+class HTTPRouteSpec(CommonRouteSpec):
     hostnames: tuple[str, ...] = Field((), max_length=16)
     rules: tuple[HTTPRouteRule, ...] = Field(default_factory=_default_rules, max_length=16)
 
     @field_validator("hostnames")
     @classmethod
     def _hostnames(cls, hostnames: tuple[str, ...]) -> tuple[str, ...]:
-        for hostname in hostnames:
-            _check_hostname(hostname, wildcard=True)
-        return hostnames
+        return check_hostnames(hostnames)
+
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, rules: tuple[HTTPRouteRule, ...]) -> tuple[HTTPRouteRule, ...]:
+        check_total_matches(rules)
+        return rules
 
 
-class HTTPRouteStatus(KubeModel):
+class RouteStatus(KubeModel):
+    """A route's ``status`` (every route kind has the same one)."""
+
     # Kept as the API server sent them: other controllers' entries must be written back
     # untouched, and a parsed-and-reserialized entry would gain defaults it never had.
     parents: tuple[dict[str, Any], ...] = ()
@@ -456,7 +668,7 @@ class HTTPRoute(KubeModel):
 
     metadata: ObjectMeta
     spec: HTTPRouteSpec = Field(default_factory=HTTPRouteSpec)
-    status: HTTPRouteStatus = Field(default_factory=HTTPRouteStatus)
+    status: RouteStatus = Field(default_factory=RouteStatus)
 
     @property
     def key(self) -> ObjectKey:
@@ -464,9 +676,9 @@ class HTTPRoute(KubeModel):
 
 
 class ReferenceGrantFrom(KubeModel):
-    group: str
-    kind: str
-    namespace: str = Field(min_length=1)
+    group: str = Field(max_length=253, pattern=GROUP)
+    kind: str = Field(min_length=1, max_length=63, pattern=KIND)
+    namespace: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL)
 
     @field_validator("group")
     @classmethod
@@ -475,9 +687,9 @@ class ReferenceGrantFrom(KubeModel):
 
 
 class ReferenceGrantTo(KubeModel):
-    group: str
-    kind: str
-    name: str | None = None
+    group: str = Field(max_length=253, pattern=GROUP)
+    kind: str = Field(min_length=1, max_length=63, pattern=KIND)
+    name: str | None = Field(None, min_length=1, max_length=253)
 
     @field_validator("group")
     @classmethod
@@ -486,8 +698,8 @@ class ReferenceGrantTo(KubeModel):
 
 
 class ReferenceGrantSpec(KubeModel):
-    from_: tuple[ReferenceGrantFrom, ...] = Field(alias="from", min_length=1)
-    to: tuple[ReferenceGrantTo, ...] = Field(min_length=1)
+    from_: tuple[ReferenceGrantFrom, ...] = Field(alias="from", min_length=1, max_length=16)
+    to: tuple[ReferenceGrantTo, ...] = Field(min_length=1, max_length=16)
 
 
 class ReferenceGrant(KubeModel):

@@ -39,6 +39,7 @@ from interlock.model.gateway import (
     HTTPRoute,
     HTTPRouteFilter,
     HTTPRouteMatch,
+    HTTPRouteRetry,
     HTTPRouteTimeouts,
     ParentReference,
     ReferenceGrant,
@@ -144,13 +145,19 @@ class ResolvedRule:
     filters: tuple[HTTPRouteFilter, ...]
     timeouts: HTTPRouteTimeouts | None
     backends: tuple[Backend, ...]
+    retry: HTTPRouteRetry | None = None
 
     def to_json(self) -> dict[str, Any]:
         timeouts = self.timeouts or HTTPRouteTimeouts()
+        retry = self.retry
         return {
+            "name": self.name,
             "matches": [m.model_dump(mode="json", by_alias=True) for m in self.matches],
             "filters": filters_json(self.filters),
             "timeouts": {"request": timeouts.request, "backendRequest": timeouts.backend_request},
+            "retry": None
+            if retry is None
+            else {"codes": list(retry.codes), "attempts": retry.attempts, "backoff": retry.backoff},
             "backends": [b.to_json() for b in self.backends],
         }
 
@@ -417,6 +424,7 @@ def resolve_route(
                 filters=rule.filters,
                 timeouts=rule.timeouts,
                 backends=tuple(backends),
+                retry=rule.retry,
             )
         )
     return ResolvedRoute(

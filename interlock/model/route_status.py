@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from interlock.model.gateway import HTTPRoute, HTTPRouteStatus, ParentReference
+from interlock.model.gateway import HTTPRoute, ParentReference, RouteStatus
 from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
 from interlock.model.outbound import (
     ResolvedRoute,
@@ -85,7 +85,7 @@ class _RouteShell(KubeModel):
 
     metadata: ObjectMeta
     spec: _RouteShellSpec = Field(default_factory=_RouteShellSpec)
-    status: HTTPRouteStatus = Field(default_factory=HTTPRouteStatus)
+    status: RouteStatus = Field(default_factory=RouteStatus)
 
 
 class _StoredStatus:

@@ -64,9 +64,11 @@ def policy_json(route: dict[str, Any], backends: list[dict[str, Any]]) -> dict[s
                 "hostnames": [],
                 "rules": [
                     {
+                        "name": None,
                         "matches": [{**MATCH_ALL, "method": None}],
                         "filters": [],
                         "timeouts": {"request": "5s", "backendRequest": None},
+                        "retry": None,
                         "backends": backends,
                     }
                 ],

@@ -175,7 +175,7 @@ BAD_ROUTES = [
     ),
     (_with(["rules", 0, "matches", 0, "method"], "FETCH"), "spec.rules[0].matches[0].method"),
     (
-        _with(["rules", 0, "filters", 1, "type"], "RequestMirror"),
+        _with(["rules", 0, "filters", 1, "type"], "Bogus"),
         "spec.rules[0].filters[1].type",
     ),
     (
@@ -183,7 +183,7 @@ BAD_ROUTES = [
         "spec.rules[0].filters[1]",
     ),
     (
-        _with(["rules", 0, "backendRefs", 1, "filters", 0, "type"], "ExtensionRef"),
+        _with(["rules", 0, "backendRefs", 1, "filters", 0, "type"], "Bogus"),
         "spec.rules[0].backendRefs[1].filters[0].type",
     ),
     (
@@ -322,12 +322,38 @@ def test_bad_route_is_reported_with_object_and_field_path(spec: dict[str, Any], 
     assert str(err.value).startswith(f"HTTPRoute shop/web: {field}: ")
 
 
-def test_unknown_filter_type_names_the_supported_ones() -> None:
-    spec = _with(["rules", 0, "filters", 1, "type"], "RequestMirror")
+def test_unknown_filter_type_names_the_valid_ones() -> None:
+    spec = _with(["rules", 0, "filters", 1, "type"], "Bogus")
     with pytest.raises(InvalidObject) as err:
         parse_http_route(_route(spec))
-    assert "'RequestMirror'" in err.value.reason
     assert "URLRewrite" in err.value.reason
+    assert "RequestMirror" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    "unimplemented",
+    [
+        {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "shadow", "port": 80}}},
+        {"type": "ExtensionRef", "extensionRef": {"group": "x.io", "kind": "Thing", "name": "t"}},
+    ],
+    ids=["RequestMirror", "ExtensionRef"],
+)
+def test_valid_but_unimplemented_filter_is_refused_naming_what_is_supported(
+    unimplemented: dict[str, Any],
+) -> None:
+    spec = _with(["rules", 0, "filters"], [unimplemented])
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route(spec))
+    assert err.value.field == "spec.rules[0].filters[0]"
+    assert f"filter type {unimplemented['type']} is valid but not implemented" in err.value.reason
+    assert "supported: RequestHeaderModifier" in err.value.reason
+
+
+def test_malformed_unimplemented_filter_is_reported_as_malformed() -> None:
+    bad = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "s"}, "percent": 101}}
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route(_with(["rules", 0, "filters"], [bad])))
+    assert err.value.field == "spec.rules[0].filters[0].requestMirror.percent"
 
 
 def test_route_without_namespace_is_reported() -> None:

@@ -135,7 +135,10 @@ route_st = st.builds(
     st.sampled_from(NAMESPACES),
     st.sampled_from(["r1", "r2", "r3"]),
     st.integers(1, 3),
-    st.lists(parent_st, min_size=1, max_size=2),
+    # The CRD refuses two refs to one parent unless their sectionNames differ.
+    st.lists(
+        parent_st, min_size=1, max_size=2, unique_by=lambda p: (p["name"], p.get("namespace"))
+    ),
     st.lists(
         st.fixed_dictionaries(
             {

@@ -284,7 +284,6 @@ def test_resolved_route_carries_everything_the_policy_and_status_need() -> None:
             "spec": {
                 "parentRefs": [
                     {"group": "", "kind": "Service", "name": "web", "port": 80},
-                    {"group": "", "kind": "Service", "name": "web", "port": 80},
                     {"name": "gw"},
                     {"group": "core", "kind": "Service", "name": "web", "namespace": "front"},
                 ],
@@ -452,6 +451,7 @@ def test_no_route_gives_a_default_route_to_the_service_port() -> None:
                 "hostnames": [],
                 "rules": [
                     {
+                        "name": None,
                         "matches": [
                             {
                                 "path": {"type": "PathPrefix", "value": "/"},
@@ -462,6 +462,7 @@ def test_no_route_gives_a_default_route_to_the_service_port() -> None:
                         ],
                         "filters": [],
                         "timeouts": {"request": None, "backendRequest": None},
+                        "retry": None,
                         "backends": [
                             {
                                 "kind": "Service",
@@ -541,7 +542,7 @@ def test_policy_json_has_the_contract_shape() -> None:
     assert route_json["group"] == GATEWAY_GROUP
     assert route_json["creationTimestamp"] == "2024-02-03T04:05:06Z"
     (rule_json,) = route_json["rules"]
-    assert set(rule_json) == {"matches", "filters", "timeouts", "backends"}
+    assert set(rule_json) == {"name", "matches", "filters", "timeouts", "retry", "backends"}
     assert rule_json["matches"][0]["method"] == "GET"
     assert rule_json["filters"] == [
         {

@@ -45,6 +45,8 @@ route_st = st.builds(
         ),
         min_size=1,
         max_size=2,
+        # The CRD refuses two refs to one parent unless their sectionNames differ.
+        unique_by=lambda ref: ref["name"],
     ),
     st.lists(
         st.fixed_dictionaries(

@@ -201,7 +201,6 @@ def test_one_entry_per_service_parent_in_spec_order() -> None:
         parents=[
             {"group": "", "kind": "Service", "name": "web", "port": 80},
             {"group": "core", "kind": "Service", "name": "web", "namespace": "front"},
-            {"group": "", "kind": "Service", "name": "web", "port": 80},
         ]
     )
     entries = compute(route, [WEB, API, svc("front", "web", 80)])
@@ -251,7 +250,8 @@ def _raw_route(rules: list[dict[str, Any]], status: list[dict[str, Any]]) -> dic
 
 
 def test_route_that_fails_to_parse_is_rejected_with_the_error_in_its_status() -> None:
-    raw = _raw_route([{"filters": [{"type": "RequestMirror"}]}], [GATEWAY_ENTRY])
+    mirror = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "s", "port": 80}}}
+    raw = _raw_route([{"filters": [mirror]}], [GATEWAY_ENTRY])
     with pytest.raises(InvalidObject) as err:
         parse_http_route(raw)
     entries = rejected_route_status(raw, err.value, now=NOW)
@@ -265,8 +265,10 @@ def test_route_that_fails_to_parse_is_rejected_with_the_error_in_its_status() ->
         "False",
         "UnsupportedValue",
     )
-    assert "spec.rules[0].filters[0].type" in accepted["message"]
-    assert "RequestMirror" in accepted["message"]
+    assert (
+        "spec.rules[0].filters[0]: filter type RequestMirror is valid but not implemented"
+        in (accepted["message"])
+    )
     assert accepted["observedGeneration"] == 5
     # Recomputed later, nothing changed: same status, same transition time.
     raw["status"]["parents"] = entries
