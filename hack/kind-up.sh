@@ -41,8 +41,8 @@ echo "kind-up: waiting for interlock to become ready"
 kubectl --context "$context" -n interlock-system rollout status deployment/interlock --timeout=180s
 
 cat <<MSG
-kind-up: ready.
-  kubectl --context $context -n interlock-system get pods
-  kubectl --context $context -n interlock-system port-forward svc/interlock-policy 8090:8090
-  curl -s localhost:8090/v1/outbound/default/kubernetes/443
+kind-up: ready. Try the examples (docs/kind.md, "Try it"):
+  kubectl --context $context apply -f $root/manifests/examples/
+  kubectl --context $context -n interlock-system port-forward svc/interlock-policy 8090:8090 &
+  curl -s localhost:8090/v1/outbound/default/echo/80
 MSG

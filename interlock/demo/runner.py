@@ -31,6 +31,10 @@ HOST = "demo.localhost"
 """The Ingress host of manifests/examples/ingress.yaml."""
 BACKENDS = ("echo-v1", "echo-v2")
 """The Services of manifests/examples/services.yaml that the echo servers stand in for."""
+CLUSTER_ONLY = frozenset({"backends.yaml"})
+"""Example files the demo does not load: the Deployments that back the echo Services in a real
+cluster. The embedded API server runs no workloads (it does not serve apps/v1, so each
+Deployment would be reported as an error), and the demo's echo processes stand in for them."""
 
 
 class DemoError(Exception):
@@ -82,9 +86,9 @@ def _url(address: Address) -> str:
     return f"http://{host}:{address.port}"
 
 
-def _example_manifests(root: Path) -> tuple[str, ...]:
-    """The IngressClass and the examples under ``root``, or :class:`DemoError` naming what is
-    missing."""
+def example_manifests(root: Path) -> tuple[str, ...]:
+    """The IngressClass and the example files under ``root`` that the demo loads (all but
+    :data:`CLUSTER_ONLY`), or :class:`DemoError` naming what is missing."""
     wanted = (root / "ingressclass.yaml", root / "examples")
     missing = [str(path) for path in wanted if not path.exists()]
     if missing:
@@ -92,7 +96,12 @@ def _example_manifests(root: Path) -> tuple[str, ...]:
             f"the demo's manifests are missing ({', '.join(missing)}): reinstall interlock, "
             "or pass the manifests/ folder of a checkout with --manifests"
         )
-    return tuple(str(path) for path in wanted)
+    examples = sorted(
+        path
+        for path in (root / "examples").iterdir()
+        if path.suffix in (".yaml", ".yml", ".json") and path.name not in CLUSTER_ONLY
+    )
+    return (str(root / "ingressclass.yaml"), *(str(path) for path in examples))
 
 
 def banner(
@@ -160,7 +169,7 @@ async def run_demo(
     from interlock.app import Controller
 
     root = options.manifests if options.manifests is not None else default_manifests()
-    examples = _example_manifests(root)
+    examples = example_manifests(root)
     workdir = Path(tempfile.mkdtemp(prefix="interlock-demo-"))
     trace_path = workdir / "trace.jsonl"
     kubeconfig = workdir / "kubeconfig"

@@ -11,6 +11,7 @@ from multidict import CIMultiDict
 
 from interlock.edge.modules.chain import compile_modules
 from interlock.edge.modules.view import RequestView
+from interlock.demo.runner import BACKENDS, CLUSTER_ONLY, example_manifests
 from interlock.embedded import running_api_server
 from interlock.model.gateway import parse_http_route
 from interlock.model.ingress import parse_ingress
@@ -39,14 +40,47 @@ def _auth(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-async def test_examples_apply_to_the_embedded_api_server_without_errors() -> None:
+async def test_the_examples_the_demo_loads_apply_to_the_embedded_api_server_without_errors() -> (
+    None
+):
+    loaded = example_manifests(ROOT / "manifests")
     async with running_api_server() as server:
-        report = await server.apply_manifests(
-            [ROOT / "manifests" / "crds", ROOT / "manifests" / "ingressclass.yaml", EXAMPLES]
-        )
+        report = await server.apply_manifests([ROOT / "manifests" / "crds", *loaded])
     assert report.errors == []
-    kinds = sorted(d["kind"] for d in _documents())
-    assert kinds == ["HTTPRoute", "Ingress", "ModuleSet", "Secret", "Service", "Service", "Service"]
+    kinds = sorted(
+        str(result.kind) for result in report.results if result.kind != "CustomResourceDefinition"
+    )
+    assert kinds == [
+        "HTTPRoute",
+        "Ingress",
+        "IngressClass",
+        "ModuleSet",
+        "Secret",
+        "Service",
+        "Service",
+        "Service",
+    ]
+
+
+def test_the_cluster_only_examples_are_the_deployments_behind_the_echo_services() -> None:
+    """In a cluster the echo Services need Pods; the demo's own echo processes replace these."""
+    skipped = [EXAMPLES / name for name in sorted(CLUSTER_ONLY)]
+    deployments = [doc for path in skipped for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert {doc["kind"] for doc in deployments} == {"Deployment"}
+    for name in BACKENDS:
+        service = _one("Service", name)
+        (deployment,) = [d for d in deployments if d["metadata"]["name"] == name]
+        pod = deployment["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        # The Service selects this Deployment's Pods (and only the backend's own version).
+        assert service["spec"]["selector"].items() <= labels.items()
+        ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    # The parent Service `echo` selects both versions.
+    echo = _one("Service", "echo")["spec"]["selector"]
+    assert all(
+        echo.items() <= d["spec"]["template"]["metadata"]["labels"].items() for d in deployments
+    )
 
 
 def test_route_splits_echo_80_20_between_v1_and_v2() -> None:
