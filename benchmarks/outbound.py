@@ -2,10 +2,14 @@
 
 N Services (``svc-i``, port 80), N HTTPRoutes (``r-i``: parent ``svc-i``, backends
 ``svc-(i+1)`` and ``svc-(i+7)``) and N open HTTP watch streams (one per Service port, held by a
-child process: ``--watch-client``). The embedded API server runs in another child process (so
-the controller's RSS is its own), pre-loaded from a generated manifest. The controller is a
-follower: the Lease is held by another replica, as for every replica but one in a real
-deployment, so no status write runs during the measurements.
+child process: ``--watch-client``). ``--server embedded`` runs the embedded API server in
+another child process (so the controller's RSS is its own), pre-loaded from a generated
+manifest; ``--server real`` starts etcd and kube-apiserver with ``hack/real-cluster.sh`` (or
+uses ``--cluster-dir``), creates the objects as cluster admin and runs the controller as the
+identity ``manifests/rbac.yaml`` grants, through TLS, RBAC and priority-and-fairness;
+``--server both`` runs each in a child process of its own and puts the figures side by side.
+The controller is a follower: the Lease is held by another replica, as for every replica but
+one in a real deployment, so no status write runs during the measurements.
 
 Measured, all in one run:
 
@@ -17,9 +21,12 @@ Measured, all in one run:
    reference that re-walks every watch's routes on every Service event, as Linkerd's fix does:
    ratio of work (messages handled vs backends visited) and of time (medians).
 
-It prints the figures and rewrites only the ``## Outbound`` section of ``docs/benchmarks.md``.
+It prints the figures; with ``--write-docs`` it rewrites only its own sections of
+``docs/benchmarks.md`` (``## Outbound`` from the embedded run, ``## Outbound on a real API
+server`` from the real one, beside the embedded figures when both ran).
 
-    .venv/bin/python benchmarks/outbound.py [--scale 10000] [--changes 100]
+    .venv/bin/python benchmarks/outbound.py [--server embedded|real|both] [--scale 10000]
+        [--changes 100] [--write-docs]
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ import random
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from api_servers import ApiServer, EmbeddedServer, RealServer
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
 from interlock.actors.service_port_watch import WatchTarget
@@ -58,18 +67,20 @@ from interlock.model.service import Service, parse_service
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Outbound"
+REAL_HEADING = "## Outbound on a real API server"
 GATEWAY = "gateway.networking.k8s.io"
 
 
-def service_obj(i: int) -> dict[str, Any]:
+def service_obj(i: int, *, cluster_ip: bool = True) -> dict[str, Any]:
+    """``cluster_ip=False`` for a real server, which allocates one from its own range."""
+    spec: dict[str, Any] = {"ports": [{"name": "http", "port": 80}]}
+    if cluster_ip:
+        spec["clusterIP"] = f"10.0.{i // 250}.{i % 250 + 1}"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": f"svc-{i}", "namespace": "default"},
-        "spec": {
-            "clusterIP": f"10.0.{i // 250}.{i % 250 + 1}",
-            "ports": [{"name": "http", "port": 80}],
-        },
+        "spec": spec,
     }
 
 
@@ -92,12 +103,12 @@ def route_obj(i: int, n: int) -> dict[str, Any]:
     }
 
 
-def held_lease() -> dict[str, Any]:
+def held_lease(namespace: str) -> dict[str, Any]:
     now = "2026-01-01T00:00:00.000000Z"
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": "interlock", "namespace": "default"},
+        "metadata": {"name": "interlock", "namespace": namespace},
         "spec": {
             "holderIdentity": "another-replica",
             "leaseDurationSeconds": 3600,
@@ -107,10 +118,10 @@ def held_lease() -> dict[str, Any]:
     }
 
 
-def write_manifest(path: Path, n: int) -> None:
-    # JSON documents are YAML documents; writing JSON keeps generation and parsing quick.
-    docs = [held_lease()] + [service_obj(i) for i in range(n)] + [route_obj(i, n) for i in range(n)]
-    path.write_text("\n---\n".join(json.dumps(doc) for doc in docs))
+def objects(n: int, *, real: bool) -> list[dict[str, Any]]:
+    lease = held_lease("interlock-system" if real else "default")
+    services = [service_obj(i, cluster_ip=not real) for i in range(n)]
+    return [lease, *services, *(route_obj(i, n) for i in range(n))]
 
 
 def rss_mib() -> float:
@@ -119,25 +130,6 @@ def rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-async def start_api_server(manifest: Path, kubeconfig: Path) -> asyncio.subprocess.Process:
-    code = (
-        "import asyncio, sys\n"
-        "from interlock.embedded import serve_forever\n"
-        "asyncio.run(serve_forever(host='127.0.0.1', port=0, "
-        f"kubeconfig_path={str(kubeconfig)!r}, manifests=[{str(manifest)!r}]))\n"
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE
-    )
-    assert process.stdout is not None
-    while True:
-        line = await asyncio.wait_for(process.stdout.readline(), 600)
-        if not line:
-            raise RuntimeError("the embedded API server exited")
-        if line.startswith(b"kubeconfig:"):
-            return process
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -400,20 +392,63 @@ class WatchClient:
 # ---------------------------------------------------------------------------------------------
 
 
-async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
+async def start_server(kind: str, n: int, workdir: Path, cluster_dir: Path | None) -> ApiServer:
+    if kind == "real":
+        return await RealServer.start(objects(n, real=True), cluster_dir=cluster_dir)
+    return await EmbeddedServer.start(objects(n, real=False), workdir)
+
+
+def flow_delta(
+    before: dict[tuple[str, str], dict[str, float]], after: dict[tuple[str, str], dict[str, float]]
+) -> dict[str, Any] | None:
+    """Priority-and-fairness during the status phase: the busiest non-exempt flow."""
+    rows = []
+    for key, counters in after.items():
+        old = before.get(key, {})
+        delta = {name: value - old.get(name, 0.0) for name, value in counters.items()}
+        if key[1] != "exempt" and delta.get("dispatched", 0) > 0:
+            rows.append((delta.get("dispatched", 0), key, delta))
+    if not rows:
+        return None
+    _, (flow_schema, priority_level), delta = max(rows)
+    waited = delta.get("waited", 0.0)
+    return {
+        "flow_schema": flow_schema,
+        "priority_level": priority_level,
+        "dispatched": delta.get("dispatched", 0.0),
+        "rejected": delta.get("rejected", 0.0),
+        "mean_wait_ms": 1000 * delta.get("wait_s", 0.0) / waited if waited else 0.0,
+    }
+
+
+async def run(
+    n: int,
+    changes: int,
+    seed: int,
+    *,
+    server_kind: str = "embedded",
+    cluster_dir: Path | None = None,
+) -> dict[str, Any]:
     rng = random.Random(seed)
-    figures: dict[str, Any] = {"scale": n, "changes": changes}
+    figures: dict[str, Any] = {"scale": n, "changes": changes, "server": server_kind}
+    real = server_kind == "real"
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as tmp:
-        manifest = Path(tmp) / "objects.yaml"
-        kubeconfig = Path(tmp) / "kubeconfig"
-        write_manifest(manifest, n)
-        server = await start_api_server(manifest, kubeconfig)
+        loading = time.perf_counter()
+        server = await start_server(server_kind, n, Path(tmp), cluster_dir)
+        figures["load_s"] = time.perf_counter() - loading
         try:
+            async with server.session() as http:
+                version = await server.request(http, "GET", "/version")
+                figures["server_version"] = (
+                    json.loads(version.body).get("gitVersion", "?")
+                    if version.status == 200
+                    else "embedded"
+                )
             config = ControllerConfig(
-                kubeconfig=str(kubeconfig),
+                kubeconfig=server.controller_kubeconfig,
                 policy_addr=Address("127.0.0.1", 0),
                 admin_addr=Address("127.0.0.1", 0),
-                lease_namespace="default",
+                lease_namespace=server.lease_namespace,
                 lease_identity="benchmark",
                 watch_grace=300.0,
                 tune_gc=True,  # as `interlock run` does
@@ -450,27 +485,24 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
             figures["actors"] = controller.system.statistics().actors
 
             # --- end to end: API server → informer → actors → HTTP watch streams
-            base = kubeconfig.read_text().split("server: ")[1].split()[0]
             latencies: list[float] = []
             messages: list[int] = []
             routes_woken: list[int] = []
             chosen = rng.sample(range(n), changes)
-            async with aiohttp.ClientSession() as http:
+            services = "/api/v1/namespaces/default/services"
+            async with server.session() as http:
                 for k in chosen:
                     for exists in (False, True):
                         await idle(controller)
                         before = controller.system.statistics()
                         t0 = time.time()
                         if exists:
-                            async with http.post(
-                                f"{base}/api/v1/namespaces/default/services", json=service_obj(k)
-                            ) as response:
-                                assert response.status == 201, await response.text()
+                            body = service_obj(k, cluster_ip=not real)
+                            response = await server.request(http, "POST", services, body)
+                            assert response.status == 201, response.body
                         else:
-                            async with http.delete(
-                                f"{base}/api/v1/namespaces/default/services/svc-{k}"
-                            ) as response:
-                                assert response.status == 200, await response.text()
+                            response = await server.request(http, "DELETE", f"{services}/svc-{k}")
+                            assert response.status == 200, response.body
                         latencies.append(await client.wait(k, exists) - t0)
                         await idle(controller)
                         after = controller.system.statistics()
@@ -508,13 +540,11 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
                     ours_work.append(controller.system.statistics().processed - before_processed)
 
             # --- becoming leader: every route's status is written once
-            async with (
-                aiohttp.ClientSession() as http,
-                http.delete(
-                    f"{base}/apis/coordination.k8s.io/v1/namespaces/default/leases/interlock"
-                ) as response,
-            ):
-                assert response.status == 200, await response.text()
+            flow_before = await server.flow_control()
+            lease = f"/apis/coordination.k8s.io/v1/namespaces/{server.lease_namespace}/leases"
+            async with server.session() as http:
+                response = await server.request(http, "DELETE", f"{lease}/interlock")
+                assert response.status == 200, response.body
             assert controller.elector is not None
             while not controller.elector.is_leader:  # noqa: ASYNC110 - polling a flag
                 await asyncio.sleep(0.01)
@@ -525,10 +555,11 @@ async def run(n: int, changes: int, seed: int) -> dict[str, Any]:
                 await asyncio.sleep(0.05)
             figures["status_s"] = time.perf_counter() - leading
             figures["status_writes"] = writer.writes
+            figures["status_concurrency"] = config.status_concurrency
+            figures["flow_control"] = flow_delta(flow_before, await server.flow_control())
             await controller.stop()
         finally:
-            server.terminate()
-            await server.wait()
+            await server.stop()
 
     rewalk = build_rewalk(n)
     ref_time: list[float] = []
@@ -646,10 +677,113 @@ watch, so its cost grows with the cluster.
 """
 
 
-def write_section(text: str) -> None:
-    """Replace the ``## Outbound`` section (up to the next ``## `` heading) or append it."""
+def real_section(real: dict[str, Any], embedded: dict[str, Any] | None, command: str) -> str:
+    """The real server's figures, beside the embedded server's from the same invocation."""
+    n = real["scale"]
+
+    def row(label: str, key: str, fmt: str) -> str:
+        cells = [fmt.format(f[key]) if f is not None else "(not run)" for f in (embedded, real)]
+        return f"| {label} | {cells[0]} | {cells[1]} |"
+
+    rows = [
+        row("start → ready (initial lists delivered, actors settled)", "ready_s", "{:.1f} s"),
+        row("… CPU of the controller process", "ready_cpu_s", "{:.1f} s"),
+        row("RSS after ready", "rss_ready_mib", "{:.0f} MiB"),
+        row(f"RSS + {n:,} watches (actors, policies)", "rss_watch_state_mib", "{:.0f} MiB"),
+        row(f"RSS + {n:,} HTTP watch streams", "rss_watches_mib", "{:.0f} MiB"),
+        row(f"opening {n:,} HTTP watch streams", "watches_open_s", "{:.2f} s"),
+        row("Service change → every affected stream updated, p50", "e2e_p50_ms", "{:.1f} ms"),
+        row("Service change → every affected stream updated, p99", "e2e_p99_ms", "{:.1f} ms"),
+        row("messages handled per Service change (median)", "messages_per_change", "{:.0f}"),
+        row("on becoming leader: every route's status written", "status_s", "{:.1f} s"),
+        row("… status writes", "status_writes", "{:,}"),
+    ]
+    flow = real.get("flow_control")
+    in_flight = real["status_concurrency"]
+    if flow and not flow["rejected"] and flow["mean_wait_ms"] < 1.0:
+        shaped = (
+            f"Here nothing was rejected and the queueing was negligible: with {in_flight} "
+            "writes in flight the controller stays below its priority level's share, so "
+            "priority-and-fairness did not shape the figure; raising `status_concurrency` "
+            "would move the bound there."
+        )
+    elif flow:
+        shaped = (
+            "Here it did shape the figure: the rejections were retried with backoff and the "
+            "queueing added its wait to every write."
+        )
+    else:
+        shaped = ""
+    if flow:
+        fairness = (
+            f"During the status phase the controller's requests were classified by flow schema "
+            f"`{flow['flow_schema']}` into priority level `{flow['priority_level']}`: "
+            f"{flow['dispatched']:,.0f} requests dispatched, {flow['rejected']:,.0f} rejected "
+            f"(429), mean wait in the priority level's queues {flow['mean_wait_ms']:.2f} ms."
+        )
+    else:
+        fairness = "No priority-and-fairness figures were read from the API server's /metrics."
+    rate = real["status_writes"] / max(1e-9, real["status_s"])
+    minutes_at_qps5 = real["status_writes"] / 5 / 60
+    beside = (
+        "beside the embedded API server measured in the same invocation (each in a process of "
+        "its own)"
+        if embedded is not None
+        else "(the embedded column is empty: run with `--server both` to measure both)"
+    )
+    paragraphs = [
+        f"The same workload as [Outbound](#outbound) ({n:,} Services, {n:,} HTTPRoutes, {n:,} "
+        f"watch streams, {real['changes']} Services deleted and re-created) against a real "
+        f"kube-apiserver {real['server_version']} and etcd from `hack/real-cluster.sh` on "
+        f"loopback, {beside}. On the real server the objects are created as cluster admin "
+        f"before the controller starts ({real['load_s']:.0f} s for the control plane and the "
+        f"{2 * n:,} objects), and the controller runs as "
+        "`system:serviceaccount:interlock-system:interlock`, the identity "
+        "`manifests/rbac.yaml` grants: every list, watch, Lease call and status patch goes "
+        "through TLS, token authentication, RBAC, admission, priority-and-fairness and etcd.",
+        f"How the status figure is shaped: on becoming leader the controller writes "
+        f"{real['status_writes']:,} statuses (one merge patch each on `httproutes/status`), at "
+        f"most {real['status_concurrency']} in flight (`status_concurrency`), at {rate:,.0f} "
+        "writes/s here. interlock applies no client-side rate limit: kubernetes-asyncio has "
+        "none, and nothing like client-go's default QPS 5 / burst 10 (at which "
+        f"{real['status_writes']:,} writes would take {minutes_at_qps5:.0f} minutes) is added; "
+        "the only bound is the writes in flight, so the figure is the server's latency per "
+        "write (TLS, authorization, admission, the CRD's OpenAPI and CEL validation, an etcd "
+        f"write, on a machine shared by everything here) times {real['status_writes']:,} / "
+        f"{real['status_concurrency']}.",
+        fairness
+        + " Priority-and-fairness is what protects the server from a new leader: a service "
+        "account's requests go to a non-exempt priority level with a bounded share of the "
+        "server's concurrency, where they queue and at worst are answered 429 (which the "
+        "status writer retries with backoff) instead of starving other clients. " + shaped,
+    ]
+    intro, *notes = (
+        textwrap.fill(paragraph, width=96, break_on_hyphens=False) for paragraph in paragraphs
+    )
+    after = "\n\n".join(notes)
+    return f"""{REAL_HEADING}
+
+{intro}
+
+```
+{command}
+```
+
+Machine: {machine()} (shared with other engineers' work while measured; the real control plane
+shares the 2 CPUs with the controller and the watch client).
+
+| figure | embedded | real |
+|---|---:|---:|
+{chr(10).join(rows)}
+
+{after}
+"""
+
+
+def write_section(text: str, heading: str = HEADING) -> None:
+    """Replace the section under ``heading`` (up to the next ``## `` heading) or append it."""
     lines = DOC.read_text().splitlines() if DOC.exists() else ["# Benchmarks", ""]
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == HEADING), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
     new = text.rstrip().splitlines()
     if start is None:
         lines = [*lines, "", *new] if lines and lines[-1] else [*lines, *new]
@@ -661,8 +795,37 @@ def write_section(text: str) -> None:
     DOC.write_text("\n".join(lines).rstrip() + "\n")
 
 
+def run_child(args: argparse.Namespace, server: str, out: Path) -> dict[str, Any]:
+    """One server's run in a process of its own (RSS figures mean nothing otherwise)."""
+    command = [
+        sys.executable,
+        __file__,
+        "--server",
+        server,
+        "--scale",
+        str(args.scale),
+        "--changes",
+        str(args.changes),
+        "--seed",
+        str(args.seed),
+        "--json",
+        str(out),
+    ]
+    if server == "embedded":
+        for scale in args.also_scale:
+            command += ["--also-scale", str(scale)]
+    if server == "real" and args.cluster_dir is not None:
+        command += ["--cluster-dir", str(args.cluster_dir)]
+    import subprocess
+
+    subprocess.run(command, check=True)
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", choices=["embedded", "real", "both"], default="embedded")
     parser.add_argument("--scale", type=int, default=10_000)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
@@ -671,9 +834,21 @@ def main() -> None:
         type=int,
         action="append",
         default=[],
-        help="also run at this (smaller) scale, for the work-versus-size table; repeatable",
+        help="embedded: also run at this (smaller) scale, for the work-versus-size table",
     )
-    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--cluster-dir",
+        type=Path,
+        default=None,
+        help="real: use the cluster hack/real-cluster.sh started in DIR (left running) "
+        "instead of starting one",
+    )
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="rewrite this benchmark's docs/benchmarks.md sections",
+    )
+    parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--watch-client", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.watch_client:
@@ -683,18 +858,46 @@ def main() -> None:
 
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
-    # The main scale first: RSS figures are only meaningful in a process that ran nothing else.
-    figures = asyncio.run(run(args.scale, args.changes, args.seed))
-    smaller = [asyncio.run(run(scale, args.changes, args.seed)) for scale in args.also_scale]
     also = "".join(f" --also-scale {scale}" for scale in args.also_scale)
     command = (
-        f".venv/bin/python benchmarks/outbound.py --scale {args.scale} --changes {args.changes}"
-        f"{also}"
+        f".venv/bin/python benchmarks/outbound.py --server {args.server} --scale {args.scale} "
+        f"--changes {args.changes}{also}"
     )
-    text = section(figures, command, smaller=smaller)
-    print(text)
-    if not args.no_write:
-        write_section(text)
+    if args.server == "both":
+        with tempfile.TemporaryDirectory(prefix="interlock-bench-") as tmp:
+            embedded = run_child(args, "embedded", Path(tmp) / "embedded.json")
+            real = run_child(args, "real", Path(tmp) / "real.json")
+        texts = [
+            (HEADING, section(embedded["main"], command, smaller=embedded["smaller"])),
+            (REAL_HEADING, real_section(real["main"], embedded["main"], command)),
+        ]
+    else:
+        # The main scale first: RSS figures are only meaningful in a process that ran nothing
+        # else.
+        figures = asyncio.run(
+            run(
+                args.scale,
+                args.changes,
+                args.seed,
+                server_kind=args.server,
+                cluster_dir=args.cluster_dir,
+            )
+        )
+        smaller = [
+            asyncio.run(run(scale, args.changes, args.seed))
+            for scale in (args.also_scale if args.server == "embedded" else [])
+        ]
+        if args.json is not None:
+            args.json.write_text(json.dumps({"main": figures, "smaller": smaller}))
+            return
+        if args.server == "embedded":
+            texts = [(HEADING, section(figures, command, smaller=smaller))]
+        else:
+            texts = [(REAL_HEADING, real_section(figures, None, command))]
+    for heading, text in texts:
+        print(text)
+        if args.write_docs:
+            write_section(text, heading)
 
 
 if __name__ == "__main__":
