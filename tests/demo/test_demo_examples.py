@@ -9,9 +9,9 @@ from typing import Any
 import yaml
 from multidict import CIMultiDict
 
+from interlock.demo.runner import BACKENDS, CLUSTER_ONLY, example_manifests
 from interlock.edge.modules.chain import compile_modules
 from interlock.edge.modules.view import RequestView
-from interlock.demo.runner import BACKENDS, CLUSTER_ONLY, example_manifests
 from interlock.embedded import running_api_server
 from interlock.model.gateway import parse_http_route
 from interlock.model.ingress import parse_ingress
