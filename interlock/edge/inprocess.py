@@ -26,6 +26,7 @@ from interlock.edge.modules import (
     MissingSecretError,
     ModuleChain,
     ModuleConfigError,
+    ProviderUnavailableError,
     compile_modules,
 )
 from interlock.edge.provider import (
@@ -117,12 +118,19 @@ class InProcessEdge:
                 clock=self._clock,
                 wall_clock=self._wall_clock,
             )
+            if chain.identity is not None and path_type != "Prefix":
+                raise ModuleConfigError(
+                    chain.identity.kind, "needs a Prefix path (its callback is under the path)"
+                )
+            await chain.prepare()
         except ModuleConfigError as exc:
             self._reserve(key, route_id, path=path, path_type=path_type, current=current)
             raise PermanentEdgeError(f"{where}: {exc}") from None
-        except MissingSecretError as exc:
+        except (MissingSecretError, ProviderUnavailableError) as exc:
             self._reserve(key, route_id, path=path, path_type=path_type, current=current)
             raise TransientEdgeError(f"{where}: {exc}") from None
+        # Read again: preparing an oauth/oidc chain awaited the provider.
+        current = self._hosts.get(key, {}).get(route_id)
         self._hosts.setdefault(key, {})[route_id] = ServedRoute(
             route_id=route_id,
             path=path,

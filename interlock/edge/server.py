@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from loguru import logger
+from multidict import CIMultiDict
 
 from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
-from interlock.edge.modules import RequestView
+from interlock.edge.modules import IdentityReply, RequestView
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.edge.proxy import (
@@ -188,11 +189,31 @@ class EdgeServer:
             peer_ip=request.remote or "",
             body=body,
         )
-        rejection = await chain.admit(view, passwords=self.passwords)
+        # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
+        rejection = await chain.admit(
+            view, passwords=self.passwords, breaker=chain.identity is None
+        )
         if rejection is not None:
             response = web.Response(status=rejection.status, text=rejection.body)
             response.headers.update(rejection.headers)
             return response
+        admitted = None
+        if chain.identity is not None:
+            decided = await chain.identity.handle(
+                view, scheme=request.scheme, route_path=route.path
+            )
+            if isinstance(decided, IdentityReply):
+                return web.Response(
+                    status=decided.status,
+                    body=decided.body.encode(),
+                    headers=CIMultiDict(decided.headers),
+                )
+            admitted = decided
+            rejection = chain.check_breaker()
+            if rejection is not None:
+                response = web.Response(status=rejection.status, text=rejection.body)
+                response.headers.update(rejection.headers)
+                return response
         if not backend.exists:
             return _plain(500, "the backend Service of this route does not exist")
         addresses = self._upstreams.resolve(
@@ -212,6 +233,8 @@ class EdgeServer:
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         chain.upstream_request_headers(headers)
+        if admitted is not None:
+            admitted.apply(headers)
         set_forwarded_headers(
             headers,
             peer_ip=request.remote or "",
@@ -228,7 +251,7 @@ class EdgeServer:
             first=next(counter) % len(addresses),
             headers=headers,
             body=body,
-            hooks=chain,
+            hooks=chain if admitted is None else admitted.hooks(chain),
             where=where,
         )
 

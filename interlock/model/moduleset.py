@@ -139,6 +139,62 @@ class RateLimitModule(KubeModel):
     period: str = "1m"
 
 
+class OAuthProviderSettings(KubeModel):
+    """What every oauth provider and the oidc module share: the client, who may sign in, and
+    how long a session lasts (see ``docs/modules.md``)."""
+
+    options_passthrough: bool = Field(False, alias="optionsPassthrough")
+    """OPTIONS requests (CORS preflights) reach the backend without a session."""
+    inactivity_timeout: str | None = Field(None, alias="inactivityTimeout")
+    maximum_duration: str | None = Field(None, alias="maximumDuration")
+    auth_check_interval: str | None = Field(None, alias="authCheckInterval")
+    client_id: str = Field("", alias="clientId")
+    client_secret: SecretKeyRef | None = Field(None, alias="clientSecret")
+    scopes: list[str] = Field(default_factory=list)
+    email_addresses: list[str] = Field(default_factory=list, alias="emailAddresses")
+    email_domains: list[str] = Field(default_factory=list, alias="emailDomains")
+    session_secret: SecretKeyRef | None = Field(None, alias="sessionSecret")
+    """Keys of the session cookie, one per line (the first seals, all open: rotation); when
+    unset they are derived from the client secret."""
+    identity_headers: dict[str, str] = Field(default_factory=dict, alias="identityHeaders")
+    """Extra headers to the backend: header name → claim name."""
+
+
+class GenericOAuthProvider(OAuthProviderSettings):
+    """A provider given by its endpoints instead of a preset."""
+
+    authorize_url: str = Field(alias="authorizeUrl")
+    token_url: str = Field(alias="tokenUrl")
+    userinfo_url: str = Field(alias="userinfoUrl")
+
+
+class OAuthModule(KubeModel):
+    """Exactly one provider: a preset (endpoints and claims known) or ``generic``."""
+
+    google: OAuthProviderSettings | None = None
+    github: OAuthProviderSettings | None = None
+    gitlab: OAuthProviderSettings | None = None
+    microsoft: OAuthProviderSettings | None = None
+    generic: GenericOAuthProvider | None = None
+
+    def providers(self) -> list[tuple[str, OAuthProviderSettings]]:
+        """The configured providers, by name (exactly one in a valid module)."""
+        return [
+            (name, config)
+            for name in OAUTH_PROVIDERS
+            if (config := getattr(self, name)) is not None
+        ]
+
+
+OAUTH_PROVIDERS = ("google", "github", "gitlab", "microsoft", "generic")
+
+
+class OidcModule(OAuthProviderSettings):
+    """An OpenID Connect provider found by discovery from its issuer."""
+
+    issuer: str
+
+
 class Modules(KubeModel):
     """Every module is optional. Field order here is not the order they run in (see edge/)."""
 
@@ -152,6 +208,8 @@ class Modules(KubeModel):
     compression: CompressionModule | None = None
     circuit_breaker: CircuitBreakerModule | None = Field(None, alias="circuitBreaker")
     rate_limit: RateLimitModule | None = Field(None, alias="rateLimit")
+    oauth: OAuthModule | None = None
+    oidc: OidcModule | None = None
 
 
 class ModuleProblem(KubeModel):
@@ -400,10 +458,80 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
         reason = _positive_duration_problem(modules.rate_limit.period)
         if reason:
             problem("rateLimit", ".period", reason)
+    if modules.oauth is not None:
+        providers = modules.oauth.providers()
+        if len(providers) != 1:
+            names = ", ".join(OAUTH_PROVIDERS)
+            problem("oauth", "", f"exactly one provider is required (one of {names})")
+        for name, settings in providers:
+            for field, reason in _login_problems(settings):
+                problem("oauth", f".{name}{field}", reason)
+            if isinstance(settings, GenericOAuthProvider):
+                for field, url in (
+                    ("authorizeUrl", settings.authorize_url),
+                    ("tokenUrl", settings.token_url),
+                    ("userinfoUrl", settings.userinfo_url),
+                ):
+                    reason = _url_problem(url)
+                    if reason:
+                        problem("oauth", f".{name}.{field}", reason)
+    if modules.oidc is not None:
+        for field, reason in _login_problems(modules.oidc):
+            problem("oidc", field, reason)
+        reason = _url_problem(modules.oidc.issuer)
+        if reason:
+            problem("oidc", ".issuer", reason)
     clash = modules_clash(modules)
     if clash:
-        problems.append(ModuleProblem(module="jwt", field="spec.modules", reason=clash))
+        module = "oidc" if "oidc" in clash else "jwt"
+        problems.append(ModuleProblem(module=module, field="spec.modules", reason=clash))
     return problems
+
+
+_EMAIL_DOMAIN = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+)
+
+
+def _login_problems(settings: OAuthProviderSettings) -> Iterator[tuple[str, str]]:
+    """Problems of the fields oauth providers and oidc share (paths relative to the module)."""
+    if not settings.client_id.strip():
+        yield ".clientId", "is required (interlock has no managed OAuth application)"
+    if settings.client_secret is None:
+        yield ".clientSecret", "is required (a Secret holding the OAuth client secret)"
+    for field, text in (
+        ("inactivityTimeout", settings.inactivity_timeout),
+        ("maximumDuration", settings.maximum_duration),
+        ("authCheckInterval", settings.auth_check_interval),
+    ):
+        if text is not None:
+            reason = _positive_duration_problem(text)
+            if reason:
+                yield f".{field}", reason
+    for index, scope in enumerate(settings.scopes):
+        if not scope or any(c.isspace() or c == '"' or c == "\\" for c in scope):
+            yield f".scopes[{index}]", f'"{scope}" is not a valid scope'
+    for index, address in enumerate(settings.email_addresses):
+        local, at, domain = address.rpartition("@")
+        if not at or not local or not _EMAIL_DOMAIN.match(domain.lower()):
+            yield f".emailAddresses[{index}]", f'"{address}" is not an email address'
+    for index, domain in enumerate(settings.email_domains):
+        if not _EMAIL_DOMAIN.match(domain.lower()):
+            yield f".emailDomains[{index}]", f'"{domain}" is not a domain name'
+    for name, claim in settings.identity_headers.items():
+        where = f'.identityHeaders["{name}"]'
+        yield from ((where, reason) for reason in _header_name_problems(name))
+        if not claim.strip():
+            yield where, "the claim name must not be empty"
+
+
+def _url_problem(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("https", "http") or not rest or rest.startswith("/"):
+        return f'"{url}" is not an absolute http(s) URL'
+    if any(c.isspace() for c in url):
+        return f'"{url}" contains whitespace'
+    return ""
 
 
 def modules_clash(modules: Modules) -> str:
@@ -413,6 +541,8 @@ def modules_clash(modules: Modules) -> str:
     """
     if modules.basic_auth is not None and modules.jwt is not None:
         return "basicAuth and jwt both read the Authorization header; configure only one of them"
+    if modules.oauth is not None and modules.oidc is not None:
+        return "oauth and oidc both sign users in with a session cookie; configure only one of them"
     return ""
 
 
@@ -537,6 +667,20 @@ def module_secret_ref_fields(modules: Modules) -> list[tuple[str, str, SecretKey
         refs.append(("jwt", "jwksSecretRef", modules.jwt.jwks_secret_ref))
     if modules.webhook_verification is not None:
         refs.append(("webhookVerification", "secretRef", modules.webhook_verification.secret_ref))
+    if modules.oauth is not None:
+        for name, settings in modules.oauth.providers():
+            refs.extend(("oauth", f"{name}.{field}", ref) for field, ref in _login_refs(settings))
+    if modules.oidc is not None:
+        refs.extend(("oidc", field, ref) for field, ref in _login_refs(modules.oidc))
+    return refs
+
+
+def _login_refs(settings: OAuthProviderSettings) -> list[tuple[str, SecretKeyRef]]:
+    refs = []
+    if settings.client_secret is not None:
+        refs.append(("clientSecret", settings.client_secret))
+    if settings.session_secret is not None:
+        refs.append(("sessionSecret", settings.session_secret))
     return refs
 
 

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e.conftest import cluster, http, kubeconfig, start_controller  # noqa: F401
 from idp import StartIdp, TestIdp
+from test_edge_scenarios import env  # noqa: F401
 
 
 @pytest.fixture

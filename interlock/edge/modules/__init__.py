@@ -11,13 +11,18 @@ re-exports the public surface.
 from interlock.edge.modules.chain import ORDER, ModuleChain, compile_modules
 from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
+from interlock.edge.modules.identity import Admitted, IdentityReply
+from interlock.edge.modules.oidc import ProviderUnavailableError
 from interlock.edge.modules.view import Rejection, RequestView
 
 __all__ = [
     "ORDER",
+    "Admitted",
+    "IdentityReply",
     "MissingSecretError",
     "ModuleChain",
     "ModuleConfigError",
+    "ProviderUnavailableError",
     "Rejection",
     "RequestView",
     "compile_modules",

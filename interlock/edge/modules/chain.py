@@ -22,6 +22,7 @@ from interlock.edge.modules.circuit_breaker import CircuitBreaker
 from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
 from interlock.edge.modules.headers import Headers
+from interlock.edge.modules.identity import IdentityGate, build_identity
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.jwt_auth import JwtAuth
 from interlock.edge.modules.rate_limit import RateLimit
@@ -42,6 +43,8 @@ ORDER = (
     "jwt",
     "webhookVerification",
     "circuitBreaker",
+    "oauth",
+    "oidc",
     "headers",
     "compression",
 )
@@ -58,6 +61,7 @@ class ModuleChain:
         "_clock",
         "_compress",
         "_headers",
+        "_identity",
         "_ip_restriction",
         "_jwt",
         "_rate_limit",
@@ -78,6 +82,7 @@ class ModuleChain:
         circuit_breaker: CircuitBreaker | None = None,
         headers: Headers | None = None,
         compress: bool = False,
+        identity: IdentityGate | None = None,
     ) -> None:
         self._trusted = trusted
         self._clock = clock
@@ -89,6 +94,21 @@ class ModuleChain:
         self._circuit_breaker = circuit_breaker
         self._headers = headers
         self._compress = compress
+        self._identity = identity
+
+    @property
+    def identity(self) -> IdentityGate | None:
+        """The oauth or oidc module: the server asks it (asynchronously) after
+        :meth:`check_request` admitted the request; see ``identity.py``."""
+        return self._identity
+
+    async def prepare(self) -> None:
+        """Contact what the chain needs before it serves (the oauth/oidc provider).
+
+        Raises ``ModuleConfigError`` or ``ProviderUnavailableError`` (transient).
+        """
+        if self._identity is not None:
+            await self._identity.prepare()
 
     @property
     def needs_body(self) -> bool:
@@ -110,6 +130,8 @@ class ModuleChain:
             "jwt": self._jwt,
             "webhookVerification": self._webhook,
             "circuitBreaker": self._circuit_breaker,
+            "oauth": self._identity if self._identity and self._identity.kind == "oauth" else None,
+            "oidc": self._identity if self._identity and self._identity.kind == "oidc" else None,
             "headers": self._headers,
             "compression": True if self._compress else None,
         }
@@ -126,21 +148,32 @@ class ModuleChain:
         address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
         return UNKNOWN_CLIENT if address is None else str(address)
 
-    def check_request(self, view: RequestView, *, now: float | None = None) -> Rejection | None:
+    def check_request(
+        self, view: RequestView, *, now: float | None = None, breaker: bool = True
+    ) -> Rejection | None:
         """Run the request-side modules in :data:`ORDER`; the first refusal is returned.
 
         ``None`` means the request may go to the upstream; the caller must then report its
         outcome with :meth:`record_upstream` (the circuit breaker counts on it). bcrypt runs
         inline here; the edge server uses :meth:`admit`, which runs it off the event loop.
+        With ``breaker=False`` the circuit breaker is left out, for the caller to run it with
+        :meth:`check_breaker` after the (asynchronous) oauth/oidc module admitted the request.
         """
         when = self._clock() if now is None else now
         rejection = self._check_before_auth(view, now=when)
         if rejection is None and self._basic_auth is not None:
             rejection = self._basic_auth.check(view.headers)
-        return rejection if rejection is not None else self._check_after_auth(view, now=when)
+        if rejection is not None:
+            return rejection
+        return self._check_after_auth(view, now=when, breaker=breaker)
 
     async def admit(
-        self, view: RequestView, *, passwords: PasswordChecker, now: float | None = None
+        self,
+        view: RequestView,
+        *,
+        passwords: PasswordChecker,
+        now: float | None = None,
+        breaker: bool = True,
     ) -> Rejection | None:
         """:meth:`check_request`, with basicAuth's bcrypt checks run by ``passwords`` (a
         bounded thread pool) so that a password guesser cannot stall every other host."""
@@ -152,7 +185,9 @@ class ModuleChain:
                 rejection = await passwords.check(self._basic_auth, found)
             else:
                 rejection = found
-        return rejection if rejection is not None else self._check_after_auth(view, now=when)
+        if rejection is not None:
+            return rejection
+        return self._check_after_auth(view, now=when, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
         address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
@@ -165,7 +200,9 @@ class ModuleChain:
             return self._rate_limit.check(client, now=now)
         return None
 
-    def _check_after_auth(self, view: RequestView, *, now: float) -> Rejection | None:
+    def _check_after_auth(
+        self, view: RequestView, *, now: float, breaker: bool = True
+    ) -> Rejection | None:
         if self._jwt is not None:
             rejection = self._jwt.check(view.headers)
             if rejection is not None:
@@ -174,9 +211,15 @@ class ModuleChain:
             rejection = self._webhook.check(view.headers, view.body)
             if rejection is not None:
                 return rejection
-        if self._circuit_breaker is not None:
+        if breaker and self._circuit_breaker is not None:
             return self._circuit_breaker.check(now=now)
         return None
+
+    def check_breaker(self, *, now: float | None = None) -> Rejection | None:
+        """The circuit breaker alone (see :meth:`check_request`)."""
+        if self._circuit_breaker is None:
+            return None
+        return self._circuit_breaker.check(now=self._clock() if now is None else now)
 
     def upstream_request_headers(self, headers: MutableMapping[str, str]) -> None:
         """Apply ``headers.request`` (remove, then add) to the headers sent upstream."""
@@ -216,6 +259,8 @@ class ModuleChain:
             modules["circuitBreaker"] = self._circuit_breaker.summary(now=self._clock())
         if self._compress:
             modules["compression"] = {"enabled": True}
+        if self._identity is not None:
+            modules[self._identity.kind] = self._identity.summary()
         return {
             "order": list(self.names),
             "trustedProxies": self._trusted.cidrs(),
@@ -270,6 +315,9 @@ def compile_modules(
         webhook = unless_missing(
             lambda: WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
         )
+    identity = unless_missing(
+        lambda: build_identity(modules, secrets, clock=clock, wall_clock=wall_clock)
+    )
     if missing:
         raise missing[0]
     return ModuleChain(
@@ -283,6 +331,7 @@ def compile_modules(
         circuit_breaker=circuit_breaker,
         headers=headers,
         compress=modules.compression is not None and modules.compression.enabled,
+        identity=identity,
     )
 
 

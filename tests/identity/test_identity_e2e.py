@@ -1,0 +1,259 @@
+"""oauth and oidc end to end: API server (either lane) → controller → edge → real provider.
+
+A browser stand-in (``browser.py``) follows redirects, keeps cookies and fills the provider's
+login form; the provider is zitadel's example OpenID provider (``idp.py``). The first test is
+the seed pull request's example with a generic provider standing in for Google.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from browser import browser, get, sign_in
+from e2e_clients import eventually
+from idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, StartIdp, TestIdp
+from test_edge_scenarios import Env, ingress, module_set, secret
+
+from interlock.kube.transport import KubeApiError
+
+HOST = "app.test"
+SECRET_REF = {"name": "a", "key": "k"}
+
+
+def app_url(env: Env, path: str = "/") -> str:
+    port = urlsplit(env.edge_url).port
+    return f"http://{HOST}:{port}{path}"
+
+
+def callback_uri(env: Env) -> str:
+    return app_url(env, "/_interlock/auth/callback")
+
+
+def generic_oauth(idp: TestIdp, **settings: Any) -> dict[str, Any]:
+    """The seed pull request's oauth module, the generic provider standing in for Google."""
+    return {
+        "oauth": {
+            "generic": {
+                "optionsPassthrough": True,
+                "inactivityTimeout": "10m",
+                "maximumDuration": "24h",
+                "authCheckInterval": "20m",
+                "clientId": CLIENT_ID,
+                "clientSecret": {"name": "auth", "key": "client-secret"},
+                "emailDomains": ["example.com"],
+                "authorizeUrl": f"{idp.issuer}auth",
+                "tokenUrl": f"{idp.issuer}oauth/token",
+                "userinfoUrl": f"{idp.issuer}userinfo",
+                **settings,
+            }
+        }
+    }
+
+
+def oidc(idp: TestIdp, **settings: Any) -> dict[str, Any]:
+    return {
+        "oidc": {
+            "issuer": idp.issuer,
+            "clientId": CLIENT_ID,
+            "clientSecret": {"name": "auth", "key": "client-secret"},
+            "emailDomains": ["example.com"],
+            "identityHeaders": {"X-Auth-Name": "given_name"},
+            **settings,
+        }
+    }
+
+
+async def publish(env: Env, modules: dict[str, Any], *, client_secret: str = CLIENT_SECRET) -> None:
+    await env.kube.apply(secret("auth", {"client-secret": client_secret}))
+    await env.kube.apply(module_set("auth", modules))
+    await env.kube.apply(ingress("game", HOST, modules="auth"))
+
+
+async def until_redirects_to_provider(env: Env, idp: TestIdp) -> None:
+    async def check() -> bool:
+        status, headers, _ = await env.request(HOST, "/", allow_redirects=False)
+        return status == 302 and headers.get("Location", "").startswith(idp.issuer)
+
+    await eventually(check, message=f"{HOST} redirects to the provider")
+
+
+async def test_seed_oauth_example_is_enforced_with_a_generic_provider(
+    env: Env, start_idp: StartIdp
+) -> None:
+    idp = await start_idp([callback_uri(env)])
+    await publish(env, generic_oauth(idp))
+    await until_redirects_to_provider(env, idp)
+    backend = env.backends["web"]
+    assert not backend.requests, "no request reaches the backend before a login"
+
+    async with browser() as session:
+        page = await sign_in(session, app_url(env, "/play?level=2"), ALICE)
+        assert page.status == 200, page.text[:300]
+        assert page.url == app_url(env, "/play?level=2")
+        seen = backend.requests[-1]
+        assert seen["X-Forwarded-Email"] == ALICE.email
+        assert seen["X-Forwarded-User"] == ALICE.id
+        assert "__interlock" not in seen.get("Cookie", ""), "the backend never sees the session"
+
+        # Client-sent identity headers are replaced, not passed on.
+        forged = {"X-Forwarded-Email": "ceo@example.com", "X-Forwarded-User": "ceo"}
+        page = await get(session, app_url(env, "/again"), headers=forged)
+        assert page.status == 200
+        assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
+        assert backend.requests[-1]["X-Forwarded-User"] == ALICE.id
+
+        # Logout ends the session: the next request starts a new login.
+        page = await get(session, app_url(env, "/_interlock/auth/logout"))
+        assert page.status == 200
+        page = await get(session, app_url(env, "/"))
+        assert page.is_login_form
+
+    # A user whose email is outside emailDomains gets 403 and no session.
+    async with browser() as session:
+        before = len(backend.requests)
+        page = await sign_in(session, app_url(env, "/"), MALLORY)
+        assert page.status == 403
+        assert "not allowed" in page.text
+        assert len(backend.requests) == before
+
+    # optionsPassthrough: a CORS preflight reaches the backend without a session, and a
+    # client-sent identity header is still removed.
+    status, _, _ = await env.request(
+        HOST, "/api", method="OPTIONS", headers={"X-Forwarded-Email": "ceo@example.com"}
+    )
+    assert status == 200
+    assert "X-Forwarded-Email" not in backend.requests[-1]
+    # Any other method without a session is refused, never redirected.
+    status, _, _ = await env.request(HOST, "/api", method="POST", data=b"x")
+    assert status == 401
+
+
+async def test_oidc_login_state_replay_rotation_and_provider_down(
+    env: Env, start_idp: StartIdp
+) -> None:
+    idp = await start_idp([callback_uri(env)])
+    await publish(env, oidc(idp, authCheckInterval="1s"))
+    await until_redirects_to_provider(env, idp)
+    backend = env.backends["web"]
+
+    async with browser() as session:
+        page = await sign_in(session, app_url(env, "/"), ALICE)
+        assert page.status == 200, page.text[:300]
+        assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
+        assert backend.requests[-1]["X-Auth-Name"] == "Alice"
+        callback = next(url for url in page.history if "/_interlock/auth/callback" in url)
+
+        # The same callback again (a replayed code) is refused.
+        replay = await get(session, callback)
+        assert replay.status == 400
+
+    # A callback whose state does not match the login cookie is refused.
+    async with browser() as session:
+        async with session.get(app_url(env, "/"), allow_redirects=False) as response:
+            assert response.status == 302
+            authorize = response.headers["Location"]
+        query = parse_qs(urlsplit(authorize).query)
+        assert query["code_challenge_method"] == ["S256"] and query["nonce"]
+        wrong = {"state": "not-" + query["state"][0], "code": "whatever"}
+        page = await get(session, callback_uri(env) + "?" + urlencode(wrong))
+        assert page.status == 400
+        assert "state" in page.text
+
+    # Key rotation: the provider restarts with a new signing key; a new login still works.
+    await idp.restart()
+    async with browser() as session:
+        page = await sign_in(session, app_url(env, "/"), ALICE)
+        assert page.status == 200, page.text[:300]
+
+        # Provider down: the session keeps working (the re-check is postponed) ...
+        await idp.stop()
+        await asyncio.sleep(1.1)  # past authCheckInterval, so the next request re-checks
+        page = await get(session, app_url(env, "/still"))
+        assert page.status == 200
+        assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
+
+    # ... and a new login gets a clear error page instead of a redirect into nowhere.
+    async with browser() as session:
+        page = await get(session, app_url(env, "/"))
+        assert page.status == 503
+        assert "identity provider is unavailable" in page.text
+
+
+async def test_expired_session_starts_a_new_login(env: Env, start_idp: StartIdp) -> None:
+    idp = await start_idp([callback_uri(env)])
+    await publish(env, oidc(idp, maximumDuration="2s"))
+    await until_redirects_to_provider(env, idp)
+    async with browser() as session:
+        page = await sign_in(session, app_url(env, "/"), ALICE)
+        assert page.status == 200
+        await asyncio.sleep(2.1)  # past maximumDuration: nothing can make the session valid
+        page = await get(session, app_url(env, "/"))
+        assert page.is_login_form
+
+
+async def test_bad_client_secret_is_permanent_with_status_and_event(
+    env: Env, start_idp: StartIdp
+) -> None:
+    idp = await start_idp([callback_uri(env)])
+    await publish(env, oidc(idp), client_secret="not-the-secret")
+    await env.until_route_error(HOST, "refused the client credentials")
+    await env.until_event("game", "ModulesFailed")
+    status, _, _ = await env.request(HOST, "/")
+    assert status == 503, "fail closed: no backend is attached"
+    events = json.dumps(await env.kube.events("game"))
+    assert "not-the-secret" not in events
+
+    # Fixed: the route serves (the Secret change re-applies the modules).
+    await env.kube.apply(secret("auth", {"client-secret": CLIENT_SECRET}))
+    await until_redirects_to_provider(env, idp)
+
+
+async def test_provider_down_at_creation_serves_nothing_then_recovers(
+    env: Env, start_idp: StartIdp
+) -> None:
+    idp = await start_idp([callback_uri(env)])
+    await idp.stop()
+    await publish(env, oidc(idp))
+    await env.until_route_error(HOST, "could not be reached")
+    status, _, _ = await env.request(HOST, "/")
+    assert status == 503
+    await idp.start()  # the transient error is retried with backoff
+    await until_redirects_to_provider(env, idp)
+
+
+@pytest.mark.parametrize(
+    ("modules", "field"),
+    [
+        ({"oauth": {}}, "spec.modules.oauth"),
+        (
+            {
+                "oidc": {
+                    "issuer": "ftp://x",
+                    "clientId": "c",
+                    "clientSecret": {"name": "a", "key": "k"},
+                }
+            },
+            "spec.modules.oidc.issuer",
+        ),
+    ],
+)
+async def test_invalid_identity_modules_are_refused_naming_the_field(
+    env: Env, modules: dict[str, Any], field: str
+) -> None:
+    try:
+        await env.kube.apply(module_set("bad", modules))
+    except KubeApiError as exc:  # the API server's schema refused it: it names the field
+        refused = str(exc)
+        assert field in refused, refused
+        return
+
+    async def check() -> bool:
+        current = await env.kube.get(module_set("bad", modules))
+        conditions = current.get("status", {}).get("conditions", [])
+        return any(field in c.get("message", "") for c in conditions)
+
+    await eventually(check, message=f"ModuleSet bad is Invalid naming {field}")
