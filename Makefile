@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint fmt bench install binary clean
+.PHONY: demo test test-real lint fmt bench install binary clean
 
 $(BIN)/interlock: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ demo: install
 # The README's second command: the whole test suite.
 test: install
 	$(BIN)/python -m pytest -q
+
+# The same e2e, kube and reliability tests against a real kube-apiserver and etcd on loopback
+# (hack/real-cluster.sh, one cluster per session). Needs Go to build the binaries the first time
+# (hack/build-real-binaries.sh caches them under ~/.cache/interlock; later runs reuse them).
+test-real: install
+	hack/build-real-binaries.sh >/dev/null
+	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability
 
 lint: install
 	$(BIN)/ruff check .

@@ -24,10 +24,8 @@ from lanes import (
     REAL,
     ControlPlane,
     ControlPlanes,
-    OffsetClock,
     TestCluster,
-    embedded_cluster,
-    real_cluster,
+    lane_cluster,
 )
 
 
@@ -89,13 +87,5 @@ async def test_cluster(
     embedded_server_options: dict[str, Any],
     tmp_path: Path,
 ) -> AsyncIterator[TestCluster]:
-    if control_plane is not None:
-        async for cluster in real_cluster(control_plane, tmp_path):
-            yield cluster
-        return
-    from interlock.embedded import running_api_server
-
-    clock = OffsetClock()
-    async with running_api_server(clock=clock, **embedded_server_options) as server:
-        async for cluster in embedded_cluster(server, clock, tmp_path):
-            yield cluster
+    async with lane_cluster(tmp_path, control_plane, **embedded_server_options) as cluster:
+        yield cluster

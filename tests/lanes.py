@@ -32,6 +32,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -59,6 +60,7 @@ from interlock.kube.resources import (
     LEASE,
     MODULE_SET,
     REFERENCE_GRANT,
+    REFERENCE_GRANT_V1BETA1,
     SECRET,
     SERVICE,
     Resource,
@@ -74,6 +76,23 @@ REPO = Path(__file__).resolve().parents[1]
 REAL_CLUSTER_SH = REPO / "hack" / "real-cluster.sh"
 CRDS = REPO / "manifests" / "crds"
 
+
+def _local_address() -> str:
+    # The address a UDP socket would leave from (no packet is sent): this machine's own
+    # non-loopback IPv4, or loopback when there is none.
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))
+        address: str = probe.getsockname()[0]
+        if not address.startswith("127."):
+            return address
+    return "127.0.0.1"
+
+
+ENDPOINT_HOST = _local_address() if REAL else "127.0.0.1"
+"""Where tests' local backends listen and what their EndpointSlices name: a real API server
+refuses endpoint addresses in the loopback range, so the real lane uses this machine's own
+address (the embedded server accepts 127.0.0.1, which stays its lane's value)."""
+
 LEASE_NAMESPACE = "interlock-system"
 """Where test controllers hold their Lease: the one namespace ``manifests/rbac.yaml`` grants
 Leases in (the embedded lane creates it too, so test bodies are the same)."""
@@ -82,9 +101,6 @@ NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 HTTP_ROUTE_V1BETA1 = Resource(
     "gateway.networking.k8s.io", "v1beta1", "httproutes", "HTTPRoute", namespaced=True
-)
-REFERENCE_GRANT_V1 = Resource(
-    "gateway.networking.k8s.io", "v1", "referencegrants", "ReferenceGrant", namespaced=True
 )
 RESOURCES: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
@@ -96,7 +112,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         HTTP_ROUTE,
         HTTP_ROUTE_V1BETA1,
         REFERENCE_GRANT,
-        REFERENCE_GRANT_V1,
+        REFERENCE_GRANT_V1BETA1,
         INGRESS,
         INGRESS_CLASS,
         MODULE_SET,
@@ -164,19 +180,22 @@ class LaneFaults:
     """The faults a test can make, the same on both lanes.
 
     ``fail_next``/``delay_next``/``pending``/``clear`` are :class:`interlock.embedded.faults.Faults`
-    rules: on the embedded lane the server applies them to every request; on the real lane the
-    controller's :class:`FaultProxy` applies them to the controller's requests.
+    rules that the :class:`FaultProxy` in front of the server applies, on both lanes, to the
+    requests of the controller (and of the ``faulty_admin_kubeconfig`` client) — never to what
+    the test itself writes. Dropped watches and compaction are the embedded server's own hooks
+    on the embedded lane; the proxy and etcd on the real lane.
     """
 
     def __init__(
         self,
-        rules: Faults,
+        proxy: FaultProxy,
         *,
         drop_watches: Callable[[], int],
         compact: Callable[[], Any],
         restart: Callable[[], Any],
     ) -> None:
-        self.rules = rules
+        self.proxy = proxy
+        self.rules = proxy.rules
         self._drop_watches = drop_watches
         self._compact = compact
         self._restart = restart
@@ -430,9 +449,13 @@ async def embedded_cluster(
     server: EmbeddedApiServer, clock: OffsetClock, directory: Path
 ) -> AsyncIterator[TestCluster]:
     kubeconfig = str(server.write_kubeconfig(directory / "kubeconfig"))
+    proxy = FaultProxy(server.url)
+    await proxy.start()
+    proxied = str(server.write_kubeconfig(directory / "proxied.kubeconfig"))
+    Path(proxied).write_text(Path(proxied).read_text().replace(server.url, proxy.url))
     api = await make_api_client(kubeconfig=kubeconfig, in_cluster=False)
     faults = LaneFaults(
-        server.faults,
+        proxy,
         drop_watches=server.faults.drop_watches,
         compact=server.faults.compact,
         restart=server.restart,
@@ -440,8 +463,8 @@ async def embedded_cluster(
     cluster = TestCluster(
         lane="embedded",
         admin_kubeconfig=kubeconfig,
-        controller_kubeconfig=kubeconfig,
-        faulty_admin_kubeconfig=kubeconfig,
+        controller_kubeconfig=proxied,
+        faulty_admin_kubeconfig=proxied,
         api=api,
         faults=faults,
         clock_tick=clock.tick,
@@ -451,7 +474,27 @@ async def embedded_cluster(
         await cluster.namespace(LEASE_NAMESPACE)
         yield cluster
     finally:
+        await proxy.stop()
         await api.close()
+
+
+@contextlib.asynccontextmanager
+async def lane_cluster(
+    directory: Path, plane: ControlPlane | None, **embedded_options: Any
+) -> AsyncIterator[TestCluster]:
+    """A :class:`TestCluster` for the ``async with`` block, in whatever event loop runs it
+    (tests that drive their own loop, e.g. hypothesis histories, use this instead of the
+    ``test_cluster`` fixture). ``plane`` is the ``control_plane`` fixture (None: embedded)."""
+    if plane is not None:
+        async for cluster in real_cluster(plane, directory):
+            yield cluster
+        return
+    from interlock.embedded import running_api_server
+
+    clock = OffsetClock()
+    async with running_api_server(clock=clock, **embedded_options) as server:
+        async for cluster in embedded_cluster(server, clock, directory):
+            yield cluster
 
 
 # --- the real lane: one control plane per session ------------------------------------------------
@@ -533,21 +576,25 @@ def proxied_kubeconfig(path: Path, *, server: str, token: str) -> str:
 
 
 class FaultProxy:
-    """A loopback HTTP proxy between the controller and the real API server.
+    """A loopback HTTP proxy between the controller and the API server (either lane).
 
-    It forwards every request (TLS to the server, plain HTTP to the controller), streams the
+    It forwards every request (TLS to a real server, plain HTTP to the controller), streams the
     answers (watches included), and makes the faults the embedded server makes by itself: cut
     every open watch connection, answer the next matching requests with an error or after a
     delay (the same :class:`~interlock.embedded.faults.Faults` rules). While the API server
     restarts it answers 503, as a load balancer in front of one would.
     """
 
-    def __init__(self, upstream: str, ca_file: str) -> None:
+    def __init__(self, upstream: str, ca_file: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.rules = Faults(
             drop_watches=self.drop_watches, expire_watches=lambda: 0, compact=lambda: None
         )
-        self._ssl = ssl.create_default_context(cafile=ca_file)
+        self.calls: list[tuple[str, str]] = []
+        """(verb, path) of every request that came through, in order (the RBAC comparison)."""
+        self._ssl: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_file) if ca_file else False
+        )
         self._watches: dict[asyncio.Task[Any], web.Request] = {}
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
@@ -587,6 +634,7 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         verb = request_verb(request.method, request.path, dict(request.query))
+        self.calls.append((verb, request.path))
         fault = self.rules.for_request(verb=verb, path=request.path)
         if fault is not None:
             if fault.delay:
@@ -679,12 +727,25 @@ async def restart_apiserver(plane: ControlPlane) -> None:
     assert process.returncode == 0, f"real-cluster.sh restart: {output.decode()}"
 
 
+async def _list_patiently(api: Any, resource: Resource) -> dict[str, Any]:
+    # Just after `up` (or a restart) a CRD's storage may still be initializing: 429 for a while.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60.0
+    while True:
+        try:
+            return await request_json(
+                api, method="GET", path=resource.collection_path(), what=f"list {resource.kind}"
+            )
+        except KubeApiError as error:
+            if error.code not in (0, 429, 500, 503) or loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def _sweepable(api: Any, plane: ControlPlane) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for resource in (*SWEPT, NAMESPACE):
-        listed = await request_json(
-            api, method="GET", path=resource.collection_path(), what=f"list {resource.kind}"
-        )
+        listed = await _list_patiently(api, resource)
         for item in listed.get("items", []):
             meta = item["metadata"]
             if meta["uid"] in plane.baseline or meta.get("namespace", "").startswith("kube-"):
@@ -748,7 +809,7 @@ async def real_cluster(plane: ControlPlane, directory: Path) -> AsyncIterator[Te
     await proxy.start()
     api = await make_api_client(kubeconfig=plane.admin_kubeconfig, in_cluster=False)
     faults = LaneFaults(
-        proxy.rules,
+        proxy,
         drop_watches=proxy.drop_watches,
         compact=lambda: compact_etcd(plane),
         restart=lambda: restart_apiserver(plane),

@@ -17,16 +17,19 @@ def service(
     namespace: str = "default",
     ports: tuple[int, ...] = (80,),
     port_names: tuple[str, ...] | None = None,
-    cluster_ip: str = "10.0.0.1",
+    cluster_ip: str | None = None,
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     names = port_names or tuple(f"p{port}" for port in ports)
+    # No clusterIP by default: the API server allocates one (a real one refuses two Services
+    # with the same address, or one outside its service range).
+    spec: dict[str, Any] = {} if cluster_ip is None else {"clusterIP": cluster_ip}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
         "spec": {
-            "clusterIP": cluster_ip,
+            **spec,
             "ports": [
                 {"name": port_name, "port": port, "protocol": "TCP"}
                 for port, port_name in zip(ports, names, strict=True)

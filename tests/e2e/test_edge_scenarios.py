@@ -27,6 +27,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
 
@@ -81,7 +82,7 @@ class Backend:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, ENDPOINT_HOST, 0)
         await site.start()
         self.port = self.runner.addresses[0][1]
 
@@ -112,7 +113,7 @@ def endpoint_slice(backend: Backend, *, service_name: str | None = None) -> dict
             "labels": {"kubernetes.io/service-name": service_name or backend.name},
         },
         "addressType": "IPv4",
-        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
         "ports": [{"name": "", "port": backend.port, "protocol": "TCP"}],
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from e2e_clients import Cluster, PolicyClient
+from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTE = http_route("r", parents=[parent("web", port=80)], backends=[backend("api")])
@@ -53,7 +53,11 @@ async def test_parent_without_port_applies_to_every_port(cluster: Cluster, polic
     await cluster.apply(service("web", ports=(80, 8080)))
     await cluster.apply(http_route("r", parents=[parent("web")], backends=[backend("api")]))
     for port in (80, 8080):
-        assert api_missing(await policy.get("web", port))
+        # The controller sees the route a moment after the API server stored it.
+        async def missing(port: int = port) -> bool:
+            return api_missing(await policy.get("web", port))
+
+        await eventually(missing, message=f"port {port}: the route with its missing backend")
     await cluster.apply(service("api"))
     # Watches opened afterwards, on either port, see the backend.
     for port in (80, 8080):

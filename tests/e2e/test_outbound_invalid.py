@@ -3,6 +3,7 @@ controller carries on."""
 
 from __future__ import annotations
 
+import pytest
 from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, http_route, parent, route_names, service
 
@@ -12,6 +13,9 @@ GOOD = http_route("r", parents=[parent("web")], backends=[backend("api")])
 BAD = http_route("r", parents=[parent("web")], backends=[backend("api", weight=-5)])
 
 
+@pytest.mark.embedded_only(
+    "a real API server refuses a negative backend weight at admission (the CRD's minimum: 0)"
+)
 async def test_invalid_route_is_reported_and_withdrawn(
     cluster: Cluster, policy: PolicyClient, controller: Controller
 ):

@@ -1,6 +1,7 @@
 """The machinery of the convergence harness: replicas, faults, outputs, and what they should be.
 
-A history runs against one embedded API server with one or more *replicas* (real
+A history runs against one API server (either lane, ``tests/lanes.py``; the harness writes as
+cluster admin, the replicas use the controller's kubeconfig) with one or more *replicas* (real
 :class:`~interlock.app.Controller` instances with an edge). Each replica's edge provider is
 wrapped in a :class:`~interlock.edge.faults.FaultyEdge`, whose served log is what the fail-closed
 monitor reads. After the history, the outputs every replica produces are compared with two
@@ -29,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lanes import LEASE_NAMESPACE, RESOURCES, TestCluster
+
 from interlock.actors.directories import _Directory
 from interlock.actors.edge import EdgeActor
 from interlock.actors.edge_status import EdgeStatusWriter
@@ -45,7 +48,6 @@ from interlock.config import Address, ControllerConfig
 from interlock.edge.faults import FaultyEdge, ServedConfig
 from interlock.edge.modules import compile_modules
 from interlock.edge.provider import BackendTarget
-from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import Actor, BackoffPolicy
 from interlock.model.edge import EdgesResult, desired_edges
@@ -101,7 +103,7 @@ def replica_config(kubeconfig: str, identity: str) -> ControllerConfig:
         policy_addr=LOCAL,
         admin_addr=LOCAL,
         edge_addr=LOCAL,
-        lease_namespace="default",
+        lease_namespace=LEASE_NAMESPACE,
         lease_identity=identity,
         lease_duration=1.0,
         lease_renew_deadline=0.6,
@@ -307,37 +309,32 @@ async def stop_replica(replica: Replica) -> None:
 # --- the cluster as the harness writes it --------------------------------------------------------
 
 
-def write(server: EmbeddedApiServer, obj: Obj) -> None:
-    """Create or replace ``obj`` in the store; an immutable field changed → delete and create."""
+async def write(cluster: TestCluster, obj: Obj) -> None:
+    """Create or replace ``obj`` (over HTTP, as admin); an immutable field changed → delete and
+    create."""
     try:
-        server.store.create(obj)
+        await cluster.create(obj)
         return
-    except ApiError as error:
+    except KubeApiError as error:
         if error.code != 409:
             raise
     try:
-        server.store.update(obj)
-    except ApiError as error:
+        await cluster.replace(obj)  # no resourceVersion: an unconditional update
+        return
+    except KubeApiError as error:
         if error.code != 422:
             raise
-        remove(server, obj)
-        server.store.create(obj)
+    await remove(cluster, obj)
+    await cluster.create(obj)
 
 
-def remove(server: EmbeddedApiServer, obj: Obj) -> None:
-    meta = obj["metadata"]
-    with contextlib.suppress(ApiError):
-        server.store.delete(
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            name=meta["name"],
-            namespace=meta.get("namespace"),
-        )
+async def remove(cluster: TestCluster, obj: Obj) -> None:
+    with contextlib.suppress(KubeApiError):
+        await cluster.delete(obj)
 
 
-def objects(server: EmbeddedApiServer, kind: str) -> list[Obj]:
-    api_version, real_kind = KINDS[kind]
-    return server.store.list(api_version=api_version, kind=real_kind)
+async def objects(cluster: TestCluster, kind: str) -> list[Obj]:
+    return await cluster.list(RESOURCES[KINDS[kind]])
 
 
 # --- what the outputs should be, from the final objects alone ------------------------------------
@@ -365,16 +362,17 @@ class ClusterState:
     raw_routes: list[Obj]
 
 
-def read_state(server: EmbeddedApiServer) -> ClusterState:
-    services = {s.key: s for s in _parsed(objects(server, "Service"), parse_service)}
-    routes = _parsed(objects(server, "HTTPRoute"), parse_http_route)
-    grants = _parsed(objects(server, "ReferenceGrant"), parse_reference_grant)
-    module_sets = _parsed(objects(server, "ModuleSet"), parse_module_set)
+async def read_state(cluster: TestCluster) -> ClusterState:
+    raw = {kind: await objects(cluster, kind) for kind in KINDS}
+    services = {s.key: s for s in _parsed(raw["Service"], parse_service)}
+    routes = _parsed(raw["HTTPRoute"], parse_http_route)
+    grants = _parsed(raw["ReferenceGrant"], parse_reference_grant)
+    module_sets = _parsed(raw["ModuleSet"], parse_module_set)
     edges = desired_edges(
-        _parsed(objects(server, "Ingress"), parse_ingress),
-        _parsed(objects(server, "IngressClass"), parse_ingress_class),
+        _parsed(raw["Ingress"], parse_ingress),
+        _parsed(raw["IngressClass"], parse_ingress_class),
         module_sets,
-        _parsed(objects(server, "Secret"), parse_secret),
+        _parsed(raw["Secret"], parse_secret),
         services.values(),
     )
     return ClusterState(
@@ -383,7 +381,7 @@ def read_state(server: EmbeddedApiServer) -> ClusterState:
         grants=grants,
         edges=edges,
         module_sets=module_sets,
-        raw_routes=objects(server, "HTTPRoute"),
+        raw_routes=raw["HTTPRoute"],
     )
 
 
@@ -451,11 +449,11 @@ def _strip_times(value: Any) -> Any:
     return value
 
 
-def written_statuses(server: EmbeddedApiServer) -> dict[str, Any]:
+async def written_statuses(cluster: TestCluster) -> dict[str, Any]:
     """Every status interlock writes, timestamps and the edge's (per-replica) port left out."""
     result: dict[str, Any] = {}
     for kind in ("HTTPRoute", "Ingress", "ModuleSet"):
-        for raw in objects(server, kind):
+        for raw in await objects(cluster, kind):
             meta = raw["metadata"]
             result[f"{kind} {meta['namespace']}/{meta['name']}"] = _strip_times(
                 raw.get("status") or {}
@@ -556,8 +554,8 @@ class ModuleHistory:
     set_types: dict[str, set[frozenset[str] | None]] = field(default_factory=dict)
     """ModuleSet name → module type sets of its valid versions (None: invalid or absent)."""
 
-    def record(self, server: EmbeddedApiServer) -> None:
-        for raw in objects(server, "Ingress"):
+    async def record(self, cluster: TestCluster) -> None:
+        for raw in await objects(cluster, "Ingress"):
             try:
                 ingress = parse_ingress(raw)
             except InvalidObject:
@@ -570,7 +568,7 @@ class ModuleHistory:
                     route_path = (path.path or "/").rstrip("/") or "/"
                     self.claims.setdefault((rule.host, f"Prefix:{route_path}"), set()).add(names)
         present = {}
-        for raw in objects(server, "ModuleSet"):
+        for raw in await objects(cluster, "ModuleSet"):
             try:
                 module_set = parse_module_set(raw)
             except InvalidObject:

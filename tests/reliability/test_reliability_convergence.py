@@ -5,8 +5,9 @@ HTTPRoutes, ReferenceGrants, Ingresses, ModuleSets and Secrets from a small univ
 ``reliability_objects.py``) — interleaved with faults: watches dropped, history compacted (410 on
 the next watch), API requests failing with 500 or 429 or held back, the edge provider failing
 transiently or permanently, an actor's handler raising (its supervisor restarts it), and a
-replica replaced by another (Lease handover). The real controller runs against the embedded API
-server the whole time.
+replica replaced by another (Lease handover). The real controller runs against the lane's API
+server (``tests/lanes.py``: embedded, or a real kube-apiserver with the controller identity)
+the whole time.
 
 After the history every output — the policy of every watched service port, every edge's routes
 with their modules and backends, every HTTPRoute/Ingress/ModuleSet status — must equal what the
@@ -31,10 +32,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
+from lanes import ControlPlane, TestCluster, lane_cluster
 from reliability_kit import (
     CRASH_TARGETS,
     CRDS,
     WATCHED,
+    ClusterState,
     CrashPlan,
     ModuleHistory,
     Replica,
@@ -56,7 +59,6 @@ from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
 from interlock.edge.faults import ServedConfig
 from interlock.edge.provider import BackendTarget
-from interlock.embedded import EmbeddedApiServer
 
 EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
 EXPLORE = "INTERLOCK_RELIABILITY_EXAMPLES" in os.environ
@@ -118,7 +120,7 @@ history_strategy = st.lists(
 
 @dataclass
 class Run:
-    server: EmbeddedApiServer
+    cluster: TestCluster
     kubeconfig: str
     crashes: CrashPlan
     replicas: list[Replica] = field(default_factory=list)
@@ -131,26 +133,26 @@ class Run:
         return self.replicas[-1]
 
     async def step(self, step: Step) -> None:
-        server = self.server
+        cluster = self.cluster
         if step[0] not in ("apply", "delete", "pause"):
             note(f"fault injected: {step[0]}")
         match step:
             case ("apply", kind, name, variant):
-                write(server, build(kind, name, variant))
+                await write(cluster, build(kind, name, variant))
                 await asyncio.sleep(STEP_GAP)
             case ("delete", kind, name):
-                remove(server, build(kind, name, 0))
+                await remove(cluster, build(kind, name, 0))
                 await asyncio.sleep(STEP_GAP)
             case ("drop_watches",):
-                server.faults.drop_watches()
+                cluster.faults.drop_watches()
             case ("compact",):
-                server.faults.compact()
+                await cluster.faults.compact()
             case ("api_fail", status, count, verb):
-                server.faults.fail_next(
+                cluster.faults.fail_next(
                     count, status, verbs=[verb], retry_after=1 if status == 429 else None
                 )
             case ("api_slow", count, seconds):
-                server.faults.delay_next(count, seconds)
+                cluster.faults.delay_next(count, seconds)
             case ("edge_fail", method, kind, count):
                 self.current.edge.plan.fail_next(method, count, kind=kind)
             case ("crash", kind):
@@ -168,11 +170,10 @@ class Run:
             case ("pause", ticks):
                 for _ in range(ticks):
                     await asyncio.sleep(0.005)
-        self.modules.record(server)
+        await self.modules.record(cluster)
 
 
-def describe_differences(replica: Replica, run: Run) -> list[str]:
-    state = read_state(run.server)
+def describe_differences(replica: Replica, state: ClusterState) -> list[str]:
     problems = dict_differences(
         f"{replica.identity} policy", replica.policies(), expected_policies(state)
     )
@@ -185,9 +186,7 @@ def describe_differences(replica: Replica, run: Run) -> list[str]:
     return problems
 
 
-def status_differences(run: Run) -> list[str]:
-    state = read_state(run.server)
-    written = written_statuses(run.server)
+def status_differences(state: ClusterState, written: dict[str, Any]) -> list[str]:
     expected = expected_route_and_module_statuses(state)
     return dict_differences("status", {k: v for k, v in written.items() if k in expected}, expected)
 
@@ -195,17 +194,19 @@ def status_differences(run: Run) -> list[str]:
 async def converged(
     replica: Replica, run: Run, *, statuses: bool, within: float = CONVERGE_WITHIN
 ) -> None:
-    def settled() -> bool:
+    differences: list[str] = ["not idle yet"]
+
+    async def settled() -> bool:
         if not replica.idle():
             return False
-        if describe_differences(replica, run):
-            return False
-        return not (statuses and status_differences(run))
+        state = await read_state(run.cluster)
+        differences[:] = describe_differences(replica, state)
+        if statuses:
+            differences.extend(status_differences(state, await written_statuses(run.cluster)))
+        return not differences
 
     def report() -> str:
-        lines = describe_differences(replica, run)
-        if statuses:
-            lines += status_differences(run)
+        lines = differences
         return f"{replica.identity} differs from the final state:\n  " + "\n  ".join(lines)
 
     await eventually(settled, within=within, message=report)
@@ -252,21 +253,27 @@ def record_what_happened(run: Run, survivor: Replica) -> None:
         note("Lease handed over to a new replica")
 
 
-async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERGE_WITHIN) -> None:
+async def run_history(
+    history: list[Step],
+    tmp: Path,
+    plane: ControlPlane | None,
+    *,
+    within: float = CONVERGE_WITHIN,
+) -> None:
     crashes = CrashPlan()
-    async with EmbeddedApiServer(bookmark_interval=0.2) as server:
-        await server.apply_manifests([CRDS])
-        write(
-            server, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
+    async with lane_cluster(tmp, plane, bookmark_interval=0.2) as cluster:
+        await cluster.apply_manifests([CRDS])
+        await write(
+            cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
         )
-        write(server, INGRESS_CLASS)
+        await write(cluster, INGRESS_CLASS)
         # A populated cluster to start from, so that updates and deletes meet live objects.
         for kind, (names, _, _) in UNIVERSE.items():
             for name in names:
-                write(server, build(kind, name, 0))
-        kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
-        run = Run(server=server, kubeconfig=kubeconfig, crashes=crashes)
-        run.modules.record(server)
+                await write(cluster, build(kind, name, 0))
+        kubeconfig = cluster.controller_kubeconfig
+        run = Run(cluster=cluster, kubeconfig=kubeconfig, crashes=crashes)
+        await run.modules.record(cluster)
         with crashes.installed():
             run.replicas.append(await start_replica(kubeconfig, "replica-1"))
             try:
@@ -274,7 +281,7 @@ async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERG
                     await run.step(step)
                 # The history is over: API and edge faults not yet consumed are withdrawn, so
                 # that what remains to check is convergence, not the faults' own timing.
-                server.faults.clear()
+                cluster.faults.clear()
                 run.current.edge.plan.clear()
                 survivor = run.current
                 # Crashes still armed fire while the survivor converges: a restart then must
@@ -290,7 +297,7 @@ async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERG
                 # And what mesh clients read over HTTP is that same policy.
                 for replica in (survivor, fresh):
                     assert await served_over_http(replica) == replica.policies()
-                before = written_statuses(server)
+                before = await written_statuses(cluster)
                 await stop_replica(survivor)
                 run.replicas.remove(survivor)
                 run.retired.append(survivor)
@@ -302,7 +309,7 @@ async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERG
                     message="the fresh replica takes the Lease",
                 )
                 await converged(fresh, run, statuses=True, within=within)
-                assert written_statuses(server) == before
+                assert await written_statuses(cluster) == before
             finally:
                 for replica in reversed(run.replicas):
                     await stop_replica(replica)
@@ -321,15 +328,21 @@ async def run_history(history: list[Step], tmp: Path, *, within: float = CONVERG
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     print_blob=True,
 )
+@pytest.mark.compaction
 @given(history=history_strategy)
 def test_every_output_equals_what_the_final_state_gives(
-    history: list[Step], tmp_path: Path
+    history: list[Step],
+    tmp_path_factory: pytest.TempPathFactory,
+    control_plane: ControlPlane | None,
 ) -> None:
-    asyncio.run(run_history(history, tmp_path))
+    asyncio.run(run_history(history, tmp_path_factory.mktemp("history"), control_plane))
 
 
+@pytest.mark.compaction
 @pytest.mark.parametrize("seed_history", ["all_faults"])
-def test_a_history_with_every_fault_converges(seed_history: str, tmp_path: Path) -> None:
+def test_a_history_with_every_fault_converges(
+    seed_history: str, tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """One fixed history that injects every kind of fault, so each runs on every CI run."""
     history: list[Step] = [
         ("apply", "Service", "svc-a", 0),
@@ -362,7 +375,7 @@ def test_a_history_with_every_fault_converges(seed_history: str, tmp_path: Path)
         ("crash", "IngressActor"),
         ("apply", "Ingress", "i-0", 1),
     ]
-    asyncio.run(run_history(history, tmp_path))
+    asyncio.run(run_history(history, tmp_path, control_plane))
 
 
 def test_the_fail_closed_monitor_flags_a_backend_served_without_its_modules() -> None:

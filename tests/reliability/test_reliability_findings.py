@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lanes import ControlPlane, lane_cluster
 from reliability_kit import CRDS, CrashPlan, eventually, objects, replica_config, write
 from reliability_objects import INGRESS_CLASS, build
 
@@ -26,7 +27,7 @@ from interlock.actors.edge_status import EdgeStatusWriter
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.service_port_watch import WatchTarget
 from interlock.app import Controller
-from interlock.embedded import ApiError, EmbeddedApiServer
+from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
 
@@ -57,27 +58,31 @@ def _ingress(host: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])
-def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(host: str) -> None:
+def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(
+    host: str, tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """Found by the bad-input corpus: such hosts were accepted and served as given. Fixed in
     e0dec8c (interlock/embedded/validation.py validates Ingresses)."""
 
     async def scenario() -> None:
-        async with EmbeddedApiServer() as server:
+        async with lane_cluster(tmp_path, control_plane) as server:
             await server.apply_manifests([CRDS])
-            with pytest.raises(ApiError) as refused:
-                server.store.create(_ingress(host))
+            with pytest.raises(KubeApiError) as refused:
+                await server.create(_ingress(host))
             assert refused.value.code == 422 and "spec.rules[0].host" in str(refused.value)
 
     asyncio.run(scenario())
 
 
-def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse() -> None:
+def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse(
+    tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """Found by the bad-input corpus; fixed in e0dec8c (EndpointSlice addresses validated)."""
 
     async def scenario() -> None:
-        async with EmbeddedApiServer() as server:
-            with pytest.raises(ApiError) as refused:
-                server.store.create(
+        async with lane_cluster(tmp_path, control_plane) as server:
+            with pytest.raises(KubeApiError) as refused:
+                await server.create(
                     {
                         "apiVersion": "discovery.k8s.io/v1",
                         "kind": "EndpointSlice",
@@ -93,7 +98,7 @@ def test_the_embedded_api_server_refuses_an_endpoint_address_that_does_not_parse
 
 
 def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
-    tmp_path: Path,
+    tmp_path: Path, control_plane: ControlPlane | None
 ) -> None:
     """Found by the harness: the router is fed by ``tell``, so a crash lost the event it was
     handling and the Service's policy stayed stale. Fixed in 6f28001 (journal and replay)."""
@@ -101,10 +106,10 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
             await server.apply_manifests([CRDS])
-            write(server, INGRESS_CLASS)
-            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            await write(server, INGRESS_CLASS)
+            kubeconfig = server.controller_kubeconfig
             controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
                 await controller.start()
@@ -115,7 +120,7 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                         lambda: slot.latest is not None, within=10.0, message="first policy"
                     )
                     crashes.arm("InformerRouter")
-                    write(
+                    await write(
                         server,
                         {
                             "apiVersion": "v1",
@@ -144,13 +149,15 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
     asyncio.run(scenario())
 
 
-def test_a_controller_starts_through_one_failed_discovery_request(tmp_path: Path) -> None:
+def test_a_controller_starts_through_one_failed_discovery_request(
+    tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """Found by the harness (a replica started during a burst of 429s), fixed in 0cef80a."""
 
     async def scenario() -> None:
-        async with EmbeddedApiServer() as server:
+        async with lane_cluster(tmp_path, control_plane) as server:
             await server.apply_manifests([CRDS])
-            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            kubeconfig = server.controller_kubeconfig
             server.faults.fail_next(1, 429, path_contains="/apis/gateway.networking.k8s.io")
             controller = Controller(replica_config(kubeconfig, "finding"))
             try:
@@ -242,15 +249,17 @@ def observed_generations(obj: dict[str, Any]) -> list[Any]:
 @pytest.mark.parametrize(
     ("writer", "kind"), [("StatusWriter", "HTTPRoute"), ("EdgeStatusWriter", "ModuleSet")]
 )
-def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path: Path) -> None:
+def test_a_status_writer_crash_loses_no_status(
+    writer: str, kind: str, tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """Found by the harness with the status writers among the crash targets."""
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
             await server.apply_manifests([CRDS])
-            write(server, INGRESS_CLASS)
-            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            await write(server, INGRESS_CLASS)
+            kubeconfig = server.controller_kubeconfig
             controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
                 await controller.start()
@@ -261,12 +270,12 @@ def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path:
                         within=10.0,
                         message="leading",
                     )
-                    write(server, build("Service", "svc-a", 0))
-                    write(server, build("HTTPRoute", "r-0", 0))
-                    write(server, build("ModuleSet", "ms-0", 0))
+                    await write(server, build("Service", "svc-a", 0))
+                    await write(server, build("HTTPRoute", "r-0", 0))
+                    await write(server, build("ModuleSet", "ms-0", 0))
 
-                    def written(generation: int) -> bool:
-                        found = objects(server, kind)
+                    async def written(generation: int) -> bool:
+                        found = await objects(server, kind)
                         return bool(found) and all(
                             generation in observed_generations(o) for o in found
                         )
@@ -279,8 +288,8 @@ def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path:
                     )
                     # The next message the writer handles is the new desired status: it crashes.
                     crashes.arm(writer)
-                    write(server, build("HTTPRoute", "r-0", 3))
-                    write(server, build("ModuleSet", "ms-0", 1))
+                    await write(server, build("HTTPRoute", "r-0", 3))
+                    await write(server, build("ModuleSet", "ms-0", 1))
                     await eventually(
                         lambda: crashes.crashed[writer] == 1, within=10.0, message="the crash"
                     )
@@ -291,7 +300,9 @@ def test_a_status_writer_crash_loses_no_status(writer: str, kind: str, tmp_path:
     asyncio.run(scenario())
 
 
-def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_path: Path) -> None:
+def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
+    tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
     """Found by the harness (two IngressActor crashes while a new replica started): the
     restarted instance numbered its InputsSettled markers from 1 again, took its predecessor's
     marker (still queued ahead of the re-delivered Ingress) for its own, concluded the Ingress
@@ -300,14 +311,14 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_pat
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
             await server.apply_manifests([CRDS])
-            write(server, INGRESS_CLASS)
-            write(server, build("Service", "svc-a", 0))
+            await write(server, INGRESS_CLASS)
+            await write(server, build("Service", "svc-a", 0))
             ingress = build("Ingress", "i-0", 0)
             ingress["metadata"]["annotations"] = {}
-            write(server, ingress)
-            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            await write(server, ingress)
+            kubeconfig = server.controller_kubeconfig
             controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
                 crashes.arm("IngressActor")
@@ -330,7 +341,7 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(tmp_pat
 
 
 def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
-    tmp_path: Path,
+    tmp_path: Path, control_plane: ControlPlane | None
 ) -> None:
     """Found by ``make reliability``: a ModuleSet edit handled by a crashing ModuleSetDirectory
     never reached the edges nor the ModuleSet's status. Fixed in interlock/edge_wiring.py
@@ -339,19 +350,19 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
             await server.apply_manifests([CRDS])
-            write(server, INGRESS_CLASS)
-            write(server, build("ModuleSet", "ms-0", 0))
-            kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+            await write(server, INGRESS_CLASS)
+            await write(server, build("ModuleSet", "ms-0", 0))
+            kubeconfig = server.controller_kubeconfig
             controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
                 await controller.start()
                 try:
                     await controller.wait_ready(within=15.0)
 
-                    def status_of(generation: int) -> bool:
-                        found = objects(server, "ModuleSet")
+                    async def status_of(generation: int) -> bool:
+                        found = await objects(server, "ModuleSet")
                         return bool(found) and generation in observed_generations(found[0])
 
                     await eventually(lambda: status_of(1), within=10.0, message="status 1")
@@ -361,7 +372,7 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
                         message="idle",
                     )
                     crashes.arm("EdgeDirectory")  # the next directory message: the edit
-                    write(server, build("ModuleSet", "ms-0", 1))
+                    await write(server, build("ModuleSet", "ms-0", 1))
                     await eventually(
                         lambda: crashes.crashed["EdgeDirectory"] == 1,
                         within=10.0,

@@ -32,12 +32,12 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
+from lanes import ENDPOINT_HOST, EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
 from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
 
 from interlock.app import Controller
-from interlock.embedded import EmbeddedApiServer
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 JWKS_MARKER = "planted-jwks-Wq8r"
@@ -161,7 +161,7 @@ class Backend:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, ENDPOINT_HOST, 0)
         await site.start()
         self.port = self._runner.addresses[0][1]
 
@@ -170,7 +170,7 @@ class Backend:
             await self._runner.cleanup()
 
 
-async def scenario(tmp: Path) -> Collected:
+async def scenario(tmp: Path, plane: ControlPlane | None) -> Collected:
     collected = Collected()
     logs: list[str] = []
     sink = logger.add(lambda m: logs.append(str(m)), level="DEBUG", format="{message} {extra}")
@@ -178,19 +178,10 @@ async def scenario(tmp: Path) -> Collected:
     await backend.start()
     trace_file = tmp / "trace.jsonl"
     try:
-        async with EmbeddedApiServer(bookmark_interval=0.2) as server:
+        async with lane_cluster(tmp, plane, bookmark_interval=0.2) as server:
             await server.apply_manifests([CRDS])
-            write(server, INGRESS_CLASS)
-            original = server.faults.for_request
-
-            def recording(*, verb: str, path: str) -> Any:
-                call = api_call(verb, path)
-                if call is not None:
-                    collected.calls[call] += 1
-                return original(verb=verb, path=path)
-
-            server.faults.for_request = recording  # type: ignore[method-assign]
-            kubeconfig = str(server.write_kubeconfig(tmp / "kubeconfig"))
+            await write(server, INGRESS_CLASS)
+            kubeconfig = server.controller_kubeconfig
             config = replica_config(kubeconfig, "security")
             controller = Controller(
                 type(config)(**{**_fields(config), "trace_file": str(trace_file)})
@@ -202,9 +193,14 @@ async def scenario(tmp: Path) -> Collected:
                 await collect_outputs(server, controller, collected)
             finally:
                 await controller.stop()
-            collected.texts["events"] = json.dumps(
-                server.store.list(api_version="v1", kind="Event", namespace="default")
-            )
+            # What the controller asked the API server (through the lane's proxy: its requests
+            # only). On the real lane it ran as the controller identity, so the real RBAC also
+            # refused whatever manifests/rbac.yaml does not grant.
+            for verb, path in server.faults.proxy.calls:
+                call = api_call(verb, path)
+                if call is not None:
+                    collected.calls[call] += 1
+            collected.texts["events"] = json.dumps(await server.list(EVENT, namespace="default"))
     finally:
         logger.remove(sink)
         await backend.stop()
@@ -219,9 +215,9 @@ def _fields(config: Any) -> dict[str, Any]:
 
 
 async def run_requests(
-    server: EmbeddedApiServer, controller: Controller, backend: Backend, collected: Collected
+    server: TestCluster, controller: Controller, backend: Backend, collected: Collected
 ) -> None:
-    write(
+    await write(
         server,
         {
             "apiVersion": "v1",
@@ -230,7 +226,7 @@ async def run_requests(
             "spec": {"ports": [{"name": "http", "port": 80}]},
         },
     )
-    write(
+    await write(
         server,
         {
             "apiVersion": "discovery.k8s.io/v1",
@@ -241,11 +237,11 @@ async def run_requests(
                 "labels": {"kubernetes.io/service-name": "web"},
             },
             "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
             "ports": [{"name": "http", "port": backend.port}],
         },
     )
-    write(
+    await write(
         server,
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
@@ -259,10 +255,10 @@ async def run_requests(
             },
         },
     )
-    write(server, secret("users", {"htpasswd": HTPASSWD}))
-    write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
-    write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))
-    write(server, secret("users-bad", {"htpasswd": f"{BAD_LINE_MARKER}-no-colon\n"}))
+    await write(server, secret("users", {"htpasswd": HTPASSWD}))
+    await write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
+    await write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))
+    await write(server, secret("users-bad", {"htpasswd": f"{BAD_LINE_MARKER}-no-colon\n"}))
     auth = {"basicAuth": {"realm": "shop", "secretRef": {"name": "users", "key": "htpasswd"}}}
     sets = {
         "auth": auth,
@@ -286,7 +282,7 @@ async def run_requests(
         "deny-local": {"ipRestriction": {"deny": ["127.0.0.0/8"]}},
     }
     for name, modules in sets.items():
-        write(server, module_set(name, modules))
+        await write(server, module_set(name, modules))
     hosts = {
         "shop.example": "auth",
         "hook.example": "hook",
@@ -297,7 +293,7 @@ async def run_requests(
         "open.example": "",
     }
     for number, (host, modules) in enumerate(hosts.items()):
-        write(server, ingress(f"ing-{number}", host, modules))
+        await write(server, ingress(f"ing-{number}", host, modules))
     assert controller.edge is not None
     edge_url = controller.edge.url
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
@@ -360,21 +356,28 @@ async def run_requests(
             return "" if state is None else state.last_error or ""
 
         for _ in range(2):
-            write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/40"]}}))
+            await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/40"]}}))
             await eventually(lambda: "/40" in guard_error(), within=15.0, message="broken")
-            write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+            await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
             await eventually(lambda: guard_error() == "", within=15.0, message="repaired")
-        write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+        await eventually(
+            lambda: any(
+                verb == "patch" and "/events/" in path for verb, path in server.faults.proxy.calls
+            ),
+            within=15.0,
+            message="the repeated Event aggregated with a patch",
+        )
+        await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
         await answers("guard.example", 403)
 
 
 async def collect_outputs(
-    server: EmbeddedApiServer, controller: Controller, collected: Collected
+    server: TestCluster, controller: Controller, collected: Collected
 ) -> None:
     await eventually(lambda: controller.system.statistics().busy == 0, within=10.0, message="idle")
     for kind in ("HTTPRoute", "Ingress", "ModuleSet"):
         collected.texts[f"{kind} statuses"] = json.dumps(
-            [o.get("status") for o in objects(server, kind)]
+            [o.get("status") for o in await objects(server, kind)]
         )
     assert controller.admin_site is not None and controller.policy_site is not None
     async with aiohttp.ClientSession() as http:
@@ -395,8 +398,9 @@ async def collect_outputs(
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Collected:
-    return asyncio.run(scenario(tmp_path_factory.mktemp("security")))
+def collected(tmp_path_factory: pytest.TempPathFactory, control_planes: ControlPlanes) -> Collected:
+    plane = control_planes.get(watch_cache=True) if REAL else None
+    return asyncio.run(scenario(tmp_path_factory.mktemp("security"), plane))
 
 
 def test_no_planted_secret_value_appears_in_any_output(collected: Collected) -> None:
