@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -360,13 +361,16 @@ async def run_requests(
             await eventually(lambda: "/40" in guard_error(), within=15.0, message="broken")
             await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
             await eventually(lambda: guard_error() == "", within=15.0, message="repaired")
-        await eventually(
-            lambda: any(
-                verb == "patch" and "/events/" in path for verb, path in server.faults.proxy.calls
-            ),
-            within=15.0,
-            message="the repeated Event aggregated with a patch",
-        )
+        # Wait for that patch; if it never comes, the RBAC comparison names events/patch.
+        with contextlib.suppress(AssertionError):
+            await eventually(
+                lambda: any(
+                    verb == "patch" and "/events/" in path
+                    for verb, path in server.faults.proxy.calls
+                ),
+                within=15.0,
+                message="the repeated Event aggregated with a patch",
+            )
         await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
         await answers("guard.example", 403)
 
