@@ -59,6 +59,10 @@ from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
 
 CRDS_DIR = Path(__file__).resolve().parent / "manifests" / "crds"
+
+_RELEASE_TIMEOUT = 5.0
+"""Seconds stopping waits to release the Lease (an API server that does not answer must not
+hold the shutdown past the Pod's grace period; the Lease then expires instead)."""
 """The CRDs applied first in embedded mode (shipped inside the package)."""
 
 
@@ -389,7 +393,17 @@ class Controller:
         return lines
 
     async def stop(self) -> None:
-        """End watch streams, stop informers, release the Lease, drain actors, disconnect."""
+        """Release the Lease, end watch streams, drain the edge (bounded), stop informers,
+        drain actors, disconnect."""
+        # Release first, so another replica leads at once instead of after the edge drained:
+        # writes still queued are not ours to make once another replica may lead.
+        if self.elector is not None:
+            try:
+                await asyncio.wait_for(self.elector.release(), _RELEASE_TIMEOUT)
+            except TimeoutError:
+                logger.warning(
+                    "could not release the Lease in {:g} s; it expires", _RELEASE_TIMEOUT
+                )
         self.watches.close()
         for site in (self.policy_site, self.admin_site):
             if site is not None:
@@ -404,9 +418,6 @@ class Controller:
         for task in others:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        # Release first: writes still queued are not ours to make once another replica may lead.
-        if self.elector is not None:
-            await self.elector.release()
         await self.system.shutdown()
         for task in elector_tasks:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):

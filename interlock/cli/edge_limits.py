@@ -44,6 +44,11 @@ def add_edge_limit_flags(add: EnvDefaults) -> None:
         default=d.idle_timeout,
         help="edge: seconds a client connection stays open with no request in progress",
     )
+    add.number(
+        "--edge-drain-timeout",
+        default=d.drain_timeout,
+        help="edge: seconds requests in flight may take to finish once stopping (SIGTERM)",
+    )
     add.value(
         "--edge-password-workers",
         default=str(d.password_workers),
@@ -69,6 +74,7 @@ def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
             header_timeout=args.edge_header_timeout,
             body_timeout=args.edge_body_timeout,
             idle_timeout=args.edge_idle_timeout,
+            drain_timeout=args.edge_drain_timeout,
             password_workers=args.edge_password_workers,
             password_checks=args.edge_password_checks,
         )

@@ -36,6 +36,11 @@ class EdgeLimits:
     """Seconds a connection may stay open without a request in progress (a new connection that
     sends nothing, or a keep-alive connection between requests); then it is closed."""
 
+    drain_timeout: float = 10.0
+    """Seconds the edge waits, once stopping (SIGTERM), for requests in flight to finish before
+    it cancels them; well under Kubernetes' default 30 s grace period, which also has to cover
+    releasing the Lease and the rest of the shutdown."""
+
     password_workers: int = 2
     """Threads running basicAuth's bcrypt checks (off the event loop, so a password guesser
     cannot stall other hosts)."""
@@ -45,7 +50,7 @@ class EdgeLimits:
     ``Retry-After`` instead of waiting behind a guesser's."""
 
     def __post_init__(self) -> None:
-        for name in ("header_timeout", "body_timeout", "idle_timeout"):
+        for name in ("header_timeout", "body_timeout", "idle_timeout", "drain_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"edge limits: {name} must be a positive number of seconds")
         for name in ("upstream_connections", "password_workers", "password_checks"):

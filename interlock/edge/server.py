@@ -120,7 +120,15 @@ class EdgeServer:
             keepalive_timeout=self._limits.idle_timeout,
             header_timeout=self._limits.header_timeout,
         )
-        runner = web.ServerRunner(server, access_log=None, handle_signals=False)
+        runner = web.ServerRunner(
+            server,
+            access_log=None,
+            handle_signals=False,
+            # Stopping closes the listeners at once, then waits at most this long for requests
+            # in flight before cancelling them (aiohttp's default was 60 s, past Kubernetes'
+            # 30 s grace period).
+            shutdown_timeout=self._limits.drain_timeout,
+        )
         await runner.setup()
         self._runner = runner
         try:
@@ -138,7 +146,17 @@ class EdgeServer:
         return self._addresses
 
     async def stop(self) -> None:
+        """Stop accepting, drain requests in flight for at most ``drain_timeout`` s (then cancel
+        them), close the upstream connections."""
         if self._runner is not None:
+            server = self._runner.server
+            open_connections = 0 if server is None else len(server.connections)
+            logger.info(
+                "edge data plane stopping: no new connections; draining {} open connection(s) "
+                "for at most {:g} s",
+                open_connections,
+                self._limits.drain_timeout,
+            )
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()

@@ -15,6 +15,7 @@ FLAGS = [
     "--edge-max-upstream-connections=70",
     "--edge-header-timeout=2",
     "--edge-body-timeout=3",
+    "--edge-drain-timeout=6",
     "--edge-password-workers=3",
     "--edge-password-checks=5",
     "--edge-idle-timeout=4",
@@ -25,6 +26,7 @@ EXPECTED = EdgeLimits(
     header_timeout=2,
     body_timeout=3,
     idle_timeout=4,
+    drain_timeout=6,
     password_workers=3,
     password_checks=5,
 )
@@ -46,6 +48,7 @@ def test_edge_flags_set_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
         header_timeout=2,
         body_timeout=3,
         idle_timeout=9,
+        drain_timeout=6,
         password_workers=3,
         password_checks=5,
     )
