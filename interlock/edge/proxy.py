@@ -50,15 +50,20 @@ _NOT_FORWARDED = frozenset({"expect"})
 CHUNK_SIZE = 64 * 1024
 
 
+_NEVER_HOP_BY_HOP = frozenset({"host", "content-length", "content-encoding", "content-type"})
+"""End-to-end headers a ``Connection`` list cannot remove: ``Connection: Host`` made the backend
+see the upstream address instead of the routed host, and the others frame or describe the body."""
+
+
 def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """A copy without hop-by-hop headers: the fixed list, any ``Proxy-*``, and those
-    ``Connection`` names."""
+    ``Connection`` names (except :data:`_NEVER_HOP_BY_HOP`)."""
     listed = {
         token.strip().lower()
         for value in _all_values(headers, "Connection")
         for token in value.split(",")
         if token.strip()
-    }
+    } - _NEVER_HOP_BY_HOP
     kept: CIMultiDict[str] = CIMultiDict()
     for name, value in headers.items():
         lower = name.lower()

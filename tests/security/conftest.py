@@ -375,3 +375,36 @@ def body_backend() -> Iterator[BodyBackend]:
     backend = BodyBackend()
     yield backend
     backend.stop()
+
+
+async def _echo_headers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    headers: dict[str, list[str]] = {}
+    for line in lines:
+        if line:
+            name, _, value = line.partition(":")
+            headers.setdefault(name.strip().lower(), []).append(value.strip())
+    body = json.dumps(headers).encode()
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+    await writer.drain()
+    writer.close()
+
+
+@pytest.fixture
+async def header_backend() -> AsyncIterator[tuple[str, int]]:
+    server = await asyncio.start_server(_echo_headers, "127.0.0.1", 0)
+    yield ("127.0.0.1", server.sockets[0].getsockname()[1])
+    server.close()
+
+
+async def headers_seen(edge: Edge, extra: str) -> dict[str, list[str]]:
+    answer = await send_raw(edge.address, get_request("/", extra=extra))
+    assert answer.status == 200, answer.raw[:300]
+    seen: dict[str, list[str]] = json.loads(answer.body)
+    return seen
