@@ -103,6 +103,20 @@ def _peer_address(peer: str) -> IPv4Address | IPv6Address | None:
     return address
 
 
+CLIENT_ADDRESS_HEADERS = (
+    "Forwarded",
+    "X-Real-IP",
+    "True-Client-IP",
+    "X-Client-IP",
+    "X-Cluster-Client-IP",
+    "CF-Connecting-IP",
+    "Fastly-Client-IP",
+)
+"""Headers in which proxies tell a backend the client's address (RFC 7239 ``Forwarded``, nginx's
+``X-Real-IP``, CDNs' own); frameworks believe them (Django, Rails, Express with ``trust proxy``),
+so a client must not be able to set them directly."""
+
+
 def set_forwarded_headers(
     headers: CIMultiDict[str],
     *,
@@ -115,10 +129,14 @@ def set_forwarded_headers(
 
     What a client sends in these headers is kept (and appended to) only when the peer is a
     trusted proxy; otherwise it is replaced, so a client cannot pose as another address to the
-    upstream.
+    upstream. The other headers backends read a client address from
+    (:data:`CLIENT_ADDRESS_HEADERS`) are likewise kept only from a trusted proxy, else dropped.
     """
     peer = _peer_address(peer_ip) if trusted else None
     from_proxy = peer is not None and any(peer in network for network in trusted)
+    if not from_proxy:
+        for name in CLIENT_ADDRESS_HEADERS:
+            headers.popall(name, None)
     prior_for = ", ".join(headers.getall("X-Forwarded-For", [])) if from_proxy else ""
     proto = headers.get("X-Forwarded-Proto") if from_proxy else None
     forwarded_host = headers.get("X-Forwarded-Host") if from_proxy else None
