@@ -1,11 +1,18 @@
-"""Client connections of the data plane, bounded in time: the header timeout.
+"""Client connections of the data plane: bounded in time (the header timeout), and logged
+through interlock's logger without what the client sent.
 
 aiohttp's server closes a connection that has no request in progress after its keep-alive
 timeout (the edge's idle timeout), but a client that sends a first byte and then dribbles the
 rest of its headers (slowloris) is never timed out, and neither is one that stops in the middle
 of its headers. :class:`GuardedServer` adds the missing bound: from the first byte of a request
 until its headers are complete, at most ``header_timeout`` seconds, then ``408`` and close.
-Body reads are bounded where the body is read (``proxy.read_body_chunks``).
+Body reads are bounded where the body is read (``proxy.ClientBody``).
+
+aiohttp's server logs a malformed request as an ERROR with a traceback, through the standard
+``logging`` module — so to stderr whatever ``--log-level`` says — and the parser's message quotes
+the offending bytes (an oversized session cookie, say). :data:`HTTP_SERVER_LOGGER` takes its
+records instead and re-logs them through loguru: a client's malformed request at DEBUG, anything
+else at ERROR, and only the exception's type and status, never its message or the request.
 
 This leans on two attributes of aiohttp's ``RequestHandler`` (``_waiter``: a future the handler
 awaits while it has no parsed request; ``_messages``: parsed requests not yet handled); the
@@ -15,10 +22,37 @@ tests in ``tests/security/test_starvation.py`` break if an aiohttp release chang
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
+from loguru import logger
+
+
+class _ToLoguru(logging.Handler):
+    """aiohttp's server records → loguru, reduced to what cannot hold request data."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None:
+            # aiohttp's own debug lines ("Ignored premature client disconnection", ...): the
+            # template only, its arguments unformatted.
+            logger.debug("edge HTTP server: {}", str(record.msg))
+        elif isinstance(error, HttpProcessingError):
+            logger.debug(
+                "edge: malformed request refused with {}: {}", error.code, type(error).__name__
+            )
+        else:
+            logger.error("edge: error handling a request: {}", type(error).__name__)
+
+
+HTTP_SERVER_LOGGER = logging.getLogger("interlock.edge.http")
+"""The logger the edge's aiohttp server writes to; it never reaches stderr by itself."""
+HTTP_SERVER_LOGGER.propagate = False
+HTTP_SERVER_LOGGER.setLevel(logging.DEBUG)
+HTTP_SERVER_LOGGER.addHandler(_ToLoguru())
 
 _REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: text/plain\r\n"
@@ -76,6 +110,7 @@ class GuardedServer(web.Server):
     """``aiohttp.web.Server`` whose connections time out on slow request headers."""
 
     def __init__(self, handler: Any, *, header_timeout: float, **kwargs: Any) -> None:
+        kwargs.setdefault("logger", HTTP_SERVER_LOGGER)
         super().__init__(handler, **kwargs)
         self._header_timeout = header_timeout
 
