@@ -319,6 +319,13 @@ class Forwarder:
                 hooks.record_upstream(None)
                 return _error(502, "the upstream failed")
             async with upstream:
+                if upstream.status == 101:
+                    # The edge relays no upgraded connection (Upgrade is hop-by-hop and never
+                    # forwarded), so the client did not ask for this: the upstream misbehaves.
+                    upstream.close()
+                    logger.debug("{}: upstream {}:{} switched protocols unasked", where, host, port)
+                    hooks.record_upstream(None)
+                    return _error(502, "the upstream switched protocols, which was not asked for")
                 hooks.record_upstream(upstream.status)
                 return await self._relay(request, upstream, hooks=hooks, where=where)
         raise AssertionError("unreachable: at least one address is always tried")
