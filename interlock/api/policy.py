@@ -23,7 +23,8 @@ from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.slot import LatestValueSlot, SlotClosed
 
 # RFC 1123 labels, as Kubernetes requires for namespace and Service names.
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Used with fullmatch: "$" alone also matches before a final newline ("default\n").
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 NDJSON = "application/x-ndjson"
 
@@ -51,7 +52,7 @@ def parse_target(request: web.Request) -> WatchTarget:
         ("service", service),
         ("clientNamespace", client_namespace),
     ):
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             raise BadRequest(f"{what} {value!r} is not a valid Kubernetes name (RFC 1123 label)")
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise BadRequest(f"port {port_text!r} must be a number in 1..65535")
