@@ -23,6 +23,7 @@ from aiohttp import web
 from loguru import logger
 
 from interlock.actors.durable import durable_mailbox
+from interlock.actors.edge_messages import EventType
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
@@ -36,7 +37,7 @@ from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.actors.status_writer import StatusWriter, TransientStatusError
+from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
 from interlock.api.admin import AdminApp
 from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import build_policy_app
@@ -46,10 +47,13 @@ from interlock.edge_wiring import EdgeHalf
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
+from interlock.kube.events import EventRecorder
 from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, resource_version
 from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
     HTTP_ROUTE_VERSIONS,
+    INGRESS,
+    MODULE_SET,
     REFERENCE_GRANT_VERSIONS,
     SERVICE,
     Resource,
@@ -81,25 +85,34 @@ async def _serve(app: web.Application, address: Address, *, flag: str) -> Runnin
         raise StartupError(f"{flag} {address}: cannot listen: {error.strerror or error}") from error
 
 
-class RouteStatusSink:
-    """The StatusWriter's boundary to Kubernetes: a merge patch on the HTTPRoute's ``/status``."""
+class KubeStatusSink:
+    """The StatusWriter's boundary to Kubernetes: merge patches on ``/status`` (HTTPRoute at the
+    version the cluster serves, Ingress, ModuleSet) and Events."""
 
-    def __init__(self, patcher: StatusPatcher, resource: Resource) -> None:
+    def __init__(
+        self, *, patcher: StatusPatcher, recorder: EventRecorder, route_resource: Resource
+    ) -> None:
         self._patcher = patcher
-        self._resource = resource
+        self._recorder = recorder
+        self._resources: Mapping[StatusKind, Resource] = {
+            "HTTPRoute": route_resource,
+            "Ingress": INGRESS,
+            "ModuleSet": MODULE_SET,
+        }
 
-    async def write_route_status(
-        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    async def write_status(
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
         try:
             outcome = await self._patcher.patch_status(
-                self._resource, namespace, name, {"parents": parents}
+                self._resources[kind], namespace, name, status
             )
         except RetryableStatusError as error:
             raise TransientStatusError(str(error)) from error
         if outcome.result is PatchResult.REJECTED:
             logger.warning(
-                "HTTPRoute {}/{}: status rejected ({}): {}",
+                "{} {}/{}: status rejected ({}): {}",
+                kind,
                 namespace,
                 name,
                 outcome.code,
@@ -107,6 +120,11 @@ class RouteStatusSink:
             )
             return False
         return True
+
+    async def record_event(
+        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
+    ) -> None:
+        await self._recorder.record(regarding=regarding, type=type, reason=reason, message=message)
 
 
 def object_changed(event: InformerEvent) -> ObjectChanged:
@@ -140,7 +158,9 @@ class Controller:
                 config=config,
                 system=self.system,
                 watches=self.watches,
-                is_leader=lambda: self.elector is not None and self.elector.is_leader,
+                status_statistics=lambda: (
+                    None if self.status_writer is None else self.status_writer.statistics()
+                ),
                 resync_object=self._resync_object,
             )
         self.informers: InformerSet | None = None
@@ -150,6 +170,8 @@ class Controller:
         self.admin_site: RunningSite | None = None
         self.http_route_resource: Resource | None = None
         self.patcher: StatusPatcher | None = None
+        self.recorder: EventRecorder | None = None
+        """Records the Events the status writer is asked for (the edge's)."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
@@ -198,8 +220,7 @@ class Controller:
         self._spawn_actors()
         edge_resources: list[Resource] = []
         if self.edge is not None:
-            assert self.patcher is not None
-            await self.edge.start(api=self.api, patcher=self.patcher)
+            await self.edge.start()
             edge_resources = await self.edge.resources(self.api)
         self.informers = InformerSet(
             [
@@ -302,7 +323,8 @@ class Controller:
         assert self.api is not None
         route_resource = self.http_route_resource or HTTP_ROUTE_VERSIONS[0]
         patcher = self.patcher = StatusPatcher(self.api)
-        sink = RouteStatusSink(patcher, route_resource)
+        recorder = self.recorder = EventRecorder(self.api, host=config.lease_identity)
+        sink = KubeStatusSink(patcher=patcher, recorder=recorder, route_resource=route_resource)
 
         def status_writer() -> StatusWriter:
             writer = StatusWriter(
@@ -342,13 +364,9 @@ class Controller:
         if self.patcher is not None:
             self.patcher.cache.clear()
         self.system.tell(STATUS_WRITER, LeadershipChanged(True))
-        if self.edge is not None:
-            self.edge.leadership_changed(True)
 
     def _stopped_leading(self) -> None:
         self.system.tell(STATUS_WRITER, LeadershipChanged(False))
-        if self.edge is not None:
-            self.edge.leadership_changed(False)
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready)

@@ -8,14 +8,16 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   IngressClass, ModuleSet, Secret, EndpointSlice), each only if the cluster serves it;
 * :meth:`EdgeHalf.router_handlers` — the informer router's handlers for those kinds (each hands
   the change to its directory, keeping the informer event as the trace's correlation);
-* :meth:`EdgeHalf.start` — spawn the directories, the edge status writer and the upstream cache,
+* :meth:`EdgeHalf.start` — spawn the directories and the upstream cache,
   and start the data plane server on ``--edge-addr``; :meth:`EdgeHalf.stop`;
   with ``--edge-admin-url`` it starts no data plane: the edge actors program one running as
   its own process (``interlock edge``) through :class:`HttpEdge`, and since that process
   resolves upstreams itself (cluster DNS), the policy-following upstream cache is not built;
-* :meth:`EdgeHalf.leadership_changed` — forward Lease changes to the edge status writer;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
+
+Ingress and ModuleSet status and the edge's Events are written by the controller's one
+:class:`~interlock.actors.status_writer.StatusWriter`, like HTTPRoute status.
 """
 
 from __future__ import annotations
@@ -37,21 +39,14 @@ from interlock.actors.directories import (
 from interlock.actors.durable import ResyncObject, durable_mailbox
 from interlock.actors.edge import DEFAULT_EDGE_BACKOFF, EdgeActor, EdgeBoard, EdgeSettings
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
     INGRESS_DIRECTORY,
     MODULESET_DIRECTORY,
     SECRET_DIRECTORY,
-    EventType,
-)
-from interlock.actors.edge_status import (
-    EdgeStatusWriter,
-    StatusKind,
-    TransientEdgeStatusError,
 )
 from interlock.actors.ingress import IngressActor
-from interlock.actors.messages import LeadershipChanged, ObjectChanged
+from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.edge.http_provider import HttpEdge
@@ -60,7 +55,6 @@ from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, Tran
 from interlock.edge.server import EdgeServer
 from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
 from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.events import EventRecorder
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
     INGRESS,
@@ -69,7 +63,6 @@ from interlock.kube.resources import (
     SECRET,
     Resource,
 )
-from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
 from interlock.model.load_balancer import listen_address_status
 from interlock.model.meta import ObjectKey
@@ -84,7 +77,6 @@ EDGE_KINDS: Mapping[str, str] = {
 """Kind → the directory actor its informer events go to."""
 
 _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
-_STATUS_RESOURCES: Mapping[StatusKind, Resource] = {"Ingress": INGRESS, "ModuleSet": MODULE_SET}
 
 
 def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any] | None:
@@ -135,40 +127,6 @@ class UntilStopped(ForwardingEdge):
             raise TransientEdgeError("edge admin API: the controller is stopping")
 
 
-class KubeEdgeStatusSink:
-    """The edge status writer's boundary: merge patches on ``/status`` and Events."""
-
-    def __init__(self, *, patcher: StatusPatcher, recorder: EventRecorder) -> None:
-        self._patcher = patcher
-        self._recorder = recorder
-
-    async def patch_status(
-        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
-    ) -> bool:
-        try:
-            outcome = await self._patcher.patch_status(
-                _STATUS_RESOURCES[kind], namespace, name, status
-            )
-        except RetryableStatusError as error:
-            raise TransientEdgeStatusError(str(error)) from error
-        if outcome.result is PatchResult.REJECTED:
-            logger.warning(
-                "{} {}/{}: status rejected ({}): {}",
-                kind,
-                namespace,
-                name,
-                outcome.code,
-                outcome.message,
-            )
-            return False
-        return True
-
-    async def record_event(
-        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
-    ) -> None:
-        await self._recorder.record(regarding=regarding, type=type, reason=reason, message=message)
-
-
 class EdgeHalf:
     """Everything the edge adds to a controller; see the module docstring."""
 
@@ -178,10 +136,11 @@ class EdgeHalf:
         config: ControllerConfig,
         system: ActorSystem,
         watches: ServicePortWatches,
-        is_leader: Callable[[], bool],
+        status_statistics: Callable[[], object] = lambda: None,
         rng: random.Random | None = None,
         resync_object: ResyncObject | None = None,
     ) -> None:
+        """``status_statistics``: the status writer's, shown in ``/debug/edges``."""
         if config.edge_addr is None and config.edge_admin_url is None:
             raise ValueError(
                 "EdgeHalf: config.edge_addr or config.edge_admin_url is required to run an edge"
@@ -201,7 +160,7 @@ class EdgeHalf:
             )
         self._config = config
         self._system = system
-        self._is_leader = is_leader
+        self._status_statistics = status_statistics
         self._rng = rng or random.Random()
         self._directory_mailbox = durable_mailbox(resync_object)
         """Durable: an event a directory was handling when it crashed is handled again."""
@@ -231,8 +190,6 @@ class EdgeHalf:
             self.provider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
         """Retry delays of transient provider failures (read when an EdgeActor is spawned)."""
-        self.status_writer: EdgeStatusWriter | None = None
-        self.recorder: EventRecorder | None = None
         """Records the edge's Events once started (its statistics are for ``/metrics``)."""
         self.address: Address | None = None
         """Where the data plane listens once started (port 0 resolved)."""
@@ -263,7 +220,7 @@ class EdgeHalf:
 
         return {kind: handler(directory) for kind, directory in EDGE_KINDS.items()}
 
-    async def start(self, *, api: Any, patcher: StatusPatcher) -> None:
+    async def start(self) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""
         admin_url = self._config.edge_admin_url
         if admin_url is not None:
@@ -301,25 +258,8 @@ class EdgeHalf:
                 publish_service=publish_service,
             )
 
-        recorder = self.recorder = EventRecorder(api, host=self._config.lease_identity)
-        sink = KubeEdgeStatusSink(patcher=patcher, recorder=recorder)
-
-        def status_writer() -> EdgeStatusWriter:
-            writer = EdgeStatusWriter(
-                sink=sink,
-                is_leader=self._is_leader,
-                backoff=BackoffPolicy(
-                    initial=self._config.status_retry_initial,
-                    maximum=self._config.status_retry_maximum,
-                ),
-                rng=self._rng,
-            )
-            self.status_writer = writer
-            return writer
-
         if self.upstreams is not None:
             self.upstreams.start()
-        self._system.spawn(EDGE_STATUS_WRITER, status_writer)
         mailbox = self._directory_mailbox
         spawn = self._system.spawn
         spawn(
@@ -345,9 +285,6 @@ class EdgeHalf:
         return load_balancer_status(
             self.address, tls_port=None if self.tls_address is None else self.tls_address.port
         )
-
-    def leadership_changed(self, leading: bool) -> None:
-        self._system.tell(EDGE_STATUS_WRITER, LeadershipChanged(leading))
 
     async def stop(self) -> None:
         """Stop serving and following policies, or close the connections to the remote data
@@ -391,12 +328,12 @@ class EdgeHalf:
                 "served": None,
                 "upstreams": None,
                 "dataPlane": {"adminUrl": redacted_url(self._config.edge_admin_url)},
-                "status": None if self.status_writer is None else self.status_writer.statistics(),
+                "status": self._status_statistics(),
             }
         assert self.data_plane is not None and self.upstreams is not None
         return {
             "edges": self.board.to_json()["hosts"],
             "served": self.data_plane.snapshot_now().to_json()["hosts"],
             "upstreams": self.upstreams.debug(),
-            "status": None if self.status_writer is None else self.status_writer.statistics(),
+            "status": self._status_statistics(),
         }

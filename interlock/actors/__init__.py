@@ -8,7 +8,8 @@ The outbound half (DESIGN.md "Actors and the flow of a change"):
 - :class:`RouteActor` — one per HTTPRoute; resolves it and publishes ``parent:`` topics.
 - :class:`ServicePortWatch` (through :class:`ServicePortWatches`) — one per Service port and
   client namespace; builds the policy and pushes it to latest-value slots.
-- :class:`StatusWriter` — HTTPRoute status, written only by the Lease holder, only on change.
+- :class:`StatusWriter` — HTTPRoute, Ingress and ModuleSet status and the edge's Events,
+  written only by the Lease holder, only on change.
 
 Topic names, addresses and messages are in :mod:`interlock.actors.messages`. The edge half
 (Ingress, ModuleSet, edges) lives in its own modules of this package.

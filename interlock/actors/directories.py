@@ -15,7 +15,7 @@ retained value, not the instance's memory: a directory restarted after a crash s
 and must still stay silent on what its predecessor published and withdraw it on deletion.
 
 The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, while the stored
-one differs, publishes it on ``status:moduleset`` for the edge status writer, which writes it
+one differs, publishes it on ``status:moduleset`` for the status writer, which writes it
 only while this replica leads (retained, so a restarted writer gets it back).
 
 Every directory is spawned with a durable mailbox (:mod:`interlock.actors.durable`): an event

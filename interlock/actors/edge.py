@@ -44,7 +44,6 @@ from typing import Any, Literal
 from loguru import logger
 
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     HostPart,
     Reconcile,
     RecordEvent,
@@ -54,6 +53,7 @@ from interlock.actors.edge_messages import (
     ingress_reference,
     secret_topic,
 )
+from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.provider import (
     BackendTarget,
     EdgeError,
@@ -555,7 +555,7 @@ class EdgeActor(Actor):
         part = self._parts.get(str(ingress))
         uid = "" if part is None else part.uid
         self.tell(
-            EDGE_STATUS_WRITER,
+            STATUS_WRITER,
             RecordEvent(
                 regarding=ingress_reference(ingress, uid),
                 type=type_,

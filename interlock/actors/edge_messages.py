@@ -21,7 +21,7 @@ Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
 - ``status:ingress`` and ``status:moduleset``, key ``<ns>/<name>`` (:func:`status_key`): the
   :class:`DesiredIngressStatus` / :class:`DesiredModuleSetStatus` still to be written,
   unpublished when the object is gone (or, for a ModuleSet, when its stored status is the
-  desired one). The EdgeStatusWriter subscribes, so a restarted writer gets them all back.
+  desired one). The StatusWriter subscribes, so a restarted writer gets them all back.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ INGRESS_CLASS_DIRECTORY = "ingressclass-directory"
 MODULESET_DIRECTORY = "moduleset-directory"
 SECRET_DIRECTORY = "secret-directory"
 ENDPOINTS_DIRECTORY = "endpoints-directory"
-EDGE_STATUS_WRITER = "edge-status-writer"
 
 INGRESS_API_VERSION = "networking.k8s.io/v1"
 MODULESET_API_VERSION = "interlock.dev/v1alpha1"
@@ -219,7 +218,7 @@ EventType = Literal["Normal", "Warning"]
 
 @dataclass(frozen=True, slots=True)
 class RecordEvent:
-    """Ask the edge status writer to record a Kubernetes Event (only the leader records).
+    """Ask the status writer to record a Kubernetes Event (only the leader records).
 
     Keyed by its whole content: an identical Event still queued is folded into one (the
     recorder would only count it again), and keyed messages are always admitted, so a burst of

@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 from loguru import logger
 
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     HOSTS_KEY,
     INGRESS_CLASSES_TOPIC,
     INGRESS_STATUS_TOPIC,
@@ -47,7 +46,7 @@ from interlock.actors.edge_messages import (
     secret_topic,
     status_key,
 )
-from interlock.actors.messages import service_topic
+from interlock.actors.messages import STATUS_WRITER, service_topic
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.edge import (
     IngressError,
@@ -282,7 +281,7 @@ class IngressActor(Actor):
                 continue
             logger.warning("{}", error)
             self.tell(
-                EDGE_STATUS_WRITER,
+                STATUS_WRITER,
                 RecordEvent(
                     regarding=reference,
                     type="Warning",

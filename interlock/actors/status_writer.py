@@ -1,35 +1,54 @@
-"""StatusWriter: the single place where HTTPRoute ``status.parents`` reach the API server.
+"""StatusWriter: the single place where status and Events reach the API server.
 
-Every replica computes every route's desired status, but only the holder of the Lease writes,
-and only when the content changed (timestamps aside): two writers would fight, and rewriting an
-unchanged status bumps resourceVersions and wakes every watcher for nothing. Keeping this in one
-actor gives one queue of writes, one retry schedule, and one answer to "what is pending".
+Every replica computes every object's desired status, but only the holder of the Lease writes,
+and only when the content changed: two writers would fight, and rewriting an unchanged status
+bumps resourceVersions and wakes every watcher for nothing. Keeping this in one actor gives one
+queue of writes, one retry schedule, one set of rules for every kind, and one answer to "what
+is pending".
 
-It remembers the latest desired status per route whether leading or not, so that on gaining
-leadership it writes everything that differs at once. The desired statuses come as retained
-values of ``status:httproute`` (published by the RouteActors), not as told messages: a handler
-that raises restarts this actor empty, and the runtime then re-delivers every retained value,
-so no pending status is lost (what was already written is skipped again, by the comparison with
-the stored status and by the patcher's cache). Writes run as a few concurrent tasks
-(at most one per route, so they cannot overtake each other); the actor itself never waits on
-the API server, so a new leader with thousands of routes to write stays responsive, and the
-controller's readiness does not wait for them. Each finished write comes back as a message. A
-write that fails transiently (no connection, 5xx, 429) stays pending and is retried with
-exponential backoff and jitter; a rejected one (4xx) is logged and dropped until the route's
-inputs change.
+What it writes, keyed by ``(kind, namespace, name)``: HTTPRoute ``status.parents`` (from the
+RouteActors, on ``status:httproute``), Ingress ``status.loadBalancer`` (``status:ingress``) and
+ModuleSet ``status.conditions`` (``status:moduleset``). It remembers the latest desired status
+of each object whether leading or not, so that on gaining leadership it writes everything that
+differs at once. The desired statuses are retained values, not told messages: a handler that
+raises restarts this actor empty, and the runtime then re-delivers every retained value, so no
+pending status is lost (what was already written is skipped again, by the comparison with the
+stored status and by the patcher's cache).
+
+Writes run as a few concurrent tasks (at most one per object, so they cannot overtake each
+other); the actor itself never waits on the API server, so a new leader with thousands of
+objects to write stays responsive, and the controller's readiness does not wait for them. Each
+finished write comes back as a message. A write that fails transiently (no connection, 5xx,
+429) stays pending and is retried with exponential backoff and jitter; a rejected one (4xx) is
+logged and dropped until the object's inputs change.
+
+Events go the same way: recorded only while leading, in order, by one task. The few raised
+while not leading are kept for ``event_grace`` seconds and recorded if this replica gains the
+Lease by then — at start-up the first reconciles usually finish before the Lease is acquired,
+and a "ModulesFailed" lost there would never be reported. Older ones are dropped: the replica
+that was leading then has reported them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from loguru import logger
 
+from interlock.actors.edge_messages import (
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
+    DesiredIngressStatus,
+    DesiredModuleSetStatus,
+    EventType,
+    RecordEvent,
+)
 from interlock.actors.messages import (
     ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
@@ -39,19 +58,27 @@ from interlock.actors.messages import (
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 from interlock.model.route_status import status_equal_ignoring_timestamps
 
-RouteKey = tuple[str, str]
+StatusKind = Literal["HTTPRoute", "Ingress", "ModuleSet"]
+StatusKey = tuple[StatusKind, str, str]
+"""``(kind, namespace, name)`` of an object whose status is written."""
+
+STATUS_TOPICS: tuple[str, ...] = (ROUTE_STATUS_TOPIC, INGRESS_STATUS_TOPIC, MODULESET_STATUS_TOPIC)
 
 
 class StatusSink(Protocol):
-    """Writes one route's ``status.parents``; ``kube.status.StatusPatcher`` adapted by app.py."""
+    """The writer's boundary to Kubernetes (``app.py`` adapts the patcher and recorder)."""
 
-    async def write_route_status(
-        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    async def write_status(
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
-        """Write it; True when written (or the route is gone), False when rejected for good.
+        """Merge-patch ``status``; True when written (or the object is gone), False when
+        rejected for good. Raises :class:`TransientStatusError` to be retried later."""
+        ...
 
-        Raises :class:`TransientStatusError` when the write should be retried later.
-        """
+    async def record_event(
+        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
+    ) -> None:
+        """Record an Event; never raises."""
         ...
 
 
@@ -61,44 +88,52 @@ class TransientStatusError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class WriteFinished:
-    """A status write task ended (at most one per route is in flight, hence the key)."""
+    """A status write task ended (at most one per object is in flight, hence the key)."""
 
+    kind: StatusKind
     namespace: str
     name: str
-    parents: list[dict[str, Any]]
+    status: dict[str, Any]
     outcome: Literal["written", "rejected", "transient"]
     error: str = ""
 
     @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("write-finished", self.namespace, self.name)
+    def coalesce_key(self) -> tuple[str, str, str, str]:
+        return ("write-finished", self.kind, self.namespace, self.name)
 
     def trace_summary(self) -> str:
-        return f"WriteFinished HTTPRoute {self.namespace}/{self.name} {self.outcome}"
+        return f"WriteFinished {self.kind} {self.namespace}/{self.name} {self.outcome}"
 
 
 @dataclass(slots=True)
-class _RouteState:
-    desired: list[dict[str, Any]]
-    stored: list[dict[str, Any]]
-    written: list[dict[str, Any]] | None = None
-    """What this replica last wrote in its current term as leader (None: nothing)."""
+class _Desired:
+    status: dict[str, Any]
+    stored: dict[str, Any] | None
+    """The status the object has in the API server as its actor last saw it (None: unknown,
+    so it is written whenever it changes)."""
+    written: dict[str, Any] | None = None
+    """What this replica last wrote (in its current term as leader, when ``stored`` is known)."""
 
 
 @dataclass(frozen=True, slots=True)
 class StatusWriterStatistics:
     leading: bool
-    routes: int
+    objects: int
     pending: int
     in_flight: int
     writes: int
     skipped: int
     failures: int
     rejected: int
+    events: int
+    events_held: int
+    """Events raised while not leading, kept in case this replica gains the Lease soon."""
+    events_skipped: int
+    """Events dropped because this replica was not leading within their grace period."""
 
 
 class StatusWriter(Actor):
-    """Writes desired route statuses while this replica leads, each change once."""
+    """Writes desired statuses and records Events while this replica leads, each change once."""
 
     def __init__(
         self,
@@ -108,76 +143,110 @@ class StatusWriter(Actor):
         backoff: BackoffPolicy,
         concurrency: int = 8,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        event_grace: float = 30.0,
+        max_held_events: int = 256,
     ) -> None:
+        """``event_grace``: how long an Event raised while not leading is kept in case this
+        replica gains the Lease (at most ``max_held_events`` of them, the newest)."""
         self.sink = sink
         self.is_leader = is_leader
         self.backoff = backoff
         self.concurrency = concurrency
         self.rng = rng or random.Random()
-        self.routes: dict[RouteKey, _RouteState] = {}
-        self.identities: dict[str, RouteKey] = {}
-        """Route identity (the topic key) → route, to forget a route when it is unpublished."""
-        # Routes to (re)check, in arrival order: a deque to pop from and a set for membership
-        # (a route dropped from the set is skipped when its stale deque entry comes up). Each
-        # message costs O(1) however many routes wait, even on a follower holding all of them.
-        self.queue: deque[RouteKey] = deque()
-        self.pending: set[RouteKey] = set()
-        self.recheck: set[RouteKey] = set()
-        """Routes that changed while their write was in flight: re-checked when it ends."""
-        self.in_flight: dict[RouteKey, asyncio.Task[None]] = {}
+        self.clock = clock
+        self.event_grace = event_grace
+        self.objects: dict[StatusKey, _Desired] = {}
+        self.identities: dict[tuple[str, str], StatusKey] = {}
+        """(topic, key) of a desired status → its object, to forget it when unpublished."""
+        # Objects to (re)check, in arrival order: a deque to pop from and a set for membership
+        # (an object dropped from the set is skipped when its stale deque entry comes up). Each
+        # message costs O(1) however many objects wait, even on a follower holding all of them.
+        self.queue: deque[StatusKey] = deque()
+        self.pending: set[StatusKey] = set()
+        self.recheck: set[StatusKey] = set()
+        """Objects that changed while their write was in flight: re-checked when it ends."""
+        self.in_flight: dict[StatusKey, asyncio.Task[None]] = {}
         self.attempt = 0
         self.retry_scheduled = False
+        self.events: deque[tuple[float, RecordEvent]] = deque()
+        """Events to record now, in order (while leading)."""
+        self.held: deque[tuple[float, RecordEvent]] = deque(maxlen=max_held_events)
+        self.event_task: asyncio.Task[None] | None = None
         self.writes = 0
         self.skipped = 0
         self.failures = 0
         self.rejected = 0
+        self.events_recorded = 0
+        self.events_skipped = 0
 
     async def started(self) -> None:
-        self.subscribe(ROUTE_STATUS_TOPIC)
+        for topic in STATUS_TOPICS:
+            self.subscribe(topic)
 
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, Published) and isinstance(message.value, DesiredRouteStatus):
-            desired = message.value
-            key = (desired.namespace, desired.name)
-            self.identities[message.key] = key
-            state = self.routes.get(key)
-            if state is None:
-                self.routes[key] = _RouteState(desired=desired.parents, stored=desired.stored)
+        if isinstance(message, Published):
+            desired = _desired(message.value)
+            if desired is None:
+                return None
+            key, status, stored = desired
+            self.identities[(message.topic, message.key)] = key
+            entry = self.objects.get(key)
+            if entry is None:
+                self.objects[key] = _Desired(status=status, stored=stored)
             else:
-                state.desired = desired.parents
-                state.stored = desired.stored
+                entry.status = status
+                entry.stored = stored
             self._enqueue(key)
         elif isinstance(message, Unpublished):
-            gone = self.identities.pop(message.key, None)
+            gone = self.identities.pop((message.topic, message.key), None)
             if gone is not None:
-                self.routes.pop(gone, None)
+                self.objects.pop(gone, None)
                 self.pending.discard(gone)
                 self.recheck.discard(gone)
             return None
+        elif isinstance(message, RecordEvent):
+            self.held.append((self.clock(), message))
         elif isinstance(message, WriteFinished):
             self._finished(message)
         elif isinstance(message, LeadershipChanged):
             if not message.leading:
                 # Another replica may write from now on: what this one wrote proves nothing
-                # about the objects any more, so the next term re-checks every route.
-                for state in self.routes.values():
-                    state.written = None
-            for key in self.routes:
+                # about the objects any more, so the next term re-checks every object whose
+                # stored status is known (the others are written when they change).
+                for entry in self.objects.values():
+                    if entry.stored is not None:
+                        entry.written = None
+            for key in self.objects:
                 self._enqueue(key)
         elif isinstance(message, RetryStatusWrites):
             self.retry_scheduled = False
+        else:
+            return None
+        if self.is_leader():
+            self._release_events()
         self._flush()
         return None
 
     async def stopped(self) -> None:
         for task in self.in_flight.values():
             task.cancel()
+        if self.event_task is not None:
+            self.event_task.cancel()
 
-    def _needs_write(self, state: _RouteState) -> bool:
-        reference = state.written if state.written is not None else state.stored
-        return not status_equal_ignoring_timestamps(state.desired, reference)
+    # --- status -------------------------------------------------------------------------------
 
-    def _enqueue(self, key: RouteKey) -> None:
+    def _needs_write(self, key: StatusKey, entry: _Desired) -> bool:
+        reference = entry.written if entry.written is not None else entry.stored
+        if reference is None:
+            return True
+        if key[0] == "HTTPRoute":
+            return not status_equal_ignoring_timestamps(
+                entry.status.get("parents", []), reference.get("parents", [])
+            )
+        return entry.status != reference
+
+    def _enqueue(self, key: StatusKey) -> None:
         if key in self.in_flight:
             self.recheck.add(key)
         elif key not in self.pending:
@@ -185,63 +254,70 @@ class StatusWriter(Actor):
             self.queue.append(key)
 
     def _flush(self) -> None:
-        """Start writes of pending routes, up to ``concurrency`` in flight, while leading."""
+        """Start writes of pending objects, up to ``concurrency`` in flight, while leading."""
         while self.queue and len(self.in_flight) < self.concurrency:
+            # Checked before each write: the Lease may be lost meanwhile (a stopping replica
+            # releases it before its actors drain), and a status queued here may be older than
+            # what the new leader has already written.
             if self.retry_scheduled or not self.is_leader():
                 return
             key = self.queue.popleft()
             if key not in self.pending:
-                continue  # dropped (deleted route) after it was queued
+                continue  # dropped (deleted object) after it was queued
             self.pending.discard(key)
-            state = self.routes.get(key)
-            if state is None:
+            entry = self.objects.get(key)
+            if entry is None:
                 continue
-            if not self._needs_write(state):
+            if not self._needs_write(key, entry):
                 self.skipped += 1
                 continue
             self.in_flight[key] = asyncio.get_running_loop().create_task(
-                self._write(key, state.desired)
+                self._write(key, entry.status)
             )
 
-    async def _write(self, key: RouteKey, parents: list[dict[str, Any]]) -> None:
+    async def _write(self, key: StatusKey, status: dict[str, Any]) -> None:
+        kind, namespace, name = key
         outcome: Literal["written", "rejected", "transient"]
         error = ""
         try:
-            ok = await self.sink.write_route_status(namespace=key[0], name=key[1], parents=parents)
+            ok = await self.sink.write_status(
+                kind=kind, namespace=namespace, name=name, status=status
+            )
             outcome = "written" if ok else "rejected"
         except TransientStatusError as exc:
             outcome, error = "transient", str(exc)
         except Exception as exc:
-            # Not foreseen (a bug, an answer nobody expected): the route must not stay "in
+            # Not foreseen (a bug, an answer nobody expected): the object must not stay "in
             # flight" forever, so it is retried like a transient failure, and logged.
-            logger.exception("HTTPRoute {}/{}: status write raised", key[0], key[1])
+            logger.exception("{} {}/{}: status write raised", kind, namespace, name)
             outcome, error = "transient", f"{type(exc).__name__}: {exc}"
-        self.system.tell(self.address, WriteFinished(key[0], key[1], parents, outcome, error))
+        self.system.tell(self.address, WriteFinished(kind, namespace, name, status, outcome, error))
 
     def _finished(self, message: WriteFinished) -> None:
-        key = (message.namespace, message.name)
+        key: StatusKey = (message.kind, message.namespace, message.name)
         self.in_flight.pop(key, None)
         if key in self.recheck:
             self.recheck.discard(key)
             self._enqueue(key)
-        state = self.routes.get(key)
+        entry = self.objects.get(key)
         if message.outcome == "transient":
             self.failures += 1
             logger.warning(
-                "HTTPRoute {}/{}: status write failed, will retry: {}",
-                key[0],
-                key[1],
+                "{} {}/{}: status write failed, will retry: {}",
+                message.kind,
+                message.namespace,
+                message.name,
                 message.error,
             )
-            if state is not None:
+            if entry is not None:
                 self._enqueue(key)
             self._schedule_retry()
             return
         self.attempt = 0
         if message.outcome == "written":
             self.writes += 1
-            if state is not None:
-                state.written = message.parents
+            if entry is not None:
+                entry.written = message.status
         else:
             self.rejected += 1
 
@@ -253,14 +329,65 @@ class StatusWriter(Actor):
         self.attempt += 1
         self.tell_after(delay, RetryStatusWrites(), key="retry")
 
+    # --- Events -------------------------------------------------------------------------------
+
+    def _release_events(self) -> None:
+        """Leading: queue the held Events still within their grace period, in order, for the
+        recording task (started if it is not running)."""
+        oldest = self.clock() - self.event_grace
+        while self.held:
+            at, event = self.held.popleft()
+            if at >= oldest:
+                self.events.append((at, event))
+            else:
+                self.events_skipped += 1
+        if self.events and self.event_task is None:
+            self.event_task = asyncio.get_running_loop().create_task(self._record_events())
+
+    async def _record_events(self) -> None:
+        try:
+            while self.events:
+                if not self.is_leader():
+                    # Lost the Lease meanwhile: keep them, as if raised while following.
+                    self.held.extendleft(reversed(self.events))
+                    self.events.clear()
+                    return
+                _at, event = self.events.popleft()
+                await self.sink.record_event(
+                    regarding=event.regarding,
+                    type=event.type,
+                    reason=event.reason,
+                    message=event.message,
+                )
+                self.events_recorded += 1
+        finally:
+            self.event_task = None
+
     def statistics(self) -> StatusWriterStatistics:
         return StatusWriterStatistics(
             leading=self.is_leader(),
-            routes=len(self.routes),
+            objects=len(self.objects),
             pending=len(self.pending),
             in_flight=len(self.in_flight),
             writes=self.writes,
             skipped=self.skipped,
             failures=self.failures,
             rejected=self.rejected,
+            events=self.events_recorded,
+            events_held=len(self.held),
+            events_skipped=self.events_skipped,
         )
+
+
+def _desired(value: object) -> tuple[StatusKey, dict[str, Any], dict[str, Any] | None] | None:
+    """The object, desired status and stored status (if known) a published value asks for."""
+    if isinstance(value, DesiredRouteStatus):
+        key: StatusKey = ("HTTPRoute", value.namespace, value.name)
+        return key, {"parents": value.parents}, {"parents": value.stored}
+    if isinstance(value, DesiredIngressStatus):
+        key = ("Ingress", value.key.namespace, value.key.name)
+        return key, {"loadBalancer": value.load_balancer}, None
+    if isinstance(value, DesiredModuleSetStatus):
+        key = ("ModuleSet", value.key.namespace, value.key.name)
+        return key, {"conditions": value.conditions}, None
+    return None

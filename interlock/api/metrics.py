@@ -254,9 +254,6 @@ class EdgeParts(Protocol):
     @property
     def board(self) -> EdgeBoard: ...
 
-    @property
-    def recorder(self) -> EventRecorder | None: ...
-
 
 class ControllerParts(Protocol):
     """The parts of a running controller that keep statistics (``interlock.app.Controller``)."""
@@ -272,6 +269,9 @@ class ControllerParts(Protocol):
 
     @property
     def edge(self) -> EdgeParts | None: ...
+
+    @property
+    def recorder(self) -> EventRecorder | None: ...
 
     @property
     def elector(self) -> LeaderElector | None: ...
@@ -298,9 +298,7 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         return elector.statistics() if elector is not None else None
 
     def events() -> EventRecorderStatistics | None:
-        # Only the edge records Events (route status is conditions only).
-        edge = controller.edge
-        recorder = None if edge is None else edge.recorder
+        recorder = controller.recorder
         return recorder.statistics() if recorder is not None else None
 
     return MetricsSources(

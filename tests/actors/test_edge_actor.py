@@ -13,7 +13,6 @@ from tls_certs import self_signed
 
 from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     SECRET_KEY,
     HostPart,
     RecordEvent,
@@ -22,6 +21,7 @@ from interlock.actors.edge_messages import (
     host_topic,
     secret_topic,
 )
+from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget, EdgeCall, EdgeProvider, ForwardingEdge
@@ -153,7 +153,7 @@ async def started(sleep: ManualSleep, provider: EdgeProvider | None = None) -> E
     inner = InProcessEdge()
     faulty = FaultyEdge(provider or inner)
     edge = Edge(system, inner, faulty, EdgeBoard(), sleep)
-    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(edge.events))
+    system.spawn(STATUS_WRITER, lambda: RecordingActor(edge.events))
     return edge
 
 

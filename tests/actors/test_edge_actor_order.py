@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
-from interlock.actors.edge_messages import EDGE_STATUS_WRITER, HostPart, edge_address, host_topic
+from interlock.actors.edge_messages import HostPart, edge_address, host_topic
+from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.mailbox import ActorSystem, BackoffPolicy
@@ -102,7 +103,7 @@ async def run(sequence: list[Op]) -> tuple[FaultyEdge, InProcessEdge, dict[str, 
     system = ActorSystem(timer_sleep=ManualSleep(gated=True))
     inner = InProcessEdge()
     provider = FaultyEdge(inner)
-    system.spawn(EDGE_STATUS_WRITER, RecordingActor)
+    system.spawn(STATUS_WRITER, RecordingActor)
     board = EdgeBoard()
     final: dict[str, HostPart] = {}
 

@@ -1,5 +1,5 @@
-"""EdgeStatusWriter: status and Events only while leading, each change once, retries, and a
-crash of the writer loses no pending status."""
+"""StatusWriter for the edge's kinds: Ingress and ModuleSet status and Events only while
+leading, each change once, retries, and a crash of the writer loses no pending status."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     INGRESS_STATUS_TOPIC,
     MODULESET_STATUS_TOPIC,
     DesiredIngressStatus,
@@ -17,8 +16,8 @@ from interlock.actors.edge_messages import (
     RecordEvent,
     status_key,
 )
-from interlock.actors.edge_status import EdgeStatusWriter, StatusKind, TransientEdgeStatusError
-from interlock.actors.messages import LeadershipChanged
+from interlock.actors.messages import STATUS_WRITER, LeadershipChanged
+from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Published
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
@@ -34,12 +33,12 @@ class Sink:
         self.events: list[str] = []
         self.fail_next = 0
 
-    async def patch_status(
+    async def write_status(
         self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
         if self.fail_next:
             self.fail_next -= 1
-            raise TransientEdgeStatusError("503 from the API server")
+            raise TransientStatusError("503 from the API server")
         self.patches.append((kind, f"{namespace}/{name}", status))
         return True
 
@@ -49,7 +48,7 @@ class Sink:
         self.events.append(reason)
 
 
-class CrashingWriter(EdgeStatusWriter):
+class CrashingWriter(StatusWriter):
     """Raises while handling the next published status once ``armed`` is set (once)."""
 
     armed = False
@@ -67,7 +66,7 @@ def start(sink: Sink, leading: list[bool], clock: ManualClock, later: ManualSlee
     system = ActorSystem(sleep=ManualSleep(), timer_sleep=later)
     CrashingWriter.armed = False
     system.spawn(
-        EDGE_STATUS_WRITER,
+        STATUS_WRITER,
         lambda: CrashingWriter(
             sink=sink,
             is_leader=lambda: leading[0],
@@ -102,12 +101,12 @@ async def test_nothing_is_written_until_leading_then_the_latest_of_each() -> Non
         conditions = [{"type": "Valid", "status": "True"}]
         want_module_set(system, KEY, [{"type": "Valid"}])
         want_module_set(system, KEY, conditions)
-        system.tell(EDGE_STATUS_WRITER, event("ModulesApplied"))
+        system.tell(STATUS_WRITER, event("ModulesApplied"))
         await wait_idle(system)
         assert sink.patches == [] and sink.events == []
 
         leading[0] = True
-        system.tell(EDGE_STATUS_WRITER, LeadershipChanged(True))
+        system.tell(STATUS_WRITER, LeadershipChanged(True))
         await wait_until(lambda: len(sink.patches) == 2)
         assert ("Ingress", "default/web", {"loadBalancer": LB}) in sink.patches
         assert ("ModuleSet", "default/web", {"conditions": conditions}) in sink.patches
@@ -120,15 +119,15 @@ async def test_events_older_than_the_grace_period_are_not_replayed() -> None:
     sink, leading, clock, later = Sink(), [False], ManualClock(), ManualSleep()
     system = start(sink, leading, clock, later)
     try:
-        system.tell(EDGE_STATUS_WRITER, event("Old"))
+        system.tell(STATUS_WRITER, event("Old"))
         await wait_idle(system)
         clock.now += 31
-        system.tell(EDGE_STATUS_WRITER, event("Recent"))
+        system.tell(STATUS_WRITER, event("Recent"))
         await wait_idle(system)
         leading[0] = True
-        system.tell(EDGE_STATUS_WRITER, LeadershipChanged(True))
+        system.tell(STATUS_WRITER, LeadershipChanged(True))
         await wait_until(lambda: sink.events == ["Recent"])
-        system.tell(EDGE_STATUS_WRITER, event("Now"))
+        system.tell(STATUS_WRITER, event("Now"))
         await wait_until(lambda: sink.events == ["Recent", "Now"])
     finally:
         await system.shutdown()
@@ -161,10 +160,10 @@ async def test_a_crash_loses_no_pending_status() -> None:
         await wait_idle(system)
         CrashingWriter.armed = True
         want_module_set(system, other, [{"type": "Valid"}])
-        await wait_until(lambda: system.actor_statistics(EDGE_STATUS_WRITER).restarts == 1)
+        await wait_until(lambda: system.actor_statistics(STATUS_WRITER).restarts == 1)
         await wait_idle(system)
         leading[0] = True
-        system.tell(EDGE_STATUS_WRITER, LeadershipChanged(True))
+        system.tell(STATUS_WRITER, LeadershipChanged(True))
         await wait_until(lambda: len(sink.patches) == 2)
         assert sorted(sink.patches, key=lambda patch: patch[0]) == [
             ("Ingress", "default/web", {"loadBalancer": LB}),
@@ -173,7 +172,7 @@ async def test_a_crash_loses_no_pending_status() -> None:
         # Leading, a crash on a changed status: the restarted writer still writes it.
         CrashingWriter.armed = True
         want_module_set(system, other, [{"type": "Valid", "status": "False"}])
-        await wait_until(lambda: system.actor_statistics(EDGE_STATUS_WRITER).restarts == 2)
+        await wait_until(lambda: system.actor_statistics(STATUS_WRITER).restarts == 2)
         await wait_until(
             lambda: (
                 (

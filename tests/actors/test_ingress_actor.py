@@ -17,7 +17,6 @@ from interlock.actors.directories import (
     SecretDirectory,
 )
 from interlock.actors.edge_messages import (
-    EDGE_STATUS_WRITER,
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
     INGRESS_DIRECTORY,
@@ -37,7 +36,7 @@ from interlock.actors.edge_messages import (
     secret_topic,
 )
 from interlock.actors.ingress import IngressActor
-from interlock.actors.messages import SERVICE_KEY, ObjectChanged, service_topic
+from interlock.actors.messages import SERVICE_KEY, STATUS_WRITER, ObjectChanged, service_topic
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
@@ -175,9 +174,9 @@ async def edges() -> AsyncIterator[Edges]:
     def ingress_actor(key: ObjectKey) -> Actor:
         return IngressActor(key=key, edge_actor=edge_actor, load_balancer=LOAD_BALANCER)
 
-    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
-    system.subscribe(INGRESS_STATUS_TOPIC, EDGE_STATUS_WRITER)
-    system.subscribe(MODULESET_STATUS_TOPIC, EDGE_STATUS_WRITER)
+    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.subscribe(INGRESS_STATUS_TOPIC, STATUS_WRITER)
+    system.subscribe(MODULESET_STATUS_TOPIC, STATUS_WRITER)
     system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
     system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
     system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
@@ -349,7 +348,7 @@ async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None
         return EdgeStandIn()
 
     running = Edges(system)
-    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
     system.spawn(
         INGRESS_DIRECTORY,
         lambda: IngressDirectory(
@@ -395,7 +394,7 @@ class CrashOnIngressChange(IngressActor):
 async def crashing() -> AsyncIterator[Edges]:
     system = ActorSystem()
     running = Edges(system)
-    system.spawn(EDGE_STATUS_WRITER, lambda: RecordingActor(running.status))
+    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
     system.spawn(
         INGRESS_DIRECTORY,
         lambda: IngressDirectory(

@@ -39,9 +39,10 @@ class RecordingSink:
         self.writes: list[tuple[str, str, str]] = []
         self.failures = 0
 
-    async def write_route_status(
-        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    async def write_status(
+        self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
+        parents = status["parents"]
         if self.failures:
             self.failures -= 1
             raise TransientStatusError("503 from the API server")
@@ -210,20 +211,20 @@ async def test_losing_the_lease_mid_flush_starts_no_more_writes():
     harness.send("a", "BackendNotFound")
     harness.send("b", "BackendNotFound")
     await harness.settle()
-    original = harness.sink.write_route_status
+    original = harness.sink.write_status
 
     async def write_then_lose_the_lease(**kwargs: Any) -> bool:
         result = await original(**kwargs)
         harness.leading = False
         return result
 
-    harness.sink.write_route_status = write_then_lose_the_lease
+    harness.sink.write_status = write_then_lose_the_lease
     harness.lead(True)
     await harness.settle()
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
     # The next leadership writes what is left (and re-checks a: another leader may have
     # written it in between, and this replica has not seen the route change since).
-    harness.sink.write_route_status = original
+    harness.sink.write_status = original
     harness.lead(True)
     await harness.settle()
     assert "b" in [w[1] for w in harness.sink.writes[1:]]
@@ -239,9 +240,10 @@ class GatedSink:
         self.most = 0
         self.writes: list[tuple[str, str]] = []
 
-    async def write_route_status(
-        self, *, namespace: str, name: str, parents: list[dict[str, Any]]
+    async def write_status(
+        self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
+        parents = status["parents"]
         self.running += 1
         self.most = max(self.most, self.running)
         await self.gate.wait()
@@ -275,7 +277,7 @@ async def test_writes_run_concurrently_bounded_one_per_route_newest_last():
 
 async def test_an_unexpected_error_in_a_write_is_retried_not_stuck(harness):
     calls = 0
-    original = harness.sink.write_route_status
+    original = harness.sink.write_status
 
     async def buggy_once(**kwargs: Any) -> bool:
         nonlocal calls
@@ -284,7 +286,7 @@ async def test_an_unexpected_error_in_a_write_is_retried_not_stuck(harness):
             raise KeyError("status")
         return await original(**kwargs)
 
-    harness.sink.write_route_status = buggy_once
+    harness.sink.write_status = buggy_once
     harness.lead(True)
     harness.send("a", "BackendNotFound")
     await harness.fire_retry()

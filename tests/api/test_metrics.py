@@ -21,7 +21,8 @@ from interlock.actors.edge import (
     EdgeSettings,
     RouteState,
 )
-from interlock.actors.edge_messages import EDGE_STATUS_WRITER, HostPart, edge_address, host_topic
+from interlock.actors.edge_messages import HostPart, edge_address, host_topic
+from interlock.actors.messages import STATUS_WRITER
 from interlock.api.admin import AdminApp
 from interlock.api.metrics import (
     MetricsSources,
@@ -387,7 +388,7 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
         system.publish(host_topic(HOST), str(part.ingress), part)
         system.spawn_or_get(edge_address(HOST), lambda: EdgeActor(host=HOST, settings=settings))
 
-    system.spawn(EDGE_STATUS_WRITER, RecordingActor)
+    system.spawn(STATUS_WRITER, RecordingActor)
     try:
         assert reconciles() == dict.fromkeys(RECONCILE_OUTCOMES, 0)
 

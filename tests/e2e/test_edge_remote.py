@@ -397,7 +397,7 @@ async def test_after_stop_the_remote_client_refuses_calls_instead_of_reconnectin
 def edge_half(config: ControllerConfig) -> EdgeHalf:
     system = ActorSystem()
     watches = ServicePortWatches(system, grace=0.1)
-    return EdgeHalf(config=config, system=system, watches=watches, is_leader=lambda: False)
+    return EdgeHalf(config=config, system=system, watches=watches)
 
 
 def test_the_edge_half_refuses_both_data_planes_at_once() -> None:

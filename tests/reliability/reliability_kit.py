@@ -34,7 +34,6 @@ from lanes import LEASE_NAMESPACE, RESOURCES, TestCluster
 
 from interlock.actors.directories import _Directory
 from interlock.actors.edge import EdgeActor
-from interlock.actors.edge_status import EdgeStatusWriter
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.ingress import IngressActor
 from interlock.actors.route import RouteActor
@@ -154,7 +153,6 @@ CRASHABLE: dict[str, type[Actor]] = {
     "GrantsDirectory": GrantsDirectory,
     "EdgeDirectory": _Directory,
     "StatusWriter": StatusWriter,
-    "EdgeStatusWriter": EdgeStatusWriter,
 }
 """Actor classes a crash can be injected into. ``EdgeDirectory`` is the base of the Ingress,
 IngressClass, ModuleSet, Secret and EndpointSlice directories: the next of them to handle a
@@ -163,9 +161,10 @@ message crashes."""
 CRASH_TARGETS = tuple(sorted(CRASHABLE))
 """The actors a history may crash at any moment. The route, watch, Ingress and edge actors'
 inputs, and since be6c6f8 the status writers' desired statuses, are retained pub/sub values that
-a restart re-delivers (DESIGN.md); the router, ServiceDirectory and GrantsDirectory replay their
-journal after a restart (6f28001), and so do the edge directories (a finding of
-``test_reliability_findings.py``). All these fixes answered findings of this harness."""
+a restart re-delivers (docs/design.md); the router, ServiceDirectory, GrantsDirectory and the
+edge directories have durable mailboxes that re-deliver what a crash interrupted (first a
+journal, 6f28001, and a finding of ``test_reliability_findings.py``; now the runtime's). All
+these fixes answered findings of this harness."""
 
 
 class CrashPlan:

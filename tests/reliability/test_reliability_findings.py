@@ -20,12 +20,11 @@ from reliability_objects import INGRESS_CLASS, build
 from interlock.actors.edge_messages import (
     MODULESET_STATUS_TOPIC,
     DesiredModuleSetStatus,
-    RecordEvent,
     status_key,
 )
-from interlock.actors.edge_status import EdgeStatusWriter
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.service_port_watch import WatchTarget
+from interlock.actors.status_writer import StatusWriter
 from interlock.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
@@ -169,70 +168,71 @@ def test_a_controller_starts_through_one_failed_discovery_request(
     asyncio.run(scenario())
 
 
-class _SlowEventSink:
-    """An edge status sink whose Event recording waits until released (a slow API server)."""
+class _SlowStatusSink:
+    """A status sink whose first write waits until released (a slow API server)."""
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
-        self.recording = asyncio.Event()
+        self.writing = asyncio.Event()
         self.patched: list[tuple[str, dict[str, Any]]] = []
 
-    async def patch_status(
+    async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
     ) -> bool:
+        if not self.writing.is_set():
+            self.writing.set()
+            await self.release.wait()
         self.patched.append((name, status))
         return True
 
     async def record_event(self, *, regarding: Any, type: str, reason: str, message: str) -> None:
-        self.recording.set()
-        await self.release.wait()
+        pass
 
 
 def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
     """Found by the harness (a ModuleSet edited, one slow API request, a Lease handover): the
     old leader's EdgeStatusWriter was awaiting an Event when the Lease went to the new replica,
     then flushed a status queued before the edit, overwriting the new leader's; the new leader's
-    patch cache said "written" and never repaired it. Fixed in interlock/actors/edge_status.py
-    ``EdgeStatusWriter._flush`` (leadership is checked before each write)."""
+    patch cache said "written" and never repaired it. Fixed in the edge status writer's flush
+    (leadership is checked before each write); the one StatusWriter keeps the rule: a status
+    queued behind a slow call (here a write, the writer being at its concurrency) is not
+    written once the Lease is gone."""
 
     async def scenario() -> None:
-        sink = _SlowEventSink()
+        sink = _SlowStatusSink()
         leading = [False]
         system = ActorSystem()
         system.spawn(
-            "edge-status",
-            lambda: EdgeStatusWriter(
+            "status",
+            lambda: StatusWriter(
                 sink=sink,  # type: ignore[arg-type]
                 is_leader=lambda: leading[0],
                 backoff=BackoffPolicy(initial=0.01, maximum=0.1),
+                concurrency=1,
             ),
         )
-        # While following: an Event is held and a status is pending.
-        regarding = {"kind": "Ingress", "namespace": "default", "name": "shop"}
-        system.tell(
-            "edge-status",
-            RecordEvent(regarding=regarding, type="Warning", reason="R", message="m"),
-        )
-        key = ObjectKey(namespace="default", name="ms-0")
-        system.publish(
-            MODULESET_STATUS_TOPIC,
-            status_key(key),
-            DesiredModuleSetStatus(key=key, conditions=[{"type": "Valid"}]),
-        )
+        # While following: two statuses are pending.
+        for name in ("ms-0", "ms-1"):
+            key = ObjectKey(namespace="default", name=name)
+            system.publish(
+                MODULESET_STATUS_TOPIC,
+                status_key(key),
+                DesiredModuleSetStatus(key=key, conditions=[{"type": "Valid"}]),
+            )
         await eventually(
             lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
         )
-        # Leading: the held Event is recorded first, slowly...
+        # Leading: the first is written, slowly...
         leading[0] = True
-        system.tell("edge-status", LeadershipChanged(True))
-        await eventually(sink.recording.is_set, within=5.0, message="the slow Event")
-        leading[0] = False  # the Lease is released while the Event is still being recorded
+        system.tell("status", LeadershipChanged(True))
+        await eventually(sink.writing.is_set, within=5.0, message="the slow write")
+        leading[0] = False  # the Lease is released while the write is still in flight
         sink.release.set()
         await eventually(
             lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
         )
         await system.shutdown()
-        assert sink.patched == []
+        assert [name for name, _ in sink.patched] == ["ms-0"]
 
     asyncio.run(scenario())
 
@@ -247,7 +247,7 @@ def observed_generations(obj: dict[str, Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("writer", "kind"), [("StatusWriter", "HTTPRoute"), ("EdgeStatusWriter", "ModuleSet")]
+    ("writer", "kind"), [("StatusWriter", "HTTPRoute"), ("StatusWriter", "ModuleSet")]
 )
 def test_a_status_writer_crash_loses_no_status(
     writer: str, kind: str, tmp_path: Path, control_plane: ControlPlane | None
