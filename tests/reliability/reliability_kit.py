@@ -309,22 +309,16 @@ async def stop_replica(replica: Replica) -> None:
 
 
 async def write(cluster: TestCluster, obj: Obj) -> None:
-    """Create or replace ``obj`` (over HTTP, as admin); an immutable field changed → delete and
+    """Create or replace ``obj`` (over HTTP, as admin; a replace carries the current
+    resourceVersion, which custom resources require); an immutable field changed → delete and
     create."""
     try:
-        await cluster.create(obj)
-        return
-    except KubeApiError as error:
-        if error.code != 409:
-            raise
-    try:
-        await cluster.replace(obj)  # no resourceVersion: an unconditional update
-        return
+        await cluster.apply(obj)
     except KubeApiError as error:
         if error.code != 422:
             raise
-    await remove(cluster, obj)
-    await cluster.create(obj)
+        await remove(cluster, obj)
+        await cluster.create(obj)
 
 
 async def remove(cluster: TestCluster, obj: Obj) -> None:
