@@ -9,6 +9,8 @@ so a CRD created at run time is discoverable on the next request.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
 from interlock.embedded.registry import Registry, ResourceType
@@ -17,6 +19,17 @@ JsonObject = dict[str, Any]
 
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+CUSTOM_RESOURCE_VERBS = [
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+]
+"""kube-apiserver lists a custom resource's verbs in this order (and a built-in's sorted)."""
 STATUS_VERBS = ["get", "patch", "update"]
 KUBERNETES_VERSION = {
     "major": "1",
@@ -38,6 +51,20 @@ def wants_aggregated(accept: str) -> bool:
     )
 
 
+def verbs(rtype: ResourceType) -> list[str]:
+    if rtype.from_crd:
+        return CUSTOM_RESOURCE_VERBS
+    if rtype.key == ("", "namespaces"):
+        return [verb for verb in VERBS if verb != "deletecollection"]
+    return VERBS
+
+
+def storage_version_hash(rtype: ResourceType) -> str:
+    """What kube-apiserver publishes so that clients notice a change of storage version."""
+    digest = hashlib.sha256(f"{rtype.group}/{rtype.storage_version}/{rtype.kind}".encode())
+    return base64.b64encode(digest.digest()[:8]).decode()
+
+
 def _aggregated_resource(rtype: ResourceType, version: str) -> JsonObject:
     kind = {"group": rtype.group, "version": version, "kind": rtype.kind}
     resource: JsonObject = {
@@ -45,7 +72,7 @@ def _aggregated_resource(rtype: ResourceType, version: str) -> JsonObject:
         "responseKind": kind,
         "scope": "Namespaced" if rtype.namespaced else "Cluster",
         "singularResource": rtype.singular,
-        "verbs": VERBS,
+        "verbs": verbs(rtype),
     }
     if rtype.short_names:
         resource["shortNames"] = list(rtype.short_names)
@@ -135,7 +162,8 @@ def api_resource_list(registry: Registry, group: str, version: str) -> JsonObjec
             "singularName": rtype.singular,
             "namespaced": rtype.namespaced,
             "kind": rtype.kind,
-            "verbs": VERBS,
+            "verbs": verbs(rtype),
+            "storageVersionHash": storage_version_hash(rtype),
         }
         if rtype.short_names:
             entry["shortNames"] = list(rtype.short_names)
@@ -154,9 +182,11 @@ def api_resource_list(registry: Registry, group: str, version: str) -> JsonObjec
             )
     if not resources:
         return None
+    if not group:  # kube-apiserver's /api/v1 carries no apiVersion
+        return {"kind": "APIResourceList", "groupVersion": version, "resources": resources}
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
-        "groupVersion": f"{group}/{version}" if group else version,
+        "groupVersion": f"{group}/{version}",
         "resources": resources,
     }

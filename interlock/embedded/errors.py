@@ -84,11 +84,15 @@ def already_exists(rtype: ResourceType, name: str) -> ApiError:
     )
 
 
-def conflict(rtype: ResourceType, name: str, why: str) -> ApiError:
+def conflict(rtype: ResourceType, name: str, why: str, *, by_kind: bool = False) -> ApiError:
+    """409 Conflict; ``by_kind``: details name the kind, as a failed delete precondition's do."""
+    details = _details(rtype, name)
+    if by_kind:
+        details["kind"] = rtype.kind
     return ApiError(
         409,
         f'Operation cannot be fulfilled on {rtype.resource_name()} "{name}": {why}',
-        details=_details(rtype, name),
+        details=details,
     )
 
 
@@ -130,11 +134,12 @@ def invalid(rtype: ResourceType, name: str, errors: list[FieldError]) -> ApiErro
     listed = ", ".join(str(e) for e in errors)
     message = f'{rtype.kind} "{name}" is invalid: '
     message += f"[{listed}]" if len(errors) > 1 else listed
-    details = {
-        "name": name,
-        "kind": rtype.kind,
-        "causes": [{"reason": e.reason, "message": e.message, "field": e.field} for e in errors],
-    }
+    details: dict[str, Any] = {"kind": rtype.kind}
+    if name:
+        details["name"] = name
+    details["causes"] = [
+        {"reason": e.reason, "message": e.message, "field": e.field} for e in errors
+    ]
     if rtype.group:
         details["group"] = rtype.group
     return ApiError(422, message, details=details)

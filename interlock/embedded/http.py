@@ -30,7 +30,7 @@ from interlock.embedded.faults import Faults
 from interlock.embedded.objects import StoredObject, encode
 from interlock.embedded.protobuf import PROTOBUF, decode_object
 from interlock.embedded.registry import Registry, ResourceType
-from interlock.embedded.selectors import parse_field_selector, parse_label_selector
+from interlock.embedded.selectors import FIELD_LABELS, parse_field_selector, parse_label_selector
 from interlock.embedded.store import ObjectStore
 from interlock.embedded.table import (
     partial_metadata,
@@ -46,7 +46,7 @@ _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
 
 def _no_such_path(path: str) -> ApiError:
-    return ApiError(404, f"the server could not find the requested resource ({path})")
+    return ApiError(404, f"the server could not find the requested resource ({path})", details={})
 
 
 def _json_response(body: Any, *, status: int = 200, content_type: str = JSON) -> web.Response:
@@ -220,7 +220,12 @@ class ApiHandler:
         if segments[0] == "apis" and len(segments) == 2:
             versions = self._registry.group_versions().get(segments[1])
             if not versions:
-                raise _no_such_path(f"/apis/{segments[1]}")
+                # kube-apiserver's mux answers an unknown group in plain text.
+                return web.Response(
+                    status=404,
+                    text="404 page not found\n",
+                    headers={"Content-Type": "text/plain; charset=utf-8"},
+                )
             return _json_response(discovery.api_group(segments[1], versions))
         if segments[0] == "apis" and len(segments) == 3:
             document = discovery.api_resource_list(self._registry, segments[1], segments[2])
@@ -387,19 +392,23 @@ class ApiHandler:
                 preconditions=options.get("preconditions"),
                 dry_run=dry_run,
             )
-            if gone and not parsed.rtype.from_crd:
+            # kube-apiserver answers a completed delete with a Status, except for the kinds
+            # whose storage returns the deleted object (Services).
+            if gone and parsed.rtype.key != ("", "services"):
+                details = {
+                    "name": stored.name,
+                    "kind": parsed.rtype.plural,
+                    "uid": stored.obj["metadata"].get("uid"),
+                }
+                if parsed.rtype.group:
+                    details["group"] = parsed.rtype.group
                 return _json_response(
                     {
                         "kind": "Status",
                         "apiVersion": "v1",
                         "metadata": {},
                         "status": "Success",
-                        "details": {
-                            "name": stored.name,
-                            "group": parsed.rtype.group,
-                            "kind": parsed.rtype.plural,
-                            "uid": stored.obj["metadata"].get("uid"),
-                        },
+                        "details": details,
                     }
                 )
             return self._object_response(parsed, stored, accept)
@@ -457,7 +466,10 @@ class ApiHandler:
         return WatchFilter(
             namespace=parsed.namespace,
             label_selector=parse_label_selector(query.get("labelSelector")),
-            field_selector=parse_field_selector(query.get("fieldSelector")),
+            field_selector=parse_field_selector(
+                query.get("fieldSelector"),
+                allowed=FIELD_LABELS.get(parsed.rtype.key, frozenset()),
+            ),
         )
 
     def _list(self, parsed: ResourceRequest, query: dict[str, str], accept: str) -> web.Response:
@@ -477,6 +489,8 @@ class ApiHandler:
         if page.continue_token is not None:
             metadata["continue"] = page.continue_token
             metadata["remainingItemCount"] = page.remaining
+        elif parsed.rtype.from_crd and not wants_table(accept):
+            metadata["continue"] = ""  # custom resource lists always carry it
         if wants_table(accept):
             table = render_table(
                 parsed.rtype,
@@ -502,14 +516,13 @@ class ApiHandler:
             }
         )
         # The list is a join of the objects' cached encodings: no per-list serialization.
-        data = b"".join(
-            (
-                head[:-1],
-                b',"items":[',
-                b",".join(item.encoded(parsed.api_version) for item in items),
-                b"]}",
-            )
-        )
+        # Lists of built-in kinds carry their items without apiVersion and kind, as
+        # kube-apiserver's do; custom resources' items keep them.
+        if parsed.rtype.from_crd:
+            encoded = [item.encoded(parsed.api_version) for item in items]
+        else:
+            encoded = [item.encoded_list_item() for item in items]
+        data = b"".join((head[:-1], b',"items":[', b",".join(encoded), b"]}"))
         return _json_response(data)
 
     def _delete_collection(self, parsed: ResourceRequest, query: dict[str, str]) -> web.Response:

@@ -22,10 +22,22 @@ class StoredObject:
 
     __slots__ = ("_encoded", "obj", "rv")
 
-    def __init__(self, obj: JsonObject) -> None:
+    def __init__(self, obj: JsonObject, *, encoded_without: tuple[str, ...] = ()) -> None:
         self.obj = obj
         self.rv = int(obj["metadata"]["resourceVersion"])
-        self._encoded: dict[str, bytes] = {obj["apiVersion"]: encode(obj)}
+        shown = obj
+        if encoded_without:
+            metadata = {k: v for k, v in obj["metadata"].items() if k not in encoded_without}
+            shown = {**obj, "metadata": metadata}
+        self._encoded: dict[str, bytes] = {obj["apiVersion"]: encode(shown)}
+
+    def encoded_list_item(self) -> bytes:
+        """The object as a built-in kind's list holds it: without apiVersion and kind."""
+        data = self._encoded.get("")
+        if data is None:
+            data = encode({k: v for k, v in self.obj.items() if k not in ("apiVersion", "kind")})
+            self._encoded[""] = data
+        return data
 
     def encoded(self, api_version: str) -> bytes:
         data = self._encoded.get(api_version)

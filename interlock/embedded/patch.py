@@ -115,19 +115,53 @@ def _merge_list(
         merged = list(target)
         merged.extend(v for v in patch if v not in merged)
         return merged
-    result = [dict(item) if isinstance(item, Mapping) else item for item in target]
+    server = [dict(item) if isinstance(item, Mapping) else item for item in target]
+    patched: list[Any] = []
     for item in patch:
         if not isinstance(item, Mapping):
             raise bad_request(f"{'.'.join(path)}: expected objects with a {merge_key!r} key")
         if item.get("$patch") == "delete":
-            result = [r for r in result if not _same_key(r, item, merge_key)]
+            server = [r for r in server if not _same_key(r, item, merge_key)]
             continue
-        index = next((i for i, r in enumerate(result) if _same_key(r, item, merge_key)), None)
+        index = next((i for i, r in enumerate(server) if _same_key(r, item, merge_key)), None)
         if index is None:
-            result.append(_strategic({}, item, keys, path))
+            patched.append(_strategic({}, item, keys, path))
         else:
-            result[index] = _strategic(result[index], item, keys, path)
-    return result
+            patched.append(_strategic(server.pop(index), item, keys, path))
+    return _merge_sorted(patched, server, target, merge_key)
+
+
+def _merge_sorted(
+    patched: list[Any], server_only: list[Any], server_order: list[Any], merge_key: str
+) -> list[Any]:
+    """The order kube-apiserver gives a merged list (apimachinery's mergeSortedSlice): patch
+    items and server-only items interleaved by their place in the old list; an item the old
+    list did not have goes before the server-only items still waiting."""
+
+    def place(item: Any) -> int:
+        for index, entry in enumerate(server_order):
+            if _same_key(entry, item, merge_key):
+                return index
+        return -1
+
+    merged: list[Any] = []
+    i = j = 0
+    while i < len(patched) or j < len(server_only):
+        if i >= len(patched):
+            merged.append(server_only[j])
+            j += 1
+        elif j >= len(server_only):
+            merged.append(patched[i])
+            i += 1
+        else:
+            left, right = place(patched[i]), place(server_only[j])
+            if left >= 0 and right >= 0 and right < left:
+                merged.append(server_only[j])
+                j += 1
+            else:
+                merged.append(patched[i])
+                i += 1
+    return merged
 
 
 def _same_key(current: Any, item: Mapping[str, Any], merge_key: str) -> bool:

@@ -303,7 +303,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         printer_columns=(
             name_column(),
             _column("Type", lambda o, _n: o.get("type") or ""),
-            _column("Data", lambda o, _n: len(o.get("data") or {}), column_type="integer"),
+            _column("Data", lambda o, _n: len(o.get("data") or {}), column_type="string"),
             age_column(),
         ),
     ),
@@ -465,7 +465,7 @@ def resource_type_from_crd(crd: Mapping[str, Any]) -> ResourceType:
         columns.append(
             PrinterColumn(
                 name=column["name"],
-                type="string" if column_type == "date" else column_type,
+                type=column_type,
                 description=column.get("description", ""),
                 priority=int(column.get("priority", 0)),
                 format=column.get("format", ""),

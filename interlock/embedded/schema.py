@@ -106,14 +106,7 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
                 )
             )
     if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(
-                invalid_value(
-                    where,
-                    value,
-                    f"{where} in body should be at least {schema['minLength']} chars long",
-                )
-            )
+        # As kube-openapi's string validator: the first failing check only, in this order.
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             errors.append(
                 FieldError(
@@ -122,7 +115,15 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
                     reason="FieldValueTooLong",
                 )
             )
-        if "pattern" in schema and not _pattern_matches(schema["pattern"], value):
+        elif "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append(
+                invalid_value(
+                    where,
+                    value,
+                    f"{where} in body should be at least {schema['minLength']} chars long",
+                )
+            )
+        elif "pattern" in schema and not _pattern_matches(schema["pattern"], value):
             errors.append(
                 invalid_value(where, value, f"{where} in body should match '{schema['pattern']}'")
             )
@@ -160,7 +161,7 @@ def validate_schema(schema: Mapping[str, Any], value: Any, *, path: str) -> list
                 errors.append(required_value(_join(path, required)))
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
-        for key, item in value.items():
+        for key, item in sorted(value.items()):  # kube-openapi reports fields in key order
             if key in properties:
                 errors.extend(validate_schema(properties[key], item, path=_join(path, key)))
             elif isinstance(additional, Mapping):

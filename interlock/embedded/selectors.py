@@ -16,6 +16,7 @@ from interlock.embedded.errors import bad_request
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
 _SET_REQUIREMENT = re.compile(r"^\s*(\S+?)\s+(in|notin)\s+\((.*)\)\s*$")
 
 
@@ -55,6 +56,12 @@ def _label_requirement(text: str) -> Predicate:
             key, _, value = (p.strip() for p in text.partition(operator))
             if not key:
                 break
+            if not _LABEL_VALUE.fullmatch(value):
+                raise bad_request(
+                    f"unable to parse requirement: values[0][{key}]: Invalid value: "
+                    f'"{value}": a valid label must be an empty string or consist of '
+                    "alphanumeric characters, '-', '_' or '.'"
+                )
             if operator == "!=":
                 return lambda obj: _labels(obj).get(key) != value
             return lambda obj: _labels(obj).get(key) == value
@@ -86,21 +93,58 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     return str(current)
 
 
-def _field_requirement(text: str) -> Predicate:
+_OBJECT_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+FIELD_LABELS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "secrets"): frozenset({"type"}),
+    ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "events"): frozenset(
+        {
+            *(
+                f"involvedObject.{field}"
+                for field in (
+                    "kind",
+                    "namespace",
+                    "name",
+                    "uid",
+                    "apiVersion",
+                    "resourceVersion",
+                    "fieldPath",
+                )
+            ),
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+"""The fields each kind may be selected by, beside metadata.name and metadata.namespace; a
+selector on any other field is refused with 400, as kube-apiserver refuses it."""
+
+
+def _field_requirement(text: str, allowed: frozenset[str] | None) -> Predicate:
     for operator in ("!=", "==", "="):
         if operator in text:
             path, _, value = (p.strip() for p in text.partition(operator))
             if not path:
                 break
+            if allowed is not None and path not in allowed and path not in _OBJECT_FIELDS:
+                raise bad_request(f'field label not supported: "{path}"')
             if operator == "!=":
                 return lambda obj: _field_value(obj, path) != value
             return lambda obj: _field_value(obj, path) == value
     raise bad_request(f'invalid selector: "{text}"; can\'t understand "{text}"')
 
 
-def parse_field_selector(text: str | None) -> Predicate | None:
-    """Any dotted field path with ``=``, ``==`` or ``!=`` (metadata.name, involvedObject.uid …)."""
+def parse_field_selector(
+    text: str | None, *, allowed: frozenset[str] | None = None
+) -> Predicate | None:
+    """Field paths with ``=``, ``==`` or ``!=`` (metadata.name, involvedObject.uid …).
+
+    ``allowed``: the kind's selectable fields beside metadata.name and metadata.namespace
+    (see :data:`FIELD_LABELS`); None allows any dotted path.
+    """
     if not text or not text.strip():
         return None
-    requirements = [_field_requirement(part) for part in _split_top_level(text)]
+    requirements = [_field_requirement(part, allowed) for part in _split_top_level(text)]
     return lambda obj: all(requirement(obj) for requirement in requirements)

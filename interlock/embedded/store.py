@@ -70,6 +70,22 @@ class ListPage:
     """How many more items match, when there is a next page."""
 
 
+_WITHOUT_GENERATION = frozenset(
+    {
+        ("", "services"),
+        ("", "secrets"),
+        ("", "namespaces"),
+        ("", "events"),
+        ("coordination.k8s.io", "leases"),
+    }
+)
+"""Built-in kinds whose kube-apiserver strategy never sets metadata.generation."""
+
+
+def has_generation(rtype: ResourceType) -> bool:
+    return rtype.key not in _WITHOUT_GENERATION
+
+
 def _spec_view(obj: Mapping[str, Any], *, status_subresource: bool) -> JsonObject:
     """The part of an object whose change bumps metadata.generation."""
     skipped = {"metadata", "status"} if status_subresource else {"metadata"}
@@ -258,10 +274,12 @@ class ObjectStore:
             accept_crd(obj, old=None, now=format_timestamp(self._clock()))
         metadata["uid"] = str(uuid.uuid4())
         metadata["creationTimestamp"] = format_timestamp(self._clock())
-        metadata["generation"] = 1
+        if has_generation(rtype):
+            metadata["generation"] = 1
         if dry_run:
+            # A dry-run create is never stored: kube-apiserver gives it no resourceVersion.
             metadata["resourceVersion"] = str(self._rv)
-            return StoredObject(obj)
+            return StoredObject(obj, encoded_without=("resourceVersion",))
         return self._commit(rtype, obj, previous=None)
 
     def update_object(
@@ -278,13 +296,13 @@ class ObjectStore:
         warnings: builtins.list[str] | None = None,
     ) -> StoredObject:
         obj = self._check_body(rtype, version, body)
-        current = self.read(rtype, namespace=namespace, name=name)
         metadata = obj["metadata"]
         if metadata.get("name") not in (None, name):
             raise bad_request(
                 f"the name of the object ({metadata.get('name')}) does not match the name on "
                 f"the URL ({name})"
             )
+        current = self.read(rtype, namespace=namespace, name=name)
         if rtype.namespaced and metadata.get("namespace") not in (None, "", namespace):
             raise bad_request(
                 "the namespace of the provided object does not match the namespace sent on "
@@ -363,6 +381,7 @@ class ObjectStore:
                     name,
                     f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                     f"{current.obj['metadata'].get('uid')}",
+                    by_kind=True,
                 )
             rv = preconditions.get("resourceVersion")
             if rv and str(rv) != str(current.rv):
@@ -371,6 +390,7 @@ class ObjectStore:
                     name,
                     f"Precondition failed: ResourceVersion in precondition: {rv}, "
                     f"ResourceVersion in object meta: {current.rv}",
+                    by_kind=True,
                 )
         if dry_run:
             return current, not current.obj["metadata"].get("finalizers")
@@ -581,6 +601,10 @@ class ObjectStore:
         warnings: builtins.list[str] | None = None,
         dry_run: bool = False,
     ) -> None:
+        metadata = obj["metadata"]
+        for field in ("finalizers", "ownerReferences", "labels", "annotations"):
+            if field in metadata and not metadata[field]:
+                del metadata[field]  # empty is absent, as Go's omitempty writes it
         schema = rtype.schemas.get(rtype.storage_version)
         if schema:
             # Unknown fields are dropped, as a real server's decoding (or a CRD's structural
@@ -660,7 +684,10 @@ class ObjectStore:
         if rtype.namespaced:
             metadata["namespace"] = current.namespace
         metadata["name"] = current.name
-        metadata["generation"] = old["metadata"].get("generation", 1)
+        if has_generation(rtype):
+            metadata["generation"] = old["metadata"].get("generation", 1)
+        else:
+            metadata.pop("generation", None)
         self._validate(
             rtype,
             obj,
@@ -671,9 +698,9 @@ class ObjectStore:
         )
         if rtype.key == CRD_KEY:
             accept_crd(obj, old=old, now=format_timestamp(self._clock()))
-        if _spec_view(obj, status_subresource=rtype.status_subresource) != _spec_view(
-            old, status_subresource=rtype.status_subresource
-        ):
+        if has_generation(rtype) and _spec_view(
+            obj, status_subresource=rtype.status_subresource
+        ) != _spec_view(old, status_subresource=rtype.status_subresource):
             metadata["generation"] = int(metadata["generation"]) + 1
         metadata["resourceVersion"] = str(current.rv)
         if obj == old:

@@ -227,14 +227,28 @@ def _prepare_service(
         elif old_spec.get("clusterIP") and spec["clusterIP"] != old_spec["clusterIP"]:
             errors.append(invalid_value("spec.clusterIP", spec["clusterIP"], "field is immutable"))
         spec["clusterIPs"] = [spec["clusterIP"]]
+        if headless and not spec.get("selector"):
+            # kube-apiserver makes a selector-less headless Service dual-stack: its endpoints
+            # are written by hand and may be of either family.
+            spec.setdefault("ipFamilies", ["IPv4", "IPv6"])
+            spec.setdefault("ipFamilyPolicy", "RequireDualStack")
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
         spec.setdefault("internalTrafficPolicy", "Cluster")
+    if service_type in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if service_type == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
     spec.setdefault("sessionAffinity", "None")
-    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+    status = obj.setdefault("status", {})
+    load_balancer = status.setdefault("loadBalancer", {})
+    for ingress in load_balancer.get("ingress") or []:
+        if isinstance(ingress, dict) and ingress.get("ip"):
+            ingress.setdefault("ipMode", "VIP")
     return errors
 
 
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _SECRET_REQUIRED_KEYS = {
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
     "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
@@ -257,6 +271,15 @@ def _prepare_secret(obj: JsonObject, old: JsonObject | None) -> list[FieldError]
         except (binascii.Error, ValueError):
             errors.append(
                 FieldError(f"data[{key}]", "Invalid value: <redacted>: illegal base64 data")
+            )
+    for key in [*data, *string_data]:
+        if not _SECRET_KEY.match(key) or len(key) > 253:
+            errors.append(
+                invalid_value(
+                    f"data[{key}]",
+                    key,
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                )
             )
     for key, value in string_data.items():
         data[key] = base64.b64encode(str(value).encode()).decode()
@@ -289,15 +312,32 @@ def _prepare_lease(obj: JsonObject) -> list[FieldError]:
     duration = spec.get("leaseDurationSeconds")
     if duration is not None and (not isinstance(duration, int) or duration <= 0):
         return [invalid_value("spec.leaseDurationSeconds", duration, "must be greater than 0")]
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        return [
+            invalid_value(
+                "spec.leaseTransitions", transitions, "must be greater than or equal to 0"
+            )
+        ]
     return []
 
 
 def _prepare_event(obj: JsonObject) -> list[FieldError]:
-    involved = obj.get("involvedObject")
+    # The fields a core/v1 Event always carries, null or empty when not given.
+    for field in ("eventTime", "firstTimestamp", "lastTimestamp"):
+        obj.setdefault(field, None)
+    obj.setdefault("reportingComponent", "")
+    obj.setdefault("reportingInstance", "")
+    obj.setdefault("source", {})
+    involved = obj.setdefault("involvedObject", {})
     if not isinstance(involved, dict):
         return [required_value("involvedObject")]
     namespace = involved.get("namespace")
-    if namespace and namespace != obj["metadata"].get("namespace"):
+    event_namespace = obj["metadata"].get("namespace")
+    # A cluster-scoped object's Events live in "default" (kube-apiserver's legacy rule).
+    if (namespace or event_namespace not in (None, "", "default")) and (
+        namespace != event_namespace
+    ):
         return [
             invalid_value("involvedObject.namespace", namespace, "does not match event.namespace")
         ]

@@ -71,8 +71,14 @@ def _table(body: dict[str, Any]) -> dict[str, Any]:
             for i, cell in enumerate(row.get("cells") or [])
         ]
         rows.append({**row, "cells": cells, "object": _object(row.get("object"))})
-    out = {**body, "rows": rows, "metadata": _list_metadata(body.get("metadata"))}
-    return out
+    # Column descriptions are API documentation, not data.
+    definitions = [{k: v for k, v in c.items() if k != "description"} for c in columns]
+    return {
+        **body,
+        "columnDefinitions": definitions,
+        "rows": rows,
+        "metadata": _list_metadata(body.get("metadata")),
+    }
 
 
 def _list_metadata(metadata: Any) -> Any:
@@ -98,8 +104,8 @@ def _object(obj: Any) -> Any:
     metadata = out.get("metadata")
     if isinstance(metadata, dict):
         out["metadata"] = _metadata(metadata)
-    if out.get("kind") == "Service" and isinstance(out.get("spec"), dict):
-        out["spec"] = _service_spec(out["spec"])
+    if isinstance(out.get("spec"), dict) and "clusterIP" in out["spec"]:
+        out["spec"] = _service_spec(out["spec"])  # a Service, also as a list item (no kind)
     for key in ("status", "spec"):
         if isinstance(out.get(key), dict):
             out[key] = _mask_times(out[key])
@@ -153,7 +159,8 @@ def _mask_times(value: Any) -> Any:
 
 
 def drop_paths(value: Any, paths: list[str]) -> Any:
-    """Remove each dotted path (``body.metadata.labels``; ``*`` matches every list item)."""
+    """Remove each dotted path (``body.metadata.labels``; ``*`` matches every list item, a
+    number one item, which is masked rather than removed so that later indexes stay put)."""
     for path in paths:
         value = _drop(value, path.split("."))
     return value
@@ -165,6 +172,13 @@ def _drop(value: Any, parts: list[str]) -> Any:
     head, rest = parts[0], parts[1:]
     if isinstance(value, list) and head == "*":
         return [_drop(item, rest) for item in value]
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        value = list(value)
+        if rest:
+            value[int(head)] = _drop(value[int(head)], rest)
+        else:
+            value[int(head)] = MASK
+        return value
     if isinstance(value, dict) and head in value:
         value = dict(value)
         if rest:
