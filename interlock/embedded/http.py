@@ -49,6 +49,21 @@ def _no_such_path(path: str) -> ApiError:
     return ApiError(404, f"the server could not find the requested resource ({path})", details={})
 
 
+def _unsupported_option(kind: str, field: str, value: Any, supported: tuple[str, ...]) -> ApiError:
+    """422 for a request option out of its set, shaped as kube-apiserver's (meta.k8s.io)."""
+    listed = ", ".join(f'"{v}"' for v in supported)
+    message = f'{field}: Unsupported value: "{value}": supported values: {listed}'
+    return ApiError(
+        422,
+        f'{kind}.meta.k8s.io "" is invalid: {message}',
+        details={
+            "group": "meta.k8s.io",
+            "kind": kind,
+            "causes": [{"reason": "FieldValueNotSupported", "message": message, "field": field}],
+        },
+    )
+
+
 def _json_response(body: Any, *, status: int = 200, content_type: str = JSON) -> web.Response:
     data = body if isinstance(body, bytes) else encode(body)
     return web.Response(body=data, status=status, headers={"Content-Type": content_type})
@@ -307,6 +322,14 @@ class ApiHandler:
         dry_run = bool(query.get("dryRun"))
         field_validation = query.get("fieldValidation") or "Warn"
         if field_validation not in ("Ignore", "Warn", "Strict"):
+            kinds = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+            raise _unsupported_option(
+                kinds.get(request.method, "CreateOptions"),
+                "fieldValidation",
+                field_validation,
+                ("Ignore", "Strict", "Warn"),
+            )
+        if field_validation not in ("Ignore", "Warn", "Strict"):
             raise bad_request(
                 f'fieldValidation: invalid value "{field_validation}": must be Ignore, Warn or '
                 "Strict"
@@ -385,6 +408,14 @@ class ApiHandler:
             if not isinstance(options, dict):
                 raise bad_request("DeleteOptions must be a JSON object")
             dry_run = dry_run or bool(options.get("dryRun"))
+            policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+            if policy not in (None, "Orphan", "Background", "Foreground"):
+                raise _unsupported_option(
+                    "DeleteOptions",
+                    "propagationPolicy",
+                    policy,
+                    ("Background", "Foreground", "Orphan"),
+                )
             stored, gone = self._store.delete_object(
                 parsed.rtype,
                 namespace=parsed.namespace,
@@ -533,7 +564,10 @@ class ApiHandler:
                 stored, _ = self._store.delete_object(
                     parsed.rtype, namespace=item.namespace or None, name=item.name
                 )
-                deleted.append(stored.encoded(parsed.api_version))
+                if parsed.rtype.from_crd:
+                    deleted.append(stored.encoded(parsed.api_version))
+                else:
+                    deleted.append(stored.encoded_list_item())
         head = encode(
             {
                 "kind": parsed.rtype.list_kind,

@@ -200,7 +200,7 @@ def _resolve_parent(document: Any, parts: list[str], path: str) -> tuple[Any, st
         elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
             current = current[int(part)]
         else:
-            raise ApiError(422, f"JSON patch: path {path!r}: missing value at {part!r}")
+            raise ApiError(422, f"JSON patch: path {path!r}: missing value at {part!r}", details={})
     return current, parts[-1]
 
 
@@ -209,7 +209,7 @@ def _list_index(container: list[Any], last: str, path: str, *, for_insert: bool)
         return len(container)
     limit = len(container) + (1 if for_insert else 0)
     if not last.isdigit() or int(last) >= limit:
-        raise ApiError(422, f"JSON patch: path {path!r}: index out of range")
+        raise ApiError(422, f"JSON patch: path {path!r}: index out of range", details={})
     return int(last)
 
 
@@ -232,7 +232,7 @@ def _get_at(document: Any, path: str) -> Any:
         elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
             current = current[int(part)]
         else:
-            raise ApiError(422, f"JSON patch: path {path!r} does not exist")
+            raise ApiError(422, f"JSON patch: path {path!r} does not exist", details={})
     return current
 
 
@@ -241,7 +241,7 @@ def _apply_operation(document: Any, operation: Mapping[str, Any]) -> Any:
     path = str(operation.get("path", ""))
     if op == "test":
         if _get_at(document, path) != operation.get("value"):
-            raise ApiError(422, f"JSON patch: test failed at {path!r}")
+            raise ApiError(422, f"JSON patch: test failed at {path!r}", details={})
         return document
     if op in ("move", "copy"):
         value = copy.deepcopy(_get_at(document, str(operation.get("from", ""))))
@@ -261,7 +261,7 @@ def _apply_operation(document: Any, operation: Mapping[str, Any]) -> Any:
         elif isinstance(parent, dict):
             parent[last] = value
         else:
-            raise ApiError(422, f"JSON patch: path {path!r}: parent is not a container")
+            raise ApiError(422, f"JSON patch: path {path!r}: parent is not a container", details={})
     elif op in ("remove", "replace"):
         if isinstance(parent, list):
             index = _list_index(parent, last, path, for_insert=False)
@@ -275,7 +275,7 @@ def _apply_operation(document: Any, operation: Mapping[str, Any]) -> Any:
             else:
                 parent[last] = copy.deepcopy(operation.get("value"))
         else:
-            raise ApiError(422, f"JSON patch: path {path!r} does not exist")
+            raise ApiError(422, f"JSON patch: path {path!r} does not exist", details={})
     else:
         raise bad_request(f"JSON patch: unknown operation {op!r}")
     return document

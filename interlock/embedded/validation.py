@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from interlock.embedded.cel import has_rules, validate_rules
-from interlock.embedded.errors import FieldError, invalid_value, required_value
+from interlock.embedded.errors import FieldError, bad_request, invalid_value, required_value
 from interlock.embedded.name_formats import (
     dns1035_label_error,
     dns1123_label_error,
@@ -248,6 +249,7 @@ def _prepare_service(
     return errors
 
 
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _SECRET_REQUIRED_KEYS = {
     "kubernetes.io/tls": ("tls.crt", "tls.key"),
@@ -269,9 +271,11 @@ def _prepare_secret(obj: JsonObject, old: JsonObject | None) -> list[FieldError]
         try:
             base64.b64decode(str(value), validate=True)
         except (binascii.Error, ValueError):
-            errors.append(
-                FieldError(f"data[{key}]", "Invalid value: <redacted>: illegal base64 data")
-            )
+            # kube-apiserver fails to decode the body: 400, naming the key, never the value.
+            raise bad_request(
+                f'Secret in version "v1" cannot be handled as a Secret: data[{key}]: '
+                "illegal base64 data"
+            ) from None
     for key in [*data, *string_data]:
         if not _SECRET_KEY.match(key) or len(key) > 253:
             errors.append(
@@ -312,6 +316,13 @@ def _prepare_lease(obj: JsonObject) -> list[FieldError]:
     duration = spec.get("leaseDurationSeconds")
     if duration is not None and (not isinstance(duration, int) or duration <= 0):
         return [invalid_value("spec.leaseDurationSeconds", duration, "must be greater than 0")]
+    for field in ("acquireTime", "renewTime"):
+        value = spec.get(field)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.match(value)):
+            raise bad_request(
+                f'Lease in version "v1" cannot be handled as a Lease: spec.{field}: '
+                f"parsing time {json.dumps(value)} as RFC 3339"
+            )
     transitions = spec.get("leaseTransitions")
     if isinstance(transitions, int) and transitions < 0:
         return [

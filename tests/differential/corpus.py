@@ -119,7 +119,9 @@ def compared_view(step: dict[str, Any], response: Response) -> Any:
     body = response.body
     keep = step.get("resources")
     if keep is not None and isinstance(body, dict) and isinstance(body.get("resources"), list):
-        body = {**body, "resources": [r for r in body["resources"] if r.get("name") in keep]}
+        # Discovery lists resources in no order a client may rely on: compared sorted.
+        kept = [r for r in body["resources"] if r.get("name") in keep]
+        body = {**body, "resources": sorted(kept, key=lambda r: str(r.get("name")))}
     view = normalize_response(response.status, response.warnings, body, response.events)
     return drop_paths(view, list(step.get("ignore") or []))
 
