@@ -50,11 +50,16 @@ def _status(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(details, dict):
         details = {k: v for k, v in details.items() if k != "uid"}
         if isinstance(details.get("causes"), list):
-            details["causes"] = [
-                {k: v for k, v in cause.items() if k != "message"}
-                for cause in details["causes"]
-                if isinstance(cause, dict)
-            ]
+            # Sorted: kube-apiserver itself lists the causes of one request in varying order
+            # (it walks Go maps), so a client cannot rely on their order.
+            details["causes"] = sorted(
+                (
+                    {k: v for k, v in cause.items() if k != "message"}
+                    for cause in details["causes"]
+                    if isinstance(cause, dict)
+                ),
+                key=lambda cause: (str(cause.get("field")), str(cause.get("reason"))),
+            )
         out["details"] = details
     return out
 
