@@ -125,6 +125,10 @@ class JwtModule(KubeModel):
 class WebhookVerificationModule(KubeModel):
     provider: Literal["github", "stripe", "slack", "generic"]
     secret_ref: SecretKeyRef = Field(alias="secretRef")
+    replay_window: str | None = Field(None, alias="replayWindow")
+    """github only: refuse a delivery whose ``X-GitHub-Delivery`` id was already accepted within
+    this duration (GitHub signs no timestamp, so a captured delivery verifies again). Off when
+    unset."""
 
 
 class CircuitBreakerModule(KubeModel):
@@ -454,6 +458,17 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
             reason = _positive_duration_problem(text)
             if reason:
                 problem("circuitBreaker", f".{field}", reason)
+    webhook = modules.webhook_verification
+    if webhook is not None and webhook.replay_window is not None:
+        if webhook.provider != "github":
+            problem(
+                "webhookVerification",
+                ".replayWindow",
+                "applies to provider github only (stripe and slack sign a timestamp)",
+            )
+        reason = _positive_duration_problem(webhook.replay_window)
+        if reason:
+            problem("webhookVerification", ".replayWindow", reason)
     if modules.rate_limit is not None:
         reason = _positive_duration_problem(modules.rate_limit.period)
         if reason:
