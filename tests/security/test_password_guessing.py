@@ -83,7 +83,10 @@ async def test_guesses_on_one_route_leave_other_hosts_served(
             for n in range(10)
         ]
         try:
-            await wait_until(lambda: checker.statistics().running == 2, what="workers busy")
+            await wait_until(
+                lambda: checker.statistics().running == 2 and checker.statistics().pending == 10,
+                what="both workers busy, every guess waiting",
+            )
             answer = await send_raw(
                 edge.address,
                 f"GET / HTTP/1.1\r\nHost: {OTHER}\r\nConnection: close\r\n\r\n".encode(),

@@ -17,6 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
+from .conftest import wait_until
+
 HOST = "hang.example.com"
 
 
@@ -140,6 +142,10 @@ async def test_sigterm_with_requests_in_flight_exits_0_within_the_drain(tmp_path
                 await asyncio.sleep(0.1)
 
         await asyncio.wait_for(three_in_flight(), 120)
+        # The Lease must be held for "released first" to mean anything.
+        await wait_until(
+            lambda: "became leader" in stderr_path.read_text(), deadline=120, what="leading"
+        )
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 45) == 0
         log = stderr_path.read_text()
