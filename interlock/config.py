@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
+from interlock.logs import LogFormat
 from interlock.model.meta import ObjectKey
 
 DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
@@ -194,3 +195,7 @@ class ControllerConfig:
 
     log_level: str = "INFO"
     """Minimum level of log lines written to stderr (DEBUG, INFO, WARNING, ERROR)."""
+
+    log_format: LogFormat = "text"
+    """How log lines look: ``text`` for people, ``json`` (one object a line with
+    controller-runtime's keys) for log pipelines; see :mod:`interlock.logs`."""

@@ -1,18 +1,168 @@
-"""Where interlock's log lines go and what they look like.
+"""Where interlock's log lines go and what they look like: one logger, two formats.
 
 Every subcommand configures logging through :func:`configure_logging`, so the process writes one
-kind of line to stderr whichever subcommand runs. ``diagnose=False`` matters: loguru would
-otherwise print every local variable of a failing frame, which can hold Secret data.
+kind of line to stderr whichever subcommand runs and whichever library logs:
+
+- ``text`` for people: ``2026-12-01T09:07:38.123Z WARN  kube.discovery  message  kind=… name=…``
+  (UTC, the level, the module without the ``interlock.`` prefix, the message, then the object's
+  fields). No Python reprs and no source positions: a line reads like a sentence.
+- ``json`` for machines: one object a line with the keys controller-runtime's JSON logs use —
+  ``level`` (``debug``/``info``/``warn``/``error``), ``ts`` (RFC 3339, UTC), ``logger``,
+  ``msg``, the object's ``kind``/``namespace``/``name`` when the line concerns one, ``caller``,
+  and ``stacktrace`` for a logged exception — so a log pipeline built for Kubernetes
+  controllers can filter by object without parsing messages.
+
+The object's fields come from ``logger.bind(kind=…, namespace=…, name=…)``, or else from a
+message that starts the project's way, ``HTTPRoute default/web: …`` (see ``CONVENTIONS.md``: an
+error names its object first), so every existing line gets them without being rewritten.
+
+The standard library's ``logging`` (aiohttp, kubernetes-asyncio) is routed into the same logger,
+so their lines have the same format and level. kubernetes-asyncio logs whole response bodies at
+DEBUG — Secrets among them — so its level never goes below INFO. ``diagnose=False`` everywhere:
+loguru would otherwise print every local variable of a failing frame, which can hold Secret data.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 import sys
+from collections.abc import Callable
+from datetime import UTC
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+if TYPE_CHECKING:
+    from loguru import Message, Record
+
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+OBJECT_FIELDS = ("kind", "namespace", "name")
+
+# Libraries whose DEBUG lines may carry Secret data (kubernetes-asyncio logs response bodies).
+_FLOOR_INFO = ("kubernetes_asyncio",)
+
+# "HTTPRoute default/web: …", "Lease default/interlock: …", "IngressClass /interlock: …"
+_OBJECT_PREFIX = re.compile(
+    r"^(?P<kind>[A-Z][A-Za-z]+) (?P<namespace>[a-z0-9][-a-z0-9.]*)?/(?P<name>[a-z0-9][-a-z0-9.]*)"
+    r"(?=[:;, ]|$)"
+)
+
+_LEVEL_NAMES = {
+    "TRACE": "debug",
+    "DEBUG": "debug",
+    "INFO": "info",
+    "SUCCESS": "info",
+    "WARNING": "warn",
+    "ERROR": "error",
+    "CRITICAL": "error",
+}
 
 
-def configure_logging(level: str) -> None:
-    """Log lines to stderr at ``level`` and above."""
+def object_fields(record: Record) -> dict[str, str]:
+    """The ``kind``/``namespace``/``name`` a log record concerns: bound, or read from the
+    message's ``Kind namespace/name:`` prefix; empty when it concerns no one object."""
+    extra = record["extra"]
+    if "kind" in extra or "name" in extra:
+        return {key: str(extra[key]) for key in OBJECT_FIELDS if extra.get(key) is not None}
+    match = _OBJECT_PREFIX.match(record["message"])
+    if match is None:
+        return {}
+    return {key: value for key, value in match.groupdict().items() if value}
+
+
+def _logger_name(record: Record) -> str:
+    name = str(record["extra"].get("logger") or record["name"] or "")
+    return name.removeprefix("interlock.")
+
+
+def _timestamp(record: Record) -> str:
+    return record["time"].astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _stacktrace(record: Record) -> str | None:
+    exception = record["exception"]
+    if exception is None or exception.type is None:
+        return None
+    import traceback
+
+    return "".join(traceback.format_exception(exception.type, exception.value, exception.traceback))
+
+
+def json_line(record: Record) -> str:
+    """One controller-runtime-like JSON object for ``record`` (no trailing newline)."""
+    entry: dict[str, Any] = {
+        "level": _LEVEL_NAMES.get(record["level"].name, record["level"].name.lower()),
+        "ts": _timestamp(record),
+        "logger": _logger_name(record),
+        "msg": record["message"],
+    }
+    entry.update(object_fields(record))
+    entry["caller"] = record["extra"].get("caller") or f"{record['file'].name}:{record['line']}"
+    stacktrace = _stacktrace(record)
+    if stacktrace is not None:
+        entry["stacktrace"] = stacktrace
+    return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def text_line(record: Record) -> str:
+    """One line for a person: time (UTC), level, logger, message, the object's fields."""
+    level = _LEVEL_NAMES.get(record["level"].name, record["level"].name.lower()).upper()
+    fields = object_fields(record)
+    line = f"{_timestamp(record)} {level:<5} {_logger_name(record)}  {record['message']}"
+    if fields:
+        line += "  " + " ".join(f"{key}={value}" for key, value in fields.items())
+    stacktrace = _stacktrace(record)
+    if stacktrace is not None:
+        line += "\n" + stacktrace.rstrip("\n")
+    return line
+
+
+def _sink(render: Callable[[Record], str], stream: TextIO) -> Callable[[Message], None]:
+    def write(message: Message) -> None:
+        stream.write(render(message.record) + "\n")
+        stream.flush()
+
+    return write
+
+
+class _ToLoguru(logging.Handler):
+    """A stdlib ``logging`` handler that hands each record to loguru, keeping its logger name."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from loguru import logger
+
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        caller = f"{record.filename}:{record.lineno}"
+        logger.bind(logger=record.name, caller=caller).opt(exception=record.exc_info or None).log(
+            level, record.getMessage()
+        )
+
+
+def configure_logging(
+    level: str, *, format: LogFormat = "text", stream: TextIO | None = None
+) -> None:
+    """Log lines at ``level`` and above to ``stream`` (default stderr) in ``format``; the
+    standard library's loggers go through the same sink."""
     from loguru import logger
 
+    if format not in LOG_FORMATS:
+        raise ValueError(f"--log-format: {format!r} is not one of {', '.join(LOG_FORMATS)}")
+    level = level.upper()
+    render = json_line if format == "json" else text_line
     logger.remove()
-    logger.add(sys.stderr, level=level, diagnose=False)
+    logger.add(
+        _sink(render, stream if stream is not None else sys.stderr),
+        level=level,
+        diagnose=False,
+        backtrace=False,
+    )
+    stdlib_level = logging.getLevelName(level)
+    logging.basicConfig(handlers=[_ToLoguru()], level=stdlib_level, force=True)
+    for name in _FLOOR_INFO:
+        logging.getLogger(name).setLevel(max(stdlib_level, logging.INFO))

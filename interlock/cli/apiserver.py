@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from interlock.cli.env import EnvDefaults
 from interlock.cli.signals import serve_until_signalled
 from interlock.config import parse_address
+from interlock.logs import configure_logging
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
@@ -48,6 +50,7 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="YAML file or folder applied at start, after the CRDs; repeatable",
     )
+    EnvDefaults(parser).logging()
     parser.set_defaults(handler=apiserver_command)
 
 
@@ -66,6 +69,7 @@ async def _serve_until_signalled(args: argparse.Namespace) -> int:
 
 
 def apiserver_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, format=args.log_format)
     try:
         return asyncio.run(_serve_until_signalled(args))
     except (ValueError, OSError) as error:

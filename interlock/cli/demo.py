@@ -67,6 +67,12 @@ def add_demo_parser(subparsers: Any) -> None:
         "--quiet-trace", action="store_true", help="write the trace file but do not print it"
     )
     parser.add_argument(
+        "--show-startup",
+        action="store_true",
+        help="also print the trace of start-up (actors starting, the first list of every "
+        "object); by default the live trace begins with the first change after the banner",
+    )
+    parser.add_argument(
         "--manifests",
         default=None,
         metavar="DIR",
@@ -86,6 +92,7 @@ def demo_command(args: argparse.Namespace) -> int:
             admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
             duration=args.duration,
             quiet_trace=args.quiet_trace,
+            show_startup=args.show_startup,
             manifests=Path(args.manifests) if args.manifests else None,
         )
     except ValueError as exc:

@@ -46,6 +46,7 @@ def add_edge_parser(subparsers: Any) -> None:
         help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
     )
     add_edge_limit_flags(EnvDefaults(parser))
+    EnvDefaults(parser).logging()
     parser.set_defaults(handler=edge_command)
 
 
@@ -64,7 +65,7 @@ async def _edge_until_signalled(args: argparse.Namespace) -> int:
 
 
 def edge_command(args: argparse.Namespace) -> int:
-    configure_logging("INFO")
+    configure_logging(args.log_level, format=args.log_format)
     return asyncio.run(_edge_until_signalled(args))
 
 

@@ -69,6 +69,27 @@ class EnvDefaults:
             help=f"{help} (env {env_name(flag)}=true)",
         )
 
+    def logging(self, *, level: str = "INFO") -> None:
+        """``--log-level`` and ``--log-format``, the same on every subcommand that logs."""
+        from interlock.logs import LOG_FORMATS, LOG_LEVELS
+
+        self.value(
+            "--log-level",
+            default=level,
+            metavar="LEVEL",
+            help="DEBUG, INFO, WARNING or ERROR (any case)",
+            choices=LOG_LEVELS,
+            type=str.upper,
+        )
+        self.value(
+            "--log-format",
+            default="text",
+            metavar="FORMAT",
+            help="text (for people) or json (one object a line, controller-runtime's keys)",
+            choices=LOG_FORMATS,
+            type=str.lower,
+        )
+
     def repeated(self, flag: str, *, help: str, metavar: str) -> None:
         """A repeatable flag; when it is not given, :func:`env_list` supplies the values."""
         self.parser.add_argument(

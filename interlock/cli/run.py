@@ -119,14 +119,7 @@ def add_run_parser(subparsers: Any) -> None:
         default=30.0,
         help="seconds a service-port watch outlives its last subscriber",
     )
-    add.value(
-        "--log-level",
-        default="INFO",
-        metavar="LEVEL",
-        help="DEBUG, INFO, WARNING or ERROR",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        type=str.upper,
-    )
+    add.logging()
     parser.set_defaults(handler=run_command)
 
 
@@ -194,6 +187,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             lease_retry_period=args.lease_retry_period,
             watch_grace=args.watch_grace,
             log_level=args.log_level,
+            log_format=args.log_format,
             # This process is the controller and nothing else.
             tune_gc=True,
         )
@@ -206,7 +200,7 @@ def run_command(args: argparse.Namespace) -> int:
     from interlock.kube.client import KubeConfigError
 
     config = config_from_args(args)
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, format=config.log_format)
     try:
         return asyncio.run(run_until_signalled(config))
     except (KubeConfigError, StartupError) as error:

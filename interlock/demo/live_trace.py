@@ -155,6 +155,20 @@ class TraceTee:
         if self._live is not None:
             self._pending.append(line)
 
+    @property
+    def pending(self) -> int:
+        """Lines queued for printing and not printed yet."""
+        return len(self._pending)
+
+    def discard_pending(self) -> None:
+        """Forget the lines queued for printing so far (they stay in the file)."""
+        self._pending.clear()
+
+    def mute(self) -> None:
+        """Stop printing: from now on lines only go to the file."""
+        self._live = None
+        self._pending.clear()
+
     def drain(self) -> None:
         """Flush the file and print every line queued so far."""
         self._file.flush()

@@ -18,13 +18,16 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from interlock.config import Address, ControllerConfig
 from interlock.demo.echo import EchoServer
 from interlock.demo.endpoints import write_endpoint_slices
 from interlock.demo.live_trace import LiveTrace, TraceTee
 from interlock.mailbox import Tracer
+
+if TYPE_CHECKING:
+    from interlock.app import Controller
 
 NAMESPACE = "default"
 HOST = "demo.localhost"
@@ -52,6 +55,9 @@ class DemoOptions:
     """Stop after this many seconds (non-interactive use); ``None`` runs until SIGINT/SIGTERM."""
     quiet_trace: bool = False
     """Write the trace file but do not print it live."""
+    show_startup: bool = False
+    """Also print the trace lines of start-up (actors starting, the first list of every
+    object); by default the live trace begins with the first change after the banner."""
     manifests: Path | None = None
     """The repository's ``manifests/`` folder; ``None`` finds it next to the package."""
 
@@ -158,6 +164,26 @@ async def _served_paths(base: str, paths: Sequence[str]) -> list[str]:
     return served
 
 
+async def _settle(controller: Controller, tee: TraceTee, *, within: float = 5.0) -> None:
+    """Wait (at most ``within`` seconds) until start-up's echoes are over — the Lease taken, the
+    first status written and read back — dropping their trace lines from the live view, so the
+    live trace shows the person's own changes, not start-up (the file keeps everything)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            elector = controller.elector
+            while elector is not None and not elector.is_leader:  # noqa: ASYNC110 - no event
+                await asyncio.sleep(0.05)
+            # Quiet means: idle, and no new trace line for a moment (status patches come back
+            # through the informers a few milliseconds after they are written).
+            while True:
+                await controller.system.wait_idle()
+                tee.discard_pending()
+                await asyncio.sleep(0.25)
+                if not tee.pending:
+                    break
+    tee.discard_pending()
+
+
 async def run_demo(
     options: DemoOptions,
     *,
@@ -181,6 +207,7 @@ async def run_demo(
     trace_file: IO[str] | None = None
     pump: asyncio.Task[None] | None = None
     controller: Controller | None = None
+    tee: TraceTee | None = None
     stop = stop if stop is not None else asyncio.Event()
     try:
         for echo in echoes:
@@ -209,6 +236,8 @@ async def run_demo(
         controller.system.set_tracer(Tracer(write=tee.write))
         await controller.start()
         await controller.wait_ready()
+        if not options.show_startup:
+            await _settle(controller, tee)
         assert controller.policy_site is not None and controller.admin_site is not None
         for line in banner(
             edge=edge_addr,
@@ -229,8 +258,14 @@ async def run_demo(
         pump = asyncio.create_task(tee.pump(), name="demo-trace")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), options.duration)
+        tee.drain()
         out("stopping the demo")
     finally:
+        if tee is not None and not options.show_startup:
+            # What the person caused is printed; shutdown's own lines (leadership given up)
+            # only go to the file, as start-up's do.
+            tee.drain()
+            tee.mute()
         if controller is not None:
             await controller.stop()
         if pump is not None:

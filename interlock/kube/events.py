@@ -124,9 +124,10 @@ class EventRecorder:
         async with self._lock:
             try:
                 await self._record(key, regarding, namespace, type, reason, message)
+                logger.debug("{}: event {} {}: {}", subject, type, reason, message)
             except KubeApiError as error:
                 self._failed += 1
-                logger.warning("cannot record {} event {} for {}: {}", type, reason, subject, error)
+                logger.warning("{}: cannot record {} event {}: {}", subject, type, reason, error)
             except Exception as error:
                 # A bug here must not take down the actor that only wanted to inform the user.
                 self._failed += 1

@@ -260,6 +260,13 @@ class _Reflector:
 
     def _deliver(self, event: InformerEvent) -> None:
         self.events += 1
+        logger.debug(
+            "{} {}: {} (rv={})",
+            event.resource.kind,
+            event.key,
+            "deleted" if isinstance(event, Deleted) else "upserted",
+            event.resource_version,
+        )
         try:
             self._sink(event)
         except Exception as error:
@@ -317,6 +324,7 @@ class _Reflector:
         for key in [key for key in self.store if key not in seen]:
             self._deliver(Deleted(self._resource, self.store.pop(key)))
         self.resource_version = list_version
+        logger.debug("list {}: {} objects at rv={}", self._scope, len(seen), list_version)
 
     async def _watch(self) -> None:
         """Watch from the current resourceVersion until the stream ends (at its timeout)."""
@@ -361,6 +369,13 @@ class _Reflector:
                 raise KubeApiError(
                     what=what, code=0, reason="BadWatchEvent", message=str(error)
                 ) from error
+        logger.debug(
+            "watch {}: ended after {} events, {:.0f}s (resumes from rv={})",
+            self._scope,
+            received,
+            self._clock() - started,
+            self.resource_version,
+        )
         if received == 0 and self._clock() - started < _VERY_SHORT_WATCH:
             raise KubeApiError(
                 what=what, code=0, reason="VeryShortWatch", message="closed at once with no event"

@@ -11,6 +11,7 @@ failed and whether trying again can help, so callers classify errors in one plac
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -78,7 +79,19 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 
 def connection_error(*, what: str, error: BaseException) -> KubeApiError:
-    """The error for a request that never got an HTTP answer (refused, reset, timed out)."""
+    """The error for a request that never got an HTTP answer (refused, reset, timed out),
+    worded for a person: ``no connection: cannot connect to 10.0.0.1:6443 (connection
+    refused)``, not the client library's repr of the socket error."""
+    import aiohttp
+
+    if isinstance(error, aiohttp.ClientConnectorError):
+        os_error = error.os_error
+        # asyncio's strerror is "Connect call failed ('10.0.0.1', 6443)"; errno's words are not.
+        cause = os.strerror(os_error.errno) if os_error.errno else type(os_error).__name__
+        message = f"cannot connect to {error.host}:{error.port} ({cause.lower()})"
+        return KubeApiError(what=what, code=0, reason="no connection", message=message)
+    if isinstance(error, TimeoutError):
+        return KubeApiError(what=what, code=0, reason="timed out", message=str(error))
     return KubeApiError(what=what, code=0, reason=type(error).__name__, message=str(error))
 
 

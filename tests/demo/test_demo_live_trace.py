@@ -109,3 +109,24 @@ def test_endpoint_slices_name_their_service_and_the_service_port_name() -> None:
     assert slice_["metadata"]["labels"]["kubernetes.io/service-name"] == "echo-v1"
     assert slice_["ports"] == [{"name": "http", "port": 4242, "protocol": "TCP"}]
     assert slice_["endpoints"] == [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}]
+
+
+def test_start_up_lines_discarded_and_shutdown_muted_stay_in_the_file() -> None:
+    file = io.StringIO()
+    printed: list[str] = []
+    tee = TraceTee(file, live=LiveTrace(out=printed.append))
+    head = '"ts":"2026-01-01T00:00:00.000001Z","correlation_id":"c","causation_id":null'
+    line = f'{{{head},"event":"handled","id":"1","sender":"external","recipient":"r","type":"T"}}\n'
+    tee.write(line)
+    assert tee.pending == 1
+    tee.discard_pending()
+    tee.drain()
+    assert printed == []
+    tee.write(line)
+    tee.drain()
+    assert len(printed) == 1, "a line after the banner is printed"
+    tee.mute()
+    tee.write(line)
+    tee.drain()
+    assert len(printed) == 1
+    assert file.getvalue().count("\n") == 3, "the file keeps every line"
