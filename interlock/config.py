@@ -20,8 +20,11 @@ from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.logs import LogFormat
 from interlock.model.meta import ObjectKey
 
-DEFAULT_POLICY_ADDR = "0.0.0.0:8090"
-DEFAULT_ADMIN_ADDR = "0.0.0.0:9990"
+# Loopback unless told otherwise: a controller started on a laptop should not serve its policy
+# and /debug/ to the network. The shipped Deployment passes 0.0.0.0 explicitly. One admin port
+# (9090) for run, demo and the manifests.
+DEFAULT_POLICY_ADDR = "127.0.0.1:8090"
+DEFAULT_ADMIN_ADDR = "127.0.0.1:9090"
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,7 +195,7 @@ async def test_run_reports_what_to_fix_when_it_cannot_start(tmp_path):
     cases = [
         (
             ["--kubeconfig", str(tmp_path / "missing")],
-            "cannot load Kubernetes configuration",
+            f"--kubeconfig {tmp_path / 'missing'}: no such file",
         ),
         (
             ["--embedded", "--policy-addr", f"127.0.0.1:{port}"],

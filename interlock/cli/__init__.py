@@ -8,15 +8,15 @@ signals handled by :mod:`.signals`. Wiring of the controller itself is in ``app.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
 from interlock import __version__
 from interlock.cli import apiserver, demo, edge, policy, run, signals, trace
+from interlock.cli.parser import Parser, chosen_parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="interlock",
         description=(
             "A Kubernetes controller that keeps outbound HTTPRoute policy and fail-closed "
@@ -41,10 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     with signals.early_handlers():
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            chosen_parser(parser, args).unrecognized(extras)
         if args.command is None:
-            parser.print_help()
-            return 0
+            parser.error("a command is required: run, demo, policy, trace, edge or apiserver")
         handler = getattr(args, "handler", None)
         result: int = handler(args) if handler is not None else 0
     if argv is None:

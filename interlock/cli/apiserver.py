@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,20 @@ def register(subparsers: Any) -> None:
             "kubeconfig for it, and run until SIGINT/SIGTERM. Data lives in memory."
         ),
     )
-    parser.add_argument(
+    add = EnvDefaults(parser)
+    add.value(
         "--listen",
-        default=os.environ.get("INTERLOCK_LISTEN", "127.0.0.1:0"),
+        default="127.0.0.1:0",
         metavar="HOST:PORT",
-        help="address to serve on; port 0 picks a free one (env INTERLOCK_LISTEN)",
+        help="address to serve on; port 0 picks a free one",
+        shown="127.0.0.1 on a free port",
     )
-    parser.add_argument(
+    add.value(
         "--write-kubeconfig",
-        default=os.environ.get("INTERLOCK_WRITE_KUBECONFIG"),
+        default=None,
         metavar="PATH",
-        help="write a kubeconfig for kubectl here (env INTERLOCK_WRITE_KUBECONFIG)",
+        help="write a kubeconfig for kubectl here",
+        shown="none written",
     )
     parser.add_argument(
         "--manifests",
@@ -50,7 +52,7 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="YAML file or folder applied at start, after the CRDs; repeatable",
     )
-    EnvDefaults(parser).logging()
+    add.logging()
     parser.set_defaults(handler=apiserver_command)
 
 

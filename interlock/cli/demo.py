@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from interlock.cli.env import seconds
 from interlock.cli.signals import serve_until_signalled
 from interlock.config import parse_address
 from interlock.logs import configure_logging
@@ -23,14 +24,9 @@ DEFAULT_DEMO_ADMIN = "127.0.0.1:9090"
 
 
 def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--duration {text!r} is not a number of seconds"
-        ) from None
+    value = seconds(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"--duration {text!r} must be more than 0 seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
     return value
 
 
@@ -54,14 +50,15 @@ def add_demo_parser(subparsers: Any) -> None:
             flag,
             default=default,
             metavar="HOST:PORT",
-            help=f"{what} address; a busy port or port 0 picks a free one (default {default})",
+            help=f"{what} address; a busy port or port 0 picks a free one (default: {default})",
         )
     parser.add_argument(
         "--duration",
         type=_positive_seconds,
         default=None,
-        metavar="SECONDS",
-        help="stop by itself after this long, exit 0 (default: run until Ctrl-C)",
+        metavar="DURATION",
+        help="stop by itself after this long (30s, 2m, or seconds), exit 0 (default: run until "
+        "Ctrl-C)",
     )
     parser.add_argument(
         "--quiet-trace", action="store_true", help="write the trace file but do not print it"

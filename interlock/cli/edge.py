@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from typing import Any
 
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
-from interlock.cli.env import EnvDefaults, env_name
+from interlock.cli.env import EnvDefaults
 from interlock.cli.signals import serve_until_signalled
 from interlock.logs import configure_logging
 
@@ -26,18 +25,16 @@ def add_edge_parser(subparsers: Any) -> None:
             "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
         ),
     )
-    for flag, default, what in (
-        ("--listen", "0.0.0.0:8080", "edge HTTP address"),
-        ("--admin", "127.0.0.1:9091", "admin API address"),
-        ("--tls-listen", None, "edge HTTPS address (off unless given)"),
-    ):
-        env = env_name(flag)
-        parser.add_argument(
-            flag,
-            default=os.environ.get(env, default),
-            metavar="HOST:PORT",
-            help=f"{what} (env {env}; default {default})",
-        )
+    add = EnvDefaults(parser)
+    add.value("--listen", default="0.0.0.0:8080", metavar="HOST:PORT", help="edge HTTP address")
+    add.value("--admin", default="127.0.0.1:9091", metavar="HOST:PORT", help="admin API address")
+    add.value(
+        "--tls-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="edge HTTPS address",
+        shown="off (HTTP only)",
+    )
     parser.add_argument(
         "--trusted-proxy",
         action="append",
@@ -45,8 +42,8 @@ def add_edge_parser(subparsers: Any) -> None:
         metavar="CIDR",
         help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
     )
-    add_edge_limit_flags(EnvDefaults(parser))
-    EnvDefaults(parser).logging()
+    add_edge_limit_flags(add)
+    add.logging()
     parser.set_defaults(handler=edge_command)
 
 

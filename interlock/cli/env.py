@@ -37,28 +37,75 @@ def env_list(flag: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
+def seconds(text: str) -> float:
+    """A flag's length of time: a number of seconds (``15``, ``2.5``) or a duration (``15s``,
+    ``500ms``, ``1m30s``); ``argparse`` names the flag in the error."""
+    from interlock.model.durations import InvalidDuration, duration_seconds
+
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = duration_seconds(text.strip())
+        except InvalidDuration:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration (for example 15s, 500ms, 1m30s, or 2.5 for seconds)"
+            ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value
+
+
+def format_seconds(value: float) -> str:
+    """``15.0`` → ``15s``, ``0.25`` → ``250ms``, ``90`` → ``1m30s``: how ``--help`` shows it."""
+    if 0 < value < 1:
+        return f"{value * 1000:g}ms"
+    minutes, rest = divmod(value, 60)
+    if minutes and value < 3600:
+        return f"{minutes:g}m" + (f"{rest:g}s" if rest else "")
+    return f"{value:g}s"
+
+
+def _env_and_default(flag: str, default: str | None) -> str:
+    if default is None or default == "":
+        return f"env {env_name(flag)}"
+    return f"env {env_name(flag)}; default: {default}"
+
+
 class EnvDefaults:
     """Adds flags whose default comes from ``INTERLOCK_<FLAG>`` and says so in ``--help``."""
 
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         self.parser = parser
 
-    def value(self, flag: str, *, default: str | None, help: str, **kw: Any) -> None:
+    def value(
+        self,
+        flag: str,
+        *,
+        default: str | None,
+        help: str,
+        shown: str | None = None,
+        **kw: Any,
+    ) -> None:
+        """A flag with a value; ``shown`` words the default in ``--help`` when the value itself
+        would not read well (``None``, or a default computed at start)."""
         env = os.environ.get(env_name(flag))
         self.parser.add_argument(
             flag,
             default=env if env is not None else default,
-            help=f"{help} (env {env_name(flag)}; default {default})",
+            help=f"{help} ({_env_and_default(flag, shown if shown is not None else default)})",
             **kw,
         )
 
     def number(self, flag: str, *, default: float, help: str) -> None:
+        """A length of time: seconds (``15``, ``2.5``) or a duration (``15s``, ``1m30s``)."""
         env = os.environ.get(env_name(flag))
         self.parser.add_argument(
             flag,
-            type=float,
-            default=float(env) if env is not None else default,
-            help=f"{help} (env {env_name(flag)}; default {default})",
+            type=seconds,
+            default=seconds(env) if env is not None else default,
+            metavar="DURATION",
+            help=f"{help} ({_env_and_default(flag, format_seconds(default))})",
         )
 
     def switch(self, flag: str, *, help: str) -> None:
@@ -66,7 +113,7 @@ class EnvDefaults:
             flag,
             action="store_true",
             default=env_bool(flag),
-            help=f"{help} (env {env_name(flag)}=true)",
+            help=f"{help} (env {env_name(flag)}=true; default: off)",
         )
 
     def logging(self, *, level: str = "INFO") -> None:

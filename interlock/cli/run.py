@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -47,26 +48,36 @@ def add_run_parser(subparsers: Any) -> None:
         default=None,
         metavar="PATH",
         help="embedded mode: write a kubeconfig for kubectl here",
+        shown="a temporary file",
     )
-    add.value("--kubeconfig", default=None, metavar="PATH", help="kubeconfig file")
+    add.value(
+        "--kubeconfig",
+        default=None,
+        metavar="PATH",
+        help="kubeconfig file",
+        shown="$KUBECONFIG, else ~/.kube/config",
+    )
     add.switch("--in-cluster", help="use the Pod's service account")
     add.value(
         "--policy-addr",
         default=DEFAULT_POLICY_ADDR,
         metavar="HOST:PORT",
-        help="policy API address (port 0: any free port, printed)",
+        help="policy API address (port 0: any free port, printed; 0.0.0.0:8090 for every "
+        "interface, as the shipped Deployment sets)",
     )
     add.value(
         "--admin-addr",
         default=DEFAULT_ADMIN_ADDR,
         metavar="HOST:PORT",
-        help="admin address: /healthz /readyz /debug/actors (port 0: any free port, printed)",
+        help="admin address: /healthz /readyz /metrics /debug/ (port 0: any free port, "
+        "printed; 0.0.0.0:9090 for every interface)",
     )
     add.value(
         "--edge-addr",
         default=None,
         metavar="HOST:PORT",
         help="edge data plane address (port 0: any free port, printed)",
+        shown="no edge",
     )
     add.value(
         "--edge-admin-url",
@@ -74,6 +85,7 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="URL",
         help="program a data plane running as its own process (interlock edge) through its "
         "admin API at URL instead of serving one here; excludes --edge-addr",
+        shown="none",
     )
     add.value(
         "--publish-service",
@@ -81,12 +93,14 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="NAMESPACE/NAME",
         help="the Service in front of the edge: Ingress status.loadBalancer is its load-balancer "
         "ingress, else its cluster IP (without it: the --edge-addr host; nothing for 0.0.0.0)",
+        shown="none",
     )
     add.value(
         "--edge-tls-addr",
         default=None,
         metavar="HOST:PORT",
         help="edge HTTPS address, certificates from the Ingresses' TLS Secrets by SNI",
+        shown="HTTP only",
     )
     add.repeated(
         "--trusted-proxy",
@@ -94,7 +108,13 @@ def add_run_parser(subparsers: Any) -> None:
         help="a proxy in front of the edge whose X-Forwarded-For is believed",
     )
     add_edge_limit_flags(add)
-    add.value("--trace-file", default=None, metavar="PATH", help="write actor traces (JSON lines)")
+    add.value(
+        "--trace-file",
+        default=None,
+        metavar="PATH",
+        help="write actor traces (JSON lines)",
+        shown="no trace",
+    )
     add.repeated(
         "--namespace", metavar="NS", help="watch only this namespace (default: all namespaces)"
     )
@@ -103,21 +123,23 @@ def add_run_parser(subparsers: Any) -> None:
         default=default_lease_namespace(),
         metavar="NS",
         help="namespace of the leader-election Lease",
+        shown='$POD_NAMESPACE, else "default"',
     )
     add.value("--lease-name", default="interlock", metavar="NAME", help="leader-election Lease")
     add.value(
         "--lease-identity",
         default=None,
         metavar="ID",
-        help="this replica's identity in the Lease (default: hostname plus a random suffix)",
+        help="this replica's identity in the Lease",
+        shown="host name plus a random suffix",
     )
-    add.number("--lease-duration", default=15.0, help="Lease duration, seconds")
-    add.number("--lease-renew-deadline", default=10.0, help="Lease renew deadline, seconds")
-    add.number("--lease-retry-period", default=2.0, help="Lease retry period, seconds")
+    add.number("--lease-duration", default=15.0, help="how long a Lease is valid")
+    add.number("--lease-renew-deadline", default=10.0, help="how long the leader tries to renew")
+    add.number("--lease-retry-period", default=2.0, help="time between Lease attempts")
     add.number(
         "--watch-grace",
         default=30.0,
-        help="seconds a service-port watch outlives its last subscriber",
+        help="how long a service-port watch outlives its last subscriber",
     )
     add.logging()
     parser.set_defaults(handler=run_command)
@@ -141,6 +163,11 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit(
             "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
             "is reached, and without either no edge runs"
+        )
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        raise SystemExit(
+            f"--kubeconfig {args.kubeconfig}: no such file (give the path of a kubeconfig, or "
+            "leave the flag out to use $KUBECONFIG or ~/.kube/config)"
         )
     manifests = args.manifests if args.manifests is not None else env_list("--manifests")
     namespaces = args.namespace if args.namespace is not None else env_list("--namespace")
