@@ -3,47 +3,59 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-real lint fmt bench install binary clean
+.PHONY: demo test test-real lint fmt bench install dev binary clean
 
+# What running needs, and nothing more: `make demo` works without the test and lint tools.
 $(BIN)/interlock: pyproject.toml
+	@echo "make: creating $(VENV) and installing interlock with what it needs to run (first run only; a minute or two)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e .
 	@touch $@
+	@echo "make: installed $(BIN)/interlock (not on your PATH: run it as $(BIN)/interlock, or source $(BIN)/activate)"
 
 install: $(BIN)/interlock
 
+# The development tools (pytest, mypy, ruff, shiv, ...), for the targets below that need them.
+$(VENV)/.dev: $(BIN)/interlock
+	@echo "make: installing the development tools into $(VENV) (first run only)"
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+dev: $(VENV)/.dev
+
 # The README's first command: interlock with no cluster (embedded API server, a demo edge, traces on).
 demo: install
-	$(BIN)/interlock demo
+	@echo "make: starting $(BIN)/interlock demo (Ctrl-C stops it)"
+	@$(BIN)/interlock demo
 
 # The README's second command: the whole test suite.
-test: install
+test: dev
 	$(BIN)/python -m pytest -q
 
 # The same e2e, kube and reliability tests against a real kube-apiserver and etcd on loopback
 # (hack/real-cluster.sh, one cluster per session). Needs Go to build the binaries the first time
 # (hack/build-real-binaries.sh caches them under ~/.cache/interlock; later runs reuse them).
-test-real: install
+test-real: dev
 	hack/build-real-binaries.sh >/dev/null
 	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability
 
-lint: install
+lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict interlock
 
-fmt: install
+fmt: dev
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: install
+bench: dev
 	$(BIN)/python benchmarks/runtime.py
 
 # One self-contained executable (a shiv zipapp with every dependency inside) for a machine
 # with Python 3.11 and nothing else. It unpacks its native wheels under $$SHIV_ROOT (default
 # ~/.shiv; set SHIV_ROOT=/tmp on a read-only root filesystem).
-binary: install
+binary: dev
 	rm -rf build/binary && mkdir -p dist
 	$(BIN)/pip wheel -q --wheel-dir build/binary .
 	$(BIN)/shiv --compressed --reproducible -c interlock -o dist/interlock \
@@ -56,5 +68,5 @@ clean:
 # Issue 8: the convergence harness with many more generated histories than CI runs, then the
 # bad-input corpus, security and load tests (see docs/reliability.md for the figures).
 .PHONY: reliability
-reliability: install
+reliability: dev
 	INTERLOCK_RELIABILITY_EXAMPLES=200 $(BIN)/python -m pytest -q --timeout=1800 tests/reliability

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import shutil
 import socket
 import sys
 import tempfile
@@ -120,8 +121,12 @@ def banner(
     examples: Path,
     trace_file: Path,
     backends: Sequence[tuple[str, int]],
+    interlock: str = "interlock",
+    kubectl_found: bool = True,
 ) -> list[str]:
-    """What the demo prints once it is ready: where things are and what to try."""
+    """What the demo prints once it is ready: where things are and what to try. ``interlock``
+    is how a shell runs this same interlock (see :func:`interlock_command`), so every printed
+    command works as printed."""
     edge_url = _url(edge)
     policy = f"{policy_url}/v1/outbound/{NAMESPACE}/echo/80"
     kubectl = f"kubectl --kubeconfig {kubeconfig}"
@@ -138,17 +143,31 @@ def banner(
         f"  curl -u demo:demo -H 'Host: {HOST}' {edge_url}/hello",
         f"  curl -H 'Host: {HOST}' {edge_url}/hello          # 401: modules run first",
         f"  curl {policy}",
-        f"  interlock policy watch {NAMESPACE}/echo:80 --server {policy_url}",
+        f"  {interlock} policy watch {NAMESPACE}/echo:80 --server {policy_url}",
         "",
         "Change things live (and watch the trace below and the policy):",
+        *(() if kubectl_found else ("  (kubectl is not on PATH: install it to run these)",)),
         f"  {kubectl} get httproutes,ingresses,modulesets,services",
         f"  {kubectl} delete service echo-v2     # policy: echo-v2 exists: false",
         f"  {kubectl} apply -f {examples / 'services.yaml'}   # and back",
         "",
-        f"Read the trace afterwards: interlock trace {trace_file}",
+        f"Read the trace afterwards: {interlock} trace {trace_file}",
         "",
     ]
     return lines
+
+
+def interlock_command() -> str:
+    """How a shell runs the interlock that is running now: ``interlock`` when that is what PATH
+    finds, else its absolute path (a venv not on PATH, ``dist/interlock``), or
+    ``python -m interlock`` for a module run."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "__main__.py":
+        return f"{sys.executable} -m interlock"
+    found = shutil.which("interlock")
+    if argv0.name != "interlock" or (found and Path(found).resolve() == argv0.resolve()):
+        return "interlock"
+    return str(argv0.resolve())
 
 
 async def _served_paths(base: str, paths: Sequence[str]) -> list[str]:
@@ -250,6 +269,8 @@ async def run_demo(
             examples=root / "examples",
             trace_file=trace_path,
             backends=[(echo.name, echo.port) for echo in echoes],
+            interlock=interlock_command(),
+            kubectl_found=shutil.which("kubectl") is not None,
         ):
             out(line)
         if not options.quiet_trace:
@@ -277,6 +298,6 @@ async def run_demo(
         for echo in echoes:
             await echo.stop()
         if trace_file is not None:
-            out(f"trace kept in {trace_path}: interlock trace {trace_path}")
+            out(f"trace kept in {trace_path}: {interlock_command()} trace {trace_path}")
         sys.stdout.flush()
     return 0

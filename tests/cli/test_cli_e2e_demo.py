@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -37,6 +38,14 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
         assert route["name"] == "echo-split"
         split = {b["name"]: (b["weight"], b["exists"]) for b in route["rules"][0]["backends"]}
         assert split == {"echo-v1": (80, True), "echo-v2": (20, True)}
+
+        # The banner's commands work as printed (here: `python -m interlock`, not on PATH).
+        watch_line = demo.wait_for(r"^  (.+ policy watch default/echo:80 --server \S+)$")[1]
+        watch = Running(shlex.split(watch_line), log=tmp_path / "watch.log")
+        try:
+            watch.wait_for(r'"name": ?"echo-split"')
+        finally:
+            watch.stop()
 
         # The console is quiet after its banner: start-up's trace is in the file, not printed.
         demo.wait_for(r"^Live trace")

@@ -41,3 +41,33 @@ async def test_demo_without_its_manifests_says_where_it_looked(tmp_path: Path) -
     )
     with pytest.raises(DemoError, match=r"examples.*--manifests"):
         await run_demo(options, out=lambda _line: None)
+
+
+def test_banner_commands_name_the_interlock_that_runs(monkeypatch, tmp_path: Path) -> None:
+    from interlock.demo import runner
+
+    lines = banner(
+        edge=Address("127.0.0.1", 8080),
+        policy_url="http://127.0.0.1:8090",
+        admin_url="http://127.0.0.1:9090",
+        admin_paths=["/readyz"],
+        kubeconfig="/tmp/d/kubeconfig",
+        examples=Path("/src/manifests/examples"),
+        trace_file=Path("/tmp/d/trace.jsonl"),
+        backends=[],
+        interlock="/src/.venv/bin/interlock",
+        kubectl_found=False,
+    )
+    text = "\n".join(lines)
+    assert "  /src/.venv/bin/interlock policy watch default/echo:80 --server http" in text
+    assert "/src/.venv/bin/interlock trace /tmp/d/trace.jsonl" in text
+    assert "kubectl is not on PATH" in text
+
+    venv_interlock = tmp_path / "bin" / "interlock"
+    monkeypatch.setattr(runner.sys, "argv", [str(venv_interlock), "demo"])
+    monkeypatch.setattr(runner.shutil, "which", lambda name: None)
+    assert runner.interlock_command() == str(venv_interlock.resolve()), "not on PATH: full path"
+    monkeypatch.setattr(runner.shutil, "which", lambda name: str(venv_interlock))
+    assert runner.interlock_command() == "interlock", "on PATH: the short name works"
+    monkeypatch.setattr(runner.sys, "argv", ["/src/interlock/__main__.py", "demo"])
+    assert runner.interlock_command() == f"{runner.sys.executable} -m interlock"
