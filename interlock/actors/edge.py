@@ -457,7 +457,19 @@ class EdgeActor(Actor):
         elif step.kind == "backend" and route is not None and step.target is not None:
             backend = _describe_backend(step.target)
             logger.info("{}: backend {} attached", where, backend)
-            self._event(route, "Normal", "BackendAttached", f"{where}: backend {backend} attached")
+            if step.target.exists:
+                self._event(
+                    route, "Normal", "BackendAttached", f"{where}: backend {backend} attached"
+                )
+            else:
+                target = step.target
+                self._event(
+                    route,
+                    "Warning",
+                    "BackendNotFound",
+                    f"{where}: backend Service {target.namespace}/{target.service} does not "
+                    f"exist; the route answers 500 until it is created",
+                )
         elif step.kind == "remove":
             logger.info("{}: removed", where)
             self._forget_failures(step.route_id)
@@ -596,6 +608,18 @@ class EdgeActor(Actor):
             self._event(
                 route, "Warning", "ModulesFailed", f"{error.reason}: {error.message}; {keeps}"
             )
+        for route_id, (reason, _message) in self._model_errors.items():
+            fixed = self._desired_by_id.get(route_id)
+            if route_id not in errors and fixed is not None:
+                # The newest Event must not stay a Warning about something already fixed.
+                where = f"edge {self._host} route {route_id}"
+                logger.info("{}: {} resolved, its modules are valid again", where, reason)
+                self._event(
+                    fixed,
+                    "Normal",
+                    "ModulesRecovered",
+                    f"{where}: {reason} resolved; its modules are valid again",
+                )
         self._model_errors = errors
 
     def _update_route_board(self, route_id: str) -> None:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from interlock.model.durations import InvalidDuration, parse_duration
 from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
+from interlock.model.validation import describe as describe_validation_error
 
 
 class SecretValue:
@@ -368,7 +369,9 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
         except ValidationError as exc:
             problems.extend(
                 ModuleProblem(
-                    module=module, field=path + _loc_path(tuple(e["loc"])), reason=e["msg"]
+                    module=module,
+                    field=path + _loc_path(tuple(e["loc"])),
+                    reason=describe_validation_error(e),
                 )
                 for e in exc.errors(include_url=False, include_input=False)
             )

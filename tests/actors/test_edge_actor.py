@@ -551,3 +551,30 @@ async def test_a_failed_reservation_is_forgotten_once_the_modules_are_applied() 
         assert state["nextRetryInSeconds"] is None
     finally:
         await running.system.shutdown()
+
+
+async def test_a_missing_backend_is_a_warning_event_not_an_attachment(edge: Edge) -> None:
+    edge.publish(part(with_service=False))
+    await wait_until(lambda: "BackendNotFound" in edge.reasons())
+    await wait_idle(edge.system)
+    assert "BackendAttached" not in edge.reasons()
+    warning = next(
+        e for e in edge.events if isinstance(e, RecordEvent) and e.reason == "BackendNotFound"
+    )
+    assert warning.type == "Warning"
+    assert "backend Service default/web does not exist" in warning.message
+    edge.publish(part(with_service=True))
+    await wait_until(lambda: "BackendAttached" in edge.reasons())
+
+
+async def test_fixing_a_module_set_records_a_recovery_as_the_newest_event(edge: Edge) -> None:
+    edge.publish(part(modules=HEADERS_A))
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    edge.publish(part(modules=BAD_CIDR))
+    await wait_until(lambda: "ModulesFailed" in edge.reasons())
+    # Back to what is served: no step to take, yet the Warning must not stay the newest Event.
+    edge.publish(part(modules=HEADERS_A))
+    await wait_until(lambda: "ModulesRecovered" in edge.reasons())
+    await wait_idle(edge.system)
+    newest = [e for e in edge.events if isinstance(e, RecordEvent)][-1]
+    assert (newest.type, newest.reason) == ("Normal", "ModulesRecovered")
