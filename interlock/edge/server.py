@@ -5,15 +5,20 @@ Each request is decided in one fixed order, and every refusal happens before the
 contacted:
 
 1. the edge, by ``Host`` (port stripped, case-insensitive) — unknown host → 404;
-2. the route, by path (Exact, then the longest Prefix by whole segments) — none → 404;
-3. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
-4. the route's module chain (ipRestriction, rateLimit, auth, circuitBreaker) → its rejection;
-5. a backend Service that does not exist → 500; the upstream resolver's error (500/503);
-6. request header changes, ``X-Forwarded-*``, the proxy (504 on timeouts, 502 on failures);
-7. response header changes, then compression.
+2. the path the backend will act on (``routing.clean_path``) — ambiguous → 400;
+3. the route, by that path (Exact, then the longest Prefix by whole segments) — none → 404;
+4. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
+5. the route's module chain (ipRestriction, rateLimit, auth — bcrypt in a thread pool —,
+   webhookVerification, circuitBreaker) → its rejection;
+6. a backend Service that does not exist → 500; the upstream resolver's error (500/503);
+7. request header changes, client-address headers, the proxy (504 on timeouts, 502 on failures
+   and on a 101 nobody asked for; the request body streamed byte for byte, 408 if it stalls);
+8. response header changes, then compression.
 
-The route is read once, at step 2, as one immutable value: a request never mixes two
-configurations, which is what makes module swaps atomic (see ``inprocess.py``).
+The route is read once, at step 3, as one immutable value: a request never mixes two
+configurations, which is what makes module swaps atomic (see ``inprocess.py``). What one client
+may hold — connections per upstream, time to send headers and body, idle connections, the
+drain on stop — is bounded by :class:`~interlock.edge.limits.EdgeLimits`.
 """
 
 from __future__ import annotations
