@@ -1,8 +1,9 @@
 """ServiceDirectory: the one actor that knows every Service and tells routes what changed.
 
-Routes depend on a handful of Service fields (ports, type, cluster IP, external name), and
-Ingress statuses on its addresses (cluster IPs, external IPs, load-balancer status) when it is
-the ``--publish-service``. Labels, annotations and the rest of the status change far more often;
+Routes depend on a handful of Service fields (ports, type, cluster IP, external name, Linkerd's
+policy annotations: retries, timeouts, failure accrual, opaque ports), and Ingress statuses on
+its addresses (cluster IPs, external IPs, load-balancer status) when it is the
+``--publish-service``. Labels, other annotations and the rest of the status change far more often;
 forwarding those would make every route that references the Service recompute for nothing.
 The directory publishes ``service:<ns>/<name>`` (retained) on create, on delete (unpublish),
 and on changes routes can see — silent otherwise. Because the topic is retained, a route actor
@@ -20,6 +21,7 @@ from interlock.actors.messages import (
 )
 from interlock.mailbox import Actor
 from interlock.model.meta import ObjectKey
+from interlock.model.policy_annotations import policy_annotations_of
 from interlock.model.service import Service
 
 
@@ -29,7 +31,8 @@ def routing_view(service: Service) -> tuple[object, ...]:
     addresses: a load balancer provisioned later changes only ``status``)."""
     spec = service.spec
     addresses = (spec.cluster_ips, spec.external_ips, service.status.load_balancer)
-    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports, addresses)
+    annotations = policy_annotations_of(service.metadata.annotations)
+    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports, addresses, annotations)
 
 
 class ServiceDirectory(Actor):

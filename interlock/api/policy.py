@@ -2,7 +2,8 @@
 
 ``GET /v1/outbound/{namespace}/{service}/{port}?clientNamespace=NS`` answers the current policy
 of a Service port as seen from a client namespace; ``&watch=true`` streams newline-delimited
-JSON, the current policy first and then one line per change. This module only speaks HTTP: the
+JSON, the current policy first and then one line per change; ``GET /v1/schema/outbound-policy.json``
+answers the JSON Schema every policy satisfies. This module only speaks HTTP: the
 policies come from a :class:`PolicySource` (the service-port watch registry in ``app.py``), one
 latest-value slot per request, so a slow reader coalesces to the newest policy and never holds
 up the actor that computes it. See ``docs/policy-api.md``.
@@ -21,6 +22,7 @@ from aiohttp import web
 from interlock.actors.messages import PolicyUpdate
 from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.slot import LatestValueSlot, SlotClosed
+from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 
 # RFC 1123 labels, as Kubernetes requires for namespace and Service names.
 # Used with fullmatch: "$" alone also matches before a final newline ("default\n").
@@ -144,6 +146,9 @@ def build_policy_app(
             open_slots.discard(slot)
             source.close_watch(target, slot)
 
+    async def schema(_request: web.Request) -> web.StreamResponse:
+        return web.json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
+
     async def end_streams(_app: web.Application) -> None:
         # Shutdown waits for running handlers; closing the slots ends every watch stream now.
         for slot in list(open_slots):
@@ -152,5 +157,6 @@ def build_policy_app(
     open_slots: set[LatestValueSlot[PolicyUpdate]] = set()
     app = web.Application()
     app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
+    app.router.add_get(SCHEMA_PATH, schema)
     app.on_shutdown.append(end_streams)
     return app

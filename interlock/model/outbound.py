@@ -45,6 +45,17 @@ from interlock.model.gateway import (
     ReferenceGrant,
 )
 from interlock.model.meta import ObjectKey
+from interlock.model.policy_annotations import (
+    AnnotationProblem,
+    FailureAccrual,
+    PolicyAnnotations,
+    Protocol,
+    Retry,
+    opaque_ports,
+    parse_failure_accrual,
+    parse_policy_annotations,
+    port_protocol,
+)
 from interlock.model.service import Service
 
 BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
@@ -52,6 +63,10 @@ BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
 
 DEFAULT_ROUTE_KIND = "Default"
 """The kind of the route synthesized for a Service port that no HTTPRoute attaches to."""
+
+Distribution = Literal["FirstAvailable", "RandomWeighted"]
+"""How a rule's backends share traffic: the first that can take it (the synthesized Default
+route's single backend), or at random in proportion to their weights (route backendRefs)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,18 +161,41 @@ class ResolvedRule:
     timeouts: HTTPRouteTimeouts | None
     backends: tuple[Backend, ...]
     retry: HTTPRouteRetry | None = None
+    """The rule's own ``retry`` field."""
+    distribution: Distribution = "RandomWeighted"
+    annotated_timeouts: tuple[tuple[str, str], ...] = ()
+    """Timeouts from annotations (route over Service), applied where the rule sets none."""
+    annotated_retry: Retry | None = None
+    """The retry from annotations (route over Service), used when the rule sets none."""
+
+    @property
+    def effective_retry(self) -> Retry | None:
+        """The retry a data plane applies: the rule's field, else the annotations'."""
+        if self.retry is None:
+            return self.annotated_retry
+        return Retry(
+            source="rule",
+            codes=self.retry.codes,
+            attempts=self.retry.attempts,
+            backoff=self.retry.backoff,
+        )
 
     def to_json(self) -> dict[str, Any]:
         timeouts = self.timeouts or HTTPRouteTimeouts()
-        retry = self.retry
+        annotated = dict(self.annotated_timeouts)
+        retry = self.effective_retry
         return {
             "name": self.name,
             "matches": [m.model_dump(mode="json", by_alias=True) for m in self.matches],
             "filters": filters_json(self.filters),
-            "timeouts": {"request": timeouts.request, "backendRequest": timeouts.backend_request},
-            "retry": None
-            if retry is None
-            else {"codes": list(retry.codes), "attempts": retry.attempts, "backoff": retry.backoff},
+            "timeouts": {
+                "request": timeouts.request or annotated.get("request"),
+                "backendRequest": timeouts.backend_request,
+                "response": annotated.get("response"),
+                "idle": annotated.get("idle"),
+            },
+            "retry": None if retry is None else retry.to_json(),
+            "distribution": self.distribution,
             "backends": [b.to_json() for b in self.backends],
         }
 
@@ -180,6 +218,8 @@ class ResolvedRoute:
     parents: tuple[ServiceParent, ...]
     hostnames: tuple[str, ...]
     rules: tuple[ResolvedRule, ...]
+    annotations: PolicyAnnotations = field(default_factory=PolicyAnnotations)
+    """The route's ``retry.linkerd.io/*`` and ``timeout.linkerd.io/*`` annotations, parsed."""
 
     @property
     def key(self) -> ObjectKey:
@@ -224,6 +264,8 @@ class OutboundPolicy:
     port: int
     client_namespace: str
     routes: tuple[OutboundRoute, ...]
+    protocol: Protocol = "detect"
+    failure_accrual: FailureAccrual | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The policy in the wire shape of DESIGN.md "Contracts" (camelCase keys)."""
@@ -232,6 +274,10 @@ class OutboundPolicy:
             "service": self.service,
             "port": self.port,
             "clientNamespace": self.client_namespace,
+            "protocol": self.protocol,
+            "failureAccrual": None
+            if self.failure_accrual is None
+            else self.failure_accrual.to_json(),
             "routes": [route.to_json() for route in self.routes],
         }
 
@@ -437,6 +483,11 @@ def resolve_route(
         parents=served,
         hostnames=route.spec.hostnames,
         rules=tuple(rules),
+        annotations=parse_policy_annotations(
+            route.metadata.annotations,
+            owner=f"HTTPRoute {own}/{route.metadata.name}",
+            source="route",
+        ),
     )
 
 
@@ -562,6 +613,7 @@ def build_outbound_policy(
     synthesized route of kind ``Default`` forwards everything to the Service port.
     """
     parent_backend = _parent_backend(service, namespace=namespace, name=name, port=port)
+    service_annotations = service_policy_annotations(service)
     attached: list[ResolvedRoute] = []
     if service is not None:
         for route in routes:
@@ -582,9 +634,13 @@ def build_outbound_policy(
             creation_timestamp=route.creation_timestamp,
             hostnames=route.hostnames,
             rules=tuple(
-                replace(rule, backends=(parent_backend,))
-                if not rule.backends and not _handles_request_itself(rule)
-                else rule
+                _annotated(
+                    replace(rule, backends=(parent_backend,))
+                    if not rule.backends and not _handles_request_itself(rule)
+                    else rule,
+                    route.annotations,
+                    service_annotations,
+                )
                 for rule in route.rules
             ),
         )
@@ -600,23 +656,77 @@ def build_outbound_policy(
                 creation_timestamp=None,
                 hostnames=(),
                 rules=(
-                    ResolvedRule(
-                        name=None,
-                        matches=(HTTPRouteMatch(),),
-                        filters=(),
-                        timeouts=None,
-                        backends=(parent_backend,),
+                    _annotated(
+                        ResolvedRule(
+                            name=None,
+                            matches=(HTTPRouteMatch(),),
+                            filters=(),
+                            timeouts=None,
+                            backends=(parent_backend,),
+                            distribution="FirstAvailable",
+                        ),
+                        PolicyAnnotations(),
+                        service_annotations,
                     ),
                 ),
             ),
         )
+    protocol, accrual, _ = service_port_settings(service, port)
     return OutboundPolicy(
         namespace=namespace,
         service=name,
         port=port,
         client_namespace=client_namespace,
         routes=outbound,
+        protocol=protocol,
+        failure_accrual=accrual,
     )
+
+
+def service_policy_annotations(service: Service | None) -> PolicyAnnotations:
+    """The Service's retry and timeout annotations (none when the Service does not exist)."""
+    if service is None:
+        return PolicyAnnotations()
+    return parse_policy_annotations(
+        service.metadata.annotations, owner=f"Service {service.key}", source="service"
+    )
+
+
+def service_port_settings(
+    service: Service | None, port: int
+) -> tuple[Protocol, FailureAccrual | None, tuple[AnnotationProblem, ...]]:
+    """A Service port's protocol and the Service's failure accrual, with annotation problems."""
+    if service is None:
+        return "detect", None, ()
+    owner = f"Service {service.key}"
+    opaque, opaque_problems = opaque_ports(service.metadata.annotations, owner=owner)
+    accrual, accrual_problems = parse_failure_accrual(service.metadata.annotations, owner=owner)
+    service_port = service.port_by_number(port)
+    protocol = port_protocol(
+        app_protocol=None if service_port is None else service_port.app_protocol,
+        opaque=port in opaque,
+    )
+    return protocol, accrual, opaque_problems + accrual_problems
+
+
+def service_annotation_problems(service: Service | None) -> tuple[AnnotationProblem, ...]:
+    """Every malformed policy annotation on the Service (reported on its routes' status)."""
+    if service is None:
+        return ()
+    _, _, port_problems = service_port_settings(service, 0)
+    return service_policy_annotations(service).problems + port_problems
+
+
+def _annotated(
+    rule: ResolvedRule, route: PolicyAnnotations, service: PolicyAnnotations
+) -> ResolvedRule:
+    # Route annotations over Service annotations, per timeout key; a retry whole (module doc
+    # of policy_annotations). The rule's own fields win over both when served (to_json).
+    timeouts = {**dict(service.timeouts), **dict(route.timeouts)}
+    retry = route.retry or service.retry
+    if not timeouts and retry is None:
+        return rule
+    return replace(rule, annotated_timeouts=tuple(sorted(timeouts.items())), annotated_retry=retry)
 
 
 def _path_rank(path: HTTPPathMatch) -> tuple[int, int]:

@@ -30,6 +30,7 @@ from interlock.model.outbound import (
     ResolvedRoute,
     ServiceParent,
     parent_problem,
+    service_annotation_problems,
     service_parents,
 )
 from interlock.model.service import Service
@@ -163,6 +164,8 @@ def route_status(
 
     - ``Accepted``: True, or False / ``NoMatchingParent`` when the parent Service is missing,
       headless, of type ExternalName, or lacks the port or sectionName the parentRef names;
+      when True, its message names every malformed policy annotation (the route's and the
+      parent Service's) that was ignored;
     - ``ResolvedRefs``: True, or False with the reason of the first backend that cannot carry
       traffic (``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``) and a message
       naming every such backend.
@@ -199,12 +202,22 @@ def route_status(
             unresolved[0].reason if unresolved and unresolved[0].reason else "ResolvedRefs"
         )
         previous = stored.conditions_of(parent)
-        problem = parent_problem(parent, services.get(parent.key))
+        parent_service = services.get(parent.key)
+        problem = parent_problem(parent, parent_service)
+        # Malformed policy annotations leave the route accepted (the rest of its policy
+        # applies); the message names each one so the author can find and fix it.
+        ignored = [
+            p.message
+            for p in (
+                *by_parent[parent.key].annotations.problems,
+                *service_annotation_problems(parent_service),
+            )
+        ]
         accepted = _condition(
             type_="Accepted",
             ok=problem is None,
             reason="Accepted" if problem is None else "NoMatchingParent",
-            message=problem or "",
+            message=problem or ("ignored: " + "; ".join(ignored) if ignored else ""),
             generation=generation,
             previous=previous.get("Accepted"),
             now=now,

@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from jsonschema import Draft202012Validator
 
 from interlock.actors.messages import PolicyUpdate
 from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.slot import LatestValueSlot
 from interlock.api.policy import PolicySource, build_policy_app
+from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address
 
@@ -195,3 +197,14 @@ async def test_requests_wait_for_the_initial_sync_then_503_if_it_does_not_come(s
         response.release()
     finally:
         await running.stop()
+
+
+async def test_the_json_schema_of_the_policy_is_served(
+    site: RunningSite, http: aiohttp.ClientSession
+) -> None:
+    async with http.get(site.url + SCHEMA_PATH) as response:
+        assert response.status == 200
+        assert response.content_type == "application/schema+json"
+        served = await response.json(content_type=None)
+    assert served == OUTBOUND_POLICY_SCHEMA
+    Draft202012Validator.check_schema(served)

@@ -54,6 +54,8 @@ def policy_json(route: dict[str, Any], backends: list[dict[str, Any]]) -> dict[s
         "service": "web",
         "port": 80,
         "clientNamespace": "client",
+        "protocol": "detect",
+        "failureAccrual": None,
         "routes": [
             {
                 "kind": "HTTPRoute",
@@ -67,8 +69,14 @@ def policy_json(route: dict[str, Any], backends: list[dict[str, Any]]) -> dict[s
                         "name": None,
                         "matches": [{**MATCH_ALL, "method": None}],
                         "filters": [],
-                        "timeouts": {"request": "5s", "backendRequest": None},
+                        "timeouts": {
+                            "request": "5s",
+                            "backendRequest": None,
+                            "response": None,
+                            "idle": None,
+                        },
                         "retry": None,
+                        "distribution": "RandomWeighted",
                         "backends": backends,
                     }
                 ],

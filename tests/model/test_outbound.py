@@ -441,6 +441,8 @@ def test_no_route_gives_a_default_route_to_the_service_port() -> None:
         "service": "web",
         "port": 80,
         "clientNamespace": "front",
+        "protocol": "detect",
+        "failureAccrual": None,
         "routes": [
             {
                 "kind": "Default",
@@ -461,8 +463,14 @@ def test_no_route_gives_a_default_route_to_the_service_port() -> None:
                             }
                         ],
                         "filters": [],
-                        "timeouts": {"request": None, "backendRequest": None},
+                        "timeouts": {
+                            "request": None,
+                            "backendRequest": None,
+                            "response": None,
+                            "idle": None,
+                        },
                         "retry": None,
+                        "distribution": "FirstAvailable",
                         "backends": [
                             {
                                 "kind": "Service",
@@ -542,7 +550,15 @@ def test_policy_json_has_the_contract_shape() -> None:
     assert route_json["group"] == GATEWAY_GROUP
     assert route_json["creationTimestamp"] == "2024-02-03T04:05:06Z"
     (rule_json,) = route_json["rules"]
-    assert set(rule_json) == {"name", "matches", "filters", "timeouts", "retry", "backends"}
+    assert set(rule_json) == {
+        "name",
+        "matches",
+        "filters",
+        "timeouts",
+        "retry",
+        "distribution",
+        "backends",
+    }
     assert rule_json["matches"][0]["method"] == "GET"
     assert rule_json["filters"] == [
         {
@@ -554,7 +570,12 @@ def test_policy_json_has_the_contract_shape() -> None:
             },
         }
     ]
-    assert rule_json["timeouts"] == {"request": None, "backendRequest": "2s"}
+    assert rule_json["timeouts"] == {
+        "request": None,
+        "backendRequest": "2s",
+        "response": None,
+        "idle": None,
+    }
     assert rule_json["backends"] == [
         {
             "kind": "Service",

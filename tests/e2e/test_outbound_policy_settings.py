@@ -1,0 +1,150 @@
+"""Issue 12 items 5-9 end to end: Linkerd's annotations and the rule fields reach open watches.
+
+Each change is followed by exactly the expected next document, every document validates
+against the JSON Schema the API serves, and a change that alters nothing produces no document
+(checked by making a later change that does, and reading that one next).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
+from jsonschema import Draft202012Validator
+from outbound_objects import GATEWAY, service
+
+from interlock.api.policy_schema import SCHEMA_PATH
+
+
+async def served_validator(policy: PolicyClient) -> Draft202012Validator:
+    async with policy.session.get(policy.url + SCHEMA_PATH) as response:
+        assert response.status == 200
+        return Draft202012Validator(await response.json(content_type=None))
+
+
+async def next_valid(watch: PolicyWatch, validator: Draft202012Validator) -> dict[str, Any]:
+    document = await watch.next()
+    validator.validate(document)
+    return document
+
+
+def annotated(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
+
+
+ROUTE = {
+    "apiVersion": f"{GATEWAY}/v1",
+    "kind": "HTTPRoute",
+    "metadata": {"name": "web-route", "namespace": "default"},
+    "spec": {
+        "parentRefs": [{"group": "core", "kind": "Service", "name": "web"}],
+        "rules": [{"name": "all", "backendRefs": [{"name": "web", "port": 80}]}],
+    },
+}
+
+
+async def test_annotations_and_fields_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
+    validator = await served_validator(policy)
+    web = service("web")
+    await cluster.apply(web)
+    watch = await policy.watch("web")
+    validator.validate(watch.latest)
+    assert (watch.latest["protocol"], watch.latest["failureAccrual"]) == ("detect", None)
+
+    # Service annotations: the Default route gets them; failure accrual with Linkerd's defaults.
+    await cluster.apply(
+        annotated(
+            web,
+            {
+                "retry.linkerd.io/http": "gateway-error",
+                "timeout.linkerd.io/request": "10s",
+                "balancer.linkerd.io/failure-accrual": "consecutive",
+            },
+        )
+    )
+    document = await next_valid(watch, validator)
+    (rule,) = document["routes"][0]["rules"]
+    assert rule["retry"]["statusRanges"] == [{"min": 502, "max": 504}]
+    assert rule["retry"]["source"] == "service"
+    assert rule["timeouts"]["request"] == "10s"
+    assert document["failureAccrual"] == {
+        "kind": "consecutive",
+        "maxFailures": 7,
+        "minPenalty": "1s",
+        "maxPenalty": "1m",
+        "jitterRatio": 0.5,
+    }
+
+    # A route whose annotations override the Service's, one of them malformed.
+    await cluster.apply(
+        annotated(ROUTE, {"timeout.linkerd.io/request": "3s", "retry.linkerd.io/limit": "lots"})
+    )
+    document = await next_valid(watch, validator)
+    (rule,) = document["routes"][0]["rules"]
+    assert (document["routes"][0]["name"], rule["name"]) == ("web-route", "all")
+    assert rule["timeouts"]["request"] == "3s"
+    assert rule["retry"]["source"] == "service"  # the route's own retry is malformed
+    assert rule["distribution"] == "RandomWeighted"
+
+    async def status_names_the_annotation() -> bool:
+        stored = await cluster.get(ROUTE)
+        entries = ((stored or {}).get("status") or {}).get("parents", [])
+        return any(
+            "annotation retry.linkerd.io/limit: 'lots' is not a whole number" in c["message"]
+            for e in entries
+            for c in e["conditions"]
+            if c["type"] == "Accepted" and c["status"] == "True"
+        )
+
+    await eventually(status_names_the_annotation, message="Accepted names the bad annotation")
+
+    # An annotation nobody reads changes nothing; the rule's retry field then wins.
+    await cluster.apply(
+        annotated(web, {**(await cluster.get(web))["metadata"]["annotations"], "x": "y"})
+    )
+    with_retry = {
+        **ROUTE,
+        "spec": {
+            **ROUTE["spec"],
+            "rules": [{**ROUTE["spec"]["rules"][0], "retry": {"codes": [503], "attempts": 2}}],
+        },
+    }
+    await cluster.apply(annotated(with_retry, {"timeout.linkerd.io/request": "3s"}))
+    document = await next_valid(watch, validator)
+    assert document["routes"][0]["rules"][0]["retry"] == {
+        "source": "rule",
+        "codes": [503],
+        "statusRanges": [],
+        "grpcCodes": [],
+        "attempts": 2,
+        "backoff": None,
+        "timeout": None,
+    }
+    watch.close()
+
+
+async def test_protocol_follows_app_protocol(cluster: Cluster, policy: PolicyClient):
+    validator = await served_validator(policy)
+    db = service("db", ports=(5432,))
+    await cluster.apply(db)
+    watch = await policy.watch("db", 5432)
+    assert watch.latest["protocol"] == "detect"
+    opaque = {
+        **db,
+        "spec": {
+            **db["spec"],
+            "ports": [{**db["spec"]["ports"][0], "appProtocol": "linkerd.io/opaque"}],
+        },
+    }
+    await cluster.apply(opaque)
+    assert (await next_valid(watch, validator))["protocol"] == "opaque"
+    h2c = {
+        **db,
+        "spec": {
+            **db["spec"],
+            "ports": [{**db["spec"]["ports"][0], "appProtocol": "kubernetes.io/h2c"}],
+        },
+    }
+    await cluster.apply(h2c)
+    assert (await next_valid(watch, validator))["protocol"] == "http2"
+    watch.close()
