@@ -108,15 +108,19 @@ class PolicyClient:
 
 
 def controller_config(kubeconfig: str, **overrides: Any) -> ControllerConfig:
-    """A config for tests: free ports, quick leases and grace periods."""
+    """A config for tests: free ports, quick grace periods.
+
+    Leases are long enough that a loaded machine stalling the event loop for seconds does not
+    cost the leader its Lease (a replica that stops releases it, so a takeover stays quick).
+    """
     settings: dict[str, Any] = {
         "kubeconfig": kubeconfig,
         "policy_addr": LOCAL,
         "admin_addr": LOCAL,
         "lease_namespace": LEASE_NAMESPACE,
-        "lease_duration": 1.0,
-        "lease_renew_deadline": 0.6,
-        "lease_retry_period": 0.1,
+        "lease_duration": 8.0,
+        "lease_renew_deadline": 6.0,
+        "lease_retry_period": 0.2,
         "watch_grace": 0.2,
         "status_retry_initial": 0.05,
         "reconnect_initial": 0.05,

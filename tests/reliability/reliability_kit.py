@@ -96,7 +96,8 @@ Obj = dict[str, Any]
 
 
 def replica_config(kubeconfig: str, identity: str) -> ControllerConfig:
-    """Free ports, an edge, and short leases, grace periods and retry delays."""
+    """Free ports, an edge, short grace periods and retry delays, and Leases that survive a
+    loaded machine stalling the event loop (a stopped replica releases its Lease)."""
     return ControllerConfig(
         kubeconfig=kubeconfig,
         policy_addr=LOCAL,
@@ -104,9 +105,9 @@ def replica_config(kubeconfig: str, identity: str) -> ControllerConfig:
         edge_addr=LOCAL,
         lease_namespace=LEASE_NAMESPACE,
         lease_identity=identity,
-        lease_duration=1.0,
-        lease_renew_deadline=0.6,
-        lease_retry_period=0.1,
+        lease_duration=8.0,
+        lease_renew_deadline=6.0,
+        lease_retry_period=0.2,
         watch_grace=0.2,
         status_retry_initial=0.02,
         status_retry_maximum=0.2,
