@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+# Building the zipapp (pip wheel + shiv) takes about a minute on a quiet machine and several on a
+# loaded one; the suite-wide 120 s timeout would fail a slow build, not a broken one.
+pytestmark = pytest.mark.timeout(900)
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("Makefile", "pyproject.toml", "README.md", "interlock")
 
