@@ -18,18 +18,19 @@ from interlock.config import Address
 from interlock.kube.transport import KubeApiError
 from interlock.model.meta import ObjectKey
 
-# Inside the real test cluster's service range (10.96.0.0/16) so both servers accept it.
-CLUSTER_IP = "10.96.77.7"
+# Inside the real test cluster's service range (10.96.0.0/16) so both servers accept it; the
+# real server refuses one already allocated, so the next is tried.
+CLUSTER_IPS = ("10.96.77.7", "10.96.77.8", "10.96.77.9")
 
 
-def edge_service() -> dict[str, Any]:
+def edge_service(cluster_ip: str = CLUSTER_IPS[0]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "interlock-edge", "namespace": "default"},
         "spec": {
             "type": "LoadBalancer",
-            "clusterIP": CLUSTER_IP,
+            "clusterIP": cluster_ip,
             "selector": {"app": "interlock"},
             "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}],
         },
@@ -114,8 +115,14 @@ async def test_ingress_status_follows_the_published_service(
     assert controller.system.retained(INGRESS_STATUS_TOPIC) == {}
 
     # No load balancer provisioned yet: the cluster IP.
-    await create(cluster, edge_service())
-    cluster_ip = {"ingress": [{"ip": CLUSTER_IP}]}
+    for address in CLUSTER_IPS:
+        try:
+            await cluster.create(edge_service(address))
+            break
+        except KubeApiError as error:
+            if error.code != 422:
+                raise
+    cluster_ip = {"ingress": [{"ip": address}]}
 
     async def both(expected: Any) -> bool:
         return all([await load_balancer(cluster, name) == expected for name in ("shop", "blog")])
