@@ -78,6 +78,10 @@ EDGE_KINDS: Mapping[str, str] = {
 
 _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 
+EDGE_MISSING_GRACE = 2.0
+"""Seconds a new route's missing ModuleSet or Secret may take to arrive before a Warning: a
+``kubectl apply -f`` of a folder creates its objects in file order, not in dependency order."""
+
 
 def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any] | None:
     """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name),
@@ -247,6 +251,7 @@ class EdgeHalf:
                 # A remote data plane outlives this process: it may still serve routes of
                 # Ingresses deleted while the controller was away.
                 adopt_on_spawn=self.remote is not None,
+                missing_grace=EDGE_MISSING_GRACE,
             )
             return EdgeActor(host=host, settings=settings)
 

@@ -109,6 +109,10 @@ class EdgeSettings:
     """Read what the provider serves for the host when an EdgeActor is first spawned, not only
     after a restart: for a data plane that outlives the controller (``HttpEdge``), whose routes
     of Ingresses deleted meanwhile must be removed. Reading costs a whole snapshot per host."""
+    missing_grace: float = 0.0
+    """Seconds a new route's missing ModuleSet or Secret is given to arrive before it is
+    reported: objects applied together (``kubectl apply -f dir/``) arrive in any order, and a
+    Warning about one that arrives a moment later only alarms. 0 reports at once."""
 
 
 # --- what /debug/edges shows -----------------------------------------------------------------
@@ -206,6 +210,16 @@ def _module_names(modules: Modules) -> tuple[str, ...]:
     return tuple(sorted(dumped))
 
 
+_MISSING_INPUTS = frozenset({"ModuleSetNotFound", "SecretNotFound"})
+
+
+@dataclass(frozen=True, slots=True)
+class ReportMissing:
+    """Timer: a new route's grace for missing references is over; report them if still missing."""
+
+    route_id: str
+
+
 def _describe_backend(target: BackendTarget) -> str:
     text = f"{target.namespace}/{target.service}:{target.port}"
     return text if target.exists else f"{text} (does not exist)"
@@ -229,6 +243,9 @@ class EdgeActor(Actor):
         self._served: dict[str, ServedRoute] = {}
         self._failures: dict[tuple[str, str], StepFailure] = {}
         self._model_errors: dict[str, tuple[str, str]] = {}
+        self._in_grace: dict[str, bool] = {}
+        """New routes whose missing references are not reported yet (``missing_grace``), and
+        whether their timer is armed."""
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
         self._tls_served: tuple[SecretValue, SecretValue] | None = None
@@ -270,6 +287,10 @@ class EdgeActor(Actor):
             # Once per burst of parts (the Reconcile queued behind them), not once per part:
             # combining is O(routes of the host), and a host may have many Ingresses.
             self._combine_parts()
+        if isinstance(message, ReportMissing):
+            self._in_grace.pop(message.route_id, None)
+            self._report_model_errors()
+            return None
         if isinstance(message, RetryDue):
             failure = self._failures.get(message.slot)
             if failure is not None and failure.attempts == message.attempt:
@@ -304,7 +325,13 @@ class EdgeActor(Actor):
             for route_id, route in self._desired_by_id.items()
             if previous.get(route_id) is not route
         ]
+        if self._settings.missing_grace > 0:
+            for route_id in changed:
+                if route_id not in previous and route_id not in self._served:
+                    self._in_grace.setdefault(route_id, False)
         for route_id in left:
+            if self._in_grace.pop(route_id, None):
+                self.cancel_timer(("report-missing", route_id))
             if route_id not in self._served:
                 self._forget_failures(route_id)
         self._pending.update(dict.fromkeys([*left, *changed, TLS_KEY]))
@@ -587,7 +614,20 @@ class EdgeActor(Actor):
         errors: dict[str, tuple[str, str]] = {}
         for route in self._desired.routes:
             error = route.module_error
+            armed = self._in_grace.get(route.route_id)
+            if armed is False and (error is None or error.reason not in _MISSING_INPUTS):
+                # Complete on arrival (or wrong in another way): no grace to give.
+                del self._in_grace[route.route_id]
             if error is None:
+                continue
+            if armed is not None and error.reason in _MISSING_INPUTS:
+                if not armed:
+                    self._in_grace[route.route_id] = True
+                    self.tell_after(
+                        self._settings.missing_grace,
+                        ReportMissing(route.route_id),
+                        key=("report-missing", route.route_id),
+                    )
                 continue
             errors[route.route_id] = (error.reason, error.message)
             if self._model_errors.get(route.route_id) == errors[route.route_id]:

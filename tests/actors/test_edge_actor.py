@@ -121,6 +121,7 @@ class Edge:
     sleep: ManualSleep
     events: list[object] = field(default_factory=list)
     adopt: bool = False
+    missing_grace: float = 0.0
 
     def publish(self, value: HostPart) -> None:
         self.system.publish(host_topic(HOST), str(value.ingress), value)
@@ -138,6 +139,7 @@ class Edge:
                 backoff=BACKOFF,
                 rng=random.Random(1),
                 adopt_on_spawn=self.adopt,
+                missing_grace=self.missing_grace,
             ),
         )
 
@@ -578,3 +580,27 @@ async def test_fixing_a_module_set_records_a_recovery_as_the_newest_event(edge: 
     await wait_idle(edge.system)
     newest = [e for e in edge.events if isinstance(e, RecordEvent)][-1]
     assert (newest.type, newest.reason) == ("Normal", "ModulesRecovered")
+
+
+async def test_references_applied_together_get_a_moment_before_a_warning(edge: Edge) -> None:
+    edge.missing_grace = 2.0
+    edge.publish(part(modules=BASIC_AUTH))
+    await wait_until(lambda: edge.sleep.delays == [2.0])
+    await wait_idle(edge.system)
+    assert "ModulesFailed" not in edge.reasons(), "the Secret may be on its way"
+    # It arrives: no Warning ever, even once the grace is over.
+    edge.publish(part(modules=BASIC_AUTH, secrets=[USERS]))
+    await wait_until(lambda: edge.route() is not None and edge.route().backend is not None)
+    edge.sleep.release()
+    await wait_idle(edge.system)
+    assert "ModulesFailed" not in edge.reasons()
+
+
+async def test_a_reference_still_missing_after_the_grace_is_reported(edge: Edge) -> None:
+    edge.missing_grace = 2.0
+    edge.publish(part(modules=BASIC_AUTH))
+    await wait_until(lambda: edge.sleep.delays == [2.0])
+    edge.sleep.release()
+    await wait_until(lambda: "ModulesFailed" in edge.reasons())
+    failed = next(e for e in edge.events if isinstance(e, RecordEvent))
+    assert "SecretNotFound" in failed.message
