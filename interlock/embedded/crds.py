@@ -6,10 +6,10 @@ this module checks a CRD the way kube-apiserver does where users would notice (n
 Established, and provides the Gateway API CRDs every embedded server starts with.
 
 In a real cluster HTTPRoute and ReferenceGrant exist because the Gateway API CRDs were
-installed. The embedded server pre-creates the same CRDs (with the upstream printer columns and
-a permissive schema), so ``kubectl get crd`` lists them, ``kubectl apply`` of the upstream
-bundle updates them in place, and they are served by the same custom-resource code as the
-ModuleSet CRD.
+installed. The embedded server pre-creates the same CRDs (with the upstream printer columns and,
+when asked, the constraints of :mod:`~interlock.embedded.gateway_schemas`), so ``kubectl get
+crd`` lists them, ``kubectl apply`` of the upstream bundle updates them in place, and they are
+served by the same custom-resource code as the ModuleSet CRD.
 """
 
 from __future__ import annotations
@@ -17,19 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.embedded.errors import FieldError, required_value
+from interlock.embedded.gateway_schemas import httproute_schema, referencegrant_schema
 from interlock.embedded.registry import Registry
 
 JsonObject = dict[str, Any]
-
-_PERMISSIVE_SCHEMA: dict[str, Any] = {
-    "openAPIV3Schema": {
-        "type": "object",
-        "properties": {
-            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    }
-}
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
@@ -42,6 +33,7 @@ def _crd(
     storage: str,
     columns: list[dict[str, Any]],
     status: bool,
+    schema: dict[str, Any],
 ) -> dict[str, Any]:
     group = "gateway.networking.k8s.io"
     return {
@@ -66,7 +58,7 @@ def _crd(
                     "name": version,
                     "served": True,
                     "storage": version == storage,
-                    "schema": _PERMISSIVE_SCHEMA,
+                    "schema": {"openAPIV3Schema": schema},
                     "additionalPrinterColumns": columns,
                     **({"subresources": {"status": {}}} if status else {}),
                 }
@@ -76,7 +68,18 @@ def _crd(
     }
 
 
-def gateway_api_crds() -> list[dict[str, Any]]:
+_PERMISSIVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
+def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
+    """HTTPRoute and ReferenceGrant CRDs; ``constrained``: with the upstream constraints of
+    :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec."""
     return [
         _crd(
             kind="HTTPRoute",
@@ -88,6 +91,7 @@ def gateway_api_crds() -> list[dict[str, Any]]:
                 _AGE,
             ],
             status=True,
+            schema=httproute_schema() if constrained else _PERMISSIVE_SCHEMA,
         ),
         _crd(
             kind="ReferenceGrant",
@@ -96,6 +100,7 @@ def gateway_api_crds() -> list[dict[str, Any]]:
             storage="v1",
             columns=[_AGE],
             status=False,
+            schema=referencegrant_schema() if constrained else _PERMISSIVE_SCHEMA,
         ),
     ]
 

@@ -108,15 +108,15 @@ def _backend_errors(field: str, backend: object) -> list[FieldError]:
 
 
 def _service_port_errors(field: str, port: object) -> list[FieldError]:
-    # Kubernetes reports "both" and "neither" on the backend itself; naming the port field
-    # (whose path starts with the backend's) tells the user which field to fix.
+    # Kubernetes reports "both" and "neither" on the backend itself (two levels up).
+    backend = field.removesuffix(".service.port")
     if port is not None and not isinstance(port, dict):
         return [invalid_value(field, port, "must be an object")]
     name = (port or {}).get("name")
     number = (port or {}).get("number")
     has_name, has_number = bool(name), number not in (None, 0)
     if has_name and has_number:
-        return [invalid_value(field, "", "cannot set both port name & port number")]
+        return [invalid_value(backend, "", "cannot set both port name & port number")]
     if has_name:
         if not isinstance(name, str):
             return [invalid_value(f"{field}.name", name, "must be a string")]
@@ -127,7 +127,7 @@ def _service_port_errors(field: str, port: object) -> list[FieldError]:
         if not 1 <= number <= 65535:
             return [invalid_value(f"{field}.number", number, PORT_NUMBER_ERROR)]
         return []
-    return [_required(field, "port name or number is required")]
+    return [_required(backend, "port name or number is required")]
 
 
 def _resource_backend_errors(field: str, resource: object) -> list[FieldError]:
@@ -276,7 +276,14 @@ def _ip_errors(field: str, address: str, *, version: int) -> list[FieldError]:
         parsed = None
     # As Go's parser: no zone (``%eth0``), and an IPv4-mapped address is IPv4, not IPv6.
     if parsed is None or "%" in address or getattr(parsed, "ipv4_mapped", None) is not None:
-        return [invalid_value(field, address, f"must be a valid IPv{version} address")]
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            return [invalid_value(field, address, f"must be a valid IPv{version} address")]
+        # An address of the other family: kube-apiserver names the list, not the item.
+        return [
+            invalid_value(field.rpartition("[")[0], address, f"must be an IPv{version} address")
+        ]
     # Kubernetes also refuses loopback addresses here. Embedded mode exists to run the demo and
     # the tests on one machine, where EndpointSlices point at local processes on 127.0.0.1, so
     # loopback is accepted; the other special ranges are refused as a cluster does.
@@ -381,14 +388,10 @@ def _endpoint_port_errors(ports: object) -> list[FieldError]:
         protocol = port.setdefault("protocol", "TCP")
         if protocol not in _PROTOCOLS:
             errors.append(_not_supported(f"{field}.protocol", protocol, _PROTOCOLS))
-        # Kubernetes only bounds the number by its int32 type; a port outside 1..65535 can
-        # reach no process, so it is refused here as a Service port would be.
+        # Kubernetes only bounds the number by its int32 type (measured: 70000 is admitted).
         number = port.get("port")
-        if number is not None:
-            if not isinstance(number, int) or isinstance(number, bool):
-                errors.append(invalid_value(f"{field}.port", number, "must be an integer"))
-            elif not 1 <= number <= 65535:
-                errors.append(invalid_value(f"{field}.port", number, PORT_NUMBER_ERROR))
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+            errors.append(invalid_value(f"{field}.port", number, "must be an integer"))
         app_protocol = port.get("appProtocol")
         if app_protocol is not None and (why := qualified_name_error(str(app_protocol))):
             errors.append(invalid_value(f"{field}.appProtocol", app_protocol, why))
@@ -404,10 +407,12 @@ def validate_endpoint_slice(obj: JsonObject, *, old: JsonObject | None) -> list[
     elif address_type not in _ADDRESS_TYPES:
         errors.append(_not_supported("addressType", address_type, _ADDRESS_TYPES))
     elif old is not None and old.get("addressType") not in (None, address_type):
-        errors.append(invalid_value("addressType", address_type, "field is immutable"))
-    if obj.get("endpoints") is None:
-        obj["endpoints"] = []
-    endpoints = obj["endpoints"]
+        # Only the immutability is reported, as by kube-apiserver: the addresses were checked
+        # against the type they were written for.
+        return [invalid_value("addressType", address_type, "field is immutable")]
+    if not obj.get("endpoints"):
+        obj["endpoints"] = None  # stored as protobuf, an empty list reads back as null
+    endpoints = obj["endpoints"] or []
     if not isinstance(endpoints, list):
         errors.append(invalid_value("endpoints", endpoints, "must be a list"))
     elif len(endpoints) > _MAX_ENDPOINTS:

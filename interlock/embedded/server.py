@@ -42,7 +42,11 @@ class EmbeddedApiServer:
         history_size: int = 10_000,
         bookmark_interval: float = 5.0,
         clock: Callable[[], datetime] | None = None,
+        gateway_api_constraints: bool = False,
     ) -> None:
+        """``gateway_api_constraints``: install HTTPRoute and ReferenceGrant with the upstream
+        constraints, defaults and CEL rules (see gateway_schemas.py) instead of schemas that
+        admit any spec."""
         self.host = host
         self.port = port
         self.registry = Registry()
@@ -51,7 +55,7 @@ class EmbeddedApiServer:
         self.store = ObjectStore(self.registry, history_size=history_size, clock=clock)
         for name in _INITIAL_NAMESPACES:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        for crd in gateway_api_crds():
+        for crd in gateway_api_crds(constrained=gateway_api_constraints):
             self.store.create(crd)
         self.faults = Faults(
             drop_watches=self.store.drop_watches,

@@ -422,6 +422,7 @@ def prepare(
     elif kind == ("networking.k8s.io", "ingressclasses"):
         errors.extend(_prepare_ingress_class(obj))
     elif kind == ("networking.k8s.io", "ingresses"):
+        obj.setdefault("status", {}).setdefault("loadBalancer", {})
         errors.extend(validate_ingress(obj, old=old))
     elif kind == ("coordination.k8s.io", "leases"):
         errors.extend(_prepare_lease(obj))

@@ -90,12 +90,12 @@ SERVICE_BACKEND = "spec.rules[0].http.paths[0].backend"
         ),
         (
             {"backend": {"service": {"name": "web", "port": {}}}},
-            f"{SERVICE_BACKEND}.service.port",
+            SERVICE_BACKEND,
             "Required value: port name or number is required",
         ),
         (
             {"backend": {"service": {"name": "web", "port": {"number": 80, "name": "http"}}}},
-            f"{SERVICE_BACKEND}.service.port",
+            SERVICE_BACKEND,
             "cannot set both port name & port number",
         ),
         (
@@ -186,7 +186,7 @@ async def test_every_bad_field_of_an_ingress_is_listed_at_once(
         "spec.rules[0].host",
         "spec.rules[0].http.paths[0].path",
         "spec.tls[0].hosts[0]",
-        "spec.defaultBackend.service.port",
+        "spec.defaultBackend",  # port 0: "port name or number is required", on the backend
     ):
         assert f"{field}: " in message
 
@@ -226,13 +226,10 @@ async def test_a_client_reads_the_field_from_the_422_status(
     [
         ("IPv4", "999.1.1.1", "must be a valid IPv4 address"),
         ("IPv4", "10.0.0", "must be a valid IPv4 address"),
-        ("IPv4", "fd00::1", "must be a valid IPv4 address"),
         ("IPv4", "0.0.0.0", "may not be unspecified"),
         ("IPv4", "169.254.1.2", "link-local range"),
         ("IPv4", "224.0.0.5", "link-local multicast range"),
-        ("IPv6", "10.0.0.1", "must be a valid IPv6 address"),
         ("IPv6", "fd00::zz", "must be a valid IPv6 address"),
-        ("IPv6", "::ffff:10.0.0.1", "must be a valid IPv6 address"),
         ("IPv6", "fe80::1", "link-local range"),
         ("FQDN", "web_1.example", "RFC 1123 subdomain"),
         ("FQDN", "localhost", "at least two segments"),
@@ -245,6 +242,21 @@ async def test_an_endpoint_address_of_the_wrong_form_is_refused(
     message = refusal(api_server, slice_of(address_type, valid, address))
     assert "endpoints[0].addresses[1]: " in message and why in message
     assert "endpoints[0].addresses[0]" not in message
+
+
+@pytest.mark.parametrize(
+    ("address_type", "address"),
+    [("IPv4", "fd00::1"), ("IPv6", "10.0.0.1"), ("IPv6", "::ffff:10.0.0.1")],
+)
+async def test_an_address_of_the_other_family_is_refused_naming_the_list(
+    api_server: EmbeddedApiServer, address_type: str, address: str
+) -> None:
+    """Measured on kube-apiserver 1.37: the cause names ``addresses``, not the item."""
+    valid = {"IPv4": "10.0.0.9", "IPv6": "fd00::9"}[address_type]
+    message = refusal(api_server, slice_of(address_type, valid, address))
+    assert f'endpoints[0].addresses: Invalid value: "{address}": must be an {address_type}' in (
+        message
+    )
 
 
 @pytest.mark.parametrize(
@@ -282,17 +294,24 @@ async def test_the_address_type_is_required_and_known(
 @pytest.mark.parametrize(
     ("port", "field", "why"),
     [
-        ({"port": 0}, "ports[0].port", "must be between 1 and 65535, inclusive"),
-        ({"port": 65536}, "ports[0].port", "must be between 1 and 65535, inclusive"),
         ({"protocol": "HTTP"}, "ports[0].protocol", 'Unsupported value: "HTTP"'),
         ({"name": "Web"}, "ports[0].name", "RFC 1123 label"),
     ],
 )
-async def test_an_endpoint_port_out_of_range_or_malformed_is_refused(
+async def test_a_malformed_endpoint_port_is_refused(
     api_server: EmbeddedApiServer, port: dict[str, Any], field: str, why: str
 ) -> None:
     message = refusal(api_server, slice_of("IPv4", "10.0.0.1", **port))
     assert f"{field}: " in message and why in message
+
+
+@pytest.mark.parametrize("number", [0, -1, 65536, 70000])
+async def test_an_endpoint_port_number_is_not_bounded(
+    api_server: EmbeddedApiServer, number: int
+) -> None:
+    """As kube-apiserver 1.37 (measured): an EndpointSlice port is bounded only by int32."""
+    created = api_server.store.create(slice_of("IPv4", "10.0.0.1", port=number))
+    assert created["ports"][0]["port"] == number
 
 
 async def test_an_endpoint_port_without_a_number_means_all_ports(
