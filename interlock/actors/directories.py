@@ -35,11 +35,13 @@ from loguru import logger
 from interlock.actors.edge_messages import (
     INGRESS_CLASSES_TOPIC,
     INGRESS_KEY,
+    MODULESET_API_VERSION,
     MODULESET_KEY,
     MODULESET_STATUS_TOPIC,
     SECRET_KEY,
     DesiredModuleSetStatus,
     IngressSpecified,
+    RecordEvent,
     SecretData,
     endpoints_topic,
     ingress_address,
@@ -48,12 +50,13 @@ from interlock.actors.edge_messages import (
     secret_topic,
     status_key,
 )
-from interlock.actors.messages import ObjectChanged
+from interlock.actors.messages import STATUS_WRITER, ObjectChanged
 from interlock.mailbox import Actor
 from interlock.model.ingress import parse_ingress, parse_ingress_class
 from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
 from interlock.model.moduleset import (
     module_set_conditions,
+    module_set_event,
     parse_module_set,
     parse_secret,
     validate_modules,
@@ -168,6 +171,21 @@ class ModuleSetDirectory(_Directory):
                 "; ".join(str(problem) for problem in problems),
             )
         conditions = module_set_conditions(module_set, problems, now=self._now())
+        event = module_set_event(module_set.status.get("conditions") or [], conditions)
+        if event is not None:
+            type_, reason, message = event
+            reference = {
+                "apiVersion": MODULESET_API_VERSION,
+                "kind": "ModuleSet",
+                "namespace": key.namespace,
+                "name": key.name,
+            }
+            if module_set.metadata.uid:
+                reference["uid"] = module_set.metadata.uid
+            self.tell(
+                STATUS_WRITER,
+                RecordEvent(regarding=reference, type=type_, reason=reason, message=message),
+            )
         self._want_status(
             key, None if module_set.status.get("conditions") == conditions else conditions
         )

@@ -655,6 +655,33 @@ def module_set_conditions(
     ]
 
 
+def module_set_event(
+    stored: Sequence[object], conditions: Sequence[dict[str, Any]]
+) -> tuple[Literal["Normal", "Warning"], str, str] | None:
+    """The Event (type, reason, message) a ModuleSet gets when its Valid condition changes from
+    ``stored`` (its status now) to ``conditions``, or None: a Warning when it becomes invalid (or
+    invalid differently), a Normal recovery when it becomes valid again, nothing for a new valid
+    one or an unchanged condition — so the newest Event on a ModuleSet says how it is now."""
+    new = next((c for c in conditions if c.get("type") == VALID_CONDITION), None)
+    if new is None:
+        return None
+    old = next(
+        (c for c in stored if isinstance(c, dict) and c.get("type") == VALID_CONDITION), None
+    )
+    if new.get("status") == "False":
+        if old is not None and (old.get("status"), old.get("message")) == ("False", new["message"]):
+            return None
+        return (
+            "Warning",
+            "InvalidModuleSet",
+            f"{new['message']}; Ingresses that use it keep what they serve and get none of its "
+            "changes until it is fixed",
+        )
+    if old is not None and old.get("status") == "False":
+        return ("Normal", "Valid", "all modules are valid again")
+    return None
+
+
 def _rfc3339(moment: datetime) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)

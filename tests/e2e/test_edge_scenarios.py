@@ -895,8 +895,14 @@ async def test_module_set_status_reports_valid_and_invalid(env: Env) -> None:
     current = await env.kube.get(module_set("checked", {}))
     (valid,) = current["status"]["conditions"]
     assert valid["reason"] == "Invalid" and "10.0.0.0/33" in valid["message"]
+    # The ModuleSet gets its own Events beside its condition, the newest saying how it is now.
+    (invalid,) = await env.until_event("checked", "InvalidModuleSet")
+    assert invalid["type"] == "Warning" and invalid["involvedObject"]["kind"] == "ModuleSet"
+    assert "spec.modules.ipRestriction.allow[0]" in invalid["message"]
     await env.kube.apply(module_set("checked", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
     await eventually(lambda: condition("True"), message="Valid True")
+    (recovered,) = await env.until_event("checked", "Valid")
+    assert recovered["type"] == "Normal"
 
 
 async def test_with_two_replicas_both_serve_and_only_the_leader_reports(

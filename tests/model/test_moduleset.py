@@ -16,6 +16,7 @@ from interlock.model.moduleset import (
     merge_modules,
     module_secret_refs,
     module_set_conditions,
+    module_set_event,
     parse_module_set,
     parse_secret,
     validate_modules,
@@ -468,3 +469,18 @@ def test_no_module_set_problem_is_worded_by_the_validation_library() -> None:
         assert reasons, modules
         for reason in reasons:
             assert "Input should" not in reason and "Field required" not in reason, reason
+
+
+def test_a_module_set_event_says_how_it_is_now() -> None:
+    bad = module_set({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
+    invalid = module_set_conditions(bad, validate_modules(bad), now=NOW)
+    good = module_set({"ipRestriction": {"allow": ["10.0.0.0/8"]}})
+    valid = module_set_conditions(good, validate_modules(good), now=NOW)
+
+    warning = module_set_event([], invalid)
+    assert warning is not None and warning[:2] == ("Warning", "InvalidModuleSet")
+    assert "spec.modules.ipRestriction.allow[0]" in warning[2]
+    assert module_set_event(invalid, invalid) is None, "the same problem is not repeated"
+    assert module_set_event(invalid, valid) == ("Normal", "Valid", "all modules are valid again")
+    assert module_set_event([], valid) is None, "a new valid ModuleSet is no news"
+    assert module_set_event(valid, valid) is None
