@@ -36,16 +36,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.actors.service_port_watch import WatchTarget
-from interlock.actors.slot import LatestValueSlot
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
 from interlock.embedded import EmbeddedApiServer
 from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.kube.transport import request_json
+from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import parse_service
 
 LOCAL = Address("127.0.0.1", 0)

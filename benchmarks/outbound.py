@@ -50,10 +50,9 @@ import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
-from interlock.actors.service_port_watch import WatchTarget
-from interlock.actors.slot import LatestValueSlot
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
@@ -63,6 +62,7 @@ from interlock.model.outbound import (
     build_outbound_policy,
     resolve_route,
 )
+from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import Service, parse_service
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"

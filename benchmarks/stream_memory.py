@@ -28,9 +28,9 @@ from pathlib import Path
 import aiohttp
 from outbound import idle, rss_mib, start_api_server, write_manifest
 
-from interlock.actors.service_port_watch import WatchTarget
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.model.policy_watch import WatchTarget
 
 
 async def hold_streams(url: str, n: int) -> None:

@@ -12,8 +12,8 @@ dictionary reads and never awaits:
   namespace = the Service's own namespace, as an Ingress backend always is), read by a small
   task that copies each new policy into the table;
 * **Services and endpoints** come from the ``service:`` and ``endpoints:`` topics through the
-  :class:`UpstreamCache` actor, which subscribes per tracked Service and recomputes that
-  Service's ready addresses per port when either changes.
+  :class:`~interlock.actors.upstream_cache.UpstreamCache` actor, which subscribes per
+  tracked Service and recomputes that Service's ready addresses per port when either changes.
 
 Tracking starts when an EdgeActor attaches a backend (:class:`TrackingProvider`) and, as a
 safety net, on the first request for a Service port. Until a Service port's policy has arrived
@@ -27,114 +27,22 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-from interlock.actors.edge_messages import endpoints_topic
-from interlock.actors.messages import PolicyUpdate, service_topic
-from interlock.actors.service_port_watch import ServicePortWatches, WatchTarget
-from interlock.actors.slot import LatestValueSlot, SlotClosed
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.upstream_cache import (
+    UPSTREAM_CACHE,
+    ServicePort,
+    TrackService,
+    UpstreamCache,
+    UpstreamTables,
+)
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge
 from interlock.edge.upstreams import Address, UpstreamError
-from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
+from interlock.mailbox import ActorSystem
+from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy, ResolvedRule, pick_backend, select_route
-from interlock.model.service import EndpointSlice, Service, ready_addresses
-
-UPSTREAM_CACHE = "edge-upstreams"
-
-ServicePort = tuple[str, str, int]
-"""``(namespace, service, port number)``."""
-
-
-@dataclass(slots=True)
-class UpstreamTables:
-    """What the resolver reads; written only by the :class:`UpstreamCache` actor."""
-
-    known: set[ObjectKey] = field(default_factory=set)
-    """Services whose topics were subscribed and whose retained values have been read."""
-    services: dict[ObjectKey, Service] = field(default_factory=dict)
-    slices: dict[ObjectKey, dict[str, EndpointSlice]] = field(default_factory=dict)
-    addresses: dict[ServicePort, list[Address]] = field(default_factory=dict)
-    """Ready addresses per Service port that exists (an empty list: none ready)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TrackService:
-    """Ask the cache to follow a Service and its EndpointSlices."""
-
-    key: ObjectKey
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("track", self.key.namespace, self.key.name)
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceTracked:
-    """Sent by the cache to itself after subscribing: the retained values are in before it."""
-
-    key: ObjectKey
-
-
-class UpstreamCache(Actor):
-    """Keeps :class:`UpstreamTables` current from the service and endpoints topics."""
-
-    def __init__(self, *, tables: UpstreamTables) -> None:
-        self._tables = tables
-        self._followed: set[ObjectKey] = set()
-
-    async def started(self) -> None:
-        # After a restart the subscriptions are kept by the system and their retained values
-        # re-delivered; the set of followed Services is rebuilt from the tables.
-        self._followed = set(self._tables.known)
-
-    async def receive(self, message: object) -> object | None:
-        if isinstance(message, TrackService):
-            key = message.key
-            if key not in self._followed:
-                self._followed.add(key)
-                self.subscribe(service_topic(key.namespace, key.name))
-                self.subscribe(endpoints_topic(key.namespace, key.name))
-                self.tell(self.address, ServiceTracked(key))
-        elif isinstance(message, ServiceTracked):
-            self._tables.known.add(message.key)
-        elif isinstance(message, Published | Unpublished):
-            self._take(message)
-        return None
-
-    def _take(self, message: Published | Unpublished) -> None:
-        kind, _, rest = message.topic.partition(":")
-        namespace, _, name = rest.partition("/")
-        key = ObjectKey(namespace=namespace, name=name)
-        value = message.value if isinstance(message, Published) else None
-        tables = self._tables
-        if kind == "service":
-            if isinstance(value, Service):
-                tables.services[key] = value
-            else:
-                tables.services.pop(key, None)
-        elif kind == "endpoints":
-            slices = tables.slices.setdefault(key, {})
-            if isinstance(value, EndpointSlice):
-                slices[message.key] = value
-            else:
-                slices.pop(message.key, None)
-        else:
-            return
-        self._recompute(key)
-
-    def _recompute(self, key: ObjectKey) -> None:
-        tables = self._tables
-        for port in [p for p in tables.addresses if (p[0], p[1]) == (key.namespace, key.name)]:
-            del tables.addresses[port]
-        service = tables.services.get(key)
-        if service is None:
-            return
-        slices = list(tables.slices.get(key, {}).values())
-        for service_port in service.spec.ports:
-            tables.addresses[(key.namespace, key.name, service_port.port)] = ready_addresses(
-                slices, service_port.name
-            )
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 
 class ControllerUpstreams:

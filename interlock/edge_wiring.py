@@ -37,7 +37,7 @@ from interlock.actors.directories import (
     SecretDirectory,
 )
 from interlock.actors.durable import ResyncObject, durable_mailbox
-from interlock.actors.edge import DEFAULT_EDGE_BACKOFF, EdgeActor, EdgeBoard, EdgeSettings
+from interlock.actors.edge import DEFAULT_EDGE_BACKOFF, EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import (
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
@@ -64,7 +64,8 @@ from interlock.kube.resources import (
     Resource,
 )
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
-from interlock.model.load_balancer import listen_address_status
+from interlock.model.edge_board import EdgeBoard
+from interlock.model.load_balancer import edge_load_balancer_status, remote_load_balancer_status
 from interlock.model.meta import ObjectKey
 
 EDGE_KINDS: Mapping[str, str] = {
@@ -81,26 +82,6 @@ _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 EDGE_MISSING_GRACE = 2.0
 """Seconds a new route's missing ModuleSet or Secret may take to arrive before a Warning: a
 ``kubectl apply -f`` of a folder creates its objects in file order, not in dependency order."""
-
-
-def load_balancer_status(address: Address, *, tls_port: int | None = None) -> dict[str, Any] | None:
-    """``status.loadBalancer`` naming where the edge listens (an IP, or else a host name),
-    with its HTTP port and, when it serves HTTPS, that port too; ``None`` (nothing written) for
-    a wildcard listen address, which names no address a client can reach."""
-    ports = [address.port] if tls_port is None else [address.port, tls_port]
-    return listen_address_status(address.host, ports=ports)
-
-
-def remote_load_balancer_status(admin_url: str) -> dict[str, Any] | None:
-    """``status.loadBalancer`` for a data plane in another process: the host of its admin URL,
-    without ports.
-
-    The admin API does not say where that process serves traffic, so this is a fallback: the
-    only address the controller knows. ``interlock edge`` serves traffic and its admin API from
-    the same host (one Pod), which makes the host right; the ports are left out rather than
-    guessed. In a cluster, ``--publish-service`` is the better source.
-    """
-    return listen_address_status(URL(admin_url).host or "", ports=())
 
 
 def redacted_url(url: str) -> str:
@@ -287,8 +268,10 @@ class EdgeHalf:
         self.address = Address(host=addr.host, port=addresses.http[1])
         if tls_addr is not None and addresses.https is not None:
             self.tls_address = Address(host=tls_addr.host, port=addresses.https[1])
-        return load_balancer_status(
-            self.address, tls_port=None if self.tls_address is None else self.tls_address.port
+        return edge_load_balancer_status(
+            self.address.host,
+            self.address.port,
+            tls_port=None if self.tls_address is None else self.tls_address.port,
         )
 
     async def stop(self) -> None:

@@ -1,6 +1,6 @@
 """The controller's actors: thin holders of state that subscribe, call ``model/`` and publish.
 
-The outbound half (DESIGN.md "Actors and the flow of a change"):
+The outbound half (``docs/design.md``, the flow of a change):
 
 - :class:`InformerRouter` — where informer events enter; parses and hands them on.
 - :class:`ServiceDirectory`, :class:`GrantsDirectory` — publish ``service:`` and ``grants:``
@@ -23,9 +23,7 @@ from interlock.actors.service_port_watch import (
     ServicePortWatch,
     ServicePortWatches,
     WatchEntry,
-    WatchTarget,
 )
-from interlock.actors.slot import LatestValueSlot, SlotClosed
 from interlock.actors.status_writer import (
     StatusSink,
     StatusWriter,
@@ -36,16 +34,13 @@ from interlock.actors.status_writer import (
 __all__ = [
     "GrantsDirectory",
     "InformerRouter",
-    "LatestValueSlot",
     "RouteActor",
     "ServiceDirectory",
     "ServicePortWatch",
     "ServicePortWatches",
-    "SlotClosed",
     "StatusSink",
     "StatusWriter",
     "StatusWriterStatistics",
     "TransientStatusError",
     "WatchEntry",
-    "WatchTarget",
 ]

@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 from interlock.model.gateway import HTTPRoute, ReferenceGrant
 from interlock.model.meta import InvalidObject, ObjectKey
-from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import Service
 
 ROUTE_GROUP = "gateway.networking.k8s.io"
@@ -229,18 +228,3 @@ class RetryStatusWrites:
     @property
     def coalesce_key(self) -> str:
         return "retry"
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyUpdate:
-    """A policy as pushed to a watch's subscribers: the model object and its JSON body.
-
-    The body is serialized once per change and shared by every reader of that policy.
-    """
-
-    policy: OutboundPolicy
-    body: bytes
-
-    def trace_summary(self) -> str:
-        p = self.policy
-        return f"PolicyUpdate {p.namespace}/{p.service}:{p.port} routes={len(p.routes)}"

@@ -21,39 +21,16 @@ from dataclasses import dataclass, field
 
 from interlock.actors.messages import (
     SERVICE_KEY,
-    PolicyUpdate,
     parent_topic,
     service_topic,
     watch_address,
 )
-from interlock.actors.slot import LatestValueSlot
-from interlock.mailbox import Actor, ActorSystem, Published, Timer, Unpublished
+from interlock.mailbox import Actor, ActorSystem, LatestValueSlot, Published, Timer, Unpublished
 from interlock.model.outbound import OutboundPolicy, ResolvedRoute, build_outbound_policy
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.service import Service
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-@dataclass(frozen=True, slots=True)
-class WatchTarget:
-    """A Service port as seen from a client namespace."""
-
-    namespace: str
-    service: str
-    port: int
-    client_namespace: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.service}:{self.port} (client {self.client_namespace})"
-
-    @property
-    def address(self) -> str:
-        return watch_address(
-            namespace=self.namespace,
-            service=self.service,
-            port=self.port,
-            client_namespace=self.client_namespace,
-        )
 
 
 @dataclass(eq=False, slots=True)
@@ -72,6 +49,16 @@ class WatchEntry:
 @dataclass(frozen=True, slots=True)
 class GraceExpired:
     """The grace period after a watch's last reader left is over (a timer's message)."""
+
+
+def target_address(target: WatchTarget) -> str:
+    """The address of the :class:`ServicePortWatch` of ``target``."""
+    return watch_address(
+        namespace=target.namespace,
+        service=target.service,
+        port=target.port,
+        client_namespace=target.client_namespace,
+    )
 
 
 class ServicePortWatch(Actor):
@@ -174,9 +161,11 @@ class ServicePortWatches:
         entry.slots.add(slot)
         if entry.latest is not None:
             slot.put(entry.latest)
-        if not self._system.exists(target.address):
+        if not self._system.exists(target_address(target)):
             # Its started() builds the policy and puts it into every slot of the entry.
-            self._system.spawn(target.address, lambda: ServicePortWatch(entry, expire=self._expire))
+            self._system.spawn(
+                target_address(target), lambda: ServicePortWatch(entry, expire=self._expire)
+            )
         return slot
 
     def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None:
@@ -185,11 +174,11 @@ class ServicePortWatches:
             return
         entry.slots.discard(slot)
         if not entry.slots and entry.stop_timer is None and not self._closed:
-            if not self._system.exists(target.address):
+            if not self._system.exists(target_address(target)):
                 self._expire(entry)  # its actor is gone (restart intensity): nothing to wait for
                 return
             entry.stop_timer = self._system.tell_after(
-                self._grace, target.address, GraceExpired(), key=GraceExpired
+                self._grace, target_address(target), GraceExpired(), key=GraceExpired
             )
 
     def _expire(self, entry: WatchEntry) -> None:
@@ -197,7 +186,7 @@ class ServicePortWatches:
         if entry.slots or self._entries.get(entry.target) is not entry:
             return
         del self._entries[entry.target]
-        self._system.stop(entry.target.address)
+        self._system.stop(target_address(entry.target))
 
     def close(self) -> None:
         """End every reader's stream and cancel pending stops (the controller is stopping)."""

@@ -29,13 +29,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.process_collector import ProcessCollector
 
-from interlock.actors.edge import RECONCILE_OUTCOMES, EdgeBoard
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
 from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
 from interlock.kube.status import StatusPatcher, StatusPatcherStatistics
 from interlock.mailbox import ActorSystem, KindStatistics, SystemStatistics
 from interlock.mailbox.statistics import HANDLING_BUCKETS
+from interlock.model.edge_board import RECONCILE_OUTCOMES, EdgeBoard
 
 PREFIX = "interlock"
 

@@ -19,10 +19,9 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from interlock.actors.messages import PolicyUpdate
-from interlock.actors.service_port_watch import WatchTarget
-from interlock.actors.slot import LatestValueSlot, SlotClosed
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
+from interlock.mailbox.slot import LatestValueSlot, SlotClosed
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 # RFC 1123 labels, as Kubernetes requires for namespace and Service names.
 # Used with fullmatch: "$" alone also matches before a final newline ("default\n").

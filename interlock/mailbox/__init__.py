@@ -51,6 +51,7 @@ from interlock.mailbox.errors import (
     SystemShuttingDown,
 )
 from interlock.mailbox.messages import Published, Unpublished
+from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.mailbox.statistics import ActorStatistics, KindStatistics, SystemStatistics
 from interlock.mailbox.summary import summarize
 from interlock.mailbox.system import ActorSystem
@@ -71,12 +72,14 @@ __all__ = [
     "BackoffPolicy",
     "Envelope",
     "KindStatistics",
+    "LatestValueSlot",
     "MailboxConfig",
     "MailboxError",
     "MailboxFull",
     "Overflow",
     "Published",
     "Record",
+    "SlotClosed",
     "SupervisionPolicy",
     "SystemShuttingDown",
     "SystemStatistics",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from interlock.model.meta import ObjectKey
 from interlock.model.service import Service
@@ -97,3 +98,24 @@ def host_entry(host: str) -> dict[str, Any] | None:
     except ValueError:
         return {"hostname": host}
     return None if ip.is_unspecified else {"ip": str(ip)}
+
+
+def edge_load_balancer_status(
+    host: str, port: int, *, tls_port: int | None = None
+) -> LoadBalancerStatus | None:
+    """``status.loadBalancer`` naming where this process's edge listens (an IP, or else a host
+    name), with its HTTP port and, when it serves HTTPS, that port too; ``None`` (nothing
+    written) for a wildcard listen address, which names no address a client can reach."""
+    return listen_address_status(host, ports=[port] if tls_port is None else [port, tls_port])
+
+
+def remote_load_balancer_status(admin_url: str) -> LoadBalancerStatus | None:
+    """``status.loadBalancer`` for a data plane in another process: the host of its admin URL,
+    without ports.
+
+    The admin API does not say where that process serves traffic, so this is a fallback: the
+    only address the controller knows. ``interlock edge`` serves traffic and its admin API from
+    the same host (one Pod), which makes the host right; the ports are left out rather than
+    guessed. In a cluster, ``--publish-service`` is the better source.
+    """
+    return listen_address_status(urlsplit(admin_url).hostname or "", ports=())

@@ -20,10 +20,11 @@ from interlock.actors.messages import (
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
-from interlock.actors.service_port_watch import ServicePortWatches, WatchTarget
-from interlock.actors.slot import LatestValueSlot
+from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.mailbox import ActorSystem
+from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import RecordingActor, wait_idle
+from interlock.model.policy_watch import WatchTarget
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tls_certs import self_signed
 
-from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
+from interlock.actors.edge import EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import (
     SECRET_KEY,
     HostPart,
@@ -34,6 +34,7 @@ from interlock.mailbox.testing import (
     wait_until,
 )
 from interlock.model.edge import ingress_host_routes
+from interlock.model.edge_board import EdgeBoard
 from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set, parse_secret

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interlock.actors.edge import EdgeActor, EdgeBoard, EdgeSettings
+from interlock.actors.edge import EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import HostPart, edge_address, host_topic
 from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.faults import FaultyEdge
@@ -17,6 +17,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualSleep, RecordingActor, wait_idle
 from interlock.model.edge import edge_from_parts, ingress_host_routes
+from interlock.model.edge_board import EdgeBoard
 from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import parse_module_set

@@ -17,6 +17,7 @@ from interlock.actors.messages import (
 )
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
+from interlock.actors.service_port_watch import target_address
 from interlock.mailbox import Published, Unpublished
 from interlock.mailbox.testing import wait_until
 
@@ -174,10 +175,10 @@ async def test_a_watch_stops_after_its_last_reader_and_the_grace_period(outbound
     target, first = outbound.watch("web")
     _, second = outbound.watch("web")
     await outbound.settle()
-    assert outbound.system.exists(target.address)
+    assert outbound.system.exists(target_address(target))
     outbound.watches.close_watch(target, first)
     outbound.watches.close_watch(target, second)
-    await wait_until(lambda: not outbound.system.exists(target.address))
+    await wait_until(lambda: not outbound.system.exists(target_address(target)))
     assert outbound.watches.targets() == []
     # A new reader gets a fresh watch with the current policy.
     _, third = outbound.watch("web")
@@ -194,7 +195,7 @@ async def test_a_reader_returning_within_the_grace_period_keeps_the_watch(outbou
     # The policy is there at once, without a round trip through the actor.
     assert again.version == 1
     await outbound.settle()
-    assert outbound.system.exists(target.address)
+    assert outbound.system.exists(target_address(target))
 
 
 async def test_unchanged_inputs_push_nothing(outbound: Outbound):
@@ -300,12 +301,12 @@ async def test_a_restarted_route_actor_republishes_nothing_unchanged(outbound: O
     outbound.apply(svc("api"))
     await outbound.settle()
     assert backends_of(latest_policy(slot)) == [("api", True, None)]
-    watch_before = system.actor_statistics(target.address).processed
+    watch_before = system.actor_statistics(target_address(target)).processed
     CrashOnServiceChange.crashed = False
     # A change of api that leaves the route's output as it is (port 80 is still there).
     outbound.apply(svc("api", ports=(80, 81)))
     await wait_until(lambda: system.statistics().restarts == 1)
     await outbound.settle()
     # The fresh instance knew what its predecessor had published and stayed silent.
-    assert system.actor_statistics(target.address).processed == watch_before
+    assert system.actor_statistics(target_address(target)).processed == watch_before
     assert backends_of(latest_policy(slot)) == [("api", True, None)]

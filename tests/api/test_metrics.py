@@ -14,13 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.actors.edge import (
-    RECONCILE_OUTCOMES,
-    EdgeActor,
-    EdgeBoard,
-    EdgeSettings,
-    RouteState,
-)
+from interlock.actors.edge import EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import HostPart, edge_address, host_topic
 from interlock.actors.messages import STATUS_WRITER
 from interlock.api.admin import AdminApp
@@ -48,6 +42,7 @@ from interlock.mailbox.testing import (
     wait_until,
 )
 from interlock.model.edge import ingress_host_routes
+from interlock.model.edge_board import RECONCILE_OUTCOMES, EdgeBoard, RouteState
 from interlock.model.ingress import parse_ingress
 from interlock.model.moduleset import parse_module_set
 from interlock.model.service import parse_service

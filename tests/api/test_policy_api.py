@@ -10,13 +10,12 @@ import aiohttp
 import pytest
 from jsonschema import Draft202012Validator
 
-from interlock.actors.messages import PolicyUpdate
-from interlock.actors.service_port_watch import WatchTarget
-from interlock.actors.slot import LatestValueSlot
 from interlock.api.policy import PolicySource, build_policy_app
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address
+from interlock.mailbox.slot import LatestValueSlot
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 
 class ControlledSource(PolicySource):

@@ -29,10 +29,11 @@ from interlock.config import Address, ControllerConfig
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
 from interlock.edge.upstreams import StaticUpstreams
-from interlock.edge_wiring import EdgeHalf, remote_load_balancer_status
+from interlock.edge_wiring import EdgeHalf
 from interlock.kube.resources import EVENT, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.model.load_balancer import remote_load_balancer_status
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {r.kind: r for r in (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)}

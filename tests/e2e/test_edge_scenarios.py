@@ -31,7 +31,6 @@ from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
 
-from interlock.actors.edge import RouteState
 from interlock.app import Controller
 from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import (
@@ -48,6 +47,7 @@ from interlock.kube.resources import (
 from interlock.kube.transport import KubeApiError, request_json
 from interlock.mailbox import BackoffPolicy
 from interlock.mailbox.testing import capture_trace
+from interlock.model.edge_board import RouteState
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {

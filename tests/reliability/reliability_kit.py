@@ -39,8 +39,7 @@ from interlock.actors.ingress import IngressActor
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
-from interlock.actors.service_port_watch import ServicePortWatch, WatchTarget
-from interlock.actors.slot import LatestValueSlot
+from interlock.actors.service_port_watch import ServicePortWatch
 from interlock.actors.status_writer import StatusWriter
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
@@ -49,6 +48,7 @@ from interlock.edge.modules import compile_modules
 from interlock.edge.provider import BackendTarget
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import Actor, BackoffPolicy
+from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.edge import EdgesResult, desired_edges
 from interlock.model.gateway import HTTPRoute, parse_http_route, parse_reference_grant
 from interlock.model.ingress import parse_ingress, parse_ingress_class
@@ -60,6 +60,7 @@ from interlock.model.moduleset import (
     validate_modules,
 )
 from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.policy_watch import WatchTarget
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
 

@@ -30,9 +30,9 @@ from loguru import logger
 from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
-from interlock.actors.service_port_watch import WatchTarget
 from interlock.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
+from interlock.model.policy_watch import WatchTarget
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -23,12 +23,12 @@ from interlock.actors.edge_messages import (
     status_key,
 )
 from interlock.actors.messages import LeadershipChanged
-from interlock.actors.service_port_watch import WatchTarget
 from interlock.actors.status_writer import StatusWriter
 from interlock.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
+from interlock.model.policy_watch import WatchTarget
 
 
 def _ingress(host: str) -> dict[str, Any]:

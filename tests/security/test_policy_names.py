@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from interlock.actors.service_port_watch import WatchTarget
 from interlock.api.policy import build_policy_app
 from interlock.api.serving import serve
 from interlock.config import Address
+from interlock.model.policy_watch import WatchTarget
 
 from .conftest import send_raw
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from interlock.actors.slot import LatestValueSlot, SlotClosed
+from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 
 
 async def test_reader_gets_only_the_newest_of_a_burst():
