@@ -20,15 +20,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from interlock import __version__
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
 from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
@@ -313,9 +316,20 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
 
 def metrics_registry(sources: MetricsSources, *, process: bool = True) -> CollectorRegistry:
     """A registry of its own (several controllers may share a process in tests) holding the
-    controller's collector and, with ``process``, the standard ``process_*`` metrics."""
+    controller's collector, ``interlock_build_info{version}``, ``python_info`` and
+    ``python_gc_*`` (what operators' dashboards look for beside any Python service) and, with
+    ``process``, the standard ``process_*`` metrics."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ControllerCollector(sources))
+    build = Gauge(
+        "interlock_build_info",
+        "Always 1; the version of interlock serving these metrics is its label.",
+        ["version"],
+        registry=registry,
+    )
+    build.labels(version=__version__).set(1)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     if process:
         ProcessCollector(registry=registry)
     return registry

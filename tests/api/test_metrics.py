@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from interlock import __version__
 from interlock.actors.edge import EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import HostPart, edge_address, host_topic
 from interlock.actors.messages import STATUS_WRITER
@@ -142,10 +143,15 @@ async def test_metrics_parse_and_counters_move_when_messages_flow() -> None:
             "interlock_kube_events",
             "interlock_message_handling_seconds",
             "process_resident_memory_bytes",
+            # What dashboards for any Python service look for, and the version serving.
+            "interlock_build_info",
+            "python_info",
+            "python_gc_collections",
         } <= families
         route = (("kind", "route"),)
         assert before[("interlock_actors", route)] == 2
         assert before[("interlock_leader", ())] == 0
+        assert before[("interlock_build_info", (("version", __version__),))] == 1
 
         for _ in range(5):
             system.tell("route/default/web", 1)
@@ -199,7 +205,8 @@ async def test_groups_without_a_source_are_left_out() -> None:
         _, _, families = await _scrape(site.url)
     finally:
         await site.stop()
-    assert not {name for name in families if name.startswith("interlock_")}
+    # The build info is the one family that needs no source.
+    assert {name for name in families if name.startswith("interlock_")} == {"interlock_build_info"}
 
 
 async def test_a_running_controller_exports_informer_and_actor_counters() -> None:
