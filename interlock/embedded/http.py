@@ -49,6 +49,15 @@ def _no_such_path(path: str) -> ApiError:
     return ApiError(404, f"the server could not find the requested resource ({path})", details={})
 
 
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise bad_request(f'strict decoding error: json: duplicate field "{key}"')
+        seen[key] = value
+    return seen
+
+
 def _unsupported_option(kind: str, field: str, value: Any, supported: tuple[str, ...]) -> ApiError:
     """422 for a request option out of its set, shaped as kube-apiserver's (meta.k8s.io)."""
     listed = ", ".join(f'"{v}"' for v in supported)
@@ -352,7 +361,7 @@ class ApiHandler:
                     )
                 return self._list(parsed, query, accept)
             if method == "POST":
-                body = await self._body(request)
+                body = await self._body(request, strict=field_validation == "Strict")
                 stored = self._store.create_object(
                     parsed.rtype,
                     version=parsed.version,
@@ -374,7 +383,7 @@ class ApiHandler:
             stored = self._store.read(parsed.rtype, namespace=parsed.namespace, name=parsed.name)
             return self._object_response(parsed, stored, accept)
         if method == "PUT":
-            body = await self._body(request)
+            body = await self._body(request, strict=field_validation == "Strict")
             stored = self._store.update_object(
                 parsed.rtype,
                 version=parsed.version,
@@ -445,7 +454,10 @@ class ApiHandler:
             return self._object_response(parsed, stored, accept)
         raise ApiError(405, f"{method} is not supported")
 
-    async def _body(self, request: web.Request, *, allow_empty: bool = False) -> Any:
+    async def _body(
+        self, request: web.Request, *, allow_empty: bool = False, strict: bool = False
+    ) -> Any:
+        """The decoded body; ``strict`` (fieldValidation=Strict): a duplicate field is a 400."""
         raw = await request.read()
         if not raw.strip():
             if allow_empty:
@@ -457,6 +469,8 @@ class ApiHandler:
         try:
             if "yaml" in content_type:
                 return yaml.safe_load(raw)
+            if strict:
+                return json.loads(raw, object_pairs_hook=_no_duplicate_fields)
             return json.loads(raw)
         except (ValueError, yaml.YAMLError) as error:
             raise bad_request(f"the request body is not valid JSON: {error}") from None

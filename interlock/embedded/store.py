@@ -70,6 +70,13 @@ class ListPage:
     """How many more items match, when there is a next page."""
 
 
+class UnknownFieldsError(ApiError):
+    """400: fields the schema does not know, under ``fieldValidation=Strict``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, message)
+
+
 _WITHOUT_GENERATION = frozenset(
     {
         ("", "services"),
@@ -352,15 +359,27 @@ class ObjectStore:
             raise bad_request("a patch may not change metadata.name or metadata.namespace")
         if str(metadata.get("resourceVersion") or current.rv) != str(current.rv):
             raise stale_resource_version(rtype, name)
-        return self._write_update(
-            rtype,
-            current,
-            obj,
-            subresource=subresource,
-            dry_run=dry_run,
-            field_validation=field_validation,
-            warnings=warnings,
-        )
+        try:
+            return self._write_update(
+                rtype,
+                current,
+                obj,
+                subresource=subresource,
+                dry_run=dry_run,
+                field_validation=field_validation,
+                warnings=warnings,
+            )
+        except UnknownFieldsError as error:
+            # kube-apiserver reports a patch that adds unknown fields as an invalid "patch".
+            raise ApiError(
+                422,
+                f'{rtype.kind} "{name}" is invalid: patch: Invalid value: "...": {error.message}',
+                details={
+                    "causes": [
+                        {"reason": "FieldValueInvalid", "message": error.message, "field": "patch"}
+                    ]
+                },
+            ) from None
 
     def delete_object(
         self,
@@ -612,7 +631,7 @@ class ObjectStore:
             unknown = prune_unknown_fields(schema, obj)
             if unknown and field_validation == "Strict":
                 version = rtype.storage_version
-                raise bad_request(
+                raise UnknownFieldsError(
                     f'{rtype.kind} in version "{version}" cannot be handled as a {rtype.kind}: '
                     f"strict decoding error: "
                     + ", ".join(f'unknown field "{field}"' for field in unknown)
