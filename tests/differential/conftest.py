@@ -7,8 +7,9 @@ API v1.6.1 standard CRDs (``INTERLOCK_GATEWAY_API_DIR`` overrides where they are
 ``manifests/crds/``.
 
 When the binaries are missing the corpus cannot run: it fails (with the build command) in the
-real lane (``INTERLOCK_TEST_CLUSTER=real``) or when ``INTERLOCK_DIFFERENTIAL=1`` asks for it, and
-is skipped otherwise. ``INTERLOCK_DIFFERENTIAL=0`` skips it even when the binaries are there.
+real lane (``INTERLOCK_TEST_CLUSTER=real``), in CI (``INTERLOCK_REQUIRE_BINARIES=1``) or when
+``INTERLOCK_DIFFERENTIAL=1`` asks for it, and is skipped otherwise. ``INTERLOCK_DIFFERENTIAL=0``
+skips it even when the binaries are there.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _required() -> bool:
     return (
         os.environ.get("INTERLOCK_TEST_CLUSTER") == "real"
         or os.environ.get("INTERLOCK_DIFFERENTIAL") == "1"
+        or os.environ.get("INTERLOCK_REQUIRE_BINARIES") == "1"  # CI sets it
     )
 
 
