@@ -66,6 +66,7 @@ from interlock.kube.resources import (
     Resource,
 )
 from interlock.kube.transport import KubeApiError, request_json
+from interlock.mailbox.testing import eventually as _eventually
 
 LANE = os.environ.get("INTERLOCK_TEST_CLUSTER", "embedded")
 if LANE not in ("embedded", "real"):
@@ -160,17 +161,7 @@ def _object_path(obj: dict[str, Any], *, status: bool = False) -> str:
 async def eventually_true(
     condition: Callable[[], Any], *, within: float, message: str, interval: float = 0.05
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = condition()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{message} not met within {within} s")
-        await asyncio.sleep(interval)
+    await _eventually(condition, within=within, message=message, interval=interval)
 
 
 # --- faults --------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ one name per concept. Every message says how it is traced (``trace_summary``, ne
 value) and, when it carries state, how it coalesces (``coalesce_key``: a newer message with the
 same key replaces a queued one, so a burst of changes costs one handling of the latest state).
 
-Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
+Topics (retained values, see ``docs/design.md``, the flow of a change):
 
 - ``ingress:<ns>/<name>``, key ``ingress``: the parsed :class:`Ingress` as the informer last
   saw it; its IngressActor subscribes, so a restarted actor gets its Ingress back.

@@ -5,7 +5,7 @@ message states how it is traced (``trace_summary``) and coalesced (``coalesce_ke
 message with the same key replaces a queued one in the mailbox — latest state wins, so a burst
 of changes to one object costs its receiver one handling).
 
-Topics (retained values, see DESIGN.md "Actors and the flow of a change"):
+Topics (retained values, see ``docs/design.md``, the flow of a change):
 
 - ``service:<ns>/<name>``, key ``service``: the :class:`~interlock.model.service.Service`,
   published by the ServiceDirectory only when something routes depend on changed.

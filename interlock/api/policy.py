@@ -1,12 +1,13 @@
-"""The outbound policy API: the HTTP contract of DESIGN.md "Contracts", nothing more.
+"""The outbound policy API: the HTTP contract of ``docs/policy-api.md``, nothing more.
 
 ``GET /v1/outbound/{namespace}/{service}/{port}?clientNamespace=NS`` answers the current policy
 of a Service port as seen from a client namespace; ``&watch=true`` streams newline-delimited
-JSON, the current policy first and then one line per change; ``GET /v1/schema/outbound-policy.json``
-answers the JSON Schema every policy satisfies. This module only speaks HTTP: the
-policies come from a :class:`PolicySource` (the service-port watch registry in ``app.py``), one
-latest-value slot per request, so a slow reader coalesces to the newest policy and never holds
-up the actor that computes it. See ``docs/policy-api.md``.
+JSON, the current policy first and then one line per change;
+``GET /v1/schema/outbound-policy.json`` answers the JSON Schema every policy satisfies. This
+module only speaks HTTP: the policies come from a :class:`PolicySource` (the service-port watch
+registry, ``interlock.actors.service_port_watch.ServicePortWatches``), one latest-value slot per
+request, so a slow reader coalesces to the newest policy and never holds up the actor that
+computes it. See ``docs/policy-api.md``.
 """
 
 from __future__ import annotations

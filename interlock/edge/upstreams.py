@@ -2,8 +2,9 @@
 
 The data plane knows a route's backend only as a Service port. Which pods serve it depends on
 the outbound policy of that port (weighted splits, a missing backend Service) and on its ready
-endpoints — controller state the data plane must not own. The controller (``app.py``) implements
-this protocol from its ServicePortWatch subscriptions and EndpointSlices; this module ships the
+endpoints — controller state the data plane must not own. The controller implements
+this protocol from its ServicePortWatch subscriptions and EndpointSlices
+(``interlock.edge_upstreams.ControllerUpstreams``); this module ships the
 two resolvers that need no controller:
 
 * :class:`StaticUpstreams` — a table, for tests, benchmarks and demos;

@@ -64,19 +64,47 @@ def capture_trace(system: ActorSystem | None = None) -> Iterator[CapturedTrace]:
         system.set_tracer(previous)
 
 
+async def eventually(
+    condition: Callable[[], Any],
+    *,
+    within: float = 5.0,
+    message: str | Callable[[], str] = "condition",
+    interval: float = 0.01,
+) -> Any:
+    """Poll ``condition`` (sync or async) until it returns something truthy, and return that.
+
+    An ``AssertionError`` raised by the condition counts as "not yet" (so a condition may be a
+    block of asserts). After ``within`` seconds, raise ``AssertionError`` naming ``message``
+    (a string, or a callable for a message built at that moment) — or re-raise the condition's
+    own ``AssertionError``. The one polling helper of the test suite: every module that needs
+    to wait for a condition uses this one.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            result = condition()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return result
+        except AssertionError:
+            if loop.time() >= deadline:
+                raise
+        if loop.time() >= deadline:
+            text = message() if callable(message) else message
+            raise AssertionError(f"{text} not met within {within:g} s")
+        await asyncio.sleep(interval)
+
+
 async def wait_until(
     condition: Callable[[], bool],
     *,
     timeout: float = 5.0,  # noqa: ASYNC109 - polling needs its deadline for the message
     interval: float = 0.001,
 ) -> None:
-    """Poll ``condition`` until it holds; raise ``AssertionError`` after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() >= deadline:
-            raise AssertionError(f"condition not met within {timeout:g} s")
-        await asyncio.sleep(interval)
+    """:func:`eventually` with the runtime tests' defaults (a short interval)."""
+    await eventually(condition, within=timeout, interval=interval)
 
 
 async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109

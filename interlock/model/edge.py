@@ -1,7 +1,8 @@
 """Desired edges: what every host our Ingresses expose should serve, computed from the inputs.
 
-This is the rule book of the edge half (DESIGN.md "Edges"); the actors only feed it and pass its
-results on. It is built from per-Ingress pieces so that the two ways of using it cannot disagree:
+This is the rule book of the edge half (``docs/design.md``); the actors only feed it and pass
+its results on. It is built from per-Ingress pieces so that the two ways of using it cannot
+disagree:
 
 * an IngressActor calls :func:`ingress_host_routes` for its own Ingress (with the ModuleSets,
   Secrets and Services it subscribed to, found through :func:`ingress_dependencies`) and

@@ -20,7 +20,7 @@ Functions, in the order data flows through them:
 - :func:`resolve_route` / :func:`resolve_route_by_parent`: an HTTPRoute plus Services and
   grants → :class:`ResolvedRoute` (per parent: producer and consumer routes differ on grants).
 - :func:`build_outbound_policy`: resolved routes → the :class:`OutboundPolicy` of one Service
-  port as seen from one client namespace (the JSON contract of DESIGN.md).
+  port as seen from one client namespace (the JSON contract of ``docs/policy-api.md``).
 - :func:`select_route` and :func:`pick_backend`: how a data plane applies a policy to a request.
 """
 
@@ -268,7 +268,7 @@ class OutboundPolicy:
     failure_accrual: FailureAccrual | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The policy in the wire shape of DESIGN.md "Contracts" (camelCase keys)."""
+        """The policy in the wire shape of ``docs/policy-api.md`` (camelCase keys)."""
         return {
             "namespace": self.namespace,
             "service": self.service,

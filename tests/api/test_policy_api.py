@@ -15,6 +15,7 @@ from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address
 from interlock.mailbox.slot import LatestValueSlot
+from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 
@@ -71,10 +72,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 async def wait_for(condition: object, *, within: float = 5.0) -> None:
     assert callable(condition)
-    deadline = asyncio.get_running_loop().time() + within
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+    await _eventually(condition, within=within)
 
 
 async def test_get_returns_the_current_policy(site, source, http):

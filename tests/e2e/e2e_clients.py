@@ -13,6 +13,7 @@ from lanes import LEASE_NAMESPACE, TestCluster
 
 from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.mailbox.testing import eventually as _eventually
 
 Cluster = TestCluster
 """What e2e tests write with: the lane's :class:`~lanes.TestCluster` (admin identity)."""
@@ -27,17 +28,7 @@ async def eventually(
     message: str = "condition",
 ) -> None:
     """Poll ``condition`` (sync or async) with short sleeps until it holds or ``within`` passes."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = condition()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{message} not met within {within} s")
-        await asyncio.sleep(0.02)
+    await _eventually(condition, within=within, message=message, interval=0.02)
 
 
 class PolicyWatch:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from interlock.mailbox.testing import eventually as _eventually
 
 T = TypeVar("T")
 
@@ -99,18 +100,5 @@ async def eventually(
     check: Callable[[], Awaitable[T] | T], *, within: float = 10.0, interval: float = 0.02
 ) -> T:
     """Poll ``check`` until it returns a truthy value (or stops raising AssertionError)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        try:
-            result = check()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return result  # type: ignore[return-value]
-        except AssertionError:
-            if loop.time() >= deadline:
-                raise
-        if loop.time() >= deadline:
-            raise AssertionError(f"condition not met within {within}s")
-        await asyncio.sleep(interval)
+    result: T = await _eventually(check, within=within, interval=interval)
+    return result

@@ -9,7 +9,6 @@ own identity.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from interlock.kube.client import make_api_client
 from interlock.kube.informer import Deleted, InformerEvent, Upserted
 from interlock.kube.resources import Resource
 from interlock.kube.transport import KubeApiError, request_json
+from interlock.mailbox.testing import eventually as _eventually
 
 
 @pytest.fixture
@@ -48,24 +48,14 @@ async def wait_for(
     condition: Callable[[], bool], *, within: float = 10.0, what: str = "condition"
 ) -> None:
     """Poll ``condition`` with short sleeps until it holds; fail after ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    await _eventually(condition, within=within, message=what)
 
 
 async def until(
     condition: Callable[[], Awaitable[bool]], *, within: float = 10.0, what: str = "condition"
 ) -> None:
     """Like :func:`wait_for` for an async condition."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+    await _eventually(condition, within=within, message=what, interval=0.02)
 
 
 def service(namespace: str, name: str, port: int = 80) -> dict[str, Any]:

@@ -19,7 +19,6 @@ bug in the model that every replica repeats.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -49,6 +48,7 @@ from interlock.edge.provider import BackendTarget
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import Actor, BackoffPolicy
 from interlock.mailbox.slot import LatestValueSlot
+from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.edge import EdgesResult, desired_edges
 from interlock.model.gateway import HTTPRoute, parse_http_route, parse_reference_grant
 from interlock.model.ingress import parse_ingress, parse_ingress_class
@@ -124,18 +124,7 @@ async def eventually(
     message: str | Callable[[], str],
 ) -> None:
     """Poll ``condition`` with short sleeps until it holds; fail naming what was awaited."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        result = condition()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            text = message() if callable(message) else message
-            raise AssertionError(f"not within {within} s: {text}")
-        await asyncio.sleep(0.02)
+    await _eventually(condition, within=within, message=message, interval=0.02)
 
 
 # --- crashing a live actor's handler ------------------------------------------------------------

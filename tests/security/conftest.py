@@ -40,6 +40,7 @@ from interlock.edge.provider import BackendTarget
 from interlock.edge.proxy import ProxyTimeouts
 from interlock.edge.server import EdgeServer
 from interlock.edge.upstreams import StaticUpstreams
+from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.moduleset import IpRestrictionModule, Modules
 
 HOST = "app.example.com"
@@ -248,12 +249,7 @@ def json_body(answer: Answer) -> Any:
 
 async def wait_until(condition: Any, *, deadline: float = 60.0, what: str = "") -> None:
     """Poll ``condition()`` until it is true; fail after a generous ``deadline``."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while not condition():
-        if loop.time() > end:
-            raise AssertionError(f"not reached within {deadline:g} s: {what}")
-        await asyncio.sleep(0.05)
+    await _eventually(condition, within=deadline, message=what or "condition", interval=0.05)
 
 
 @dataclass
