@@ -34,7 +34,7 @@ from interlock.actors.messages import (
     ObjectChanged,
 )
 from interlock.actors.route import RouteActor, RouteOutputs
-from interlock.actors.router import InformerRouter
+from interlock.actors.router import InformerRouter, RouteFactory
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
@@ -51,6 +51,7 @@ from interlock.kube.events import EventRecorder
 from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, resource_version
 from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
+    GRPC_ROUTE,
     HTTP_ROUTE_VERSIONS,
     INGRESS,
     MODULE_SET,
@@ -96,6 +97,7 @@ class KubeStatusSink:
         self._recorder = recorder
         self._resources: Mapping[StatusKind, Resource] = {
             "HTTPRoute": route_resource,
+            "GRPCRoute": GRPC_ROUTE,
             "Ingress": INGRESS,
             "ModuleSet": MODULE_SET,
         }
@@ -217,6 +219,7 @@ class Controller:
         )
         self.http_route_resource = await self._discover(HTTP_ROUTE_VERSIONS)
         grant_resource = await self._discover(REFERENCE_GRANT_VERSIONS)
+        grpc_route_resource = await self._discover((GRPC_ROUTE,))
         self._spawn_actors()
         edge_resources: list[Resource] = []
         if self.edge is not None:
@@ -225,12 +228,19 @@ class Controller:
         self.informers = InformerSet(
             [
                 self._informer(resource)
-                for resource in (SERVICE, self.http_route_resource, grant_resource, *edge_resources)
+                for resource in (
+                    SERVICE,
+                    self.http_route_resource,
+                    grpc_route_resource,
+                    grant_resource,
+                    *edge_resources,
+                )
                 if resource is not None
             ]
         )
         for kind, resource in (
             ("HTTPRoute", self.http_route_resource),
+            ("GRPCRoute", grpc_route_resource),
             ("ReferenceGrant", grant_resource),
         ):
             if resource is None:
@@ -338,14 +348,18 @@ class Controller:
             self.status_writer = writer
             return writer
 
-        def route_actor(namespace: str, name: str, outputs: RouteOutputs) -> RouteActor:
-            return RouteActor(
-                namespace=namespace,
-                name=name,
-                controller_name=config.controller_name,
-                now=self._now,
-                outputs=outputs,
-            )
+        def route_factory(kind: str) -> RouteFactory:
+            def route_actor(namespace: str, name: str, outputs: RouteOutputs) -> RouteActor:
+                return RouteActor(
+                    namespace=namespace,
+                    name=name,
+                    controller_name=config.controller_name,
+                    now=self._now,
+                    outputs=outputs,
+                    kind=kind,
+                )
+
+            return route_actor
 
         self.system.spawn(STATUS_WRITER, status_writer)
         # Fed by tell with informer events: durable, resynchronized from the informers.
@@ -355,7 +369,11 @@ class Controller:
         extra = None if self.edge is None else self.edge.router_handlers()
         self.system.spawn(
             INFORMER_ROUTER,
-            lambda: InformerRouter(route_factory=route_actor, extra=extra),
+            lambda: InformerRouter(
+                route_factory=route_factory("HTTPRoute"),
+                grpc_route_factory=route_factory("GRPCRoute"),
+                extra=extra,
+            ),
             mailbox=mailbox,
         )
 

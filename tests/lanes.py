@@ -54,6 +54,7 @@ from interlock.kube.client import make_api_client
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
     EVENT,
+    GRPC_ROUTE,
     HTTP_ROUTE,
     INGRESS,
     INGRESS_CLASS,
@@ -112,6 +113,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         ENDPOINT_SLICE,
         HTTP_ROUTE,
         HTTP_ROUTE_V1BETA1,
+        GRPC_ROUTE,
         REFERENCE_GRANT,
         REFERENCE_GRANT_V1BETA1,
         INGRESS,
@@ -129,6 +131,7 @@ SWEPT = (
     EVENT,
     ENDPOINT_SLICE,
     HTTP_ROUTE,
+    GRPC_ROUTE,
     REFERENCE_GRANT,
     INGRESS,
     INGRESS_CLASS,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from interlock.model.gateway import HTTPRoute, ReferenceGrant
+from interlock.model.grpc_route import GRPCRoute
 from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.service import Service
 
@@ -57,13 +58,23 @@ def httproute_topic(namespace: str, name: str) -> str:
     return f"httproute:{namespace}/{name}"
 
 
-def route_identity(namespace: str, name: str, *, group: str = ROUTE_GROUP) -> str:
-    """One identity per route whatever its served version: ``<group>/<ns>/<name>``."""
-    return f"{group}/{namespace}/{name}"
+def route_topic(kind: str, namespace: str, name: str) -> str:
+    """Where the router publishes a route of ``kind`` (``httproute:``, ``grpcroute:``)."""
+    return f"{kind.lower()}:{namespace}/{name}"
 
 
-def route_address(namespace: str, name: str) -> str:
-    return f"route/{route_identity(namespace, name)}"
+def route_identity(
+    namespace: str, name: str, *, group: str = ROUTE_GROUP, kind: str = "HTTPRoute"
+) -> str:
+    """One identity per route whatever its served version: ``<group>/<ns>/<name>`` for an
+    HTTPRoute, ``<group>/<Kind>/<ns>/<name>`` for other kinds (a GRPCRoute may share a name)."""
+    if kind == "HTTPRoute":
+        return f"{group}/{namespace}/{name}"
+    return f"{group}/{kind}/{namespace}/{name}"
+
+
+def route_address(namespace: str, name: str, *, kind: str = "HTTPRoute") -> str:
+    return f"route/{route_identity(namespace, name, kind=kind)}"
 
 
 def watch_address(*, namespace: str, service: str, port: int, client_namespace: str) -> str:
@@ -160,13 +171,14 @@ class GrantDeleted:
 
 @dataclass(frozen=True, slots=True)
 class RouteSpecified:
-    """The retained value of ``httproute:<ns>/<name>`` for a route that parsed."""
+    """The retained value of ``httproute:<ns>/<name>`` (``grpcroute:``…) for a route that parsed."""
 
-    route: HTTPRoute
+    route: HTTPRoute | GRPCRoute
 
     def trace_summary(self) -> str:
         meta = self.route.metadata
-        return f"RouteSpecified HTTPRoute {meta.namespace}/{meta.name} gen={meta.generation}"
+        kind = "GRPCRoute" if isinstance(self.route, GRPCRoute) else "HTTPRoute"
+        return f"RouteSpecified {kind} {meta.namespace}/{meta.name} gen={meta.generation}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +211,7 @@ class DesiredRouteStatus:
     name: str
     parents: list[dict[str, Any]]
     stored: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = "HTTPRoute"
 
     def trace_summary(self) -> str:
         reasons = [
@@ -207,7 +220,7 @@ class DesiredRouteStatus:
             for c in entry.get("conditions", ())
             if isinstance(c, dict)
         ]
-        return f"DesiredRouteStatus HTTPRoute {self.namespace}/{self.name} {' '.join(reasons)}"
+        return f"DesiredRouteStatus {self.kind} {self.namespace}/{self.name} {' '.join(reasons)}"
 
 
 @dataclass(frozen=True, slots=True)

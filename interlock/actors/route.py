@@ -36,15 +36,16 @@ from interlock.actors.messages import (
     RouteRejected,
     RouteSpecified,
     grants_topic,
-    httproute_topic,
     parent_topic,
     route_identity,
+    route_topic,
     service_topic,
 )
 from interlock.mailbox import Actor, Published, Unpublished
-from interlock.model.gateway import HTTPRoute, ReferenceGrant
+from interlock.model.gateway import ReferenceGrant
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
+    MeshRoute,
     ResolvedRoute,
     resolve_route_by_parent,
     route_grant_namespaces,
@@ -77,7 +78,7 @@ class RouteOutputs:
 
 
 class RouteActor(Actor):
-    """Keeps one HTTPRoute's resolved output and status up to date."""
+    """Keeps one route's (HTTPRoute or GRPCRoute) resolved output and status up to date."""
 
     def __init__(
         self,
@@ -87,13 +88,16 @@ class RouteActor(Actor):
         controller_name: str = CONTROLLER_NAME,
         now: Callable[[], datetime] = _utc_now,
         outputs: RouteOutputs | None = None,
+        kind: str = "HTTPRoute",
     ) -> None:
         self.namespace = namespace
         self.name = name
-        self.identity = route_identity(namespace, name)
+        self.kind = kind
+        self.route_topic = route_topic(kind, namespace, name)
+        self.identity = route_identity(namespace, name, kind=kind)
         self.controller_name = controller_name
         self.now = now
-        self.route: HTTPRoute | None = None
+        self.route: MeshRoute | None = None
         self.services: dict[ObjectKey, Service] = {}
         self.grants: dict[str, dict[str, ReferenceGrant]] = {}
         self.input_topics: set[str] = set()
@@ -102,7 +106,7 @@ class RouteActor(Actor):
         self.sent_status: list[dict[str, Any]] | None = None
 
     async def started(self) -> None:
-        topic = httproute_topic(self.namespace, self.name)
+        topic = self.route_topic
         self.subscribe(topic)
         if not self.system.retained(topic):
             # The route is gone, and its deletion was never handled (the predecessor crashed
@@ -120,7 +124,7 @@ class RouteActor(Actor):
     # Inputs
 
     def _published(self, topic: str, key: str, value: object) -> None:
-        if topic.startswith("httproute:"):
+        if topic == self.route_topic:
             if isinstance(value, RouteSpecified):
                 self._route_changed(value.route)
             elif isinstance(value, RouteRejected):
@@ -140,7 +144,7 @@ class RouteActor(Actor):
         self._recompute()
 
     def _unpublished(self, topic: str, key: str) -> None:
-        if topic.startswith("httproute:"):
+        if topic == self.route_topic:
             self._route_deleted()
             return
         if topic.startswith("service:"):
@@ -154,7 +158,7 @@ class RouteActor(Actor):
             return
         self._recompute()
 
-    def _route_changed(self, route: HTTPRoute) -> None:
+    def _route_changed(self, route: MeshRoute) -> None:
         self.route = route
         wanted = {
             service_topic(key.namespace, key.name) for key in route_service_dependencies(route)
@@ -251,7 +255,7 @@ class RouteActor(Actor):
         self.publish(
             ROUTE_STATUS_TOPIC,
             self.identity,
-            DesiredRouteStatus(self.namespace, self.name, desired, stored),
+            DesiredRouteStatus(self.namespace, self.name, desired, stored, kind=self.kind),
         )
 
     def _all_grants(self) -> list[ReferenceGrant]:

@@ -32,12 +32,13 @@ from interlock.actors.messages import (
     RouteSpecified,
     ServiceDeleted,
     ServiceUpserted,
-    httproute_topic,
     route_address,
+    route_topic,
 )
 from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
+from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.service import parse_service
 
@@ -52,11 +53,17 @@ class InformerRouter(Actor):
         self,
         *,
         route_factory: RouteFactory | None = None,
+        grpc_route_factory: RouteFactory | None = None,
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
     ) -> None:
         self.route_factory: RouteFactory = route_factory or (
             lambda namespace, name, outputs: RouteActor(
                 namespace=namespace, name=name, outputs=outputs
+            )
+        )
+        self.grpc_route_factory: RouteFactory = grpc_route_factory or (
+            lambda namespace, name, outputs: RouteActor(
+                namespace=namespace, name=name, outputs=outputs, kind="GRPCRoute"
             )
         )
         self.extra = dict(extra or {})
@@ -66,7 +73,7 @@ class InformerRouter(Actor):
             return None
         if message.kind == "Service":
             self._service(message)
-        elif message.kind == "HTTPRoute":
+        elif message.kind in ("HTTPRoute", "GRPCRoute"):
             self._route(message)
         elif message.kind == "ReferenceGrant":
             self._grant(message)
@@ -106,19 +113,22 @@ class InformerRouter(Actor):
         self.tell(GRANTS_DIRECTORY, GrantUpserted(grant))
 
     def _route(self, change: ObjectChanged) -> None:
-        topic = httproute_topic(change.namespace, change.name)
+        kind = change.kind
+        topic = route_topic(kind, change.namespace, change.name)
         if change.deleted:
             # The route actor sees the value go, unpublishes from its parents and stops.
             self.unpublish(topic, ROUTE_KEY)
             return
         value: RouteSpecified | RouteRejected
         try:
-            value = RouteSpecified(parse_http_route(change.obj))
+            parse = parse_grpc_route if kind == "GRPCRoute" else parse_http_route
+            value = RouteSpecified(parse(change.obj))
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             value = RouteRejected(change.obj, error, change.resource_version)
         self.publish(topic, ROUTE_KEY, value)
-        address = route_address(change.namespace, change.name)
+        address = route_address(change.namespace, change.name, kind=kind)
         if not self.system.exists(address):
             namespace, name, outputs = change.namespace, change.name, RouteOutputs()
-            self.system.spawn(address, lambda: self.route_factory(namespace, name, outputs))
+            factory = self.grpc_route_factory if kind == "GRPCRoute" else self.route_factory
+            self.system.spawn(address, lambda: factory(namespace, name, outputs))

@@ -153,7 +153,11 @@ _BACKEND = {
         "failureInjector": {
             "type": ["object", "null"],
             "required": ["status", "message"],
-            "properties": {"status": {"type": "integer"}, "message": {"type": "string"}},
+            "properties": {
+                "status": {"type": "integer"},
+                "message": {"type": "string"},
+                "grpcStatus": {"type": "integer", "minimum": 0, "maximum": 16},
+            },
         },
         "filters": {"type": "array", "items": _FILTER},
     },
@@ -213,13 +217,31 @@ _RULE = {
         "retry": _RETRY,
         "distribution": {"enum": ["FirstAvailable", "RandomWeighted"]},
         "backends": {"type": "array", "items": _BACKEND},
+        "grpcMatches": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "method": {
+                        "type": "object",
+                        "required": ["type"],
+                        "properties": {
+                            "type": {"enum": ["Exact", "RegularExpression"]},
+                            "service": {"type": "string"},
+                            "method": {"type": "string"},
+                        },
+                    },
+                    "headers": {"type": "array", "items": _VALUE_MATCH},
+                },
+            },
+        },
     },
 }
 _ROUTE = {
     "type": "object",
     "required": ["kind", "group", "namespace", "name", "creationTimestamp", "hostnames", "rules"],
     "properties": {
-        "kind": {"enum": ["HTTPRoute", "Default"]},
+        "kind": {"enum": ["HTTPRoute", "GRPCRoute", "Default"]},
         "group": {"type": "string"},
         "namespace": {"type": "string"},
         "name": {"type": "string"},

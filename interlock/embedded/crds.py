@@ -94,6 +94,20 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
             schema=httproute_schema() if constrained else _PERMISSIVE_SCHEMA,
         ),
         _crd(
+            kind="GRPCRoute",
+            plural="grpcroutes",
+            versions=["v1"],
+            storage="v1",
+            columns=[
+                {"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"},
+                _AGE,
+            ],
+            status=True,
+            # No constrained schema for it yet (gateway_schemas.py covers HTTPRoute and
+            # ReferenceGrant); the controller's parser checks every field.
+            schema=_PERMISSIVE_SCHEMA,
+        ),
+        _crd(
             kind="ReferenceGrant",
             plural="referencegrants",
             versions=["v1", "v1beta1"],

@@ -23,7 +23,9 @@ from interlock.model.gateway import (
     CommonRouteSpec,
     HTTPHeaderFilter,
     HTTPHeaderMatch,
+    HTTPPathMatch,
     HTTPRequestMirrorFilter,
+    HTTPRouteMatch,
     LocalObjectReference,
     RouteStatus,
     check_filter_config,
@@ -174,3 +176,35 @@ def parse_grpc_route(raw: dict[str, Any]) -> GRPCRoute:
     route = parse_object(GRPCRoute, "GRPCRoute", raw)
     require_namespace("GRPCRoute", route.metadata)
     return route
+
+
+GRPC_UNAVAILABLE = 14
+"""The gRPC status a call to a backend that cannot carry traffic gets (the Gateway API's
+choice for GRPCRoute, the counterpart of HTTPRoute's 500)."""
+
+
+def _http_equivalent(match: GRPCRouteMatch) -> HTTPRouteMatch:
+    # gRPC is HTTP/2 POST to /<service>/<method>: a method match is a path match on that.
+    method = match.method
+    if method is None:
+        path = HTTPPathMatch(type="PathPrefix", value="/")
+    elif method.type == "Exact" and method.service and method.method:
+        path = HTTPPathMatch(type="Exact", value=f"/{method.service}/{method.method}")
+    elif method.type == "Exact" and method.service:
+        path = HTTPPathMatch(type="PathPrefix", value=f"/{method.service}")
+    elif method.type == "Exact":
+        path = HTTPPathMatch(
+            type="RegularExpression", value=f"/[^/]+/{re.escape(method.method or '')}"
+        )
+    else:
+        service = method.service or "[^/]+"
+        name = method.method or "[^/]+"
+        path = HTTPPathMatch(type="RegularExpression", value=f"/{service}/{name}")
+    return HTTPRouteMatch(path=path, headers=match.headers, method="POST")
+
+
+def grpc_matches_as_http(matches: tuple[GRPCRouteMatch, ...]) -> tuple[HTTPRouteMatch, ...]:
+    """The HTTP matches a gRPC rule's matches amount to; no matches match every call."""
+    if not matches:
+        return (HTTPRouteMatch(method="POST"),)
+    return tuple(_http_equivalent(m) for m in matches)

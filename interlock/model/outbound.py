@@ -44,6 +44,14 @@ from interlock.model.gateway import (
     ParentReference,
     ReferenceGrant,
 )
+from interlock.model.grpc_route import (
+    GRPC_UNAVAILABLE,
+    GRPCRoute,
+    GRPCRouteFilter,
+    GRPCRouteMatch,
+    GRPCRouteRule,
+    grpc_matches_as_http,
+)
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_annotations import (
     AnnotationProblem,
@@ -61,6 +69,11 @@ from interlock.model.service import Service
 BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
 """Why a backend cannot carry traffic; the Gateway API ``ResolvedRefs`` reasons."""
 
+MeshRoute = HTTPRoute | GRPCRoute
+"""A route kind served on Service parents with rules, matches and weighted backends."""
+
+RouteFilter = HTTPRouteFilter | GRPCRouteFilter
+
 DEFAULT_ROUTE_KIND = "Default"
 """The kind of the route synthesized for a Service port that no HTTPRoute attaches to."""
 
@@ -75,9 +88,14 @@ class FailureInjector:
 
     status: int = 500
     message: str
+    grpc_status: int | None = None
+    """For gRPC routes: the gRPC status calls get (UNAVAILABLE), beside the HTTP ``status``."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message}
+        found: dict[str, Any] = {"status": self.status, "message": self.message}
+        if self.grpc_status is not None:
+            found["grpcStatus"] = self.grpc_status
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +117,7 @@ class Backend:
     exists: bool
     failure_injector: FailureInjector | None = None
     reason: BackendReason | None = None
-    filters: tuple[HTTPRouteFilter, ...] = ()
+    filters: tuple[RouteFilter, ...] = ()
     """The backendRef's own filters: applied only to requests sent to this backend."""
 
     @property
@@ -121,7 +139,7 @@ class Backend:
         }
 
 
-def filters_json(filters: Iterable[HTTPRouteFilter]) -> list[dict[str, Any]]:
+def filters_json(filters: Iterable[RouteFilter]) -> list[dict[str, Any]]:
     """Filters in API spelling, each with its ``type`` and the one config field it uses."""
     return [f.model_dump(mode="json", by_alias=True, exclude_none=True) for f in filters]
 
@@ -157,7 +175,7 @@ class ResolvedRule:
 
     name: str | None
     matches: tuple[HTTPRouteMatch, ...]
-    filters: tuple[HTTPRouteFilter, ...]
+    filters: tuple[RouteFilter, ...]
     timeouts: HTTPRouteTimeouts | None
     backends: tuple[Backend, ...]
     retry: HTTPRouteRetry | None = None
@@ -167,6 +185,8 @@ class ResolvedRule:
     """Timeouts from annotations (route over Service), applied where the rule sets none."""
     annotated_retry: Retry | None = None
     """The retry from annotations (route over Service), used when the rule sets none."""
+    grpc_matches: tuple[GRPCRouteMatch, ...] | None = None
+    """A GRPCRoute rule's matches in gRPC terms (``matches`` holds their HTTP equivalent)."""
 
     @property
     def effective_retry(self) -> Retry | None:
@@ -197,6 +217,16 @@ class ResolvedRule:
             "retry": None if retry is None else retry.to_json(),
             "distribution": self.distribution,
             "backends": [b.to_json() for b in self.backends],
+            **(
+                {}
+                if self.grpc_matches is None
+                else {
+                    "grpcMatches": [
+                        m.model_dump(mode="json", by_alias=True, exclude_none=True)
+                        for m in self.grpc_matches
+                    ]
+                }
+            ),
         }
 
 
@@ -310,7 +340,7 @@ def service_parents(
     return tuple(parents)
 
 
-def route_service_dependencies(route: HTTPRoute) -> frozenset[ObjectKey]:
+def route_service_dependencies(route: MeshRoute) -> frozenset[ObjectKey]:
     """Every Service whose existence or ports can change this route's output.
 
     The backend Services (any namespace, permitted or not: a grant may appear later) and the
@@ -332,7 +362,7 @@ def route_service_dependencies(route: HTTPRoute) -> frozenset[ObjectKey]:
     return frozenset(keys)
 
 
-def route_grant_namespaces(route: HTTPRoute) -> frozenset[str]:
+def route_grant_namespaces(route: MeshRoute) -> frozenset[str]:
     """Namespaces whose ReferenceGrants can change this route: those of cross-namespace backends.
 
     Empty for a route that is a consumer route for all its Service parents: such a route needs
@@ -350,9 +380,14 @@ def route_grant_namespaces(route: HTTPRoute) -> frozenset[str]:
     )
 
 
+def route_kind(route: MeshRoute) -> str:
+    """``HTTPRoute`` or ``GRPCRoute``: the kind a route is served and granted as."""
+    return "GRPCRoute" if isinstance(route, GRPCRoute) else "HTTPRoute"
+
+
 def _resolve_backend(
     *,
-    route: HTTPRoute,
+    route: MeshRoute,
     kind: str,
     group: str,
     namespace: str,
@@ -378,7 +413,7 @@ def _resolve_backend(
         and not any(
             grant.permits(
                 from_group=GATEWAY_GROUP,
-                from_kind="HTTPRoute",
+                from_kind=route_kind(route),
                 from_namespace=route.metadata.namespace,
                 to_group=CORE_GROUP,
                 to_kind="Service",
@@ -391,7 +426,7 @@ def _resolve_backend(
         return (
             "RefNotPermitted",
             f"backend Service {namespace}/{name}: no ReferenceGrant in namespace {namespace} "
-            f"permits references from HTTPRoutes in namespace {route.metadata.namespace}",
+            f"permits references from {route_kind(route)}s in namespace {route.metadata.namespace}",
         )
     service = services.get(ObjectKey(namespace=namespace, name=name))
     if service is None:
@@ -402,7 +437,7 @@ def _resolve_backend(
 
 
 def resolve_route(
-    route: HTTPRoute,
+    route: MeshRoute,
     services: Mapping[ObjectKey, Service],
     grants: Iterable[ReferenceGrant],
     *,
@@ -431,6 +466,8 @@ def resolve_route(
     )
     needs_grant = not served or any(p.is_producer_of(own) for p in served)
     grant_list = tuple(grants)
+    kind = route_kind(route)
+    grpc = isinstance(route, GRPCRoute)
     rules: list[ResolvedRule] = []
     for rule in route.spec.rules:
         backends: list[Backend] = []
@@ -458,13 +495,24 @@ def resolve_route(
                     exists=problem is None,
                     failure_injector=None
                     if problem is None
-                    else FailureInjector(message=problem[1]),
+                    else FailureInjector(
+                        message=problem[1], grpc_status=GRPC_UNAVAILABLE if grpc else None
+                    ),
                     reason=None if problem is None else problem[0],
                     filters=ref.filters,
                 )
             )
-        rules.append(
-            ResolvedRule(
+        if isinstance(rule, GRPCRouteRule):
+            resolved_rule = ResolvedRule(
+                name=rule.name,
+                matches=grpc_matches_as_http(rule.matches),
+                filters=rule.filters,
+                timeouts=None,
+                backends=tuple(backends),
+                grpc_matches=rule.matches,
+            )
+        else:
+            resolved_rule = ResolvedRule(
                 name=rule.name,
                 matches=rule.matches,
                 filters=rule.filters,
@@ -472,9 +520,9 @@ def resolve_route(
                 backends=tuple(backends),
                 retry=rule.retry,
             )
-        )
+        rules.append(resolved_rule)
     return ResolvedRoute(
-        kind="HTTPRoute",
+        kind=kind,
         group=GATEWAY_GROUP,
         namespace=own,
         name=route.metadata.name,
@@ -485,14 +533,14 @@ def resolve_route(
         rules=tuple(rules),
         annotations=parse_policy_annotations(
             route.metadata.annotations,
-            owner=f"HTTPRoute {own}/{route.metadata.name}",
+            owner=f"{kind} {own}/{route.metadata.name}",
             source="route",
         ),
     )
 
 
 def resolve_route_by_parent(
-    route: HTTPRoute,
+    route: MeshRoute,
     services: Mapping[ObjectKey, Service],
     grants: Iterable[ReferenceGrant],
 ) -> dict[ObjectKey, ResolvedRoute]:
@@ -624,6 +672,10 @@ def build_outbound_policy(
                 for p in route.parents
             ):
                 attached.append(route)
+    if any(route.kind == "GRPCRoute" for route in attached):
+        # Linkerd's precedence between kinds on one port: GRPCRoutes win over HTTPRoutes (a
+        # gRPC client's calls would otherwise be routed by rules written for other traffic).
+        attached = [route for route in attached if route.kind == "GRPCRoute"]
     attached.sort(key=_route_order)
     outbound = tuple(
         OutboundRoute(
@@ -672,6 +724,8 @@ def build_outbound_policy(
             ),
         )
     protocol, accrual, _ = service_port_settings(service, port)
+    if protocol != "opaque" and any(route.kind == "GRPCRoute" for route in attached):
+        protocol = "grpc"
     return OutboundPolicy(
         namespace=namespace,
         service=name,

@@ -24,9 +24,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from interlock.model.gateway import HTTPRoute, ParentReference, RouteStatus
+from interlock.model.gateway import ParentReference, RouteStatus
 from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
 from interlock.model.outbound import (
+    MeshRoute,
     ResolvedRoute,
     ServiceParent,
     parent_problem,
@@ -149,7 +150,7 @@ def _condition(
 
 
 def route_status(
-    route: HTTPRoute,
+    route: MeshRoute,
     resolved: ResolvedRoute | Mapping[ObjectKey, ResolvedRoute],
     services: Mapping[ObjectKey, Service],
     *,

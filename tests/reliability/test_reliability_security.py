@@ -256,6 +256,20 @@ async def run_requests(
             },
         },
     )
+    # A GRPCRoute too, so the scenario uses the grpcroutes/status grant the manifests hold (on
+    # its own parent: on web it would take precedence over web-route for the edge's traffic).
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GRPCRoute",
+            "metadata": {"name": "web-grpc", "namespace": "default"},
+            "spec": {
+                "parentRefs": [{"group": "core", "kind": "Service", "name": "grpc"}],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
+            },
+        },
+    )
     await write(server, secret("users", {"htpasswd": HTPASSWD}))
     await write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
     await write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))
