@@ -57,7 +57,10 @@ bench: dev
 # One self-contained executable (a shiv zipapp with every dependency inside) for a machine
 # with Python 3.11 and nothing else. It unpacks its native wheels under $$SHIV_ROOT (default
 # ~/.shiv; set SHIV_ROOT=/tmp on a read-only root filesystem).
-binary: dev
+# Needs shiv (a dev tool), installed only when missing: a venv that already has it (the test
+# suite's, given with -o) must not be reinstalled from another source tree.
+binary: install
+	@[ -x $(BIN)/shiv ] || $(MAKE) dev
 	rm -rf build/binary && mkdir -p dist
 	$(BIN)/pip wheel -q --wheel-dir build/binary .
 	$(BIN)/shiv --compressed --reproducible -c interlock -o dist/interlock \
