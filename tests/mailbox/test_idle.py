@@ -8,6 +8,19 @@ from interlock.mailbox import Actor, ActorSystem
 from interlock.mailbox.testing import ManualSleep, RecordingActor, wait_until
 
 
+def start_gated(system: ActorSystem) -> asyncio.Event:
+    """An actor at ``gated`` busy with one message until the returned event is set."""
+    gate = asyncio.Event()
+
+    class Gated(Actor):
+        async def receive(self, message: object) -> None:
+            await gate.wait()
+
+    system.spawn("gated", Gated)
+    system.tell("gated", "go")
+    return gate
+
+
 async def test_wait_idle_returns_at_once_when_nothing_has_work(system: ActorSystem) -> None:
     system.spawn("r", RecordingActor)
     await asyncio.wait_for(system.wait_idle(), 5.0)
@@ -33,14 +46,7 @@ async def test_wait_idle_waits_for_a_chain_of_messages(system: ActorSystem) -> N
 
 
 async def test_every_waiter_wakes(system: ActorSystem) -> None:
-    gate = asyncio.Event()
-
-    class Gated(Actor):
-        async def receive(self, message: object) -> None:
-            await gate.wait()
-
-    system.spawn("gated", Gated)
-    system.tell("gated", "go")
+    gate = start_gated(system)
     waiters = [asyncio.ensure_future(system.wait_idle()) for _ in range(3)]
     await asyncio.sleep(0)
     assert not any(waiter.done() for waiter in waiters)
@@ -67,14 +73,7 @@ async def test_an_actor_in_restart_backoff_is_busy() -> None:
 
 
 async def test_a_cancelled_waiter_is_forgotten(system: ActorSystem) -> None:
-    gate = asyncio.Event()
-
-    class Gated(Actor):
-        async def receive(self, message: object) -> None:
-            await gate.wait()
-
-    system.spawn("gated", Gated)
-    system.tell("gated", "go")
+    gate = start_gated(system)
     try:
         async with asyncio.timeout(0.01):
             await system.wait_idle()
