@@ -174,6 +174,7 @@ def crd_errors(obj: JsonObject, *, registry: Registry) -> list[FieldError]:
 def accept_crd(obj: JsonObject, *, old: JsonObject | None, now: str) -> None:
     """Fill in defaulted names and the status a real server reports once it serves the kind."""
     spec = obj["spec"]
+    spec.setdefault("conversion", {"strategy": "None"})
     names = dict(spec["names"])
     names.setdefault("singular", names["kind"].lower())
     names.setdefault("listKind", f"{names['kind']}List")

@@ -518,11 +518,31 @@ class ApiHandler:
         )
 
     def _list(self, parsed: ResourceRequest, query: dict[str, str], accept: str) -> web.Response:
+        if query.get("resourceVersionMatch") and not query.get("resourceVersion"):
+            raise ApiError(
+                422,
+                'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                details={
+                    "group": "meta.k8s.io",
+                    "kind": "ListOptions",
+                    "causes": [
+                        {
+                            "reason": "FieldValueForbidden",
+                            "message": "Forbidden: resourceVersionMatch is forbidden unless "
+                            "resourceVersion is provided",
+                            "field": "resourceVersionMatch",
+                        }
+                    ],
+                },
+            )
         limit_text = query.get("limit")
         try:
             limit = int(limit_text) if limit_text else None
         except ValueError:
             raise bad_request(f"limit: invalid value {limit_text!r}") from None
+        if query.get("resourceVersion") == "0":
+            limit = None  # served from kube-apiserver's watch cache, which ignores the limit
         page = self._store.list_objects(
             parsed.rtype,
             where=self._filter(parsed, query),
