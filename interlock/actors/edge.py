@@ -516,9 +516,13 @@ class EdgeActor(Actor):
         for route in self._desired.routes:
             error = route.module_error
             armed = self._in_grace.get(route.route_id)
-            if armed is False and (error is None or error.reason not in _MISSING_INPUTS):
-                # Complete on arrival (or wrong in another way): no grace to give.
+            if armed is not None and (error is None or error.reason not in _MISSING_INPUTS):
+                # Complete (on arrival, or once the missing object came) or wrong in another
+                # way: no grace to give, and no timer left to fire for nothing.
                 del self._in_grace[route.route_id]
+                if armed:
+                    self.cancel_timer(("report-missing", route.route_id))
+                armed = None
             if error is None:
                 continue
             if armed is not None and error.reason in _MISSING_INPUTS:
