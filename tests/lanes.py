@@ -671,7 +671,9 @@ class FaultProxy:
                 return response
         except (aiohttp.ClientConnectionError, OSError) as error:
             if request.transport is None or request.transport.is_closing():
-                raise
+                # The client went away (or its watch was cut): nothing can reach it, and
+                # aiohttp drops the answer quietly instead of logging a traceback.
+                return web.Response(status=499)
             status = {
                 "kind": "Status",
                 "apiVersion": "v1",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
 from jsonschema import Draft202012Validator
-from outbound_objects import GATEWAY, service
+from outbound_objects import GATEWAY, backends_of, service
 
 from interlock.api.policy_schema import SCHEMA_PATH
 
@@ -43,11 +44,18 @@ ROUTE = {
 }
 
 
+@pytest.mark.embedded_only(
+    "HTTPRoute rules[].retry is in the Gateway API experimental channel; the real lane installs "
+    "the standard CRDs, which prune it"
+)
 async def test_annotations_and_fields_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
     validator = await served_validator(policy)
     web = service("web")
     await cluster.apply(web)
     watch = await policy.watch("web")
+    # The watch may open before the controller has seen the Service (on a real API server it
+    # often does): start from the document that has it.
+    await watch.until(lambda p: backends_of(p) == [("web", True, None)])
     validator.validate(watch.latest)
     assert (watch.latest["protocol"], watch.latest["failureAccrual"]) == ("detect", None)
 
