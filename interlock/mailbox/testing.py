@@ -67,7 +67,7 @@ def capture_trace(system: ActorSystem | None = None) -> Iterator[CapturedTrace]:
 async def eventually(
     condition: Callable[[], Any],
     *,
-    within: float = 5.0,
+    within: float = 60.0,
     message: str | Callable[[], str] = "condition",
     interval: float = 0.01,
 ) -> Any:
@@ -100,14 +100,14 @@ async def eventually(
 async def wait_until(
     condition: Callable[[], bool],
     *,
-    timeout: float = 5.0,  # noqa: ASYNC109 - polling needs its deadline for the message
+    timeout: float = 60.0,  # noqa: ASYNC109 - polling needs its deadline for the message
     interval: float = 0.001,
 ) -> None:
     """:func:`eventually` with the runtime tests' defaults (a short interval)."""
     await eventually(condition, within=timeout, interval=interval)
 
 
-async def wait_idle(system: ActorSystem, *, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+async def wait_idle(system: ActorSystem, *, timeout: float = 60.0) -> None:  # noqa: ASYNC109
     """``system.wait_idle()`` with a deadline: raise ``AssertionError`` after ``timeout``
     seconds (saying how many are busy) instead of hanging the test."""
     try:

@@ -86,7 +86,7 @@ async def _scrape(url: str) -> tuple[str, Samples, set[str]]:
     return content_type, samples, families
 
 
-async def _until(predicate: Callable[[], bool], *, within: float = 5.0) -> None:
+async def _until(predicate: Callable[[], bool], *, within: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
@@ -218,8 +218,11 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
             embedded=True,
             policy_addr=Address("127.0.0.1", 0),
             admin_addr=Address("127.0.0.1", 0),
-            lease_duration=2.0,
-            lease_renew_deadline=1.5,
+            # Long enough that a stalled event loop on a loaded machine cannot end leadership
+            # mid-test (the scrape asserts interlock_leader == 1); the only replica, it acquires
+            # the Lease at once, so the length costs nothing.
+            lease_duration=30.0,
+            lease_renew_deadline=20.0,
             lease_retry_period=0.2,
         )
     )
@@ -244,7 +247,7 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
         services = (("informer", "Service.v1"),)
         events = "interlock_informer_events_total"
         after = before
-        deadline = asyncio.get_running_loop().time() + 10
+        deadline = asyncio.get_running_loop().time() + 60
         while after.get((events, services), 0) <= before.get((events, services), 0):
             assert asyncio.get_running_loop().time() < deadline, sorted(after)
             await asyncio.sleep(0.05)
@@ -438,8 +441,11 @@ async def test_a_running_controller_with_an_edge_exports_reconciles_and_events()
             policy_addr=Address("127.0.0.1", 0),
             admin_addr=Address("127.0.0.1", 0),
             edge_addr=Address("127.0.0.1", 0),
-            lease_duration=2.0,
-            lease_renew_deadline=1.5,
+            # Long enough that a stalled event loop on a loaded machine cannot end leadership
+            # mid-test (the scrape asserts interlock_leader == 1); the only replica, it acquires
+            # the Lease at once, so the length costs nothing.
+            lease_duration=30.0,
+            lease_renew_deadline=20.0,
             lease_retry_period=0.2,
         )
     )
@@ -490,7 +496,7 @@ async def test_a_running_controller_with_an_edge_exports_reconciles_and_events()
             }
         )
         # ModulesApplied and BackendAttached, recorded by the leader as Kubernetes Events.
-        await _until(lambda: _parse(registry).get(created, 0) >= 2, within=10.0)
+        await _until(lambda: _parse(registry).get(created, 0) >= 2, within=60.0)
         after = _parse(registry)
     finally:
         await controller.stop()

@@ -22,6 +22,6 @@ def test_edge_prints_its_addresses_serves_and_stops_on_sigterm(tmp_path: Path) -
         assert json.loads(body) == {"hosts": []}
         assert http_get(f"{data_plane}/", headers={"Host": "unknown.test"})[0] == 404
         edge.signal(signal.SIGTERM)
-        assert edge.wait(within=20) == 0
+        assert edge.wait(within=60.0) == 0
     finally:
         edge.stop()

@@ -26,7 +26,7 @@ def test_run_writes_json_lines_with_the_object_as_fields(tmp_path: Path) -> None
     try:
         run.wait_for_log(r"became leader", within=60)
         run.signal(signal.SIGTERM)
-        assert run.wait(within=20) == 0, run.output()
+        assert run.wait(within=60.0) == 0, run.output()
     finally:
         run.stop()
     lines = [json.loads(line) for line in run.log.read_text().splitlines()]

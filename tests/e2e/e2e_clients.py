@@ -24,7 +24,7 @@ LOCAL = Address("127.0.0.1", 0)
 async def eventually(
     condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
     *,
-    within: float = 10.0,
+    within: float = 60.0,
     message: str = "condition",
 ) -> None:
     """Poll ``condition`` (sync or async) with short sleeps until it holds or ``within`` passes."""
@@ -38,7 +38,7 @@ class PolicyWatch:
         self.response = response
         self.received: list[dict[str, Any]] = []
 
-    async def next(self, *, within: float = 10.0) -> dict[str, Any]:
+    async def next(self, *, within: float = 60.0) -> dict[str, Any]:
         line = await asyncio.wait_for(self.response.content.readline(), within)
         if not line:
             raise EOFError("the watch stream ended")
@@ -47,7 +47,7 @@ class PolicyWatch:
         return policy
 
     async def until(
-        self, predicate: Callable[[dict[str, Any]], bool], *, within: float = 10.0
+        self, predicate: Callable[[dict[str, Any]], bool], *, within: float = 60.0
     ) -> dict[str, Any]:
         """Read lines until one satisfies ``predicate`` (or the latest already does)."""
         if self.received and predicate(self.received[-1]):

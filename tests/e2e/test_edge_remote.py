@@ -270,7 +270,7 @@ async def start_remote_controller(config: ControllerConfig) -> Controller:
     controller = Controller(config)
     assert controller.edge is not None, "edge_admin_url alone must build the edge half"
     await controller.start()
-    await controller.wait_ready(within=10.0)
+    await controller.wait_ready(within=60.0)
     return controller
 
 

@@ -80,7 +80,7 @@ async def test_final_policies_equal_a_fresh_controllers_after_drops_and_410(
     fresh_policy = PolicyClient(http, fresh.policy_site.url)
     for name, watch in watches.items():
         expected = await fresh_policy.get(name)
-        await watch.until(lambda p, expected=expected: p == expected, within=15.0)
+        await watch.until(lambda p, expected=expected: p == expected, within=60.0)
         # And the controller that lived through it all answers the same to a new GET.
         assert await policy.get(name) == expected
         watch.close()

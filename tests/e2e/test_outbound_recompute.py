@@ -76,7 +76,7 @@ async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
         await cluster.apply(service("hot"))
         await cluster.delete(service("hot"))
     await cluster.apply(service("hot"))
-    await watch.until(lambda p: ("hot", True, None) in backends_of(p), within=20.0)
+    await watch.until(lambda p: ("hot", True, None) in backends_of(p), within=60.0)
     await eventually(lambda: system.statistics().busy == 0, message="actors idle")
 
     woken = {a for a in addresses if system.actor_statistics(a).processed != before[a]}

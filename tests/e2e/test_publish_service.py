@@ -110,7 +110,7 @@ async def test_ingress_status_follows_the_published_service(
     def served() -> bool:
         return {"shop.example", "blog.example"} <= served_hosts(controller)
 
-    await eventually(served, within=20.0, message="the edge serves both hosts")
+    await eventually(served, within=60.0, message="the edge serves both hosts")
     # Before the Service exists no address is known, and nothing is written.
     assert controller.system.retained(INGRESS_STATUS_TOPIC) == {}
 
@@ -127,19 +127,19 @@ async def test_ingress_status_follows_the_published_service(
     async def both(expected: Any) -> bool:
         return all([await load_balancer(cluster, name) == expected for name in ("shop", "blog")])
 
-    await eventually(lambda: both(cluster_ip), within=20.0, message="cluster IP on both")
+    await eventually(lambda: both(cluster_ip), within=60.0, message="cluster IP on both")
 
     # A load balancer provisioned later: its address (with its ports) replaces the cluster IP.
     await set_service_load_balancer(
         cluster, [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}]
     )
     provisioned = {"ingress": [{"ip": "192.0.2.10", "ports": [{"port": 80, "protocol": "TCP"}]}]}
-    await eventually(lambda: both(provisioned), within=20.0, message="load-balancer IP on both")
+    await eventually(lambda: both(provisioned), within=60.0, message="load-balancer IP on both")
 
     # And a host name from a cloud that hands out names.
     await set_service_load_balancer(cluster, [{"hostname": "lb.example.net"}])
     named = {"ingress": [{"hostname": "lb.example.net"}]}
-    await eventually(lambda: both(named), within=20.0, message="load-balancer host name")
+    await eventually(lambda: both(named), within=60.0, message="load-balancer host name")
 
     # An Ingress created afterwards gets the current address at once.
     await create(cluster, ingress("late", "late.example"))
@@ -147,7 +147,7 @@ async def test_ingress_status_follows_the_published_service(
     async def late() -> bool:
         return await load_balancer(cluster, "late") == named
 
-    await eventually(late, within=20.0, message="the late Ingress's address")
+    await eventually(late, within=60.0, message="the late Ingress's address")
 
 
 async def test_a_wildcard_edge_address_without_publish_service_writes_no_address(
@@ -160,7 +160,7 @@ async def test_a_wildcard_edge_address_without_publish_service_writes_no_address
     def served() -> bool:
         return "wild.example" in served_hosts(controller)
 
-    await eventually(served, within=20.0, message="the edge serves wild.example")
+    await eventually(served, within=60.0, message="the edge serves wild.example")
     # The IngressActor decides the status in the same step that publishes the host, so by now
     # a desired status would be retained; the API server has none either.
     assert controller.system.retained(INGRESS_STATUS_TOPIC) == {}
@@ -180,4 +180,4 @@ async def test_a_specific_edge_address_is_still_written(
     async def written() -> bool:
         return await load_balancer(cluster, "local") == expected
 
-    await eventually(written, within=20.0, message="the edge's address")
+    await eventually(written, within=60.0, message="the edge's address")

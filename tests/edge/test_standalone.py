@@ -19,7 +19,7 @@ async def test_run_standalone_edge_prints_bound_addresses_and_serves(
     task = asyncio.create_task(run_standalone_edge(listen="127.0.0.1:0", admin="127.0.0.1:0"))
     output = ""
     try:
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             while "admin API on" not in output:
                 await asyncio.sleep(0.01)
                 output += capsys.readouterr().out

@@ -97,7 +97,7 @@ def service(
 
 
 async def eventually(
-    check: Callable[[], Awaitable[T] | T], *, within: float = 10.0, interval: float = 0.02
+    check: Callable[[], Awaitable[T] | T], *, within: float = 60.0, interval: float = 0.02
 ) -> T:
     """Poll ``check`` until it returns a truthy value (or stops raising AssertionError)."""
     result: T = await _eventually(check, within=within, interval=interval)

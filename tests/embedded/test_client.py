@@ -131,7 +131,7 @@ async def test_watch_from_a_list_sees_every_change_in_order(
         patch={"metadata": {"labels": {"a": "b"}}},
     )
     api_server.store.delete(api_version="v1", kind="Service", namespace="default", name="web")
-    events = await asyncio.wait_for(collecting, 10)
+    events = await asyncio.wait_for(collecting, 60)
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
     versions = [int(e["object"].metadata.resource_version) for e in events]
     assert versions == sorted(versions) and len(set(versions)) == 3
@@ -175,7 +175,7 @@ async def test_a_label_change_moves_an_object_out_of_a_filtered_watch(
         name="web",
         patch={"metadata": {"labels": {"team": "red"}}},
     )
-    [event] = await asyncio.wait_for(collecting, 10)
+    [event] = await asyncio.wait_for(collecting, 60)
     assert event["type"] == "DELETED" and event["object"].metadata.labels == {"team": "red"}
 
 
@@ -211,7 +211,7 @@ async def test_expired_resource_version_gets_410_then_relist_recovers(
         )
     )
     api_server.store.create(service("api"))
-    [event] = await asyncio.wait_for(collecting, 10)
+    [event] = await asyncio.wait_for(collecting, 60)
     assert event["type"] == "ADDED" and event["object"].metadata.name == "api"
 
 
@@ -306,7 +306,7 @@ async def test_finalizers_hold_deletion_until_removed(
     await core.patch_namespaced_service(
         "web", "default", [{"op": "remove", "path": "/metadata/finalizers"}]
     )
-    events = await asyncio.wait_for(collecting, 10)
+    events = await asyncio.wait_for(collecting, 60)
     assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
     with pytest.raises(client.ApiException) as gone:
         await core.read_namespaced_service("web", "default")
@@ -425,7 +425,7 @@ async def test_in_process_writes_reach_watches_like_http_writes(
         resource_version=str(api_server.store.resource_version),
     )
     api_server.store.create(service("web"))
-    event_type, stored = await asyncio.wait_for(watch_.next(), 5)
+    event_type, stored = await asyncio.wait_for(watch_.next(), 60)
     assert (event_type, stored.name) == ("ADDED", "web")
     api_server.store.close_watch(watch_)
     await eventually(lambda: api_server.store.statistics()["watches"] == 0)

@@ -38,7 +38,7 @@ async def test_drop_watches_breaks_open_streams(
         await eventually(lambda: api_server.store.statistics()["watches"] == 1)
         assert api_server.faults.drop_watches() == 1
         with pytest.raises(aiohttp.ClientPayloadError):
-            await asyncio.wait_for(waiting, 10)
+            await asyncio.wait_for(waiting, 60)
     await eventually(lambda: api_server.store.statistics()["watches"] == 0)
 
 
@@ -196,6 +196,6 @@ async def test_expire_watches_sends_410_in_the_open_stream(
         await eventually(lambda: api_server.store.statistics()["watches"] == 1)
         assert api_server.faults.expire_watches() == 1
         with pytest.raises(client.ApiException) as expired:
-            await asyncio.wait_for(waiting, 10)
+            await asyncio.wait_for(waiting, 60)
     assert expired.value.status == 410
     assert expired.value.reason.startswith("Expired: too old resource version")

@@ -42,7 +42,7 @@ spec:
 """
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 async def test_an_alias_bomb_is_refused_and_the_other_documents_still_apply(
     api_server: EmbeddedApiServer, tmp_path: Path
 ) -> None:

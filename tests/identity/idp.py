@@ -140,7 +140,7 @@ class TestIdp:
         if self._process is not None and self._process.returncode is None:
             self._process.terminate()
             try:
-                await asyncio.wait_for(self._process.wait(), 10)
+                await asyncio.wait_for(self._process.wait(), 60)
             except TimeoutError:
                 self._process.kill()
                 await self._process.wait()

@@ -45,14 +45,14 @@ async def api(server: Any, tmp_path: Path) -> AsyncIterator[Any]:
 
 
 async def wait_for(
-    condition: Callable[[], bool], *, within: float = 10.0, what: str = "condition"
+    condition: Callable[[], bool], *, within: float = 60.0, what: str = "condition"
 ) -> None:
     """Poll ``condition`` with short sleeps until it holds; fail after ``within`` seconds."""
     await _eventually(condition, within=within, message=what)
 
 
 async def until(
-    condition: Callable[[], Awaitable[bool]], *, within: float = 10.0, what: str = "condition"
+    condition: Callable[[], Awaitable[bool]], *, within: float = 60.0, what: str = "condition"
 ) -> None:
     """Like :func:`wait_for` for an async condition."""
     await _eventually(condition, within=within, message=what, interval=0.02)

@@ -165,7 +165,7 @@ async def test_the_controller_starts_through_a_failed_edge_discovery(
     )
     try:
         await controller.start()
-        await controller.wait_ready(within=15.0)
+        await controller.wait_ready(within=60.0)
         assert server.faults.pending() == 0
         assert controller.edge is not None
     finally:

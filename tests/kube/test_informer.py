@@ -59,7 +59,7 @@ async def test_initial_list_is_delivered_across_pages_before_ready(api: Any) -> 
     sink = Collector()
     informer = make_informer(api, sink, page_size=3)
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         expected = await server_versions(api, "default")
         assert {k: v for k, v in sink.versions().items() if k.startswith("default/")} == expected
         assert all(isinstance(event, Upserted) for event in sink.events)
@@ -71,7 +71,7 @@ async def test_create_update_and_delete_are_seen(api: Any) -> None:
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["default"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         created = await create(api, SERVICE, service("default", "web"))
         await wait_for(lambda: "default/web" in sink.state, what="create")
         created["spec"]["ports"][0]["port"] = 8080
@@ -92,7 +92,7 @@ async def test_dropped_watches_reconnect_and_lose_nothing(api: Any, server: Any)
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["default"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         for round_ in range(5):
             await create(api, SERVICE, service("default", f"a-{round_}"))
             server.faults.drop_watches()
@@ -114,7 +114,7 @@ async def test_compaction_relists_and_delivers_only_the_difference(api: Any, ser
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["default"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
     # Disconnected: changes happen and the history that would replay them is compacted away.
     seen_before = len(sink.events)
     await create(api, SERVICE, service("default", "added"))
@@ -143,7 +143,7 @@ async def test_failing_requests_are_retried_with_backoff(api: Any, server: Any) 
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["default"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         assert "default/web" in sink.state
         statistics = informer.statistics()
         assert statistics.reconnects == 3
@@ -158,7 +158,7 @@ async def test_only_the_chosen_namespaces_are_watched(api: Any) -> None:
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["team-a", "team-b"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         assert sorted(sink.state) == ["team-a/web", "team-b/web"]
         await create(api, SERVICE, service("team-c", "api"))
         await create(api, SERVICE, service("team-b", "api"))
@@ -178,7 +178,7 @@ async def test_informer_set_is_ready_when_every_informer_is(api: Any, server: An
     )
     server.faults.fail_next(2, status=503)
     async with running(informers):
-        await asyncio.wait_for(informers.ready.wait(), 10)
+        await asyncio.wait_for(informers.ready.wait(), 60)
         assert "team-a/web" in first.state
         assert "team-a/web" in second.state
         statistics = informers.statistics()
@@ -200,7 +200,7 @@ async def test_bookmarks_advance_the_resource_version_so_reconnects_need_no_reli
             sink = Collector()
             informer = make_informer(api, sink, namespaces=["quiet"])
             async with running(informer):
-                await asyncio.wait_for(informer.ready.wait(), 10)
+                await asyncio.wait_for(informer.ready.wait(), 60)
                 # Changes elsewhere move the cluster's resourceVersion past the quiet namespace's.
                 for index in range(5):
                     await create(api, SERVICE, service("default", f"busy-{index}"))
@@ -239,7 +239,7 @@ async def test_an_expired_continue_token_restarts_the_list_without_duplicates(
         backoff=TINY_BACKOFF,
     )
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         assert sink.versions() == await server_versions(api, "default")
         upserted = sink.keys_of(Upserted)
         assert len(upserted) == len(set(upserted)) == len(await server_versions(api, "default"))
@@ -252,7 +252,7 @@ async def test_watches_ended_by_the_server_timeout_are_reopened_without_relistin
     sink = Collector()
     informer = make_informer(api, sink, namespaces=["default"], watch_timeout=1)
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         await wait_for(lambda: informer.statistics().watches >= 2, what="a second watch")
         await create(api, SERVICE, service("default", "late"))
         await wait_for(lambda: "default/late" in sink.state, what="default/late")
@@ -268,7 +268,7 @@ async def test_label_selector_limits_what_is_delivered(api: Any) -> None:
     sink = Collector()
     informer = make_informer(api, sink, label_selector="app=edge")
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         assert sorted(sink.state) == ["default/chosen"]
 
 
@@ -298,7 +298,7 @@ async def test_a_failing_sink_is_logged_without_secret_data_and_delivery_goes_on
     informer = Informer(api, SECRET, sink=sink, namespaces=["default"], backoff=TINY_BACKOFF)
     try:
         async with running(informer):
-            await asyncio.wait_for(informer.ready.wait(), 10)
+            await asyncio.wait_for(informer.ready.wait(), 60)
             await create(api, SECRET, {**secret, "metadata": {**secret["metadata"], "name": "b"}})
             await wait_for(lambda: "default/b" in delivered, what="delivery after a failure")
     finally:
@@ -333,7 +333,7 @@ async def test_random_changes_with_drops_and_compactions_converge(
             del live[name]
 
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         for _ in range(60):
             roll = rng.random()
             if roll < 0.1:
@@ -365,7 +365,7 @@ async def test_cluster_scoped_kinds_ignore_the_namespace_filter(api: Any) -> Non
     sink = Collector()
     informer = Informer(api, INGRESS_CLASS, sink=sink, namespaces=["team-a", "team-b"])
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
         assert list(sink.state) == ["interlock"]
         assert sink.events[0].trace_summary().startswith("IngressClass interlock rv=")
 
@@ -387,7 +387,7 @@ async def test_an_unexpected_error_is_logged_and_the_informer_starts_over(api: A
 
     reflector._list = list_that_breaks_once  # type: ignore[method-assign]
     async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 10)
+        await asyncio.wait_for(informer.ready.wait(), 60)
     assert "default/web" in sink.state
     statistics = informer.statistics()
     assert statistics.reconnects == 1

@@ -72,7 +72,7 @@ async def test_release_returns_run_and_hands_over_without_waiting_for_expiry(api
     await wait_for(lambda: a.is_leader, what="a leads")
     assert not await b.try_acquire_or_renew()
     await a.release()
-    await asyncio.wait_for(run_a, 5)
+    await asyncio.wait_for(run_a, 60)
     assert await b.try_acquire_or_renew()
     assert b.is_leader
     assert not a.is_leader
@@ -158,9 +158,10 @@ async def test_one_failed_renewal_does_not_end_leadership(api: Any, server: Any)
 async def test_when_the_leader_dies_without_releasing_the_other_takes_over_on_expiry(
     api: Any,
 ) -> None:
-    # leaseDurationSeconds is whole seconds: 1 s is the shortest a Lease can say.
-    a = elector(api, "a", lease_duration=1.0, renew_deadline=0.5)
-    b = elector(api, "b", lease_duration=1.0, renew_deadline=0.5)
+    # leaseDurationSeconds is whole seconds. 3 s, not the shortest (1 s): a leader stalled by a
+    # loaded machine for more than its renew deadline would hand over before the crash.
+    a = elector(api, "a", lease_duration=3.0, renew_deadline=2.0)
+    b = elector(api, "b", lease_duration=3.0, renew_deadline=2.0)
     run_a = asyncio.create_task(a.run())
     await wait_for(lambda: a.is_leader, what="a leads")
     run_b = asyncio.create_task(b.run())
@@ -170,7 +171,7 @@ async def test_when_the_leader_dies_without_releasing_the_other_takes_over_on_ex
         run_a.cancel()  # a crashes: no release, the Lease must expire
         with contextlib.suppress(asyncio.CancelledError):
             await run_a
-        await wait_for(lambda: b.is_leader, within=10.0, what="takeover after expiry")
+        await wait_for(lambda: b.is_leader, within=60.0, what="takeover after expiry")
         assert await holder(api) == "b"
     finally:
         run_b.cancel()

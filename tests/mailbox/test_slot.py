@@ -23,7 +23,7 @@ async def test_reader_waits_for_a_newer_version():
     await asyncio.sleep(0)
     assert not waiting.done()
     slot.put("b")
-    assert await asyncio.wait_for(waiting, 5) == (2, "b")
+    assert await asyncio.wait_for(waiting, 60) == (2, "b")
 
 
 async def test_close_wakes_the_reader_and_ignores_later_puts():
@@ -32,7 +32,7 @@ async def test_close_wakes_the_reader_and_ignores_later_puts():
     await asyncio.sleep(0)
     slot.close()
     with pytest.raises(SlotClosed):
-        await asyncio.wait_for(waiting, 5)
+        await asyncio.wait_for(waiting, 60)
     slot.put("late")
     assert slot.version == 0
 
@@ -45,7 +45,7 @@ async def test_a_cancelled_reader_leaves_the_slot_usable():
     with pytest.raises(asyncio.CancelledError):
         await waiting
     slot.put("a")
-    assert await asyncio.wait_for(slot.next(after=0), 5) == (1, "a")
+    assert await asyncio.wait_for(slot.next(after=0), 60) == (1, "a")
 
 
 async def test_wait_is_done_at_once_for_a_newer_version_or_a_closed_slot():

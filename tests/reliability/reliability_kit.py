@@ -286,7 +286,7 @@ async def start_replica(kubeconfig: str, identity: str) -> Replica:
     replica = Replica(controller=controller, edge=faulty)
     for target in WATCHED:
         replica.slots[target] = controller.watches.open_watch(target)
-    await controller.wait_ready(within=15.0)
+    await controller.wait_ready(within=60.0)
     return replica
 
 

@@ -202,7 +202,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
             await controller.start()
             slot = controller.watches.open_watch(GOOD_TARGET)
             try:
-                await controller.wait_ready(within=15.0)
+                await controller.wait_ready(within=60.0)
 
                 def good_ready() -> bool:
                     policy, host = good_outputs(controller, slot)
@@ -213,7 +213,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
                         and host[0]["routes"][0]["backend"] is not None
                     )
 
-                await eventually(good_ready, within=15.0, message="the good route and edge")
+                await eventually(good_ready, within=60.0, message="the good route and edge")
                 baseline = good_outputs(controller, slot)
                 for path in corpus():
                     problems += await apply_one(
@@ -231,7 +231,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
                         ]
                         == 7
                     ),
-                    within=10.0,
+                    within=60.0,
                     message="the good route's new weight after the corpus",
                 )
             finally:
@@ -268,7 +268,7 @@ async def apply_one(
             return any(expect in line for line in found)
 
         try:
-            await eventually(answered, within=10.0, message=f"{path.name}: an answer")
+            await eventually(answered, within=60.0, message=f"{path.name}: an answer")
         except AssertionError:
             problems.append(f"{path.name}: no status, Event or log names {expect!r}: {found}")
         else:
@@ -290,7 +290,7 @@ async def apply_one(
         )
 
     try:
-        await eventually(undisturbed, within=10.0, message="the good outputs")
+        await eventually(undisturbed, within=60.0, message="the good outputs")
     except AssertionError:
         problems.append(f"{path.name}: the good outputs changed: {good_outputs(controller, slot)}")
     return problems

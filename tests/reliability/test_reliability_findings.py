@@ -114,9 +114,9 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                 await controller.start()
                 slot = controller.watches.open_watch(target)
                 try:
-                    await controller.wait_ready(within=15.0)
+                    await controller.wait_ready(within=60.0)
                     await eventually(
-                        lambda: slot.latest is not None, within=10.0, message="first policy"
+                        lambda: slot.latest is not None, within=60.0, message="first policy"
                     )
                     crashes.arm("InformerRouter")
                     await write(
@@ -130,7 +130,7 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                     )
                     await eventually(
                         lambda: crashes.crashed["InformerRouter"] == 1,
-                        within=10.0,
+                        within=60.0,
                         message="the injected crash",
                     )
 
@@ -140,7 +140,7 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                         policy = update.policy.to_json()
                         return bool(policy["routes"][0]["rules"][0]["backends"][0]["exists"])
 
-                    await eventually(backend_exists, within=5.0, message="the Service is seen")
+                    await eventually(backend_exists, within=60.0, message="the Service is seen")
                 finally:
                     controller.watches.close_watch(target, slot)
                     await controller.stop()
@@ -161,7 +161,7 @@ def test_a_controller_starts_through_one_failed_discovery_request(
             controller = Controller(replica_config(kubeconfig, "finding"))
             try:
                 await controller.start()
-                await controller.wait_ready(within=15.0)
+                await controller.wait_ready(within=60.0)
             finally:
                 await controller.stop()
 
@@ -220,16 +220,16 @@ def test_a_replica_that_lost_the_lease_writes_no_status_it_had_queued() -> None:
                 DesiredModuleSetStatus(key=key, conditions=[{"type": "Valid"}]),
             )
         await eventually(
-            lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
+            lambda: system.statistics().busy == 0, within=60.0, message="the writer is idle"
         )
         # Leading: the first is written, slowly...
         leading[0] = True
         system.tell("status", LeadershipChanged(True))
-        await eventually(sink.writing.is_set, within=5.0, message="the slow write")
+        await eventually(sink.writing.is_set, within=60.0, message="the slow write")
         leading[0] = False  # the Lease is released while the write is still in flight
         sink.release.set()
         await eventually(
-            lambda: system.statistics().busy == 0, within=5.0, message="the writer is idle"
+            lambda: system.statistics().busy == 0, within=60.0, message="the writer is idle"
         )
         await system.shutdown()
         assert [name for name, _ in sink.patched] == ["ms-0"]
@@ -264,10 +264,10 @@ def test_a_status_writer_crash_loses_no_status(
             with crashes.installed():
                 await controller.start()
                 try:
-                    await controller.wait_ready(within=15.0)
+                    await controller.wait_ready(within=60.0)
                     await eventually(
                         lambda: controller.elector is not None and controller.elector.is_leader,
-                        within=10.0,
+                        within=60.0,
                         message="leading",
                     )
                     await write(server, build("Service", "svc-a", 0))
@@ -280,10 +280,10 @@ def test_a_status_writer_crash_loses_no_status(
                             generation in observed_generations(o) for o in found
                         )
 
-                    await eventually(lambda: written(1), within=10.0, message="first status")
+                    await eventually(lambda: written(1), within=60.0, message="first status")
                     await eventually(
                         lambda: controller.system.statistics().busy == 0,
-                        within=10.0,
+                        within=60.0,
                         message="idle",
                     )
                     # The next message the writer handles is the new desired status: it crashes.
@@ -291,9 +291,9 @@ def test_a_status_writer_crash_loses_no_status(
                     await write(server, build("HTTPRoute", "r-0", 3))
                     await write(server, build("ModuleSet", "ms-0", 1))
                     await eventually(
-                        lambda: crashes.crashed[writer] == 1, within=10.0, message="the crash"
+                        lambda: crashes.crashed[writer] == 1, within=60.0, message="the crash"
                     )
-                    await eventually(lambda: written(2), within=5.0, message=f"{kind} status")
+                    await eventually(lambda: written(2), within=60.0, message=f"{kind} status")
                 finally:
                     await controller.stop()
 
@@ -324,7 +324,7 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
                 crashes.arm("IngressActor")
                 await controller.start()
                 try:
-                    await controller.wait_ready(within=15.0)
+                    await controller.wait_ready(within=60.0)
                     assert crashes.crashed["IngressActor"] == 1
                     edge = controller.edge
                     assert edge is not None
@@ -333,7 +333,7 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
                         host = edge.data_plane.snapshot_now().host("h0.example")
                         return host is not None and any(r.backend for r in host.routes)
 
-                    await eventually(served, within=10.0, message="h0.example is served")
+                    await eventually(served, within=60.0, message="h0.example is served")
                 finally:
                     await controller.stop()
 
@@ -359,26 +359,26 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
             with crashes.installed():
                 await controller.start()
                 try:
-                    await controller.wait_ready(within=15.0)
+                    await controller.wait_ready(within=60.0)
 
                     async def status_of(generation: int) -> bool:
                         found = await objects(server, "ModuleSet")
                         return bool(found) and generation in observed_generations(found[0])
 
-                    await eventually(lambda: status_of(1), within=10.0, message="status 1")
+                    await eventually(lambda: status_of(1), within=60.0, message="status 1")
                     await eventually(
                         lambda: controller.system.statistics().busy == 0,
-                        within=10.0,
+                        within=60.0,
                         message="idle",
                     )
                     crashes.arm("EdgeDirectory")  # the next directory message: the edit
                     await write(server, build("ModuleSet", "ms-0", 1))
                     await eventually(
                         lambda: crashes.crashed["EdgeDirectory"] == 1,
-                        within=10.0,
+                        within=60.0,
                         message="the crash",
                     )
-                    await eventually(lambda: status_of(2), within=5.0, message="status 2")
+                    await eventually(lambda: status_of(2), within=60.0, message="status 2")
                 finally:
                     await controller.stop()
 
