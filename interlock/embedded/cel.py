@@ -96,8 +96,11 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 
 @lru_cache(maxsize=4096)
-def _compile(rule: str) -> Any:
-    return cel.compile(rule)
+def _compile(rule: str) -> tuple[Any, bool]:
+    """The compiled rule, and whether it calls a Kubernetes library function of ours (only
+    then does it need a Context; a plain dict of variables evaluates twice as fast)."""
+    program = cel.compile(rule)
+    return program, bool(set(program.functions()) & _FUNCTIONS.keys())
 
 
 def _to_cel(schema: Mapping[str, Any], value: Any) -> Any:
@@ -130,23 +133,31 @@ def _type_word(schema: Mapping[str, Any], value: Any) -> str:
 
 
 def _evaluate(
-    rule: Mapping[str, Any], schema: Mapping[str, Any], value: Any, old: Any, path: str
+    rule: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    value: Any,
+    variables: dict[str, Any],
+    path: str,
 ) -> FieldError | None:
+    """One rule; ``variables``: ``self`` (and ``oldSelf`` when there is an old value)."""
     source = str(rule.get("rule", ""))
     transition = bool(_OLD_SELF.search(source))
-    if transition and old is _ABSENT:
+    if transition and "oldSelf" not in variables:
         return None
     where = path or "<nil>"
     if rule.get("fieldPath"):
         where = f"{path}{rule['fieldPath']}"
     try:
-        context = cel.Context()
-        for name, function in _FUNCTIONS.items():
-            context.add_function(name, function)
-        context.add_variable("self", _to_cel(schema, value))
-        if transition:
-            context.add_variable("oldSelf", _to_cel(schema, old))
-        result = _compile(source).execute(context)
+        program, uses_functions = _compile(source)
+        if uses_functions:
+            context = cel.Context()
+            for name, function in _FUNCTIONS.items():
+                context.add_function(name, function)
+            for name, variable in variables.items():
+                context.add_variable(name, variable)
+            result = program.execute(context)
+        else:
+            result = program.execute(variables)
     except Exception as error:  # the library raises several types; any is a failed rule
         return FieldError(
             where,
@@ -187,11 +198,17 @@ def validate_rules(
 def _walk(schema: Mapping[str, Any], value: Any, old: Any, path: str) -> Iterator[FieldError]:
     if value is None:
         return
-    for rule in schema.get("x-kubernetes-validations") or []:
-        if isinstance(rule, Mapping):
-            error = _evaluate(rule, schema, value, old, path)
-            if error is not None:
-                yield error
+    rules = schema.get("x-kubernetes-validations") or []
+    if rules:
+        # Converted once for all the rules of this level.
+        variables = {"self": _to_cel(schema, value)}
+        if old is not _ABSENT:
+            variables["oldSelf"] = _to_cel(schema, old)
+        for rule in rules:
+            if isinstance(rule, Mapping):
+                error = _evaluate(rule, schema, value, variables, path)
+                if error is not None:
+                    yield error
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
