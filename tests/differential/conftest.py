@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -114,7 +115,11 @@ def real_server() -> Iterator[Target]:
             ca_file=str(directory / "pki" / "ca.crt"),
         )
     finally:
-        subprocess.run(["bash", script, "down", str(directory)], env=env, check=False, timeout=120)
+        stopped = subprocess.run(
+            ["bash", script, "down", str(directory)], env=env, check=False, timeout=120
+        )
+        if stopped.returncode == 0:
+            shutil.rmtree(directory, ignore_errors=True)  # etcd's data, certificates, logs
 
 
 class _EmbeddedThread:
