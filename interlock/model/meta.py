@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from interlock.model.validation import describe
+
 
 class KubeModel(BaseModel):
     """Base for every parsed input: unknown fields ignored, immutable, camelCase aliases."""
@@ -88,7 +90,7 @@ def parse_object(model: type[M], kind: str, raw: dict[str, Any]) -> M:
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         raise InvalidObject(
-            kind, object_key_of(raw), _field_path(tuple(first["loc"])), first["msg"]
+            kind, object_key_of(raw), _field_path(tuple(first["loc"])), describe(first)
         ) from None
 
 

@@ -2,8 +2,9 @@
 
 pydantic words its errors for Python programmers ("Input should be greater than or equal to 0",
 "Field required"); a person fixing a manifest wants a sentence about the field ("must be at
-least 0", "is required"). ModuleSet validation goes through :func:`describe` (route parsing, in
-``meta.parse_object``, does not yet). Error types
+least 0", "is required"). Every place that turns a ``ValidationError`` into a message for a
+user (``meta.parse_object`` for every kind, ModuleSet validation) goes through :func:`describe`,
+so the same mistake reads the same everywhere. Error types
 not listed keep pydantic's message, without its "Value error, " prefix.
 """
 

@@ -126,7 +126,7 @@ def _grpc_rule(rule: dict[str, Any]) -> dict[str, Any]:
         pytest.param(
             {"filters": [{"type": "RequestRedirect"}]},
             "spec.rules[0].filters[0].type",
-            "Input should be",
+            "must be 'ResponseHeaderModifier'",
             id="http-only-filter",
         ),
         pytest.param(
@@ -168,7 +168,10 @@ def test_tls_route_needs_hostnames_that_are_names() -> None:
     route = parse_tls_route(obj("TLSRoute", good))
     assert route.spec.hostnames == ("*.shop.example", "db.shop")
     assert route.spec.rules[0].backend_refs[0].weight == 3
-    for hostnames, reason in (([], "at least 1 item"), (["10.0.0.1"], "cannot be IP addresses")):
+    for hostnames, reason in (
+        ([], "must have at least 1 item"),
+        (["10.0.0.1"], "cannot be IP addresses"),
+    ):
         with pytest.raises(InvalidObject) as caught:
             parse_tls_route(obj("TLSRoute", {**good, "hostnames": hostnames}))
         assert caught.value.field == "spec.hostnames"
@@ -237,7 +240,7 @@ def test_http_route_retry_and_cors_are_read() -> None:
         pytest.param(
             {"rules": [{"name": "Not_A_Name"}]},
             "spec.rules[0].name",
-            "String should match pattern",
+            "must match the pattern",
             id="rule-name",
         ),
         pytest.param(
