@@ -33,7 +33,7 @@ from interlock.mailbox.cell import Cell
 from interlock.mailbox.config import MailboxConfig, Overflow, SupervisionPolicy
 from interlock.mailbox.context import current_envelope
 from interlock.mailbox.deadletters import DeadLetterLog
-from interlock.mailbox.envelope import EXTERNAL, Envelope
+from interlock.mailbox.envelope import EXTERNAL, Envelope, new_envelope
 from interlock.mailbox.errors import (
     ActorExists,
     ActorFailed,
@@ -228,7 +228,7 @@ class ActorSystem:
     ) -> Envelope:
         envelope_id = next(self._ids)
         if parent is None:
-            return Envelope(
+            return new_envelope(
                 envelope_id,
                 str(envelope_id) if correlation_id is None else correlation_id,
                 None,
@@ -239,7 +239,7 @@ class ActorSystem:
                 key,
                 reply,
             )
-        return Envelope(
+        return new_envelope(
             envelope_id,
             parent.correlation_id if correlation_id is None else correlation_id,
             parent.id,
@@ -259,7 +259,8 @@ class ActorSystem:
         a handler it starts a new correlation (``correlation_id`` if given); inside one it
         inherits the handled message's correlation and names it as the cause.
         """
-        # The hot path: everything inline, one Envelope, subscripts rather than .get() calls.
+        # The hot path: everything inline, the envelope's fields stored here (no call into
+        # ``new_envelope``), subscripts rather than .get() calls.
         parent = _current()
         cls = type(message)
         try:
@@ -267,33 +268,26 @@ class ActorSystem:
         except KeyError:
             keyed = _KEYED[cls] = hasattr(cls, "coalesce_key")
         key = message.coalesce_key if keyed else None  # type: ignore[attr-defined]
-        envelope_id = next(self._ids)
-        now = self._clock()
+        envelope = Envelope()
+        envelope.id = envelope_id = next(self._ids)
+        envelope.enqueued_at = now = self._clock()
+        envelope.recipient = address
+        envelope.message = message
+        envelope.key = key
+        envelope.reply = None
         if parent is None:
-            envelope = Envelope(
-                envelope_id,
-                str(envelope_id) if correlation_id is None else correlation_id,
-                None,
-                EXTERNAL,
-                address,
-                message,
-                now,
-                key,
-            )
+            envelope.correlation_id = str(envelope_id) if correlation_id is None else correlation_id
+            envelope.causation_id = None
+            envelope.sender = EXTERNAL
             if not self._accepting:
                 self._dead_letter(envelope, "shutdown")
                 return
         else:
-            envelope = Envelope(
-                envelope_id,
-                parent.correlation_id if correlation_id is None else correlation_id,
-                parent.id,
-                parent.recipient,
-                address,
-                message,
-                now,
-                key,
+            envelope.correlation_id = (
+                parent.correlation_id if correlation_id is None else correlation_id
             )
+            envelope.causation_id = parent.id
+            envelope.sender = parent.recipient
         try:
             cell = self._cells[address]
         except KeyError:
@@ -564,6 +558,8 @@ class ActorSystem:
         slow = 0
         batch_started_at = started_at = perf_counter()
         tracing_seconds = 0.0
+        # Read once per batch: the instance changes only by a restart, which ends the batch.
+        actor = cell.actor
         try:
             while queue and cell.stop_reason is None and handled < batch:
                 envelope = queue.popleft()
@@ -573,7 +569,6 @@ class ActorSystem:
                         del keys[envelope.key]
                 if cell.waiters:
                     _wake_one(cell.waiters)
-                actor = cell.actor
                 set_current(envelope)
                 message = envelope.message
                 try:
@@ -716,7 +711,7 @@ class ActorSystem:
             return
         if cell.keys is not None and key in cell.keys:
             return  # a newer state of the key is queued: it supersedes the lost one
-        cell.replay = Envelope(
+        cell.replay = new_envelope(
             next(self._ids),
             failed.correlation_id,
             failed.id,
