@@ -40,6 +40,8 @@ def only_backend(document: dict[str, Any]) -> dict[str, Any]:
 async def test_grpc_route_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
     await cluster.apply(service("users", ports=(50051,)))
     watch = await policy.watch("users", 50051)
+    # The watch may open before the controller saw the Service (real API server: later event).
+    await watch.until(lambda p: only_backend(p)["exists"])
     assert watch.latest["protocol"] == "detect"
 
     await cluster.apply(ROUTE)

@@ -106,6 +106,8 @@ async def test_consumer_route_to_its_parent_and_across_namespaces(
         await cluster.namespace(namespace)
     await cluster.apply(service("web", namespace="shop"))
     watch = await policy.watch("web", namespace="shop", client="client")
+    # The watch may open before the controller saw the Service (real API server: later event).
+    await watch.until(lambda p: p["routes"][0]["rules"][0]["backends"][0]["exists"])
     assert [r["kind"] for r in watch.latest["routes"]] == ["Default"]
 
     # The canonical mesh timeout example: the backend is the parent Service itself, in another

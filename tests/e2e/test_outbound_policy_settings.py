@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
 from jsonschema import Draft202012Validator
-from outbound_objects import GATEWAY, backends_of, service
+from outbound_objects import GATEWAY, service
 
 from interlock.api.policy_schema import SCHEMA_PATH
 
@@ -27,6 +26,12 @@ async def next_valid(watch: PolicyWatch, validator: Draft202012Validator) -> dic
     document = await watch.next()
     validator.validate(document)
     return document
+
+
+async def service_seen(watch: PolicyWatch) -> None:
+    """Wait until the watch's policy reflects the Service (the watch may open before the
+    controller saw it: on a real API server the informer event can come later)."""
+    await watch.until(lambda p: all(b["exists"] for b in p["routes"][0]["rules"][0]["backends"]))
 
 
 def annotated(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
@@ -44,18 +49,12 @@ ROUTE = {
 }
 
 
-@pytest.mark.embedded_only(
-    "HTTPRoute rules[].retry is in the Gateway API experimental channel; the real lane installs "
-    "the standard CRDs, which prune it"
-)
 async def test_annotations_and_fields_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
     validator = await served_validator(policy)
     web = service("web")
     await cluster.apply(web)
     watch = await policy.watch("web")
-    # The watch may open before the controller has seen the Service (on a real API server it
-    # often does): start from the document that has it.
-    await watch.until(lambda p: backends_of(p) == [("web", True, None)])
+    await service_seen(watch)
     validator.validate(watch.latest)
     assert (watch.latest["protocol"], watch.latest["failureAccrual"]) == ("detect", None)
 
@@ -146,6 +145,7 @@ async def test_protocol_follows_app_protocol(cluster: Cluster, policy: PolicyCli
     db = service("db", ports=(5432,))
     await cluster.apply(db)
     watch = await policy.watch("db", 5432)
+    await service_seen(watch)
     assert watch.latest["protocol"] == "detect"
     opaque = {
         **db,
