@@ -185,12 +185,14 @@ async def test_oidc_login_state_replay_rotation_and_provider_down(
 
 async def test_expired_session_starts_a_new_login(env: Env, start_idp: StartIdp) -> None:
     idp = await start_idp([callback_uri(env)])
-    await publish(env, oidc(idp, maximumDuration="2s"))
+    # 5 s, not the shortest a test could use: the sign-in itself (a few redirects) must finish
+    # within it on a loaded machine. Sleeping past it only gets longer under load: safe.
+    await publish(env, oidc(idp, maximumDuration="5s"))
     await until_redirects_to_provider(env, idp)
     async with browser() as session:
         page = await sign_in(session, app_url(env, "/"), ALICE)
         assert page.status == 200
-        await asyncio.sleep(2.1)  # past maximumDuration: nothing can make the session valid
+        await asyncio.sleep(5.1)  # past maximumDuration: nothing can make the session valid
         page = await get(session, app_url(env, "/"))
         assert page.is_login_form
 

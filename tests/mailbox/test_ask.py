@@ -59,13 +59,13 @@ async def test_an_actor_asking_itself_fails_at_once(system: ActorSystem) -> None
         async def receive(self, message: object) -> object:
             if message == "go":
                 try:
-                    await self.ask(self.address, "mirror", timeout=2.0)
+                    await self.ask(self.address, "mirror", timeout=30.0)
                 except AskCycle as error:
                     outcome.append(error)
             return "ok"
 
     system.spawn("narcissus", Narcissus)
-    assert await system.ask("narcissus", "go", timeout=1.0) == "ok"
+    assert await system.ask("narcissus", "go", timeout=30.0) == "ok"
     assert len(outcome) == 1
     assert "narcissus -> narcissus" in str(outcome[0])
 
@@ -77,20 +77,20 @@ async def test_a_cycle_through_another_actor_fails_at_once(system: ActorSystem) 
     class A(Actor):
         async def receive(self, message: object) -> object:
             if message == "start":
-                return await self.ask("b", "ping", timeout=2.0)
+                return await self.ask("b", "ping", timeout=30.0)
             return "a-answer"
 
     class B(Actor):
         async def receive(self, message: object) -> object:
             try:
-                return await self.ask("a", "pong", timeout=2.0)
+                return await self.ask("a", "pong", timeout=30.0)
             except AskCycle as error:
                 errors.append(error)
                 return "cycle"
 
     system.spawn("a", A)
     system.spawn("b", B)
-    assert await system.ask("a", "start", timeout=1.0) == "cycle"
+    assert await system.ask("a", "start", timeout=30.0) == "cycle"
     assert len(errors) == 1
     assert errors[0].chain == ["b", "a", "b"]  # type: ignore[attr-defined]
 
@@ -102,14 +102,14 @@ async def test_a_three_actor_cycle_fails_at_once(system: ActorSystem) -> None:
 
         async def receive(self, message: object) -> object:
             try:
-                return await self.ask(self.target, message, timeout=2.0)
+                return await self.ask(self.target, message, timeout=30.0)
             except AskCycle as error:
                 return error.chain
 
     system.spawn("x", lambda: Forward("y"))
     system.spawn("y", lambda: Forward("z"))
     system.spawn("z", lambda: Forward("x"))
-    assert await system.ask("x", "go", timeout=1.0) == ["z", "x", "y", "z"]
+    assert await system.ask("x", "go", timeout=30.0) == ["z", "x", "y", "z"]
 
 
 async def test_asks_without_a_cycle_wait_for_each_other(system: ActorSystem) -> None:
