@@ -296,6 +296,18 @@ _RULE = _object(
         "matches": _array(_MATCH, 64, default=_DEFAULT_MATCHES),
         "filters": _filters(),
         "backendRefs": _array(_BACKEND_REF, 16),
+        # The experimental channel's rule retry (v1.6.1; interlock serves it): kept here so a server
+        # with no CRDs given admits what the experimental CRD admits, not only the standard one.
+        "retry": _object(
+            {
+                "codes": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 400, "maximum": 599},
+                },
+                "attempts": {"type": "integer", "minimum": 1},
+                "backoff": _DURATION,
+            }
+        ),
         "timeouts": _object(
             {"request": _DURATION, "backendRequest": _DURATION},
             **{

@@ -42,11 +42,12 @@ class EmbeddedApiServer:
         history_size: int = 10_000,
         bookmark_interval: float = 5.0,
         clock: Callable[[], datetime] | None = None,
-        gateway_api_constraints: bool = False,
+        gateway_api_constraints: bool = True,
     ) -> None:
-        """``gateway_api_constraints``: install HTTPRoute and ReferenceGrant with the upstream
-        constraints, defaults and CEL rules (see gateway_schemas.py) instead of schemas that
-        admit any spec."""
+        """``gateway_api_constraints`` (default on): install HTTPRoute and ReferenceGrant with the
+        upstream v1.6.1 constraints, defaults and CEL rules (see gateway_schemas.py), so this
+        server refuses at admission what a real one refuses; off, schemas that admit any spec
+        (about 5 s less per 1,000 HTTPRoute creates, for benchmarks that load many)."""
         self.host = host
         self.port = port
         self.registry = Registry()

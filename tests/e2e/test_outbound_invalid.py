@@ -8,14 +8,26 @@ from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, http_route, parent, route_names, service
 
 from interlock.app import Controller
+from interlock.kube.transport import KubeApiError
 
 GOOD = http_route("r", parents=[parent("web")], backends=[backend("api")])
-BAD = http_route("r", parents=[parent("web")], backends=[backend("api", weight=-5)])
+# Admitted by the Gateway API CRD, refused by interlock: it cannot mirror traffic, and the
+# Gateway API forbids skipping a filter silently.
+BAD = http_route("r", parents=[parent("web")], backends=[backend("api")])
+BAD["spec"]["rules"][0]["filters"] = [
+    {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "api", "port": 80}}}
+]
+NEGATIVE_WEIGHT = http_route("w", parents=[parent("web")], backends=[backend("api", weight=-5)])
 
 
-@pytest.mark.embedded_only(
-    "a real API server refuses a negative backend weight at admission (the CRD's minimum: 0)"
-)
+async def test_a_negative_weight_is_refused_at_admission(cluster: Cluster) -> None:
+    """Both API servers refuse what the CRD's schema refuses (its minimum: 0)."""
+    with pytest.raises(KubeApiError) as refused:
+        await cluster.apply(NEGATIVE_WEIGHT)
+    assert (refused.value.code, refused.value.reason) == (422, "Invalid")
+    assert "spec.rules[0].backendRefs[0].weight" in refused.value.message
+
+
 async def test_invalid_route_is_reported_and_withdrawn(
     cluster: Cluster, policy: PolicyClient, controller: Controller
 ):
@@ -34,7 +46,7 @@ async def test_invalid_route_is_reported_and_withdrawn(
         for entry in (route.get("status") or {}).get("parents", []):
             for condition in entry.get("conditions", []):
                 if condition["type"] == "Accepted" and condition["status"] == "False":
-                    return "spec.rules[0].backendRefs[0].weight" in condition["message"]
+                    return "spec.rules[0].filters[0]" in condition["message"]
         return False
 
     await eventually(rejected, message="Accepted False naming the field")
