@@ -70,7 +70,10 @@ async def test_remote_edge_serves_like_the_in_process_one(remote: Remote, backen
     assert await remote.get("/", **basic_header()) == 503
     await remote.provider.remove_route(host=HOST, route_id=ROUTE)
     assert await remote.get("/") == 404
-    assert len(backend.seen) == 1
+    # Only what came through the edge: on a busy machine another process's poller (a
+    # `GET /readyz` at a port it had before) can reach the backend's reused loopback port.
+    through_edge = [seen for seen in backend.seen if seen.headers.get("x-forwarded-host") == [HOST]]
+    assert len(through_edge) == 1
 
 
 async def test_remote_errors_are_classified(remote: Remote) -> None:
