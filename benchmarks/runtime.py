@@ -472,6 +472,16 @@ is the difference between the traced and the untraced run of the same workload, 
 repeat (two JSON records per message: `deliver` and `handled`). Idle-actor memory is what
 100k spawns add to the heap divided by 100k, for an actor class with no state of its own
 (`__slots__ = ()`).
+
+Where the rest goes (callgrind, CPython 3.11): of `tell`'s instructions per message, the
+bare queue's own work (a put, a get, the consumer's wake-up) is about 60%; the rest is the
+envelope (about 1,400 instructions: an object with nine fields, no Python `__init__`), setting
+the handled envelope in a contextvar (about 800: it allocates a token and a new context map),
+two clock reads (statistics' `last_message_at` and the handling-time histogram, about 400
+each) and the counters. Tracing is two JSON records per message (`deliver` and `handled`):
+formatting them (timestamp, the envelope's fields escaped once per envelope, the summary) and
+the buffered text write are what it costs; the estimate in µs converts its instructions at the
+rate the untraced run executed them, and it misses the 5 µs target by about that much.
 """
     write_section(section)
     print(f"wrote the Runtime section of {DOC}")
