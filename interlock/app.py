@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from loguru import logger
@@ -44,7 +44,6 @@ from interlock.api.policy import build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.edge_wiring import EdgeHalf
-from interlock.embedded import EmbeddedApiServer
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
 from interlock.kube.events import EventRecorder
@@ -62,6 +61,12 @@ from interlock.kube.resources import (
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
+
+if TYPE_CHECKING:
+    # Imported when embedded mode starts: the embedded API server (and the CEL library it
+    # validates CRD rules with, which brings a REPL's worth of modules) is ~16 MiB of RSS that a
+    # controller against a real cluster never uses.
+    from interlock.embedded import EmbeddedApiServer
 
 CRDS_DIR = Path(__file__).resolve().parent / "manifests" / "crds"
 
@@ -279,6 +284,8 @@ class Controller:
             ) from error
 
     async def _start_embedded(self) -> None:
+        from interlock.embedded import EmbeddedApiServer
+
         self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)
         await self.embedded.start()
         paths = [str(CRDS_DIR)] if CRDS_DIR.is_dir() else []
