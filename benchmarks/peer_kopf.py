@@ -482,7 +482,7 @@ def main() -> int:
     results = asyncio.run(run(args.scales, args.changes, args.ready_timeout))
     command = (
         f".venv/bin/python benchmarks/peer_kopf.py --scales {' '.join(map(str, args.scales))} "
-        f"--changes {args.changes}"
+        f"--changes {args.changes} --ready-timeout {args.ready_timeout:.0f}"
     )
     text = section(results, command)
     print(text)
