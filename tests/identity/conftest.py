@@ -1,5 +1,6 @@
-"""Fixtures of the identity tests: the real OpenID provider (``idp.py``), and the e2e fixtures
-(cluster of either lane, controllers) reused from ``tests/e2e/conftest.py`` rather than copied."""
+"""Fixtures of the identity unit tests and of the provider's own test: a real OpenID provider
+per test (``tests/e2e/identity_idp.py``; the end-to-end identity tests live in
+``tests/e2e/test_identity.py`` so that ``make test-real`` runs them on the real lane too)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e.conftest import cluster, http, kubeconfig, start_controller  # noqa: F401
-from idp import StartIdp, TestIdp
-from test_edge_scenarios import env  # noqa: F401
+from identity_idp import StartIdp, TestIdp
 
 
 @pytest.fixture

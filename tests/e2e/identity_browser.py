@@ -1,5 +1,10 @@
 """A browser stand-in for the identity tests: an aiohttp ClientSession that follows redirects,
-keeps cookies, resolves the test host names to loopback, and fills the provider's login form."""
+keeps cookies, resolves the test host names to loopback, and fills the provider's login form.
+
+The app's URLs carry no port (``http://app.test/...``): the resolver sends port 80 to the edge of
+the test at hand. So the callback URL the provider must know is the same for every test, and one
+provider process serves them all (its redirect URIs are fixed when it starts).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,15 @@ from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
-from idp import User
+from identity_idp import User
 
 
 class LoopbackResolver(AbstractResolver):
-    """Every name is 127.0.0.1: ``app.test`` reaches the edge, ``localhost`` the provider."""
+    """Every name is 127.0.0.1: ``app.test`` (port 80) reaches the edge, ``localhost:PORT`` the
+    provider."""
+
+    def __init__(self, edge_port: int) -> None:
+        self._edge_port = edge_port
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
@@ -24,7 +33,7 @@ class LoopbackResolver(AbstractResolver):
             {
                 "hostname": host,
                 "host": "127.0.0.1",
-                "port": port,
+                "port": self._edge_port if port == 80 else port,
                 "family": socket.AF_INET,
                 "proto": 0,
                 "flags": socket.AI_NUMERICHOST,
@@ -35,9 +44,9 @@ class LoopbackResolver(AbstractResolver):
         return None
 
 
-def browser() -> aiohttp.ClientSession:
+def browser(edge_port: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(resolver=LoopbackResolver(), force_close=True),
+        connector=aiohttp.TCPConnector(resolver=LoopbackResolver(edge_port), force_close=True),
         cookie_jar=aiohttp.CookieJar(unsafe=True),
         timeout=aiohttp.ClientTimeout(total=30),
     )

@@ -1,36 +1,62 @@
 """oauth and oidc end to end: API server (either lane) → controller → edge → real provider.
 
-A browser stand-in (``browser.py``) follows redirects, keeps cookies and fills the provider's
-login form; the provider is zitadel's example OpenID provider (``idp.py``). The first test is
-the seed pull request's example with a generic provider standing in for Google.
+A browser stand-in (``identity_browser.py``) follows redirects, keeps cookies and fills the
+provider's login form; the provider is zitadel's example OpenID provider (``identity_idp.py``),
+one process for the whole session (the ``idp`` fixture starts it again for a test if an earlier
+one stopped it). The first test is the seed pull request's example with a generic provider
+standing in for Google.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import aiohttp
 import pytest
-from browser import browser, get, sign_in
+import test_edge_scenarios
 from e2e_clients import eventually
-from idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, StartIdp, TestIdp
+from identity_browser import browser, get, sign_in
+from identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
 from test_edge_scenarios import Env, ingress, module_set, secret
 
 from interlock.kube.transport import KubeApiError
 
+env = test_edge_scenarios.env
+"""The edge scenarios' fixture: a controller with an edge, the IngressClass and a backend."""
+
 HOST = "app.test"
-SECRET_REF = {"name": "a", "key": "k"}
+CALLBACK_URI = f"http://{HOST}/_interlock/auth/callback"
 
 
-def app_url(env: Env, path: str = "/") -> str:
+@pytest.fixture(scope="session")
+def shared_idp() -> Iterator[TestIdp]:
+    provider = TestIdp(redirect_uris=[CALLBACK_URI])
+    yield provider
+    provider.close_now()
+
+
+@pytest.fixture
+async def idp(shared_idp: TestIdp) -> TestIdp:
+    """The session's provider, running (a test may stop or restart it)."""
+    if not shared_idp.running:
+        await shared_idp.start()
+    return shared_idp
+
+
+def app_url(path: str = "/") -> str:
+    """The app as the browser asks for it: no port, so the provider's redirect URI is fixed
+    (the browser sends port 80 to the test's edge)."""
+    return f"http://{HOST}{path}"
+
+
+def open_browser(env: Env) -> aiohttp.ClientSession:
     port = urlsplit(env.edge_url).port
-    return f"http://{HOST}:{port}{path}"
-
-
-def callback_uri(env: Env) -> str:
-    return app_url(env, "/_interlock/auth/callback")
+    assert port is not None
+    return browser(port)
 
 
 def generic_oauth(idp: TestIdp, **settings: Any) -> dict[str, Any]:
@@ -82,18 +108,17 @@ async def until_redirects_to_provider(env: Env, idp: TestIdp) -> None:
 
 
 async def test_seed_oauth_example_is_enforced_with_a_generic_provider(
-    env: Env, start_idp: StartIdp
+    env: Env, idp: TestIdp
 ) -> None:
-    idp = await start_idp([callback_uri(env)])
     await publish(env, generic_oauth(idp))
     await until_redirects_to_provider(env, idp)
     backend = env.backends["web"]
     assert not backend.requests, "no request reaches the backend before a login"
 
-    async with browser() as session:
-        page = await sign_in(session, app_url(env, "/play?level=2"), ALICE)
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/play?level=2"), ALICE)
         assert page.status == 200, page.text[:300]
-        assert page.url == app_url(env, "/play?level=2")
+        assert page.url == app_url("/play?level=2")
         seen = backend.requests[-1]
         assert seen["X-Forwarded-Email"] == ALICE.email
         assert seen["X-Forwarded-User"] == ALICE.id
@@ -101,21 +126,21 @@ async def test_seed_oauth_example_is_enforced_with_a_generic_provider(
 
         # Client-sent identity headers are replaced, not passed on.
         forged = {"X-Forwarded-Email": "ceo@example.com", "X-Forwarded-User": "ceo"}
-        page = await get(session, app_url(env, "/again"), headers=forged)
+        page = await get(session, app_url("/again"), headers=forged)
         assert page.status == 200
         assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
         assert backend.requests[-1]["X-Forwarded-User"] == ALICE.id
 
         # Logout ends the session: the next request starts a new login.
-        page = await get(session, app_url(env, "/_interlock/auth/logout"))
+        page = await get(session, app_url("/_interlock/auth/logout"))
         assert page.status == 200
-        page = await get(session, app_url(env, "/"))
+        page = await get(session, app_url("/"))
         assert page.is_login_form
 
     # A user whose email is outside emailDomains gets 403 and no session.
-    async with browser() as session:
+    async with open_browser(env) as session:
         before = len(backend.requests)
-        page = await sign_in(session, app_url(env, "/"), MALLORY)
+        page = await sign_in(session, app_url("/"), MALLORY)
         assert page.status == 403
         assert "not allowed" in page.text
         assert len(backend.requests) == before
@@ -132,16 +157,13 @@ async def test_seed_oauth_example_is_enforced_with_a_generic_provider(
     assert status == 401
 
 
-async def test_oidc_login_state_replay_rotation_and_provider_down(
-    env: Env, start_idp: StartIdp
-) -> None:
-    idp = await start_idp([callback_uri(env)])
+async def test_oidc_login_state_replay_rotation_and_provider_down(env: Env, idp: TestIdp) -> None:
     await publish(env, oidc(idp, authCheckInterval="1s"))
     await until_redirects_to_provider(env, idp)
     backend = env.backends["web"]
 
-    async with browser() as session:
-        page = await sign_in(session, app_url(env, "/"), ALICE)
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), ALICE)
         assert page.status == 200, page.text[:300]
         assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
         assert backend.requests[-1]["X-Auth-Name"] == "Alice"
@@ -152,55 +174,51 @@ async def test_oidc_login_state_replay_rotation_and_provider_down(
         assert replay.status == 400
 
     # A callback whose state does not match the login cookie is refused.
-    async with browser() as session:
-        async with session.get(app_url(env, "/"), allow_redirects=False) as response:
+    async with open_browser(env) as session:
+        async with session.get(app_url("/"), allow_redirects=False) as response:
             assert response.status == 302
             authorize = response.headers["Location"]
         query = parse_qs(urlsplit(authorize).query)
         assert query["code_challenge_method"] == ["S256"] and query["nonce"]
         wrong = {"state": "not-" + query["state"][0], "code": "whatever"}
-        page = await get(session, callback_uri(env) + "?" + urlencode(wrong))
+        page = await get(session, CALLBACK_URI + "?" + urlencode(wrong))
         assert page.status == 400
         assert "state" in page.text
 
     # Key rotation: the provider restarts with a new signing key; a new login still works.
     await idp.restart()
-    async with browser() as session:
-        page = await sign_in(session, app_url(env, "/"), ALICE)
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), ALICE)
         assert page.status == 200, page.text[:300]
 
         # Provider down: the session keeps working (the re-check is postponed) ...
         await idp.stop()
         await asyncio.sleep(1.1)  # past authCheckInterval, so the next request re-checks
-        page = await get(session, app_url(env, "/still"))
+        page = await get(session, app_url("/still"))
         assert page.status == 200
         assert backend.requests[-1]["X-Forwarded-Email"] == ALICE.email
 
     # ... and a new login gets a clear error page instead of a redirect into nowhere.
-    async with browser() as session:
-        page = await get(session, app_url(env, "/"))
+    async with open_browser(env) as session:
+        page = await get(session, app_url("/"))
         assert page.status == 503
         assert "identity provider is unavailable" in page.text
 
 
-async def test_expired_session_starts_a_new_login(env: Env, start_idp: StartIdp) -> None:
-    idp = await start_idp([callback_uri(env)])
+async def test_expired_session_starts_a_new_login(env: Env, idp: TestIdp) -> None:
     # 5 s, not the shortest a test could use: the sign-in itself (a few redirects) must finish
     # within it on a loaded machine. Sleeping past it only gets longer under load: safe.
     await publish(env, oidc(idp, maximumDuration="5s"))
     await until_redirects_to_provider(env, idp)
-    async with browser() as session:
-        page = await sign_in(session, app_url(env, "/"), ALICE)
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), ALICE)
         assert page.status == 200
         await asyncio.sleep(5.1)  # past maximumDuration: nothing can make the session valid
-        page = await get(session, app_url(env, "/"))
+        page = await get(session, app_url("/"))
         assert page.is_login_form
 
 
-async def test_bad_client_secret_is_permanent_with_status_and_event(
-    env: Env, start_idp: StartIdp
-) -> None:
-    idp = await start_idp([callback_uri(env)])
+async def test_bad_client_secret_is_permanent_with_status_and_event(env: Env, idp: TestIdp) -> None:
     await publish(env, oidc(idp), client_secret="not-the-secret")
     await env.until_route_error(HOST, "refused the client credentials")
     await env.until_event("game", "ModulesFailed")
@@ -215,9 +233,8 @@ async def test_bad_client_secret_is_permanent_with_status_and_event(
 
 
 async def test_provider_down_at_creation_serves_nothing_then_recovers(
-    env: Env, start_idp: StartIdp
+    env: Env, idp: TestIdp
 ) -> None:
-    idp = await start_idp([callback_uri(env)])
     await idp.stop()
     await publish(env, oidc(idp))
     await env.until_route_error(HOST, "could not be reached")

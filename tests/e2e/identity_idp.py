@@ -6,6 +6,10 @@ free loopback port with static users (a JSON file) and the static clients the ex
 (``web`` / ``secret``, confidential, client_secret_basic), waits until discovery answers, and
 stops it. :meth:`TestIdp.restart` keeps the port but the provider generates a new signing key
 with a new ``kid``: that is how the tests rotate the provider's keys.
+
+The process is a plain ``subprocess.Popen``, not an asyncio subprocess, so that one provider can
+outlive the event loop of the test that started it: the identity tests share one per session
+(``tests/e2e/test_identity.py``), on both lanes, instead of paying a start per test.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -81,7 +86,7 @@ class TestIdp:
         self.users = users
         self.port = _free_port()
         self._dir = tempfile.TemporaryDirectory(prefix="interlock-idp-")
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._log = Path(self._dir.name) / "idp.log"
 
     @property
@@ -110,11 +115,18 @@ class TestIdp:
             "REDIRECT_URI": ",".join(self.redirect_uris),
             "USERS_FILE": str(users_file),
         }
-        with self._log.open("ab") as log:
-            self._process = await asyncio.create_subprocess_exec(
-                str(idp_binary()), env=env, stdout=log, stderr=asyncio.subprocess.STDOUT
-            )
+        self._spawn(env)
         await self._wait_ready()
+
+    def _spawn(self, env: dict[str, str]) -> None:
+        with self._log.open("ab") as log:
+            self._process = subprocess.Popen(
+                [str(idp_binary())], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     async def _wait_ready(self, within: float = 30.0) -> None:
         loop = asyncio.get_running_loop()
@@ -123,7 +135,7 @@ class TestIdp:
         async with aiohttp.ClientSession() as session:
             while True:
                 assert self._process is not None
-                if self._process.returncode is not None:
+                if self._process.poll() is not None:
                     raise RuntimeError(
                         f"the test OpenID provider exited ({self._process.returncode}): "
                         + self._log.read_text()[-2000:]
@@ -137,13 +149,17 @@ class TestIdp:
                 await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
-        if self._process is not None and self._process.returncode is None:
+        await asyncio.to_thread(self.stop_now)
+
+    def stop_now(self) -> None:
+        """:meth:`stop` for synchronous code (the session's teardown, with no loop running)."""
+        if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:
-                await asyncio.wait_for(self._process.wait(), 60)
-            except TimeoutError:
+                self._process.wait(60)
+            except subprocess.TimeoutExpired:
                 self._process.kill()
-                await self._process.wait()
+                self._process.wait()
         self._process = None
 
     async def restart(self) -> None:
@@ -153,6 +169,10 @@ class TestIdp:
 
     async def close(self) -> None:
         await self.stop()
+        self._dir.cleanup()
+
+    def close_now(self) -> None:
+        self.stop_now()
         self._dir.cleanup()
 
 
