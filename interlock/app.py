@@ -40,7 +40,7 @@ from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
 from interlock.api.admin import AdminApp
 from interlock.api.metrics import controller_sources, mount_metrics
-from interlock.api.policy import build_policy_app
+from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.edge_wiring import EdgeHalf
@@ -179,6 +179,8 @@ class Controller:
         self.patcher: StatusPatcher | None = None
         self.recorder: EventRecorder | None = None
         """Records the Events the status writer is asked for (the edge's)."""
+        self.policy_counters = PolicyApiCounters()
+        """What the policy API answered (``/metrics``: ``interlock_policy_*``)."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
@@ -267,7 +269,9 @@ class Controller:
             asyncio.create_task(self._initial_sync(), name="initial-sync"),
         ]
         self.policy_site = await _serve(
-            build_policy_app(source=self.watches, wait_ready=self._synced.wait),
+            build_policy_app(
+                source=self.watches, wait_ready=self._synced.wait, counters=self.policy_counters
+            ),
             config.policy_addr,
             flag="--policy-addr",
         )

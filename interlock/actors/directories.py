@@ -139,6 +139,8 @@ class IngressDirectory(_Directory):
 class IngressClassDirectory(_Directory):
     """Publishes every IngressClass on ``ingressclasses``, keyed by name."""
 
+    reconciles = "IngressClass"
+
     def upserted(self, raw: dict[str, Any]) -> None:
         parsed = parse_ingress_class(raw)
         value = parsed.model_copy(update={"metadata": _identity_meta(parsed.metadata)})
@@ -154,6 +156,8 @@ class IngressClassDirectory(_Directory):
 
 class ModuleSetDirectory(_Directory):
     """Publishes ``moduleset:<ns>/<name>`` (spec only) and decides each one's Valid condition."""
+
+    reconciles = "ModuleSet"
 
     def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
         self._now = now
@@ -223,6 +227,8 @@ class SecretDirectory(_Directory):
     Values are never logged: a Secret that cannot be parsed is reported by name and field only.
     """
 
+    reconciles = "Secret"
+
     def upserted(self, raw: dict[str, Any]) -> None:
         value = SecretData.from_secret(parse_secret(raw))
         topic = secret_topic(value.key.namespace, value.key.name)
@@ -244,6 +250,8 @@ class EndpointsDirectory(_Directory):
     The topic of each slice is remembered to find it again; a restarted directory, which has
     not seen the slice yet, looks for it on the topic its label names.
     """
+
+    reconciles = "EndpointSlice"
 
     def __init__(self) -> None:
         self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}

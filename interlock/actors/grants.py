@@ -16,6 +16,8 @@ from interlock.model.gateway import ReferenceGrant
 class GrantsDirectory(Actor):
     """Receives :class:`GrantUpserted` / :class:`GrantDeleted`; publishes ``grants:<ns>``."""
 
+    reconciles = "ReferenceGrant"
+
     async def receive(self, message: object) -> object | None:
         if isinstance(message, GrantUpserted):
             grant = message.grant

@@ -76,6 +76,8 @@ _SETTLE_TOKENS = itertools.count(1)
 class IngressActor(Actor):
     """Publishes the parts of the hosts one Ingress serves; see the module docstring."""
 
+    reconciles = "Ingress"
+
     def __init__(
         self,
         *,

@@ -93,6 +93,7 @@ class RouteActor(Actor):
         self.namespace = namespace
         self.name = name
         self.kind = kind
+        self.reconciles = kind
         self.route_topic = route_topic(kind, namespace, name)
         self.identity = route_identity(namespace, name, kind=kind)
         self.controller_name = controller_name

@@ -38,6 +38,8 @@ def routing_view(service: Service) -> tuple[object, ...]:
 class ServiceDirectory(Actor):
     """Receives :class:`ServiceUpserted` / :class:`ServiceDeleted`; publishes changes routes see."""
 
+    reconciles = "Service"
+
     def __init__(self) -> None:
         self.services: dict[ObjectKey, Service] = {}
         """Every Service, as last seen (published or not)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
@@ -32,6 +32,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from interlock import __version__
+from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
+from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
 from interlock.kube.lease import LeaderElector, LeaderElectorStatistics
@@ -68,6 +70,13 @@ class MetricsSources:
     events: Callable[[], EventRecorderStatistics | None] | None = None
     """The Kubernetes Event recorder; ``None`` from the callable before it exists."""
 
+    kube_client: Callable[[], KubeClientStatistics | None] | None = None
+    """Every request to the Kubernetes API (``interlock.kube.client_metrics``); ``None`` from
+    the callable before the client exists."""
+
+    policy_api: Callable[[], PolicyApiStatistics | None] | None = None
+    """The outbound policy API's answers and open watch streams."""
+
 
 class ControllerCollector:
     """A prometheus-client collector reading :class:`MetricsSources` at scrape time."""
@@ -96,6 +105,10 @@ class ControllerCollector:
             yield from _leader_families(sources.leader() if sample else None)
         if sources.events is not None:
             yield from _event_families(sources.events() if sample else None)
+        if sources.kube_client is not None:
+            yield from _kube_client_families(sources.kube_client() if sample else None)
+        if sources.policy_api is not None:
+            yield from _policy_api_families(sources.policy_api() if sample else None)
 
 
 def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
@@ -125,7 +138,24 @@ def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
         "awaiting I/O counts the wait).",
         labels=["kind"],
     )
+    reconciles = _counter(
+        "reconciles",
+        "Messages handled by the actors that keep objects of a kind up to date, by that "
+        "Kubernetes kind (Service, HTTPRoute, GRPCRoute, Ingress, ModuleSet …) and result "
+        "(success, or error when the handler raised).",
+        ["kind", "result"],
+    )
+    reconcile_time = HistogramMetricFamily(
+        f"{PREFIX}_reconcile_seconds",
+        "Seconds the actors keeping objects of a kind up to date took per message, by that "
+        "Kubernetes kind.",
+        labels=["kind"],
+    )
     if stats is not None:
+        for kind, counts in sorted(stats.reconciles.items()):
+            reconciles.add_metric([kind, "success"], counts.processed)
+            reconciles.add_metric([kind, "error"], counts.failed)
+            reconcile_time.add_metric([kind], _cumulative(counts), counts.handling_seconds)
         for kind, counts in sorted(stats.kinds.items()):
             actors.add_metric([kind], counts.actors)
             depth.add_metric([kind], counts.depth)
@@ -136,14 +166,20 @@ def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
         dead.add_metric([], stats.dead_letters)
         busy.add_metric([], stats.busy)
     yield from (actors, depth, handled, failed, restarts, dead, busy, handling)
+    yield from (reconciles, reconcile_time)
 
 
 def _cumulative(counts: KindStatistics) -> list[tuple[str, float]]:
     """Prometheus buckets (``le`` → runs at most that long) from the runtime's per-slot counts."""
-    bounds = [*(repr(bound) for bound in HANDLING_BUCKETS), "+Inf"]
+    return _buckets(HANDLING_BUCKETS, counts.handling_buckets)
+
+
+def _buckets(bounds: tuple[float, ...], counts: tuple[int, ...]) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` pairs from per-bucket counts whose last slot is ``+Inf``."""
+    labels = [*(repr(bound) for bound in bounds), "+Inf"]
     buckets: list[tuple[str, float]] = []
     total = 0
-    for bound, count in zip(bounds, counts.handling_buckets, strict=True):
+    for bound, count in zip(labels, counts, strict=True):
         total += count
         buckets.append((bound, total))
     return buckets
@@ -251,6 +287,65 @@ def _event_families(stats: EventRecorderStatistics | None) -> Iterator[Metric]:
     yield events
 
 
+def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[Metric]:
+    # client-go's names and labels, unprefixed, so dashboards built for Go controllers work.
+    requests = CounterMetricFamily(
+        "rest_client_requests",
+        "Requests to the Kubernetes API, by HTTP status code (<error>: no answer), method "
+        "and host (client-go's metric).",
+        labels=["code", "method", "host"],
+    )
+    durations = HistogramMetricFamily(
+        "rest_client_request_duration_seconds",
+        "Seconds until the Kubernetes API's answer (its headers: a watch counts until its "
+        "stream starts), by HTTP method (client-go's verb label) and host.",
+        labels=["verb", "host"],
+    )
+    by_resource = _counter(
+        "kube_requests",
+        "Requests to the Kubernetes API by Kubernetes verb (get, list, watch, create, update, "
+        "patch, delete, discover), API group, resource, subresource and HTTP status code.",
+        ["verb", "group", "resource", "subresource", "code"],
+    )
+    resource_durations = HistogramMetricFamily(
+        f"{PREFIX}_kube_request_duration_seconds",
+        "Seconds until the Kubernetes API's answer (its headers), by Kubernetes verb, API "
+        "group and resource.",
+        labels=["verb", "group", "resource"],
+    )
+    if stats is not None:
+        for labels, count in sorted(stats.requests.items()):
+            requests.add_metric(list(labels), count)
+        for method_host, histogram in sorted(stats.durations.items()):
+            buckets = _buckets(REQUEST_BUCKETS, histogram.buckets)
+            durations.add_metric(list(method_host), buckets, histogram.total)
+        for resource_labels, count in sorted(stats.resource_requests.items()):
+            by_resource.add_metric(list(resource_labels), count)
+        for verb_labels, histogram in sorted(stats.resource_durations.items()):
+            buckets = _buckets(REQUEST_BUCKETS, histogram.buckets)
+            resource_durations.add_metric(list(verb_labels), buckets, histogram.total)
+    yield from (requests, durations, by_resource, resource_durations)
+
+
+def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
+    responses = _counter(
+        "policy_requests",
+        "Requests the outbound policy API answered, by request (get, watch, schema) and HTTP "
+        "status code (a watch is counted when its stream starts).",
+        ["request", "code"],
+    )
+    open_watches = _gauge(
+        "policy_watches_open", "Watch streams of the outbound policy API open now."
+    )
+    opened = _counter("policy_watches_opened", "Watch streams of the outbound policy API opened.")
+    if stats is not None:
+        for (request, code), count in sorted(stats.responses.items()):
+            responses.add_metric([request, str(code)], count)
+        open_watches.add_metric([], stats.watches_open)
+        opened.add_metric([], stats.watches_opened)
+    yield from (responses, open_watches, opened)
+
+
 class EdgeParts(Protocol):
     """The edge half of a controller (``interlock.edge_wiring.EdgeHalf``)."""
 
@@ -279,6 +374,12 @@ class ControllerParts(Protocol):
     @property
     def elector(self) -> LeaderElector | None: ...
 
+    @property
+    def api(self) -> Any: ...
+
+    @property
+    def policy_counters(self) -> PolicyApiCounters: ...
+
 
 def controller_sources(controller: ControllerParts) -> MetricsSources:
     """Sources reading ``controller``'s parts at scrape time: parts created after ``/metrics``
@@ -304,6 +405,10 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         recorder = controller.recorder
         return recorder.statistics() if recorder is not None else None
 
+    def kube_client() -> KubeClientStatistics | None:
+        metrics = client_metrics(controller.api)
+        return metrics.statistics() if metrics is not None else None
+
     return MetricsSources(
         actors=controller.system.statistics,
         informers=informers,
@@ -311,6 +416,8 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         edge_routes=edge_routes,
         leader=leader,
         events=events,
+        kube_client=kube_client,
+        policy_api=controller.policy_counters.statistics,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import parse_qsl
 
@@ -37,6 +38,43 @@ class PolicySource(Protocol):
     def open_watch(self, target: WatchTarget) -> LatestValueSlot[PolicyUpdate]: ...
 
     def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyApiStatistics:
+    """A snapshot of :class:`PolicyApiCounters`."""
+
+    responses: dict[tuple[str, int], int]
+    """``(request, code)`` → answers; ``request`` is ``get``, ``watch`` or ``schema``. A watch
+    is counted once, with the code its stream started with."""
+    watches_open: int
+    """Watch streams open now (each a mesh proxy or edge reading a Service port's policy)."""
+    watches_opened: int
+    """Watch streams ever opened."""
+
+
+class PolicyApiCounters:
+    """What the policy API answered (``/metrics``: ``interlock_policy_*``); one per app."""
+
+    __slots__ = ("responses", "watches_open", "watches_opened")
+
+    def __init__(self) -> None:
+        self.responses: dict[tuple[str, int], int] = {}
+        self.watches_open = 0
+        self.watches_opened = 0
+
+    def answered(self, request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+        """Count ``response`` as the answer to ``request``, and return it."""
+        key = ("watch" if _is_watch(request) else "get", response.status)
+        self.responses[key] = self.responses.get(key, 0) + 1
+        return response
+
+    def statistics(self) -> PolicyApiStatistics:
+        return PolicyApiStatistics(
+            responses=dict(self.responses),
+            watches_open=self.watches_open,
+            watches_opened=self.watches_opened,
+        )
 
 
 class BadRequest(ValueError):
@@ -81,27 +119,33 @@ def build_policy_app(
     source: PolicySource,
     first_policy_timeout: float = 10.0,
     wait_ready: Callable[[], Awaitable[object]] | None = None,
+    counters: PolicyApiCounters | None = None,
 ) -> web.Application:
     """The aiohttp application of the policy API, reading policies from ``source``.
 
     ``first_policy_timeout`` bounds how long a request waits for the controller's initial sync
     (``wait_ready``) and the first policy of a target (normally immediate); past it the answer
     is 503 so a client retries instead of hanging or getting a policy computed from half the
-    cluster.
+    cluster. ``counters`` (a fresh one by default) counts the answers and the open streams.
     """
+    counted = counters if counters is not None else PolicyApiCounters()
+    answered = counted.answered
 
     async def outbound(request: web.Request) -> web.StreamResponse:
         try:
             target = parse_target(request)
         except BadRequest as exc:
-            return web.json_response({"error": str(exc)}, status=400)
+            return answered(request, web.json_response({"error": str(exc)}, status=400))
         if wait_ready is not None:
             try:
                 await asyncio.wait_for(wait_ready(), timeout=first_policy_timeout)
             except TimeoutError:
-                return web.json_response(
-                    {"error": "the controller has not finished its initial sync; retry"},
-                    status=503,
+                return answered(
+                    request,
+                    web.json_response(
+                        {"error": "the controller has not finished its initial sync; retry"},
+                        status=503,
+                    ),
                 )
         slot = source.open_watch(target)
         open_slots.add(slot)
@@ -112,23 +156,34 @@ def build_policy_app(
                 try:
                     await asyncio.wait_for(slot.next(after=0), timeout=first_policy_timeout)
                 except TimeoutError:
-                    return web.json_response(
-                        {"error": f"no policy for {target} yet; retry"}, status=503
+                    return answered(
+                        request,
+                        web.json_response(
+                            {"error": f"no policy for {target} yet; retry"}, status=503
+                        ),
                     )
                 except SlotClosed:
                     pass
             if slot.closed:
-                return web.json_response({"error": "the controller is shutting down"}, status=503)
+                return answered(
+                    request,
+                    web.json_response({"error": "the controller is shutting down"}, status=503),
+                )
             version, update = slot.version, slot.latest
             assert update is not None
             if not _is_watch(request):
-                return web.Response(body=update.body, content_type="application/json")
+                return answered(
+                    request, web.Response(body=update.body, content_type="application/json")
+                )
             # The stream's loop lives in this frame: a watch stream is held open for hours by
             # each of thousands of proxies, so every nested coroutine frame counts per stream.
             response = web.StreamResponse(
                 headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"}
             )
             await response.prepare(request)
+            answered(request, response)
+            counted.watches_opened += 1
+            counted.watches_open += 1
             try:
                 while True:
                     # The write awaits the client; meanwhile the slot keeps only the newest.
@@ -140,6 +195,8 @@ def build_policy_app(
                     assert update is not None
             except ConnectionResetError:
                 return response
+            finally:
+                counted.watches_open -= 1
             await response.write_eof()
             return response
         finally:
@@ -147,7 +204,9 @@ def build_policy_app(
             source.close_watch(target, slot)
 
     async def schema(_request: web.Request) -> web.StreamResponse:
-        return web.json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
+        response = web.json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
+        counted.responses[("schema", 200)] = counted.responses.get(("schema", 200), 0) + 1
+        return response
 
     async def end_streams(_app: web.Application) -> None:
         # Shutdown waits for running handlers; closing the slots ends every watch stream now.

@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
+from interlock.kube.client_metrics import instrument
+
 DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_MAX_CONNECTIONS = 256
 """Each informer holds a watch connection open; the pool must leave room for writes beside them."""
@@ -52,7 +54,10 @@ async def make_api_client(
             "run inside a pod, or use --embedded"
         ) from error
     configuration.connection_pool_maxsize = max_connections
-    return ApiClient(configuration=configuration)
+    api = ApiClient(configuration=configuration)
+    # Every request counted once, here, whoever sends it (``/metrics``: rest_client_*).
+    instrument(api)
+    return api
 
 
 async def _load_default(configuration: Configuration) -> None:

@@ -30,6 +30,9 @@ class Actor(abc.ABC):
 
     address: str
     system: ActorSystem
+    reconciles: str = ""
+    """What this actor keeps up to date, for metrics (``HTTPRoute``, ``Ingress`` …): the
+    system counts its messages under this name beside its address prefix. Read once, at spawn."""
 
     @abc.abstractmethod
     async def receive(self, message: object) -> object | None:

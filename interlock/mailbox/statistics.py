@@ -14,7 +14,7 @@ the first bound), and Prometheus gets quantiles without a scrape-time pass over 
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HANDLING_BUCKETS: tuple[float, ...] = (0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)
 """Upper bounds in seconds of the handling-time buckets (Prometheus ``le``), a decade apart:
@@ -32,11 +32,14 @@ class KindCounters:
         "handling_seconds",
         "name",
         "processed",
+        "reconciles",
         "restarts",
     )
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, reconciles: str = "") -> None:
         self.name = name
+        self.reconciles = reconciles
+        """What the actors counted here keep up to date (``Actor.reconciles``), or ``""``."""
         self.actors = 0
         self.processed = 0
         self.failed = 0
@@ -113,3 +116,6 @@ class SystemStatistics:
     restarts: int
     dead_letters: int
     kinds: dict[str, KindStatistics]
+    reconciles: dict[str, KindStatistics] = field(default_factory=dict)
+    """The same totals by what the actors reconcile (``Actor.reconciles``: ``HTTPRoute``,
+    ``Ingress`` …), for the actors that say; an operator thinks in those, not in addresses."""

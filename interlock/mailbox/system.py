@@ -115,7 +115,8 @@ class ActorSystem:
         self._timer_sleep = sleep if timer_sleep is None else timer_sleep
         self._timer_tasks: set[asyncio.Task[None]] = set()
         self._cells: dict[str, Cell] = {}
-        self._kinds: dict[str, KindCounters] = {}
+        self._kinds: dict[tuple[str, str], KindCounters] = {}
+        """Counters by (address prefix, ``Actor.reconciles``); ``statistics`` sums them up."""
         self._topics = Topics()
         self._scheduler = Scheduler(run=self._run, finish=self._finish, yield_every=_YIELD_EVERY)
         self._ids = itertools.count(1)
@@ -165,7 +166,7 @@ class ActorSystem:
         actor = factory()
         actor.address = address
         actor.system = self
-        kind = self._kind(address)
+        kind = self._kind(address, actor.reconciles)
         cell = Cell(address, kind, factory, actor, mailbox, supervision)
         self._cells[address] = cell
         kind.actors += 1
@@ -207,11 +208,11 @@ class ActorSystem:
             return list(self._cells)
         return [address for address in self._cells if address.startswith(prefix)]
 
-    def _kind(self, address: str) -> KindCounters:
-        name = address.partition("/")[0]
-        kind = self._kinds.get(name)
+    def _kind(self, address: str, reconciles: str = "") -> KindCounters:
+        key = (address.partition("/")[0], reconciles)
+        kind = self._kinds.get(key)
         if kind is None:
-            kind = self._kinds[name] = KindCounters(name)
+            kind = self._kinds[key] = KindCounters(*key)
         return kind
 
     # ----------------------------------------------------------------------------------------
@@ -1082,22 +1083,17 @@ class ActorSystem:
 
     def statistics(self) -> SystemStatistics:
         """Totals for the system and per kind; costs O(kinds + busy actors)."""
-        depth_by_kind: dict[str, int] = {}
+        depth_by_kind: dict[tuple[str, str], int] = {}
         for cell in self._scheduler.busy:
-            depth_by_kind[cell.kind.name] = depth_by_kind.get(cell.kind.name, 0) + cell.depth()
-        kinds = {
-            name: KindStatistics(
-                actors=kind.actors,
-                depth=depth_by_kind.get(name, 0),
-                processed=kind.processed,
-                failed=kind.failed,
-                restarts=kind.restarts,
-                dead_letters=kind.dead_letters,
-                handling_seconds=kind.handling_seconds,
-                handling_buckets=tuple(kind.handling_buckets),
-            )
-            for name, kind in self._kinds.items()
-        }
+            key = (cell.kind.name, cell.kind.reconciles)
+            depth_by_kind[key] = depth_by_kind.get(key, 0) + cell.depth()
+        kinds: dict[str, KindStatistics] = {}
+        reconciles: dict[str, KindStatistics] = {}
+        for kind in self._kinds.values():
+            depth = depth_by_kind.get((kind.name, kind.reconciles), 0)
+            _add_kind(kinds, kind.name, kind, depth)
+            if kind.reconciles:
+                _add_kind(reconciles, kind.reconciles, kind, depth)
         return SystemStatistics(
             actors=len(self._cells),
             busy=len(self._scheduler.busy),
@@ -1107,6 +1103,7 @@ class ActorSystem:
             restarts=sum(kind.restarts for kind in kinds.values()),
             dead_letters=self._dead_letters.total,
             kinds=kinds,
+            reconciles=reconciles,
         )
 
     def actor_statistics(self, address: str) -> ActorStatistics:
@@ -1141,3 +1138,32 @@ def _wake_one(waiters: deque[asyncio.Future[None]]) -> None:
 def _expire(reply: asyncio.Future[object], address: str, message_type: str, timeout: float) -> None:
     if not reply.done():
         reply.set_exception(AskTimeout(address, message_type, timeout))
+
+
+def _add_kind(totals: dict[str, KindStatistics], name: str, kind: KindCounters, depth: int) -> None:
+    """Add ``kind``'s counters to ``totals[name]`` (several counters share a name: the same
+    address prefix reconciling different things, or several prefixes reconciling one)."""
+    found = totals.get(name)
+    buckets = tuple(kind.handling_buckets)
+    if found is None:
+        totals[name] = KindStatistics(
+            actors=kind.actors,
+            depth=depth,
+            processed=kind.processed,
+            failed=kind.failed,
+            restarts=kind.restarts,
+            dead_letters=kind.dead_letters,
+            handling_seconds=kind.handling_seconds,
+            handling_buckets=buckets,
+        )
+        return
+    totals[name] = KindStatistics(
+        actors=found.actors + kind.actors,
+        depth=found.depth + depth,
+        processed=found.processed + kind.processed,
+        failed=found.failed + kind.failed,
+        restarts=found.restarts + kind.restarts,
+        dead_letters=found.dead_letters + kind.dead_letters,
+        handling_seconds=found.handling_seconds + kind.handling_seconds,
+        handling_buckets=tuple(a + b for a, b in zip(found.handling_buckets, buckets, strict=True)),
+    )
