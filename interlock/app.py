@@ -61,6 +61,7 @@ from interlock.kube.resources import (
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
+from interlock.mesh import MeshHalf
 
 if TYPE_CHECKING:
     # Imported when embedded mode starts: the embedded API server (and the CEL library it
@@ -170,6 +171,15 @@ class Controller:
                 ),
                 resync_object=self._resync_object,
             )
+        self.mesh: MeshHalf | None = None
+        if config.mesh_addr is not None:
+            self.mesh = MeshHalf(
+                config=config,
+                system=self.system,
+                watches=self.watches,
+                endpoints_from_edge=self.edge is not None,
+                resync_object=self._resync_object,
+            )
         self.informers: InformerSet | None = None
         self.elector: LeaderElector | None = None
         self.status_writer: StatusWriter | None = None
@@ -232,6 +242,9 @@ class Controller:
         if self.edge is not None:
             await self.edge.start()
             edge_resources = await self.edge.resources(self.api)
+        if self.mesh is not None:
+            await self.mesh.start()
+            edge_resources += await self.mesh.resources(self.api)
         self.informers = InformerSet(
             [
                 self._informer(resource)
@@ -378,6 +391,8 @@ class Controller:
         self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory, mailbox=mailbox)
         self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory, mailbox=mailbox)
         extra = None if self.edge is None else self.edge.router_handlers()
+        if self.mesh is not None:
+            extra = {**(extra or {}), **self.mesh.router_handlers()}
         self.system.spawn(
             INFORMER_ROUTER,
             lambda: InformerRouter(
@@ -411,6 +426,8 @@ class Controller:
             admin.add_debug("lease", self.elector.statistics)
         if self.edge is not None:
             admin.add_debug("edges", self.edge.debug)
+        if self.mesh is not None:
+            admin.add_debug("mesh", self.mesh.debug)
         return admin
 
     def _debug_actors(self, query: Mapping[str, str]) -> dict[str, object]:
@@ -437,6 +454,8 @@ class Controller:
             lines.append(f"admin listening on {self.admin_site.url}")
         if self.edge is not None:
             lines.extend(self.edge.describe())
+        if self.mesh is not None:
+            lines.extend(self.mesh.describe())
         return lines
 
     async def stop(self) -> None:
@@ -458,6 +477,8 @@ class Controller:
         self.policy_site = self.admin_site = None
         if self.edge is not None:
             await self.edge.stop()
+        if self.mesh is not None:
+            await self.mesh.stop()
         elector_tasks = [t for t in self._tasks if t.get_name() == "leader-election"]
         others = [t for t in self._tasks if t not in elector_tasks]
         for task in others:

@@ -129,6 +129,18 @@ class ControllerConfig:
     writes where the edge listens instead, and nothing for a wildcard address (see
     :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
+    mesh_addr: Address | None = None
+    """Where the mesh listener serves cluster clients (``--mesh-addr``): requests whose
+    authority names a Service are routed by that Service port's outbound policy; ``None`` runs
+    no mesh listener (see ``docs/mesh.md``)."""
+
+    mesh_client_namespace: str = "default"
+    """The namespace whose view of each policy the mesh listener enforces: its consumer routes
+    apply, other namespaces' consumer routes do not."""
+
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain, as in ``NAME.NAMESPACE.svc.cluster.local`` (canonical form)."""
+
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
     Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""

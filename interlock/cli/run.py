@@ -28,6 +28,7 @@ from interlock.config import (
     parse_http_url,
 )
 from interlock.logs import configure_logging
+from interlock.model.authority import parse_namespace, validate_cluster_domain
 from interlock.model.load_balancer import parse_publish_service
 
 
@@ -101,6 +102,28 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help="edge HTTPS address, certificates from the Ingresses' TLS Secrets by SNI",
         shown="HTTP only",
+    )
+    add.value(
+        "--mesh-addr",
+        default=None,
+        metavar="HOST:PORT",
+        help="mesh listener address: cluster clients reach Services through it by their DNS "
+        "names (Host header or HTTP_PROXY), routed by outbound policy (port 0: any free port, "
+        "printed; see docs/mesh.md)",
+        shown="no mesh listener",
+    )
+    add.value(
+        "--mesh-client-namespace",
+        default="default",
+        metavar="NS",
+        help="the namespace whose view of each policy the mesh listener enforces (its "
+        "consumer routes apply)",
+    )
+    add.value(
+        "--cluster-domain",
+        default="cluster.local",
+        metavar="DOMAIN",
+        help="the cluster's DNS domain, as in NAME.NAMESPACE.svc.DOMAIN",
     )
     add.repeated(
         "--trusted-proxy",
@@ -199,6 +222,13 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 if args.edge_tls_addr
                 else None
             ),
+            mesh_addr=(
+                parse_address(args.mesh_addr, flag="--mesh-addr") if args.mesh_addr else None
+            ),
+            mesh_client_namespace=parse_namespace(
+                args.mesh_client_namespace, flag="--mesh-client-namespace"
+            ),
+            cluster_domain=validate_cluster_domain(args.cluster_domain),
             publish_service=(
                 parse_publish_service(args.publish_service) if args.publish_service else None
             ),

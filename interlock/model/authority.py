@@ -64,8 +64,16 @@ def validate_cluster_domain(value: str) -> str:
     ValueError naming the value when a label is not a DNS label."""
     domain = value.strip().strip(".").lower()
     if not domain or not all(_DNS_LABEL.fullmatch(label) for label in domain.split(".")):
-        raise ValueError(f"cluster domain {value!r}: must be DNS labels separated by dots")
+        raise ValueError(f"--cluster-domain: {value[:100]!r} must be DNS labels separated by dots")
     return domain
+
+
+def parse_namespace(value: str, *, flag: str) -> str:
+    """``value`` if it is a namespace name (an RFC 1123 label); raises ValueError naming the
+    flag."""
+    if not _DNS_LABEL.fullmatch(value):
+        raise ValueError(f"{flag}: {value[:70]!r} is not a namespace name (an RFC 1123 label)")
+    return value
 
 
 def parse_authority(

@@ -12,6 +12,7 @@ from interlock.model.authority import (
     ServiceAuthority,
     mesh_target,
     parse_authority,
+    parse_namespace,
     validate_cluster_domain,
 )
 
@@ -81,8 +82,14 @@ def test_the_cluster_domain_is_configurable() -> None:
 
 @pytest.mark.parametrize("bad", ["", ".", "a..b", "-a.b", "a_b"])
 def test_a_cluster_domain_that_is_not_dns_labels_is_refused(bad: str) -> None:
-    with pytest.raises(ValueError, match="cluster domain"):
+    with pytest.raises(ValueError, match="--cluster-domain"):
         validate_cluster_domain(bad)
+
+
+def test_the_client_namespace_must_be_a_namespace_name() -> None:
+    assert parse_namespace("team-a", flag="--mesh-client-namespace") == "team-a"
+    with pytest.raises(ValueError, match="--mesh-client-namespace: 'Team_A'"):
+        parse_namespace("Team_A", flag="--mesh-client-namespace")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,183 @@
+"""What the mesh listener knows of a Service port: its policy as the client namespace sees it,
+and the ready endpoints of every backend that policy can choose.
+
+The edge learns a backend's policy before its first request (an EdgeActor attaches the backend
+first); the mesh listener learns which Service a client wants only when the request arrives.
+So :class:`MeshUpstreams` starts following a Service port on its first request and lets that
+request wait — bounded — until the policy and the backends' endpoints are known: the first
+request is answered as the policy says, not with a "not known yet" the client cannot act on.
+Later requests read two local tables and never wait.
+
+* **policies**: one :class:`~interlock.actors.service_port_watch.ServicePortWatches` watch per
+  Service port, with the listener's client namespace (``--mesh-client-namespace``): a consumer
+  HTTPRoute in that namespace is what its clients see (GEP-1294), a producer route what every
+  other client sees — the same watches the policy API serves, so both always agree;
+* **endpoints**: an :class:`~interlock.actors.upstream_cache.UpstreamCache` actor of the mesh's
+  own (:data:`MESH_UPSTREAM_CACHE`), asked to follow every backend Service a policy names. The
+  double ask in :meth:`MeshUpstreams._track` returns once the cache has read the Service's
+  retained values, which the subscription put in its mailbox before the second ask.
+
+Every Service port a client names is followed while the controller runs, up to
+:attr:`MeshUpstreams.max_targets` (a client naming random Services would otherwise make the
+controller build a watch for each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from loguru import logger
+
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.upstream_cache import TrackService, UpstreamCache, UpstreamTables
+from interlock.edge.upstreams import Address, UpstreamError
+from interlock.mailbox import ActorSystem
+from interlock.mailbox.slot import LatestValueSlot, SlotClosed
+from interlock.model.authority import ServiceAuthority
+from interlock.model.meta import ObjectKey
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
+
+MESH_UPSTREAM_CACHE = "mesh-upstreams"
+"""The address of the mesh listener's endpoint cache (the edge has its own)."""
+
+DEFAULT_MAX_TARGETS = 10_000
+
+
+@dataclass(eq=False, slots=True)
+class _Followed:
+    policy: OutboundPolicy | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class MeshUpstreams:
+    """Policies and endpoints of the Service ports mesh clients name; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        system: ActorSystem,
+        watches: ServicePortWatches,
+        client_namespace: str,
+        max_targets: int = DEFAULT_MAX_TARGETS,
+    ) -> None:
+        self._system = system
+        self._watches = watches
+        self.client_namespace = client_namespace
+        self.max_targets = max_targets
+        self.tables = UpstreamTables()
+        self._followed: dict[ServiceAuthority, _Followed] = {}
+        self._tracked: set[ObjectKey] = set()
+        self._closed = False
+
+    def start(self) -> None:
+        """Spawn the endpoint cache (once, before requests arrive)."""
+        self._system.spawn(MESH_UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
+
+    async def policy(
+        self, target: ServiceAuthority, *, within: float
+    ) -> OutboundPolicy | UpstreamError:
+        """The policy of ``target`` as the client namespace sees it, once its backends'
+        endpoints are known too; waits at most ``within`` seconds the first time."""
+        followed = self._followed.get(target)
+        if followed is None:
+            if self._closed:
+                return UpstreamError(503, "the mesh listener is stopping")
+            if len(self._followed) >= self.max_targets:
+                return UpstreamError(
+                    503,
+                    f"Service {target}: the mesh listener already follows {self.max_targets} "
+                    "Service ports",
+                )
+            followed = self._followed[target] = _Followed()
+            followed.task = asyncio.get_running_loop().create_task(
+                self._follow(target, followed), name=f"mesh policy {target}"
+            )
+        if followed.policy is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(followed.ready.wait(), within)
+            if followed.policy is None:
+                return UpstreamError(503, f"Service {target}: its policy is not known yet")
+        return followed.policy
+
+    async def _follow(self, target: ServiceAuthority, followed: _Followed) -> None:
+        watch = WatchTarget(
+            namespace=target.namespace,
+            service=target.name,
+            port=target.port,
+            client_namespace=self.client_namespace,
+        )
+        slot: LatestValueSlot[PolicyUpdate] = self._watches.open_watch(watch)
+        version = 0
+        try:
+            while True:
+                version, update = await slot.next(after=version)
+                await self._track_backends(update.policy)
+                followed.policy = update.policy
+                followed.ready.set()
+        except SlotClosed:
+            return
+        finally:
+            self._watches.close_watch(watch, slot)
+
+    async def _track_backends(self, policy: OutboundPolicy) -> None:
+        keys = {
+            backend.key
+            for route in policy.routes
+            for rule in route.rules
+            for backend in rule.backends
+            if backend.exists
+        }
+        for key in sorted(keys - self._tracked, key=lambda k: (k.namespace, k.name)):
+            self._tracked.add(key)
+            await self._track(key)
+
+    async def _track(self, key: ObjectKey) -> None:
+        # The first ask subscribes (the retained values land in the cache's mailbox, then its
+        # ServiceTracked); the second is handled after both: the tables hold the Service.
+        try:
+            for _ in range(2):
+                await self._system.ask(MESH_UPSTREAM_CACHE, TrackService(key), timeout=30.0)
+        except Exception as error:  # the cache restarts; later requests find the endpoints
+            logger.warning("mesh: cannot follow the endpoints of Service {}: {!r}", key, error)
+
+    def addresses(
+        self, *, namespace: str, service: str, port: int
+    ) -> list[Address] | UpstreamError:
+        """The ready addresses of a backend Service port, or why there are none."""
+        addresses = self.tables.addresses.get((namespace, service, port))
+        if addresses:
+            return addresses
+        key = ObjectKey(namespace=namespace, name=service)
+        where = f"Service {namespace}/{service} port {port}"
+        if addresses is None:
+            if key not in self.tables.known:
+                return UpstreamError(503, f"{where}: endpoints not known yet")
+            if key not in self.tables.services:
+                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
+            return UpstreamError(500, f"{where} does not exist")
+        return UpstreamError(503, f"{where} has no ready endpoint")
+
+    async def close(self) -> None:
+        """Stop following (the controller is stopping)."""
+        self._closed = True
+        tasks = [f.task for f in self._followed.values() if f.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def debug(self) -> list[dict[str, object]]:
+        """One line per followed Service port, for ``/debug/mesh``."""
+        return [
+            {
+                "service": str(target),
+                "clientNamespace": self.client_namespace,
+                "routes": None if followed.policy is None else len(followed.policy.routes),
+            }
+            for target, followed in sorted(self._followed.items(), key=lambda i: str(i[0]))
+        ]

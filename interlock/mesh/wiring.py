@@ -1,0 +1,116 @@
+"""The mesh half of a running controller (``--mesh-addr``), added to the Controller in one piece.
+
+The mesh listener needs the outbound half (policies) and EndpointSlices. The edge half already
+runs the EndpointSlice informer and its directory when there is an edge; without one, the mesh
+half runs them itself, so that ``--mesh-addr`` works with or without ``--edge-addr``:
+
+* :meth:`MeshHalf.resources` / :meth:`MeshHalf.router_handlers` — the EndpointSlice informer
+  and its router handler, only when the edge half does not provide them;
+* :meth:`MeshHalf.start` — spawn what it needs and listen; :meth:`MeshHalf.stop`;
+* :meth:`MeshHalf.describe` and :meth:`MeshHalf.debug` (``/debug/mesh``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from loguru import logger
+
+from interlock.actors.directories import EndpointsDirectory
+from interlock.actors.durable import ResyncObject, durable_mailbox
+from interlock.actors.edge_messages import ENDPOINTS_DIRECTORY
+from interlock.actors.messages import ObjectChanged
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.config import Address, ControllerConfig
+from interlock.kube.discovery import DiscoveryRetry, is_served
+from interlock.kube.resources import ENDPOINT_SLICE, Resource
+from interlock.mailbox import ActorSystem
+from interlock.mesh.server import MeshServer, MeshSettings
+from interlock.mesh.upstreams import MeshUpstreams
+
+
+class MeshHalf:
+    """Everything ``--mesh-addr`` adds to a controller; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        config: ControllerConfig,
+        system: ActorSystem,
+        watches: ServicePortWatches,
+        endpoints_from_edge: bool,
+        resync_object: ResyncObject | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if config.mesh_addr is None:
+            raise ValueError("MeshHalf: config.mesh_addr is required to run the mesh listener")
+        self._config = config
+        self._system = system
+        self._endpoints_from_edge = endpoints_from_edge
+        self._mailbox = durable_mailbox(resync_object)
+        self.upstreams = MeshUpstreams(
+            system=system, watches=watches, client_namespace=config.mesh_client_namespace
+        )
+        self.server = MeshServer(
+            upstreams=self.upstreams,
+            settings=MeshSettings(cluster_domain=config.cluster_domain, limits=config.edge_limits),
+            rng=rng,
+        )
+        self.address: Address | None = None
+        """Where the listener listens once started (port 0 resolved)."""
+
+    async def resources(self, api: Any) -> list[Resource]:
+        """The EndpointSlice informer, unless the edge half runs it."""
+        if self._endpoints_from_edge:
+            return []
+        if await is_served(api, ENDPOINT_SLICE, retry=DiscoveryRetry()):
+            return [ENDPOINT_SLICE]
+        logger.warning("EndpointSlice: not served by this cluster; the mesh listener finds no pod")
+        return []
+
+    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
+        """EndpointSlice changes to the endpoints directory, unless the edge half does it."""
+        if self._endpoints_from_edge:
+            return {}
+        system = self._system
+        return {"EndpointSlice": lambda change: system.tell(ENDPOINTS_DIRECTORY, change)}
+
+    async def start(self) -> None:
+        """Spawn the endpoint cache (and directory) and listen (before the informers run)."""
+        if not self._endpoints_from_edge:
+            self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=self._mailbox)
+        self.upstreams.start()
+        addr = self._config.mesh_addr
+        assert addr is not None
+        _, port = await self.server.start(addr=str(addr))
+        self.address = Address(host=addr.host, port=port)
+
+    async def stop(self) -> None:
+        """Stop listening and following policies (before the actor system shuts down)."""
+        await self.server.stop()
+        await self.upstreams.close()
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the listener: what mesh clients set as ``HTTP_PROXY``."""
+        if self.address is None:
+            raise RuntimeError("the mesh listener is not started")
+        host = "127.0.0.1" if self.address.host in ("0.0.0.0", "::", "") else self.address.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.address.port}"
+
+    def describe(self) -> list[str]:
+        if self.address is None:
+            return []
+        return [
+            f"mesh listener on {self.url} (client namespace {self._config.mesh_client_namespace})"
+        ]
+
+    def debug(self) -> dict[str, Any]:
+        """``/debug/mesh``: every Service port clients named, and its policy's route count."""
+        return {
+            "clientNamespace": self._config.mesh_client_namespace,
+            "services": self.upstreams.debug(),
+        }

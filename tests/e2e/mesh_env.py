@@ -1,0 +1,227 @@
+"""What the mesh listener's end-to-end tests share: echo backends standing in for pods, the
+Services and EndpointSlices that point at them, and a client of the mesh listener that calls a
+Service either by ``Host`` header or as an ``HTTP_PROXY`` client (absolute-form target).
+
+Each echo backend answers 200 with a JSON report of what it received (its own name, method,
+path, query, headers), so a test checks on the wire what the policy made of the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+import pytest
+from aiohttp import web
+from e2e_clients import LOCAL, Cluster, StartController, eventually
+from lanes import ENDPOINT_HOST
+
+from interlock.app import Controller
+
+GATEWAY = "gateway.networking.k8s.io"
+
+
+@dataclass
+class Echo:
+    """An HTTP server that reports what reached it."""
+
+    name: str
+    status: int = 200
+    port: int = 0
+    received: list[dict[str, Any]] = field(default_factory=list)
+    runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        report = {
+            "backend": self.name,
+            "method": request.method,
+            "path": request.raw_path.partition("?")[0],
+            "query": request.query_string,
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+        }
+        self.received.append(report)
+        return web.json_response(report, status=self.status, headers={"X-Echo": self.name})
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
+        self.port = self.runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def echo(self) -> dict[str, Any]:
+        """The backend's report (raises when the mesh listener answered itself)."""
+        assert "X-Echo" in self.headers, (self.status, self.headers, self.body[:300])
+        report: dict[str, Any] = json.loads(self.body)
+        return report
+
+    @property
+    def backend(self) -> str | None:
+        return self.headers.get("X-Echo")
+
+
+def service_obj(name: str, namespace: str, ports: tuple[int, ...]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"ports": [{"name": f"p{p}", "port": p, "protocol": "TCP"} for p in ports]},
+    }
+
+
+def slice_obj(name: str, namespace: str, ports: dict[int, Echo]) -> dict[str, Any]:
+    # One slice per Service port: each port's endpoint is a different local server.
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{name}-mesh",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
+        "ports": [
+            {"name": f"p{port}", "port": echo.port, "protocol": "TCP"}
+            for port, echo in ports.items()
+        ],
+    }
+
+
+def route_obj(
+    name: str,
+    *,
+    namespace: str = "default",
+    parent: str,
+    parent_namespace: str | None = None,
+    rules: list[dict[str, Any]],
+    port: int | None = None,
+) -> dict[str, Any]:
+    ref: dict[str, Any] = {"group": "core", "kind": "Service", "name": parent}
+    if parent_namespace is not None:
+        ref["namespace"] = parent_namespace
+    if port is not None:
+        ref["port"] = port
+    return {
+        "apiVersion": f"{GATEWAY}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"parentRefs": [ref], "rules": rules},
+    }
+
+
+def ref(name: str, port: int = 80, *, weight: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "port": port, "weight": weight, **extra}
+
+
+Via = Literal["host", "proxy"]
+
+
+@dataclass
+class MeshEnv:
+    cluster: Cluster
+    controller: Controller
+    http: aiohttp.ClientSession
+    echoes: list[Echo] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        assert self.controller.mesh is not None
+        return self.controller.mesh.url
+
+    async def serve(
+        self, name: str, *, namespace: str = "default", ports: tuple[int, ...] = (80,)
+    ) -> dict[int, Echo]:
+        """A Service ``name`` whose every port has one ready endpoint: an echo server named
+        ``name`` (``name:port`` when there are several ports)."""
+        servers: dict[int, Echo] = {}
+        for port in ports:
+            echo = Echo(name if len(ports) == 1 else f"{name}:{port}")
+            await echo.start()
+            self.echoes.append(echo)
+            servers[port] = echo
+        await self.cluster.apply(service_obj(name, namespace, ports))
+        await self.cluster.apply(slice_obj(name, namespace, servers))
+        return servers
+
+    async def call(
+        self,
+        authority: str,
+        path: str = "/",
+        *,
+        via: Via = "host",
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        """A request for ``authority`` through the mesh listener."""
+        if via == "host":
+            sent = {"Host": authority, **(headers or {})}
+            url, proxy = self.url + path, None
+        else:
+            sent, url, proxy = dict(headers or {}), f"http://{authority}{path}", self.url
+        async with self.http.request(
+            method, url, headers=sent, proxy=proxy, allow_redirects=False
+        ) as response:
+            return Reply(response.status, dict(response.headers), await response.read())
+
+    async def until(
+        self,
+        authority: str,
+        check: Callable[[Reply], bool],
+        path: str = "/",
+        *,
+        message: str,
+        **kwargs: Any,
+    ) -> Reply:
+        """Call until ``check`` holds for the reply (the controller sees changes eventually)."""
+        last: list[Reply] = []
+
+        async def holds() -> bool:
+            last[:] = [await self.call(authority, path, **kwargs)]
+            return check(last[0])
+
+        try:
+            await eventually(holds, message=message)
+        except AssertionError as error:
+            seen = last[0] if last else None
+            raise AssertionError(f"{message}; last reply: {seen}") from error
+        return last[0]
+
+    async def until_backend(
+        self, authority: str, backend: str, path: str = "/", **kw: Any
+    ) -> Reply:
+        return await self.until(
+            authority,
+            lambda r: r.backend == backend,
+            path,
+            message=f"{authority}{path} → {backend}",
+            **kw,
+        )
+
+
+@pytest.fixture
+async def mesh(cluster: Cluster, start_controller: StartController) -> AsyncIterator[MeshEnv]:
+    controller = await start_controller(lease_identity="mesh-replica", mesh_addr=LOCAL)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        env = MeshEnv(cluster, controller, http)
+        try:
+            yield env
+        finally:
+            for echo in env.echoes:
+                await echo.stop()
