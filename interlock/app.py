@@ -56,6 +56,8 @@ from interlock.kube.resources import (
     MODULE_SET,
     REFERENCE_GRANT_VERSIONS,
     SERVICE,
+    TCP_ROUTE,
+    TLS_ROUTE,
     Resource,
 )
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
@@ -104,6 +106,8 @@ class KubeStatusSink:
         self._resources: Mapping[StatusKind, Resource] = {
             "HTTPRoute": route_resource,
             "GRPCRoute": GRPC_ROUTE,
+            "TLSRoute": TLS_ROUTE,
+            "TCPRoute": TCP_ROUTE,
             "Ingress": INGRESS,
             "ModuleSet": MODULE_SET,
         }
@@ -237,6 +241,8 @@ class Controller:
         self.http_route_resource = await self._discover(HTTP_ROUTE_VERSIONS)
         grant_resource = await self._discover(REFERENCE_GRANT_VERSIONS)
         grpc_route_resource = await self._discover((GRPC_ROUTE,))
+        tls_route_resource = await self._discover((TLS_ROUTE,))
+        tcp_route_resource = await self._discover((TCP_ROUTE,))
         self._spawn_actors()
         edge_resources: list[Resource] = []
         if self.edge is not None:
@@ -252,6 +258,8 @@ class Controller:
                     SERVICE,
                     self.http_route_resource,
                     grpc_route_resource,
+                    tls_route_resource,
+                    tcp_route_resource,
                     grant_resource,
                     *edge_resources,
                 )
@@ -261,6 +269,8 @@ class Controller:
         for kind, resource in (
             ("HTTPRoute", self.http_route_resource),
             ("GRPCRoute", grpc_route_resource),
+            ("TLSRoute", tls_route_resource),
+            ("TCPRoute", tcp_route_resource),
             ("ReferenceGrant", grant_resource),
         ):
             if resource is None:
@@ -398,6 +408,7 @@ class Controller:
             lambda: InformerRouter(
                 route_factory=route_factory("HTTPRoute"),
                 grpc_route_factory=route_factory("GRPCRoute"),
+                route_factories={kind: route_factory(kind) for kind in ("TLSRoute", "TCPRoute")},
                 extra=extra,
             ),
             mailbox=mailbox,

@@ -64,6 +64,8 @@ from interlock.kube.resources import (
     REFERENCE_GRANT_V1BETA1,
     SECRET,
     SERVICE,
+    TCP_ROUTE,
+    TLS_ROUTE,
     Resource,
 )
 from interlock.kube.transport import KubeApiError, request_json
@@ -114,6 +116,8 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         HTTP_ROUTE,
         HTTP_ROUTE_V1BETA1,
         GRPC_ROUTE,
+        TLS_ROUTE,
+        TCP_ROUTE,
         REFERENCE_GRANT,
         REFERENCE_GRANT_V1BETA1,
         INGRESS,
@@ -132,6 +136,8 @@ SWEPT = (
     ENDPOINT_SLICE,
     HTTP_ROUTE,
     GRPC_ROUTE,
+    TLS_ROUTE,
+    TCP_ROUTE,
     REFERENCE_GRANT,
     INGRESS,
     INGRESS_CLASS,

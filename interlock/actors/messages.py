@@ -26,6 +26,7 @@ from interlock.model.gateway import HTTPRoute, ReferenceGrant
 from interlock.model.grpc_route import GRPCRoute
 from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.service import Service
+from interlock.model.stream_routes import TCPRoute, TLSRoute
 
 ROUTE_GROUP = "gateway.networking.k8s.io"
 SERVICE_KEY = "service"
@@ -173,11 +174,11 @@ class GrantDeleted:
 class RouteSpecified:
     """The retained value of ``httproute:<ns>/<name>`` (``grpcroute:``…) for a route that parsed."""
 
-    route: HTTPRoute | GRPCRoute
+    route: HTTPRoute | GRPCRoute | TLSRoute | TCPRoute
 
     def trace_summary(self) -> str:
         meta = self.route.metadata
-        kind = "GRPCRoute" if isinstance(self.route, GRPCRoute) else "HTTPRoute"
+        kind = type(self.route).__name__
         return f"RouteSpecified {kind} {meta.namespace}/{meta.name} gen={meta.generation}"
 
 

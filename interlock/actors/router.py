@@ -18,6 +18,7 @@ halves of the controller (Ingress, ModuleSet …) can add their own routing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from loguru import logger
 
@@ -40,10 +41,20 @@ from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.outbound import MeshRoute
 from interlock.model.service import parse_service
+from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
 
 RouteFactory = Callable[[str, str, RouteOutputs], Actor]
 """Builds a RouteActor for ``(namespace, name, outputs)``; ``outputs`` outlives restarts."""
+
+ROUTE_PARSERS: Mapping[str, Callable[[dict[str, Any]], MeshRoute]] = {
+    "HTTPRoute": parse_http_route,
+    "GRPCRoute": parse_grpc_route,
+    "TLSRoute": parse_tls_route,
+    "TCPRoute": parse_tcp_route,
+}
+"""The route kinds served on Service parents, each with its parser."""
 
 
 class InformerRouter(Actor):
@@ -54,6 +65,7 @@ class InformerRouter(Actor):
         *,
         route_factory: RouteFactory | None = None,
         grpc_route_factory: RouteFactory | None = None,
+        route_factories: Mapping[str, RouteFactory] | None = None,
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
     ) -> None:
         self.route_factory: RouteFactory = route_factory or (
@@ -66,6 +78,13 @@ class InformerRouter(Actor):
                 namespace=namespace, name=name, outputs=outputs, kind="GRPCRoute"
             )
         )
+        self.factories: dict[str, RouteFactory] = {
+            kind: _route_actor_factory(kind) for kind in ROUTE_PARSERS
+        }
+        self.factories.update(
+            {"HTTPRoute": self.route_factory, "GRPCRoute": self.grpc_route_factory},
+        )
+        self.factories.update(route_factories or {})
         self.extra = dict(extra or {})
 
     async def receive(self, message: object) -> object | None:
@@ -73,7 +92,7 @@ class InformerRouter(Actor):
             return None
         if message.kind == "Service":
             self._service(message)
-        elif message.kind in ("HTTPRoute", "GRPCRoute"):
+        elif message.kind in ROUTE_PARSERS:
             self._route(message)
         elif message.kind == "ReferenceGrant":
             self._grant(message)
@@ -121,8 +140,7 @@ class InformerRouter(Actor):
             return
         value: RouteSpecified | RouteRejected
         try:
-            parse = parse_grpc_route if kind == "GRPCRoute" else parse_http_route
-            value = RouteSpecified(parse(change.obj))
+            value = RouteSpecified(ROUTE_PARSERS[kind](change.obj))
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
             value = RouteRejected(change.obj, error, change.resource_version)
@@ -130,5 +148,12 @@ class InformerRouter(Actor):
         address = route_address(change.namespace, change.name, kind=kind)
         if not self.system.exists(address):
             namespace, name, outputs = change.namespace, change.name, RouteOutputs()
-            factory = self.grpc_route_factory if kind == "GRPCRoute" else self.route_factory
+            factory = self.factories[kind]
             self.system.spawn(address, lambda: factory(namespace, name, outputs))
+
+
+def _route_actor_factory(kind: str) -> RouteFactory:
+    def factory(namespace: str, name: str, outputs: RouteOutputs) -> Actor:
+        return RouteActor(namespace=namespace, name=name, outputs=outputs, kind=kind)
+
+    return factory

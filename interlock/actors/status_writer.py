@@ -58,7 +58,8 @@ from interlock.actors.messages import (
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 from interlock.model.route_status import status_equal_ignoring_timestamps
 
-StatusKind = Literal["HTTPRoute", "GRPCRoute", "Ingress", "ModuleSet"]
+StatusKind = Literal["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "Ingress", "ModuleSet"]
+ROUTE_STATUS_KINDS: tuple[StatusKind, ...] = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")
 StatusKey = tuple[StatusKind, str, str]
 """``(kind, namespace, name)`` of an object whose status is written."""
 
@@ -240,7 +241,7 @@ class StatusWriter(Actor):
         reference = entry.written if entry.written is not None else entry.stored
         if reference is None:
             return True
-        if key[0] in ("HTTPRoute", "GRPCRoute"):
+        if key[0] in ROUTE_STATUS_KINDS:
             return not status_equal_ignoring_timestamps(
                 entry.status.get("parents", []), reference.get("parents", [])
             )
@@ -382,11 +383,8 @@ class StatusWriter(Actor):
 def _desired(value: object) -> tuple[StatusKey, dict[str, Any], dict[str, Any] | None] | None:
     """The object, desired status and stored status (if known) a published value asks for."""
     if isinstance(value, DesiredRouteStatus):
-        key: StatusKey = (
-            "GRPCRoute" if value.kind == "GRPCRoute" else "HTTPRoute",
-            value.namespace,
-            value.name,
-        )
+        kind: StatusKind = next((k for k in ROUTE_STATUS_KINDS if k == value.kind), "HTTPRoute")
+        key: StatusKey = (kind, value.namespace, value.name)
         return key, {"parents": value.parents}, {"parents": value.stored}
     if isinstance(value, DesiredIngressStatus):
         key = ("Ingress", value.key.namespace, value.key.name)

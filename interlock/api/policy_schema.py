@@ -157,6 +157,7 @@ _BACKEND = {
                 "status": {"type": "integer"},
                 "message": {"type": "string"},
                 "grpcStatus": {"type": "integer", "minimum": 0, "maximum": 16},
+                "refuseConnection": {"const": True},
             },
         },
         "filters": {"type": "array", "items": _FILTER},
@@ -241,7 +242,7 @@ _ROUTE = {
     "type": "object",
     "required": ["kind", "group", "namespace", "name", "creationTimestamp", "hostnames", "rules"],
     "properties": {
-        "kind": {"enum": ["HTTPRoute", "GRPCRoute", "Default"]},
+        "kind": {"enum": ["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "Default"]},
         "group": {"type": "string"},
         "namespace": {"type": "string"},
         "name": {"type": "string"},
@@ -272,7 +273,7 @@ OUTBOUND_POLICY_SCHEMA: dict[str, Any] = {
         "service": {"type": "string"},
         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
         "clientNamespace": {"type": "string"},
-        "protocol": {"enum": ["detect", "http1", "http2", "grpc", "opaque"]},
+        "protocol": {"enum": ["detect", "http1", "http2", "grpc", "tls", "opaque"]},
         "failureAccrual": {
             "type": ["object", "null"],
             "required": ["kind", "maxFailures", "minPenalty", "maxPenalty", "jitterRatio"],

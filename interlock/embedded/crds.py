@@ -17,7 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.embedded.errors import FieldError, required_value
-from interlock.embedded.gateway_schemas import httproute_schema, referencegrant_schema
+from interlock.embedded.gateway_schemas import (
+    httproute_schema,
+    referencegrant_schema,
+    stream_route_schema,
+)
 from interlock.embedded.registry import Registry
 
 JsonObject = dict[str, Any]
@@ -78,7 +82,8 @@ _PERMISSIVE_SCHEMA: dict[str, Any] = {
 
 
 def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
-    """HTTPRoute and ReferenceGrant CRDs; ``constrained``: with the upstream constraints of
+    """HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and ReferenceGrant CRDs; ``constrained``: with
+    the upstream constraints of
     :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec."""
     return [
         _crd(
@@ -106,6 +111,20 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
             # No constrained schema for it yet (gateway_schemas.py covers HTTPRoute and
             # ReferenceGrant); the controller's parser checks every field.
             schema=_PERMISSIVE_SCHEMA,
+        ),
+        *(
+            _crd(
+                kind=kind,
+                plural=f"{kind.lower()}s",
+                versions=["v1"],
+                storage="v1",
+                columns=[_AGE],
+                status=True,
+                schema=stream_route_schema(tls=kind == "TLSRoute")
+                if constrained
+                else _PERMISSIVE_SCHEMA,
+            )
+            for kind in ("TLSRoute", "TCPRoute")
         ),
         _crd(
             kind="ReferenceGrant",

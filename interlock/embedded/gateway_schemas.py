@@ -405,3 +405,64 @@ def referencegrant_schema() -> Schema:
             ),
         },
     }
+
+
+_STREAM_BACKEND_REF = _object(
+    {k: v for k, v in _BACKEND_REF["properties"].items() if k != "filters"},
+    required=["name"],
+    **{"x-kubernetes-validations": _BACKEND_REF["x-kubernetes-validations"]},
+)
+_STREAM_RULE = _object(
+    {
+        "name": {**_HOSTNAME},
+        "backendRefs": _array(
+            _STREAM_BACKEND_REF, 16, minItems=1, **{"x-kubernetes-list-type": "atomic"}
+        ),
+    },
+    required=["backendRefs"],
+)
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_RFC1123 = rf"^({_LABEL}(\\.{_LABEL})*)$"
+_SNI_HOSTNAMES = _array(
+    {**_HOSTNAME, "pattern": rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$"},
+    1024,
+    minItems=1,
+    **{
+        "x-kubernetes-list-type": "atomic",
+        "x-kubernetes-validations": _rules(
+            ("self.all(h, !isIP(h))", "Hostnames cannot contain an IP"),
+            (
+                f"self.all(h, !h.contains('*') ? h.matches('{_RFC1123}') : true)",
+                "Hostnames must be valid based on RFC-1123",
+            ),
+            (
+                "self.all(h, h.contains('*') ? (h.startsWith('*.') && "
+                f"h.substring(2).matches('{_RFC1123}')) : true)",
+                "Wildcards on hostnames must be the first label, and the rest of hostname must "
+                "be valid based on RFC-1123",
+            ),
+        ),
+    },
+)
+
+
+def stream_route_schema(*, tls: bool) -> Schema:
+    """TLSRoute (``tls``: with its required SNI hostnames) or TCPRoute, v1: one rule of 1-16
+    weighted backends without filters; status kept as written."""
+    properties: dict[str, Any] = {
+        "parentRefs": _array(_PARENT_REF, 32),
+        "rules": _array(_STREAM_RULE, 1, minItems=1, **{"x-kubernetes-list-type": "atomic"}),
+    }
+    if tls:
+        properties = {"hostnames": _SNI_HOSTNAMES, **properties}
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": _object(properties, required=["hostnames", "rules"] if tls else ["rules"]),
+            "status": _KEPT,
+        },
+        "required": ["spec"],
+    }

@@ -86,6 +86,10 @@ LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True
 HTTP_ROUTE_VERSIONS: tuple[Resource, ...] = (HTTP_ROUTE, HTTP_ROUTE_V1BETA1)
 """HTTPRoute versions in order of preference: v1, then v1beta1 on clusters that lack v1."""
 REFERENCE_GRANT_VERSIONS: tuple[Resource, ...] = (REFERENCE_GRANT, REFERENCE_GRANT_V1BETA1)
+"""ReferenceGrant versions in order of preference (v1 is newer than many installed CRDs)."""
 GRPC_ROUTE = Resource(GATEWAY_GROUP, "v1", "grpcroutes", "GRPCRoute", namespaced=True)
 """GRPCRoute: served at v1 only (Gateway API v1.1 and later)."""
-"""ReferenceGrant versions in order of preference (v1 is newer than many installed CRDs)."""
+TLS_ROUTE = Resource(GATEWAY_GROUP, "v1", "tlsroutes", "TLSRoute", namespaced=True)
+"""TLSRoute: v1 in the standard channel since Gateway API v1.5 (v1alpha2 before, not read)."""
+TCP_ROUTE = Resource(GATEWAY_GROUP, "v1", "tcproutes", "TCPRoute", namespaced=True)
+"""TCPRoute: v1 in the standard channel since Gateway API v1.5 (v1alpha2 before, not read)."""

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from interlock.model.gateway import (
     CORE_GROUP,
     GATEWAY_GROUP,
+    HTTPBackendRef,
     HTTPPathMatch,
     HTTPRoute,
     HTTPRouteFilter,
@@ -46,6 +47,7 @@ from interlock.model.gateway import (
 )
 from interlock.model.grpc_route import (
     GRPC_UNAVAILABLE,
+    GRPCBackendRef,
     GRPCRoute,
     GRPCRouteFilter,
     GRPCRouteMatch,
@@ -64,13 +66,19 @@ from interlock.model.policy_annotations import (
     parse_policy_annotations,
     port_protocol,
 )
+from interlock.model.route_kinds import age_order, served_routes
 from interlock.model.service import Service
+from interlock.model.stream_routes import StreamRouteRule, TCPRoute, TLSRoute
 
 BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
 """Why a backend cannot carry traffic; the Gateway API ``ResolvedRefs`` reasons."""
 
-MeshRoute = HTTPRoute | GRPCRoute
-"""A route kind served on Service parents with rules, matches and weighted backends."""
+MeshRoute = HTTPRoute | GRPCRoute | TLSRoute | TCPRoute
+"""A route kind served on Service parents: rules of weighted backends (with matches for HTTP
+and gRPC, SNI hostnames for TLS)."""
+
+StreamRoute = TLSRoute | TCPRoute
+"""The route kinds of connections rather than requests (no matches, no filters)."""
 
 RouteFilter = HTTPRouteFilter | GRPCRouteFilter
 
@@ -90,11 +98,17 @@ class FailureInjector:
     message: str
     grpc_status: int | None = None
     """For gRPC routes: the gRPC status calls get (UNAVAILABLE), beside the HTTP ``status``."""
+    refuse_connection: bool = False
+    """For TLS and TCP routes: the connection is refused (closed before any byte is forwarded),
+    as Linkerd's proxy does for an opaque or TLS route's invalid backend; there is no response
+    to carry a status. ``status`` stays for clients that read only it."""
 
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {"status": self.status, "message": self.message}
         if self.grpc_status is not None:
             found["grpcStatus"] = self.grpc_status
+        if self.refuse_connection:
+            found["refuseConnection"] = True
         return found
 
 
@@ -381,8 +395,15 @@ def route_grant_namespaces(route: MeshRoute) -> frozenset[str]:
 
 
 def route_kind(route: MeshRoute) -> str:
-    """``HTTPRoute`` or ``GRPCRoute``: the kind a route is served and granted as."""
-    return "GRPCRoute" if isinstance(route, GRPCRoute) else "HTTPRoute"
+    """``HTTPRoute``, ``GRPCRoute``, ``TLSRoute`` or ``TCPRoute``: the kind a route is served
+    and granted as."""
+    if isinstance(route, GRPCRoute):
+        return "GRPCRoute"
+    if isinstance(route, TLSRoute):
+        return "TLSRoute"
+    if isinstance(route, TCPRoute):
+        return "TCPRoute"
+    return "HTTPRoute"
 
 
 def _resolve_backend(
@@ -468,6 +489,7 @@ def resolve_route(
     grant_list = tuple(grants)
     kind = route_kind(route)
     grpc = isinstance(route, GRPCRoute)
+    stream = isinstance(route, StreamRoute)
     rules: list[ResolvedRule] = []
     for rule in route.spec.rules:
         backends: list[Backend] = []
@@ -496,13 +518,24 @@ def resolve_route(
                     failure_injector=None
                     if problem is None
                     else FailureInjector(
-                        message=problem[1], grpc_status=GRPC_UNAVAILABLE if grpc else None
+                        message=problem[1],
+                        grpc_status=GRPC_UNAVAILABLE if grpc else None,
+                        refuse_connection=stream,
                     ),
                     reason=None if problem is None else problem[0],
-                    filters=ref.filters,
+                    filters=ref.filters if isinstance(ref, HTTPBackendRef | GRPCBackendRef) else (),
                 )
             )
-        if isinstance(rule, GRPCRouteRule):
+        if isinstance(rule, StreamRouteRule):
+            # One rule of weighted backends for every connection: as a match, everything.
+            resolved_rule = ResolvedRule(
+                name=rule.name,
+                matches=(HTTPRouteMatch(),),
+                filters=(),
+                timeouts=None,
+                backends=tuple(backends),
+            )
+        elif isinstance(rule, GRPCRouteRule):
             resolved_rule = ResolvedRule(
                 name=rule.name,
                 matches=grpc_matches_as_http(rule.matches),
@@ -529,7 +562,7 @@ def resolve_route(
         creation_timestamp=route.metadata.creation_timestamp,
         generation=route.metadata.generation,
         parents=served,
-        hostnames=route.spec.hostnames,
+        hostnames=() if isinstance(route, TCPRoute) else route.spec.hostnames,
         rules=tuple(rules),
         annotations=parse_policy_annotations(
             route.metadata.annotations,
@@ -606,15 +639,7 @@ def _attaches(
 def _route_order(route: ResolvedRoute | OutboundRoute) -> tuple[bool, datetime, str, str]:
     # Oldest first (a route without a timestamp sorts last), then namespace/name: Linkerd's and
     # the Gateway API's tie-break, and a total order so the output never depends on input order.
-    created = route.creation_timestamp
-    if created is not None and created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
-    return (
-        created is None,
-        created or datetime.min.replace(tzinfo=UTC),
-        route.namespace,
-        route.name,
-    )
+    return age_order(route)
 
 
 def _parent_backend(service: Service | None, *, namespace: str, name: str, port: int) -> Backend:
@@ -672,11 +697,9 @@ def build_outbound_policy(
                 for p in route.parents
             ):
                 attached.append(route)
-    if any(route.kind == "GRPCRoute" for route in attached):
-        # Linkerd's precedence between kinds on one port: GRPCRoutes win over HTTPRoutes (a
-        # gRPC client's calls would otherwise be routed by rules written for other traffic).
-        attached = [route for route in attached if route.kind == "GRPCRoute"]
-    attached.sort(key=_route_order)
+    # Linkerd's precedence between kinds on one port (GRPCRoute > HTTPRoute > TLSRoute >
+    # TCPRoute, one TCPRoute): a client speaks one protocol; the losers' status says so.
+    attached = served_routes(attached)
     outbound = tuple(
         OutboundRoute(
             kind=route.kind,
@@ -724,8 +747,8 @@ def build_outbound_policy(
             ),
         )
     protocol, accrual, _ = service_port_settings(service, port)
-    if protocol != "opaque" and any(route.kind == "GRPCRoute" for route in attached):
-        protocol = "grpc"
+    if protocol != "opaque" and attached:
+        protocol = _ROUTE_PROTOCOLS.get(attached[0].kind, protocol)
     return OutboundPolicy(
         namespace=namespace,
         service=name,
@@ -735,6 +758,15 @@ def build_outbound_policy(
         protocol=protocol,
         failure_accrual=accrual,
     )
+
+
+_ROUTE_PROTOCOLS: dict[str, Protocol] = {
+    "GRPCRoute": "grpc",
+    "TLSRoute": "tls",
+    "TCPRoute": "opaque",
+}
+"""The protocol a port's clients speak when its routes are of this kind (HTTPRoute: the
+port's own, from its ``appProtocol``)."""
 
 
 def service_policy_annotations(service: Service | None) -> PolicyAnnotations:

@@ -77,8 +77,9 @@ GRPC_RETRY_CODES = (
 )
 """The gRPC status codes ``retry.linkerd.io/grpc`` may name (Linkerd's retryable set)."""
 
-Protocol = Literal["detect", "http1", "http2", "grpc", "opaque"]
-"""How a data plane treats a Service port's traffic."""
+Protocol = Literal["detect", "http1", "http2", "grpc", "tls", "opaque"]
+"""How a data plane treats a Service port's traffic (``grpc``, ``tls``: set by the routes that
+attach, never by the Service alone)."""
 
 _APP_PROTOCOLS: dict[str, Protocol] = {
     "http": "http1",

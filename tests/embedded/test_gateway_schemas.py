@@ -16,7 +16,11 @@ import pytest
 import yaml
 
 from interlock.embedded import ApiError, EmbeddedApiServer
-from interlock.embedded.gateway_schemas import httproute_schema, referencegrant_schema
+from interlock.embedded.gateway_schemas import (
+    httproute_schema,
+    referencegrant_schema,
+    stream_route_schema,
+)
 
 GATEWAY_API = Path(
     os.environ.get("INTERLOCK_GATEWAY_API_DIR")
@@ -85,6 +89,25 @@ def test_builtin_httproute_schema_refuses_what_kube_apiserver_refuses() -> None:
     ]
 
 
+def test_builtin_stream_route_schemas_refuse_what_kube_apiserver_refuses() -> None:
+    server = EmbeddedApiServer(gateway_api_constraints=True)
+    tls = {**_route("t", {"backendRefs": [{"name": "db", "port": 5432}]}), "kind": "TLSRoute"}
+    assert _causes(server, tls) == [
+        ("spec.hostnames", "FieldValueRequired"),
+        ("<nil>", "FieldValueInvalid"),
+    ]
+    ip = {**tls, "spec": {**tls["spec"], "hostnames": ["10.0.0.1"]}}
+    assert _causes(server, ip) == [("spec.hostnames", "FieldValueInvalid")]
+    tcp = {**_route("c", {"backendRefs": []}), "kind": "TCPRoute"}
+    assert _causes(server, tcp) == [("spec.rules[0].backendRefs", "FieldValueInvalid")]
+    stored = server.store.create(
+        {**_route("c", {"backendRefs": [{"name": "db", "port": 5432}]}), "kind": "TCPRoute"}
+    )
+    assert stored["spec"]["rules"] == [
+        {"backendRefs": [{"group": "", "kind": "Service", "name": "db", "port": 5432, "weight": 1}]}
+    ]
+
+
 def test_builtin_httproute_schema_fills_the_upstream_defaults() -> None:
     server = EmbeddedApiServer(gateway_api_constraints=True)
     stored = server.store.create(_route("r", {"backendRefs": [{"name": "api", "port": 80}]}))
@@ -116,7 +139,12 @@ def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
 @pytest.mark.skipif(not GATEWAY_API.is_dir(), reason=f"no Gateway API CRDs in {GATEWAY_API}")
 @pytest.mark.parametrize(
     ("plural", "ours"),
-    [("httproutes", httproute_schema()), ("referencegrants", referencegrant_schema())],
+    [
+        ("httproutes", httproute_schema()),
+        ("referencegrants", referencegrant_schema()),
+        ("tlsroutes", stream_route_schema(tls=True)),
+        ("tcproutes", stream_route_schema(tls=False)),
+    ],
 )
 def test_builtin_constraints_are_the_upstream_ones(plural: str, ours: dict[str, Any]) -> None:
     def upstream_schema(channel: Path) -> dict[str, Any]:

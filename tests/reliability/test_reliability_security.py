@@ -290,6 +290,25 @@ async def run_requests(
             },
         },
     )
+    # A TLSRoute and a TCPRoute as well (tlsroutes/status, tcproutes/status), each on its own
+    # parent for the same reason.
+    for kind, parent, extra in (
+        ("TLSRoute", "tls", {"hostnames": ["web.example"]}),
+        ("TCPRoute", "tcp", {}),
+    ):
+        await write(
+            server,
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": f"web-{parent}", "namespace": "default"},
+                "spec": {
+                    "parentRefs": [{"group": "core", "kind": "Service", "name": parent}],
+                    **extra,
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
+                },
+            },
+        )
     await write(server, secret("users", {"htpasswd": HTPASSWD}))
     await write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
     await write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))

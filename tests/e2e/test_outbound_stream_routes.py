@@ -1,0 +1,141 @@
+"""Issue 12 item 4 end to end: TLSRoute and TCPRoute on Service parents reach an open watch and
+get a status, through the informer, router, route actor and StatusWriter for their kinds.
+
+Every change is followed by exactly the expected next document (each one valid against the
+JSON Schema the API serves), and a change that alters nothing produces no document: checked by
+making a later change that does, and reading that one next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e_clients import Cluster, PolicyClient, eventually
+from outbound_objects import GATEWAY, service
+from test_outbound_policy_settings import next_valid, served_validator, service_seen
+
+CONTROLLER = "interlock.dev/policy-controller"
+
+
+def stream_route(
+    kind: str, name: str, backends: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GATEWAY}/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"group": "core", "kind": "Service", "name": "db", "port": 5432}],
+            **spec,
+            "rules": [{"backendRefs": backends}],
+        },
+    }
+
+
+def backends(document: dict[str, Any]) -> list[tuple[str, int, bool, Any]]:
+    (route,) = document["routes"]
+    (rule,) = route["rules"]
+    return [(b["name"], b["weight"], b["exists"], b["failureInjector"]) for b in rule["backends"]]
+
+
+async def our_conditions(cluster: Cluster, obj: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    stored = await cluster.get(obj)
+    entries = ((stored or {}).get("status") or {}).get("parents", [])
+    ours = [e for e in entries if e.get("controllerName") == CONTROLLER]
+    if len(ours) != 1:
+        return {}
+    return {c["type"]: (c["status"], c["reason"]) for c in ours[0]["conditions"]}
+
+
+async def test_tcp_route_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
+    validator = await served_validator(policy)
+    await cluster.apply(service("db", ports=(5432,)))
+    await cluster.apply(service("db-v1", ports=(5432,)))
+    watch = await policy.watch("db", 5432)
+    await service_seen(watch)
+    assert watch.latest["protocol"] == "detect"
+
+    route = stream_route(
+        "TCPRoute",
+        "db-split",
+        [{"name": "db-v1", "port": 5432, "weight": 3}, {"name": "db-v2", "port": 5432}],
+    )
+    await cluster.apply(route)
+    document = await next_valid(watch, validator)
+    assert document["protocol"] == "opaque"
+    assert [(r["kind"], r["name"]) for r in document["routes"]] == [("TCPRoute", "db-split")]
+    assert backends(document) == [
+        ("db-v1", 3, True, None),
+        (
+            "db-v2",
+            1,
+            False,
+            {
+                "status": 500,
+                "message": "backend Service default/db-v2 does not exist",
+                "refuseConnection": True,
+            },
+        ),
+    ]
+
+    async def backend_not_found() -> bool:
+        return (await our_conditions(cluster, route)) == {
+            "Accepted": ("True", "Accepted"),
+            "ResolvedRefs": ("False", "BackendNotFound"),
+        }
+
+    await eventually(backend_not_found, message="TCPRoute ResolvedRefs False / BackendNotFound")
+
+    # A Service no route refers to changes nothing: no document. The backend's creation is next.
+    await cluster.apply(service("unrelated", ports=(5432,)))
+    await cluster.apply(service("db-v2", ports=(5432,)))
+    document = await next_valid(watch, validator)
+    assert backends(document) == [("db-v1", 3, True, None), ("db-v2", 1, True, None)]
+
+    async def resolved() -> bool:
+        conditions = await our_conditions(cluster, route)
+        return bool(conditions) and all(s == "True" for s, _ in conditions.values())
+
+    await eventually(resolved, message="TCPRoute Accepted and ResolvedRefs")
+
+    await cluster.delete(route)
+    document = await next_valid(watch, validator)
+    assert ([r["kind"] for r in document["routes"]], document["protocol"]) == (
+        ["Default"],
+        "detect",
+    )
+    watch.close()
+
+
+async def test_tls_route_under_an_open_watch(cluster: Cluster, policy: PolicyClient):
+    validator = await served_validator(policy)
+    await cluster.apply(service("db", ports=(5432,)))
+    watch = await policy.watch("db", 5432)
+    await service_seen(watch)
+
+    route = stream_route(
+        "TLSRoute", "db-tls", [{"name": "db-tls", "port": 5432}], hostnames=["db.example.com"]
+    )
+    await cluster.apply(route)
+    document = await next_valid(watch, validator)
+    assert document["protocol"] == "tls"
+    (served,) = document["routes"]
+    assert (served["kind"], served["hostnames"]) == ("TLSRoute", ["db.example.com"])
+    assert backends(document)[0][2:] == (
+        False,
+        {
+            "status": 500,
+            "message": "backend Service default/db-tls does not exist",
+            "refuseConnection": True,
+        },
+    )
+
+    # New SNI hostnames: exactly one document with them.
+    await cluster.apply({**route, "spec": {**route["spec"], "hostnames": ["*.db.example.com"]}})
+    document = await next_valid(watch, validator)
+    assert document["routes"][0]["hostnames"] == ["*.db.example.com"]
+
+    await cluster.delete(route)
+    document = await next_valid(watch, validator)
+    assert [r["kind"] for r in document["routes"]] == ["Default"]
+    watch.close()
