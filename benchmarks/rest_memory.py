@@ -34,7 +34,7 @@ STEPS = [
     "aiohttp",
     "pydantic",
     "loguru",
-    "kubernetes_asyncio",
+    "interlock.kube.library",
     "interlock.model",
     "interlock.mailbox",
     "interlock.actors",
@@ -151,14 +151,14 @@ def section(
         previous = rss
     lines += [
         "",
-        "Reading it: `kubernetes_asyncio` is the largest single cost — its package `__init__` "
-        "imports every generated API and model class (about a thousand modules) although "
-        "interlock uses only `ApiClient`, `Configuration` and the kubeconfig loader; the "
-        "client's `api_client` module itself imports `client.models`, so trimming it means not "
-        "importing the package at all (or loading its models lazily), which is the next cut. "
-        "The embedded API server (with the CEL library's REPL dependencies) is no longer "
-        "imported by a controller that does not run it. The edge's modules (cryptography, JWT) "
-        "are still imported without an edge.",
+        "Reading it: `interlock.kube.library` is kubernetes-asyncio as interlock imports it — "
+        "`ApiClient`, `Configuration` and the kubeconfig loaders, with the package `__init__` "
+        "files (which import every generated API and model class, about a thousand modules and "
+        "40 MiB) deferred until something asks for a typed API or model, which the controller "
+        "never does (the step also imports `interlock.kube` and `interlock.mailbox`, which "
+        "importing it brings along). The embedded API server (with the CEL library's REPL "
+        "dependencies) is not imported by a controller that does not run it. The edge's "
+        "modules (cryptography, JWT) are still imported without an edge.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -3,8 +3,12 @@
 Informers (list+watch) hand raw objects to a synchronous sink; the status patcher, the event
 recorder and the leader elector write back. Nothing here computes: ``model/`` does, ``actors/``
 decide when.
+
+``library`` comes first: it makes kubernetes-asyncio importable without its generated models
+before any module here imports kubernetes-asyncio.
 """
 
+from interlock.kube import library
 from interlock.kube.client import KubeConfigError, api_client, close_api_client, make_api_client
 from interlock.kube.discovery import is_served, served_resource
 from interlock.kube.events import EventRecorder, EventRecorderStatistics, reference_to
@@ -51,6 +55,7 @@ __all__ = [
     "api_client",
     "close_api_client",
     "is_served",
+    "library",
     "make_api_client",
     "reference_to",
     "served_resource",

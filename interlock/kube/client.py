@@ -12,10 +12,14 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
-
 from interlock.kube.client_metrics import instrument
+from interlock.kube.library import (
+    ApiClient,
+    ConfigException,
+    Configuration,
+    load_incluster_config,
+    load_kube_config,
+)
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_MAX_CONNECTIONS = 256

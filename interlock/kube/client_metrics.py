@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from interlock.kube.library import ApiClient, ApiException
 
 REQUEST_BUCKETS: tuple[float, ...] = (
     0.005,

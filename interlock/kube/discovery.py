@@ -21,9 +21,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
+from interlock.kube.library import ApiClient
 from interlock.kube.resources import Resource
 from interlock.kube.transport import KubeApiError, request_json
 from interlock.mailbox.backoff import BackoffPolicy

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
+from interlock.kube.library import ApiClient
 from interlock.kube.resources import EVENT
 from interlock.kube.safelog import log_failure
 from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json

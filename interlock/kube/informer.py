@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
+from interlock.kube.library import ApiClient
 from interlock.kube.resources import Resource
 from interlock.kube.safelog import log_failure
 from interlock.kube.transport import (

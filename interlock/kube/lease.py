@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
+from interlock.kube.library import ApiClient
 from interlock.kube.resources import LEASE
 from interlock.kube.safelog import log_failure
 from interlock.kube.transport import KubeApiError, request_json

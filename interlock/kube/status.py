@@ -17,8 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
+from interlock.kube.library import ApiClient
 from interlock.kube.resources import Resource
 from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json
 

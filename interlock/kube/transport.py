@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
+
+from interlock.kube.library import ApiClient
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
