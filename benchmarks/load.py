@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.embedded import EmbeddedApiServer
 from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.kube.transport import request_json

@@ -51,8 +51,8 @@ import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey

@@ -41,7 +41,7 @@ STEPS = [
     "interlock.kube",
     "interlock.edge",
     "interlock.api",
-    "interlock.app",
+    "interlock.controller.app",
 ]
 
 IMPORT_PROBE = """

@@ -28,8 +28,8 @@ from pathlib import Path
 import aiohttp
 from outbound import idle, rss_mib, start_api_server, write_manifest
 
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.model.policy_watch import WatchTarget
 
 

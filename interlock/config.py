@@ -1,7 +1,7 @@
 """Settings of a running controller, in one place, with one docstring per field.
 
 The command line (`interlock run`), environment variables (`INTERLOCK_<FLAG>`) and tests all
-build a :class:`ControllerConfig`; ``app.py`` reads nothing else. Keeping it a plain frozen
+build a :class:`ControllerConfig`; ``controller/`` reads nothing else. Keeping it a plain frozen
 dataclass means a test can start a controller with short leases and grace periods without
 touching flags, and every default is documented where it is defined.
 """

@@ -1,10 +1,11 @@
 """The informer router: where Kubernetes events enter the actor system.
 
-Informers call a synchronous sink; app.py turns each event into an :class:`ObjectChanged` and
-tells it to this actor with the event's identity (``Upserted Service default/web rv=12``) as the
-correlation id. Everything the router then sends inherits that correlation, so the trace shows
-which external event caused which messages. Messages are keyed by object, so a burst of events
-on one object that arrive faster than they are handled coalesces to the last one.
+Informers call a synchronous sink; ``controller/app.py`` turns each event into an
+:class:`ObjectChanged` and tells it to this actor with the event's identity (``Upserted Service
+default/web rv=12``) as the correlation id. Everything the router then sends inherits that
+correlation, so the trace shows which external event caused which messages. Messages are keyed
+by object, so a burst of events on one object that arrive faster than they are handled coalesces
+to the last one.
 
 It is spawned with a durable mailbox (:mod:`interlock.actors.durable`): an event it was handling
 when it crashed is handled again by the restarted router, so none is lost.

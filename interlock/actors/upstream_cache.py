@@ -1,7 +1,7 @@
 """UpstreamCache: the ready addresses of every Service port the edge forwards to, kept current.
 
-The edge's upstream resolver (``interlock.edge_upstreams.ControllerUpstreams``) answers on every
-request and must never await; it reads :class:`UpstreamTables`. This actor writes them: it
+The edge's upstream resolver (``interlock.controller.upstreams.ControllerUpstreams``) answers
+on every request and must never await; it reads :class:`UpstreamTables`. This actor writes them: it
 subscribes to the ``service:`` and ``endpoints:`` topics of each Service it is asked to track
 and recomputes that Service's ready addresses per port when either changes. Subscriptions are
 kept by the runtime across a restart, and their retained values re-delivered.

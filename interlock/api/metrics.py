@@ -8,8 +8,8 @@ Prometheus scrapes, so each figure is counted exactly once, where it happens, an
 one pass over the actor kinds (not over the actors).
 
 Components are passed as callables returning their statistics (:class:`MetricsSources`): the
-wiring in ``app.py`` decides where each one lives, and a component that is not running (no edge,
-not yet leading) simply contributes nothing. No metric carries a Secret or any object content:
+wiring in ``controller/`` decides where each one lives, and a component that is not running (no
+edge, not yet leading) simply contributes nothing. No metric carries a Secret or any object content:
 the labels are actor kinds, informer names, outcomes and states.
 """
 
@@ -347,14 +347,14 @@ def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
 
 
 class EdgeParts(Protocol):
-    """The edge half of a controller (``interlock.edge_wiring.EdgeHalf``)."""
+    """The edge half of a controller (``interlock.controller.edge_half.EdgeHalf``)."""
 
     @property
     def board(self) -> EdgeBoard: ...
 
 
 class ControllerParts(Protocol):
-    """The parts of a running controller that keep statistics (``interlock.app.Controller``)."""
+    """The parts of a running controller that keep statistics (``controller.app.Controller``)."""
 
     @property
     def system(self) -> ActorSystem: ...

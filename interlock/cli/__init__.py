@@ -3,7 +3,7 @@
 One binary with subcommands, so that in-cluster, local and no-cluster use share one entry point.
 Each subcommand lives in its own module of this package (``run``, ``policy``, ``demo``,
 ``edge``, ``apiserver``, ``trace``); environment variables are read through :mod:`.env` and
-signals handled by :mod:`.signals`. Wiring of the controller itself is in ``app.py``.
+signals handled by :mod:`.signals`. Wiring of the controller itself is in ``controller/``.
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from interlock.app import StartupError
+    from interlock.controller.app import StartupError
     from interlock.kube.client import KubeConfigError
 
     config = config_from_args(args)
@@ -269,7 +269,7 @@ async def run_until_signalled(
     config: ControllerConfig, *, announce: Callable[[str], None] = print
 ) -> int:
     """Start a controller, print where it listens, and stop it on SIGINT or SIGTERM."""
-    from interlock.app import Controller
+    from interlock.controller.app import Controller
 
     controller = Controller(config)
 

@@ -3,8 +3,8 @@
 Everything here is what a person would otherwise do by hand before trying interlock: start two
 backends, point EndpointSlices at them, start ``interlock run --embedded`` with the example
 manifests and a trace file, then look up the ports to curl. The controller is the same
-:class:`~interlock.app.Controller` that ``interlock run`` starts; the demo only adds its tracer
-(to print the trace live) and prints what to try.
+:class:`~interlock.controller.app.Controller` that ``interlock run`` starts; the demo only adds
+its tracer (to print the trace live) and prints what to try.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from interlock.demo.live_trace import LiveTrace, TraceTee
 from interlock.mailbox import Tracer
 
 if TYPE_CHECKING:
-    from interlock.app import Controller
+    from interlock.controller.app import Controller
 
 NAMESPACE = "default"
 HOST = "demo.localhost"
@@ -211,7 +211,7 @@ async def run_demo(
 ) -> int:
     """Run the demo until ``stop`` is set, ``options.duration`` passed, or it is cancelled
     (``interlock demo`` cancels it on SIGINT/SIGTERM, see :mod:`interlock.cli.signals`)."""
-    from interlock.app import Controller
+    from interlock.controller.app import Controller
 
     root = options.manifests if options.manifests is not None else default_manifests()
     examples = example_manifests(root)

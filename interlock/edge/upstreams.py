@@ -4,7 +4,7 @@ The data plane knows a route's backend only as a Service port. Which pods serve 
 the outbound policy of that port (weighted splits, a missing backend Service) and on its ready
 endpoints — controller state the data plane must not own. The controller implements
 this protocol from its ServicePortWatch subscriptions and EndpointSlices
-(``interlock.edge_upstreams.ControllerUpstreams``); this module ships the
+(``interlock.controller.upstreams.ControllerUpstreams``); this module ships the
 two resolvers that need no controller:
 
 * :class:`StaticUpstreams` — a table, for tests, benchmarks and demos;

@@ -80,7 +80,7 @@ def latest_policy(slot: LatestValueSlot[Any]) -> dict[str, Any]:
 
 
 def start_outbound() -> Outbound:
-    """The actors app.py runs for the outbound half, with a recording StatusWriter."""
+    """The actors controller/app.py runs for the outbound half, with a recording StatusWriter."""
     system = ActorSystem()
     log: list[object] = []
     system.spawn(STATUS_WRITER, lambda: RecordingActor(log))

@@ -10,8 +10,8 @@ import pytest
 from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.controller.upstreams import ControllerUpstreams
 from interlock.edge.upstreams import UpstreamError
-from interlock.edge_upstreams import ControllerUpstreams
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
 from interlock.model.service import parse_endpoint_slice, parse_service

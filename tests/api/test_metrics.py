@@ -210,8 +210,8 @@ async def test_groups_without_a_source_are_left_out() -> None:
 
 
 async def test_a_running_controller_exports_informer_and_actor_counters() -> None:
-    from interlock.app import Controller
     from interlock.config import ControllerConfig
+    from interlock.controller.app import Controller
 
     controller = Controller(
         ControllerConfig(
@@ -432,8 +432,8 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
 
 
 async def test_a_running_controller_with_an_edge_exports_reconciles_and_events() -> None:
-    from interlock.app import Controller
     from interlock.config import ControllerConfig
+    from interlock.controller.app import Controller
 
     controller = Controller(
         ControllerConfig(

@@ -24,7 +24,7 @@ import pytest
 from e2e_clients import PolicyClient, StartController, controller_config
 from lanes import TestCluster
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 
 @pytest.fixture

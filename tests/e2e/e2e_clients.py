@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 from lanes import LEASE_NAMESPACE, TestCluster
 
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.mailbox.testing import eventually as _eventually
 
 Cluster = TestCluster

@@ -19,7 +19,7 @@ from aiohttp import web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from lanes import ENDPOINT_HOST
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 GATEWAY = "gateway.networking.k8s.io"
 

@@ -22,14 +22,14 @@ from aiohttp import web
 from e2e_clients import Cluster, controller_config, eventually
 
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.app import Controller
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
+from interlock.controller.edge_half import EdgeHalf
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
 from interlock.edge.upstreams import StaticUpstreams
-from interlock.edge_wiring import EdgeHalf
 from interlock.kube.resources import EVENT, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy

@@ -31,7 +31,7 @@ from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import (
     ENDPOINT_SLICE,

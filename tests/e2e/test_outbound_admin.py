@@ -6,7 +6,7 @@ from e2e_clients import Cluster, PolicyClient
 from outbound_objects import backend, http_route, parent, service
 
 from interlock.actors.messages import route_address
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 
 async def test_probes_and_debug_views(

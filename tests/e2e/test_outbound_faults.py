@@ -12,7 +12,7 @@ import pytest
 from e2e_clients import Cluster, PolicyClient, StartController, eventually
 from outbound_objects import backend, http_route, parent, service
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 PARENTS = ("web-0", "web-1", "web-2")
 BACKENDS = tuple(f"api-{i}" for i in range(6))

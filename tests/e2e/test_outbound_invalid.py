@@ -7,7 +7,7 @@ import pytest
 from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, http_route, parent, route_names, service
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 
 GOOD = http_route("r", parents=[parent("web")], backends=[backend("api")])

@@ -10,7 +10,7 @@ from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import GATEWAY, backend, http_route, parent, service
 from prometheus_client.parser import text_string_to_metric_families
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 

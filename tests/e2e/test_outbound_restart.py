@@ -10,7 +10,7 @@ from typing import Any
 from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, backends_of, http_route, parent, service
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])

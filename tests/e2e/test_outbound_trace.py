@@ -6,7 +6,7 @@ from e2e_clients import Cluster, PolicyClient, eventually
 from outbound_objects import backend, backends_of, http_route, parent, service
 
 from interlock.actors.messages import route_address
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.mailbox.testing import capture_trace
 
 

@@ -13,8 +13,8 @@ from typing import Any
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 
 from interlock.actors.edge_messages import INGRESS_STATUS_TOPIC
-from interlock.app import Controller
 from interlock.config import Address
+from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.model.meta import ObjectKey
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from loguru import logger
 
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.kube.client import make_api_client
 from interlock.kube.discovery import DiscoveryError, DiscoveryRetry, is_served, served_resource
 from interlock.kube.resources import HTTP_ROUTE, HTTP_ROUTE_VERSIONS, INGRESS, Resource

@@ -29,7 +29,7 @@ def test_the_controller_imports_no_generated_api_or_model_module() -> None:
     result = _run(
         """
         import json, sys
-        import interlock.app
+        import interlock.controller.app
         import interlock.kube
         loaded = [m for m in sys.modules if m.startswith("kubernetes_asyncio.client.")]
         print(json.dumps({

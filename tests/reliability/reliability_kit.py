@@ -2,8 +2,8 @@
 
 A history runs against one API server (either lane, ``tests/lanes.py``; the harness writes as
 cluster admin, the replicas use the controller's kubeconfig) with one or more *replicas* (real
-:class:`~interlock.app.Controller` instances with an edge). Each replica's edge provider is
-wrapped in a :class:`~interlock.edge.faults.FaultyEdge`, whose served log is what the fail-closed
+:class:`~interlock.controller.app.Controller` instances with an edge). Each replica's edge provider
+is wrapped in a :class:`~interlock.edge.faults.FaultyEdge`, whose served log is what the fail-closed
 monitor reads. After the history, the outputs every replica produces are compared with two
 independent answers computed from the *final* objects alone:
 
@@ -40,8 +40,8 @@ from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatch
 from interlock.actors.status_writer import StatusWriter
-from interlock.app import Controller
 from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge, ServedConfig
 from interlock.edge.modules import compile_modules
 from interlock.edge.provider import BackendTarget

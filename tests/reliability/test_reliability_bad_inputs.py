@@ -30,7 +30,7 @@ from loguru import logger
 from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.model.policy_watch import WatchTarget
 

@@ -24,7 +24,7 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.status_writer import StatusWriter
-from interlock.app import Controller
+from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
@@ -344,7 +344,7 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
     tmp_path: Path, control_plane: ControlPlane | None
 ) -> None:
     """Found by ``make reliability``: a ModuleSet edit handled by a crashing ModuleSetDirectory
-    never reached the edges nor the ModuleSet's status. Fixed in interlock/edge_wiring.py
+    never reached the edges nor the ModuleSet's status. Fixed in interlock/controller/edge_half.py
     ``EdgeHalf.router_handlers`` and interlock/actors/directories.py ``_Directory`` (the events
     go through a durable mailbox, and a restarted directory replays them)."""
 

@@ -38,7 +38,7 @@ from loguru import logger
 from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
 
-from interlock.app import Controller
+from interlock.controller.app import Controller
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 JWKS_MARKER = "planted-jwks-Wq8r"

@@ -49,11 +49,11 @@ from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
+from interlock.controller.upstreams import ControllerUpstreams, TrackingProvider
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, TransientEdgeError
 from interlock.edge.server import EdgeServer
-from interlock.edge_upstreams import ControllerUpstreams, TrackingProvider
 from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.resources import (
     ENDPOINT_SLICE,

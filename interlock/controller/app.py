@@ -43,7 +43,7 @@ from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
-from interlock.edge_wiring import EdgeHalf
+from interlock.controller.edge_half import EdgeHalf
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
 from interlock.kube.events import EventRecorder
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     # controller against a real cluster never uses.
     from interlock.embedded import EmbeddedApiServer
 
-CRDS_DIR = Path(__file__).resolve().parent / "manifests" / "crds"
+CRDS_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 _RELEASE_TIMEOUT = 5.0
 """Seconds stopping waits to release the Lease (an API server that does not answer must not

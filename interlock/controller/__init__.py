@@ -1,0 +1,16 @@
+"""The composition root: the one place that builds a running controller from its parts.
+
+Everything else in the package is a part that knows nothing of how it is wired: actors
+(``actors/``), the Kubernetes client (``kube/``), the HTTP APIs (``api/``), the edge data plane
+(``edge/``), the pure model (``model/``). This package connects them, and nothing outside it
+reads a :class:`~interlock.config.ControllerConfig` to open connections or spawn actors:
+
+* :mod:`.app` — :class:`~interlock.controller.app.Controller`: informers → actors → policy API,
+  status through the Lease; what ``interlock run`` and every end-to-end test start;
+* :mod:`.edge_half` — :class:`~interlock.controller.edge_half.EdgeHalf`, the controller's edge
+  half (the Ingress/ModuleSet directories and edge actors, and the data plane they program);
+* :mod:`.upstreams` — :class:`~interlock.controller.upstreams.ControllerUpstreams`, how the
+  in-process data plane resolves a backend Service port from policies and endpoints.
+
+Nothing is re-exported here, so importing one module does not import the others.
+"""
