@@ -67,7 +67,7 @@ STATUS_TOPICS: tuple[str, ...] = (ROUTE_STATUS_TOPIC, INGRESS_STATUS_TOPIC, MODU
 
 
 class StatusSink(Protocol):
-    """The writer's boundary to Kubernetes (``controller/app.py`` adapts patcher and recorder)."""
+    """The writer's boundary to Kubernetes (``controller/status_sink.KubeStatusSink``)."""
 
     async def write_status(
         self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]

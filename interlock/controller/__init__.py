@@ -10,7 +10,9 @@ reads a :class:`~interlock.config.ControllerConfig` to open connections or spawn
 * :mod:`.edge_half` — :class:`~interlock.controller.edge_half.EdgeHalf`, the controller's edge
   half (the Ingress/ModuleSet directories and edge actors, and the data plane they program);
 * :mod:`.upstreams` — :class:`~interlock.controller.upstreams.ControllerUpstreams`, how the
-  in-process data plane resolves a backend Service port from policies and endpoints.
+  in-process data plane resolves a backend Service port from policies and endpoints;
+* :mod:`.status_sink` — :class:`~interlock.controller.status_sink.KubeStatusSink`, the status
+  writer's one sink (``/status`` merge patches and Events).
 
 Nothing is re-exported here, so importing one module does not import the others.
 """

@@ -23,7 +23,6 @@ from aiohttp import web
 from loguru import logger
 
 from interlock.actors.durable import durable_mailbox
-from interlock.actors.edge_messages import EventType
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
@@ -37,13 +36,14 @@ from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.actors.router import InformerRouter, RouteFactory
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
+from interlock.actors.status_writer import StatusWriter
 from interlock.api.admin import AdminApp
 from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.edge_half import EdgeHalf
+from interlock.controller.status_sink import KubeStatusSink
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
 from interlock.kube.events import EventRecorder
@@ -52,15 +52,13 @@ from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
     GRPC_ROUTE,
     HTTP_ROUTE_VERSIONS,
-    INGRESS,
-    MODULE_SET,
     REFERENCE_GRANT_VERSIONS,
     SERVICE,
     TCP_ROUTE,
     TLS_ROUTE,
     Resource,
 )
-from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
+from interlock.kube.status import StatusPatcher
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
 from interlock.mesh import MeshHalf
@@ -92,51 +90,6 @@ async def _serve(app: web.Application, address: Address, *, flag: str) -> Runnin
         return await serve(app, address)
     except OSError as error:
         raise StartupError(f"{flag} {address}: cannot listen: {error.strerror or error}") from error
-
-
-class KubeStatusSink:
-    """The StatusWriter's boundary to Kubernetes: merge patches on ``/status`` (HTTPRoute at the
-    version the cluster serves, Ingress, ModuleSet) and Events."""
-
-    def __init__(
-        self, *, patcher: StatusPatcher, recorder: EventRecorder, route_resource: Resource
-    ) -> None:
-        self._patcher = patcher
-        self._recorder = recorder
-        self._resources: Mapping[StatusKind, Resource] = {
-            "HTTPRoute": route_resource,
-            "GRPCRoute": GRPC_ROUTE,
-            "TLSRoute": TLS_ROUTE,
-            "TCPRoute": TCP_ROUTE,
-            "Ingress": INGRESS,
-            "ModuleSet": MODULE_SET,
-        }
-
-    async def write_status(
-        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
-    ) -> bool:
-        try:
-            outcome = await self._patcher.patch_status(
-                self._resources[kind], namespace, name, status
-            )
-        except RetryableStatusError as error:
-            raise TransientStatusError(str(error)) from error
-        if outcome.result is PatchResult.REJECTED:
-            logger.warning(
-                "{} {}/{}: status rejected ({}): {}",
-                kind,
-                namespace,
-                name,
-                outcome.code,
-                outcome.message,
-            )
-            return False
-        return True
-
-    async def record_event(
-        self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
-    ) -> None:
-        await self._recorder.record(regarding=regarding, type=type, reason=reason, message=message)
 
 
 def object_changed(event: InformerEvent) -> ObjectChanged:
