@@ -70,11 +70,11 @@ if TYPE_CHECKING:
     from interlock.embedded import EmbeddedApiServer
 
 CRDS_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
+"""The CRDs applied first in embedded mode (shipped inside the package)."""
 
 _RELEASE_TIMEOUT = 5.0
 """Seconds stopping waits to release the Lease (an API server that does not answer must not
 hold the shutdown past the Pod's grace period; the Lease then expires instead)."""
-"""The CRDs applied first in embedded mode (shipped inside the package)."""
 
 
 def _utc_now() -> datetime:
