@@ -165,12 +165,13 @@ class EdgeHalf:
             self.provider = self.remote
         else:
             self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
-            self.upstreams = ControllerUpstreams(system=system, watches=watches, rng=self._rng)
+            self.upstreams = ControllerUpstreams(system=system, watches=watches)
             self.server = EdgeServer(
                 edge=self.data_plane,
                 upstreams=self.upstreams,
                 trusted_proxies=config.trusted_proxies,
                 limits=config.edge_limits,
+                rng=self._rng,
             )
             self.provider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF

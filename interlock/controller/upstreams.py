@@ -1,11 +1,12 @@
-"""The controller's :class:`~interlock.edge.upstreams.UpstreamResolver`: policies + endpoints.
+"""The controller's :class:`~interlock.dataplane.source.PolicySource`: policies + endpoints.
 
 The edge data plane knows a route's backend as a Service port. Where a request really goes is
 controller state: the backend Service port's outbound policy (HTTPRoutes attached to it split
 the traffic by weight; a backendRef to a Service that does not exist answers 500) and the ready
 endpoints of the chosen backend's EndpointSlices (none ready → 503). This module keeps both in
-local tables so that :meth:`ControllerUpstreams.resolve`, called on every request, is a few
-dictionary reads and never awaits:
+local tables so that :meth:`ControllerUpstreams.policy` and :meth:`ControllerUpstreams.addresses`,
+called on every request by the data-plane engine (``interlock/dataplane/``, which applies the
+policy), are a few dictionary reads and never await:
 
 * **policies** come from :class:`~interlock.actors.service_port_watch.ServicePortWatches`, the
   same watches the policy API serves: one latest-value slot per tracked Service port (client
@@ -25,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-from collections.abc import Mapping
 
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.upstream_cache import (
@@ -36,12 +35,12 @@ from interlock.actors.upstream_cache import (
     UpstreamCache,
     UpstreamTables,
 )
+from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge
-from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import OutboundPolicy, ResolvedRule, pick_backend, select_route
+from interlock.model.outbound import OutboundPolicy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 
@@ -53,14 +52,11 @@ class ControllerUpstreams:
         *,
         system: ActorSystem,
         watches: ServicePortWatches,
-        rng: random.Random | None = None,
     ) -> None:
         self._system = system
         self._watches = watches
-        self._rng = rng or random.Random()
         self.tables = UpstreamTables()
         self._policies: dict[ServicePort, OutboundPolicy] = {}
-        self._only_rule: dict[ServicePort, ResolvedRule | None] = {}
         self._followers: dict[ServicePort, asyncio.Task[None]] = {}
         self._requested: set[ObjectKey] = set()
         self._closed = False
@@ -96,7 +92,6 @@ class ControllerUpstreams:
             while True:
                 version, update = await slot.next(after=version)
                 self._policies[target] = update.policy
-                self._only_rule[target] = _only_rule(update.policy)
                 for route in update.policy.routes:
                     for rule in route.rules:
                         for backend in rule.backends:
@@ -118,44 +113,17 @@ class ControllerUpstreams:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def resolve(
-        self,
-        *,
-        namespace: str,
-        service: str,
-        port: int,
-        method: str,
-        path: str,
-        headers: Mapping[str, str],
-        query: Mapping[str, str],
-    ) -> list[Address] | UpstreamError:
-        target = (namespace, service, port)
-        policy = self._policies.get(target)
+    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+        """The policy of ``target`` as its own namespace sees it; None until it arrived (and
+        tracking starts on the first ask)."""
+        key = (target.namespace, target.service, target.port)
+        policy = self._policies.get(key)
         if policy is None:
-            self.track(namespace=namespace, service=service, port=port)
-            return self._addresses(target)
-        rule = self._only_rule.get(target)
-        if rule is None:
-            selected = select_route(policy, method=method, path=path, headers=headers, query=query)
-            if selected is None:
-                where = f"Service {namespace}/{service} port {port}"
-                return UpstreamError(
-                    404, f"{where}: no route of its policy matches {method} {path}"
-                )
-            rule = selected[1]
-        backend = pick_backend(rule, self._rng.random())
-        if backend is None:
-            where = f"Service {namespace}/{service} port {port}"
-            return UpstreamError(500, f"{where}: every backend of the matching rule has weight 0")
-        if not backend.exists or backend.port is None:
-            injector = backend.failure_injector
-            if injector is not None:
-                return UpstreamError(injector.status, injector.message)
-            where = f"Service {namespace}/{service} port {port}"
-            return UpstreamError(
-                500, f"{where}: backend {backend.namespace}/{backend.name} cannot be used"
-            )
-        return self._addresses((backend.namespace, backend.name, backend.port))
+            self.track(namespace=target.namespace, service=target.service, port=target.port)
+        return policy
+
+    def addresses(self, target: ServicePortRef) -> list[Address] | UpstreamError:
+        return self._addresses((target.namespace, target.service, target.port))
 
     def _addresses(self, target: ServicePort) -> list[Address] | UpstreamError:
         addresses = self.tables.addresses.get(target)
@@ -187,25 +155,6 @@ class ControllerUpstreams:
                 }
             )
         return lines
-
-
-def _only_rule(policy: OutboundPolicy) -> ResolvedRule | None:
-    """The rule every request takes when the policy has one rule matching everything (the
-    Default route, or an HTTPRoute that only splits traffic): per request, this skips
-    :func:`select_route`, which has to look at headers and query."""
-    if len(policy.routes) != 1 or len(policy.routes[0].rules) != 1:
-        return None
-    rule = policy.routes[0].rules[0]
-    for match in rule.matches:
-        if (
-            match.path.type == "PathPrefix"
-            and match.path.value.rstrip("/") == ""
-            and match.method is None
-            and not match.headers
-            and not match.query_params
-        ):
-            return rule
-    return None
 
 
 class TrackingProvider(ForwardingEdge):

@@ -26,8 +26,10 @@ from loguru import logger
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from interlock.dataplane.answers import BODY_TIMEOUT, answer
+from interlock.dataplane.source import Address
+from interlock.dataplane.wire import answer_response
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
-from interlock.edge.upstreams import Address
 
 HOP_BY_HOP = frozenset(
     {
@@ -220,7 +222,7 @@ class ClientBody:
 
 def body_timed_out() -> web.Response:
     """408 for a client too slow to send its body; the connection is not reused."""
-    response = web.Response(status=408, text="the request body took too long\n")
+    response = answer_response(answer(BODY_TIMEOUT))
     response.force_close()
     return response
 
@@ -256,79 +258,62 @@ class Forwarder:
             await self._session.close()
             self._session = None
 
-    async def forward(
+    async def open(
         self,
-        request: web.BaseRequest,
+        method: str,
         *,
+        address: Address,
         path: str,
         query: str,
-        addresses: Sequence[Address],
-        first: int,
         headers: CIMultiDict[str],
-        body: bytes | None,
-        hooks: ResponseHooks,
-        where: str,
-    ) -> web.StreamResponse:
-        """Forward ``request`` to ``addresses[first]``, trying the next ones only when a
-        connection is refused (nothing was sent yet, so no request can run twice).
+        data: bytes | AsyncIterator[bytes] | None,
+        headers_within: float | None = None,
+        idle: float | None = None,
+    ) -> aiohttp.ClientResponse:
+        """Send one request to ``address`` and return the upstream's response once its headers
+        arrived (the caller relays it with :meth:`relay` or releases it).
 
-        ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` are the
-        upstream request headers, already rewritten; ``body`` is the request body when a module
-        needed it read, else the body streams from the client.
+        ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` the
+        upstream request headers, already rewritten. ``headers_within`` bounds the wait for the
+        response headers (``TimeoutError``), ``idle`` replaces the time allowed between two
+        reads. Raises what aiohttp raises (``aiohttp.ClientError``) and ``ClientBodyTimeout``.
         """
         if self._session is None:
             raise RuntimeError("Forwarder.start() was not called")
-        data: bytes | AsyncIterator[bytes] | None
-        streamed: ClientBody | None = None
-        if body is not None:
-            data = body
-        elif request.body_exists:
-            streamed = ClientBody(request, timeout=self._limits.body_timeout)
-            data = streamed.chunks()
-        else:
-            data = None
-        attempts = min(len(addresses), 3)
-        for attempt in range(attempts):
-            host, port = addresses[(first + attempt) % len(addresses)]
-            url = URL.build(
-                scheme="http", host=host, port=port, path=path, query_string=query, encoded=True
+        host, port = address
+        url = URL.build(
+            scheme="http", host=host, port=port, path=path, query_string=query, encoded=True
+        )
+        sent = self._session.request(
+            method,
+            url,
+            headers=headers,
+            data=data,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(
+                total=None,
+                connect=self._timeouts.connect,
+                sock_read=self._timeouts.read if idle is None else idle,
+            ),
+        )
+        async with asyncio.timeout(headers_within):
+            return await sent
+
+    async def relay(
+        self,
+        request: web.BaseRequest,
+        upstream: aiohttp.ClientResponse,
+        *,
+        hooks: ResponseHooks,
+        where: str,
+        cut_after: float | None = None,
+    ) -> web.StreamResponse:
+        """Stream ``upstream``'s answer to the client (and release it); after ``cut_after`` s
+        the connection is cut (too late for a status: the client has one)."""
+        async with upstream:
+            return await self._relay(
+                request, upstream, hooks=hooks, where=where, cut_after=cut_after
             )
-            try:
-                upstream = await self._session.request(
-                    request.method,
-                    url,
-                    headers=headers,
-                    data=data,
-                    allow_redirects=False,
-                )
-            except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
-                if streamed is not None and streamed.timed_out:
-                    # The client's fault, not the upstream's: the breaker does not count it.
-                    logger.debug("{}: the client stopped sending its request body", where)
-                    return body_timed_out()
-                if isinstance(exc, TimeoutError):
-                    hooks.record_upstream(None)
-                    return _error(504, "the upstream did not answer in time")
-                if isinstance(exc, aiohttp.ClientConnectorError):
-                    logger.debug("{}: cannot connect to {}:{}: {}", where, host, port, exc.os_error)
-                    if attempt + 1 < attempts:
-                        continue
-                    hooks.record_upstream(None)
-                    return _error(502, "the upstream cannot be reached")
-                logger.debug("{}: upstream {}:{} failed: {!r}", where, host, port, exc)
-                hooks.record_upstream(None)
-                return _error(502, "the upstream failed")
-            async with upstream:
-                if upstream.status == 101:
-                    # The edge relays no upgraded connection (Upgrade is hop-by-hop and never
-                    # forwarded), so the client did not ask for this: the upstream misbehaves.
-                    upstream.close()
-                    logger.debug("{}: upstream {}:{} switched protocols unasked", where, host, port)
-                    hooks.record_upstream(None)
-                    return _error(502, "the upstream switched protocols, which was not asked for")
-                hooks.record_upstream(upstream.status)
-                return await self._relay(request, upstream, hooks=hooks, where=where)
-        raise AssertionError("unreachable: at least one address is always tried")
 
     async def _relay(
         self,
@@ -337,6 +322,7 @@ class Forwarder:
         *,
         hooks: ResponseHooks,
         where: str,
+        cut_after: float | None,
     ) -> web.StreamResponse:
         headers = without_hop_by_hop(upstream.headers)
         hooks.response_headers(headers)
@@ -349,16 +335,18 @@ class Forwarder:
         if compress:
             response.enable_compression(web.ContentCoding.gzip)
         try:
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
-                await response.write(chunk)
-            await response.write_eof()
+            async with asyncio.timeout(cut_after):
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+                    await response.write(chunk)
+                await response.write_eof()
         except ConnectionResetError:
             # The client left; the upstream connection is dropped with the unread body.
             logger.debug("{}: the client closed the connection", where)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            # Too late for an error status: the client already has one. Cutting the connection
-            # is the only honest signal that the body is incomplete.
+            # Too late for an error status: the client already has one (or the request
+            # timeout ran out while the body streamed). Cutting the connection is the only
+            # honest signal that the body is incomplete.
             logger.debug("{}: upstream body interrupted: {!r}", where, exc)
             if request.transport is not None:
                 request.transport.close()
@@ -384,7 +372,3 @@ class RelayedResponse(web.StreamResponse):
         for name in ("Server", "Content-Type"):
             if name not in had:
                 self.headers.popall(name, None)
-
-
-def _error(status: int, text: str) -> web.Response:
-    return web.Response(status=status, text=f"{text}\n")

@@ -10,10 +10,17 @@ contacted:
 4. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
 5. the route's module chain (ipRestriction, rateLimit, auth — bcrypt in a thread pool —,
    webhookVerification, circuitBreaker) → its rejection;
-6. a backend Service that does not exist → 500; the upstream resolver's error (500/503);
-7. request header changes, client-address headers, the proxy (504 on timeouts, 502 on failures
+6. a backend Service that does not exist → 500;
+7. the data-plane engine (``interlock/dataplane/``) with the backend Service port's outbound
+   policy: its rule (no rule matches → 404), a RequestRedirect's 30x, the weighted backend (a
+   missing one → its failure injector's 500), the endpoints (none → 500/503);
+8. request header changes (modules, client-address headers, then the rule's filters and URL
+   rewrite), the proxy (the rule's timeouts → 504, retries, failure accrual; 502 on failures
    and on a 101 nobody asked for; the request body streamed byte for byte, 408 if it stalls);
-8. response header changes, then compression.
+9. response header changes (the rule's, then the modules'), then compression.
+
+Every answer the edge makes itself has the format of ``docs/answers.md`` (an
+``X-Interlock-Reason`` header and a ``<reason>: <sentence>`` body) and no ``Server`` banner.
 
 The route is read once, at step 3, as one immutable value: a request never mixes two
 configurations, which is what makes module swaps atomic (see ``inprocess.py``). What one client
@@ -23,7 +30,7 @@ drain on stop — is bounded by :class:`~interlock.edge.limits.EdgeLimits`.
 
 from __future__ import annotations
 
-import itertools
+import random
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +39,24 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict
 
+from interlock.dataplane.answers import (
+    BACKEND_NOT_FOUND,
+    BAD_REQUEST,
+    BODY_TIMEOUT,
+    BODY_TOO_LARGE,
+    MODULE,
+    NO_BACKEND_ATTACHED,
+    NO_ROUTE,
+    REASON_HEADER,
+    REDIRECT,
+    UNKNOWN_HOST,
+    Answer,
+    answer,
+)
+from interlock.dataplane.engine import Engine
+from interlock.dataplane.plan import RequestInfo
+from interlock.dataplane.source import ServicePortRef
+from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
@@ -51,7 +76,7 @@ from interlock.edge.proxy import (
     without_hop_by_hop,
 )
 from interlock.edge.routing import clean_path, select_route
-from interlock.edge.upstreams import UpstreamError, UpstreamResolver
+from interlock.edge.upstreams import UpstreamResolver
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -89,18 +114,23 @@ class EdgeServer:
         trusted_proxies: Sequence[str] = (),
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
         limits: EdgeLimits = DEFAULT_LIMITS,
+        rng: random.Random | None = None,
     ) -> None:
         self._edge = edge
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
         self._limits = limits
         self._forwarder = Forwarder(timeouts=timeouts, limits=limits)
+        self.engine = Engine(
+            source=upstreams, forwarder=self._forwarder, body_timeout=limits.body_timeout, rng=rng
+        )
+        """Applies the backend Service port's policy (``interlock/dataplane/``)."""
         self.passwords = PasswordChecker(
             workers=limits.password_workers, max_pending=limits.password_checks
         )
         """Runs basicAuth's bcrypt checks off the event loop (a test may replace it before
         :meth:`start`)."""
-        self._round_robin: dict[BackendTarget, itertools.count[int]] = {}
+        self._targets: dict[BackendTarget, ServicePortRef] = {}
         self._runner: web.ServerRunner | None = None
         self._addresses: EdgeAddresses | None = None
 
@@ -172,7 +202,7 @@ class EdgeServer:
         host_header = request.headers.get("Host", "")
         routes = self._edge.routes_of(host_header)
         if routes is None:
-            return _plain(404, "no edge serves this host")
+            return answer_response(answer(UNKNOWN_HOST))
         raw_path, _, query = request.raw_path.partition("?")
         try:
             if "#" in query:
@@ -180,18 +210,21 @@ class EdgeServer:
             path, forward_path = clean_path(raw_path)
         except ValueError as exc:
             logger.debug("edge {}: refused: {}", host_header, exc)
-            return _plain(
-                400,
-                "the request path must be absolute, without dot segments hidden from the edge "
-                "or characters that backends read differently (see docs/modules.md)",
+            return answer_response(
+                answer(
+                    BAD_REQUEST,
+                    "the request path must be absolute, without dot segments hidden from the "
+                    "edge or characters that backends read differently (see docs/modules.md)",
+                ),
+                with_detail=True,
             )
         route = select_route(routes.values(), path)
         if route is None:
-            return _plain(404, "no route of this edge matches the path")
+            return answer_response(answer(NO_ROUTE))
         where = f"edge {host_header} route {route.route_id}"
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
-            return _plain(503, "this route has no backend attached")
+            return answer_response(answer(NO_BACKEND_ATTACHED))
         body = None
         if chain.needs_body:
             try:
@@ -201,7 +234,7 @@ class EdgeServer:
             except ClientBodyTimeout:
                 return body_timed_out()
             if body is None:
-                response = _plain(413, "the request body is too large for this route")
+                response = answer_response(answer(BODY_TOO_LARGE))
                 response.force_close()
                 return response
         view = RequestView(
@@ -217,42 +250,50 @@ class EdgeServer:
             view, passwords=self.passwords, breaker=chain.identity is None
         )
         if rejection is not None:
-            response = web.Response(status=rejection.status, text=rejection.body)
-            response.headers.update(rejection.headers)
-            return response
+            return plain_response(
+                rejection.status, rejection.body, reason=MODULE, headers=rejection.headers
+            )
         admitted = None
         if chain.identity is not None:
             decided = await chain.identity.handle(
                 view, scheme=request.scheme, route_path=route.path
             )
             if isinstance(decided, IdentityReply):
-                return web.Response(
+                reply = PlainResponse(
                     status=decided.status,
                     body=decided.body.encode(),
                     headers=CIMultiDict(decided.headers),
                 )
+                reply.headers[REASON_HEADER] = MODULE
+                return reply
             admitted = decided
             rejection = chain.check_breaker()
             if rejection is not None:
-                response = web.Response(status=rejection.status, text=rejection.body)
-                response.headers.update(rejection.headers)
-                return response
+                return plain_response(
+                    rejection.status, rejection.body, reason=MODULE, headers=rejection.headers
+                )
         if not backend.exists:
-            return _plain(500, "the backend Service of this route does not exist")
-        addresses = self._upstreams.resolve(
-            namespace=backend.namespace,
-            service=backend.service,
-            port=backend.port,
-            method=request.method,
-            path=path,
-            headers=request.headers,
-            query=request.query,
+            return answer_response(answer(BACKEND_NOT_FOUND))
+        target = self._targets.get(backend)
+        if target is None:
+            target = self._targets[backend] = ServicePortRef(
+                backend.namespace, backend.service, backend.port
+            )
+        decision = self.engine.route(
+            target,
+            RequestInfo(
+                method=request.method,
+                path=path,
+                forward_path=forward_path,
+                query=query,
+                query_params=request.query,
+                headers=request.headers,
+                scheme=request.scheme,
+                host=host_header,
+            ),
         )
-        if isinstance(addresses, UpstreamError):
-            logger.debug("{}: {}", where, addresses.message)
-            return _plain(addresses.status, "the backend cannot serve this request")
-        if not addresses:
-            return _plain(503, "the backend has no ready endpoint")
+        if isinstance(decision, Answer):
+            return self._answer(decision, where)
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         chain.upstream_request_headers(headers)
@@ -265,18 +306,29 @@ class EdgeServer:
             host=host_header,
             trusted=self._trusted,
         )
-        counter = self._round_robin.setdefault(backend, itertools.count())
-        return await self._forwarder.forward(
+        result = await self.engine.forward(
             request,
-            path=forward_path,
+            decision,
             query=query,
-            addresses=addresses,
-            first=next(counter) % len(addresses),
             headers=headers,
             body=body,
             hooks=chain if admitted is None else admitted.hooks(chain),
             where=where,
         )
+        if isinstance(result, Answer):
+            return self._answer(result, where)
+        return result
+
+    @staticmethod
+    def _answer(decided: Answer, where: str) -> web.Response:
+        """An engine's answer for an internet client: its reason and sentence (a redirect's
+        Location); the detail, which names cluster objects, goes to the debug log."""
+        if decided.reason != REDIRECT:
+            logger.debug("{}: {} {}: {}", where, decided.status, decided.reason, decided.detail)
+        response = answer_response(decided)
+        if decided.reason == BODY_TIMEOUT:
+            response.force_close()
+        return response
 
 
 async def _listen(
@@ -288,7 +340,3 @@ async def _listen(
     await site.start()
     bound = [a for a in map(tuple, runner.addresses) if a not in before]
     return str(bound[0][0]), int(bound[0][1])
-
-
-def _plain(status: int, text: str) -> web.Response:
-    return web.Response(status=status, text=f"{text}\n")

@@ -1,70 +1,48 @@
 """Where a route's backend lives: the :class:`UpstreamResolver` boundary and two resolvers.
 
 The data plane knows a route's backend only as a Service port. Which pods serve it depends on
-the outbound policy of that port (weighted splits, a missing backend Service) and on its ready
-endpoints — controller state the data plane must not own. The controller implements
-this protocol from its ServicePortWatch subscriptions and EndpointSlices
-(``interlock.controller.upstreams.ControllerUpstreams``); this module ships the
-two resolvers that need no controller:
+the outbound policy of that port (weighted splits, filters, a missing backend Service) and on
+its ready endpoints — controller state the data plane must not own. The boundary is the
+engine's :class:`~interlock.dataplane.source.PolicySource` (``policy`` and ``addresses`` of a
+Service port); the controller implements it from its ServicePortWatch subscriptions and
+EndpointSlices (``interlock.controller.upstreams.ControllerUpstreams``); this module ships the two
+resolvers that need no controller:
 
-* :class:`StaticUpstreams` — a table, for tests, benchmarks and demos;
+* :class:`StaticUpstreams` — a table (and optionally policies), for tests, benchmarks, demos;
 * :class:`DnsUpstreams` — the standalone data plane (``interlock edge``), which runs without the
   controller's state and relies on cluster DNS: ``{service}.{namespace}.svc`` (plus the cluster
   domain when one is configured) on the Service port, letting kube-proxy pick the pod.
 
-``resolve`` is synchronous on purpose: it is called on every request, and its answers come from
-caches kept current elsewhere.
+Both calls are synchronous on purpose: they are made on every request, and their answers come
+from caches kept current elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
+from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.model.outbound import OutboundPolicy
 
-@dataclass(frozen=True, slots=True)
-class UpstreamError:
-    """No upstream can be chosen; the edge answers ``status`` (500: no Service, 503: none ready)."""
+UpstreamResolver = PolicySource
+"""The edge's name for the engine's boundary."""
 
-    status: int
-    message: str
-
-
-Address = tuple[str, int]
-
-
-class UpstreamResolver(Protocol):
-    def resolve(
-        self,
-        *,
-        namespace: str,
-        service: str,
-        port: int,
-        method: str,
-        path: str,
-        headers: Mapping[str, str],
-        query: Mapping[str, str],
-    ) -> list[Address] | UpstreamError:
-        """Candidate addresses for this request (the proxy round-robins among them), or why not.
-
-        ``headers`` is case-insensitive. Method, path, headers and query let a resolver apply
-        HTTPRoute matches of the backend Service's outbound policy.
-        """
-        ...
+__all__ = ["Address", "DnsUpstreams", "StaticUpstreams", "UpstreamError", "UpstreamResolver"]
 
 
 class StaticUpstreams:
     """A fixed table of Service ports to addresses; change it with :meth:`set` / :meth:`remove`.
 
     A Service port absent from the table does not exist (500); one mapped to no address has no
-    ready endpoint (503).
+    ready endpoint (503). :meth:`set_policy` gives a Service port an outbound policy (without
+    one, requests go to the Service port itself).
     """
 
     def __init__(self, table: Mapping[tuple[str, str, int], Sequence[Address]] | None = None):
         self._table: dict[tuple[str, str, int], list[Address]] = {
             key: list(addresses) for key, addresses in (table or {}).items()
         }
+        self._policies: dict[tuple[str, str, int], OutboundPolicy] = {}
 
     def set(self, *, namespace: str, service: str, port: int, addresses: Sequence[Address]) -> None:
         self._table[(namespace, service, port)] = list(addresses)
@@ -72,25 +50,19 @@ class StaticUpstreams:
     def remove(self, *, namespace: str, service: str, port: int) -> None:
         self._table.pop((namespace, service, port), None)
 
-    def resolve(
-        self,
-        *,
-        namespace: str,
-        service: str,
-        port: int,
-        method: str,
-        path: str,
-        headers: Mapping[str, str],
-        query: Mapping[str, str],
-    ) -> list[Address] | UpstreamError:
-        addresses = self._table.get((namespace, service, port))
+    def set_policy(self, policy: OutboundPolicy) -> None:
+        self._policies[(policy.namespace, policy.service, policy.port)] = policy
+
+    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+        return self._policies.get((target.namespace, target.service, target.port))
+
+    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+        addresses = self._table.get((target.namespace, target.service, target.port))
         if addresses is None:
-            return UpstreamError(500, f"Service {namespace}/{service} port {port} does not exist")
+            return UpstreamError(500, f"{target} does not exist")
         if not addresses:
-            return UpstreamError(
-                503, f"Service {namespace}/{service} port {port} has no ready endpoint"
-            )
-        return list(addresses)
+            return UpstreamError(503, f"{target} has no ready endpoint")
+        return addresses
 
 
 class DnsUpstreams:
@@ -99,15 +71,8 @@ class DnsUpstreams:
     def __init__(self, *, cluster_domain: str | None = None) -> None:
         self._suffix = "svc" if not cluster_domain else f"svc.{cluster_domain.strip('.')}"
 
-    def resolve(
-        self,
-        *,
-        namespace: str,
-        service: str,
-        port: int,
-        method: str,
-        path: str,
-        headers: Mapping[str, str],
-        query: Mapping[str, str],
-    ) -> list[Address] | UpstreamError:
-        return [(f"{service}.{namespace}.{self._suffix}", port)]
+    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+        return None
+
+    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+        return [(f"{target.service}.{target.namespace}.{self._suffix}", target.port)]

@@ -21,7 +21,8 @@ Functions, in the order data flows through them:
   grants → :class:`ResolvedRoute` (per parent: producer and consumer routes differ on grants).
 - :func:`build_outbound_policy`: resolved routes → the :class:`OutboundPolicy` of one Service
   port as seen from one client namespace (the JSON contract of ``docs/policy-api.md``).
-- :func:`select_route` and :func:`pick_backend`: how a data plane applies a policy to a request.
+- :func:`select_match` (:func:`select_route`) and :func:`pick_backend`: how a data plane applies
+  a policy to a request (``interlock/dataplane/`` does, on the wire).
 """
 
 from __future__ import annotations
@@ -869,7 +870,23 @@ def select_route(
     headers: Mapping[str, str],
     query: Mapping[str, str],
 ) -> tuple[OutboundRoute, ResolvedRule] | None:
-    """The route and rule a request is sent by, using the Gateway API's precedence.
+    """The route and rule a request is sent by (:func:`select_match` without the match)."""
+    found = select_match(policy, method=method, path=path, headers=headers, query=query)
+    return None if found is None else (found[0], found[1])
+
+
+def select_match(
+    policy: OutboundPolicy,
+    *,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> tuple[OutboundRoute, ResolvedRule, HTTPRouteMatch] | None:
+    """The route, rule and match a request is sent by, using the Gateway API's precedence.
+
+    The match is returned because a ``ReplacePrefixMatch`` rewrite or redirect replaces the
+    path prefix of the match that selected the rule.
 
     Across all routes and rules, the matching ``match`` with: an exact path, else the longest
     path prefix, then a method, then the most header matches, then the most query parameter
@@ -878,7 +895,7 @@ def select_route(
     matches (a data plane answers 404).
     """
     lowered = {name.lower(): value for name, value in headers.items()}
-    best: tuple[tuple[Any, ...], OutboundRoute, ResolvedRule] | None = None
+    best: tuple[tuple[Any, ...], OutboundRoute, ResolvedRule, HTTPRouteMatch] | None = None
     for route in policy.routes:
         order = _route_order(route)
         for rule_index, rule in enumerate(route.rules):
@@ -898,8 +915,8 @@ def select_route(
                     rule_index,
                 )
                 if best is None or rank < best[0]:
-                    best = (rank, route, rule)
-    return None if best is None else (best[1], best[2])
+                    best = (rank, route, rule, match)
+    return None if best is None else (best[1], best[2], best[3])
 
 
 def pick_backend(rule: ResolvedRule, rng_value: float) -> Backend | None:

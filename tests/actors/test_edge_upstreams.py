@@ -11,10 +11,22 @@ from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.controller.upstreams import ControllerUpstreams
+from interlock.dataplane import Answer, RequestInfo, ServicePortRef, compile_policy, decide
 from interlock.edge.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
 from interlock.model.service import parse_endpoint_slice, parse_service
+
+GET = RequestInfo(
+    method="GET",
+    path="/",
+    forward_path="/",
+    query="",
+    query_params={},
+    headers={},
+    scheme="http",
+    host="web",
+)
 
 
 @dataclass
@@ -25,15 +37,16 @@ class Running:
     def resolve(
         self, service: str = "web", port: int = 80
     ) -> list[tuple[str, int]] | UpstreamError:
-        return self.upstreams.resolve(
-            namespace="default",
-            service=service,
-            port=port,
-            method="GET",
-            path="/",
-            headers={},
-            query={},
-        )
+        """What the engine would send a GET / to: the policy's backend's addresses."""
+        target = ServicePortRef("default", service, port)
+        policy = self.upstreams.policy(target)
+        if policy is not None:
+            decided = decide(compile_policy(policy), GET, 0.5)
+            if isinstance(decided, Answer):
+                return UpstreamError(decided.status, decided.detail)
+            target = decided.target
+        found = self.upstreams.addresses(target)
+        return found if isinstance(found, UpstreamError) else list(found)
 
     def service(self, name: str = "web", port_name: str = "http") -> None:
         service = parse_service(

@@ -8,6 +8,7 @@ import re
 import aiohttp
 import pytest
 
+from interlock.dataplane import ServicePortRef
 from interlock.edge.upstreams import DnsUpstreams
 
 
@@ -40,10 +41,8 @@ async def test_run_standalone_edge_prints_bound_addresses_and_serves(
 
 
 def test_dns_upstreams_name_the_service() -> None:
-    common = {"method": "GET", "path": "/", "headers": {}, "query": {}}
-    assert DnsUpstreams().resolve(namespace="shop", service="web", port=8080, **common) == [
-        ("web.shop.svc", 8080)
-    ]
-    assert DnsUpstreams(cluster_domain="cluster.local.").resolve(
-        namespace="shop", service="web", port=80, **common
+    assert DnsUpstreams().addresses(ServicePortRef("shop", "web", 8080)) == [("web.shop.svc", 8080)]
+    assert DnsUpstreams(cluster_domain="cluster.local.").addresses(
+        ServicePortRef("shop", "web", 80)
     ) == [("web.shop.svc.cluster.local", 80)]
+    assert DnsUpstreams().policy(ServicePortRef("shop", "web", 80)) is None

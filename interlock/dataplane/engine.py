@@ -1,0 +1,328 @@
+"""The engine's I/O half: from a decision to an upstream answer — shared by both front doors.
+
+:func:`~interlock.dataplane.plan.decide` says where a request goes; :class:`Engine` sends it
+there: the endpoints of the chosen Service port (from a :class:`PolicySource`), round-robin
+among those failure accrual has not taken out, the rule's request filters, per-attempt and
+whole-request deadlines (504), retries of the statuses the policy names while the body can be
+sent again, and the answer streamed back through the rule's response filters. The HTTP client
+is the edge's :class:`~interlock.edge.proxy.Forwarder` (one pooled session: hop-by-hop headers,
+streaming, bounded body reads), not a second one.
+
+What a front door does before calling it: find the target Service port (the edge by its route's
+backend, the mesh listener by the authority), build the upstream headers (hop-by-hop removed,
+``X-Forwarded-*``, the edge's modules), then :meth:`Engine.route` and :meth:`Engine.forward`.
+Both return an :class:`~interlock.dataplane.answers.Answer` when the data plane answers itself;
+the front door renders it (:func:`~interlock.dataplane.wire.answer_response`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+from multidict import CIMultiDict
+
+from interlock.dataplane.accrual import FailureAccrualTable
+from interlock.dataplane.answers import (
+    BACKEND_NOT_FOUND,
+    BODY_TIMEOUT,
+    ENDPOINTS_FAILING,
+    ENDPOINTS_UNKNOWN,
+    NO_READY_ENDPOINTS,
+    UPGRADE_NOT_ASKED,
+    UPSTREAM_FAILED,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+    Answer,
+    answer,
+)
+from interlock.dataplane.filters import HeaderEdits, apply_all, set_host
+from interlock.dataplane.plan import (
+    Forward,
+    PolicyPlan,
+    RequestInfo,
+    compile_policy,
+    decide,
+    unrouted,
+)
+from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.edge.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
+
+RETRY_BUFFER = 64 * 1024
+"""Largest request body read whole so that a request can be retried (Linkerd's limit too);
+a longer or unknown-length body streams, and its request is not retried."""
+
+MAX_ADDRESS_TRIES = 3
+"""Addresses tried in turn when a connection cannot even be opened (nothing was sent)."""
+
+
+class NoHooks:
+    """The :class:`~interlock.edge.proxy.ResponseHooks` of a front door without modules."""
+
+    def should_compress(
+        self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
+    ) -> bool:
+        return False
+
+    def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
+        return None
+
+    def response_headers(self, headers: CIMultiDict[str]) -> None:
+        return None
+
+
+NO_HOOKS = NoHooks()
+
+
+class _FilteredHooks:
+    """A route's ResponseHeaderModifiers, then the front door's own hooks (the edge's modules
+    last: an edge's ``headers.response.remove: [Server]`` holds whatever a route adds)."""
+
+    __slots__ = ("_edits", "_inner")
+
+    def __init__(self, edits: tuple[HeaderEdits, ...], inner: ResponseHooks) -> None:
+        self._edits = edits
+        self._inner = inner
+
+    def should_compress(
+        self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
+    ) -> bool:
+        return self._inner.should_compress(request_headers, response_headers)
+
+    def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
+        self._inner.record_upstream(status, now=now)
+
+    def response_headers(self, headers: CIMultiDict[str]) -> None:
+        apply_all(self._edits, headers)
+        self._inner.response_headers(headers)
+
+
+def upstream_error_answer(error: UpstreamError) -> Answer:
+    """The answer for a Service port without usable endpoints."""
+    if error.status == 503:
+        reason = ENDPOINTS_UNKNOWN if "not known yet" in error.message else NO_READY_ENDPOINTS
+    else:
+        reason = BACKEND_NOT_FOUND
+    return answer(reason, error.message, status=error.status)
+
+
+class Engine:
+    """Routes requests by their Service port's policy and forwards them; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        source: PolicySource,
+        forwarder: Forwarder,
+        body_timeout: float,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._forwarder = forwarder
+        self._body_timeout = body_timeout
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self._plans: dict[tuple[ServicePortRef, str], PolicyPlan] = {}
+        self._round_robin: dict[ServicePortRef, itertools.count[int]] = {}
+        self.accrual = FailureAccrualTable(rng=self._rng.random)
+
+    def plan(self, target: ServicePortRef) -> PolicyPlan | None:
+        """The compiled policy of ``target`` (compiled again only when the policy changed)."""
+        policy = self._source.policy(target)
+        if policy is None:
+            return None
+        key = (target, policy.client_namespace)
+        plan = self._plans.get(key)
+        if plan is None or plan.policy is not policy:
+            plan = self._plans[key] = compile_policy(policy)
+        return plan
+
+    def route(self, target: ServicePortRef, request: RequestInfo) -> Forward | Answer:
+        """Where ``request`` to ``target`` goes (:func:`~interlock.dataplane.plan.decide`)."""
+        plan = self.plan(target)
+        if plan is None:
+            return unrouted(target, request)
+        return decide(plan, request, self._rng.random())
+
+    async def forward(
+        self,
+        request: web.BaseRequest,
+        decision: Forward,
+        *,
+        query: str,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        hooks: ResponseHooks = NO_HOOKS,
+        where: str,
+    ) -> web.StreamResponse | Answer:
+        """Send ``request`` as ``decision`` says and stream the answer back.
+
+        ``headers`` are the upstream request headers the front door prepared; the rule's
+        request filters are applied to them here. ``body`` is the body when it was read already
+        (else it streams from the client). Returns the relayed response, or the answer to give.
+        """
+        found = self._source.addresses(decision.target)
+        if isinstance(found, UpstreamError):
+            return upstream_error_answer(found)
+        addresses = found
+        if not addresses:
+            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
+        filters = decision.filters
+        apply_all(filters.request_headers, headers)
+        if filters.rewrite is not None and filters.rewrite.hostname is not None:
+            set_host(headers, filters.rewrite.hostname)
+        if filters.response_headers:
+            hooks = _FilteredHooks(filters.response_headers, hooks)
+        retry = decision.retry
+        streamed: ClientBody | None = None
+        if body is None and request.body_exists:
+            length = request.content_length
+            if retry is not None and length is not None and length <= RETRY_BUFFER:
+                try:
+                    body = await ClientBody(request, timeout=self._body_timeout).read(
+                        max_size=RETRY_BUFFER
+                    )
+                except ClientBodyTimeout:
+                    return answer(BODY_TIMEOUT)
+        if body is None and request.body_exists:
+            streamed = ClientBody(request, timeout=self._body_timeout)
+        replayable = streamed is None
+        deadlines = decision.deadlines
+        started = self._clock()
+        deadline = None if deadlines.request is None else started + deadlines.request
+        counter = self._round_robin.setdefault(decision.target, itertools.count())
+        retries_left = 0 if retry is None or not replayable else retry.retries
+        backoff = 0.0 if retry is None else retry.backoff
+        while True:
+            outcome = await self._attempt(
+                request,
+                decision,
+                addresses=addresses,
+                first=next(counter),
+                query=query,
+                headers=headers,
+                body=body if streamed is None else None,
+                streamed=streamed,
+                deadline=deadline,
+                where=where,
+            )
+            if isinstance(outcome, Answer) and outcome.reason == BODY_TIMEOUT:
+                return outcome
+            status = outcome.status
+            grpc = None if isinstance(outcome, Answer) else outcome.headers.get("grpc-status")
+            now = self._clock()
+            if (
+                retries_left > 0
+                and retry is not None
+                and retry.retryable(status, grpc)
+                and (deadline is None or now + backoff < deadline)
+            ):
+                retries_left -= 1
+                if not isinstance(outcome, Answer):
+                    outcome.release()
+                logger.debug("{}: retrying after {} ({} left)", where, status, retries_left)
+                await asyncio.sleep(backoff)
+                backoff *= 2
+                continue
+            if isinstance(outcome, Answer):
+                hooks.record_upstream(None)
+                return outcome
+            hooks.record_upstream(status)
+            remaining = None if deadline is None else max(deadline - self._clock(), 0.0)
+            return await self._forwarder.relay(
+                request, outcome, hooks=hooks, where=where, cut_after=remaining
+            )
+
+    async def _attempt(
+        self,
+        request: web.BaseRequest,
+        decision: Forward,
+        *,
+        addresses: Sequence[Address],
+        first: int,
+        query: str,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        streamed: ClientBody | None,
+        deadline: float | None,
+        where: str,
+    ) -> aiohttp.ClientResponse | Answer:
+        """One attempt: the upstream's response (headers read), or the answer it came to.
+
+        A connection that cannot be opened moves on to the next address (nothing was sent, so
+        this never runs a request twice); addresses failure accrual took out are skipped.
+        """
+        accrual = decision.accrual
+        candidates = self._candidates(addresses, first, accrual is not None)
+        if not candidates:
+            return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+        attempt_timeout = decision.deadlines.attempt
+        last: Answer | None = None
+        for address in candidates[:MAX_ADDRESS_TRIES]:
+            timeout = attempt_timeout
+            if deadline is not None:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return answer(UPSTREAM_TIMEOUT, f"{where}: the request timeout passed")
+                timeout = remaining if timeout is None else min(timeout, remaining)
+            data = streamed.chunks() if streamed is not None else body
+            failed: Answer | None = None
+            try:
+                upstream = await self._forwarder.open(
+                    request.method,
+                    address=address,
+                    path=decision.path,
+                    query=query,
+                    headers=headers,
+                    data=data,
+                    headers_within=timeout,
+                    idle=decision.deadlines.idle,
+                )
+            except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
+                if streamed is not None and streamed.timed_out:
+                    logger.debug("{}: the client stopped sending its request body", where)
+                    return answer(BODY_TIMEOUT)
+                if isinstance(exc, TimeoutError):
+                    failed = answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
+                elif isinstance(exc, aiohttp.ClientConnectorError):
+                    logger.debug("{}: cannot connect to {}: {}", where, address, exc.os_error)
+                    last = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
+                    self._record(decision, address, failed=True)
+                    continue
+                else:
+                    logger.debug("{}: upstream {} failed: {!r}", where, address, exc)
+                    failed = answer(UPSTREAM_FAILED, f"{where}: {address} failed")
+            if failed is not None:
+                self._record(decision, address, failed=True)
+                return failed
+            if upstream.status == 101:
+                # Upgrade is hop-by-hop and not forwarded, so the client did not ask for this.
+                upstream.close()
+                logger.debug("{}: upstream {} switched protocols unasked", where, address)
+                self._record(decision, address, failed=True)
+                return answer(UPGRADE_NOT_ASKED, f"{where}: {address} answered 101")
+            self._record(decision, address, failed=upstream.status >= 500)
+            return upstream
+        assert last is not None
+        return last
+
+    def _candidates(self, addresses: Sequence[Address], first: int, accrual: bool) -> list[Address]:
+        count = len(addresses)
+        if not accrual or not len(self.accrual):
+            return [addresses[(first + i) % count] for i in range(min(count, MAX_ADDRESS_TRIES))]
+        now = self._clock()
+        ordered = (addresses[(first + i) % count] for i in range(count))
+        return [a for a in ordered if self.accrual.available(a, now=now)]
+
+    def _record(self, decision: Forward, address: Address, *, failed: bool) -> None:
+        if decision.accrual is not None:
+            self.accrual.record(
+                address, failed=failed, settings=decision.accrual, now=self._clock()
+            )

@@ -1,0 +1,366 @@
+"""A policy compiled for the wire, and the decision it makes for one request — pure.
+
+An :class:`~interlock.model.outbound.OutboundPolicy` is the control plane's document: durations
+as strings, filters as parsed models, retries from three levels. A data plane needs numbers and
+ready-made steps, and it needs them on every request. :func:`compile_policy` turns a policy
+into a :class:`PolicyPlan` once, when the policy changes; :func:`decide` then does per request
+only what depends on the request: choose the rule (the Gateway API's precedence,
+:func:`~interlock.model.outbound.select_match`), answer a redirect, choose a backend by weight,
+rewrite the path.
+
+What the plan reads from the policy, field by field (``docs/design.md``, "One engine, two front
+doors", has the table of what is honoured on the wire):
+
+* ``rules[].timeouts.request`` (else the annotations' ``request``) → :attr:`Deadlines.request`,
+  the whole exchange, retries included; ``backendRequest`` (else the annotations'
+  ``response``, else the retry's ``timeout``) → :attr:`Deadlines.attempt`, each attempt until
+  the response headers; the annotations' ``idle`` → :attr:`Deadlines.idle`, between two reads.
+  ``0s`` disables a timeout, as the Gateway API says.
+* ``rules[].retry`` → :class:`RetryPlan`; ``failureAccrual`` → the policy's accrual settings.
+* ``rules[].filters`` and ``backends[].filters`` → :class:`~interlock.dataplane.filters.FilterPlan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from interlock.dataplane.answers import (
+    BACKEND_NOT_FOUND,
+    NO_BACKEND_WEIGHT,
+    NO_ROUTE,
+    REDIRECT,
+    Answer,
+    answer,
+)
+from interlock.dataplane.filters import (
+    EMPTY_FILTERS,
+    FilterPlan,
+    compile_filters,
+    modified_path,
+    redirect_location,
+)
+from interlock.dataplane.source import ServicePortRef
+from interlock.model.gateway import HTTPRouteMatch, parse_gateway_duration
+from interlock.model.outbound import (
+    Backend,
+    OutboundPolicy,
+    OutboundRoute,
+    ResolvedRule,
+    pick_backend,
+    select_match,
+)
+from interlock.model.policy_annotations import FailureAccrual, Retry
+
+GRPC_CODES = {
+    "cancelled": 1,
+    "deadline-exceeded": 4,
+    "resource-exhausted": 8,
+    "internal": 13,
+    "unavailable": 14,
+}
+"""gRPC status numbers of the names ``retry.linkerd.io/grpc`` takes."""
+
+DEFAULT_BACKOFF = 0.025
+"""Seconds before the first retry when the policy names no backoff (Linkerd's minimum)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """A rule's timeouts in seconds; None means none (the proxy's own bounds still apply)."""
+
+    request: float | None = None
+    attempt: float | None = None
+    idle: float | None = None
+
+
+NO_DEADLINES = Deadlines()
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """When and how often to send a request again (only requests whose body can be replayed)."""
+
+    statuses: frozenset[int]
+    """Upstream statuses that are retried (the engine's own 502 and 504 count as statuses)."""
+    grpc_codes: frozenset[int]
+    """``grpc-status`` values (in the response headers) that are retried."""
+    retries: int
+    """At most this many attempts after the first."""
+    backoff: float
+    """Seconds before the first retry; doubled before each next one."""
+
+    def retryable(self, status: int, grpc_status: str | None = None) -> bool:
+        if status in self.statuses:
+            return True
+        return (
+            grpc_status is not None
+            and grpc_status.isdigit()
+            and int(grpc_status) in (self.grpc_codes)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendPlan:
+    """A backend and the filters requests sent to it get (its rule's, then its own)."""
+
+    backend: Backend
+    target: ServicePortRef | None
+    """Where it sends (None for a backend that cannot carry traffic)."""
+    filters: FilterPlan
+
+
+@dataclass(frozen=True, slots=True)
+class RulePlan:
+    route: OutboundRoute
+    rule: ResolvedRule
+    filters: FilterPlan
+    backends: tuple[BackendPlan, ...]
+    deadlines: Deadlines
+    retry: RetryPlan | None
+
+    @property
+    def name(self) -> str:
+        """``HTTPRoute ns/name rule N`` (or the rule's name), for logs and access logs."""
+        index = self.route.rules.index(self.rule)
+        rule = self.rule.name or str(index)
+        return f"{self.route.kind} {self.route.namespace}/{self.route.name} rule {rule}"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyPlan:
+    """An :class:`OutboundPolicy` compiled for the wire (:func:`compile_policy`)."""
+
+    policy: OutboundPolicy
+    rules: Mapping[int, RulePlan]
+    """By ``id()`` of the policy's :class:`ResolvedRule` objects (the plan holds the policy)."""
+    only: tuple[RulePlan, HTTPRouteMatch] | None
+    """The rule every request takes when the policy has one catch-all rule (the Default route,
+    or a route that only splits traffic): then per request no match is evaluated."""
+    accrual: FailureAccrual | None
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """The decision to send the request on: where, with which filters, path and deadlines."""
+
+    target: ServicePortRef
+    rule: RulePlan | None
+    """None when no policy is known yet (sent to the Service port itself, unfiltered)."""
+    filters: FilterPlan
+    path: str
+    """The path to request, percent-encoded as the client sent it, rewritten if asked."""
+    deadlines: Deadlines
+    retry: RetryPlan | None
+    accrual: FailureAccrual | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What the engine needs to know of a request, from either front door."""
+
+    method: str
+    path: str
+    """The path to route on (decoded, dot segments removed)."""
+    forward_path: str
+    """The path to forward (the client's encoding kept)."""
+    query: str
+    """The raw query string (without ``?``)."""
+    query_params: Mapping[str, str]
+    headers: Mapping[str, str]
+    """Case-insensitive (a ``CIMultiDictProxy``)."""
+    scheme: str
+    host: str
+    """The authority the client used (``Host``), port included when it sent one."""
+
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    value = parse_gateway_duration(text)
+    return None if value == timedelta(0) else value.total_seconds()
+
+
+def _deadlines(rule: ResolvedRule, retry: Retry | None) -> Deadlines:
+    timeouts = rule.timeouts
+    annotated = dict(rule.annotated_timeouts)
+    request = (timeouts.request if timeouts else None) or annotated.get("request")
+    attempt = (
+        (timeouts.backend_request if timeouts else None)
+        or annotated.get("response")
+        or (retry.timeout if retry is not None else None)
+    )
+    found = Deadlines(
+        request=_seconds(request), attempt=_seconds(attempt), idle=_seconds(annotated.get("idle"))
+    )
+    return NO_DEADLINES if found == NO_DEADLINES else found
+
+
+def _retry(retry: Retry | None) -> RetryPlan | None:
+    if retry is None:
+        return None
+    statuses = set(retry.codes)
+    for status_range in retry.status_ranges:
+        statuses.update(range(status_range.min, status_range.max + 1))
+    attempts = 1 if retry.attempts is None else retry.attempts
+    if attempts <= 0:
+        return None
+    backoff = _seconds(retry.backoff) if retry.backoff else None
+    return RetryPlan(
+        statuses=frozenset(statuses),
+        grpc_codes=frozenset(GRPC_CODES[c] for c in retry.grpc_codes if c in GRPC_CODES),
+        retries=attempts,
+        backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+    )
+
+
+def _compile_rule(route: OutboundRoute, rule: ResolvedRule) -> RulePlan:
+    filters = compile_filters(rule.filters)
+    retry = rule.effective_retry
+    return RulePlan(
+        route=route,
+        rule=rule,
+        filters=filters,
+        backends=tuple(
+            BackendPlan(
+                backend=backend,
+                target=ServicePortRef(backend.namespace, backend.name, backend.port)
+                if backend.exists and backend.port is not None
+                else None,
+                filters=filters.then(compile_filters(backend.filters))
+                if backend.filters
+                else filters,
+            )
+            for backend in rule.backends
+        ),
+        deadlines=_deadlines(rule, retry),
+        retry=_retry(retry),
+    )
+
+
+def _catch_all(rule: ResolvedRule) -> HTTPRouteMatch | None:
+    for match in rule.matches:
+        if (
+            match.path.type == "PathPrefix"
+            and match.path.value.rstrip("/") == ""
+            and match.method is None
+            and not match.headers
+            and not match.query_params
+        ):
+            return match
+    return None
+
+
+def compile_policy(policy: OutboundPolicy) -> PolicyPlan:
+    """Compile ``policy`` once; :func:`decide` uses the result for every request."""
+    rules: dict[int, RulePlan] = {}
+    for route in policy.routes:
+        for rule in route.rules:
+            rules[id(rule)] = _compile_rule(route, rule)
+    only: tuple[RulePlan, HTTPRouteMatch] | None = None
+    if len(policy.routes) == 1 and len(policy.routes[0].rules) == 1:
+        rule = policy.routes[0].rules[0]
+        match = _catch_all(rule)
+        if match is not None:
+            only = (rules[id(rule)], match)
+    return PolicyPlan(policy=policy, rules=rules, only=only, accrual=policy.failure_accrual)
+
+
+def unrouted(target: ServicePortRef, request: RequestInfo) -> Forward:
+    """The decision while no policy is known for ``target``: the Service port itself, as the
+    policy would send it with no route attached."""
+    return Forward(
+        target=target,
+        rule=None,
+        filters=EMPTY_FILTERS,
+        path=request.forward_path,
+        deadlines=NO_DEADLINES,
+        retry=None,
+        accrual=None,
+    )
+
+
+def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward | Answer:
+    """Where ``request`` goes by ``plan``, or the answer to give instead.
+
+    ``rng_value`` is a uniform random number in [0, 1) for the weighted backend choice.
+    No rule matches → 404 ``no-route``; a RequestRedirect → its status with ``Location``;
+    every weight 0 → 500 ``no-backend-weight``; a backend that cannot carry traffic → its
+    failure injector's status and message (``backend-not-found``).
+    """
+    if plan.only is not None:
+        rule_plan, match = plan.only
+    else:
+        found = select_match(
+            plan.policy,
+            method=request.method,
+            path=request.path,
+            headers=request.headers,
+            query=request.query_params,
+        )
+        if found is None:
+            where = f"Service {plan.policy.namespace}/{plan.policy.service} port {plan.policy.port}"
+            return answer(NO_ROUTE, f"{where}: no route matches {request.method} {request.path}")
+        rule_plan, match = plan.rules[id(found[1])], found[2]
+    if rule_plan.filters.redirect is not None:
+        return _redirect(rule_plan.filters, request, match)
+    backend = _choose(rule_plan, rng_value)
+    if backend is None:
+        return answer(NO_BACKEND_WEIGHT, f"{rule_plan.name}: every backend has weight 0")
+    if backend.filters.redirect is not None:
+        return _redirect(backend.filters, request, match)
+    if backend.target is None:
+        injector = backend.backend.failure_injector
+        status = 500 if injector is None else injector.status
+        detail = (
+            f"backend {backend.backend.namespace}/{backend.backend.name} cannot be used"
+            if injector is None
+            else injector.message
+        )
+        return answer(BACKEND_NOT_FOUND, detail, status=status)
+    rewrite = backend.filters.rewrite
+    path = request.forward_path
+    if rewrite is not None and rewrite.path is not None:
+        path = modified_path(rewrite.path, path=path, match=match)
+    return Forward(
+        target=backend.target,
+        rule=rule_plan,
+        filters=backend.filters,
+        path=path,
+        deadlines=rule_plan.deadlines,
+        retry=rule_plan.retry,
+        accrual=plan.accrual,
+    )
+
+
+def _choose(rule_plan: RulePlan, rng_value: float) -> BackendPlan | None:
+    backends = rule_plan.backends
+    if len(backends) == 1:
+        return backends[0] if backends[0].backend.weight > 0 else None
+    chosen = pick_backend(rule_plan.rule, rng_value)
+    if chosen is None:
+        return None
+    for backend in backends:
+        if backend.backend is chosen:
+            return backend
+    raise AssertionError("pick_backend chose a backend of another rule")
+
+
+def _redirect(filters: FilterPlan, request: RequestInfo, match: HTTPRouteMatch) -> Answer:
+    redirect = filters.redirect
+    assert redirect is not None
+    location = redirect_location(
+        redirect,
+        scheme=request.scheme,
+        host=request.host,
+        path=request.forward_path,
+        query=request.query,
+        match=match,
+    )
+    return Answer(
+        status=redirect.status_code,
+        reason=REDIRECT,
+        detail=location,
+        headers=(("Location", location),),
+    )
