@@ -53,6 +53,7 @@ from interlock.dataplane.plan import (
 )
 from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
 from interlock.edge.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
+from interlock.model.outbound import OutboundPolicy
 
 RETRY_BUFFER = 64 * 1024
 """Largest request body read whole so that a request can be retried (Linkerd's limit too);
@@ -133,9 +134,12 @@ class Engine:
         self._round_robin: dict[ServicePortRef, itertools.count[int]] = {}
         self.accrual = FailureAccrualTable(rng=self._rng.random)
 
-    def plan(self, target: ServicePortRef) -> PolicyPlan | None:
+    def plan(
+        self, target: ServicePortRef, policy: OutboundPolicy | None = None
+    ) -> PolicyPlan | None:
         """The compiled policy of ``target`` (compiled again only when the policy changed)."""
-        policy = self._source.policy(target)
+        if policy is None:
+            policy = self._source.policy(target)
         if policy is None:
             return None
         key = (target, policy.client_namespace)
@@ -144,9 +148,13 @@ class Engine:
             plan = self._plans[key] = compile_policy(policy)
         return plan
 
-    def route(self, target: ServicePortRef, request: RequestInfo) -> Forward | Answer:
-        """Where ``request`` to ``target`` goes (:func:`~interlock.dataplane.plan.decide`)."""
-        plan = self.plan(target)
+    def route(
+        self, target: ServicePortRef, request: RequestInfo, *, policy: OutboundPolicy | None = None
+    ) -> Forward | Answer:
+        """Where ``request`` to ``target`` goes (:func:`~interlock.dataplane.plan.decide`), by
+        ``policy`` when the front door has it already (the mesh listener waits for it), else by
+        the source's."""
+        plan = self.plan(target, policy)
         if plan is None:
             return unrouted(target, request)
         return decide(plan, request, self._rng.random())

@@ -11,11 +11,12 @@ request is decided in one fixed order, every refusal before an upstream is conta
 3. the Service port's policy (:class:`~interlock.mesh.upstreams.MeshUpstreams`; the first
    request of a Service port waits for it, bounded) — a Service that does not exist has the
    Default route whose backend's failure injector answers 500, as the Gateway API requires;
-4. the route rule by method, path, headers and query — none → 404;
-5. the backend by weight; its failure injector's status and message when it cannot be used;
-6. its ready endpoints (EndpointSlices) — none → 503;
-7. the proxy (the edge's :class:`~interlock.edge.proxy.Forwarder`: hop-by-hop headers dropped,
-   bodies streamed both ways, 504 on upstream timeouts, 502 on failures).
+4. the data-plane engine (``interlock/dataplane/``, shared with the edge): the route rule by
+   method, path, headers and query (none → 404), redirects, the backend by weight (its failure
+   injector's status and message when it cannot be used), its ready endpoints (EndpointSlices;
+   none → 503), filters, timeouts (504), retries and failure accrual, over the edge's
+   :class:`~interlock.edge.proxy.Forwarder` (hop-by-hop headers dropped, bodies streamed both
+   ways, 502 on failures).
 
 No edge module runs here: modules belong to Ingresses, and a mesh request has none. Answers the
 listener makes itself name their reason in ``X-Interlock-Reason`` and the body (``<reason>:
@@ -25,14 +26,17 @@ names the Service and the route.
 
 from __future__ import annotations
 
-import itertools
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
 from loguru import logger
-from multidict import CIMultiDict
 
+from interlock.dataplane import Answer, RequestInfo, ServicePortRef
+from interlock.dataplane.engine import Engine
+from interlock.dataplane.source import Address
+from interlock.dataplane.wire import answer_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
@@ -41,28 +45,10 @@ from interlock.edge.server import parse_host_port
 from interlock.edge.upstreams import UpstreamError
 from interlock.mesh.upstreams import MeshUpstreams
 from interlock.model.authority import DEFAULT_CLUSTER_DOMAIN, NotAService, mesh_target
-from interlock.model.outbound import Backend, pick_backend, select_route
-
-REASON_HEADER = "X-Interlock-Reason"
+from interlock.model.outbound import OutboundPolicy
 
 POLICY_WAIT = 10.0
 """Seconds the first request of a Service port waits for its policy and endpoints."""
-
-
-class _NoHooks:
-    """The module chain's hooks around the upstream exchange: a mesh request has no modules."""
-
-    def should_compress(self, request_headers: object, response_headers: object) -> bool:
-        return False
-
-    def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
-        return None
-
-    def response_headers(self, headers: CIMultiDict[str]) -> None:
-        return None
-
-
-_NO_HOOKS = _NoHooks()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +79,12 @@ class MeshServer:
         self._settings = settings
         self._rng = rng or random.Random()
         self._forwarder = Forwarder(timeouts=settings.timeouts, limits=settings.limits)
-        self._round_robin: dict[tuple[str, str, int], itertools.count[int]] = {}
+        self._engine = Engine(
+            source=_MeshSource(upstreams),
+            forwarder=self._forwarder,
+            body_timeout=settings.limits.body_timeout,
+            rng=self._rng,
+        )
         self._runner: web.ServerRunner | None = None
         self.address: tuple[str, int] | None = None
         """Where it listens once started (port 0 resolved)."""
@@ -154,60 +145,49 @@ class MeshServer:
         policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
         if isinstance(policy, UpstreamError):
             return answer(policy.status, "policy-unknown", policy.message)
-        selected = select_route(
-            policy, method=request.method, path=path, headers=request.headers, query=request.query
+        decision = self._engine.route(
+            ServicePortRef(authority.namespace, authority.name, authority.port),
+            RequestInfo(
+                method=request.method,
+                path=path,
+                forward_path=forward_path,
+                query=query,
+                query_params=request.query,
+                headers=request.headers,
+                scheme=request.scheme,
+                host=request.headers.get("Host", request.url.raw_authority or ""),
+            ),
+            policy=policy,
         )
-        if selected is None:
-            return answer(
-                404,
-                "no-route",
-                f"Service {authority}: no route of its policy matches {request.method} {path}",
-            )
-        route, rule = selected
-        where = f"mesh Service {authority} route {route.kind} {route.namespace}/{route.name}"
-        backend = pick_backend(rule, self._rng.random())
-        if backend is None:
-            return answer(500, "no-backend-weight", f"{where}: every backend has weight 0")
-        refused = _unusable(backend, where)
-        if refused is not None:
-            return refused
-        assert backend.port is not None
-        addresses = self._upstreams.addresses(
-            namespace=backend.namespace, service=backend.name, port=backend.port
-        )
-        if isinstance(addresses, UpstreamError):
-            reason = "no-ready-endpoints" if addresses.status == 503 else "backend-not-found"
-            return answer(addresses.status, reason, f"{where}: {addresses.message}")
+        if isinstance(decision, Answer):
+            return answer_response(decision, with_detail=True)
+        rule = "" if decision.rule is None else f" {decision.rule.name}"
+        where = f"mesh Service {authority}{rule}"
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
-        key = (backend.namespace, backend.name, backend.port)
-        counter = self._round_robin.setdefault(key, itertools.count())
-        return await self._forwarder.forward(
-            request,
-            path=forward_path,
-            query=query,
-            addresses=addresses,
-            first=next(counter) % len(addresses),
-            headers=headers,
-            body=None,
-            hooks=_NO_HOOKS,
-            where=where,
+        result = await self._engine.forward(
+            request, decision, query=query, headers=headers, body=None, where=where
         )
+        if isinstance(result, Answer):
+            return answer_response(result, with_detail=True)
+        return result
 
 
-def _unusable(backend: Backend, where: str) -> web.Response | None:
-    """The failure injector's answer of a backend that cannot be used, else ``None``."""
-    if backend.exists and backend.port is not None:
+class _MeshSource:
+    """The engine's :class:`~interlock.dataplane.source.PolicySource`: the listener passes the
+    policy it waited for with each request, so only endpoints are asked here."""
+
+    def __init__(self, upstreams: MeshUpstreams) -> None:
+        self._upstreams = upstreams
+
+    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
         return None
-    injector = backend.failure_injector
-    if injector is not None:
-        return answer(injector.status, "backend-not-found", f"{where}: {injector.message}")
-    return answer(
-        500,
-        "backend-not-found",
-        f"{where}: backend {backend.namespace}/{backend.name} cannot be used",
-    )
+
+    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+        return self._upstreams.addresses(
+            namespace=target.namespace, service=target.service, port=target.port
+        )
 
 
 def _host_header(name: str, namespace: str, request: web.BaseRequest) -> str:
@@ -220,6 +200,4 @@ def _host_header(name: str, namespace: str, request: web.BaseRequest) -> str:
 
 def answer(status: int, reason: str, detail: str) -> web.Response:
     """An answer the mesh listener makes itself, in the data plane's answer format."""
-    response = web.Response(status=status, text=f"{reason}: {detail}\n")
-    response.headers[REASON_HEADER] = reason
-    return response
+    return answer_response(Answer(status=status, reason=reason, detail=detail), with_detail=True)
