@@ -6,7 +6,8 @@ COPY pyproject.toml README.md ./
 # interlock/manifests links to manifests/: the CRDs and examples ship inside the wheel.
 COPY manifests ./manifests
 COPY interlock ./interlock
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# With the otel extra: --otlp-endpoint works in the image (the SDK is imported only when used).
+RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[otel]'
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -157,6 +157,10 @@ class ControllerConfig:
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""
 
+    otlp_endpoint: str | None = None
+    """Export one OpenTelemetry span per handled message over OTLP/HTTP to this collector URL
+    (``interlock.otel``, the ``otel`` extra); ``None`` exports nothing."""
+
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch; empty means all namespaces."""
 

@@ -138,6 +138,14 @@ def add_run_parser(subparsers: Any) -> None:
         help="write actor traces (JSON lines)",
         shown="no trace",
     )
+    add.value(
+        "--otlp-endpoint",
+        default=None,
+        metavar="URL",
+        help="export a span per handled message over OTLP/HTTP to this collector "
+        "(http://collector:4318; needs the otel extra)",
+        shown="no export",
+    )
     add.repeated(
         "--namespace", metavar="NS", help="watch only this namespace (default: all namespaces)"
     )
@@ -235,6 +243,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
             edge_limits=edge_limits_from_args(args),
             trace_file=args.trace_file,
+            otlp_endpoint=args.otlp_endpoint,
             namespaces=tuple(namespaces),
             lease_namespace=args.lease_namespace,
             lease_name=args.lease_name,

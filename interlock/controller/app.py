@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     # validates CRD rules with, which brings a REPL's worth of modules) is ~16 MiB of RSS that a
     # controller against a real cluster never uses.
     from interlock.embedded import EmbeddedApiServer
+    from interlock.otel import SpanTracer  # the optional OpenTelemetry SDK: only when asked
 
 CRDS_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 """The CRDs applied first in embedded mode (shipped inside the package)."""
@@ -83,6 +84,30 @@ def _utc_now() -> datetime:
 
 class StartupError(RuntimeError):
     """The controller cannot start as configured; the message names the setting to fix."""
+
+
+def _span_tracer(endpoint: str, *, lines: Tracer | None) -> SpanTracer:
+    """The OTLP exporter, imported only when asked for (the SDK is an optional extra)."""
+    try:
+        from interlock.otel import span_tracer
+    except ImportError as error:
+        raise StartupError(
+            f"--otlp-endpoint needs the OpenTelemetry SDK ({error}): pip install 'interlock[otel]'"
+        ) from error
+    try:
+        return span_tracer(endpoint, lines=lines)
+    except ValueError as error:
+        raise StartupError(str(error)) from error
+
+
+async def _shutdown_spans(spans: SpanTracer) -> None:
+    """Export the buffered spans off the event loop, waiting at most a few seconds: a collector
+    that is down must not hold up a stop (the exporter's own timeout bounds the thread)."""
+    flush = asyncio.ensure_future(asyncio.to_thread(spans.shutdown))
+    try:
+        await asyncio.wait_for(asyncio.shield(flush), 5.0)
+    except TimeoutError:
+        logger.warning("OTLP export: the collector did not take the last spans within 5 s")
 
 
 async def _serve(app: web.Application, address: Address, *, flag: str) -> RunningSite:
@@ -115,6 +140,8 @@ class Controller:
         self.kubeconfig_path: str | None = config.kubeconfig
         self.api: Any = None
         self.tracer: Tracer | None = None
+        self.spans: SpanTracer | None = None
+        """The OTLP span exporter (``--otlp-endpoint``), also :attr:`tracer` when set."""
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
         self.edge: EdgeHalf | None = None
@@ -185,6 +212,9 @@ class Controller:
             gc.set_threshold(50_000, 20, 100)
         if config.trace_file:
             self.tracer = Tracer.to_file(config.trace_file)
+        if config.otlp_endpoint:
+            self.tracer = self.spans = _span_tracer(config.otlp_endpoint, lines=self.tracer)
+        if self.tracer is not None:
             self.system.set_tracer(self.tracer)
         if config.embedded:
             await self._start_embedded()
@@ -465,3 +495,6 @@ class Controller:
             self._tempdir = None
         if self.tracer is not None:
             self.tracer.close()
+        if self.spans is not None:
+            await _shutdown_spans(self.spans)
+            self.spans = None
