@@ -40,7 +40,7 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.edge.routing import normalize_host, select_route
-from interlock.edge.tls import SniCertificates, TlsConfigError, load_certificate
+from interlock.edge.tls import SniCertificates, TlsConfigError
 from interlock.model.moduleset import Modules, SecretValue
 
 
@@ -131,6 +131,13 @@ class InProcessEdge:
             raise TransientEdgeError(f"{where}: {exc}") from None
         # Read again: preparing an oauth/oidc chain awaited the provider.
         current = self._hosts.get(key, {}).get(route_id)
+        others = [r for rid, r in self._hosts.get(key, {}).items() if rid != route_id]
+        try:
+            # The host's handshake trusts the new CAs before the route requires them.
+            self._trust_client_cas(key, [*others, chain])
+        except TlsConfigError as exc:
+            self._reserve(key, route_id, path=path, path_type=path_type, current=current)
+            raise PermanentEdgeError(f"{where}: {exc}") from None
         self._hosts.setdefault(key, {})[route_id] = ServedRoute(
             route_id=route_id,
             path=path,
@@ -163,6 +170,8 @@ class InProcessEdge:
         if routes is None:
             return
         routes.pop(route_id, None)
+        # Fewer CAs than the host trusts now, all of them loaded before: cannot fail.
+        self._trust_client_cas(key, list(routes.values()))
         if not routes:
             del self._hosts[key]
 
@@ -171,16 +180,15 @@ class InProcessEdge:
     ) -> None:
         key = _host_key(host)
         if cert_pem is None and key_pem is None:
-            self.certificates.set(host=key, context=None)
+            self.certificates.set_certificate(host=key, pair=None)
             return
         if cert_pem is None or key_pem is None:
             missing = "tls.crt" if cert_pem is None else "tls.key"
             raise PermanentEdgeError(f"TLS for host {key}: {missing} is required")
         try:
-            context = load_certificate(host=key, cert_pem=cert_pem, key_pem=key_pem)
+            self.certificates.set_certificate(host=key, pair=(cert_pem, key_pem))
         except TlsConfigError as exc:
             raise PermanentEdgeError(str(exc)) from None
-        self.certificates.set(host=key, context=context)
 
     async def snapshot(self) -> EdgeSnapshot:
         return self.snapshot_now()
@@ -209,6 +217,14 @@ class InProcessEdge:
                 )
             )
         return EdgeSnapshot(hosts=tuple(hosts))
+
+    def _trust_client_cas(self, key: str, routes: Sequence[ServedRoute | ModuleChain]) -> None:
+        """Make ``key``'s handshake verify client certificates against the CAs of the
+        mutualTLS modules of ``routes`` (served routes or a chain about to be); raises
+        :class:`TlsConfigError`."""
+        chains = [r if isinstance(r, ModuleChain) else r.chain for r in routes]
+        bundles = {c.client_ca_bundle for c in chains if c is not None and c.client_ca_bundle}
+        self.certificates.set_client_cas(host=key, ca_bundles=tuple(sorted(bundles)))
 
     def _reserve(
         self,

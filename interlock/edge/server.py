@@ -8,7 +8,7 @@ contacted:
 2. the path the backend will act on (``routing.clean_path``) — ambiguous → 400;
 3. the route, by that path (Exact, then the longest Prefix by whole segments) — none → 404;
 4. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
-5. the route's module chain (ipRestriction, rateLimit, auth — bcrypt in a thread pool —,
+5. the route's module chain (ipRestriction, mutualTLS, rateLimit, auth — bcrypt in a thread pool —,
    webhookVerification, circuitBreaker) → its rejection;
 6. a backend Service that does not exist → 500;
 7. the data-plane engine (``interlock/dataplane/``) with the backend Service port's outbound
@@ -76,6 +76,7 @@ from interlock.edge.proxy import (
     without_hop_by_hop,
 )
 from interlock.edge.routing import clean_path, select_route
+from interlock.edge.tls import peer_certificate
 from interlock.edge.upstreams import UpstreamResolver
 
 
@@ -244,6 +245,9 @@ class EdgeServer:
             headers=request.headers,
             peer_ip=request.remote or "",
             body=body,
+            peer_certificate=(
+                peer_certificate(request.transport) if chain.needs_peer_certificate else None
+            ),
         )
         # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
         rejection = await chain.admit(
@@ -296,7 +300,7 @@ class EdgeServer:
             return self._answer(decision, where)
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
-        chain.upstream_request_headers(headers)
+        chain.upstream_request_headers(headers, peer_certificate=view.peer_certificate)
         if admitted is not None:
             admitted.apply(headers)
         set_forwarded_headers(

@@ -7,10 +7,22 @@ and deleted at once; the key never stays on disk and its bytes never reach a mes
 
 A handshake for a host without a certificate (or without SNI) is refused with
 ``unrecognized_name`` rather than answered with some other host's certificate.
+
+**Client certificates (mutualTLS).** A host whose routes use mutualTLS gets a context that
+trusts those routes' CA certificates. Python's ``ssl`` takes the *verify mode* of a connection
+from the listener's context (switching contexts in the SNI callback changes the certificate and
+the trust store, not whether a client certificate is requested), so while any host uses
+mutualTLS the listener asks every client for a certificate (``CERT_OPTIONAL``): a client that has
+none completes the handshake as before, and each route decides (``edge/modules/mutual_tls.py``).
+The cost, documented in ``docs/modules.md``: a client that *sends* a certificate to a host
+without mutualTLS (or one its CAs did not issue, to a host with it) fails the handshake, since
+OpenSSL verifies every certificate it is sent and Python cannot tell it to ignore the result.
+Browsers send one only when the user picks it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 import tempfile
@@ -44,11 +56,40 @@ def load_certificate(*, host: str, cert_pem: SecretValue, key_pem: SecretValue) 
     return context
 
 
+def trust_client_cas(context: ssl.SSLContext, *, host: str, ca_bundles: tuple[str, ...]) -> None:
+    """Make ``context`` verify client certificates against ``ca_bundles`` (PEM texts), every
+    certificate in them a trust anchor (an intermediate needs no root)."""
+    if not ca_bundles:
+        return
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    try:
+        context.load_verify_locations(cadata="".join(ca_bundles))
+    except ssl.SSLError as exc:
+        raise TlsConfigError(
+            f"TLS for host {host}: client CA certificates ({exc.reason})"
+        ) from None
+
+
+def peer_certificate(transport: asyncio.BaseTransport | None) -> bytes | None:
+    """The client certificate (DER) the handshake verified, or None (plain HTTP, none sent)."""
+    ssl_object = None if transport is None else transport.get_extra_info("ssl_object")
+    if not isinstance(ssl_object, ssl.SSLObject):
+        return None
+    return ssl_object.getpeercert(binary_form=True) or None
+
+
 class SniCertificates:
-    """Host → certificate context, and the listener context whose SNI callback picks among them."""
+    """Host → certificate context, and the listener context whose SNI callback picks among them.
+
+    A host's context is built from its certificate pair (:meth:`set_certificate`) and the client
+    CA certificates of its mutualTLS routes (:meth:`set_client_cas`), again whenever either
+    changes (a context's trust store can only grow).
+    """
 
     def __init__(self) -> None:
         self._contexts: dict[str, ssl.SSLContext] = {}
+        self._pairs: dict[str, tuple[SecretValue, SecretValue]] = {}
+        self._client_cas: dict[str, tuple[str, ...]] = {}
         self._server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._server.minimum_version = ssl.TLSVersion.TLSv1_2
         self._server.sni_callback = self._select
@@ -60,12 +101,47 @@ class SniCertificates:
     def hosts(self) -> frozenset[str]:
         return frozenset(self._contexts)
 
-    def set(self, *, host: str, context: ssl.SSLContext | None) -> None:
+    def client_ca_hosts(self) -> frozenset[str]:
+        """Hosts whose handshakes verify client certificates (mutualTLS routes)."""
+        return frozenset(self._client_cas)
+
+    def set_certificate(self, *, host: str, pair: tuple[SecretValue, SecretValue] | None) -> None:
+        """Serve ``host`` with ``(cert PEM, key PEM)``, or stop serving it (None).
+
+        Raises :class:`TlsConfigError` and keeps what was served when the pair cannot be used.
+        """
         key = normalize_host(host)
-        if context is None:
+        if pair is None:
+            self._pairs.pop(key, None)
             self._contexts.pop(key, None)
+            return
+        self._contexts[key] = self._build(key, pair, self._client_cas.get(key, ()))
+        self._pairs[key] = pair
+
+    def set_client_cas(self, *, host: str, ca_bundles: tuple[str, ...]) -> None:
+        """Verify ``host``'s client certificates against ``ca_bundles`` (none: do not).
+
+        Raises :class:`TlsConfigError` and keeps what was served when OpenSSL refuses them.
+        """
+        key = normalize_host(host)
+        if ca_bundles == self._client_cas.get(key, ()):
+            return
+        pair = self._pairs.get(key)
+        if pair is not None:
+            self._contexts[key] = self._build(key, pair, ca_bundles)
+        if ca_bundles:
+            self._client_cas[key] = ca_bundles
         else:
-            self._contexts[key] = context
+            self._client_cas.pop(key, None)
+        self._server.verify_mode = ssl.CERT_OPTIONAL if self._client_cas else ssl.CERT_NONE
+
+    @staticmethod
+    def _build(
+        host: str, pair: tuple[SecretValue, SecretValue], ca_bundles: tuple[str, ...]
+    ) -> ssl.SSLContext:
+        context = load_certificate(host=host, cert_pem=pair[0], key_pem=pair[1])
+        trust_client_cas(context, host=host, ca_bundles=ca_bundles)
+        return context
 
     def _select(
         self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext

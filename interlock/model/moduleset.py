@@ -200,10 +200,18 @@ class OidcModule(OAuthProviderSettings):
     issuer: str
 
 
+class MutualTlsModule(KubeModel):
+    """Client certificates required, verified against the CA certificates in a Secret key (PEM;
+    one or more certificates, roots or intermediates: each one is a trust anchor)."""
+
+    ca_secret_ref: SecretKeyRef = Field(alias="caSecretRef")
+
+
 class Modules(KubeModel):
     """Every module is optional. Field order here is not the order they run in (see edge/)."""
 
     ip_restriction: IpRestrictionModule | None = Field(None, alias="ipRestriction")
+    mutual_tls: MutualTlsModule | None = Field(None, alias="mutualTLS")
     basic_auth: BasicAuthModule | None = Field(None, alias="basicAuth")
     jwt: JwtModule | None = None
     webhook_verification: WebhookVerificationModule | None = Field(
@@ -706,6 +714,8 @@ def module_secret_ref_fields(modules: Modules) -> list[tuple[str, str, SecretKey
     """``(module, field, ref)`` for every Secret key ``modules`` reference, e.g.
     ``("basicAuth", "secretRef", SecretKeyRef(name="users", key="htpasswd"))``."""
     refs: list[tuple[str, str, SecretKeyRef]] = []
+    if modules.mutual_tls is not None:
+        refs.append(("mutualTLS", "caSecretRef", modules.mutual_tls.ca_secret_ref))
     if modules.basic_auth is not None:
         refs.append(("basicAuth", "secretRef", modules.basic_auth.secret_ref))
     if modules.jwt is not None:

@@ -506,7 +506,7 @@ def test_secrets_of_overridden_modules_are_not_resolved() -> None:
             "InvalidModuleSet",
             "ModuleSet shop/unknown-type is invalid: spec.modules.waf: unknown module type "
             '"waf" (known types: basicAuth, circuitBreaker, compression, headers, '
-            "ipRestriction, jwt, oauth, oidc, rateLimit, webhookVerification)",
+            "ipRestriction, jwt, mutualTLS, oauth, oidc, rateLimit, webhookVerification)",
         ),
     ],
 )

@@ -186,8 +186,8 @@ def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
         (
             {"ipRestrction": {"allow": ["10.0.0.0/8"]}},
             'spec.modules.ipRestrction: unknown module type "ipRestrction" (known types: '
-            "basicAuth, circuitBreaker, compression, headers, ipRestriction, jwt, oauth, oidc, "
-            "rateLimit, webhookVerification)",
+            "basicAuth, circuitBreaker, compression, headers, ipRestriction, jwt, mutualTLS, "
+            "oauth, oidc, rateLimit, webhookVerification)",
         ),
         (["ipRestriction"], "spec.modules: must be an object"),
         (

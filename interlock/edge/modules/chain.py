@@ -25,6 +25,7 @@ from interlock.edge.modules.headers import Headers
 from interlock.edge.modules.identity import IdentityGate, build_identity
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.jwt_auth import JwtAuth
+from interlock.edge.modules.mutual_tls import MutualTls
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
@@ -38,6 +39,7 @@ M = TypeVar("M")
 
 ORDER = (
     "ipRestriction",
+    "mutualTLS",
     "rateLimit",
     "basicAuth",
     "jwt",
@@ -64,6 +66,7 @@ class ModuleChain:
         "_identity",
         "_ip_restriction",
         "_jwt",
+        "_mutual_tls",
         "_rate_limit",
         "_trusted",
         "_webhook",
@@ -75,6 +78,7 @@ class ModuleChain:
         trusted: TrustedProxies,
         clock: Callable[[], float],
         ip_restriction: IpRestriction | None = None,
+        mutual_tls: MutualTls | None = None,
         rate_limit: RateLimit | None = None,
         basic_auth: BasicAuth | None = None,
         jwt: JwtAuth | None = None,
@@ -87,6 +91,7 @@ class ModuleChain:
         self._trusted = trusted
         self._clock = clock
         self._ip_restriction = ip_restriction
+        self._mutual_tls = mutual_tls
         self._rate_limit = rate_limit
         self._basic_auth = basic_auth
         self._jwt = jwt
@@ -116,6 +121,16 @@ class ModuleChain:
         return self._webhook is not None
 
     @property
+    def needs_peer_certificate(self) -> bool:
+        """Whether :meth:`check_request` needs ``RequestView.peer_certificate`` (mutualTLS)."""
+        return self._mutual_tls is not None
+
+    @property
+    def client_ca_bundle(self) -> str | None:
+        """mutualTLS's CA certificates (PEM), which the host's TLS context must trust."""
+        return None if self._mutual_tls is None else self._mutual_tls.ca_bundle
+
+    @property
     def compress(self) -> bool:
         """Whether the compression module is on (see :meth:`should_compress`)."""
         return self._compress
@@ -125,6 +140,7 @@ class ModuleChain:
         """The configured modules, in the order they run."""
         present = {
             "ipRestriction": self._ip_restriction,
+            "mutualTLS": self._mutual_tls,
             "rateLimit": self._rate_limit,
             "basicAuth": self._basic_auth,
             "jwt": self._jwt,
@@ -195,6 +211,10 @@ class ModuleChain:
             rejection = self._ip_restriction.check(address)
             if rejection is not None:
                 return rejection
+        if self._mutual_tls is not None:
+            rejection = self._mutual_tls.check(view.peer_certificate)
+            if rejection is not None:
+                return rejection
         if self._rate_limit is not None:
             client = UNKNOWN_CLIENT if address is None else str(address)
             return self._rate_limit.check(client, now=now)
@@ -221,10 +241,16 @@ class ModuleChain:
             return None
         return self._circuit_breaker.check(now=self._clock() if now is None else now)
 
-    def upstream_request_headers(self, headers: MutableMapping[str, str]) -> None:
-        """Apply ``headers.request`` (remove, then add) to the headers sent upstream."""
+    def upstream_request_headers(
+        self, headers: MutableMapping[str, str], *, peer_certificate: bytes | None = None
+    ) -> None:
+        """Apply ``headers.request`` (remove, then add) to the headers sent upstream, then
+        mutualTLS's identity headers (after, so that neither a client nor ``headers`` can set
+        them); ``peer_certificate`` is the one the request was admitted with."""
         if self._headers is not None:
             self._headers.request.apply(headers)
+        if self._mutual_tls is not None:
+            self._mutual_tls.upstream_headers(headers, peer_certificate)
 
     def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
         """Report an upstream outcome: a status, or None for a connection error or timeout."""
@@ -247,6 +273,7 @@ class ModuleChain:
         modules: dict[str, object] = {}
         for name, module in (
             ("ipRestriction", self._ip_restriction),
+            ("mutualTLS", self._mutual_tls),
             ("rateLimit", self._rate_limit),
             ("basicAuth", self._basic_auth),
             ("jwt", self._jwt),
@@ -306,7 +333,11 @@ def compile_modules(
     rate_limit = _build(RateLimit, modules.rate_limit)
     circuit_breaker = _build(CircuitBreaker, modules.circuit_breaker)
     headers = _build(Headers, modules.headers)
-    basic_auth = jwt = webhook = None
+    basic_auth = jwt = webhook = mutual_tls = None
+    if (mutual_tls_config := modules.mutual_tls) is not None:
+        mutual_tls = unless_missing(
+            lambda: MutualTls(mutual_tls_config, secrets, wall_clock=wall_clock)
+        )
     if (basic_auth_config := modules.basic_auth) is not None:
         basic_auth = unless_missing(lambda: BasicAuth(basic_auth_config, secrets))
     if (jwt_config := modules.jwt) is not None:
@@ -324,6 +355,7 @@ def compile_modules(
         trusted=trusted,
         clock=clock,
         ip_restriction=ip_restriction,
+        mutual_tls=mutual_tls,
         rate_limit=rate_limit,
         basic_auth=basic_auth,
         jwt=jwt,

@@ -30,6 +30,9 @@ class RequestView:
     """The address of the TCP peer (a proxy when the edge sits behind one)."""
     body: bytes | None = None
     """The raw body; the server reads it only when ``ModuleChain.needs_body`` is true."""
+    peer_certificate: bytes | None = None
+    """The client's certificate (DER) as TLS verified it; None over plain HTTP, when the client
+    sent none, or when ``ModuleChain.needs_peer_certificate`` is false (the server skips it)."""
 
 
 class Rejection(NamedTuple):
