@@ -388,14 +388,15 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
 
 # --- validation beyond types -------------------------------------------------------------------
 
-# RFC 9110 token characters: what a header field name may contain.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# RFC 9110 token characters: what a header field name may contain. These patterns are used with
+# fullmatch: `^…$` with match would accept a trailing newline (`$` matches before one).
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Control characters other than tab: a header value holding one could inject headers.
 _BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Kubernetes Secret data keys.
-_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 # Kubernetes object names (DNS subdomain).
-_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Quotes, backslashes and control characters would break out of the WWW-Authenticate realm.
 _BAD_REALM = re.compile(r'["\\\x00-\x1f\x7f]')
 
@@ -515,7 +516,7 @@ def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
 
 
 _EMAIL_DOMAIN = re.compile(
-    r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    r"(?=.{1,253}\Z)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 )
 
 
@@ -539,10 +540,10 @@ def _login_problems(settings: OAuthProviderSettings) -> Iterator[tuple[str, str]
             yield f".scopes[{index}]", f'"{scope}" is not a valid scope'
     for index, address in enumerate(settings.email_addresses):
         local, at, domain = address.rpartition("@")
-        if not at or not local or not _EMAIL_DOMAIN.match(domain.lower()):
+        if not at or not local or not _EMAIL_DOMAIN.fullmatch(domain.lower()):
             yield f".emailAddresses[{index}]", f'"{address}" is not an email address'
     for index, domain in enumerate(settings.email_domains):
-        if not _EMAIL_DOMAIN.match(domain.lower()):
+        if not _EMAIL_DOMAIN.fullmatch(domain.lower()):
             yield f".emailDomains[{index}]", f'"{domain}" is not a domain name'
     for name, claim in settings.identity_headers.items():
         where = f'.identityHeaders["{name}"]'
@@ -584,7 +585,7 @@ def _header_problems(changes: HeaderChanges) -> Iterator[tuple[str, str]]:
 
 
 def _header_name_problems(name: str) -> Iterator[str]:
-    if not _HEADER_NAME.match(name):
+    if not _HEADER_NAME.fullmatch(name):
         yield f'"{name}" is not a valid header name'
     elif name.lower() in PROXY_OWNED_HEADERS:
         yield f"{name} is managed by the proxy and cannot be changed"
@@ -614,9 +615,9 @@ def _positive_duration_problem(text: str) -> str:
 
 
 def _secret_ref_problems(ref: SecretKeyRef) -> Iterator[tuple[str, str]]:
-    if not _OBJECT_NAME.match(ref.name):
+    if not _OBJECT_NAME.fullmatch(ref.name):
         yield ".name", f'"{ref.name}" is not a valid Secret name'
-    if not _SECRET_KEY.match(ref.key):
+    if not _SECRET_KEY.fullmatch(ref.key):
         yield ".key", f'"{ref.key}" is not a valid Secret key'
 
 

@@ -162,6 +162,30 @@ def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
             {"headers": {"request": {"add": {"X Team": "blue"}}}},
             'spec.modules.headers.request.add["X Team"]: "X Team" is not a valid header name',
         ),
+        # A trailing newline is not accepted (`^…$` with re.match did accept it).
+        (
+            {"headers": {"request": {"add": {"X-Team\n": "blue"}}}},
+            'spec.modules.headers.request.add["X-Team\n"]: "X-Team\n" is not a valid header name',
+        ),
+        (
+            {"basicAuth": {"secretRef": {"name": "users\n", "key": "k"}}},
+            'spec.modules.basicAuth.secretRef.name: "users\n" is not a valid Secret name',
+        ),
+        (
+            {"basicAuth": {"secretRef": {"name": "users", "key": "htpasswd\n"}}},
+            'spec.modules.basicAuth.secretRef.key: "htpasswd\n" is not a valid Secret key',
+        ),
+        (
+            {
+                "oidc": {
+                    "issuer": "https://i.example",
+                    "clientId": "c",
+                    "clientSecret": {"name": "a", "key": "k"},
+                    "emailDomains": ["example.com\n"],
+                }
+            },
+            'spec.modules.oidc.emailDomains[0]: "example.com\n" is not a domain name',
+        ),
         (
             {"headers": {"response": {"remove": ["Server", "Bad:Name"]}}},
             'spec.modules.headers.response.remove[1]: "Bad:Name" is not a valid header name',

@@ -18,7 +18,7 @@ from collections.abc import MutableMapping
 from interlock.edge.modules.errors import ModuleConfigError
 from interlock.model.moduleset import PROXY_OWNED_HEADERS, HeaderChanges, HeadersModule
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # fullmatch: no trailing newline
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
@@ -59,7 +59,7 @@ class HeaderRewrite:
 
 
 def _check_name(name: str, *, field: str) -> None:
-    if not _TOKEN.match(name):
+    if not _TOKEN.fullmatch(name):
         raise ModuleConfigError(field, f"{name!r} is not a valid header name")
     if name.lower() in PROXY_OWNED_HEADERS:
         raise ModuleConfigError(field, f"{name} is managed by the proxy and cannot be changed")

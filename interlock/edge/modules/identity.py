@@ -234,7 +234,7 @@ class IdentityGate:
             assert settings.issuer is not None
             endpoints = await discover(settings.issuer, field=f"{settings.field}.issuer")
             assert endpoints.jwks_uri is not None
-            jwks: Jwks | None = Jwks(endpoints.jwks_uri, clock=self._clock)
+            jwks: Jwks | None = Jwks(endpoints.jwks_uri)
             assert jwks is not None
             await jwks.refresh()
         else:

@@ -25,7 +25,7 @@ import base64
 import hmac
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote_plus
@@ -196,11 +196,9 @@ async def probe_client(
 class Jwks:
     """The provider's signing keys, fetched again when a token names an unknown ``kid``."""
 
-    def __init__(self, uri: str, *, clock: Callable[[], float]) -> None:
+    def __init__(self, uri: str) -> None:
         self._uri = uri
-        self._clock = clock
         self._keys: dict[str, PyJWK] = {}
-        self._fetched_at: float | None = None
 
     @property
     def kids(self) -> list[str]:
@@ -208,7 +206,6 @@ class Jwks:
 
     async def refresh(self) -> None:
         status, document = await provider_request(self._uri)
-        self._fetched_at = self._clock()
         if status != 200 or not isinstance(document, dict):
             raise ProviderUnavailableError(f"{_where(self._uri)} answered {status}")
         keys: dict[str, PyJWK] = {}

@@ -62,6 +62,8 @@ def test_no_headers_module_changes_nothing() -> None:
             "headers.response.add['X-Ok']",
         ),
         ({"request": {"remove": ["X-Ok", "Host"]}}, "headers.request.remove[1]"),
+        # `^…$` with re.match accepted a trailing newline; the name must match whole.
+        ({"request": {"add": {"X-Team\n": "blue"}}}, "headers.request.add['X-Team\\n']"),
         ({"response": {"add": {"Content-Length": "0"}}}, "headers.response.add['Content-Length']"),
     ],
 )
