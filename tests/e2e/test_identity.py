@@ -21,9 +21,8 @@ import test_edge_scenarios
 from e2e_clients import eventually
 from identity_browser import browser, get, sign_in
 from identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
+from module_checks import until_refused_naming
 from test_edge_scenarios import Env, ingress, module_set, secret
-
-from interlock.kube.transport import KubeApiError
 
 env = test_edge_scenarios.env
 """The edge scenarios' fixture: a controller with an edge, the IngressClass and a backend."""
@@ -263,16 +262,4 @@ async def test_provider_down_at_creation_serves_nothing_then_recovers(
 async def test_invalid_identity_modules_are_refused_naming_the_field(
     env: Env, modules: dict[str, Any], field: str
 ) -> None:
-    try:
-        await env.kube.apply(module_set("bad", modules))
-    except KubeApiError as exc:  # the API server's schema refused it: it names the field
-        refused = str(exc)
-        assert field in refused, refused
-        return
-
-    async def check() -> bool:
-        current = await env.kube.get(module_set("bad", modules))
-        conditions = current.get("status", {}).get("conditions", [])
-        return any(field in c.get("message", "") for c in conditions)
-
-    await eventually(check, message=f"ModuleSet bad is Invalid naming {field}")
+    await until_refused_naming(env, modules, field)

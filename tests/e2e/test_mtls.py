@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from module_checks import until_refused_naming
 from test_edge_scenarios import (
     CRDS,
     INGRESS_CLASS_OBJ,
@@ -28,7 +29,6 @@ from test_edge_scenarios import (
 )
 from tls_certs import Issued, TestCa, self_signed
 
-from interlock.kube.transport import KubeApiError
 from interlock.mailbox import BackoffPolicy
 
 HOST = "secure.test"
@@ -193,16 +193,4 @@ async def test_invalid_mutual_tls_is_refused_naming_the_field(
     tls_env: Env, modules: dict[str, Any], field: str
 ) -> None:
     env = tls_env
-    try:
-        await env.kube.apply(module_set("bad", modules))
-    except KubeApiError as exc:  # the API server's schema refused it: it names the field
-        refused = str(exc)
-        assert field in refused, refused
-        return
-
-    async def check() -> bool:
-        current = await env.kube.get(module_set("bad", modules))
-        conditions = current.get("status", {}).get("conditions", [])
-        return any(field in c.get("message", "") for c in conditions)
-
-    await eventually(check, message=f"ModuleSet bad is Invalid naming {field}")
+    await until_refused_naming(env, modules, field)
