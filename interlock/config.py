@@ -141,6 +141,11 @@ class ControllerConfig:
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, as in ``NAME.NAMESPACE.svc.cluster.local`` (canonical form)."""
 
+    access_log: bool = False
+    """Log one JSON line per request through the edge and the mesh listener (host, route,
+    method, path, status, bytes, duration, upstream, retries; never a header value or the
+    query string); off by default."""
+
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
     Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""

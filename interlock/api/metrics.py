@@ -33,6 +33,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from interlock import __version__
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
+from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
 from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
@@ -77,6 +78,9 @@ class MetricsSources:
     policy_api: Callable[[], PolicyApiStatistics | None] | None = None
     """The outbound policy API's answers and open watch streams."""
 
+    traffic: Callable[[], TrafficStatistics] | None = None
+    """Requests through the edge and the mesh listener (``interlock.dataplane.metrics``)."""
+
 
 class ControllerCollector:
     """A prometheus-client collector reading :class:`MetricsSources` at scrape time."""
@@ -109,6 +113,8 @@ class ControllerCollector:
             yield from _kube_client_families(sources.kube_client() if sample else None)
         if sources.policy_api is not None:
             yield from _policy_api_families(sources.policy_api() if sample else None)
+        if sources.traffic is not None:
+            yield from _traffic_families(sources.traffic() if sample else None)
 
 
 def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
@@ -346,6 +352,48 @@ def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
     yield from (responses, open_watches, opened)
 
 
+def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
+    front_target = ["front", "target"]
+    requests = _counter(
+        "http_requests",
+        "Requests answered by the data plane, by front door (edge, mesh), target (the edge's "
+        "host, the mesh's namespace/service:port; empty when it names none known), route and "
+        "status class (2xx … 5xx).",
+        ["front", "target", "route", "code_class"],
+    )
+    durations = HistogramMetricFamily(
+        f"{PREFIX}_http_request_duration_seconds",
+        "Seconds from a request's arrival until its answer was written (relayed) or made, by "
+        "front door and target.",
+        labels=front_target,
+    )
+    connect_errors = _counter(
+        "upstream_connect_errors",
+        "Requests answered 502 because no connection to an upstream could be opened.",
+        front_target,
+    )
+    timeouts = _counter(
+        "upstream_timeouts",
+        "Requests answered 504 because the upstream did not answer in time.",
+        front_target,
+    )
+    retries = _counter("upstream_retries", "Requests sent to an upstream again.", front_target)
+    if stats is not None:
+        for labels, count in sorted(stats.requests.items()):
+            requests.add_metric(list(labels), count)
+        for pair, histogram in sorted(stats.durations.items()):
+            buckets = _buckets(DURATION_BUCKETS, tuple(histogram.buckets))
+            durations.add_metric(list(pair), buckets, histogram.total)
+        for family, counts in (
+            (connect_errors, stats.connect_errors),
+            (timeouts, stats.timeouts),
+            (retries, stats.retries),
+        ):
+            for pair, count in sorted(counts.items()):
+                family.add_metric(list(pair), count)
+    yield from (requests, durations, connect_errors, timeouts, retries)
+
+
 class EdgeParts(Protocol):
     """The edge half of a controller (``interlock.controller.edge_half.EdgeHalf``)."""
 
@@ -379,6 +427,9 @@ class ControllerParts(Protocol):
 
     @property
     def policy_counters(self) -> PolicyApiCounters: ...
+
+    @property
+    def traffic(self) -> Traffic: ...
 
 
 def controller_sources(controller: ControllerParts) -> MetricsSources:
@@ -418,6 +469,7 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         events=events,
         kube_client=kube_client,
         policy_api=controller.policy_counters.statistics,
+        traffic=controller.traffic.statistics,
     )
 
 

@@ -112,6 +112,10 @@ def add_run_parser(subparsers: Any) -> None:
         "printed; see docs/mesh.md)",
         shown="no mesh listener",
     )
+    add.switch(
+        "--access-log",
+        help="log one JSON line per edge and mesh request (no header values, no query string)",
+    )
     add.value(
         "--mesh-client-namespace",
         default="default",
@@ -237,6 +241,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 args.mesh_client_namespace, flag="--mesh-client-namespace"
             ),
             cluster_domain=validate_cluster_domain(args.cluster_domain),
+            access_log=args.access_log,
             publish_service=(
                 parse_publish_service(args.publish_service) if args.publish_service else None
             ),

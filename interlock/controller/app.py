@@ -44,6 +44,7 @@ from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.edge_half import EdgeHalf
 from interlock.controller.status_sink import KubeStatusSink
+from interlock.dataplane.metrics import Traffic
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
 from interlock.kube.events import EventRecorder
@@ -144,6 +145,8 @@ class Controller:
         """The OTLP span exporter (``--otlp-endpoint``), also :attr:`tracer` when set."""
         self.system = ActorSystem()
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
+        self.traffic = Traffic(access_log=config.access_log)
+        """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
         self.edge: EdgeHalf | None = None
         if config.edge_addr is not None or config.edge_admin_url is not None:
             self.edge = EdgeHalf(
@@ -154,6 +157,7 @@ class Controller:
                     None if self.status_writer is None else self.status_writer.statistics()
                 ),
                 resync_object=self._resync_object,
+                traffic=self.traffic,
             )
         self.mesh: MeshHalf | None = None
         if config.mesh_addr is not None:
@@ -162,6 +166,7 @@ class Controller:
                 system=self.system,
                 watches=self.watches,
                 endpoints_from_edge=self.edge is not None,
+                traffic=self.traffic,
                 resync_object=self._resync_object,
             )
         self.informers: InformerSet | None = None

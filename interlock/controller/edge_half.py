@@ -50,6 +50,7 @@ from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import ControllerUpstreams, TrackingProvider
+from interlock.dataplane.metrics import Traffic
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, TransientEdgeError
@@ -124,8 +125,10 @@ class EdgeHalf:
         status_statistics: Callable[[], object] = lambda: None,
         rng: random.Random | None = None,
         resync_object: ResyncObject | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
-        """``status_statistics``: the status writer's, shown in ``/debug/edges``."""
+        """``status_statistics``: the status writer's, shown in ``/debug/edges``; ``traffic``:
+        where the data plane counts (and logs) requests."""
         if config.edge_addr is None and config.edge_admin_url is None:
             raise ValueError(
                 "EdgeHalf: config.edge_addr or config.edge_admin_url is required to run an edge"
@@ -172,6 +175,7 @@ class EdgeHalf:
                 trusted_proxies=config.trusted_proxies,
                 limits=config.edge_limits,
                 rng=self._rng,
+                traffic=traffic,
             )
             self.provider = TrackingProvider(self.data_plane, upstreams=self.upstreams)
         self.backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF

@@ -28,6 +28,7 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict
 
+from interlock.dataplane.access_log import note_retry, note_upstream
 from interlock.dataplane.accrual import FailureAccrualTable
 from interlock.dataplane.answers import (
     BACKEND_NOT_FOUND,
@@ -233,6 +234,7 @@ class Engine:
                 and (deadline is None or now + backoff < deadline)
             ):
                 retries_left -= 1
+                note_retry()
                 if not isinstance(outcome, Answer):
                     outcome.release()
                 logger.debug("{}: retrying after {} ({} left)", where, status, retries_left)
@@ -274,6 +276,7 @@ class Engine:
         attempt_timeout = decision.deadlines.attempt
         last: Answer | None = None
         for address in candidates[:MAX_ADDRESS_TRIES]:
+            note_upstream(*address)
             timeout = attempt_timeout
             if deadline is not None:
                 remaining = deadline - self._clock()

@@ -39,6 +39,7 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict
 
+from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.answers import (
     BACKEND_NOT_FOUND,
     BAD_REQUEST,
@@ -54,8 +55,10 @@ from interlock.dataplane.answers import (
     answer,
 )
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
+from interlock.dataplane.websocket import WebSockets, wants_websocket
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
@@ -75,7 +78,7 @@ from interlock.edge.proxy import (
     set_forwarded_headers,
     without_hop_by_hop,
 )
-from interlock.edge.routing import clean_path, select_route
+from interlock.edge.routing import clean_path, normalize_host, select_route
 from interlock.edge.tls import peer_certificate
 from interlock.edge.upstreams import UpstreamResolver
 
@@ -116,12 +119,17 @@ class EdgeServer:
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
         limits: EdgeLimits = DEFAULT_LIMITS,
         rng: random.Random | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         self._edge = edge
+        self.traffic = traffic or Traffic()
+        """Where finished requests are counted (and logged, with ``--access-log``)."""
+        self._websockets = WebSockets()
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
         self._limits = limits
         self._forwarder = Forwarder(timeouts=timeouts, limits=limits)
+        self._connect_timeout = timeouts.connect
         self.engine = Engine(
             source=upstreams, forwarder=self._forwarder, body_timeout=limits.body_timeout, rng=rng
         )
@@ -145,7 +153,7 @@ class EdgeServer:
         """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port."""
         await self._forwarder.start()
         server = GuardedServer(
-            self.handle,
+            self._observed,
             access_log=None,
             # A client that leaves cancels its request, and so its upstream exchange.
             handler_cancellation=True,
@@ -196,14 +204,21 @@ class EdgeServer:
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
+        await self._websockets.close()
         self.passwords.close()
         self._addresses = None
+
+    async def _observed(self, request: web.BaseRequest) -> web.StreamResponse:
+        return await self.traffic.observe("edge", request, self.handle)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         host_header = request.headers.get("Host", "")
         routes = self._edge.routes_of(host_header)
         if routes is None:
             return answer_response(answer(UNKNOWN_HOST))
+        exchange = current_exchange()
+        if exchange is not None:
+            exchange.target = normalize_host(host_header)  # an edge's host: configured
         raw_path, _, query = request.raw_path.partition("?")
         try:
             if "#" in query:
@@ -223,6 +238,8 @@ class EdgeServer:
         if route is None:
             return answer_response(answer(NO_ROUTE))
         where = f"edge {host_header} route {route.route_id}"
+        if exchange is not None:
+            exchange.route = route.route_id
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
             return answer_response(answer(NO_BACKEND_ATTACHED))
@@ -310,6 +327,17 @@ class EdgeServer:
             host=host_header,
             trusted=self._trusted,
         )
+        if wants_websocket(request.method, request.headers):
+            relayed = await self._websockets.relay_decision(
+                request,
+                decision,
+                addresses=self._upstreams.addresses(decision.target),
+                query=query,
+                headers=headers,
+                handshake_timeout=self._connect_timeout,
+                where=where,
+            )
+            return self._answer(relayed, where) if isinstance(relayed, Answer) else relayed
         result = await self.engine.forward(
             request,
             decision,

@@ -32,10 +32,14 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from loguru import logger
+from multidict import CIMultiDict
 
-from interlock.dataplane import Answer, RequestInfo, ServicePortRef
+from interlock.dataplane import Answer, Forward, RequestInfo, ServicePortRef
+from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
+from interlock.dataplane.websocket import WebSockets, wants_websocket
 from interlock.dataplane.wire import answer_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
@@ -74,8 +78,11 @@ class MeshServer:
         upstreams: MeshUpstreams,
         settings: MeshSettings = MeshSettings(),
         rng: random.Random | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         self._upstreams = upstreams
+        self.traffic = traffic or Traffic()
+        """Where finished requests are counted (and logged, with ``--access-log``)."""
         self._settings = settings
         self._rng = rng or random.Random()
         self._forwarder = Forwarder(timeouts=settings.timeouts, limits=settings.limits)
@@ -85,6 +92,7 @@ class MeshServer:
             body_timeout=settings.limits.body_timeout,
             rng=self._rng,
         )
+        self._websockets = WebSockets()
         self._runner: web.ServerRunner | None = None
         self.address: tuple[str, int] | None = None
         """Where it listens once started (port 0 resolved)."""
@@ -124,9 +132,15 @@ class MeshServer:
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
+        await self._websockets.close()
         self.address = None
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        return await self.traffic.observe("mesh", request, self._handle)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        exchange = current_exchange()
+        assert exchange is not None, "handle() runs every request as an exchange"
         target = mesh_target(
             request.raw_path,
             host=request.headers.get("Host"),
@@ -135,6 +149,8 @@ class MeshServer:
         authority = target.authority
         if isinstance(authority, NotAService):
             return answer(404, "unknown-host", authority.reason)
+        if not request.raw_path.startswith("/"):
+            exchange.host = request.url.raw_authority
         raw_path, _, query = target.target.partition("?")
         try:
             if "#" in query:
@@ -159,19 +175,53 @@ class MeshServer:
             ),
             policy=policy,
         )
+        if _service_exists(policy):
+            # A label value from the cluster, not from the client (docs/mesh.md).
+            exchange.target = str(authority)
         if isinstance(decision, Answer):
             return answer_response(decision, with_detail=True)
-        rule = "" if decision.rule is None else f" {decision.rule.name}"
-        where = f"mesh Service {authority}{rule}"
+        if decision.rule is not None:
+            exchange.route = decision.rule.name
+        where = f"mesh Service {authority} {exchange.route}".rstrip()
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
+        if wants_websocket(request.method, request.headers):
+            return await self._websocket(
+                request, decision, query=query, headers=headers, where=where
+            )
         result = await self._engine.forward(
             request, decision, query=query, headers=headers, body=None, where=where
         )
         if isinstance(result, Answer):
             return answer_response(result, with_detail=True)
         return result
+
+    async def _websocket(
+        self,
+        request: web.BaseRequest,
+        decision: Forward,
+        *,
+        query: str,
+        headers: CIMultiDict[str],
+        where: str,
+    ) -> web.StreamResponse:
+        relayed = await self._websockets.relay_decision(
+            request,
+            decision,
+            addresses=self._upstreams.addresses(
+                namespace=decision.target.namespace,
+                service=decision.target.service,
+                port=decision.target.port,
+            ),
+            query=query,
+            headers=headers,
+            handshake_timeout=self._settings.timeouts.connect,
+            where=where,
+        )
+        return (
+            answer_response(relayed, with_detail=True) if isinstance(relayed, Answer) else relayed
+        )
 
 
 class _MeshSource:
@@ -188,6 +238,15 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
+
+
+def _service_exists(policy: OutboundPolicy) -> bool:
+    """Whether the policy's Service exists: only a missing one has a Default route whose
+    backend (the Service itself) does not exist."""
+    routes = policy.routes
+    if len(routes) != 1 or routes[0].kind != "Default":
+        return True
+    return all(b.exists for rule in routes[0].rules for b in rule.backends)
 
 
 def _host_header(name: str, namespace: str, request: web.BaseRequest) -> str:

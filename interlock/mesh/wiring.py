@@ -24,6 +24,7 @@ from interlock.actors.edge_messages import ENDPOINTS_DIRECTORY
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
+from interlock.dataplane.metrics import Traffic
 from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.resources import ENDPOINT_SLICE, Resource
 from interlock.mailbox import ActorSystem
@@ -41,6 +42,7 @@ class MeshHalf:
         system: ActorSystem,
         watches: ServicePortWatches,
         endpoints_from_edge: bool,
+        traffic: Traffic,
         resync_object: ResyncObject | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -57,6 +59,7 @@ class MeshHalf:
             upstreams=self.upstreams,
             settings=MeshSettings(cluster_domain=config.cluster_domain, limits=config.edge_limits),
             rng=rng,
+            traffic=traffic,
         )
         self.address: Address | None = None
         """Where the listener listens once started (port 0 resolved)."""

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import aiohttp
 import pytest
-from aiohttp import web
+from aiohttp import WSMsgType, web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from lanes import ENDPOINT_HOST
 
@@ -225,3 +225,52 @@ async def mesh(cluster: Cluster, start_controller: StartController) -> AsyncIter
         finally:
             for echo in env.echoes:
                 await echo.stop()
+
+
+@dataclass
+class WsBackend:
+    """A WebSocket echo server; ``/close`` closes with 4001 after the first message; any other
+    path answers plain HTTP to a non-WebSocket request."""
+
+    port: int = 0
+    handshakes: list[dict[str, str]] = field(default_factory=list)
+    runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return web.Response(text="plain http")
+        self.handshakes.append({k.lower(): v for k, v in request.headers.items()})
+        ws = web.WebSocketResponse(protocols=("chat.v2",))
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type is WSMsgType.TEXT:
+                if request.path == "/close":
+                    await ws.close(code=4001, message=b"bye")
+                    break
+                await ws.send_str(f"echo {message.data} via {request.path}")
+            elif message.type is WSMsgType.BINARY:
+                await ws.send_bytes(message.data[::-1])
+        return ws
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
+        self.port = self.runner.addresses[0][1]
+
+
+def ws_slice(name: str, port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{name}-mesh",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
+        "ports": [{"name": "p80", "port": port, "protocol": "TCP"}],
+    }

@@ -54,3 +54,8 @@ def test_the_environment_sets_the_mesh_flags(monkeypatch: pytest.MonkeyPatch) ->
     settings = config()
     assert settings.mesh_addr == Address("0.0.0.0", 4140)
     assert settings.mesh_client_namespace == "shop"
+
+
+def test_the_access_log_is_off_unless_asked_for() -> None:
+    assert config().access_log is False
+    assert config("--access-log").access_log is True

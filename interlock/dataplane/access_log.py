@@ -1,0 +1,111 @@
+"""One record per request through either front door: the access log line and its metrics.
+
+An operator asking "what happened to this request" needs the host it named, the route that
+took it, the status and size of the answer, how long it took, which upstream answered and how
+often it was retried — the fields ingress controllers' access logs have. Each front door
+creates an :class:`Exchange` when a request arrives and finishes it when the answer is written;
+the engine notes the upstream and the retries on the exchange of the request it is working for
+(:func:`note_upstream`, :func:`note_retry`, through a context variable, so no signature between
+the front doors and the engine changes).
+
+The log is off by default (``--access-log``): a line per request is too much for some
+clusters. When on, each line is a JSON object logged through the project's logger (logger
+``access``), so ``--log-format json`` nests it in the usual envelope and ``text`` shows it as is.
+What a line never holds: any header value (``Authorization``, ``Cookie`` and the rest may carry
+credentials) and the query string (tokens travel there too) — the path only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Literal
+
+from loguru import logger
+
+Front = Literal["edge", "mesh"]
+
+REASON_HEADER = "X-Interlock-Reason"
+"""Where an answer the data plane made itself names its reason (``docs/answers.md``)."""
+
+_current: ContextVar[Exchange | None] = ContextVar("interlock_exchange", default=None)
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What is known of one request, filled in as it goes through the data plane."""
+
+    front: Front
+    host: str
+    """The authority the client named (``Host``, or an absolute-form target's)."""
+    method: str
+    path: str
+    started: float
+    target: str = ""
+    """What the request was for: the edge's host, or the mesh's ``namespace/service:port``."""
+    route: str = ""
+    """The route that took it (the edge's route id, the mesh policy's route), if any."""
+    upstream: str = ""
+    """The last upstream address tried (``host:port``)."""
+    retries: int = 0
+    status: int = 0
+    bytes: int = 0
+    duration: float = 0.0
+    reason: str = ""
+    """The data plane's reason when it answered itself (``X-Interlock-Reason``), else ''."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "front": self.front,
+            "host": self.host,
+            "target": self.target,
+            "route": self.route,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "bytes": self.bytes,
+            "durationMs": round(self.duration * 1000, 3),
+            "upstream": self.upstream,
+            "retries": self.retries,
+            "reason": self.reason,
+        }
+
+
+def begin(
+    front: Front, *, host: str, method: str, path: str, clock: Callable[[], float] = time.monotonic
+) -> Exchange:
+    """A new exchange, current for the rest of this request's task."""
+    exchange = Exchange(
+        front=front, host=host[:256], method=method[:16], path=path[:2048], started=clock()
+    )
+    _current.set(exchange)
+    return exchange
+
+
+def current() -> Exchange | None:
+    """The exchange of the request being handled in this task, if any."""
+    return _current.get()
+
+
+def note_upstream(host: str, port: int) -> None:
+    """The engine is sending the current request to ``host:port``."""
+    exchange = _current.get()
+    if exchange is not None:
+        exchange.upstream = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def note_retry() -> None:
+    """The engine is sending the current request again."""
+    exchange = _current.get()
+    if exchange is not None:
+        exchange.retries += 1
+
+
+def log_line(exchange: Exchange) -> None:
+    """Write ``exchange`` as one JSON line through the project's logger."""
+    logger.bind(logger="access").info(
+        json.dumps(exchange.to_json(), ensure_ascii=False, separators=(",", ":"))
+    )

@@ -1,0 +1,140 @@
+"""Request metrics of the data plane's two front doors, counted once per finished request.
+
+What ingress and mesh users chart and alert on: requests by front door (``edge``/``mesh``),
+target (the edge's host, the mesh's ``namespace/service:port``), route and status class; a
+latency histogram per front door and target; upstream connection errors and timeouts; retries.
+They are plain counters here, read by ``/metrics`` at scrape time
+(``interlock.api.metrics``), as every other component's statistics are: one dictionary update
+per request, nothing when nobody scrapes.
+
+Label values come from the policy and the edge's configuration (hosts, Services, routes), never
+from what a client sends: a request for an unknown host is counted under the target ``""``, so
+a client cannot create series by naming hosts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from interlock.dataplane.access_log import REASON_HEADER, Exchange, Front, begin, log_line
+
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""Upper bounds in seconds of the request latency histogram (Prometheus ``le``)."""
+
+UPSTREAM_TIMEOUT = "upstream-timeout"
+UPSTREAM_UNREACHABLE = "upstream-unreachable"
+
+Labels = tuple[str, str]
+"""``(front, target)``."""
+
+
+def status_class(status: int) -> str:
+    """``2xx`` … ``5xx`` (``0xx`` for a request that was never answered)."""
+    return f"{status // 100}xx" if 100 <= status < 600 else "0xx"
+
+
+@dataclass(slots=True)
+class Histogram:
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    """Per bucket of :data:`DURATION_BUCKETS`, not cumulative; the last slot is +Inf."""
+    total: float = 0.0
+
+
+@dataclass(slots=True)
+class TrafficStatistics:
+    """The counters; each key is a tuple of label values."""
+
+    requests: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    """``(front, target, route, status class)`` → requests answered."""
+    durations: dict[Labels, Histogram] = field(default_factory=dict)
+    connect_errors: dict[Labels, int] = field(default_factory=dict)
+    """Requests answered 502 because no upstream connection could be opened."""
+    timeouts: dict[Labels, int] = field(default_factory=dict)
+    """Requests answered 504 because the upstream did not answer in time."""
+    retries: dict[Labels, int] = field(default_factory=dict)
+    """Requests sent again (one per retry)."""
+
+    def record(self, exchange: Exchange) -> None:
+        """Count one finished request."""
+        labels = (exchange.front, exchange.target)
+        key = (*labels, exchange.route, status_class(exchange.status))
+        self.requests[key] = self.requests.get(key, 0) + 1
+        histogram = self.durations.get(labels)
+        if histogram is None:
+            histogram = self.durations[labels] = Histogram()
+        histogram.buckets[bisect.bisect_left(DURATION_BUCKETS, exchange.duration)] += 1
+        histogram.total += exchange.duration
+        if exchange.reason == UPSTREAM_UNREACHABLE:
+            self.connect_errors[labels] = self.connect_errors.get(labels, 0) + 1
+        elif exchange.reason == UPSTREAM_TIMEOUT:
+            self.timeouts[labels] = self.timeouts.get(labels, 0) + 1
+        if exchange.retries:
+            self.retries[labels] = self.retries.get(labels, 0) + exchange.retries
+
+
+class Traffic:
+    """What both front doors report finished requests to: the counters, and the access log
+    when it is on."""
+
+    def __init__(self, *, access_log: bool = False, clock: Callable[[], float] = time.monotonic):
+        self.access_log = access_log
+        self.clock = clock
+        self._statistics = TrafficStatistics()
+
+    def statistics(self) -> TrafficStatistics:
+        return self._statistics
+
+    async def observe(
+        self,
+        front: Front,
+        request: web.BaseRequest,
+        handle: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        """Run a front door's ``handle`` on ``request`` as one :class:`Exchange`, counted (and
+        logged) once answered."""
+        exchange = begin(
+            front,
+            host=request.headers.get("Host", ""),
+            method=request.method,
+            path=request.path,
+            clock=self.clock,
+        )
+        response = await handle(request)
+        await self.finish(exchange, request, response)
+        return response
+
+    async def finish(
+        self, exchange: Exchange, request: web.BaseRequest, response: web.StreamResponse
+    ) -> None:
+        """Count (and log) ``exchange`` once ``response`` — relayed, or made by the data plane
+        and written here — was sent: ``bytes`` is what went to the client, headers included
+        (nginx's ``$bytes_sent``)."""
+        if not response.prepared:
+            await response.prepare(request)
+            await response.write_eof()
+        exchange.duration = self.clock() - exchange.started
+        exchange.status = response.status
+        exchange.bytes = response.body_length
+        exchange.reason = response.headers.get(REASON_HEADER, "")
+        self._statistics.record(exchange)
+        if self.access_log:
+            log_line(exchange)
