@@ -55,6 +55,12 @@ def parent_topic(namespace: str, name: str) -> str:
     return f"parent:{namespace}/{name}"
 
 
+def attachment_topic(kind: str, namespace: str, name: str) -> str:
+    """Where routes of ``kind`` publish their :class:`RouteAttachment` to Service
+    ``namespace/name``, keyed by route identity: what routes that can lose to them read."""
+    return f"attach:{kind}:{namespace}/{name}"
+
+
 def httproute_topic(namespace: str, name: str) -> str:
     return f"httproute:{namespace}/{name}"
 

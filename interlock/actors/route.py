@@ -1,4 +1,4 @@
-"""RouteActor: one per HTTPRoute; turns the route and what it references into published output.
+"""RouteActor: one per route of any kind; turns the route and what it references into output.
 
 This is where interlock departs from the Linkerd fix it is modelled on. Linkerd re-walks every
 watch of every Service port on every Service event; here each route subscribes to exactly the
@@ -12,7 +12,15 @@ On any input change the actor recomputes :func:`~interlock.model.outbound.resolv
 and publishes each parent's resolution on ``parent:<ns>/<svc>`` (producer and consumer parents may
 differ on ReferenceGrants), keyed by the route identity, only when it changed. When the route
 leaves a parent (its parentRefs changed) it unpublishes from that parent — Linkerd issue 13280
-kept routes on parents they had left. It publishes its desired ``status.parents`` on
+kept routes on parents they had left. Beside each resolution it publishes the route's
+attachment (kind, age, parents) on ``attach:<Kind>:<ns>/<svc>``, and it subscribes to the
+attachment topics of the kinds that can beat its own on its parents (an HTTPRoute reads
+GRPCRoutes; a TCPRoute reads every other kind and older TCPRoutes; a GRPCRoute reads nothing): a
+route that takes every port it attaches to makes its ``Accepted`` False
+(``RouteReasonConflicted``, naming the winner), and the winner's departure makes it True again —
+the same decision the policy makes (:mod:`interlock.model.route_kinds`). Attachments change
+only when a route's kind, age or parents do, so a Service event still wakes only the routes
+that reference the Service. It publishes its desired ``status.parents`` on
 ``status:httproute`` (retained, so a restarted StatusWriter gets it back) on its first computation
 and whenever it changed, and unpublishes it when the route is deleted.
 
@@ -35,6 +43,7 @@ from interlock.actors.messages import (
     DesiredRouteStatus,
     RouteRejected,
     RouteSpecified,
+    attachment_topic,
     grants_topic,
     parent_topic,
     route_identity,
@@ -47,10 +56,13 @@ from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
     MeshRoute,
     ResolvedRoute,
+    RouteAttachment,
     resolve_route_by_parent,
     route_grant_namespaces,
     route_service_dependencies,
+    service_parents,
 )
+from interlock.model.route_kinds import kinds_that_beat
 from interlock.model.route_status import (
     CONTROLLER_NAME,
     rejected_route_status,
@@ -75,6 +87,8 @@ class RouteOutputs:
     """
 
     parents: dict[ObjectKey, ResolvedRoute] = field(default_factory=dict)
+    attachments: dict[ObjectKey, RouteAttachment] = field(default_factory=dict)
+    """What it published on its parents' attachment topics."""
 
 
 class RouteActor(Actor):
@@ -101,9 +115,13 @@ class RouteActor(Actor):
         self.route: MeshRoute | None = None
         self.services: dict[ObjectKey, Service] = {}
         self.grants: dict[str, dict[str, ReferenceGrant]] = {}
+        self.competitors: dict[str, dict[str, RouteAttachment]] = {}
+        """By attachment topic: the routes of kinds that can beat this one, on each parent."""
         self.input_topics: set[str] = set()
-        self.published = (outputs or RouteOutputs()).parents
+        outputs = outputs or RouteOutputs()
+        self.published = outputs.parents
         """What this route last published, by parent Service (shared with later instances)."""
+        self.attached = outputs.attachments
         self.sent_status: list[dict[str, Any]] | None = None
 
     async def started(self) -> None:
@@ -140,6 +158,13 @@ class RouteActor(Actor):
             if namespace_grants.get(key) is value:
                 return
             namespace_grants[key] = value
+        elif topic.startswith("attach:") and isinstance(value, RouteAttachment):
+            if key == self.identity:
+                return  # its own publication (a TCPRoute reads other TCPRoutes)
+            routes = self.competitors.setdefault(topic, {})
+            if routes.get(key) is value:
+                return
+            routes[key] = value
         else:
             return
         self._recompute()
@@ -155,6 +180,9 @@ class RouteActor(Actor):
         elif topic.startswith("grants:"):
             if self.grants.get(topic.removeprefix("grants:"), {}).pop(key, None) is None:
                 return
+        elif topic.startswith("attach:"):
+            if self.competitors.get(topic, {}).pop(key, None) is None:
+                return
         else:
             return
         self._recompute()
@@ -164,6 +192,14 @@ class RouteActor(Actor):
         wanted = {
             service_topic(key.namespace, key.name) for key in route_service_dependencies(route)
         } | {grants_topic(namespace) for namespace in route_grant_namespaces(route)}
+        # The routes on its parents that may take its ports: other kinds (older TCPRoutes).
+        wanted |= {
+            attachment_topic(kind, parent.namespace, parent.name)
+            for parent in service_parents(
+                route.spec.parent_refs, route_namespace=route.metadata.namespace
+            )
+            for kind in kinds_that_beat(self.kind)
+        }
         for topic in self.input_topics - wanted:
             self.unsubscribe(topic)
             self._forget_input(topic)
@@ -181,6 +217,12 @@ class RouteActor(Actor):
             service = retained.get(SERVICE_KEY)
             if isinstance(service, Service):
                 self.services[service.key] = service
+        elif topic.startswith("attach:"):
+            self.competitors[topic] = {
+                key: route
+                for key, route in retained.items()
+                if key != self.identity and isinstance(route, RouteAttachment)
+            }
         else:
             self.grants[topic.removeprefix("grants:")] = {
                 key: grant for key, grant in retained.items() if isinstance(grant, ReferenceGrant)
@@ -190,6 +232,8 @@ class RouteActor(Actor):
         if topic.startswith("service:"):
             namespace, _, name = topic.removeprefix("service:").partition("/")
             self.services.pop(ObjectKey(namespace=namespace, name=name), None)
+        elif topic.startswith("attach:"):
+            self.competitors.pop(topic, None)
         else:
             self.grants.pop(topic.removeprefix("grants:"), None)
 
@@ -202,6 +246,7 @@ class RouteActor(Actor):
         self.input_topics = set()
         self.services.clear()
         self.grants.clear()
+        self.competitors.clear()
         self._unpublish_all()
         parents = rejected_route_status(
             rejected.raw, rejected.error, controller_name=self.controller_name, now=self.now()
@@ -232,12 +277,14 @@ class RouteActor(Actor):
             if self.published.get(key) != resolved:
                 self.publish(parent_topic(key.namespace, key.name), self.identity, resolved)
                 self.published[key] = resolved
+        self._publish_attachments(by_parent)
         desired = route_status(
             route,
             by_parent,
             self.services,
             controller_name=self.controller_name,
             now=self.now(),
+            competitors=self._competitors_by_parent(),
         )
         self._send_status(desired, list(route.status.parents))
 
@@ -262,7 +309,35 @@ class RouteActor(Actor):
     def _all_grants(self) -> list[ReferenceGrant]:
         return [grant for grants in self.grants.values() for grant in grants.values()]
 
+    def _publish_attachments(self, by_parent: dict[ObjectKey, ResolvedRoute]) -> None:
+        # Only what routes of other kinds need (kind, age, parents): a backend coming or going
+        # changes none of it, so it wakes nobody.
+        for left in [key for key in self.attached if key not in by_parent]:
+            self.unpublish(attachment_topic(self.kind, left.namespace, left.name), self.identity)
+            del self.attached[left]
+        for key, resolved in by_parent.items():
+            attachment = resolved.attachment
+            if self.attached.get(key) != attachment:
+                topic = attachment_topic(self.kind, key.namespace, key.name)
+                self.publish(topic, self.identity, attachment)
+                self.attached[key] = attachment
+
+    def _competitors_by_parent(self) -> dict[ObjectKey, list[RouteAttachment]]:
+        found: dict[ObjectKey, list[RouteAttachment]] = {}
+        for topic, routes in self.competitors.items():
+            found.setdefault(_parent_key(topic), []).extend(routes.values())
+        return found
+
     def _unpublish_all(self) -> None:
         for key in list(self.published):
             self.unpublish(parent_topic(key.namespace, key.name), self.identity)
         self.published.clear()
+        for key in list(self.attached):
+            self.unpublish(attachment_topic(self.kind, key.namespace, key.name), self.identity)
+        self.attached.clear()
+
+
+def _parent_key(topic: str) -> ObjectKey:
+    # attach:<Kind>:<namespace>/<name>
+    namespace, _, name = topic.split(":", 2)[2].partition("/")
+    return ObjectKey(namespace=namespace, name=name)

@@ -246,6 +246,19 @@ class ResolvedRule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RouteAttachment:
+    """What another route needs to know of a route to tell whether it loses a port to it: its
+    kind, identity, age and Service parents (:func:`interlock.model.route_status.route_conflict`).
+    It changes far less often than the resolution (never when a backend comes or goes)."""
+
+    kind: str
+    namespace: str
+    name: str
+    creation_timestamp: datetime | None
+    parents: tuple[ServiceParent, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResolvedRoute:
     """An HTTPRoute with every backend resolved: what a route actor publishes to its parents.
 
@@ -269,6 +282,16 @@ class ResolvedRoute:
     @property
     def key(self) -> ObjectKey:
         return ObjectKey(namespace=self.namespace, name=self.name)
+
+    @property
+    def attachment(self) -> RouteAttachment:
+        return RouteAttachment(
+            kind=self.kind,
+            namespace=self.namespace,
+            name=self.name,
+            creation_timestamp=self.creation_timestamp,
+            parents=self.parents,
+        )
 
     @property
     def unresolved_backends(self) -> tuple[Backend, ...]:
@@ -635,6 +658,18 @@ def _attaches(
         named = service.port_by_name(parent.section_name)
         return named is not None and named.port == port
     return True
+
+
+def attached_ports(parent: ServiceParent, service: Service) -> tuple[int, ...]:
+    """The ports of ``service`` (the Service ``parent`` names) that a route attaches to through
+    ``parent``, in the Service's order; none when the Service cannot take routes."""
+    return tuple(
+        p.port
+        for p in service.spec.ports
+        if _attaches(
+            parent, service=service, namespace=parent.namespace, name=parent.name, port=p.port
+        )
+    )
 
 
 def _route_order(route: ResolvedRoute | OutboundRoute) -> tuple[bool, datetime, str, str]:

@@ -81,6 +81,13 @@ def served_routes(routes: Iterable[R]) -> list[R]:
     return [route for route in attached if not any(beats(other, route) for other in attached)]
 
 
+def kinds_that_beat(kind: str) -> tuple[str, ...]:
+    """The kinds of the routes that can keep a route of ``kind`` off a port (the only ones a
+    route's status has to know about: a GRPCRoute needs none)."""
+    earlier = KIND_PRECEDENCE[: kind_rank(kind)]
+    return (*earlier, kind) if kind in SINGLE_ROUTE_KINDS else earlier
+
+
 def conflict_message(
     winner: RankedRoute, loser: RankedRoute, *, parent: str, ports: Iterable[int]
 ) -> str:

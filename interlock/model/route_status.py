@@ -29,10 +29,19 @@ from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
 from interlock.model.outbound import (
     MeshRoute,
     ResolvedRoute,
+    RouteAttachment,
     ServiceParent,
+    attached_ports,
     parent_problem,
     service_annotation_problems,
     service_parents,
+)
+from interlock.model.route_kinds import (
+    CONFLICT_REASON,
+    age_order,
+    beats,
+    conflict_message,
+    kind_rank,
 )
 from interlock.model.service import Service
 
@@ -149,6 +158,50 @@ def _condition(
     }
 
 
+def route_conflict(
+    resolved: RouteAttachment,
+    parent: ServiceParent,
+    service: Service,
+    others: Iterable[RouteAttachment],
+) -> str | None:
+    """Why ``resolved`` is not served on ``parent`` (a ``RouteReasonConflicted`` message), or None.
+
+    It is not served when on every port it attaches to through ``parent`` another route beats
+    it (:func:`~interlock.model.route_kinds.beats`: a kind earlier in the precedence, or an
+    older TCPRoute) for every client it applies to: a producer route (in the Service's
+    namespace) reaches every client namespace, so it loses only to producer routes; a consumer
+    route reaches its own namespace, so it loses to producer routes and to consumer routes of
+    its namespace. ``others`` are the other routes attached to the parent Service (those of
+    other kinds are enough: see :func:`~interlock.model.route_kinds.kinds_that_beat`); a route
+    that loses on some of its ports only is served on the rest and is not conflicted.
+    """
+    ports = attached_ports(parent, service)
+    covering = [
+        other
+        for other in others
+        if other.namespace in (parent.namespace, resolved.namespace) and beats(other, resolved)
+    ]
+    winners: list[RouteAttachment] = []
+    for port in ports:
+        on_port = [
+            other
+            for other in covering
+            if any(
+                p.key == parent.key and port in attached_ports(p, service) for p in other.parents
+            )
+        ]
+        if not on_port:
+            return None
+        winners.append(min(on_port, key=lambda r: (kind_rank(r.kind), age_order(r))))
+    if not winners:
+        return None
+    winner = min(winners, key=lambda r: (kind_rank(r.kind), age_order(r)))
+    lost = [port for port, w in zip(ports, winners, strict=True) if w is winner]
+    return conflict_message(
+        winner, resolved, parent=f"Service {parent.namespace}/{parent.name}", ports=lost
+    )
+
+
 def route_status(
     route: MeshRoute,
     resolved: ResolvedRoute | Mapping[ObjectKey, ResolvedRoute],
@@ -156,6 +209,7 @@ def route_status(
     *,
     controller_name: str = CONTROLLER_NAME,
     now: datetime,
+    competitors: Mapping[ObjectKey, Iterable[RouteAttachment]] | None = None,
 ) -> list[dict[str, Any]]:
     """The new ``status.parents`` of ``route``: other controllers' entries, then ours.
 
@@ -164,9 +218,11 @@ def route_status(
     ``core``), with:
 
     - ``Accepted``: True, or False / ``NoMatchingParent`` when the parent Service is missing,
-      headless, of type ExternalName, or lacks the port or sectionName the parentRef names;
-      when True, its message names every malformed policy annotation (the route's and the
-      parent Service's) that was ignored;
+      headless, of type ExternalName, or lacks the port or sectionName the parentRef names, or
+      False / ``RouteReasonConflicted`` when another route takes every port it attaches to
+      there (:func:`route_conflict`; ``competitors`` holds the other routes attached to each
+      parent Service); when True, its message names every malformed policy annotation (the
+      route's and the parent Service's) that was ignored;
     - ``ResolvedRefs``: True, or False with the reason of the first backend that cannot carry
       traffic (``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``) and a message
       naming every such backend.
@@ -214,10 +270,20 @@ def route_status(
                 *service_annotation_problems(parent_service),
             )
         ]
+        reason = "Accepted" if problem is None else "NoMatchingParent"
+        if problem is None and parent_service is not None and competitors:
+            conflict = route_conflict(
+                by_parent[parent.key].attachment,
+                parent,
+                parent_service,
+                competitors.get(parent.key, ()),
+            )
+            if conflict is not None:
+                problem, reason = conflict, CONFLICT_REASON
         accepted = _condition(
             type_="Accepted",
             ok=problem is None,
-            reason="Accepted" if problem is None else "NoMatchingParent",
+            reason=reason,
             message=problem or ("ignored: " + "; ".join(ignored) if ignored else ""),
             generation=generation,
             previous=previous.get("Accepted"),

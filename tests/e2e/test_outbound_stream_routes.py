@@ -139,3 +139,91 @@ async def test_tls_route_under_an_open_watch(cluster: Cluster, policy: PolicyCli
     document = await next_valid(watch, validator)
     assert [r["kind"] for r in document["routes"]] == ["Default"]
     watch.close()
+
+
+async def accepted_as(cluster: Cluster, obj: dict[str, Any], status: str, reason: str) -> str:
+    """Wait until our ``Accepted`` condition on ``obj`` has ``status``/``reason``; its message."""
+    found: dict[str, str] = {}
+
+    async def condition() -> bool:
+        stored = await cluster.get(obj)
+        entries = ((stored or {}).get("status") or {}).get("parents", [])
+        for entry in entries:
+            for c in (
+                entry.get("conditions", ()) if entry.get("controllerName") == CONTROLLER else ()
+            ):
+                if c["type"] == "Accepted" and (c["status"], c["reason"]) == (status, reason):
+                    found["message"] = c["message"]
+                    return True
+        return False
+
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    await eventually(condition, message=f"{kind} {name} Accepted {status} / {reason}")
+    return found["message"]
+
+
+async def test_route_kinds_conflict_on_a_port_and_the_loser_follows_the_winner(
+    cluster: Cluster, policy: PolicyClient
+):
+    validator = await served_validator(policy)
+    await cluster.apply(service("db", ports=(5432,)))
+    watch = await policy.watch("db", 5432)
+    await service_seen(watch)
+    to_db = [{"name": "db", "port": 5432}]
+
+    tcp = stream_route("TCPRoute", "db-tcp", to_db)
+    await cluster.apply(tcp)
+    document = await next_valid(watch, validator)
+    assert [(r["kind"], r["name"]) for r in document["routes"]] == [("TCPRoute", "db-tcp")]
+    await accepted_as(cluster, tcp, "True", "Accepted")
+
+    # A second TCPRoute, newer: the port keeps the first, so no document; its status says why.
+    second = stream_route("TCPRoute", "db-tcp-2", to_db)
+    await cluster.apply(second)
+    message = await accepted_as(cluster, second, "False", "RouteReasonConflicted")
+    assert message.startswith(
+        "conflicts with TCPRoute default/db-tcp on Service default/db port 5432"
+    )
+    await cluster.delete(second)
+
+    # A TLSRoute takes the port from the TCPRoute: exactly the next document.
+    tls = stream_route("TLSRoute", "db-tls", to_db, hostnames=["db.example.com"])
+    await cluster.apply(tls)
+    document = await next_valid(watch, validator)
+    assert ([r["kind"] for r in document["routes"]], document["protocol"]) == (["TLSRoute"], "tls")
+    message = await accepted_as(cluster, tcp, "False", "RouteReasonConflicted")
+    assert message == (
+        "conflicts with TLSRoute default/db-tls on Service default/db port 5432, which is served "
+        "instead (route kinds take a port in the order GRPCRoute > HTTPRoute > TLSRoute > TCPRoute)"
+    )
+
+    # An HTTPRoute takes it from both.
+    http = {
+        "apiVersion": f"{GATEWAY}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "db-http", "namespace": "default"},
+        "spec": {"parentRefs": tls["spec"]["parentRefs"], "rules": [{"backendRefs": to_db}]},
+    }
+    await cluster.apply(http)
+    document = await next_valid(watch, validator)
+    assert ([r["kind"] for r in document["routes"]], document["protocol"]) == (
+        ["HTTPRoute"],
+        "detect",
+    )
+    assert "HTTPRoute default/db-http" in await accepted_as(
+        cluster, tls, "False", "RouteReasonConflicted"
+    )
+
+    # The winner goes: the TLSRoute is served and Accepted again; then the TCPRoute.
+    await cluster.delete(http)
+    document = await next_valid(watch, validator)
+    assert [r["kind"] for r in document["routes"]] == ["TLSRoute"]
+    await accepted_as(cluster, tls, "True", "Accepted")
+    await cluster.delete(tls)
+    document = await next_valid(watch, validator)
+    assert [(r["kind"], r["name"]) for r in document["routes"]] == [("TCPRoute", "db-tcp")]
+    await accepted_as(cluster, tcp, "True", "Accepted")
+    await cluster.delete(tcp)
+    document = await next_valid(watch, validator)
+    assert [r["kind"] for r in document["routes"]] == ["Default"]
+    watch.close()
