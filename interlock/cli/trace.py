@@ -10,6 +10,7 @@ from typing import Any
 
 from interlock.traceview import load_trace, render_timeline, render_tree, select
 from interlock.traceview.diagram import render_html, render_mermaid
+from interlock.traceview.select import without_internal
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -36,7 +37,9 @@ def register(subparsers: Any) -> None:
         help="show a message trace: causal tree, timeline, or sequence diagram",
         description=(
             "Read a trace written with --trace-file. By default prints, for each external event, "
-            "the tree of messages it caused (actor, outcome, time taken), then a timeline."
+            "the tree of messages it caused (what each did, outcome, time taken), then a "
+            "timeline numbering the events. Actor start-up and retained-value deliveries are "
+            "hidden unless --show-internal."
         ),
     )
     parser.add_argument("file", help="the JSON-lines trace file")
@@ -64,6 +67,11 @@ def register(subparsers: Any) -> None:
         help="text (default), mermaid sequence diagram, or self-contained HTML",
     )
     parser.add_argument(
+        "--show-internal",
+        action="store_true",
+        help="also show actor start-up and the retained values an actor gets when it subscribes",
+    )
+    parser.add_argument(
         "-o", "--output", metavar="PATH", help="write to PATH instead of standard output"
     )
     parser.set_defaults(handler=run_trace)
@@ -82,6 +90,8 @@ def run_trace(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"interlock trace: {exc}", file=sys.stderr)
         return 2
+    if not args.show_internal:
+        selection = without_internal(selection)
     if args.format == "mermaid":
         output = render_mermaid(selection)
     elif args.format == "html":

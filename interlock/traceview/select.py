@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
+from interlock.traceview.effects import is_internal
 from interlock.traceview.load import Message, TraceLog
 
 
@@ -14,6 +16,38 @@ class Selection:
 
     roots: list[Message]
     messages: list[Message]
+    hidden: int = 0
+    """Start-up and retained-value deliveries left out (:func:`without_internal`)."""
+
+
+def without_internal(selection: Selection) -> Selection:
+    """The selection without actor start-up and retained-value deliveries (see
+    :func:`~interlock.traceview.effects.is_internal`): what they caused is kept, under the
+    nearest message that is shown. A root is kept (it is the external event) unless it is an
+    actor starting by itself (at start-up): that chain is left out whole."""
+    roots: list[Message] = []
+    messages: list[Message] = []
+    hidden = 0
+
+    def keep(message: Message) -> list[Message]:
+        """``message``'s visible copy (or, when hidden, its visible descendants)."""
+        nonlocal hidden
+        children = sorted((kept for child in message.children for kept in keep(child)), key=_at)
+        if is_internal(message):
+            hidden += 1
+            return children
+        return [dataclasses.replace(message, children=children)]
+
+    for root in selection.roots:
+        if is_internal(root):
+            # An actor starting by itself (at start-up, not because of an event): all of it.
+            hidden += len(_walk(root))
+            continue
+        children = sorted((kept for child in root.children for kept in keep(child)), key=_at)
+        shown = dataclasses.replace(root, children=children)
+        roots.append(shown)
+        messages.extend(_walk(shown))
+    return Selection(roots=roots, messages=messages, hidden=selection.hidden + hidden)
 
 
 def object_matcher(spec: str) -> tuple[str, str]:
@@ -78,3 +112,35 @@ def select(
     for root in ordered:
         messages.extend(_walk(root))
     return Selection(roots=ordered, messages=messages)
+
+
+def _at(message: Message) -> datetime:
+    return message.at
+
+
+@dataclass(frozen=True)
+class Section:
+    """Everything one external event caused: the viewer's unit (one heading, one diagram)."""
+
+    number: int
+    """1, 2, … in the order the events happened: the short name the timeline uses (``#3``)."""
+    correlation_id: str
+    roots: list[Message]
+    messages: list[Message]
+    """Every message of the section, in the order they were sent."""
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for m in self.messages if m.outcome in ("failed", "dead_letter"))
+
+
+def sections(selection: Selection) -> list[Section]:
+    """The selection grouped by correlation (roots sharing one are one event), oldest first."""
+    grouped: dict[str, list[Message]] = {}
+    for root in selection.roots:
+        grouped.setdefault(root.correlation_id, []).append(root)
+    found: list[Section] = []
+    for number, (correlation, roots) in enumerate(grouped.items(), start=1):
+        messages = sorted((m for root in roots for m in _walk(root)), key=_at)
+        found.append(Section(number, correlation, roots, messages))
+    return found

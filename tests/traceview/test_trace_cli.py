@@ -47,7 +47,7 @@ def test_mermaid_has_participants_and_arrows(trace_file: Path) -> None:
 
 def test_html_is_self_contained(trace_file: Path) -> None:
     page = render_html(select(load_trace(trace_file)))
-    assert "<svg" in page and 'class="message"' in page
+    assert "<svg" in page and 'class="message handled"' in page
     assert "<script" not in page and "http://" not in page.replace(
         'xmlns="http://www.w3.org/2000/svg"', ""
     )
