@@ -26,7 +26,8 @@ import tracemalloc
 from pathlib import Path
 
 import aiohttp
-from outbound import idle, rss_mib, start_api_server, write_manifest
+from api_servers import EmbeddedServer
+from outbound import idle, objects, rss_mib
 
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
@@ -63,17 +64,14 @@ def type_counts() -> collections.Counter[str]:
 
 async def measure(n: int, *, trace: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="interlock-streams-") as tmp:
-        manifest = Path(tmp) / "objects.yaml"
-        kubeconfig = Path(tmp) / "kubeconfig"
-        write_manifest(manifest, n)
-        server = await start_api_server(manifest, kubeconfig)
+        server = await EmbeddedServer.start(objects(n, real=False), Path(tmp))
         try:
             controller = Controller(
                 ControllerConfig(
-                    kubeconfig=str(kubeconfig),
+                    kubeconfig=server.controller_kubeconfig,
                     policy_addr=Address("127.0.0.1", 0),
                     admin_addr=Address("127.0.0.1", 0),
-                    lease_namespace="default",
+                    lease_namespace=server.lease_namespace,
                     lease_identity="benchmark",
                     watch_grace=300.0,
                     tune_gc=True,  # as `interlock run` does
@@ -125,8 +123,7 @@ async def measure(n: int, *, trace: bool) -> None:
             await client.wait()
             await controller.stop()
         finally:
-            server.terminate()
-            await server.wait()
+            await server.stop()
 
 
 def report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, n: int) -> None:

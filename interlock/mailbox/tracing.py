@@ -118,7 +118,16 @@ class Tracer:
         try:
             return envelope.trace_fields
         except AttributeError:
-            pass
+            return self._render_fields(envelope)
+
+    def _render_fields(self, envelope: Envelope) -> str:
+        """Render (and keep on the envelope) its fields as JSON members.
+
+        ``deliver`` calls this directly: the envelope is new there (or its message was just
+        replaced by coalescing), and asking it for fields it does not have yet would raise an
+        AttributeError whose message CPython formats — about 2,000 instructions per message
+        under callgrind, for nothing.
+        """
         message = envelope.message
         if message is self._last_message:
             summary = self._last_summary
@@ -144,12 +153,13 @@ class Tracer:
         if coalesced is None:
             # The per-message records are formatted inline: one call less per message.
             self._write(
-                f'{{"ts":"{self._timestamp()}","event":"deliver",{self._fields(envelope)},'
+                f'{{"ts":"{self._timestamp()}","event":"deliver",{self._render_fields(envelope)},'
                 f'"depth":{depth}}}\n'
             )
         else:
             self._write(
-                f'{self._head("deliver", envelope)},"depth":{depth},"coalesced":"{coalesced}"}}\n'
+                f'{{"ts":"{self._timestamp()}","event":"deliver",{self._render_fields(envelope)},'
+                f'"depth":{depth},"coalesced":"{coalesced}"}}\n'
             )
 
     def handled(self, envelope: Envelope, *, duration: float, depth: int) -> None:
