@@ -480,12 +480,12 @@ the handled envelope in a contextvar (about 800: it allocates a token and a new 
 two clock reads (statistics' `last_message_at` and the handling-time histogram, about 400
 each) and the counters. Tracing is two JSON records per message (`deliver` and `handled`):
 formatting them (timestamp, the envelope's fields escaped once per envelope, the summary) and
-the buffered text write are what it costs. Of the remaining ~28,000 instructions per message
-(callgrind, exclusive costs), the f-strings' joins are about 2,900, integers to decimal text
-(ids, depths, the timestamp's microseconds) about 1,300 plus their allocations, the handled
-record's `duration_ms` (a float with a `.3f` spec) about 1,400, JSON string escaping about
-1,500 and `time.time_ns` with its `divmod` about 850; the rest is the interpreter running
-the tracer's own bytecode (about 8,400). `deliver` renders the envelope's fields without
+the buffered text write are what it costs. Of its ~28,500 instructions per message
+(callgrind, each C function's own cost), the interpreter's loop running the tracer's bytecode
+is about 8,400, the f-strings' joins about 2,900, allocating and freeing about 2,500, JSON
+string escaping about 1,500, the handled record's `duration_ms` (a float with a `.3f` spec)
+about 1,400, integers to decimal text (ids, depths, the timestamp's microseconds) about 1,300
+and `time.time_ns` with its `divmod` about 850; the rest is spread over many small functions. `deliver` renders the envelope's fields without
 first asking the envelope for them: that lookup raised an AttributeError on every new
 envelope, whose message CPython formats — about 5,300 instructions per message. The estimate
 in µs converts instructions at the rate the untraced run executed them (the table says whether
