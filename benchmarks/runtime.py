@@ -485,11 +485,11 @@ the buffered text write are what it costs. Of its ~28,500 instructions per messa
 is about 8,400, the f-strings' joins about 2,900, allocating and freeing about 2,500, JSON
 string escaping about 1,500, the handled record's `duration_ms` (a float with a `.3f` spec)
 about 1,400, integers to decimal text (ids, depths, the timestamp's microseconds) about 1,300
-and `time.time_ns` with its `divmod` about 850; the rest is spread over many small functions. `deliver` renders the envelope's fields without
-first asking the envelope for them: that lookup raised an AttributeError on every new
-envelope, whose message CPython formats — about 5,300 instructions per message. The estimate
-in µs converts instructions at the rate the untraced run executed them (the table says whether
-that meets 5 µs).
+and `time.time_ns` with its `divmod` about 850; the rest is spread over many small functions.
+`deliver` renders the envelope's fields without first asking the envelope for them: that
+lookup raised an AttributeError on every new envelope, whose message CPython formats — about
+5,300 instructions per message. The estimate in µs converts instructions at the rate the
+untraced run executed them (the table says whether that meets 5 µs).
 """
     write_section(section)
     print(f"wrote the Runtime section of {DOC}")
