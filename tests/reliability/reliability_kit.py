@@ -23,7 +23,7 @@ import contextlib
 import itertools
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -369,7 +369,10 @@ async def read_state(cluster: TestCluster) -> ClusterState:
     )
 
 
-def expected_policies(state: ClusterState) -> dict[str, Any]:
+def expected_policies(
+    state: ClusterState, targets: Iterable[WatchTarget] = WATCHED
+) -> dict[str, Any]:
+    """The policy of each target (default: :data:`WATCHED`), from the final objects alone."""
     resolved = [resolve_route(route, state.services, state.grants) for route in state.routes]
     return {
         str(t): build_outbound_policy(
@@ -380,7 +383,7 @@ def expected_policies(state: ClusterState) -> dict[str, Any]:
             t.client_namespace,
             resolved,
         ).to_json()
-        for t in WATCHED
+        for t in targets
     }
 
 
