@@ -77,7 +77,7 @@ from reliability_kit import (  # noqa: E402
 )
 from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build  # noqa: E402
 
-from interlock.app import Controller  # noqa: E402
+from interlock.controller.app import Controller  # noqa: E402
 from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
 from interlock.model.policy_watch import WatchTarget  # noqa: E402
 

@@ -161,7 +161,7 @@ class ModuleSetDirectory(_Directory):
 
     def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
         self._now = now
-        self._status: dict[ObjectKey, list[dict[str, Any]]] = {}
+        self._status: dict[ObjectKey, tuple[str, list[dict[str, Any]]]] = {}
         """The conditions published on ``status:moduleset``, still to be written."""
 
     def upserted(self, raw: dict[str, Any]) -> None:
@@ -191,7 +191,9 @@ class ModuleSetDirectory(_Directory):
                 RecordEvent(regarding=reference, type=type_, reason=reason, message=message),
             )
         self._want_status(
-            key, None if module_set.status.get("conditions") == conditions else conditions
+            key,
+            None if module_set.status.get("conditions") == conditions else conditions,
+            uid=module_set.metadata.uid,
         )
         value = module_set.model_copy(
             update={"metadata": _identity_meta(module_set.metadata), "status": {}}
@@ -207,17 +209,22 @@ class ModuleSetDirectory(_Directory):
         if MODULESET_KEY in self.system.retained(topic):
             self.unpublish(topic, MODULESET_KEY)
 
-    def _want_status(self, key: ObjectKey, conditions: list[dict[str, Any]] | None) -> None:
+    def _want_status(
+        self, key: ObjectKey, conditions: list[dict[str, Any]] | None, *, uid: str = ""
+    ) -> None:
         """Publish ``conditions`` to be written, or withdraw what was (None: the stored status
         is already the desired one, or the ModuleSet is gone)."""
         if conditions is None:
             # Unconditionally: after a restart the retained one may be a predecessor's.
             self._status.pop(key, None)
             self.unpublish(MODULESET_STATUS_TOPIC, status_key(key))
-        elif self._status.get(key) != conditions:
-            self._status[key] = conditions
+        elif self._status.get(key) != (uid, conditions):
+            # The uid too: a ModuleSet deleted and created again unseen is another object.
+            self._status[key] = (uid, conditions)
             self.publish(
-                MODULESET_STATUS_TOPIC, status_key(key), DesiredModuleSetStatus(key, conditions)
+                MODULESET_STATUS_TOPIC,
+                status_key(key),
+                DesiredModuleSetStatus(key, conditions, uid),
             )
 
 

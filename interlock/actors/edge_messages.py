@@ -246,6 +246,9 @@ class DesiredModuleSetStatus:
 
     key: ObjectKey
     conditions: list[dict[str, Any]]
+    uid: str = ""
+    """The ModuleSet's uid: one deleted and created again under the same name is another
+    object, written even when its desired status equals what the old one was given."""
 
     def trace_summary(self) -> str:
         reasons = " ".join(f"{c.get('type')}={c.get('reason')}" for c in self.conditions)
@@ -258,6 +261,9 @@ class DesiredIngressStatus:
 
     key: ObjectKey
     load_balancer: dict[str, Any]
+    uid: str = ""
+    """The Ingress's uid: one deleted and created again under the same name (unseen by the
+    controller: a watch down, or a relist after 410) is another object, with no status yet."""
 
     def trace_summary(self) -> str:
         return f"DesiredIngressStatus Ingress {self.key} {self.load_balancer}"

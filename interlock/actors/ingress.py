@@ -104,7 +104,8 @@ class IngressActor(Actor):
         self._inputs: set[str] = set()
         self._published: dict[str, HostPart] = {}
         self._reported: tuple[IngressError, ...] = ()
-        self._status_sent: dict[str, Any] | None = None
+        self._status_sent: tuple[str, dict[str, Any]] | None = None
+        """(uid, status.loadBalancer) last published for the Ingress."""
         self._settle_token = 0
         self._settling = True
 
@@ -301,15 +302,16 @@ class IngressActor(Actor):
 
     def _write_status(self) -> None:
         load_balancer = self._desired_load_balancer()
-        if load_balancer is None or not self._published:
+        if load_balancer is None or not self._published or self._ingress is None:
             return
-        if self._status_sent == load_balancer:
+        uid = self._ingress.metadata.uid
+        if self._status_sent == (uid, load_balancer):
             return
-        self._status_sent = load_balancer
+        self._status_sent = (uid, load_balancer)
         self.publish(
             INGRESS_STATUS_TOPIC,
             status_key(self._key),
-            DesiredIngressStatus(self._key, load_balancer),
+            DesiredIngressStatus(self._key, load_balancer, uid),
         )
 
 

@@ -219,6 +219,9 @@ class DesiredRouteStatus:
     parents: list[dict[str, Any]]
     stored: list[dict[str, Any]] = field(default_factory=list)
     kind: str = "HTTPRoute"
+    uid: str = ""
+    """The route's uid: a route deleted and created again under the same name is another
+    object, whatever this replica wrote to the old one."""
 
     def trace_summary(self) -> str:
         reasons = [

@@ -254,7 +254,13 @@ class RouteActor(Actor):
         if parents is not None:
             stored = rejected.raw.get("status", {}) or {}
             stored_parents = stored.get("parents") if isinstance(stored, dict) else None
-            self._send_status(parents, stored_parents if isinstance(stored_parents, list) else [])
+            meta = rejected.raw.get("metadata") or {}
+            uid = meta.get("uid") if isinstance(meta, dict) else None
+            self._send_status(
+                parents,
+                stored_parents if isinstance(stored_parents, list) else [],
+                uid=uid if isinstance(uid, str) else "",
+            )
 
     def _route_deleted(self) -> None:
         self.route = None
@@ -286,9 +292,11 @@ class RouteActor(Actor):
             now=self.now(),
             competitors=self._competitors_by_parent(),
         )
-        self._send_status(desired, list(route.status.parents))
+        self._send_status(desired, list(route.status.parents), uid=route.metadata.uid)
 
-    def _send_status(self, desired: list[dict[str, Any]], stored: list[dict[str, Any]]) -> None:
+    def _send_status(
+        self, desired: list[dict[str, Any]], stored: list[dict[str, Any]], *, uid: str
+    ) -> None:
         # Publish when it differs from what is stored (a write is needed) or from what was last
         # published (a pending write the StatusWriter holds may now be stale). The first time
         # (also after a restart) it is published in any case: the retained value may be one
@@ -303,7 +311,7 @@ class RouteActor(Actor):
         self.publish(
             ROUTE_STATUS_TOPIC,
             self.identity,
-            DesiredRouteStatus(self.namespace, self.name, desired, stored, kind=self.kind),
+            DesiredRouteStatus(self.namespace, self.name, desired, stored, kind=self.kind, uid=uid),
         )
 
     def _all_grants(self) -> list[ReferenceGrant]:

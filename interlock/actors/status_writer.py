@@ -70,10 +70,11 @@ class StatusSink(Protocol):
     """The writer's boundary to Kubernetes (``controller/status_sink.KubeStatusSink``)."""
 
     async def write_status(
-        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any], uid: str
     ) -> bool:
-        """Merge-patch ``status``; True when written (or the object is gone), False when
-        rejected for good. Raises :class:`TransientStatusError` to be retried later."""
+        """Merge-patch ``status`` of the object (``uid``: which one, '' when unknown); True
+        when written (or the object is gone), False when rejected for good. Raises
+        :class:`TransientStatusError` to be retried later."""
         ...
 
     async def record_event(
@@ -114,6 +115,9 @@ class _Desired:
     so it is written whenever it changes)."""
     written: dict[str, Any] | None = None
     """What this replica last wrote (in its current term as leader, when ``stored`` is known)."""
+    uid: str = ""
+    """The object's uid when the publisher knows it (Ingress, ModuleSet): what was written to
+    an object deleted and created again under the same name says nothing about the new one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +194,15 @@ class StatusWriter(Actor):
             desired = _desired(message.value)
             if desired is None:
                 return None
-            key, status, stored = desired
+            key, status, stored, uid = desired
             self.identities[(message.topic, message.key)] = key
             entry = self.objects.get(key)
             if entry is None:
-                self.objects[key] = _Desired(status=status, stored=stored)
+                self.objects[key] = _Desired(status=status, stored=stored, uid=uid)
             else:
+                if entry.uid != uid:
+                    entry.written = None
+                    entry.uid = uid
                 entry.status = status
                 entry.stored = stored
             self._enqueue(key)
@@ -273,16 +280,16 @@ class StatusWriter(Actor):
                 self.skipped += 1
                 continue
             self.in_flight[key] = asyncio.get_running_loop().create_task(
-                self._write(key, entry.status)
+                self._write(key, entry.status, entry.uid)
             )
 
-    async def _write(self, key: StatusKey, status: dict[str, Any]) -> None:
+    async def _write(self, key: StatusKey, status: dict[str, Any], uid: str) -> None:
         kind, namespace, name = key
         outcome: Literal["written", "rejected", "transient"]
         error = ""
         try:
             ok = await self.sink.write_status(
-                kind=kind, namespace=namespace, name=name, status=status
+                kind=kind, namespace=namespace, name=name, status=status, uid=uid
             )
             outcome = "written" if ok else "rejected"
         except TransientStatusError as exc:
@@ -380,16 +387,19 @@ class StatusWriter(Actor):
         )
 
 
-def _desired(value: object) -> tuple[StatusKey, dict[str, Any], dict[str, Any] | None] | None:
-    """The object, desired status and stored status (if known) a published value asks for."""
+def _desired(
+    value: object,
+) -> tuple[StatusKey, dict[str, Any], dict[str, Any] | None, str] | None:
+    """The object, desired status, stored status (if known) and the object's uid (if known) a
+    published value asks for."""
     if isinstance(value, DesiredRouteStatus):
         kind: StatusKind = next((k for k in ROUTE_STATUS_KINDS if k == value.kind), "HTTPRoute")
         key: StatusKey = (kind, value.namespace, value.name)
-        return key, {"parents": value.parents}, {"parents": value.stored}
+        return key, {"parents": value.parents}, {"parents": value.stored}, value.uid
     if isinstance(value, DesiredIngressStatus):
         key = ("Ingress", value.key.namespace, value.key.name)
-        return key, {"loadBalancer": value.load_balancer}, None
+        return key, {"loadBalancer": value.load_balancer}, None, value.uid
     if isinstance(value, DesiredModuleSetStatus):
         key = ("ModuleSet", value.key.namespace, value.key.name)
-        return key, {"conditions": value.conditions}, None
+        return key, {"conditions": value.conditions}, None, value.uid
     return None

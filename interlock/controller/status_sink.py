@@ -44,11 +44,11 @@ class KubeStatusSink:
         }
 
     async def write_status(
-        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any], uid: str
     ) -> bool:
         try:
             outcome = await self._patcher.patch_status(
-                self._resources[kind], namespace, name, status
+                self._resources[kind], namespace, name, status, uid=uid
             )
         except RetryableStatusError as error:
             raise TransientStatusError(str(error)) from error

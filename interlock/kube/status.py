@@ -72,23 +72,26 @@ class StatusCache:
     """
 
     def __init__(self) -> None:
-        self._written: dict[tuple[Resource, str, str], dict[str, Any]] = {}
+        self._written: dict[tuple[Resource, str, str], tuple[str, dict[str, Any]]] = {}
+        """(uid, status) per object: an object deleted and created again under the same name
+        (uid '' when the caller does not know it) is another object, not yet written."""
         self._skipped = 0
 
     def is_current(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any], uid: str = ""
     ) -> bool:
-        """True (and counted as a skip) when ``status`` equals the last one written."""
-        if self._written.get((resource, namespace, name)) == status:
+        """True (and counted as a skip) when ``status`` equals the last one written to the
+        same object (``uid``)."""
+        if self._written.get((resource, namespace, name)) == (uid, status):
             self._skipped += 1
             return True
         return False
 
     def remember(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self, resource: Resource, namespace: str, name: str, status: dict[str, Any], uid: str = ""
     ) -> None:
-        """Record ``status`` as the last one written for the object."""
-        self._written[(resource, namespace, name)] = status
+        """Record ``status`` as the last one written for the object (``uid``)."""
+        self._written[(resource, namespace, name)] = (uid, status)
 
     def forget(self, resource: Resource, namespace: str, name: str) -> None:
         """Drop what is known of the object (it was deleted, or a write was rejected)."""
@@ -136,14 +139,20 @@ class StatusPatcher:
         )
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any]
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        *,
+        uid: str = "",
     ) -> PatchOutcome:
         """Write ``status`` as a merge patch on the object's ``/status`` subresource.
 
         A merge patch replaces lists (``status.parents``, ``status.conditions``) as a whole and
         removes keys set to None. Raises :class:`RetryableStatusError` on transient failures.
         """
-        if self.cache.is_current(resource, namespace, name, status):
+        if self.cache.is_current(resource, namespace, name, status, uid):
             return self._count(PatchOutcome(PatchResult.UNCHANGED))
         what = f"patch status of {resource.describe(namespace=namespace, name=name)}"
         # The cache keeps its own copy: the caller may go on mutating the dict it passed.
@@ -167,7 +176,7 @@ class StatusPatcher:
             return self._count(
                 PatchOutcome(PatchResult.REJECTED, code=error.code, message=str(error))
             )
-        self.cache.remember(resource, namespace, name, snapshot)
+        self.cache.remember(resource, namespace, name, snapshot, uid)
         meta = answer.get("metadata")
         version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
         return self._count(PatchOutcome(PatchResult.WRITTEN, code=200, resource_version=version))

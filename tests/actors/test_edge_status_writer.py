@@ -34,7 +34,7 @@ class Sink:
         self.fail_next = 0
 
     async def write_status(
-        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any]
+        self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any], uid: str
     ) -> bool:
         if self.fail_next:
             self.fail_next -= 1

@@ -205,9 +205,8 @@ async def test_the_first_part_already_carries_modules_that_exist(edges: Edges) -
     assert route.module_error is None and route.modules.headers is not None
     assert route.backend.exists
     assert edges.spawned == [HOST]
-    assert DesiredIngressStatus(ObjectKey(namespace="default", name="web"), LOAD_BALANCER) in (
-        edges.desired()
-    )
+    web = ObjectKey(namespace="default", name="web")
+    assert DesiredIngressStatus(web, LOAD_BALANCER, "uid-web") in edges.desired()
 
 
 async def test_a_missing_secret_then_its_arrival(edges: Edges) -> None:

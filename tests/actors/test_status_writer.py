@@ -40,7 +40,7 @@ class RecordingSink:
         self.failures = 0
 
     async def write_status(
-        self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
+        self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""
     ) -> bool:
         parents = status["parents"]
         if self.failures:
@@ -241,7 +241,7 @@ class GatedSink:
         self.writes: list[tuple[str, str]] = []
 
     async def write_status(
-        self, *, kind: str, namespace: str, name: str, status: dict[str, Any]
+        self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""
     ) -> bool:
         parents = status["parents"]
         self.running += 1
