@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -44,6 +45,7 @@ from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.edge_half import EdgeHalf
 from interlock.controller.status_sink import KubeStatusSink
+from interlock.controller.view import ControllerView
 from interlock.dataplane.metrics import Traffic
 from interlock.kube.client import close_api_client, make_api_client
 from interlock.kube.discovery import served_resource
@@ -414,6 +416,7 @@ class Controller:
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready)
         mount_metrics(admin.app, controller_sources(self))
+        admin.add_debug("controller", lambda: self.inspect().to_json())
         admin.add_debug_query("actors", self._debug_actors)
         admin.add_debug("watches", self.watches.debug)
         if self.informers is not None:
@@ -439,6 +442,22 @@ class Controller:
             view["actors"] = [self.system.actor_statistics(a) for a in addresses[:limit]]
             view["matching"] = len(addresses)
         return view
+
+    def inspect(self) -> ControllerView:
+        """This controller at this instant, read-only (a :class:`ControllerView`): what tests
+        and ``/debug/controller`` ask about, without reaching into its parts."""
+        return ControllerView(
+            ready=self.ready,
+            leading=self.elector is not None and self.elector.is_leader,
+            actors=self.system.statistics(),
+            watches=tuple(self.watches.targets()),
+            informers=MappingProxyType(
+                {} if self.informers is None else self.informers.statistics()
+            ),
+            ended_tasks=tuple(task.get_name() for task in self._tasks if task.done()),
+            status=None if self.status_writer is None else self.status_writer.statistics(),
+            edge=None if self.edge is None else self.edge.inspect(),
+        )
 
     def describe(self) -> list[str]:
         """Where this controller listens, one line each (``interlock run`` prints them)."""

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from loguru import logger
@@ -50,6 +52,7 @@ from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import ControllerUpstreams, TrackingProvider
+from interlock.controller.view import EdgeView
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
@@ -298,6 +301,24 @@ class EdgeHalf:
         host = "127.0.0.1" if self.address.host in ("0.0.0.0", "::", "") else self.address.host
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.address.port}"
+
+    def inspect(self) -> EdgeView:
+        """This edge half at this instant (:class:`~interlock.controller.view.EdgeView`)."""
+        return EdgeView(
+            remote=self.remote is not None,
+            url=None if self.remote is not None or self.address is None else self.url,
+            address=self.address,
+            tls_address=self.tls_address,
+            served=None if self.data_plane is None else self.data_plane.snapshot_now(),
+            routes=MappingProxyType(
+                {
+                    host: MappingProxyType(
+                        {route_id: replace(route) for route_id, route in state.routes.items()}
+                    )
+                    for host, state in self.board.hosts.items()
+                }
+            ),
+        )
 
     def describe(self) -> list[str]:
         if self._config.edge_admin_url is not None:
