@@ -233,7 +233,7 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
         await controller.start()
         await controller.wait_ready()
         assert controller.elector is not None
-        await _until(lambda: controller.elector is not None and controller.elector.is_leader)
+        await _until(lambda: controller.inspect().leading)
         _, before, _ = await _scrape(site.url)
         assert controller.embedded is not None
         controller.embedded.store.create(
@@ -456,7 +456,7 @@ async def test_a_running_controller_with_an_edge_exports_reconciles_and_events()
     try:
         await controller.start()
         await controller.wait_ready()
-        await _until(lambda: controller.elector is not None and controller.elector.is_leader)
+        await _until(lambda: controller.inspect().leading)
         before = _parse(registry)
         assert before[created] == 0 and before[applied] == 0
         assert controller.embedded is not None

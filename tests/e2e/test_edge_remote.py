@@ -328,6 +328,8 @@ async def test_basic_auth_is_enforced_by_the_remote_data_plane(remote: Remote) -
     )
     # The controller serves no data plane of its own.
     assert remote.edge.data_plane is None and remote.edge.server is None
+    view = remote.controller.inspect().edge
+    assert view is not None and view.remote and view.served is None and view.url is None
     assert remote.controller.describe()[-1] == (
         f"edge: programming the data plane whose admin API is {remote.switch.url}"
     )
@@ -369,7 +371,7 @@ async def test_a_data_plane_admin_api_outage_is_retried_until_it_answers(remote:
     await remote.create(ingress("flaky", "flaky.example"))
 
     def refused_twice() -> bool:
-        state = remote.edge.board.route(host="flaky.example", route_id="Prefix:/")
+        state = remote.edge.inspect().route(host="flaky.example", route_id="Prefix:/")
         return (
             state is not None
             and state.attempts >= 2
@@ -382,7 +384,7 @@ async def test_a_data_plane_admin_api_outage_is_retried_until_it_answers(remote:
 
     await remote.switch.switch_on()
     await remote.until_status("flaky.example", 200)
-    state = remote.edge.board.route(host="flaky.example", route_id="Prefix:/")
+    state = remote.edge.inspect().route(host="flaky.example", route_id="Prefix:/")
     assert state is not None and state.backend == "default/web:80" and state.modules == ()
 
 

@@ -262,8 +262,9 @@ class Env:
 
     @property
     def edge_url(self) -> str:
-        assert self.controller.edge is not None
-        return self.controller.edge.url
+        edge = self.controller.inspect().edge
+        assert edge is not None and edge.url is not None
+        return edge.url
 
     async def request(
         self, host: str, path: str = "/", *, method: str = "GET", **kwargs: Any
@@ -293,8 +294,9 @@ class Env:
         return backend
 
     def route_state(self, host: str, route_id: str = "Prefix:/") -> RouteState | None:
-        assert self.controller.edge is not None
-        return self.controller.edge.board.route(host=host, route_id=route_id)
+        edge = self.controller.inspect().edge
+        assert edge is not None
+        return edge.route(host=host, route_id=route_id)
 
     async def until_route_error(self, host: str, text: str, route_id: str = "Prefix:/") -> None:
         def check() -> bool:
@@ -518,7 +520,8 @@ async def test_scenario_5_a_missing_backend_answers_500_until_the_service_exists
     ingress_after = await env.kube.get(ingress("late", "late.example"))
     assert ingress_after["spec"] == ingress_before["spec"]
     # The Ingress reports where the edge listens.
-    assert env.controller.edge is not None and env.controller.edge.address is not None
+    edge = env.controller.inspect().edge
+    assert edge is not None and edge.address is not None
 
     async def load_balancer() -> bool:
         current = await env.kube.get(ingress("late", "late.example"))
@@ -532,7 +535,7 @@ async def test_scenario_5_a_missing_backend_answers_500_until_the_service_exists
 
 
 def idle(controller: Controller) -> bool:
-    return controller.system.statistics().busy == 0
+    return controller.inspect().idle
 
 
 async def test_scenario_6_transient_faults_are_retried_and_permanent_ones_wait_for_a_change(
@@ -909,7 +912,8 @@ async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
     env: Env, start_controller: StartController
 ) -> None:
     second = await start_controller(lease_identity="edge-replica-2", edge_addr=LOCAL)
-    assert second.edge is not None
+    second_edge = second.inspect().edge
+    assert second_edge is not None and second_edge.url is not None
     await env.kube.apply(module_set("guard", {"ipRestriction": {"allow": ["not-a-cidr"]}}))
     await env.kube.apply(ingress("shared", "shared.example", modules="guard"))
     await env.kube.apply(ingress("ok", "ok.example"))
@@ -917,12 +921,12 @@ async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
     await env.until_event("ok", "BackendAttached")
 
     async def second_serves() -> bool:
-        async with env.http.get(second.edge.url, headers={"Host": "ok.example"}) as response:  # type: ignore[union-attr]
+        async with env.http.get(second_edge.url, headers={"Host": "ok.example"}) as response:
             return response.status == 200
 
     await eventually(second_serves, message="the second replica serves ok.example")
     await eventually(lambda: idle(env.controller) and idle(second), message="both settle")
-    leaders = [c.config.lease_identity for c in (env.controller, second) if c.elector.is_leader]  # type: ignore[union-attr]
+    leaders = [c.config.lease_identity for c in (env.controller, second) if c.inspect().leading]
     assert len(leaders) == 1
     events = await env.kube.events("shared", "ModulesFailed") + await env.kube.events("ok")
     assert events and {e["reportingInstance"] for e in events} == set(leaders)

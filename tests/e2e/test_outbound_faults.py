@@ -66,14 +66,9 @@ async def test_final_policies_equal_a_fresh_controllers_after_drops_and_410(
         if step == 90:
             cluster.faults.drop_watches()
 
-    informers = controller.informers
-    assert informers is not None
     # The informers went through it (they may still be in their reconnect backoff).
-    await eventually(
-        lambda: sum(s.relists for s in informers.statistics().values()) >= 1,
-        message="a relist after 410",
-    )
-    assert sum(s.reconnects for s in informers.statistics().values()) >= 3
+    await eventually(lambda: controller.inspect().relists >= 1, message="a relist after 410")
+    assert controller.inspect().reconnects >= 3
 
     fresh = await start_controller(lease_identity="fresh")
     assert fresh.policy_site is not None

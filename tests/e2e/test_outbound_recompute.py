@@ -64,7 +64,7 @@ async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
     system = controller.system
     addresses = [route_address("default", f"r-{i}") for i in range(ROUTES)]
     await eventually(
-        lambda: all(system.exists(a) for a in addresses) and system.statistics().busy == 0,
+        lambda: all(system.exists(a) for a in addresses) and controller.inspect().idle,
         within=30.0,
         message="1,000 route actors settled",
     )
@@ -77,13 +77,12 @@ async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
         await cluster.delete(service("hot"))
     await cluster.apply(service("hot"))
     await watch.until(lambda p: ("hot", True, None) in backends_of(p), within=60.0)
-    await eventually(lambda: system.statistics().busy == 0, message="actors idle")
+    await eventually(lambda: controller.inspect().idle, message="actors idle")
 
     woken = {a for a in addresses if system.actor_statistics(a).processed != before[a]}
     assert woken == set(addresses[:REFERENCING])
     recomputes = sum(system.actor_statistics(a).processed - before[a] for a in woken)
     # At most one per event (bursts coalesce in the mailbox), at least one per route.
     assert REFERENCING <= recomputes <= REFERENCING * (2 * TOGGLES + 1)
-    assert controller.elector is not None
-    assert not controller.elector.is_leader
+    assert not controller.inspect().leading
     watch.close()

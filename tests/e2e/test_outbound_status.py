@@ -28,7 +28,9 @@ async def conditions(cluster: Cluster) -> dict[str, tuple[str, str, int]]:
 
 
 def status_writes(controller: Any) -> int:
-    return controller.status_writer.statistics().writes
+    status = controller.inspect().status
+    assert status is not None
+    return status.writes
 
 
 async def test_status_follows_the_backend_and_the_generation(
@@ -64,7 +66,7 @@ async def test_only_the_leader_writes_and_the_other_takes_over(
     cluster: Cluster, start_controller: StartController
 ):
     leader = await start_controller(lease_identity="replica-1")
-    await eventually(lambda: leader.elector.is_leader, message="replica-1 leads")
+    await eventually(lambda: leader.inspect().leading, message="replica-1 leads")
     follower = await start_controller(lease_identity="replica-2")
     await cluster.apply(service("web"))
     await cluster.apply(ROUTE)
@@ -75,11 +77,11 @@ async def test_only_the_leader_writes_and_the_other_takes_over(
     await eventually(lambda: reason_is("BackendNotFound"), message="BackendNotFound")
     # The server has the status before the writer has read its answer and counted the write.
     await eventually(lambda: status_writes(leader) >= 1, message="the leader counted its write")
-    assert not follower.elector.is_leader
+    assert not follower.inspect().leading
     assert status_writes(follower) == 0
 
     await leader.stop()
-    await eventually(lambda: follower.elector.is_leader, message="replica-2 takes over")
+    await eventually(lambda: follower.inspect().leading, message="replica-2 takes over")
     await cluster.apply(service("api"))
     await eventually(lambda: reason_is("ResolvedRefs"), message="ResolvedRefs after takeover")
     await eventually(lambda: status_writes(follower) >= 1, message="replica-2 counted its write")

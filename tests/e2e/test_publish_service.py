@@ -38,8 +38,9 @@ def edge_service(cluster_ip: str = CLUSTER_IPS[0]) -> dict[str, Any]:
 
 
 def served_hosts(controller: Controller) -> set[str]:
-    assert controller.edge is not None and controller.edge.data_plane is not None
-    return {host["host"] for host in controller.edge.data_plane.snapshot_now().to_json()["hosts"]}
+    edge = controller.inspect().edge
+    assert edge is not None and edge.served is not None
+    return set(edge.served_hosts)
 
 
 def ingress(name: str, host: str) -> dict[str, Any]:
@@ -172,9 +173,10 @@ async def test_a_specific_edge_address_is_still_written(
 ) -> None:
     await create(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(lease_identity="replica-1", edge_addr=LOCAL)
-    assert controller.edge is not None and controller.edge.address is not None
+    edge = controller.inspect().edge
+    assert edge is not None and edge.address is not None
     await create(cluster, ingress("local", "local.example"))
-    port = controller.edge.address.port
+    port = edge.address.port
     expected = {"ingress": [{"ip": "127.0.0.1", "ports": [{"port": port, "protocol": "TCP"}]}]}
 
     async def written() -> bool:

@@ -236,9 +236,10 @@ class Replica:
 
     def served(self) -> dict[str, dict[str, Any]]:
         """What the data plane serves now, by host and route id (hosts with no route left out)."""
-        assert self.controller.edge is not None
+        edge = self.controller.inspect().edge
+        assert edge is not None and edge.served is not None
         hosts: dict[str, dict[str, Any]] = {}
-        for host in self.controller.edge.data_plane.snapshot_now().to_json()["hosts"]:
+        for host in edge.served.to_json()["hosts"]:
             routes = {route["routeId"]: route for route in host["routes"]}
             if routes:
                 hosts[host["host"]] = routes
@@ -251,18 +252,17 @@ class Replica:
         one of its inputs changes, so it may rightly differ from a fresh replica's; the board
         must say why (the fault's message), and the fail-closed monitor still applies to it.
         """
-        assert self.controller.edge is not None
-        board = self.controller.edge.board.to_json()["hosts"]
+        edge = self.controller.inspect().edge
+        assert edge is not None
         return {
-            (host["host"], route["routeId"])
-            for host in board
-            for route in host["routes"]
-            if route.get("permanent")
-            and "injected permanent fault" in (route.get("lastError") or "")
+            (host, route_id)
+            for host, routes in edge.routes.items()
+            for route_id, state in routes.items()
+            if state.permanent and "injected permanent fault" in (state.last_error or "")
         }
 
     def idle(self) -> bool:
-        return self.controller.system.statistics().busy == 0
+        return self.controller.inspect().idle
 
 
 async def start_replica(kubeconfig: str, identity: str) -> Replica:

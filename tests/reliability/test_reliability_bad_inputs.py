@@ -179,8 +179,9 @@ async def answers_about(cluster: TestCluster, kind: str, name: str, logs: list[s
 
 
 def good_outputs(controller: Controller, slot: Any) -> tuple[Any, Any]:
-    assert controller.edge is not None
-    served = controller.edge.data_plane.snapshot_now().to_json()["hosts"]
+    edge = controller.inspect().edge
+    assert edge is not None and edge.served is not None
+    served = edge.served.to_json()["hosts"]
     good_host = [h for h in served if h["host"] == "good.example"]
     return (None if slot.latest is None else slot.latest.policy.to_json(), good_host)
 
@@ -277,17 +278,15 @@ async def apply_one(
         doc = yaml.safe_load(path.read_text())
         await remove(cluster, doc)
     ended = [
-        task.get_name()
-        for task in controller._tasks
-        if task.get_name() in ("informers", "leader-election") and task.done()
+        name
+        for name in controller.inspect().ended_tasks
+        if name in ("informers", "leader-election")
     ]
     if ended:
         problems.append(f"{path.name}: the controller's {ended} ended")
 
     def undisturbed() -> bool:
-        return (
-            controller.system.statistics().busy == 0 and good_outputs(controller, slot) == baseline
-        )
+        return controller.inspect().idle and good_outputs(controller, slot) == baseline
 
     try:
         await eventually(undisturbed, within=60.0, message="the good outputs")

@@ -237,13 +237,11 @@ def record_what_happened(run: Run, survivor: Replica) -> None:
     for kind, count in run.crashes.crashed.items():
         if count:
             note(f"handler crashed and restarted: {kind}")
-    informers = survivor.controller.informers
-    if informers is not None:
-        statistics = informers.statistics().values()
-        if sum(s.relists for s in statistics):
-            note("an informer relisted (410 or failed watch)")
-        if sum(s.reconnects for s in statistics):
-            note("an informer reconnected")
+    view = survivor.controller.inspect()
+    if view.relists:
+        note("an informer relisted (410 or failed watch)")
+    if view.reconnects:
+        note("an informer reconnected")
     for replica in [*run.retired, *run.replicas]:
         if sum(replica.edge.plan.injected.values()):
             note("edge provider call failed (injected)")
@@ -302,9 +300,7 @@ async def run_history(
                 run.replicas.remove(survivor)
                 run.retired.append(survivor)
                 await eventually(
-                    lambda: (
-                        fresh.controller.elector is not None and fresh.controller.elector.is_leader
-                    ),
+                    lambda: fresh.controller.inspect().leading,
                     within=CONVERGE_WITHIN,
                     message="the fresh replica takes the Lease",
                 )

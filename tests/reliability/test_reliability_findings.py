@@ -266,7 +266,7 @@ def test_a_status_writer_crash_loses_no_status(
                 try:
                     await controller.wait_ready(within=60.0)
                     await eventually(
-                        lambda: controller.elector is not None and controller.elector.is_leader,
+                        lambda: controller.inspect().leading,
                         within=60.0,
                         message="leading",
                     )
@@ -282,7 +282,7 @@ def test_a_status_writer_crash_loses_no_status(
 
                     await eventually(lambda: written(1), within=60.0, message="first status")
                     await eventually(
-                        lambda: controller.system.statistics().busy == 0,
+                        lambda: controller.inspect().idle,
                         within=60.0,
                         message="idle",
                     )
@@ -326,11 +326,11 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
                 try:
                     await controller.wait_ready(within=60.0)
                     assert crashes.crashed["IngressActor"] == 1
-                    edge = controller.edge
-                    assert edge is not None
 
                     def served() -> bool:
-                        host = edge.data_plane.snapshot_now().host("h0.example")
+                        edge = controller.inspect().edge
+                        assert edge is not None and edge.served is not None
+                        host = edge.served.host("h0.example")
                         return host is not None and any(r.backend for r in host.routes)
 
                     await eventually(served, within=60.0, message="h0.example is served")
@@ -367,7 +367,7 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
 
                     await eventually(lambda: status_of(1), within=60.0, message="status 1")
                     await eventually(
-                        lambda: controller.system.statistics().busy == 0,
+                        lambda: controller.inspect().idle,
                         within=60.0,
                         message="idle",
                     )

@@ -348,8 +348,9 @@ async def run_requests(
     }
     for number, (host, modules) in enumerate(hosts.items()):
         await write(server, ingress(f"ing-{number}", host, modules))
-    assert controller.edge is not None
-    edge_url = controller.edge.url
+    edge = controller.inspect().edge
+    assert edge is not None and edge.url is not None
+    edge_url = edge.url
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
 
         async def status(name: str, host: str, headers: dict[str, str] | None = None) -> int:
@@ -405,8 +406,9 @@ async def run_requests(
         # A set that breaks and is repaired twice: the second identical "modules applied"
         # Event is aggregated with a patch (the RBAC grant for events/patch must be used).
         def guard_error() -> str:
-            assert controller.edge is not None
-            state = controller.edge.board.route(host="guard.example", route_id="Prefix:/")
+            edge = controller.inspect().edge
+            assert edge is not None
+            state = edge.route(host="guard.example", route_id="Prefix:/")
             return "" if state is None else state.last_error or ""
 
         for _ in range(2):
@@ -431,7 +433,7 @@ async def run_requests(
 async def collect_outputs(
     server: TestCluster, controller: Controller, collected: Collected
 ) -> None:
-    await eventually(lambda: controller.system.statistics().busy == 0, within=60.0, message="idle")
+    await eventually(lambda: controller.inspect().idle, within=60.0, message="idle")
     for kind in ("HTTPRoute", "Ingress", "ModuleSet"):
         collected.texts[f"{kind} statuses"] = json.dumps(
             [o.get("status") for o in await objects(server, kind)]
