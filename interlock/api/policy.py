@@ -63,9 +63,9 @@ class PolicyApiCounters:
         self.watches_open = 0
         self.watches_opened = 0
 
-    def answered(self, request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
-        """Count ``response`` as the answer to ``request``, and return it."""
-        key = ("watch" if _is_watch(request) else "get", response.status)
+    def answered(self, request: str, response: web.StreamResponse) -> web.StreamResponse:
+        """Count ``response`` as the answer to a ``request`` (``get``, ``watch``); return it."""
+        key = (request, response.status)
         self.responses[key] = self.responses.get(key, 0) + 1
         return response
 
@@ -132,16 +132,18 @@ def build_policy_app(
     answered = counted.answered
 
     async def outbound(request: web.Request) -> web.StreamResponse:
+        watching = _is_watch(request)
+        asked = "watch" if watching else "get"
         try:
             target = parse_target(request)
         except BadRequest as exc:
-            return answered(request, web.json_response({"error": str(exc)}, status=400))
+            return answered(asked, web.json_response({"error": str(exc)}, status=400))
         if wait_ready is not None:
             try:
                 await asyncio.wait_for(wait_ready(), timeout=first_policy_timeout)
             except TimeoutError:
                 return answered(
-                    request,
+                    asked,
                     web.json_response(
                         {"error": "the controller has not finished its initial sync; retry"},
                         status=503,
@@ -157,7 +159,7 @@ def build_policy_app(
                     await asyncio.wait_for(slot.next(after=0), timeout=first_policy_timeout)
                 except TimeoutError:
                     return answered(
-                        request,
+                        asked,
                         web.json_response(
                             {"error": f"no policy for {target} yet; retry"}, status=503
                         ),
@@ -166,14 +168,14 @@ def build_policy_app(
                     pass
             if slot.closed:
                 return answered(
-                    request,
+                    asked,
                     web.json_response({"error": "the controller is shutting down"}, status=503),
                 )
             version, update = slot.version, slot.latest
             assert update is not None
             if not _is_watch(request):
                 return answered(
-                    request, web.Response(body=update.body, content_type="application/json")
+                    asked, web.Response(body=update.body, content_type="application/json")
                 )
             # The stream's loop lives in this frame: a watch stream is held open for hours by
             # each of thousands of proxies, so every nested coroutine frame counts per stream.
@@ -181,7 +183,7 @@ def build_policy_app(
                 headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"}
             )
             await response.prepare(request)
-            answered(request, response)
+            answered(asked, response)
             counted.watches_opened += 1
             counted.watches_open += 1
             try:
