@@ -36,8 +36,11 @@ UPSTREAM_UNREACHABLE: Final = "upstream-unreachable"
 UPSTREAM_FAILED: Final = "upstream-failed"
 UPGRADE_NOT_ASKED: Final = "upgrade-not-asked"
 BODY_TIMEOUT: Final = "body-timeout"
+HEADER_TIMEOUT: Final = "header-timeout"
+INTERNAL_ERROR: Final = "internal-error"
 BODY_TOO_LARGE: Final = "body-too-large"
 REDIRECT: Final = "redirect"
+CORS_PREFLIGHT: Final = "cors-preflight"
 MODULE: Final = "module"
 
 REASONS: Final[dict[str, tuple[int, str]]] = {
@@ -55,8 +58,11 @@ REASONS: Final[dict[str, tuple[int, str]]] = {
     UPSTREAM_FAILED: (502, "the upstream failed"),
     UPGRADE_NOT_ASKED: (502, "the upstream switched protocols, which was not asked for"),
     BODY_TIMEOUT: (408, "the request body took too long"),
+    HEADER_TIMEOUT: (408, "the request headers took too long"),
+    INTERNAL_ERROR: (500, "the data plane failed to handle this request"),
     BODY_TOO_LARGE: (413, "the request body is too large for this route"),
     REDIRECT: (302, "redirected by the route"),
+    CORS_PREFLIGHT: (200, "answered by the route's CORS filter"),
     MODULE: (403, "refused by a module of this route"),
 }
 """Every reason: its usual status and the sentence a client gets (``docs/answers.md``)."""

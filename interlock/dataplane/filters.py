@@ -9,17 +9,20 @@ compiled once per policy (:func:`compile_filters`), lets them be tested alone an
 per-request work to a few tuple walks.
 
 Order of application (``docs/design.md``, "One engine, two front doors"): a rule's filters, then
-the chosen backend's; within a header modifier ``set``, then ``add``, then ``remove``.
+the chosen backend's; within a header modifier ``set``, then ``add``, then ``remove``. A CORS
+filter answers preflights itself and adds its headers to the responses of allowed origins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+import re
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from multidict import CIMultiDict
 
 from interlock.model.gateway import (
+    HTTPCORSFilter,
     HTTPHeaderFilter,
     HTTPPathModifier,
     HTTPRequestRedirectFilter,
@@ -59,6 +62,90 @@ class HeaderEdits:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsPlan:
+    """A CORS filter (GEP-1767) ready to answer preflights and decorate responses.
+
+    An allowed origin gets itself back in ``Access-Control-Allow-Origin`` (``*`` only when
+    the filter allows every origin without credentials); ``*`` in methods or headers is sent as
+    ``*`` without credentials and as what the preflight asked for with them (browsers do not
+    read ``*`` literally on credentialed requests).
+    """
+
+    origins: tuple[re.Pattern[str], ...]
+    any_origin: bool
+    credentials: bool
+    methods: tuple[str, ...]
+    headers: tuple[str, ...]
+    expose: tuple[str, ...]
+    max_age: int
+
+    @classmethod
+    def of(cls, config: HTTPCORSFilter) -> CorsPlan:
+        return cls(
+            origins=tuple(
+                re.compile(re.escape(o).replace(r"\*", "[^/]*"), re.IGNORECASE)
+                for o in config.allow_origins
+                if o != "*"
+            ),
+            any_origin="*" in config.allow_origins,
+            credentials=bool(config.allow_credentials),
+            methods=tuple(config.allow_methods),
+            headers=tuple(config.allow_headers),
+            expose=tuple(config.expose_headers),
+            max_age=config.max_age,
+        )
+
+    def allows(self, origin: str) -> bool:
+        return self.any_origin or any(p.fullmatch(origin) for p in self.origins)
+
+    def _origin(self, origin: str) -> list[tuple[str, str]]:
+        found = [
+            (
+                "Access-Control-Allow-Origin",
+                "*" if self.any_origin and not self.credentials else origin,
+            )
+        ]
+        if self.credentials:
+            found.append(("Access-Control-Allow-Credentials", "true"))
+        return found
+
+    def preflight(self, request_headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """The headers of the answer to a preflight (empty when the origin is not allowed)."""
+        origin = request_headers.get("origin", "")
+        if not self.allows(origin):
+            return ()
+        found = self._origin(origin)
+        asked_method = request_headers.get("access-control-request-method", "")
+        methods = (
+            (asked_method if self.credentials else "*")
+            if "*" in self.methods
+            else ", ".join(self.methods)
+        )
+        if methods:
+            found.append(("Access-Control-Allow-Methods", methods))
+        asked_headers = request_headers.get("access-control-request-headers", "")
+        headers = (
+            (asked_headers if self.credentials else "*")
+            if "*" in self.headers
+            else ", ".join(self.headers)
+        )
+        if headers:
+            found.append(("Access-Control-Allow-Headers", headers))
+        found.append(("Access-Control-Max-Age", str(self.max_age)))
+        found.append(("Vary", "Origin"))
+        return tuple(found)
+
+    def response(self, origin: str) -> HeaderEdits | None:
+        """What an actual (not preflight) response from an allowed origin gets."""
+        if not self.allows(origin):
+            return None
+        found = self._origin(origin)
+        if self.expose:
+            found.append(("Access-Control-Expose-Headers", ", ".join(self.expose)))
+        return HeaderEdits(set=tuple(found), add=(("Vary", "Origin"),), remove=())
+
+
+@dataclass(frozen=True, slots=True)
 class FilterPlan:
     """The filters of one rule, or of one rule and one backend, sorted by what they act on."""
 
@@ -66,15 +153,17 @@ class FilterPlan:
     response_headers: tuple[HeaderEdits, ...] = ()
     redirect: HTTPRequestRedirectFilter | None = None
     rewrite: HTTPURLRewriteFilter | None = None
+    cors: CorsPlan | None = None
 
     def then(self, later: FilterPlan) -> FilterPlan:
         """This plan followed by ``later`` (a backend's after its rule's): header edits in
-        order; ``later``'s redirect or rewrite replaces this one's."""
+        order; ``later``'s redirect, rewrite or CORS replaces this one's."""
         return FilterPlan(
             request_headers=self.request_headers + later.request_headers,
             response_headers=self.response_headers + later.response_headers,
             redirect=later.redirect or self.redirect,
             rewrite=later.rewrite or self.rewrite,
+            cors=later.cors or self.cors,
         )
 
     @property
@@ -86,12 +175,13 @@ EMPTY_FILTERS = FilterPlan()
 
 
 def compile_filters(filters: Iterable[RouteFilter]) -> FilterPlan:
-    """A :class:`FilterPlan` from a rule's or backend's filters (types the data plane does not
-    act on — CORS — are left to the caller; the control plane refuses every other type)."""
+    """A :class:`FilterPlan` from a rule's or backend's filters (the control plane refuses the
+    types no data plane acts on: RequestMirror, ExtensionRef)."""
     request: list[HeaderEdits] = []
     response: list[HeaderEdits] = []
     redirect: HTTPRequestRedirectFilter | None = None
     rewrite: HTTPURLRewriteFilter | None = None
+    cors: CorsPlan | None = None
     for f in filters:
         if f.type == "RequestHeaderModifier" and f.request_header_modifier is not None:
             request.append(HeaderEdits.of(f.request_header_modifier))
@@ -101,13 +191,17 @@ def compile_filters(filters: Iterable[RouteFilter]) -> FilterPlan:
             redirect = getattr(f, "request_redirect", None)
         elif f.type == "URLRewrite":
             rewrite = getattr(f, "url_rewrite", None)
-    if not (request or response or redirect or rewrite):
+        elif f.type == "CORS":
+            config = getattr(f, "cors", None)
+            cors = None if config is None else CorsPlan.of(config)
+    if not (request or response or redirect or rewrite or cors):
         return EMPTY_FILTERS
     return FilterPlan(
         request_headers=tuple(request),
         response_headers=tuple(response),
         redirect=redirect,
         rewrite=rewrite,
+        cors=cors,
     )
 
 

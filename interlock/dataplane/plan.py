@@ -17,17 +17,19 @@ doors", has the table of what is honoured on the wire):
   the response headers; the annotations' ``idle`` → :attr:`Deadlines.idle`, between two reads.
   ``0s`` disables a timeout, as the Gateway API says.
 * ``rules[].retry`` → :class:`RetryPlan`; ``failureAccrual`` → the policy's accrual settings.
-* ``rules[].filters`` and ``backends[].filters`` → :class:`~interlock.dataplane.filters.FilterPlan`.
+* ``rules[].filters`` and ``backends[].filters`` → :class:`~interlock.dataplane.filters.FilterPlan`
+  (a rule's CORS filter answers preflights here; its response headers join the plan's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from interlock.dataplane.answers import (
     BACKEND_NOT_FOUND,
+    CORS_PREFLIGHT,
     NO_BACKEND_WEIGHT,
     NO_ROUTE,
     REDIRECT,
@@ -303,6 +305,14 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
             where = f"Service {plan.policy.namespace}/{plan.policy.service} port {plan.policy.port}"
             return answer(NO_ROUTE, f"{where}: no route matches {request.method} {request.path}")
         rule_plan, match = plan.rules[id(found[1])], found[2]
+    cors = rule_plan.filters.cors
+    if cors is not None and _is_preflight(request):
+        return Answer(
+            status=200,
+            reason=CORS_PREFLIGHT,
+            detail=f"{rule_plan.name}: CORS preflight",
+            headers=cors.preflight(request.headers),
+        )
     if rule_plan.filters.redirect is not None:
         return _redirect(rule_plan.filters, request, match)
     backend = _choose(rule_plan, rng_value)
@@ -323,14 +333,29 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
     path = request.forward_path
     if rewrite is not None and rewrite.path is not None:
         path = modified_path(rewrite.path, path=path, match=match)
+    filters = backend.filters
+    if filters.cors is not None:
+        origin = request.headers.get("origin")
+        edits = None if origin is None else filters.cors.response(origin)
+        if edits is not None:
+            filters = replace(filters, response_headers=(*filters.response_headers, edits))
     return Forward(
         target=backend.target,
         rule=rule_plan,
-        filters=backend.filters,
+        filters=filters,
         path=path,
         deadlines=rule_plan.deadlines,
         retry=rule_plan.retry,
         accrual=plan.accrual,
+    )
+
+
+def _is_preflight(request: RequestInfo) -> bool:
+    headers = request.headers
+    return (
+        request.method == "OPTIONS"
+        and "origin" in headers
+        and "access-control-request-method" in headers
     )
 
 

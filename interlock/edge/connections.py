@@ -30,6 +30,9 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 from loguru import logger
 
+from interlock.dataplane.answers import BAD_REQUEST, INTERNAL_ERROR, answer
+from interlock.dataplane.wire import answer_response
+
 
 class _ToLoguru(logging.Handler):
     """aiohttp's server records → loguru, reduced to what cannot hold request data."""
@@ -56,7 +59,8 @@ HTTP_SERVER_LOGGER.addHandler(_ToLoguru())
 
 _REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-    b"Content-Length: 33\r\n\r\nthe request headers took too long"
+    b"X-Interlock-Reason: header-timeout\r\n"
+    b"Content-Length: 50\r\n\r\nheader-timeout: the request headers took too long\n"
 )
 
 
@@ -87,6 +91,22 @@ class _GuardedHandler(RequestHandler):
     def connection_lost(self, exc: BaseException | None) -> None:
         self._cancel_header_deadline()
         super().connection_lost(exc)
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """aiohttp's answer to a malformed request (or a crashed handler), in the data plane's
+        answer format and without aiohttp's ``Server`` banner."""
+        response = super().handle_error(request, status, exc, message)
+        reason = BAD_REQUEST if status < 500 else INTERNAL_ERROR
+        plain = answer_response(answer(reason, status=status))
+        plain.force_close()
+        del response
+        return plain
 
     def _waiting_for_headers(self) -> bool:
         waiter = self._waiter

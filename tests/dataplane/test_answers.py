@@ -25,3 +25,26 @@ async def test_detail_only_when_asked() -> None:
     response = answer_response(answer("no-route", "Service shop/web: no rule"), with_detail=True)
     assert isinstance(response, web.Response)
     assert response.text == "no-route: Service shop/web: no rule\n"
+
+
+async def test_a_malformed_request_gets_the_format_without_a_banner() -> None:
+    import asyncio
+
+    from interlock.edge.inprocess import InProcessEdge
+    from interlock.edge.server import EdgeServer
+    from interlock.edge.upstreams import StaticUpstreams
+
+    server = EdgeServer(edge=InProcessEdge(), upstreams=StaticUpstreams())
+    host, port = (await server.start(addr="127.0.0.1:0")).http
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n")
+        await writer.drain()
+        received = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+    finally:
+        await server.stop()
+    head = received.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.split(b"\r\n", 1)[0].split(b" ")[1] == b"400"
+    assert b"x-interlock-reason: bad-request" in head
+    assert b"\r\nserver:" not in head

@@ -217,3 +217,54 @@ def test_the_default_route_takes_the_fast_path() -> None:
     assert plan.only is not None and plan.policy.routes[0].kind == "Default"
     decided = forward(decide(plan, request("/anything"), 0.5))
     assert (decided.target.service, decided.path) == ("web", "/anything")
+
+
+CORS = {
+    "type": "CORS",
+    "cors": {
+        "allowOrigins": ["https://app.example", "https://*.shop.example"],
+        "allowMethods": ["GET", "PUT"],
+        "allowHeaders": ["X-Token"],
+        "exposeHeaders": ["X-Total"],
+        "allowCredentials": True,
+        "maxAge": 60,
+    },
+}
+
+
+def test_cors_preflight_is_answered_by_the_filter() -> None:
+    plan = compile_policy(policy({"filters": [CORS], "backendRefs": [backend("v1")]}))
+    preflight = request(
+        method="OPTIONS",
+        headers={"Origin": "https://a.shop.example", "Access-Control-Request-Method": "PUT"},
+    )
+    decided = decide(plan, preflight, 0.5)
+    assert isinstance(decided, Answer) and decided.status == 200
+    assert dict(decided.headers) == {
+        "Access-Control-Allow-Origin": "https://a.shop.example",
+        "Access-Control-Allow-Credentials": "true",
+        "Access-Control-Allow-Methods": "GET, PUT",
+        "Access-Control-Allow-Headers": "X-Token",
+        "Access-Control-Max-Age": "60",
+        "Vary": "Origin",
+    }
+    stranger = request(
+        method="OPTIONS",
+        headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "PUT"},
+    )
+    refused = decide(plan, stranger, 0.5)
+    assert isinstance(refused, Answer) and "Access-Control-Allow-Origin" not in dict(
+        refused.headers
+    )
+
+
+def test_cors_headers_on_responses_of_allowed_origins_only() -> None:
+    plan = compile_policy(policy({"filters": [CORS], "backendRefs": [backend("v1")]}))
+    allowed = forward(decide(plan, request(headers={"Origin": "https://app.example"}), 0.5))
+    assert allowed.filters.response_headers[-1].set == (
+        ("Access-Control-Allow-Origin", "https://app.example"),
+        ("Access-Control-Allow-Credentials", "true"),
+        ("Access-Control-Expose-Headers", "X-Total"),
+    )
+    other = forward(decide(plan, request(headers={"Origin": "https://evil.example"}), 0.5))
+    assert other.filters.response_headers == ()

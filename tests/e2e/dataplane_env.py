@@ -1,0 +1,264 @@
+"""What the data plane's end-to-end tests share: an edge whose Ingress sends ``dp.test`` to the
+Service ``web``, echo backends standing in for pods, and producer HTTPRoutes on ``web`` whose
+policy the edge enforces on the wire.
+
+Each echo backend answers with a JSON report of what it received (its name, method, path as
+received, query, every header with all its values), so a test checks what the policy made of a
+request; ``/stall…`` paths never answer until the test ends (for timeouts). A test changes the
+route, then waits for a marker header of that route version to reach a backend: from then on
+the edge serves that version, and the assertions need no timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from e2e_clients import LOCAL, Cluster, StartController, eventually
+from lanes import ENDPOINT_HOST
+
+from interlock.controller.app import Controller
+
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+GATEWAY = "gateway.networking.k8s.io"
+HOST = "dp.test"
+MARK = "X-Route-Version"
+
+
+@dataclass
+class Echo:
+    """An HTTP server that reports what reached it."""
+
+    name: str
+    port: int = 0
+    received: list[dict[str, Any]] = field(default_factory=list)
+    runner: web.AppRunner | None = None
+    stalled: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        report = {
+            "backend": self.name,
+            "method": request.method,
+            "path": request.raw_path.partition("?")[0],
+            "query": request.query_string,
+            "headers": {k.lower(): request.headers.getall(k) for k in request.headers},
+        }
+        self.received.append(report)
+        if request.path.startswith("/stall"):
+            self.stalled.set()
+            await self.release.wait()
+        return web.json_response(report, headers={"X-Echo": self.name, "X-Drop": "me"})
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
+        self.port = self.runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self.release.set()
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    all_headers: dict[str, list[str]]
+    body: bytes
+
+    @property
+    def echo(self) -> dict[str, Any]:
+        """The backend's report (fails when the edge answered itself)."""
+        assert "X-Echo" in self.headers, (self.status, self.headers, self.body[:300])
+        report: dict[str, Any] = json.loads(self.body)
+        return report
+
+    @property
+    def reason(self) -> str | None:
+        return self.headers.get("X-Interlock-Reason")
+
+
+def service_obj(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    }
+
+
+def slice_obj(name: str, port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{name}-dp",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": name},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    }
+
+
+def ref(name: str, *, weight: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "port": 80, "weight": weight, **extra}
+
+
+def header_filter(kind: str, **config: Any) -> dict[str, Any]:
+    """A RequestHeaderModifier / ResponseHeaderModifier with ``set``/``add``/``remove``."""
+    key = kind[0].lower() + kind[1:]
+    return {"type": kind, key: config}
+
+
+def _marked(rule: dict[str, Any], version: str) -> dict[str, Any]:
+    """``rule`` whose RequestHeaderModifier (one is added if none) also sets the marker."""
+    marker = {"name": MARK, "value": version}
+    filters = [dict(f) for f in rule.get("filters", [])]
+    for f in filters:
+        if f["type"] == "RequestHeaderModifier":
+            config = dict(f["requestHeaderModifier"])
+            config["set"] = [*config.get("set", []), marker]
+            f["requestHeaderModifier"] = config
+            break
+    else:
+        filters.insert(0, header_filter("RequestHeaderModifier", set=[marker]))
+    return {**rule, "filters": filters}
+
+
+INGRESS = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "Ingress",
+    "metadata": {"name": "dp", "namespace": "default"},
+    "spec": {
+        "ingressClassName": "interlock",
+        "rules": [
+            {
+                "host": HOST,
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                        }
+                    ]
+                },
+            }
+        ],
+    },
+}
+
+INGRESS_CLASS = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "IngressClass",
+    "metadata": {"name": "interlock"},
+    "spec": {"controller": "interlock.dev/ingress-controller"},
+}
+
+
+@dataclass
+class EdgeEnv:
+    cluster: Cluster
+    controller: Controller
+    http: aiohttp.ClientSession
+    echoes: dict[str, Echo] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        assert self.controller.edge is not None
+        return self.controller.edge.url
+
+    async def serve(self, name: str) -> Echo:
+        """A Service ``name`` with one ready endpoint: an echo server named ``name``."""
+        echo = Echo(name)
+        await echo.start()
+        self.echoes[name] = echo
+        await self.cluster.apply(service_obj(name))
+        await self.cluster.apply(slice_obj(name, echo.port))
+        return echo
+
+    async def route(self, version: str, *rules: dict[str, Any], probe: str = "/") -> None:
+        """Replace the producer HTTPRoute on ``web`` with ``rules`` (each sets the version
+        marker header) and wait until a request for ``probe`` shows the edge serves it."""
+        marked = [_marked(rule, version) for rule in rules]
+        await self.cluster.apply(
+            {
+                "apiVersion": f"{GATEWAY}/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": "web-route", "namespace": "default"},
+                "spec": {
+                    "parentRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                    "rules": marked,
+                },
+            }
+        )
+
+        def served() -> bool:
+            return any(
+                r["headers"].get(MARK.lower()) == [version]
+                for echo in self.echoes.values()
+                for r in echo.received
+            )
+
+        async def probed() -> bool:
+            last[:] = [await self.get(probe, headers={"X-Probe": "1"})]
+            return served()
+
+        last: list[Reply] = []
+
+        try:
+            await eventually(probed, message=f"the edge serves route version {version}")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; last reply: {last}") from error
+
+    async def get(
+        self, path: str, *, method: str = "GET", headers: dict[str, str] | None = None
+    ) -> Reply:
+        async with self.http.request(
+            method,
+            self.url + path,
+            headers={"Host": HOST, **(headers or {})},
+            allow_redirects=False,
+        ) as response:
+            all_headers: dict[str, list[str]] = {}
+            for name, value in response.headers.items():
+                all_headers.setdefault(name.lower(), []).append(value)
+            return Reply(
+                response.status, dict(response.headers), all_headers, await response.read()
+            )
+
+
+@pytest.fixture
+async def edge(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
+    await cluster.apply_manifests([CRDS])
+    controller = await start_controller(lease_identity="dataplane-replica", edge_addr=LOCAL)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        env = EdgeEnv(cluster, controller, http)
+        try:
+            await cluster.apply(INGRESS_CLASS)
+            for name in ("web", "v1", "v2"):
+                await env.serve(name)
+            await cluster.apply(INGRESS)
+
+            async def reaches_web() -> bool:
+                return (await env.get("/")).headers.get("X-Echo") == "web"
+
+            await eventually(reaches_web, message=f"{HOST} reaches web")
+            yield env
+        finally:
+            for echo in env.echoes.values():
+                await echo.stop()
