@@ -4,7 +4,8 @@ policy the edge enforces on the wire.
 
 Each echo backend answers with a JSON report of what it received (its name, method, path as
 received, query, every header with all its values), so a test checks what the policy made of a
-request; ``/stall…`` paths never answer until the test ends (for timeouts). A test changes the
+request; ``/stall…`` paths never answer until the test ends (for timeouts), ``?status=N``
+answers N, ``?fail_first=N`` answers 503 to the first N requests with that query. A test changes the
 route, then waits for a marker header of that route version to reach a backend: from then on
 the edge serves that version, and the assertions need no timing.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,8 @@ class Echo:
     name: str
     port: int = 0
     received: list[dict[str, Any]] = field(default_factory=list)
+    seen: Counter[str] = field(default_factory=Counter)
+    """Requests by query string (``?fail_first=N`` answers 503 to the first N of its kind)."""
     runner: web.AppRunner | None = None
     stalled: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,7 +59,13 @@ class Echo:
         if request.path.startswith("/stall"):
             self.stalled.set()
             await self.release.wait()
-        return web.json_response(report, headers={"X-Echo": self.name, "X-Drop": "me"})
+        self.seen[request.query_string] += 1
+        status = int(request.query.get("status", "200"))
+        if self.seen[request.query_string] <= int(request.query.get("fail_first", "0")):
+            status = 503
+        return web.json_response(
+            report, status=status, headers={"X-Echo": self.name, "X-Drop": "me"}
+        )
 
     async def start(self) -> None:
         app = web.Application()
@@ -90,11 +100,11 @@ class Reply:
         return self.headers.get("X-Interlock-Reason")
 
 
-def service_obj(name: str) -> dict[str, Any]:
+def service_obj(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
         "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
     }
 
@@ -179,8 +189,9 @@ class EdgeEnv:
 
     @property
     def url(self) -> str:
-        assert self.controller.edge is not None
-        return self.controller.edge.url
+        url = self.controller.inspect().edge.url
+        assert url is not None
+        return url
 
     async def serve(self, name: str) -> Echo:
         """A Service ``name`` with one ready endpoint: an echo server named ``name``."""
@@ -191,7 +202,13 @@ class EdgeEnv:
         await self.cluster.apply(slice_obj(name, echo.port))
         return echo
 
-    async def route(self, version: str, *rules: dict[str, Any], probe: str = "/") -> None:
+    async def route(
+        self,
+        version: str,
+        *rules: dict[str, Any],
+        probe: str = "/",
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         """Replace the producer HTTPRoute on ``web`` with ``rules`` (each sets the version
         marker header) and wait until a request for ``probe`` shows the edge serves it."""
         marked = [_marked(rule, version) for rule in rules]
@@ -199,7 +216,11 @@ class EdgeEnv:
             {
                 "apiVersion": f"{GATEWAY}/v1",
                 "kind": "HTTPRoute",
-                "metadata": {"name": "web-route", "namespace": "default"},
+                "metadata": {
+                    "name": "web-route",
+                    "namespace": "default",
+                    "annotations": annotations or {},
+                },
                 "spec": {
                     "parentRefs": [{"group": "", "kind": "Service", "name": "web"}],
                     "rules": marked,

@@ -273,3 +273,44 @@ async def test_cors_preflight_and_response_headers(edge: EdgeEnv) -> None:
     assert actual.headers["Access-Control-Expose-Headers"] == "X-Echo"
     stranger = await edge.get("/api", headers={"Origin": "https://evil.example"})
     assert "Access-Control-Allow-Origin" not in stranger.headers
+
+
+async def test_retries_from_linkerd_annotations(edge: EdgeEnv) -> None:
+    await edge.route(
+        "retry",
+        {"backendRefs": [ref("v1")]},
+        annotations={"retry.linkerd.io/http": "503", "retry.linkerd.io/limit": "2"},
+    )
+    v1 = edge.echoes["v1"]
+    assert (await edge.get("/r?fail_first=2")).status == 200
+    assert v1.seen["fail_first=2"] == 3
+    assert (await edge.get("/r?fail_first=9")).status == 503, "the last answer is relayed"
+    assert v1.seen["fail_first=9"] == 3
+    assert (await edge.get("/r?status=500")).status == 500, "500 is not listed"
+    assert v1.seen["status=500"] == 1
+
+
+async def test_failure_accrual_takes_a_failing_endpoint_out(edge: EdgeEnv) -> None:
+    await edge.cluster.apply(
+        service_obj(
+            "web",
+            {
+                "balancer.linkerd.io/failure-accrual": "consecutive",
+                "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
+                "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
+                "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
+            },
+        )
+    )
+    await edge.route("accrual", {"backendRefs": [ref("v2")]})
+    v2 = edge.echoes["v2"]
+
+    async def ejected() -> bool:
+        # Until the policy has the annotation, a 500 is only relayed; then two in a row eject.
+        return (await edge.get("/a?status=500")).reason == "endpoints-failing"
+
+    await eventually(ejected, message="two failures in a row take v2's endpoint out")
+    before = len(v2.received)
+    reply = await edge.get("/a")
+    assert (reply.status, reply.reason) == (503, "endpoints-failing")
+    assert len(v2.received) == before, "the ejected endpoint gets nothing"
