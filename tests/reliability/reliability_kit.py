@@ -19,9 +19,13 @@ bug in the model that every replica repeats.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
+import os
+import signal
+import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from lanes import LEASE_NAMESPACE, RESOURCES, TestCluster
 
 from interlock.actors.directories import _Directory
@@ -596,3 +601,136 @@ def fail_closed_violations(served: list[ServedConfig], modules: ModuleHistory) -
                 f"the history only ever required one of {[sorted(a) for a in allowed]}"
             )
     return violations
+
+
+# --- `interlock run` as a real process ------------------------------------------------------------
+
+
+@dataclass
+class RunProcess:
+    """``interlock run`` in a subprocess (as a Pod runs it), read without blocking the event
+    loop: the lane's fault proxy and API client run in the test's loop too."""
+
+    process: asyncio.subprocess.Process
+    identity: str
+    log: Path
+    urls: dict[str, str] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    _reader: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(
+        cls, kubeconfig: str, identity: str, log: Path, *, lease_duration: float = 8.0
+    ) -> RunProcess:
+        argv = [
+            sys.executable,
+            "-m",
+            "interlock",
+            "run",
+            "--kubeconfig",
+            kubeconfig,
+            "--policy-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--edge-addr",
+            "127.0.0.1:0",
+            "--lease-namespace",
+            LEASE_NAMESPACE,
+            "--lease-identity",
+            identity,
+            "--lease-duration",
+            str(lease_duration),
+            "--lease-renew-deadline",
+            str(lease_duration * 0.75),
+            "--lease-retry-period",
+            "0.2",
+            "--watch-grace",
+            "0.2",
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(log, "w") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env
+            )
+        run = cls(process=process, identity=identity, log=log)
+        run._reader = asyncio.get_running_loop().create_task(run._read())
+        await eventually(
+            lambda: {"policy", "admin", "edge"} <= set(run.urls) or process.returncode is not None,
+            within=120.0,
+            message=lambda: f"{identity} prints its addresses: {run.lines} {run.tail()}",
+        )
+        assert process.returncode is None, f"{identity} exited: {run.tail()}"
+        return run
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        names = {"policy API": "policy", "admin": "admin", "edge data plane": "edge"}
+        async for raw in self.process.stdout:
+            line = raw.decode().rstrip("\n")
+            self.lines.append(line)
+            for prefix, name in names.items():
+                if line.startswith(f"{prefix} listening on "):
+                    self.urls[name] = line.rsplit(" ", 1)[1]
+
+    def tail(self) -> str:
+        return "stderr:\n" + self.log.read_text()[-3000:]
+
+    async def get(self, server: str, path: str) -> Any:
+        async with aiohttp.ClientSession() as http, http.get(self.urls[server] + path) as answer:
+            assert answer.status == 200, f"{self.identity} {path}: {answer.status}"
+            return await answer.json()
+
+    async def ready(self) -> bool:
+        try:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(self.urls["admin"] + "/readyz") as answer,
+            ):
+                return answer.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def leading(self) -> bool:
+        return bool((await self.get("admin", "/debug/lease"))["is_leader"])
+
+    async def idle(self) -> bool:
+        actors = await self.get("admin", "/debug/actors")
+        return int(actors["system"]["busy"]) == 0
+
+    async def policies(self) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for t in WATCHED:
+            path = f"/v1/outbound/{t.namespace}/{t.service}/{t.port}"
+            result[str(t)] = await self.get(
+                "policy", f"{path}?clientNamespace={t.client_namespace}"
+            )
+        return result
+
+    async def served(self) -> dict[str, dict[str, Any]]:
+        hosts: dict[str, dict[str, Any]] = {}
+        for host in (await self.get("admin", "/debug/edges"))["served"]:
+            routes = {route["routeId"]: route for route in host["routes"]}
+            if routes:
+                hosts[host["host"]] = routes
+        return hosts
+
+    def send(self, signum: int) -> None:
+        if self.process.returncode is None:
+            self.process.send_signal(signum)
+
+    async def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Send ``signum`` (a stopped process is continued first) and wait for the exit."""
+        if self.process.returncode is None:
+            self.process.send_signal(signum)
+            if signum != signal.SIGKILL:
+                self.process.send_signal(signal.SIGCONT)
+            try:
+                await asyncio.wait_for(self.process.wait(), 60)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+        if self._reader is not None:
+            await self._reader
+        return self.process.returncode or 0
