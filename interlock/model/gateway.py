@@ -26,10 +26,8 @@ from pydantic_core import PydanticCustomError
 
 from interlock.model.meta import (
     KubeModel,
-    ObjectKey,
-    ObjectMeta,
-    parse_object,
-    require_namespace,
+    KubeObject,
+    parse_namespaced,
 )
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -663,16 +661,11 @@ class RouteStatus(KubeModel):
     parents: tuple[dict[str, Any], ...] = ()
 
 
-class HTTPRoute(KubeModel):
+class HTTPRoute(KubeObject):
     """An HTTPRoute (v1 or v1beta1); use :func:`parse_http_route`."""
 
-    metadata: ObjectMeta
     spec: HTTPRouteSpec = Field(default_factory=HTTPRouteSpec)
     status: RouteStatus = Field(default_factory=RouteStatus)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
 
 class ReferenceGrantFrom(KubeModel):
@@ -702,15 +695,10 @@ class ReferenceGrantSpec(KubeModel):
     to: tuple[ReferenceGrantTo, ...] = Field(min_length=1, max_length=16)
 
 
-class ReferenceGrant(KubeModel):
+class ReferenceGrant(KubeObject):
     """A ReferenceGrant (v1 or v1beta1): lets objects in other namespaces refer into its own."""
 
-    metadata: ObjectMeta
     spec: ReferenceGrantSpec
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
     def permits(
         self,
@@ -746,13 +734,9 @@ class ReferenceGrant(KubeModel):
 
 def parse_http_route(raw: dict[str, Any]) -> HTTPRoute:
     """An HTTPRoute from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    route = parse_object(HTTPRoute, "HTTPRoute", raw)
-    require_namespace("HTTPRoute", route.metadata)
-    return route
+    return parse_namespaced(HTTPRoute, "HTTPRoute", raw)
 
 
 def parse_reference_grant(raw: dict[str, Any]) -> ReferenceGrant:
     """A ReferenceGrant from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    grant = parse_object(ReferenceGrant, "ReferenceGrant", raw)
-    require_namespace("ReferenceGrant", grant.metadata)
-    return grant
+    return parse_namespaced(ReferenceGrant, "ReferenceGrant", raw)

@@ -35,7 +35,11 @@ from interlock.model.gateway import (
     invalid,
     refuse_unimplemented,
 )
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
+from interlock.model.meta import (
+    KubeModel,
+    KubeObject,
+    parse_namespaced,
+)
 
 GRPC_SUPPORTED_FILTER_TYPES = ("RequestHeaderModifier", "ResponseHeaderModifier")
 """GRPCRoute filter types interlock serves in its policy."""
@@ -159,23 +163,16 @@ class GRPCRouteSpec(CommonRouteSpec):
         return rules
 
 
-class GRPCRoute(KubeModel):
+class GRPCRoute(KubeObject):
     """A GRPCRoute (v1); use :func:`parse_grpc_route`."""
 
-    metadata: ObjectMeta
     spec: GRPCRouteSpec = Field(default_factory=GRPCRouteSpec)
     status: RouteStatus = Field(default_factory=RouteStatus)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
 
 def parse_grpc_route(raw: dict[str, Any]) -> GRPCRoute:
     """A GRPCRoute from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    route = parse_object(GRPCRoute, "GRPCRoute", raw)
-    require_namespace("GRPCRoute", route.metadata)
-    return route
+    return parse_namespaced(GRPCRoute, "GRPCRoute", raw)
 
 
 GRPC_UNAVAILABLE = 14

@@ -18,7 +18,13 @@ from typing import Any
 
 from pydantic import Field
 
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
+from interlock.model.meta import (
+    KubeModel,
+    KubeObject,
+    ObjectMeta,
+    parse_namespaced,
+    parse_object,
+)
 
 CONTROLLER_NAME = "interlock.dev/ingress-controller"
 """``spec.controller`` of the IngressClasses interlock serves."""
@@ -85,13 +91,8 @@ class IngressSpec(KubeModel):
     tls: list[IngressTLS] = Field(default_factory=list)
 
 
-class Ingress(KubeModel):
-    metadata: ObjectMeta
+class Ingress(KubeObject):
     spec: IngressSpec = Field(default_factory=IngressSpec)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
     def module_set_names(self) -> tuple[str, ...]:
         """The ModuleSets named by the modules annotation, in order (blank entries skipped)."""
@@ -118,9 +119,7 @@ class IngressClass(KubeModel):
 
 def parse_ingress(raw: dict[str, Any]) -> Ingress:
     """Parse a v1 Ingress; raises :class:`InvalidObject` naming the Ingress and the field."""
-    ingress = parse_object(Ingress, "Ingress", raw)
-    require_namespace("Ingress", ingress.metadata)
-    return ingress
+    return parse_namespaced(Ingress, "Ingress", raw)
 
 
 def parse_ingress_class(raw: dict[str, Any]) -> IngressClass:

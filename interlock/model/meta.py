@@ -44,6 +44,16 @@ class ObjectKey(KubeModel):
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
+class KubeObject(KubeModel):
+    """A namespaced Kubernetes object as parsed: its metadata, and the key that identifies it."""
+
+    metadata: ObjectMeta
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
+
+
 class InvalidObject(ValueError):
     """A Kubernetes object that cannot be used, with the object and the field that is wrong."""
 
@@ -102,3 +112,14 @@ def require_namespace(kind: str, meta: ObjectMeta) -> None:
     """
     if not meta.namespace:
         raise InvalidObject(kind, meta.name, "metadata.namespace", "is required")
+
+
+K = TypeVar("K", bound=KubeObject)
+
+
+def parse_namespaced(model: type[K], kind: str, raw: dict[str, Any]) -> K:
+    """:func:`parse_object`, then :func:`require_namespace`: a namespaced kind from API JSON,
+    raising :class:`InvalidObject` naming the bad field."""
+    obj = parse_object(model, kind, raw)
+    require_namespace(kind, obj.metadata)
+    return obj

@@ -30,7 +30,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from interlock.model.durations import InvalidDuration, parse_duration
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
+from interlock.model.meta import (
+    KubeModel,
+    KubeObject,
+    parse_namespaced,
+)
 from interlock.model.validation import describe as describe_validation_error
 
 
@@ -64,19 +68,14 @@ class SecretKeyRef(KubeModel):
     key: str
 
 
-class Secret(KubeModel):
+class Secret(KubeObject):
     """A v1 Secret; only ``data`` (base64) and ``stringData`` are read, values never printed."""
 
-    metadata: ObjectMeta
     type: str = "Opaque"
     raw_data: dict[str, str] = Field(default_factory=dict, alias="data", repr=False, exclude=True)
     string_data: dict[str, str] = Field(
         default_factory=dict, alias="stringData", repr=False, exclude=True
     )
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
     def value(self, key: str) -> SecretValue | None:
         """The decoded value of ``key``, or None when the key is absent or not valid base64."""
@@ -263,14 +262,9 @@ class ModuleSetSpec(KubeModel):
         return {**data, "modules": kept, "problems": (*carried, *problems)}
 
 
-class ModuleSet(KubeModel):
-    metadata: ObjectMeta
+class ModuleSet(KubeObject):
     spec: ModuleSetSpec = Field(default_factory=ModuleSetSpec)
     status: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
 
 def parse_module_set(raw: dict[str, Any]) -> ModuleSet:
@@ -281,16 +275,12 @@ def parse_module_set(raw: dict[str, Any]) -> ModuleSet:
     in ``spec.problems`` so the ModuleSet still exists for status and for the Ingresses naming it
     (which then fail closed with a permanent error rather than wait for it to "appear").
     """
-    module_set = parse_object(ModuleSet, "ModuleSet", raw)
-    require_namespace("ModuleSet", module_set.metadata)
-    return module_set
+    return parse_namespaced(ModuleSet, "ModuleSet", raw)
 
 
 def parse_secret(raw: dict[str, Any]) -> Secret:
     """Parse a v1 Secret; errors name the Secret and field, never a value."""
-    secret = parse_object(Secret, "Secret", raw)
-    require_namespace("Secret", secret.metadata)
-    return secret
+    return parse_namespaced(Secret, "Secret", raw)
 
 
 # --- sifting spec.modules ----------------------------------------------------------------------

@@ -16,10 +16,9 @@ from pydantic import Field, model_validator
 
 from interlock.model.meta import (
     KubeModel,
+    KubeObject,
     ObjectKey,
-    ObjectMeta,
-    parse_object,
-    require_namespace,
+    parse_namespaced,
 )
 
 ServiceKey = ObjectKey
@@ -108,10 +107,9 @@ class ServiceStatus(KubeModel):
         return _without_nulls(data, ("loadBalancer",))
 
 
-class Service(KubeModel):
+class Service(KubeObject):
     """A v1 Service; use :func:`parse_service` to build one from API JSON."""
 
-    metadata: ObjectMeta
     spec: ServiceSpec = Field(default_factory=ServiceSpec)
     status: ServiceStatus = Field(default_factory=ServiceStatus)
 
@@ -119,10 +117,6 @@ class Service(KubeModel):
     @classmethod
     def _null_parts_are_empty(cls, data: Any) -> Any:
         return _without_nulls(data, ("spec", "status"))
-
-    @property
-    def key(self) -> ServiceKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
     @property
     def is_headless(self) -> bool:
@@ -181,10 +175,9 @@ class Endpoint(KubeModel):
         return self.conditions.ready is not False
 
 
-class EndpointSlice(KubeModel):
+class EndpointSlice(KubeObject):
     """A discovery.k8s.io/v1 EndpointSlice; use :func:`parse_endpoint_slice`."""
 
-    metadata: ObjectMeta
     address_type: Literal["IPv4", "IPv6", "FQDN"] = Field(alias="addressType")
     endpoints: tuple[Endpoint, ...] = ()
     ports: tuple[EndpointPort, ...] = ()
@@ -202,10 +195,6 @@ class EndpointSlice(KubeModel):
         return data
 
     @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
-
-    @property
     def service_key(self) -> ServiceKey | None:
         """The Service this slice belongs to, from its ``kubernetes.io/service-name`` label."""
         name = self.metadata.labels.get(SERVICE_NAME_LABEL)
@@ -216,16 +205,12 @@ class EndpointSlice(KubeModel):
 
 def parse_service(raw: dict[str, Any]) -> Service:
     """A Service from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    service = parse_object(Service, "Service", raw)
-    require_namespace("Service", service.metadata)
-    return service
+    return parse_namespaced(Service, "Service", raw)
 
 
 def parse_endpoint_slice(raw: dict[str, Any]) -> EndpointSlice:
     """An EndpointSlice from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    endpoint_slice = parse_object(EndpointSlice, "EndpointSlice", raw)
-    require_namespace("EndpointSlice", endpoint_slice.metadata)
-    return endpoint_slice
+    return parse_namespaced(EndpointSlice, "EndpointSlice", raw)
 
 
 def ready_addresses(slices: Iterable[EndpointSlice], port_name: str) -> list[tuple[str, int]]:

@@ -22,7 +22,11 @@ from interlock.model.gateway import (
     check_hostnames,
     invalid,
 )
-from interlock.model.meta import KubeModel, ObjectKey, ObjectMeta, parse_object, require_namespace
+from interlock.model.meta import (
+    KubeModel,
+    KubeObject,
+    parse_namespaced,
+)
 
 
 class StreamRouteRule(KubeModel):
@@ -55,39 +59,25 @@ class TLSRouteSpec(_StreamRouteSpec):
         return check_hostnames(hostnames)
 
 
-class TCPRoute(KubeModel):
+class TCPRoute(KubeObject):
     """A TCPRoute (v1); use :func:`parse_tcp_route`."""
 
-    metadata: ObjectMeta
     spec: TCPRouteSpec
     status: RouteStatus = Field(default_factory=RouteStatus)
 
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
-
-class TLSRoute(KubeModel):
+class TLSRoute(KubeObject):
     """A TLSRoute (v1); use :func:`parse_tls_route`."""
 
-    metadata: ObjectMeta
     spec: TLSRouteSpec
     status: RouteStatus = Field(default_factory=RouteStatus)
-
-    @property
-    def key(self) -> ObjectKey:
-        return ObjectKey(namespace=self.metadata.namespace, name=self.metadata.name)
 
 
 def parse_tcp_route(raw: dict[str, Any]) -> TCPRoute:
     """A TCPRoute from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    route = parse_object(TCPRoute, "TCPRoute", raw)
-    require_namespace("TCPRoute", route.metadata)
-    return route
+    return parse_namespaced(TCPRoute, "TCPRoute", raw)
 
 
 def parse_tls_route(raw: dict[str, Any]) -> TLSRoute:
     """A TLSRoute from API JSON; raises :class:`InvalidObject` naming the bad field."""
-    route = parse_object(TLSRoute, "TLSRoute", raw)
-    require_namespace("TLSRoute", route.metadata)
-    return route
+    return parse_namespaced(TLSRoute, "TLSRoute", raw)
