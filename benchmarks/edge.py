@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_report import write_section
+
 HOST = "bench.local"
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -389,7 +391,7 @@ def main() -> int:
     print()
     print(section)
     if args.write_docs:
-        write_section(section)
+        write_section(section, "## Edge", DOCS)
         print(f"wrote the Edge section of {DOCS.relative_to(ROOT)}")
     return 0
 
@@ -478,17 +480,6 @@ NOTE = [
     "machine is shared with other test runs, hence the spread between rounds: compare the ratios",
     "within a round, not absolute figures across runs.",
 ]
-
-
-def write_section(section: str) -> None:
-    """Replace the ``## Edge`` section of docs/benchmarks.md (other sections are left alone)."""
-    text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Edge\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

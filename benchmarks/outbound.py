@@ -49,6 +49,7 @@ from typing import Any
 
 import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
+from bench_report import rss_mib, write_section
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
 from interlock.config import Address, ControllerConfig
@@ -123,14 +124,6 @@ def objects(n: int, *, real: bool) -> list[dict[str, Any]]:
     lease = held_lease("interlock-system" if real else "default")
     services = [service_obj(i, cluster_ip=not real) for i in range(n)]
     return [lease, *services, *(route_obj(i, n) for i in range(n))]
-
-
-def rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -805,21 +798,6 @@ client. Compare the columns with each other, not with the [Outbound](#outbound) 
 
 {after}
 """
-
-
-def write_section(text: str, heading: str = HEADING) -> None:
-    """Replace the section under ``heading`` (up to the next ``## `` heading) or append it."""
-    lines = DOC.read_text().splitlines() if DOC.exists() else ["# Benchmarks", ""]
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
-    new = text.rstrip().splitlines()
-    if start is None:
-        lines = [*lines, "", *new] if lines and lines[-1] else [*lines, *new]
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        lines = [*lines[:start], *new, "", *lines[end:]]
-    DOC.write_text("\n".join(lines).rstrip() + "\n")
 
 
 def run_child(args: argparse.Namespace, server: str, out: Path) -> dict[str, Any]:

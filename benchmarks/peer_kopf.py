@@ -42,7 +42,6 @@ import json
 import os
 import platform
 import random
-import re
 import sys
 import tempfile
 import time
@@ -50,6 +49,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench_report import rss_mib, write_section
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Beside kopf"
@@ -232,14 +233,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -456,16 +449,6 @@ the figures are single measurements, not medians).
 """
 
 
-def write_section(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        doc = pattern.sub(lambda _: text + "\n", doc, count=1)
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOC.write_text(doc.rstrip("\n") + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[1000, 10_000])
@@ -487,7 +470,7 @@ def main() -> int:
     text = section(results, command)
     print(text)
     if args.write_docs:
-        write_section(text)
+        write_section(text, HEADING)
     return 0
 
 

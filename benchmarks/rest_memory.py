@@ -19,12 +19,13 @@ import argparse
 import asyncio
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_report import rss_mib, write_section
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Memory at rest"
@@ -66,14 +67,6 @@ def import_graph() -> list[tuple[str, float, int, list[tuple[str, int]]]]:
     code = f"STEPS = {STEPS!r}\n{IMPORT_PROBE}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return [tuple(row) for row in json.loads(out.stdout)]  # type: ignore[misc]
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def at_rest(n: int) -> tuple[float, float]:
@@ -163,16 +156,6 @@ def section(
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        doc = pattern.sub(lambda _: text + "\n", doc, count=1)
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOC.write_text(doc.rstrip("\n") + "\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[0, 1000, 10_000])
@@ -186,7 +169,7 @@ def main() -> int:
     text = section(graph, rest, command)
     print(text)
     if args.write_docs:
-        write_section(text)
+        write_section(text, HEADING)
     return 0
 
 

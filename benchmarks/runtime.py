@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_report import write_section
+
 from interlock.mailbox import Actor, ActorSystem, MailboxConfig, Published, Tracer
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -491,7 +493,7 @@ lookup raised an AttributeError on every new envelope, whose message CPython for
 5,300 instructions per message. The estimate in µs converts instructions at the rate the
 untraced run executed them (the table says whether that meets 5 µs).
 """
-    write_section(section)
+    write_section(section, "## Runtime")
     print(f"wrote the Runtime section of {DOC}")
 
 
@@ -505,22 +507,6 @@ difference divided by {2 * counted.n:,} (start-up, imports, set-up and shutdown 
 ratio of instruction counts is not a ratio of times (cache misses and branch mispredictions
 are not counted), which is why both are shown.
 """
-
-
-def write_section(section: str) -> None:
-    """Replace the ``## Runtime`` section (up to the next ``## `` heading) or append it."""
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## Runtime"), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        rest = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
-    DOC.write_text(new)
 
 
 if __name__ == "__main__":

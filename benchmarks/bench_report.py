@@ -1,0 +1,39 @@
+"""What the benchmark scripts share: a process's resident memory, and their own section of
+``docs/benchmarks.md``.
+
+Each script measures something different, but all of them read RSS the same way (the kernel's
+``VmRSS``, the figure ``ps`` and the kubelet show) and each owns one ``## `` section of the
+benchmarks page, which ``--write-docs`` replaces without touching the others' sections. One
+copy of each here, so a fix to either (a process that exited, a section at the end of the
+page) is made once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def rss_mib(pid: int | str = "self") -> float:
+    """The resident set size of process ``pid`` (this one by default) in MiB; NaN if the kernel
+    reports none (a zombie)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def write_section(text: str, heading: str, doc: Path = DOC) -> None:
+    """Replace the section under ``heading`` (up to the next ``## `` heading) with ``text``, or
+    append it if the page has no such section yet."""
+    page = doc.read_text() if doc.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    section = text.rstrip("\n") + "\n"
+    if pattern.search(page):
+        page = pattern.sub(lambda _: section + "\n", page, count=1)
+    else:
+        page = page.rstrip("\n") + "\n\n" + section
+    doc.write_text(page.rstrip("\n") + "\n")
