@@ -30,6 +30,15 @@ class RunningSite:
         await self.runner.cleanup()
 
 
+SERVER = "interlock"
+"""The ``Server`` header of the policy API and the admin server: aiohttp's default
+(``Python/3.x aiohttp/3.y``) tells a scanner which versions to look up."""
+
+
+async def _without_banner(_request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = SERVER
+
+
 async def serve(
     app: web.Application, address: Address, *, shutdown_timeout: float = 5.0
 ) -> RunningSite:
@@ -37,7 +46,9 @@ async def serve(
 
     Handler cancellation matters for long-lived watch streams: without it, a client that went
     away is only noticed at the next write, and its subscription would linger until then.
+    Responses say ``Server: interlock``, never aiohttp's version banner.
     """
+    app.on_response_prepare.append(_without_banner)
     runner = web.AppRunner(
         app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout
     )

@@ -26,12 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from urllib.parse import quote
 
 from interlock.dataplane.answers import (
     BACKEND_NOT_FOUND,
     CORS_PREFLIGHT,
     NO_BACKEND_WEIGHT,
     NO_ROUTE,
+    REASONS,
     REDIRECT,
     Answer,
     answer,
@@ -321,14 +323,7 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
     if backend.filters.redirect is not None:
         return _redirect(backend.filters, request, match)
     if backend.target is None:
-        injector = backend.backend.failure_injector
-        status = 500 if injector is None else injector.status
-        detail = (
-            f"backend {backend.backend.namespace}/{backend.backend.name} cannot be used"
-            if injector is None
-            else injector.message
-        )
-        return answer(BACKEND_NOT_FOUND, detail, status=status)
+        return _injected(backend.backend, request)
     rewrite = backend.filters.rewrite
     path = request.forward_path
     if rewrite is not None and rewrite.path is not None:
@@ -348,6 +343,30 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
         retry=rule_plan.retry,
         accrual=plan.accrual,
     )
+
+
+def _injected(backend: Backend, request: RequestInfo) -> Answer:
+    """A failure injector's answer: its HTTP status, or for a gRPC call (``content-type:
+    application/grpc…``) on a GRPCRoute a trailers-only 200 carrying its ``grpc-status``."""
+    injector = backend.failure_injector
+    if injector is None:
+        detail = f"backend {backend.namespace}/{backend.name} cannot be used"
+        return answer(BACKEND_NOT_FOUND, detail)
+    if injector.grpc_status is not None and request.headers.get("content-type", "").startswith(
+        "application/grpc"
+    ):
+        return Answer(
+            status=200,
+            reason=BACKEND_NOT_FOUND,
+            detail=injector.message,
+            headers=(
+                ("Content-Type", "application/grpc"),
+                ("grpc-status", str(injector.grpc_status)),
+                # The sentence, not the message: it must not name cluster objects at the edge.
+                ("grpc-message", quote(REASONS[BACKEND_NOT_FOUND][1], safe=" ")),
+            ),
+        )
+    return answer(BACKEND_NOT_FOUND, injector.message, status=injector.status)
 
 
 def _is_preflight(request: RequestInfo) -> bool:

@@ -28,9 +28,15 @@ class PlainResponse(web.Response):
 
 def answer_response(answer: Answer, *, with_detail: bool = False) -> web.Response:
     """The response for ``answer``: its status, ``X-Interlock-Reason``, its extra headers and
-    the text body ``<reason>: <sentence>`` (the detail instead, when ``with_detail``)."""
-    response = PlainResponse(
-        status=answer.status, text=answer.body(with_detail=with_detail), charset="utf-8"
+    the text body ``<reason>: <sentence>`` (the detail instead, when ``with_detail``); a gRPC
+    answer (``Content-Type: application/grpc``, the status in ``grpc-status``) has no body."""
+    grpc = any(name == "grpc-status" for name, _ in answer.headers)
+    response = (
+        PlainResponse(status=answer.status)
+        if grpc
+        else PlainResponse(
+            status=answer.status, text=answer.body(with_detail=with_detail), charset="utf-8"
+        )
     )
     response.headers[REASON_HEADER] = answer.reason
     for name, value in answer.headers:

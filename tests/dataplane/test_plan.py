@@ -268,3 +268,29 @@ def test_cors_headers_on_responses_of_allowed_origins_only() -> None:
     )
     other = forward(decide(plan, request(headers={"Origin": "https://evil.example"}), 0.5))
     assert other.filters.response_headers == ()
+
+
+def test_a_grpc_call_to_a_missing_grpc_backend_gets_its_grpc_status() -> None:
+    from interlock.model.grpc_route import parse_grpc_route
+    from interlock.model.outbound import resolve_route
+
+    route = parse_grpc_route(
+        {
+            "metadata": {"name": "g", "namespace": "shop"},
+            "spec": {
+                "parentRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                "rules": [{"backendRefs": [{"name": "gone", "port": 80}]}],
+            },
+        }
+    )
+    web = service("web")
+    built = build_outbound_policy(
+        web, "shop", "web", 80, "shop", [resolve_route(route, {web.key: web}, [])]
+    )
+    plan = compile_policy(built)
+    call = request("/pkg.Svc/Method", method="POST", headers={"Content-Type": "application/grpc"})
+    decided = decide(plan, call, 0.5)
+    assert isinstance(decided, Answer)
+    assert decided.status == 200 and dict(decided.headers)["grpc-status"] == "14"
+    plain = decide(plan, request("/pkg.Svc/Method", method="POST"), 0.5)
+    assert isinstance(plain, Answer) and plain.status == 500
