@@ -225,7 +225,7 @@ def replace_prefix(path: str, *, prefix: str, replacement: str) -> str:
     """
     stripped = prefix.strip("/")
     count = len(stripped.split("/")) if stripped else 0
-    segments = _segments(path)
+    segments = _segments(path) if path != "/" else []
     rest = segments[count:]
     base = replacement.rstrip("/")
     if not rest:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from interlock.dataplane.filters import (
@@ -27,6 +29,7 @@ from interlock.model.gateway import HTTPHeaderFilter, HTTPRequestRedirectFilter,
         ("/prefix/one/two", "/prefix/one", "/one", "/one/two"),
         ("/strip-prefix/three", "/strip-prefix", "/", "/three"),
         ("/a/b/c", "/", "/x", "/x/a/b/c"),
+        ("/", "/", "/x", "/x"),
         ("/caf%C3%A9/x", "/café", "/y", "/y/x"),  # segments count on the encoded path
     ],
 )
@@ -108,3 +111,25 @@ def test_header_modifier_sets_adds_and_removes() -> None:
     assert headers.getall("X-Add") == ["first", "more"]
     assert "X-Gone" not in headers
     assert headers["Keep"] == "k"
+
+
+_SEGMENT = st.text(alphabet="abcxyz019-_.~%", min_size=1, max_size=6).filter(
+    lambda s: s not in (".", "..")
+)
+_PATH = st.lists(_SEGMENT, min_size=0, max_size=5).map(lambda parts: "/" + "/".join(parts))
+
+
+@given(prefix=_PATH, rest=st.lists(_SEGMENT, max_size=4), replacement=_PATH)
+def test_replace_prefix_keeps_what_follows_the_prefix(
+    prefix: str, rest: list[str], replacement: str
+) -> None:
+    path = prefix.rstrip("/") + "".join("/" + s for s in rest) or "/"
+    replaced = replace_prefix(path, prefix=prefix, replacement=replacement)
+    assert replaced.startswith("/") and "//" not in replaced
+    if rest:
+        assert replaced.endswith("/" + "/".join(rest))
+        assert replaced == replacement.rstrip("/") + "/" + "/".join(rest)
+    else:
+        assert replaced == replacement
+    # Replacing a prefix by itself changes nothing.
+    assert replace_prefix(path, prefix=prefix, replacement=prefix) in (path, path + "/")
