@@ -46,7 +46,8 @@ from interlock.mailbox.tracing import Tracer, error_text
 
 TRACES_PATH = "/v1/traces"
 EXPORT_TIMEOUT = 2.0
-"""Seconds one export may take: a collector that does not answer must not hold up shutdown."""
+"""Seconds one export may take by default: a collector that does not answer must not hold up
+shutdown (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` changes it)."""
 
 _SPAN_MASK = (1 << 64) - 1
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -194,6 +195,14 @@ class SpanTracer(Tracer):
         self._provider.shutdown()
 
 
+def _export_timeout() -> float | None:
+    """:data:`EXPORT_TIMEOUT`, unless the standard ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or
+    ``OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds) says otherwise: ``None`` lets the exporter read
+    them."""
+    names = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    return None if any(os.environ.get(name) for name in names) else EXPORT_TIMEOUT
+
+
 def _discard(_line: str) -> None:
     return None
 
@@ -213,6 +222,6 @@ def span_tracer(
     provider.add_span_processor(
         processor
         if processor is not None
-        else BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT))
+        else BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=_export_timeout()))
     )
     return SpanTracer(provider=provider, ids=ids, lines=lines)

@@ -74,7 +74,10 @@ INGRESS = _object(
 
 
 @pytest.fixture
-async def receiver() -> AsyncIterator[OtlpReceiver]:
+async def receiver(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OtlpReceiver]:
+    # The receiver shares the test's event loop with the controller: on a loaded machine an
+    # answer can take longer than the default 2 s export timeout, and a timed-out batch is lost.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "30")
     found = OtlpReceiver()
     await found.start()
     yield found

@@ -92,3 +92,13 @@ def test_the_run_flag_reaches_the_config() -> None:
     args = build_parser().parse_args(["run", "--otlp-endpoint", "http://collector:4318"])
     assert config_from_args(args).otlp_endpoint == "http://collector:4318"
     assert config_from_args(build_parser().parse_args(["run"])).otlp_endpoint is None
+
+
+def test_the_export_timeout_follows_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlock.otel.spans import EXPORT_TIMEOUT, _export_timeout
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TIMEOUT", raising=False)
+    assert _export_timeout() == EXPORT_TIMEOUT
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "9")
+    assert _export_timeout() is None  # the exporter reads it
