@@ -135,6 +135,22 @@ class ServiceUpserted:
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceOpaquePorts:
+    """The ServiceDirectory learns a Namespace's ``config.linkerd.io/opaque-ports`` (None: the
+    Namespace has none, or is gone)."""
+
+    namespace: str
+    value: str | None
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("namespace", "", self.namespace)
+
+    def trace_summary(self) -> str:
+        return f"NamespaceOpaquePorts {self.namespace} {self.value!r}"
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceDeleted:
     """The ServiceDirectory learns that a Service is gone."""
 

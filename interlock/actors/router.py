@@ -29,6 +29,7 @@ from interlock.actors.messages import (
     SERVICE_DIRECTORY,
     GrantDeleted,
     GrantUpserted,
+    NamespaceOpaquePorts,
     ObjectChanged,
     RouteRejected,
     RouteSpecified,
@@ -43,6 +44,7 @@ from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey
 from interlock.model.outbound import MeshRoute
+from interlock.model.policy_annotations import OPAQUE_PORTS
 from interlock.model.service import parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
 
@@ -97,6 +99,8 @@ class InformerRouter(Actor):
             self._route(message)
         elif message.kind == "ReferenceGrant":
             self._grant(message)
+        elif message.kind == "Namespace":
+            self._namespace(message)
         else:
             handler = self.extra.get(message.kind)
             if handler is not None:
@@ -114,6 +118,16 @@ class InformerRouter(Actor):
             logger.warning("{}; ignored until it is fixed", error)
             return
         self.tell(SERVICE_DIRECTORY, ServiceUpserted(service))
+
+    def _namespace(self, change: ObjectChanged) -> None:
+        # Only its opaque-ports annotation matters (to the Services in it).
+        value: str | None = None
+        if not change.deleted:
+            metadata = change.obj.get("metadata")
+            annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+            found = annotations.get(OPAQUE_PORTS) if isinstance(annotations, dict) else None
+            value = found if isinstance(found, str) else None
+        self.tell(SERVICE_DIRECTORY, NamespaceOpaquePorts(change.name, value))
 
     def _grant(self, change: ObjectChanged) -> None:
         if change.deleted:

@@ -9,12 +9,18 @@ The directory publishes ``service:<ns>/<name>`` (retained) on create, on delete 
 and on changes routes can see — silent otherwise. Because the topic is retained, a route actor
 that subscribes later still gets the Service, and one that subscribes to a Service that does
 not exist yet gets it the moment it is created.
+
+It also knows each Namespace's ``config.linkerd.io/opaque-ports`` (Linkerd applies it to every
+Service of the namespace that has no such annotation of its own) and publishes each Service with
+it (:meth:`Service.in_namespace`): a change to the Namespace's annotation republishes exactly the
+Services of that namespace whose effective value changed.
 """
 
 from __future__ import annotations
 
 from interlock.actors.messages import (
     SERVICE_KEY,
+    NamespaceOpaquePorts,
     ServiceDeleted,
     ServiceUpserted,
     service_topic,
@@ -32,7 +38,15 @@ def routing_view(service: Service) -> tuple[object, ...]:
     spec = service.spec
     addresses = (spec.cluster_ips, spec.external_ips, service.status.load_balancer)
     annotations = policy_annotations_of(service.metadata.annotations)
-    return (spec.type, spec.cluster_ip, spec.external_name, spec.ports, addresses, annotations)
+    return (
+        spec.type,
+        spec.cluster_ip,
+        spec.external_name,
+        spec.ports,
+        addresses,
+        annotations,
+        service.namespace_opaque_ports,
+    )
 
 
 class ServiceDirectory(Actor):
@@ -43,15 +57,31 @@ class ServiceDirectory(Actor):
     def __init__(self) -> None:
         self.services: dict[ObjectKey, Service] = {}
         """Every Service, as last seen (published or not)."""
+        self.opaque_ports: dict[str, str] = {}
+        """Each Namespace's ``config.linkerd.io/opaque-ports``, where it has one."""
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, ServiceUpserted):
             self._upsert(message.service)
         elif isinstance(message, ServiceDeleted):
             self._delete(message.key)
+        elif isinstance(message, NamespaceOpaquePorts):
+            self._namespace(message.namespace, message.value)
         return None
 
+    def _namespace(self, namespace: str, value: str | None) -> None:
+        if self.opaque_ports.get(namespace) == value:
+            return
+        if value is None:
+            del self.opaque_ports[namespace]
+        else:
+            self.opaque_ports[namespace] = value
+        for key, service in list(self.services.items()):
+            if key.namespace == namespace:
+                self._upsert(service)
+
     def _upsert(self, service: Service) -> None:
+        service = service.in_namespace(self.opaque_ports.get(service.metadata.namespace))
         key = service.key
         self.services[key] = service
         topic = service_topic(key.namespace, key.name)

@@ -55,6 +55,7 @@ from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
     GRPC_ROUTE,
     HTTP_ROUTE_VERSIONS,
+    NAMESPACE,
     REFERENCE_GRANT_VERSIONS,
     SERVICE,
     TCP_ROUTE,
@@ -246,6 +247,7 @@ class Controller:
                 self._informer(resource)
                 for resource in (
                     SERVICE,
+                    NAMESPACE,
                     self.http_route_resource,
                     grpc_route_resource,
                     tls_route_resource,

@@ -18,6 +18,7 @@ from typing import Any
 
 from interlock.embedded.errors import FieldError, required_value
 from interlock.embedded.gateway_schemas import (
+    grpcroute_schema,
     httproute_schema,
     referencegrant_schema,
     stream_route_schema,
@@ -108,9 +109,7 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
                 _AGE,
             ],
             status=True,
-            # No constrained schema for it yet (gateway_schemas.py covers HTTPRoute and
-            # ReferenceGrant); the controller's parser checks every field.
-            schema=_PERMISSIVE_SCHEMA,
+            schema=grpcroute_schema() if constrained else _PERMISSIVE_SCHEMA,
         ),
         *(
             _crd(

@@ -1,7 +1,8 @@
-"""The HTTPRoute and ReferenceGrant schemas the embedded server installs when given no CRDs.
+"""The Gateway API schemas the embedded server installs when given no CRDs.
 
 ``interlock run --embedded`` and most tests start without the Gateway API release on disk, so
-the server pre-creates these two CRDs itself. Their schemas carry the upstream (v1.6.1)
+the server pre-creates the HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and ReferenceGrant CRDs
+itself. Their schemas carry the upstream (v1.6.1)
 constraints, defaults and the CEL rules on every field interlock reads — parent and backend
 references, hostnames, matches, the four filters it implements, timeouts — so that a route the
 embedded server admits is one a real cluster admits too (a backend weight of -5, a relative path
@@ -135,9 +136,9 @@ _FILTER_FIELDS = {
 }
 
 
-def _filter_rules() -> list[dict[str, str]]:
+def _filter_rules(fields: dict[str, str] = _FILTER_FIELDS) -> list[dict[str, str]]:
     pairs = []
-    for filter_type, field in _FILTER_FIELDS.items():
+    for filter_type, field in fields.items():
         pairs.append(
             (
                 f"!(has(self.{field}) && self.type != '{filter_type}')",
@@ -345,6 +346,39 @@ _PARENT_REF = _object(
 )
 
 
+_SAME_PARENT = (
+    "p1.group == p2.group && p1.kind == p2.kind && p1.name == p2.name && "
+    "(((!has(p1.__namespace__) || p1.__namespace__ == '') && (!has(p2.__namespace__) || "
+    "p2.__namespace__ == '')) || (has(p1.__namespace__) && has(p2.__namespace__) && "
+    "p1.__namespace__ == p2.__namespace__ ))"
+)
+_PARENT_REFS = _array(
+    _PARENT_REF,
+    32,
+    **{
+        "x-kubernetes-list-type": "atomic",
+        "x-kubernetes-validations": _rules(
+            (
+                f"self.all(p1, self.all(p2, {_SAME_PARENT} ? ((!has(p1.sectionName) || "
+                "p1.sectionName == '') == (!has(p2.sectionName) || p2.sectionName == '')) : true))",
+                "sectionName must be specified when parentRefs includes 2 or more references to "
+                "the same parent",
+            ),
+            (
+                f"self.all(p1, self.exists_one(p2, {_SAME_PARENT} && (((!has(p1.sectionName) || "
+                "p1.sectionName == '') && (!has(p2.sectionName) || p2.sectionName == '')) || "
+                "(has(p1.sectionName) && has(p2.sectionName) && p1.sectionName == "
+                "p2.sectionName))))",
+                "sectionName must be unique when parentRefs includes 2 or more references to the "
+                "same parent",
+            ),
+        ),
+    },
+)
+"""Every route kind's ``spec.parentRefs``: two references to one parent need distinct
+sectionNames (the upstream CEL rules, identical in the four route CRDs)."""
+
+
 def httproute_schema() -> Schema:
     """HTTPRoute (v1 and v1beta1 share it): spec constrained, status kept as written."""
     return {
@@ -355,7 +389,7 @@ def httproute_schema() -> Schema:
             "metadata": {"type": "object"},
             "spec": _object(
                 {
-                    "parentRefs": _array(_PARENT_REF, 32),
+                    "parentRefs": _PARENT_REFS,
                     "hostnames": _array(
                         {
                             **_HOSTNAME,
@@ -450,7 +484,7 @@ def stream_route_schema(*, tls: bool) -> Schema:
     """TLSRoute (``tls``: with its required SNI hostnames) or TCPRoute, v1: one rule of 1-16
     weighted backends without filters; status kept as written."""
     properties: dict[str, Any] = {
-        "parentRefs": _array(_PARENT_REF, 32),
+        "parentRefs": _PARENT_REFS,
         "rules": _array(_STREAM_RULE, 1, minItems=1, **{"x-kubernetes-list-type": "atomic"}),
     }
     if tls:
@@ -462,6 +496,168 @@ def stream_route_schema(*, tls: bool) -> Schema:
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": _object(properties, required=["hostnames", "rules"] if tls else ["rules"]),
+            "status": _KEPT,
+        },
+        "required": ["spec"],
+    }
+
+
+_GRPC_FILTER_FIELDS = {
+    "RequestHeaderModifier": "requestHeaderModifier",
+    "ResponseHeaderModifier": "responseHeaderModifier",
+    "RequestMirror": "requestMirror",
+    "ExtensionRef": "extensionRef",
+}
+_GRPC_FILTER = _object(
+    {
+        "extensionRef": _KEPT,
+        "requestHeaderModifier": _HEADER_FILTER,
+        "requestMirror": _KEPT,
+        "responseHeaderModifier": _HEADER_FILTER,
+        "type": {
+            "type": "string",
+            "enum": [
+                "ResponseHeaderModifier",
+                "RequestHeaderModifier",
+                "RequestMirror",
+                "ExtensionRef",
+            ],
+        },
+    },
+    required=["type"],
+    **{"x-kubernetes-validations": _filter_rules(_GRPC_FILTER_FIELDS)},
+)
+
+
+def _grpc_filters() -> Schema:
+    return _array(
+        _GRPC_FILTER,
+        16,
+        **{
+            "x-kubernetes-list-type": "atomic",
+            "x-kubernetes-validations": _rules(
+                *(
+                    (
+                        f"self.filter(f, f.type == '{filter_type}').size() <= 1",
+                        f"{filter_type} filter cannot be repeated",
+                    )
+                    for filter_type in ("RequestHeaderModifier", "ResponseHeaderModifier")
+                )
+            ),
+        },
+    )
+
+
+_GRPC_METHOD = _object(
+    {
+        "method": {"type": "string", "maxLength": 1024},
+        "service": {"type": "string", "maxLength": 1024},
+        "type": {"type": "string", "default": "Exact", "enum": ["Exact", "RegularExpression"]},
+    },
+    **{
+        "x-kubernetes-validations": _rules(
+            (
+                "has(self.type) ? has(self.service) || has(self.method) : true",
+                "One or both of 'service' or 'method' must be specified",
+            ),
+            (
+                "(!has(self.type) || self.type == 'Exact') && has(self.service) ? "
+                'self.service.matches(r"""^(?i)\\.?[a-z_][a-z_0-9]*'
+                '(\\.[a-z_][a-z_0-9]*)*$"""): true',
+                "service must only contain valid characters (matching "
+                "^(?i)\\.?[a-z_][a-z_0-9]*(\\.[a-z_][a-z_0-9]*)*$)",
+            ),
+            (
+                "(!has(self.type) || self.type == 'Exact') && has(self.method) ? "
+                'self.method.matches(r"""^[A-Za-z_][A-Za-z_0-9]*$"""): true',
+                "method must only contain valid characters (matching ^[A-Za-z_][A-Za-z_0-9]*$)",
+            ),
+        )
+    },
+)
+_GRPC_MATCH = _object(
+    {
+        "headers": _map_list(
+            _object(
+                {
+                    "name": _HEADER_NAME,
+                    "type": _MATCH_TYPE,
+                    "value": {"type": "string", "minLength": 1, "maxLength": 4096},
+                },
+                required=["name", "value"],
+            ),
+            16,
+        ),
+        "method": _GRPC_METHOD,
+    }
+)
+_GRPC_BACKEND_REF = _object(
+    {
+        **{k: v for k, v in _BACKEND_REF["properties"].items() if k != "filters"},
+        "filters": _grpc_filters(),
+    },
+    required=["name"],
+    **{"x-kubernetes-validations": _BACKEND_REF["x-kubernetes-validations"]},
+)
+_GRPC_RULE = _object(
+    {
+        "backendRefs": _array(_GRPC_BACKEND_REF, 16, **{"x-kubernetes-list-type": "atomic"}),
+        "filters": _grpc_filters(),
+        "matches": _array(_GRPC_MATCH, 64, **{"x-kubernetes-list-type": "atomic"}),
+        "name": {**_HOSTNAME},
+    }
+)
+
+
+def _total_matches_rule(rules: int = 16) -> str:
+    return (
+        " + ".join(
+            f"(self.size() > {i} ? (has(self[{i}].matches) ? self[{i}].matches.size() : 0) : 0)"
+            for i in range(rules)
+        )
+        + " <= 128"
+    )
+
+
+def grpcroute_schema() -> Schema:
+    """GRPCRoute (v1): spec constrained as upstream (method and header matches, the four filter
+    types with their one-block rules, weighted backends with their own filters, rule names, at
+    most 128 matches in all); status kept as written."""
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": _object(
+                {
+                    "hostnames": _array(
+                        {
+                            **_HOSTNAME,
+                            "pattern": r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                            r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+                        },
+                        16,
+                        **{"x-kubernetes-list-type": "atomic"},
+                    ),
+                    "parentRefs": _PARENT_REFS,
+                    "rules": _array(
+                        _GRPC_RULE,
+                        16,
+                        **{
+                            "x-kubernetes-list-type": "atomic",
+                            "x-kubernetes-validations": _rules(
+                                (
+                                    _total_matches_rule(),
+                                    "While 16 rules and 64 matches per rule are allowed, the "
+                                    "total number of matches across all rules in a route must "
+                                    "be less than 128",
+                                )
+                            ),
+                        },
+                    ),
+                }
+            ),
             "status": _KEPT,
         },
         "required": ["spec"],

@@ -44,7 +44,8 @@ class EmbeddedApiServer:
         clock: Callable[[], datetime] | None = None,
         gateway_api_constraints: bool = True,
     ) -> None:
-        """``gateway_api_constraints`` (default on): install HTTPRoute and ReferenceGrant with the
+        """``gateway_api_constraints`` (default on): install the Gateway API route kinds and
+        ReferenceGrant with the
         upstream v1.6.1 constraints, defaults and CEL rules (see gateway_schemas.py), so this
         server refuses at admission what a real one refuses; off, schemas that admit any spec
         (about 5 s less per 1,000 HTTPRoute creates, for benchmarks that load many)."""

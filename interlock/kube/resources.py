@@ -63,6 +63,8 @@ class Resource:
 
 SERVICE = Resource("", "v1", "services", "Service", namespaced=True)
 SECRET = Resource("", "v1", "secrets", "Secret", namespaced=True)
+NAMESPACE = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+"""Namespaces: read for Linkerd's ``config.linkerd.io/opaque-ports`` default of their Services."""
 EVENT = Resource("", "v1", "events", "Event", namespaced=True)
 ENDPOINT_SLICE = Resource(
     "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True

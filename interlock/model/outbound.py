@@ -57,6 +57,7 @@ from interlock.model.grpc_route import (
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_annotations import (
+    OPAQUE_PORTS,
     AnnotationProblem,
     FailureAccrual,
     PolicyAnnotations,
@@ -821,7 +822,14 @@ def service_port_settings(
     if service is None:
         return "detect", None, ()
     owner = f"Service {service.key}"
-    opaque, opaque_problems = opaque_ports(service.metadata.annotations, owner=owner)
+    if OPAQUE_PORTS in service.metadata.annotations or service.namespace_opaque_ports is None:
+        opaque, opaque_problems = opaque_ports(service.metadata.annotations, owner=owner)
+    else:
+        # Linkerd's rule: the Namespace's annotation, unless the Service has its own.
+        opaque, opaque_problems = opaque_ports(
+            {OPAQUE_PORTS: service.namespace_opaque_ports},
+            owner=f"Namespace {service.metadata.namespace}",
+        )
     accrual, accrual_problems = parse_failure_accrual(service.metadata.annotations, owner=owner)
     service_port = service.port_by_number(port)
     protocol = port_protocol(

@@ -112,11 +112,21 @@ class Service(KubeObject):
 
     spec: ServiceSpec = Field(default_factory=ServiceSpec)
     status: ServiceStatus = Field(default_factory=ServiceStatus)
+    namespace_opaque_ports: str | None = Field(None, exclude=True)
+    """Not a Service field: its Namespace's ``config.linkerd.io/opaque-ports`` (Linkerd reads it
+    there for every Service the Service's own annotation does not override), filled in by the
+    ServiceDirectory with :meth:`in_namespace`."""
 
     @model_validator(mode="before")
     @classmethod
     def _null_parts_are_empty(cls, data: Any) -> Any:
         return _without_nulls(data, ("spec", "status"))
+
+    def in_namespace(self, opaque_ports: str | None) -> Service:
+        """This Service with its Namespace's opaque-ports annotation (None: it has none)."""
+        if opaque_ports == self.namespace_opaque_ports:
+            return self
+        return self.model_copy(update={"namespace_opaque_ports": opaque_ports})
 
     @property
     def is_headless(self) -> bool:

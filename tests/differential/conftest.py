@@ -137,6 +137,15 @@ class _EmbeddedThread:
         await server.start()
         return server
 
+    def apply(self, folders: list[Path]) -> None:
+        report = self.run(self.server.apply_manifests(folders))
+        refused = [
+            result
+            for result in report.results
+            if result.error and result.kind == "CustomResourceDefinition"
+        ]
+        assert not refused, f"the embedded server refused CRDs: {refused}"
+
     def run(self, coroutine: Any) -> Any:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         return future.result(timeout=300)
@@ -152,16 +161,20 @@ class _EmbeddedThread:
 def embedded_server(real_server: Target) -> Iterator[Target]:
     embedded = _EmbeddedThread()
     try:
-        report = embedded.run(
-            embedded.server.apply_manifests([gateway_api_dir(), REPO / "manifests" / "crds"])
-        )
-        refused = [
-            result
-            for result in report.results
-            if result.error and result.kind == "CustomResourceDefinition"
-        ]
-        assert not refused, f"the embedded server refused CRDs: {refused}"
+        embedded.apply([gateway_api_dir(), REPO / "manifests" / "crds"])
         yield Target(name="embedded", url=embedded.server.url)
+    finally:
+        embedded.close()
+
+
+@pytest.fixture(scope="session")
+def builtin_server(real_server: Target) -> Iterator[Target]:
+    """An embedded server given no Gateway API CRDs: it validates routes with its built-in
+    schemas (``gateway_schemas.py``), which ``interlock run --embedded`` and the tests use."""
+    embedded = _EmbeddedThread()
+    try:
+        embedded.apply([REPO / "manifests" / "crds"])
+        yield Target(name="builtin", url=embedded.server.url)
     finally:
         embedded.close()
 

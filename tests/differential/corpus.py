@@ -45,6 +45,9 @@ class Case:
     steps: list[dict[str, Any]]
     setup: list[dict[str, Any]] = field(default_factory=list)
     known_difference: str | None = None
+    builtin: bool = False
+    """Also compared against an embedded server given no Gateway API CRDs (its built-in
+    schemas, :mod:`interlock.embedded.gateway_schemas`): for cases on the fields they cover."""
 
     @property
     def namespace(self) -> str:
@@ -67,6 +70,7 @@ def load_cases() -> list[Case]:
                     steps=raw["steps"],
                     setup=raw.get("setup") or [],
                     known_difference=raw.get("known_difference"),
+                    builtin=bool(raw.get("builtin", False)),
                 )
             )
     names = [case.name for case in cases]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -42,7 +43,21 @@ def _pretty(value: Any) -> list[str]:
 
 @pytest.mark.parametrize("case", _params())
 def test_case(case: Case, servers: tuple[Target, Target]) -> None:
-    real, embedded = servers
+    _compare(case, *servers)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(replace(c, name=f"{c.name}-builtin"), id=c.name) for c in CASES if c.builtin],
+)
+def test_builtin_schemas(case: Case, real_server: Target, builtin_server: Target) -> None:
+    """The Gateway API schemas the embedded server installs by itself answer as the v1.6.1
+    CRDs on a real server do (each ``builtin: true`` case, in a namespace of its own)."""
+    _compare(case, real_server, builtin_server)
+
+
+def _compare(case: Case, real: Target, embedded: Target) -> None:
+    servers = (real, embedded)
     variables: dict[str, dict[str, Any]] = {t.name: {"ns": case.namespace} for t in servers}
     for step in [namespace_step(case.namespace), *case.setup]:
         for target in servers:
@@ -62,8 +77,8 @@ def test_case(case: Case, servers: tuple[Target, Target]) -> None:
                 difflib.unified_diff(
                     _pretty(views[real.name]),
                     _pretty(views[embedded.name]),
-                    "real",
-                    "embedded",
+                    real.name,
+                    embedded.name,
                     lineterm="",
                     n=2,
                 )

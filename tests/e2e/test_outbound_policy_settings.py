@@ -166,3 +166,31 @@ async def test_protocol_follows_app_protocol(cluster: Cluster, policy: PolicyCli
     await cluster.apply(h2c)
     assert (await next_valid(watch, validator))["protocol"] == "http2"
     watch.close()
+
+
+async def test_protocol_follows_the_namespace_opaque_ports(cluster: Cluster, policy: PolicyClient):
+    """Linkerd's rule: the Namespace's ``config.linkerd.io/opaque-ports`` applies to its
+    Services, the Service's own annotation overrides it; each change is exactly one document."""
+    validator = await served_validator(policy)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "opaque-ns"}}
+    await cluster.apply(namespace)
+    db = service("db", namespace="opaque-ns", ports=(5432,))
+    await cluster.apply(db)
+    watch = await policy.watch("db", 5432, namespace="opaque-ns")
+    await service_seen(watch)
+    assert watch.latest["protocol"] == "detect"
+
+    opaque_ports = "config.linkerd.io/opaque-ports"
+    await cluster.apply(annotated(namespace, {opaque_ports: "3306,5432"}))
+    assert (await next_valid(watch, validator))["protocol"] == "opaque"
+    # The Service's own annotation wins (it does not list 5432).
+    await cluster.apply(annotated(db, {opaque_ports: "3306"}))
+    assert (await next_valid(watch, validator))["protocol"] == "detect"
+    # While the Service has its own, the Namespace's changes nothing: no document; the next
+    # one is the Service's annotation going away, which brings the Namespace's back.
+    await cluster.apply(annotated(namespace, {opaque_ports: "5432-5440"}))
+    await cluster.apply(annotated(db, {}))
+    assert (await next_valid(watch, validator))["protocol"] == "opaque"
+    await cluster.apply(annotated(namespace, {}))
+    assert (await next_valid(watch, validator))["protocol"] == "detect"
+    watch.close()

@@ -17,6 +17,7 @@ import yaml
 
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.gateway_schemas import (
+    grpcroute_schema,
     httproute_schema,
     referencegrant_schema,
     stream_route_schema,
@@ -141,6 +142,7 @@ def _at(schema: dict[str, Any], path: str) -> dict[str, Any]:
     ("plural", "ours"),
     [
         ("httproutes", httproute_schema()),
+        ("grpcroutes", grpcroute_schema()),
         ("referencegrants", referencegrant_schema()),
         ("tlsroutes", stream_route_schema(tls=True)),
         ("tcproutes", stream_route_schema(tls=False)),
