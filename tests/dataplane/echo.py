@@ -4,7 +4,8 @@
   (``path`` and ``query`` as received, still percent-encoded), plus ``X-Backend: <name>``;
 * ``?status=N``: answers N instead (with the same JSON);
 * ``?fail_first=N``: the first N requests with this query answer 503, later ones 200;
-* ``?stall=1``: never answers until the test ends (a timeout test waits for ``stalled``).
+* ``?stall=1``: never answers until the test ends (a timeout test waits for ``stalled``);
+* ``?trickle=1``: answers 200 with 10 of its 1000 bytes, then nothing until the test ends.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ class Echo:
         if request.query.get("stall"):
             self.stalled.set()
             await self._release.wait()
+        if request.query.get("trickle"):
+            # Headers and a first chunk, then nothing until the test ends.
+            response = web.StreamResponse(headers={"X-Backend": self.name})
+            response.content_length = 1000
+            await response.prepare(request)
+            await response.write(b"x" * 10)
+            self.stalled.set()
+            await self._release.wait()
+            return response
         status = int(request.query.get("status", "200"))
         fail_first = int(request.query.get("fail_first", "0"))
         if self.seen[query] <= fail_first:

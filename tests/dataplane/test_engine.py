@@ -196,3 +196,28 @@ async def test_response_header_filters_reach_the_client(door: FrontDoor) -> None
     status, headers, _ = await door.get("/x")
     assert (status, headers["X-Backend"], headers["X-Added"]) == (200, "hidden", "yes")
     assert REASON_HEADER not in headers
+
+
+@pytest.mark.parametrize(
+    ("annotations", "rule_timeouts"),
+    [
+        ({"timeout.linkerd.io/idle": "300ms"}, None),
+        ({}, {"request": "300ms"}),
+    ],
+    ids=["idle", "request"],
+)
+async def test_a_body_that_stalls_past_a_timeout_is_cut(
+    door: FrontDoor, annotations: dict[str, str], rule_timeouts: dict[str, str] | None
+) -> None:
+    rule: dict[str, Any] = {"backendRefs": [backend()]}
+    if rule_timeouts is not None:
+        rule["timeouts"] = rule_timeouts
+    door.serve(policy(rule, annotations=annotations))
+    # The proxy's own read timeout is 60 s: a client giving up first (30 s, a ServerTimeoutError,
+    # not a payload error) means the policy's timeout did not cut the body.
+    within = aiohttp.ClientTimeout(sock_read=30)
+    async with door.client.get(door.url + "/x?trickle=1", timeout=within) as response:
+        assert response.status == 200  # the headers came in time
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await response.read()
+    assert door.echo.stalled.is_set()
