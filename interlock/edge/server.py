@@ -80,6 +80,7 @@ from interlock.edge.proxy import (
 )
 from interlock.edge.routing import clean_path, normalize_host, select_route
 from interlock.edge.tls import peer_certificate
+from interlock.edge.tls_listener import TlsListener
 from interlock.edge.upstreams import UpstreamResolver
 
 
@@ -141,6 +142,7 @@ class EdgeServer:
         :meth:`start`)."""
         self._targets: dict[BackendTarget, ServicePortRef] = {}
         self._runner: web.ServerRunner | None = None
+        self._tls_listener: TlsListener | None = None
         self._addresses: EdgeAddresses | None = None
 
     @property
@@ -179,9 +181,14 @@ class EdgeServer:
             http = await _listen(runner, addr, ssl_context=None)
             https = None
             if tls_addr is not None:
-                https = await _listen(
-                    runner, tls_addr, ssl_context=self._edge.certificates.server_context
+                # Its own accept loop: each host's TLS context is chosen from the ClientHello
+                # (see tls_listener.py), which one ssl_context on a TCPSite cannot do.
+                self._tls_listener = TlsListener(
+                    protocol_factory=server,
+                    context_for=self._edge.certificates.context_for,
+                    timeout=self._limits.header_timeout,
                 )
+                https = await self._tls_listener.start(*parse_host_port(tls_addr))
         except BaseException:
             await self.stop()
             raise
@@ -192,6 +199,9 @@ class EdgeServer:
     async def stop(self) -> None:
         """Stop accepting, drain requests in flight for at most ``drain_timeout`` s (then cancel
         them), close the upstream connections."""
+        if self._tls_listener is not None:
+            await self._tls_listener.close()
+            self._tls_listener = None
         if self._runner is not None:
             server = self._runner.server
             open_connections = 0 if server is None else len(server.connections)

@@ -9,15 +9,13 @@ A handshake for a host without a certificate (or without SNI) is refused with
 ``unrecognized_name`` rather than answered with some other host's certificate.
 
 **Client certificates (mutualTLS).** A host whose routes use mutualTLS gets a context that
-trusts those routes' CA certificates. Python's ``ssl`` takes the *verify mode* of a connection
-from the listener's context (switching contexts in the SNI callback changes the certificate and
-the trust store, not whether a client certificate is requested), so while any host uses
-mutualTLS the listener asks every client for a certificate (``CERT_OPTIONAL``): a client that has
-none completes the handshake as before, and each route decides (``edge/modules/mutual_tls.py``).
-The cost, documented in ``docs/modules.md``: a client that *sends* a certificate to a host
-without mutualTLS (or one its CAs did not issue, to a host with it) fails the handshake, since
-OpenSSL verifies every certificate it is sent and Python cannot tell it to ignore the result.
-Browsers send one only when the user picks it.
+asks for a client certificate (``CERT_OPTIONAL``) and trusts those routes' CA certificates; the
+others never ask. Python's ``ssl`` takes a connection's verify mode from the context it starts
+with (the SNI callback can change the certificate and trust store, not whether a certificate is
+requested), so the edge's listener (``tls_listener.py``) reads the server name from the
+ClientHello first and starts TLS with that host's context (:meth:`SniCertificates.context_for`).
+A client certificate that does not verify fails the handshake (OpenSSL verifies every
+certificate it is sent); each route then checks its own CAs (``edge/modules/mutual_tls.py``).
 """
 
 from __future__ import annotations
@@ -61,6 +59,7 @@ def trust_client_cas(context: ssl.SSLContext, *, host: str, ca_bundles: tuple[st
     certificate in them a trust anchor (an intermediate needs no root)."""
     if not ca_bundles:
         return
+    context.verify_mode = ssl.CERT_OPTIONAL
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     try:
         context.load_verify_locations(cadata="".join(ca_bundles))
@@ -94,16 +93,8 @@ class SniCertificates:
         self._server.minimum_version = ssl.TLSVersion.TLSv1_2
         self._server.sni_callback = self._select
 
-    @property
-    def server_context(self) -> ssl.SSLContext:
-        return self._server
-
     def hosts(self) -> frozenset[str]:
         return frozenset(self._contexts)
-
-    def client_ca_hosts(self) -> frozenset[str]:
-        """Hosts whose handshakes verify client certificates (mutualTLS routes)."""
-        return frozenset(self._client_cas)
 
     def set_certificate(self, *, host: str, pair: tuple[SecretValue, SecretValue] | None) -> None:
         """Serve ``host`` with ``(cert PEM, key PEM)``, or stop serving it (None).
@@ -133,14 +124,23 @@ class SniCertificates:
             self._client_cas[key] = ca_bundles
         else:
             self._client_cas.pop(key, None)
-        self._server.verify_mode = ssl.CERT_OPTIONAL if self._client_cas else ssl.CERT_NONE
 
-    @staticmethod
+    def context_for(self, server_name: str | None) -> ssl.SSLContext:
+        """The context to start a connection with, from its ClientHello's server name: the
+        host's own, or the listener's (which refuses the handshake) for an unknown name."""
+        if server_name:
+            context = self._contexts.get(normalize_host(server_name))
+            if context is not None:
+                return context
+        return self._server
+
     def _build(
-        host: str, pair: tuple[SecretValue, SecretValue], ca_bundles: tuple[str, ...]
+        self, host: str, pair: tuple[SecretValue, SecretValue], ca_bundles: tuple[str, ...]
     ) -> ssl.SSLContext:
         context = load_certificate(host=host, cert_pem=pair[0], key_pem=pair[1])
         trust_client_cas(context, host=host, ca_bundles=ca_bundles)
+        # Should OpenSSL read another name than the listener did: that host's, or refused.
+        context.sni_callback = self._select
         return context
 
     def _select(

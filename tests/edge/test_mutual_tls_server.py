@@ -158,16 +158,23 @@ async def test_a_certificate_of_another_ca_fails_the_handshake(
     assert backend.seen == []
 
 
-async def test_a_certificate_sent_to_a_host_without_mutual_tls_fails_only_while_some_host_has_it(
+async def test_a_host_without_mutual_tls_never_asks_for_a_certificate(
     tls_edge: TlsEdge, backend: Backend
 ) -> None:
-    """The documented cost of one listener (see ``interlock/edge/tls.py``)."""
-    alice = CA.issue("alice")
-    with pytest.raises(aiohttp.ClientError):
-        await tls_edge.get("/", host=HOST, certificate=alice)
-    await tls_edge.edge.remove_route(host=MTLS_HOST, route_id="r")
-    status, _ = await tls_edge.get("/", host=HOST, certificate=alice)
+    """A client that would send one (curl --cert) still reaches a host without mutualTLS on
+    the shared listener: its TLS context is chosen from the ClientHello, before the handshake."""
+    status, _ = await tls_edge.get("/", host=HOST, certificate=CA.issue("alice"))
     assert status == 200
+    status, _ = await tls_edge.get("/", host=HOST, certificate=OTHER_CA.issue("mallory"))
+    assert status == 200
+
+
+async def test_a_client_hello_without_a_known_name_is_refused(
+    tls_edge: TlsEdge, backend: Backend
+) -> None:
+    with pytest.raises(aiohttp.ClientError):
+        await tls_edge.get("/", host="unknown.example.com")
+    assert backend.seen == []
 
 
 async def test_a_ca_change_applies_to_the_handshake_and_the_route(

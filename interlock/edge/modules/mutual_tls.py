@@ -2,12 +2,12 @@
 
 Two layers do the work, because one TLS listener serves every host (``interlock.edge.tls``):
 
-1. **The handshake.** A host with a mutualTLS route gets a TLS context whose trust store holds the
-   CA certificates of all its mutualTLS routes, and the listener asks every client for a
-   certificate (``CERT_OPTIONAL``). A client certificate that does not verify against the store
-   of the host named by SNI (unknown issuer, expired, malformed) fails the handshake: Python's
-   ``ssl`` gives no way to accept it and refuse later. A client that sends none completes the
-   handshake.
+1. **The handshake.** A host with a mutualTLS route gets a TLS context that asks for a client
+   certificate (``CERT_OPTIONAL``) and trusts the CA certificates of all its mutualTLS routes;
+   the listener picks that context from the ClientHello (``interlock/edge/tls_listener.py``),
+   so hosts without mutualTLS never ask. A client certificate that does not verify against the
+   host's store (unknown issuer, expired, malformed) fails the handshake: Python's ``ssl`` gives
+   no way to accept it and refuse later. A client that sends none completes the handshake.
 2. **The route** (this module, per request). It needs the certificate TLS verified and checks
    that one of *this route's* CA certificates issued it directly, and that it is valid now. That
    is what keeps routes and hosts apart: SNI names one host and ``Host`` may name another, a
