@@ -194,7 +194,10 @@ async def _peek_server_name(connection: socket.socket) -> str | None:
             await readable
         finally:
             loop.remove_reader(connection.fileno())
-        data = connection.recv(MAX_RECORD, socket.MSG_PEEK)
+        try:
+            data = connection.recv(MAX_RECORD, socket.MSG_PEEK)
+        except BlockingIOError:  # woken with nothing to read after all
+            continue
         if not data:
             raise ConnectionError("closed before its ClientHello")
         found = server_name_of(data)
