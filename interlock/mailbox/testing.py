@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from interlock.mailbox.actor import Actor
@@ -157,3 +158,16 @@ class RecordingActor(Actor):
     async def receive(self, message: object) -> object | None:
         self.log.append(message)
         return message
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A test message coalesced by ``key``: a keyed mailbox keeps only the latest per key, a
+    durable one re-delivers it after a crash."""
+
+    key: str
+    value: int
+
+    @property
+    def coalesce_key(self) -> str:
+        return self.key

@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 from interlock.mailbox import Actor, ActorSystem, MailboxConfig
+from interlock.mailbox.testing import Keyed as State
 from interlock.mailbox.testing import ManualSleep, capture_trace, wait_idle, wait_until
-
-
-@dataclass(frozen=True)
-class State:
-    name: str
-    value: int
-
-    @property
-    def coalesce_key(self) -> str:
-        return self.name
 
 
 class Keeper(Actor):
@@ -36,7 +26,7 @@ class Keeper(Actor):
             if message.value in self.crash_on:
                 self.crash_on.remove(message.value)
                 raise RuntimeError(f"injected crash on {message.value}")
-            self.seen[message.name] = message.value
+            self.seen[message.key] = message.value
 
 
 def start(

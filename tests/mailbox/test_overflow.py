@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import pytest
 
 from interlock.mailbox import Actor, ActorSystem, MailboxConfig, MailboxFull, Overflow
+from interlock.mailbox.testing import Keyed as State
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
-
-
-@dataclass(frozen=True)
-class State:
-    name: str
-    version: int
-
-    @property
-    def coalesce_key(self) -> str:
-        return self.name
 
 
 class Gated(Actor):

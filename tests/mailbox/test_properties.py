@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.mailbox import Actor, ActorSystem, MailboxConfig
+from interlock.mailbox.testing import Keyed as State
 from interlock.mailbox.testing import wait_idle
 
 
@@ -16,16 +17,6 @@ from interlock.mailbox.testing import wait_idle
 class Numbered:
     sender: str
     n: int
-
-
-@dataclass(frozen=True)
-class State:
-    key: str
-    value: int
-
-    @property
-    def coalesce_key(self) -> str:
-        return self.key
 
 
 class Log(Actor):
