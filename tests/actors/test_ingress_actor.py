@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from edge_objects import ingress
 
 from interlock.actors.directories import (
     EndpointsDirectory,
@@ -67,34 +68,9 @@ def ingress_obj(
     service: str = "web",
     class_name: str = "interlock",
 ) -> dict[str, Any]:
-    return {
-        "kind": "Ingress",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "annotations": {"interlock.dev/modules": modules},
-        },
-        "spec": {
-            "ingressClassName": class_name,
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": "/",
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": service, "port": {"number": 80}}},
-                            }
-                        ]
-                    },
-                }
-                for host in hosts
-            ],
-        },
-    }
+    obj = ingress(name, *hosts, backend=service, modules=modules, class_name=class_name)
+    obj["metadata"].update(uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
+    return obj
 
 
 def module_set_obj(modules: dict[str, Any], *, name: str = "guard") -> dict[str, Any]:

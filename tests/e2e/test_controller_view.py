@@ -13,7 +13,8 @@ from dataclasses import FrozenInstanceError
 import aiohttp
 import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from test_publish_service import INGRESS_CLASS_OBJ, create, ingress
+from edge_objects import ingress
+from test_publish_service import INGRESS_CLASS_OBJ, create
 
 from interlock.model.policy_watch import WatchTarget
 

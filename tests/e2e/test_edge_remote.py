@@ -20,6 +20,7 @@ import bcrypt
 import pytest
 from aiohttp import web
 from e2e_clients import Cluster, controller_config, eventually
+from edge_objects import ingress
 
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.cli import build_parser
@@ -163,27 +164,6 @@ class AdminSwitch:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
-
-
-def ingress(name: str, host: str, *, modules: str = "") -> dict[str, Any]:
-    path = {
-        "path": "/",
-        "pathType": "Prefix",
-        "backend": {"service": {"name": "web", "port": {"number": 80}}},
-    }
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": {"interlock.dev/modules": modules} if modules else {},
-        },
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": [{"host": host, "http": {"paths": [path]}}],
-        },
-    }
 
 
 def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from edge_objects import ingress
 from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
@@ -133,41 +134,6 @@ def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
         "kind": "Secret",
         "metadata": {"name": name, "namespace": "default"},
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
-
-
-def ingress(
-    name: str,
-    host: str,
-    *,
-    backend: str = "web",
-    modules: str = "",
-    path: str = "/",
-    rules: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    annotations = {"interlock.dev/modules": modules} if modules else {}
-    default_rules = [
-        {
-            "host": host,
-            "http": {
-                "paths": [
-                    {
-                        "path": path,
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": backend, "port": {"number": 80}}},
-                    }
-                ]
-            },
-        }
-    ]
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": default_rules if rules is None else rules,
-        },
     }
 
 

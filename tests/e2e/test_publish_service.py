@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from edge_objects import ingress
 
 from interlock.actors.edge_messages import INGRESS_STATUS_TOPIC
 from interlock.config import Address
@@ -41,31 +42,6 @@ def served_hosts(controller: Controller) -> set[str]:
     edge = controller.inspect().edge
     assert edge is not None and edge.served is not None
     return set(edge.served_hosts)
-
-
-def ingress(name: str, host: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": "/",
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
-    }
 
 
 INGRESS_CLASS_OBJ = {

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from edge_objects import ingress
 from lanes import ControlPlane, lane_cluster
 from reliability_kit import CRDS, CrashPlan, eventually, objects, replica_config, write
 from reliability_objects import INGRESS_CLASS, build
@@ -31,31 +32,6 @@ from interlock.model.meta import ObjectKey
 from interlock.model.policy_watch import WatchTarget
 
 
-def _ingress(host: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": "shop", "namespace": "default"},
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": "/",
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
-    }
-
-
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])
 def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(
     host: str, tmp_path: Path, control_plane: ControlPlane | None
@@ -67,7 +43,7 @@ def test_the_embedded_api_server_refuses_an_ingress_host_a_real_one_refuses(
         async with lane_cluster(tmp_path, control_plane) as server:
             await server.apply_manifests([CRDS])
             with pytest.raises(KubeApiError) as refused:
-                await server.create(_ingress(host))
+                await server.create(ingress("shop", host))
             assert refused.value.code == 422 and "spec.rules[0].host" in str(refused.value)
 
     asyncio.run(scenario())

@@ -33,6 +33,7 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
+from edge_objects import ingress
 from lanes import ENDPOINT_HOST, EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
 from reliability_kit import CRDS, eventually, objects, replica_config, write
@@ -82,35 +83,6 @@ def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
         "kind": "ModuleSet",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"modules": modules},
-    }
-
-
-def ingress(name: str, host: str, modules: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": {"interlock.dev/modules": modules},
-        },
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": "/",
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
     }
 
 
@@ -347,7 +319,7 @@ async def run_requests(
         "open.example": "",
     }
     for number, (host, modules) in enumerate(hosts.items()):
-        await write(server, ingress(f"ing-{number}", host, modules))
+        await write(server, ingress(f"ing-{number}", host, modules=modules))
     edge = controller.inspect().edge
     assert edge is not None and edge.url is not None
     edge_url = edge.url
