@@ -34,20 +34,46 @@ def ingress(
     modules: str = "",
     path: str = "/",
     rules: list[dict[str, Any]] | None = None,
-    class_name: str = "interlock",
+    class_name: str | None = "interlock",
+    uid: str | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
-    """Ingress ``default/name`` of class ``class_name``: one rule per host (or ``rules``)."""
+    """Ingress ``default/name`` of class ``class_name`` (None: no class named), one rule per
+    host (or ``rules``); ``uid`` and ``created`` (``creationTimestamp``) as the API server
+    would fill them in, for tests that hand the object to an actor directly."""
     metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    if uid is not None:
+        metadata["uid"] = uid
+    if created is not None:
+        metadata["creationTimestamp"] = created
     if modules:
         metadata["annotations"] = {"interlock.dev/modules": modules}
+    spec: dict[str, Any] = {} if class_name is None else {"ingressClassName": class_name}
+    spec["rules"] = [ingress_rule(h, backend=backend, path=path) for h in hosts]
+    if rules is not None:
+        spec["rules"] = rules
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         "metadata": metadata,
-        "spec": {
-            "ingressClassName": class_name,
-            "rules": [ingress_rule(h, backend=backend, path=path) for h in hosts]
-            if rules is None
-            else rules,
-        },
+        "spec": spec,
+    }
+
+
+INGRESS_CLASS_OBJ: dict[str, Any] = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "IngressClass",
+    "metadata": {"name": "interlock"},
+    "spec": {"controller": "interlock.dev/ingress-controller"},
+}
+"""The IngressClass ``interlock``, whose Ingresses the controller serves."""
+
+
+def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
+    """ModuleSet ``default/name`` with ``modules`` (module type → settings)."""
+    return {
+        "apiVersion": "interlock.dev/v1alpha1",
+        "kind": "ModuleSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"modules": modules},
     }

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from edge_objects import ingress as ingress_json
 from tls_certs import self_signed
 
 from interlock.actors.edge import EdgeActor, EdgeSettings
@@ -46,31 +47,15 @@ BACKOFF = BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5)
 
 def ingress(name: str, *, path: str = "/", created: str = "2026-01-01T00:00:00Z") -> Any:
     return parse_ingress(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "uid": f"uid-{name}",
-                "creationTimestamp": created,
-                "annotations": {"interlock.dev/modules": "guard"},
-            },
-            "spec": {
-                "rules": [
-                    {
-                        "host": HOST,
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": path,
-                                    "pathType": "Prefix",
-                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            },
-        }
+        ingress_json(
+            name,
+            HOST,
+            modules="guard",
+            path=path,
+            class_name=None,
+            uid=f"uid-{name}",
+            created=created,
+        )
     )
 
 

@@ -68,9 +68,15 @@ def ingress_obj(
     service: str = "web",
     class_name: str = "interlock",
 ) -> dict[str, Any]:
-    obj = ingress(name, *hosts, backend=service, modules=modules, class_name=class_name)
-    obj["metadata"].update(uid=f"uid-{name}", creationTimestamp="2026-01-01T00:00:00Z")
-    return obj
+    return ingress(
+        name,
+        *hosts,
+        backend=service,
+        modules=modules,
+        class_name=class_name,
+        uid=f"uid-{name}",
+        created="2026-01-01T00:00:00Z",
+    )
 
 
 def module_set_obj(modules: dict[str, Any], *, name: str = "guard") -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from edge_objects import ingress as ingress_json
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -322,31 +323,14 @@ HOST = "shop.example"
 
 def _host_part(modules: dict[str, Any]) -> HostPart:
     ingress = parse_ingress(
-        {
-            "metadata": {
-                "name": "web",
-                "namespace": "default",
-                "uid": "uid-web",
-                "creationTimestamp": "2026-01-01T00:00:00Z",
-                "annotations": {"interlock.dev/modules": "guard"},
-            },
-            "spec": {
-                "rules": [
-                    {
-                        "host": HOST,
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": "/",
-                                    "pathType": "Prefix",
-                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            },
-        }
+        ingress_json(
+            "web",
+            HOST,
+            modules="guard",
+            class_name=None,
+            uid="uid-web",
+            created="2026-01-01T00:00:00Z",
+        )
     )
     module_set = parse_module_set(
         {"metadata": {"name": "guard", "namespace": "default"}, "spec": {"modules": modules}}

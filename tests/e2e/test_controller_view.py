@@ -13,8 +13,8 @@ from dataclasses import FrozenInstanceError
 import aiohttp
 import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import ingress
-from test_publish_service import INGRESS_CLASS_OBJ, create
+from edge_objects import INGRESS_CLASS_OBJ, ingress
+from test_publish_service import create
 
 from interlock.model.policy_watch import WatchTarget
 

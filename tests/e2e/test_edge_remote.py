@@ -20,7 +20,7 @@ import bcrypt
 import pytest
 from aiohttp import web
 from e2e_clients import Cluster, controller_config, eventually
-from edge_objects import ingress
+from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
 
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.cli import build_parser
@@ -166,22 +166,8 @@ class AdminSwitch:
             await self._session.close()
 
 
-def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "interlock.dev/v1alpha1",
-        "kind": "ModuleSet",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"modules": modules},
-    }
-
-
 FIXED_OBJECTS = [
-    {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "IngressClass",
-        "metadata": {"name": "interlock"},
-        "spec": {"controller": "interlock.dev/ingress-controller"},
-    },
+    INGRESS_CLASS_OBJ,
     {
         "apiVersion": "v1",
         "kind": "Service",

@@ -27,7 +27,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import ingress
+from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
 from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
@@ -119,15 +119,6 @@ def endpoint_slice(backend: Backend, *, service_name: str | None = None) -> dict
     }
 
 
-def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "interlock.dev/v1alpha1",
-        "kind": "ModuleSet",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"modules": modules},
-    }
-
-
 def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -135,14 +126,6 @@ def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default"},
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
-
-
-INGRESS_CLASS_OBJ = {
-    "apiVersion": "networking.k8s.io/v1",
-    "kind": "IngressClass",
-    "metadata": {"name": "interlock"},
-    "spec": {"controller": "interlock.dev/ingress-controller"},
-}
 
 
 # --- the environment -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import ingress
+from edge_objects import INGRESS_CLASS_OBJ, ingress
 
 from interlock.actors.edge_messages import INGRESS_STATUS_TOPIC
 from interlock.config import Address
@@ -42,14 +42,6 @@ def served_hosts(controller: Controller) -> set[str]:
     edge = controller.inspect().edge
     assert edge is not None and edge.served is not None
     return set(edge.served_hosts)
-
-
-INGRESS_CLASS_OBJ = {
-    "apiVersion": "networking.k8s.io/v1",
-    "kind": "IngressClass",
-    "metadata": {"name": "interlock"},
-    "spec": {"controller": "interlock.dev/ingress-controller"},
-}
 
 
 async def create(cluster: Cluster, obj: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
-from edge_objects import ingress
+from edge_objects import ingress, module_set
 from lanes import ENDPOINT_HOST, EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
 from reliability_kit import CRDS, eventually, objects, replica_config, write
@@ -74,15 +74,6 @@ def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default"},
         "type": "Opaque",
         "data": {key: _b64(value) for key, value in data.items()},
-    }
-
-
-def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "interlock.dev/v1alpha1",
-        "kind": "ModuleSet",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"modules": modules},
     }
 
 

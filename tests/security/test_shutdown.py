@@ -17,6 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
+from edge_objects import INGRESS_CLASS_OBJ, ingress
+
 from .conftest import wait_until
 
 HOST = "hang.example.com"
@@ -24,12 +26,7 @@ HOST = "hang.example.com"
 
 def _manifests(directory: Path, *, port: int) -> None:
     objects = [
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "IngressClass",
-            "metadata": {"name": "interlock"},
-            "spec": {"controller": "interlock.dev/ingress-controller"},
-        },
+        INGRESS_CLASS_OBJ,
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -48,30 +45,7 @@ def _manifests(directory: Path, *, port: int) -> None:
             "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
             "ports": [{"name": "", "port": port, "protocol": "TCP"}],
         },
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "Ingress",
-            "metadata": {"name": "hang", "namespace": "default"},
-            "spec": {
-                "ingressClassName": "interlock",
-                "rules": [
-                    {
-                        "host": HOST,
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": "/",
-                                    "pathType": "Prefix",
-                                    "backend": {
-                                        "service": {"name": "hang", "port": {"number": 80}}
-                                    },
-                                }
-                            ]
-                        },
-                    }
-                ],
-            },
-        },
+        ingress("hang", HOST, backend="hang"),
     ]
     (directory / "objects.json").write_text(
         json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
