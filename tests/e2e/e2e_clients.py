@@ -91,7 +91,11 @@ class PolicyClient:
     ) -> PolicyWatch:
         url = self._url(namespace, service, port, client)
         url += ("&" if "?" in url else "?") + "watch=true"
-        response = await self.session.get(url)
+        # A watch outlives the session's total timeout (an API server restart under load takes
+        # longer than it); each read is bounded by ``PolicyWatch.next(within=...)`` instead.
+        response = await self.session.get(
+            url, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)
+        )
         assert response.status == 200, await response.text()
         watch = PolicyWatch(response)
         await watch.next()
