@@ -18,7 +18,7 @@ VERSION: dict[str, Any] = CRD["spec"]["versions"][0]
 SCHEMA: dict[str, Any] = VERSION["schema"]["openAPIV3Schema"]
 MODULES_SCHEMA: dict[str, Any] = SCHEMA["properties"]["spec"]["properties"]["modules"]
 
-# The example of DESIGN.md "Contracts", verbatim.
+# The ModuleSet of the original design, every module at once, verbatim.
 DESIGN_EXAMPLE = yaml.safe_load(
     """
 apiVersion: interlock.dev/v1alpha1

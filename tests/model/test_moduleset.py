@@ -63,7 +63,7 @@ DESIGN_EXAMPLE = {
 
 def test_design_example_is_fully_parsed_and_only_the_auth_clash_reported() -> None:
     parsed = module_set(DESIGN_EXAMPLE)
-    # DESIGN.md lists every module in one example; the edge refuses basicAuth together with jwt
+    # The design example lists every module at once; the edge refuses basicAuth together with jwt
     # (both read the Authorization header), so the ModuleSet reports it rather than the route.
     assert [str(p) for p in validate_modules(parsed)] == [
         "spec.modules: basicAuth and jwt both read the Authorization header; "

@@ -253,9 +253,10 @@ class Replica:
     def stuck_on_injected_permanent_faults(self) -> set[tuple[str, str]]:
         """(host, route id) of routes whose last step failed with an injected *permanent* fault.
 
-        By design (DESIGN.md, "Edge actors serialize steps") such a route is not retried until
-        one of its inputs changes, so it may rightly differ from a fresh replica's; the board
-        must say why (the fault's message), and the fail-closed monitor still applies to it.
+        By design (``docs/modules.md``, "Errors: permanent and transient") such a route is not
+        retried until one of its inputs changes, so it may rightly differ from a fresh replica's;
+        the board must say why (the fault's message), and the fail-closed monitor still applies to
+        it.
         """
         edge = self.controller.inspect().edge
         assert edge is not None
