@@ -131,10 +131,20 @@ class Traffic:
         if not response.prepared:
             await response.prepare(request)
             await response.write_eof()
+        self.record(
+            exchange,
+            status=response.status,
+            sent=response.body_length,
+            reason=response.headers.get(REASON_HEADER, ""),
+        )
+
+    def record(self, exchange: Exchange, *, status: int, sent: int, reason: str) -> None:
+        """Count (and log) ``exchange``, answered with ``status`` after ``sent`` bytes;
+        ``reason`` when the data plane answered itself."""
         exchange.duration = self.clock() - exchange.started
-        exchange.status = response.status
-        exchange.bytes = response.body_length
-        exchange.reason = response.headers.get(REASON_HEADER, "")
+        exchange.status = status
+        exchange.bytes = sent
+        exchange.reason = reason
         self._statistics.record(exchange)
         if self.access_log:
             log_line(exchange)

@@ -18,6 +18,9 @@ request is decided in one fixed order, every refusal before an upstream is conta
    :class:`~interlock.edge.proxy.Forwarder` (hop-by-hop headers dropped, bodies streamed both
    ways, 502 on failures).
 
+The port speaks HTTP/1.1 and h2c (gRPC): an HTTP/2 stream is decided by the same steps and sent
+upstream over h2c (``interlock.dataplane.http2``; :meth:`MeshServer.handle_h2`).
+
 No edge module runs here: modules belong to Ingresses, and a mesh request has none. Answers the
 listener makes itself name their reason in ``X-Interlock-Reason`` and the body (``<reason>:
 <detail>``, the data plane's answer format); mesh clients are inside the cluster, so the detail
@@ -26,17 +29,36 @@ names the Service and the route.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 from loguru import logger
-from multidict import CIMultiDict
+from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
 from interlock.dataplane import Answer, Forward, RequestInfo, ServicePortRef
+from interlock.dataplane.access_log import Exchange, begin, note_upstream
 from interlock.dataplane.access_log import current as current_exchange
-from interlock.dataplane.engine import Engine
+from interlock.dataplane.answers import (
+    BAD_REQUEST,
+    NO_READY_ENDPOINTS,
+    REASON_HEADER,
+    UNKNOWN_HOST,
+)
+from interlock.dataplane.engine import Engine, upstream_error_answer
+from interlock.dataplane.filters import apply_all
+from interlock.dataplane.http2 import (
+    H2Request,
+    H2Responder,
+    H2ServerProtocol,
+    H2Upstreams,
+    SniffingProtocol,
+    relay_h2,
+)
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
 from interlock.dataplane.websocket import WebSockets, wants_websocket
@@ -48,7 +70,12 @@ from interlock.edge.routing import clean_path
 from interlock.edge.server import parse_host_port
 from interlock.edge.upstreams import UpstreamError
 from interlock.mesh.upstreams import MeshUpstreams
-from interlock.model.authority import DEFAULT_CLUSTER_DOMAIN, NotAService, mesh_target
+from interlock.model.authority import (
+    DEFAULT_CLUSTER_DOMAIN,
+    NotAService,
+    ServiceAuthority,
+    mesh_target,
+)
 from interlock.model.outbound import OutboundPolicy
 
 POLICY_WAIT = 10.0
@@ -93,6 +120,10 @@ class MeshServer:
             rng=self._rng,
         )
         self._websockets = WebSockets()
+        self._h2_upstreams = H2Upstreams()
+        self._h2_turns: dict[ServicePortRef, itertools.count[int]] = {}
+        self._h2_connections: set[H2ServerProtocol] = set()
+        self._listener: asyncio.Server | None = None
         self._runner: web.ServerRunner | None = None
         self.address: tuple[str, int] | None = None
         """Where it listens once started (port 0 resolved)."""
@@ -115,19 +146,39 @@ class MeshServer:
         await runner.setup()
         self._runner = runner
         host, port = parse_host_port(addr)
+
+        def http2() -> H2ServerProtocol:
+            protocol = H2ServerProtocol(
+                self.handle_h2, scheme="http", closed=self._h2_connections.discard
+            )
+            self._h2_connections.add(protocol)
+            return protocol
+
         try:
-            site = web.TCPSite(runner, host, port, reuse_address=True)
-            await site.start()
+            # One port for both versions: each connection's first bytes say which (h2c with
+            # prior knowledge, as gRPC clients send it, or HTTP/1.1 for aiohttp's handler).
+            self._listener = await asyncio.get_running_loop().create_server(
+                lambda: SniffingProtocol(http1=server, http2=http2),
+                host,
+                port,
+                reuse_address=True,
+            )
         except BaseException:
             await self.stop()
             raise
-        bound = runner.addresses[0]
+        bound = self._listener.sockets[0].getsockname()
         self.address = (str(bound[0]), int(bound[1]))
-        logger.info("mesh listener on {}", self.address)
+        logger.info("mesh listener on {} (HTTP/1.1 and h2c)", self.address)
         return self.address
 
     async def stop(self) -> None:
         """Stop accepting, drain requests in flight (bounded), close upstream connections."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for connection in list(self._h2_connections):
+            await connection.close(within=self._settings.limits.drain_timeout)
+        await self._h2_upstreams.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -141,48 +192,20 @@ class MeshServer:
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         exchange = current_exchange()
         assert exchange is not None, "handle() runs every request as an exchange"
-        target = mesh_target(
-            request.raw_path,
-            host=request.headers.get("Host"),
-            cluster_domain=self._settings.cluster_domain,
-        )
-        authority = target.authority
-        if isinstance(authority, NotAService):
-            return answer(404, "unknown-host", authority.reason)
         if not request.raw_path.startswith("/"):
             exchange.host = request.url.raw_authority
-        raw_path, _, query = target.target.partition("?")
-        try:
-            if "#" in query:
-                raise ValueError("a request-target never carries a #fragment")
-            path, forward_path = clean_path(raw_path)
-        except ValueError as exc:
-            return answer(400, "bad-request", f"Service {authority}: {exc}")
-        policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
-        if isinstance(policy, UpstreamError):
-            return answer(policy.status, "policy-unknown", policy.message)
-        decision = self._engine.route(
-            ServicePortRef(authority.namespace, authority.name, authority.port),
-            RequestInfo(
-                method=request.method,
-                path=path,
-                forward_path=forward_path,
-                query=query,
-                query_params=request.query,
-                headers=request.headers,
-                scheme=request.scheme,
-                host=request.headers.get("Host", request.url.raw_authority or ""),
-            ),
-            policy=policy,
+        decided = await self._decide(
+            method=request.method,
+            request_target=request.raw_path,
+            host=request.headers.get("Host"),
+            headers=request.headers,
+            query_params=request.query,
+            scheme=request.scheme,
+            exchange=exchange,
         )
-        if _service_exists(policy):
-            # A label value from the cluster, not from the client (docs/mesh.md).
-            exchange.target = str(authority)
-        if isinstance(decision, Answer):
-            return answer_response(decision, with_detail=True)
-        if decision.rule is not None:
-            exchange.route = decision.rule.name
-        where = f"mesh Service {authority} {exchange.route}".rstrip()
+        if isinstance(decided, Answer):
+            return answer_response(decided, with_detail=True)
+        decision, authority, query, where = decided
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
@@ -196,6 +219,135 @@ class MeshServer:
         if isinstance(result, Answer):
             return answer_response(result, with_detail=True)
         return result
+
+    async def _decide(
+        self,
+        *,
+        method: str,
+        request_target: str,
+        host: str | None,
+        headers: Mapping[str, str],
+        query_params: Mapping[str, str] | None,
+        scheme: str,
+        exchange: Exchange,
+    ) -> tuple[Forward, ServiceAuthority, str, str] | Answer:
+        """Steps 1-5 of the module docstring, for either protocol: the engine's decision,
+        the Service named, the raw query and the log prefix — or the answer to give."""
+        target = mesh_target(
+            request_target, host=host, cluster_domain=self._settings.cluster_domain
+        )
+        authority = target.authority
+        if isinstance(authority, NotAService):
+            return Answer(status=404, reason=UNKNOWN_HOST, detail=authority.reason)
+        raw_path, _, query = target.target.partition("?")
+        try:
+            if "#" in query:
+                raise ValueError("a request-target never carries a #fragment")
+            path, forward_path = clean_path(raw_path)
+        except ValueError as exc:
+            return Answer(status=400, reason=BAD_REQUEST, detail=f"Service {authority}: {exc}")
+        policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
+        if isinstance(policy, UpstreamError):
+            return Answer(status=policy.status, reason="policy-unknown", detail=policy.message)
+        if query_params is None:
+            query_params = MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+        decision = self._engine.route(
+            ServicePortRef(authority.namespace, authority.name, authority.port),
+            RequestInfo(
+                method=method,
+                path=path,
+                forward_path=forward_path,
+                query=query,
+                query_params=query_params,
+                headers=headers,
+                scheme=scheme,
+                host=host or str(authority),
+            ),
+            policy=policy,
+        )
+        if _service_exists(policy):
+            # A label value from the cluster, not from the client (docs/mesh.md).
+            exchange.target = str(authority)
+        if isinstance(decision, Answer):
+            return decision
+        if decision.rule is not None:
+            exchange.route = decision.rule.name
+        return decision, authority, query, f"mesh Service {authority} {exchange.route}".rstrip()
+
+    async def handle_h2(self, request: H2Request, responder: H2Responder) -> None:
+        """One HTTP/2 stream (a gRPC call, say): decided as an HTTP/1.1 request is, then sent
+        upstream over h2c and relayed frame by frame (``interlock.dataplane.http2``)."""
+        exchange = begin(
+            "mesh",
+            host=request.authority,
+            method=request.method,
+            path=request.path.partition("?")[0],
+            clock=self.traffic.clock,
+        )
+        reason = ""
+        decided = await self._decide(
+            method=request.method,
+            request_target=request.path,
+            host=request.authority,
+            headers=request.headers,
+            query_params=None,
+            scheme=request.scheme,
+            exchange=exchange,
+        )
+        if isinstance(decided, Answer):
+            reason = await _answer_h2(responder, decided)
+        else:
+            reason = await self._forward_h2(request, responder, *decided)
+        self.traffic.record(
+            exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
+        )
+
+    async def _forward_h2(
+        self,
+        request: H2Request,
+        responder: H2Responder,
+        decision: Forward,
+        authority: ServiceAuthority,
+        query: str,
+        where: str,
+    ) -> str:
+        """The reason of the answer the listener made itself, or '' when relayed."""
+        target = decision.target
+        addresses = self._upstreams.addresses(
+            namespace=target.namespace, service=target.service, port=target.port
+        )
+        if isinstance(addresses, UpstreamError):
+            return await _answer_h2(responder, upstream_error_answer(addresses))
+        if not addresses:
+            return await _answer_h2(
+                responder, Answer(status=503, reason=NO_READY_ENDPOINTS, detail=str(target))
+            )
+        headers: CIMultiDict[str] = CIMultiDict(request.headers)
+        apply_all(decision.filters.request_headers, headers)
+        upstream_authority = request.authority
+        rewrite = decision.filters.rewrite
+        if rewrite is not None and rewrite.hostname:
+            upstream_authority = rewrite.hostname
+        turn = self._h2_turns.setdefault(target, itertools.count())
+        address = addresses[next(turn) % len(addresses)]
+        note_upstream(*address)
+        failed = await relay_h2(
+            request,
+            responder,
+            upstreams=self._h2_upstreams,
+            address=address,
+            authority=upstream_authority,
+            path=decision.path + (f"?{query}" if query else ""),
+            headers=headers.items(),
+            connect_timeout=self._settings.timeouts.connect,
+            headers_timeout=decision.deadlines.request,
+            where=where,
+        )
+        if failed is None:
+            return ""
+        return await _answer_h2(
+            responder, Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
+        )
 
     async def _websocket(
         self,
@@ -238,6 +390,18 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
+
+
+async def _answer_h2(responder: H2Responder, decided: Answer) -> str:
+    """Send an answer the listener made itself on an HTTP/2 stream; returns its reason."""
+    headers = [
+        ("content-type", "text/plain; charset=utf-8"),
+        (REASON_HEADER.lower(), decided.reason),
+        *((name.lower(), value) for name, value in decided.headers),
+    ]
+    responder.send_headers(decided.status, headers, end=False)
+    await responder.send_data(decided.body(with_detail=True).encode(), end=True)
+    return decided.reason
 
 
 def _service_exists(policy: OutboundPolicy) -> bool:
