@@ -7,6 +7,7 @@ API mesh conformance behaviours on the wire, with echo backends reporting what t
 from __future__ import annotations
 
 import pytest
+from e2e_clients import eventually
 from mesh_env import MeshEnv, Via, ref, route_obj
 from mesh_env import mesh as mesh  # the fixture
 
@@ -123,35 +124,50 @@ async def test_weights_split_the_traffic(mesh: MeshEnv) -> None:
 async def test_a_consumer_route_applies_to_its_own_namespace_only(mesh: MeshEnv) -> None:
     for namespace in ("mesh-shop", "mesh-other"):
         await mesh.cluster.namespace(namespace)
-    await mesh.serve("shop", namespace="mesh-shop")
-    await mesh.serve("reviews", namespace="mesh-shop")
-    await mesh.serve("canary", namespace="mesh-shop")
+    for name in ("shop", "reviews", "canary"):
+        await mesh.serve(name, namespace="mesh-shop")
     await mesh.until_backend("shop.mesh-shop.svc", "shop")
-    # Another namespace's consumer route is not what the listener's clients (default) see ...
-    other = route_obj(
-        "other-view",
-        namespace="mesh-other",
-        parent="shop",
-        parent_namespace="mesh-shop",
-        rules=[{"backendRefs": [ref("canary", namespace="mesh-shop")]}],
-    )
-    await mesh.cluster.apply(other)
-    # ... their own consumer route is, and it takes precedence over the producer's routes.
-    producer = route_obj(
-        "producer",
-        namespace="mesh-shop",
-        parent="shop",
-        rules=[{"backendRefs": [ref("reviews")]}],
-    )
-    await mesh.cluster.apply(producer)
-    await mesh.until_backend("shop.mesh-shop", "reviews")
-    consumer = route_obj(
-        "mine",
-        namespace="default",
-        parent="shop",
-        parent_namespace="mesh-shop",
-        rules=[{"backendRefs": [ref("shop", namespace="mesh-shop")]}],
-    )
-    await mesh.cluster.apply(consumer)
-    await mesh.until_backend("shop.mesh-shop", "shop")
-    assert {(await mesh.call("shop.mesh-shop")).backend for _ in range(10)} == {"shop"}
+
+    def only(path: str, backend: str) -> list[dict[str, object]]:
+        return [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                "backendRefs": [ref(backend, namespace="mesh-shop")],
+            }
+        ]
+
+    # A producer route (every client), a consumer route of the listener's client namespace
+    # (default) and one of another namespace, on disjoint paths: which apply is the point here,
+    # not the precedence between overlapping routes (oldest first, as the policy orders them).
+    routes = [
+        route_obj("producer", namespace="mesh-shop", parent="shop", rules=only("/p", "reviews")),
+        route_obj(
+            "mine",
+            parent="shop",
+            parent_namespace="mesh-shop",
+            rules=only("/mine", "canary"),
+        ),
+        route_obj(
+            "theirs",
+            namespace="mesh-other",
+            parent="shop",
+            parent_namespace="mesh-shop",
+            rules=only("/theirs", "canary"),
+        ),
+    ]
+    for route in reversed(routes):
+        await mesh.cluster.apply(route)
+        if route["metadata"]["name"] == "theirs":
+            # Seen by the controller (its status written) before the others exist.
+            await eventually(
+                lambda route=route: _has_status(mesh, route), message="theirs has a status"
+            )
+    await mesh.until_backend("shop.mesh-shop", "canary", "/mine/x")
+    assert (await mesh.call("shop.mesh-shop", "/p/1")).backend == "reviews"
+    theirs = await mesh.call("shop.mesh-shop", "/theirs/x")
+    assert (theirs.status, theirs.headers["X-Interlock-Reason"]) == (404, "no-route")
+
+
+async def _has_status(mesh: MeshEnv, route: dict[str, object]) -> bool:
+    stored = await mesh.cluster.get(route)
+    return bool(stored and (stored.get("status") or {}).get("parents"))
