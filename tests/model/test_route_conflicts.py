@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock.model.gateway import parse_http_route
 from interlock.model.grpc_route import parse_grpc_route
@@ -167,3 +169,38 @@ def test_a_route_reads_only_the_kinds_that_can_beat_it() -> None:
     assert kinds_that_beat("HTTPRoute") == ("GRPCRoute",)
     assert kinds_that_beat("TLSRoute") == ("GRPCRoute", "HTTPRoute")
     assert kinds_that_beat("TCPRoute") == ("GRPCRoute", "HTTPRoute", "TLSRoute", "TCPRoute")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            st.integers(min_value=1, max_value=4),  # day of creation: ties happen
+            st.sampled_from(["shop", "client"]),
+            st.sampled_from([5432, None]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_status_says_conflicted_exactly_when_the_policy_does_not_serve_the_route(
+    specs: list[tuple[str, int, str, int | None]], rng: Any
+) -> None:
+    routes = [
+        route(kind, f"r{i}", created=f"2024-01-0{day}T00:00:00Z", namespace=ns, port=port)
+        for i, (kind, day, ns, port) in enumerate(specs)
+    ]
+    service = db(5432)
+    shuffled = routes[:]
+    rng.shuffle(shuffled)
+    for client in ("shop", "client"):
+        assert served_names(routes, service, client) == served_names(shuffled, service, client)
+    for subject in routes:
+        others = [r for r in routes if r is not subject]
+        conflicted = accepted(subject, others, service)[1] == "RouteReasonConflicted"
+        # The clients the route applies to: everyone (producer) or its own namespace (consumer).
+        clients = ("shop", "client") if subject.metadata.namespace == "shop" else ("client",)
+        served = any(subject.metadata.name in served_names(routes, service, c) for c in clients)
+        assert conflicted == (not served), subject.metadata.name
