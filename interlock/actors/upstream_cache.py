@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import service_topic
-from interlock.edge.upstreams import Address
+from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
 from interlock.model.service import EndpointSlice, Service, ready_addresses
@@ -34,6 +34,20 @@ class UpstreamTables:
     slices: dict[ObjectKey, dict[str, EndpointSlice]] = field(default_factory=dict)
     addresses: dict[ServicePort, list[Address]] = field(default_factory=dict)
     """Ready addresses per Service port that exists (an empty list: none ready)."""
+
+    def unavailable(self, namespace: str, service: str, port: int) -> UpstreamError:
+        """Why a Service port has no ready address: endpoints not known yet (503), the Service
+        or its port does not exist (500), or no endpoint is ready (503). The resolvers' slow
+        path, once their fast ``addresses`` lookup found nothing."""
+        key = ObjectKey(namespace=namespace, name=service)
+        where = f"Service {namespace}/{service} port {port}"
+        if (namespace, service, port) not in self.addresses:
+            if key not in self.known:
+                return UpstreamError(503, f"{where}: endpoints not known yet")
+            if key not in self.services:
+                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
+            return UpstreamError(500, f"{where} does not exist")
+        return UpstreamError(503, f"{where} has no ready endpoint")
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,16 +131,8 @@ class ControllerUpstreams:
             return addresses
         # The slow path: why there is no address (building keys and messages costs time).
         namespace, service, port = target
-        key = ObjectKey(namespace=namespace, name=service)
-        self._track_service(key)
-        where = f"Service {namespace}/{service} port {port}"
-        if addresses is None:
-            if key not in self.tables.known:
-                return UpstreamError(503, f"{where}: endpoints not known yet")
-            if key not in self.tables.services:
-                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
-            return UpstreamError(500, f"{where} does not exist")
-        return UpstreamError(503, f"{where} has no ready endpoint")
+        self._track_service(ObjectKey(namespace=namespace, name=service))
+        return self.tables.unavailable(namespace, service, port)
 
     def debug(self) -> list[dict[str, object]]:
         """One line per tracked Service port, for ``/debug/edges``."""

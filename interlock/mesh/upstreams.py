@@ -151,15 +151,7 @@ class MeshUpstreams:
         addresses = self.tables.addresses.get((namespace, service, port))
         if addresses:
             return addresses
-        key = ObjectKey(namespace=namespace, name=service)
-        where = f"Service {namespace}/{service} port {port}"
-        if addresses is None:
-            if key not in self.tables.known:
-                return UpstreamError(503, f"{where}: endpoints not known yet")
-            if key not in self.tables.services:
-                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
-            return UpstreamError(500, f"{where} does not exist")
-        return UpstreamError(503, f"{where} has no ready endpoint")
+        return self.tables.unavailable(namespace, service, port)
 
     async def close(self) -> None:
         """Stop following (the controller is stopping)."""
