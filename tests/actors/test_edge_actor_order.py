@@ -6,6 +6,7 @@ import asyncio
 import random
 from typing import Any
 
+from edge_objects import ingress as ingress_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,30 +44,7 @@ def part(name: str, path: str, variant: str) -> HostPart:
         "c": "2026-01-03T00:00:00Z",
     }
     ingress = parse_ingress(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "creationTimestamp": created[name],
-                "annotations": {"interlock.dev/modules": "m"},
-            },
-            "spec": {
-                "rules": [
-                    {
-                        "host": HOST,
-                        "http": {
-                            "paths": [
-                                {
-                                    "path": path,
-                                    "pathType": "Prefix",
-                                    "backend": {"service": {"name": "web", "port": {"number": 80}}},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            },
-        }
+        ingress_json(name, HOST, modules="m", path=path, class_name=None, created=created[name])
     )
     module_set = parse_module_set(
         {

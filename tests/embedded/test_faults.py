@@ -20,22 +20,32 @@ async def _first_event(stream: watch.Watch, func: Any, **kwargs: Any) -> dict[st
     raise AssertionError("the watch ended without an event")
 
 
+async def _watching_services(
+    api_server: EmbeddedApiServer, core: client.CoreV1Api, stream: watch.Watch, **extra: Any
+) -> asyncio.Task[dict[str, Any]]:
+    """A watch of default's Services from their current list, open on the server once this
+    returns; the task ends with its first event."""
+    listed = await core.list_namespaced_service("default")
+    waiting = asyncio.create_task(
+        _first_event(
+            stream,
+            core.list_namespaced_service,
+            namespace="default",
+            resource_version=listed.metadata.resource_version,
+            **extra,
+        )
+    )
+    await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+    return waiting
+
+
 async def test_drop_watches_breaks_open_streams(
     api_server: EmbeddedApiServer, api_client: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(api_client)
-    listed = await core.list_namespaced_service("default")
     stream = watch.Watch()
     async with stream:
-        waiting = asyncio.create_task(
-            _first_event(
-                stream,
-                core.list_namespaced_service,
-                namespace="default",
-                resource_version=listed.metadata.resource_version,
-            )
-        )
-        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        waiting = await _watching_services(api_server, core, stream)
         assert api_server.faults.drop_watches() == 1
         with pytest.raises(aiohttp.ClientPayloadError):
             await asyncio.wait_for(waiting, 60)
@@ -181,19 +191,9 @@ async def test_expire_watches_sends_410_in_the_open_stream(
     api_server: EmbeddedApiServer, api_client: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(api_client)
-    listed = await core.list_namespaced_service("default")
     stream = watch.Watch()
     async with stream:
-        waiting = asyncio.create_task(
-            _first_event(
-                stream,
-                core.list_namespaced_service,
-                namespace="default",
-                resource_version=listed.metadata.resource_version,
-                timeout_seconds=60,
-            )
-        )
-        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        waiting = await _watching_services(api_server, core, stream, timeout_seconds=60)
         assert api_server.faults.expire_watches() == 1
         with pytest.raises(client.ApiException) as expired:
             await asyncio.wait_for(waiting, 60)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import bcrypt
+from edge_objects import ingress as edge_ingress
 
 GATEWAY = "gateway.networking.k8s.io"
 NAMESPACES = ("default", "other")
@@ -154,29 +155,7 @@ def ingress(name: str, variant: int) -> Obj:
     path = ("/", "/", "/api", "/")[variant % 4]
     backend = ("svc-a", "svc-b", "ghost", "svc-a", "svc-b")[variant % 5]
     modules = ("", "ms-0", "ms-0,ms-1", "ms-1", "ms-1,ms-0")[(variant + len(name)) % 5]
-    annotations = {"interlock.dev/modules": modules} if modules else {}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {
-            "ingressClassName": "interlock",
-            "rules": [
-                {
-                    "host": host,
-                    "http": {
-                        "paths": [
-                            {
-                                "path": path,
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": backend, "port": {"number": 80}}},
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
-    }
+    return edge_ingress(name, host, backend=backend, modules=modules, path=path)
 
 
 INGRESS_CLASS: Obj = {
