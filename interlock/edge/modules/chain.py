@@ -25,7 +25,7 @@ from interlock.edge.modules.headers import Headers
 from interlock.edge.modules.identity import IdentityGate, build_identity
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.jwt_auth import JwtAuth
-from interlock.edge.modules.mutual_tls import MutualTls
+from interlock.edge.modules.mutual_tls import MutualTls, strip_client_cert_headers
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
@@ -244,9 +244,15 @@ class ModuleChain:
     def upstream_request_headers(
         self, headers: MutableMapping[str, str], *, peer_certificate: bytes | None = None
     ) -> None:
-        """Apply ``headers.request`` (remove, then add) to the headers sent upstream, then
-        mutualTLS's identity headers (after, so that neither a client nor ``headers`` can set
-        them); ``peer_certificate`` is the one the request was admitted with."""
+        """Apply ``headers.request`` (remove, then add) to the headers sent upstream.
+
+        A client's copies of mutualTLS's identity headers never pass, on any route (a backend
+        behind a route with mutualTLS and one without must not believe a forged subject from
+        the second). With mutualTLS they are set last, so that neither a client nor ``headers``
+        can set them; ``peer_certificate`` is the one the request was admitted with.
+        """
+        if self._mutual_tls is None:
+            strip_client_cert_headers(headers)
         if self._headers is not None:
             self._headers.request.apply(headers)
         if self._mutual_tls is not None:

@@ -21,7 +21,8 @@ holds the certificates that sign client certificates (an intermediate is fine, a
 anchor: the store is built with ``VERIFY_X509_PARTIAL_CHAIN``).
 
 The verified identity goes to the backend in :data:`CLIENT_CERT_HEADERS`; copies a client sent
-are removed first, on every request of the route (and a ``headers`` module cannot set them). A CA
+are removed on every route, with mutualTLS or not (and on a mutualTLS route a ``headers`` module
+cannot set them). A CA
 bundle holds no secret, but it comes from a Secret like every other module input (see
 ``docs/modules.md`` for why not a ConfigMap); its bytes are still never logged.
 """
@@ -132,9 +133,7 @@ class MutualTls:
     ) -> None:
         """Remove client-sent :data:`CLIENT_CERT_HEADERS`, then set the verified identity (the
         request was admitted by :meth:`check`, so its certificate has a verdict)."""
-        for name in CLIENT_CERT_HEADERS:
-            while name in headers:
-                del headers[name]
+        strip_client_cert_headers(headers)
         if peer_certificate:
             verdict = self._verdict(peer_certificate)
             for name, value in verdict.headers or ():
@@ -157,6 +156,13 @@ class MutualTls:
         if len(self._verdicts) > CACHE_SIZE:
             self._verdicts.popitem(last=False)
         return verdict
+
+
+def strip_client_cert_headers(headers: MutableMapping[str, str]) -> None:
+    """Remove every :data:`CLIENT_CERT_HEADERS` (all copies, any case)."""
+    for name in CLIENT_CERT_HEADERS:
+        while name in headers:
+            del headers[name]
 
 
 def _judge(der: bytes, cas: tuple[x509.Certificate, ...]) -> _Verdict:

@@ -139,3 +139,18 @@ def test_header_values_cannot_carry_control_characters() -> None:
     tricky = CA.issue("eve\nX-Admin: yes")
     sent = upstream(chain_with(CA.pem), request(tricky.der))
     assert "\n" not in sent[SUBJECT_HEADER]
+
+
+def test_routes_without_mutual_tls_drop_client_copies_but_their_headers_module_may_set_them() -> (
+    None
+):
+    """A backend behind a route with mutualTLS and one without must not believe a subject a
+    client forged on the second."""
+    forged = {SUBJECT_HEADER: "CN=ceo", SAN_HEADER.lower(): "DNS:ceo", FINGERPRINT_HEADER: "00"}
+    plain = compile_modules(modules({}), {})
+    sent = upstream(plain, request(None), **forged)
+    assert not any(name in sent for name in (SUBJECT_HEADER, SAN_HEADER, FINGERPRINT_HEADER))
+    configured = compile_modules(
+        modules({"headers": {"request": {"add": {SUBJECT_HEADER: "CN=static"}}}}), {}
+    )
+    assert upstream(configured, request(None), **forged).getall(SUBJECT_HEADER) == ["CN=static"]
