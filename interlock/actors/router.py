@@ -13,11 +13,14 @@ when it crashed is handled again by the restarted router, so none is lost.
 It parses with the model's ``parse_*`` functions: a bad object is logged with the object and
 the field (and an HTTPRoute gets ``Accepted: False`` on its status through its RouteActor);
 it never stops the controller. Kinds it does not know are handed to ``extra`` handlers, so other
-halves of the controller (Ingress, ModuleSet …) can add their own routing.
+halves of the controller (Ingress, ModuleSet …) can add their own routing. A route or Ingress
+whose deletion has begun (``deletionTimestamp`` set, held by a finalizer) is routed as deleted:
+``interlock.model.meta.going_away``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,7 +45,7 @@ from interlock.actors.route import RouteActor, RouteOutputs
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.grpc_route import parse_grpc_route
-from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.meta import InvalidObject, ObjectKey, going_away
 from interlock.model.outbound import MeshRoute
 from interlock.model.policy_annotations import OPAQUE_PORTS
 from interlock.model.service import parse_service
@@ -93,6 +96,8 @@ class InformerRouter(Actor):
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
             return None
+        if not message.deleted and going_away(message.kind, message.obj):
+            message = dataclasses.replace(message, deleted=True)
         if message.kind == "Service":
             self._service(message)
         elif message.kind in ROUTE_PARSERS:

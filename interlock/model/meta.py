@@ -123,3 +123,25 @@ def parse_namespaced(model: type[K], kind: str, raw: dict[str, Any]) -> K:
     obj = parse_object(model, kind, raw)
     require_namespace(kind, obj.metadata)
     return obj
+
+
+GOING_AWAY_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "Ingress"})
+"""Kinds whose objects stop applying once their deletion has begun (see :func:`going_away`)."""
+
+
+def going_away(kind: str, raw: dict[str, Any]) -> bool:
+    """Whether ``raw`` is a route or Ingress whose deletion has begun (``deletionTimestamp`` set,
+    a finalizer still holding it): it is treated as deleted.
+
+    ``kubectl delete`` has been answered; the user meant it gone, and whatever holds the
+    finalizer (a cleanup controller, a stuck webhook) may take minutes or forever. Serving it
+    meanwhile would keep traffic on a route the user removed. ngrok's ingress controller stops
+    reconciling a terminating Ingress and drops it from its store the same way. Services,
+    ModuleSets and Secrets are not in this list: a Service held by its load-balancer cleanup
+    finalizer still has endpoints, and a route or Ingress still naming a ModuleSet or Secret
+    being deleted keeps its modules until they are really gone (fail closed).
+    """
+    if kind not in GOING_AWAY_KINDS:
+        return False
+    meta = raw.get("metadata")
+    return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))

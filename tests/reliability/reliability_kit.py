@@ -57,7 +57,7 @@ from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.edge import EdgesResult, desired_edges
 from interlock.model.gateway import HTTPRoute, parse_http_route, parse_reference_grant
 from interlock.model.ingress import parse_ingress, parse_ingress_class
-from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.meta import InvalidObject, ObjectKey, going_away
 from interlock.model.moduleset import (
     module_set_conditions,
     parse_module_set,
@@ -353,7 +353,10 @@ class ClusterState:
 
 
 async def read_state(cluster: TestCluster) -> ClusterState:
-    raw = {kind: await objects(cluster, kind) for kind in KINDS}
+    # A route or Ingress being deleted no longer applies (``going_away``), as for the controller.
+    raw = {
+        kind: [o for o in await objects(cluster, kind) if not going_away(kind, o)] for kind in KINDS
+    }
     services = {s.key: s for s in _parsed(raw["Service"], parse_service)}
     routes = _parsed(raw["HTTPRoute"], parse_http_route)
     grants = _parsed(raw["ReferenceGrant"], parse_reference_grant)
