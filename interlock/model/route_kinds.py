@@ -78,7 +78,13 @@ R = TypeVar("R", bound=RankedRoute)
 def served_routes(routes: Iterable[R]) -> list[R]:
     """The routes a port serves, oldest first, of the winning kind, among routes attached to it."""
     attached = sorted(routes, key=age_order)
-    return [route for route in attached if not any(beats(other, route) for other in attached)]
+    if not attached:
+        return []
+    # What :func:`beats` decides pairwise, in one pass: the best kind present, and of a single
+    # route kind only the oldest.
+    best = min(kind_rank(route.kind) for route in attached)
+    served = [route for route in attached if kind_rank(route.kind) == best]
+    return served[:1] if served[0].kind in SINGLE_ROUTE_KINDS else served
 
 
 def kinds_that_beat(kind: str) -> tuple[str, ...]:
