@@ -21,6 +21,7 @@ from interlock.logs import configure_logging
 DEFAULT_DEMO_EDGE = "127.0.0.1:8080"
 DEFAULT_DEMO_POLICY = "127.0.0.1:8090"
 DEFAULT_DEMO_ADMIN = "127.0.0.1:9090"
+DEFAULT_DEMO_MESH = "127.0.0.1:4140"
 
 
 def _positive_seconds(text: str) -> float:
@@ -45,6 +46,7 @@ def add_demo_parser(subparsers: Any) -> None:
         ("--edge-addr", DEFAULT_DEMO_EDGE, "edge data plane"),
         ("--policy-addr", DEFAULT_DEMO_POLICY, "policy API"),
         ("--admin-addr", DEFAULT_DEMO_ADMIN, "admin server (/readyz, /metrics, /debug/)"),
+        ("--mesh-addr", DEFAULT_DEMO_MESH, "mesh listener (HTTP_PROXY for Services)"),
     ):
         parser.add_argument(
             flag,
@@ -87,6 +89,7 @@ def demo_command(args: argparse.Namespace) -> int:
             edge_addr=parse_address(args.edge_addr, flag="--edge-addr"),
             policy_addr=parse_address(args.policy_addr, flag="--policy-addr"),
             admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
+            mesh_addr=parse_address(args.mesh_addr, flag="--mesh-addr"),
             duration=args.duration,
             quiet_trace=args.quiet_trace,
             show_startup=args.show_startup,

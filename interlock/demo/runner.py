@@ -52,6 +52,8 @@ class DemoOptions:
     edge_addr: Address
     policy_addr: Address
     admin_addr: Address
+    mesh_addr: Address | None = None
+    """Where the mesh listener serves (``None``: no mesh listener)."""
     duration: float | None = None
     """Stop after this many seconds (non-interactive use); ``None`` runs until SIGINT/SIGTERM."""
     quiet_trace: bool = False
@@ -123,6 +125,7 @@ def banner(
     backends: Sequence[tuple[str, int]],
     interlock: str = "interlock",
     kubectl_found: bool = True,
+    mesh: Address | None = None,
 ) -> list[str]:
     """What the demo prints once it is ready: where things are and what to try. ``interlock``
     is how a shell runs this same interlock (see :func:`interlock_command`), so every printed
@@ -136,12 +139,21 @@ def banner(
         f"  edge           {edge_url}  (host {HOST}; user demo, password demo — demo only)",
         f"  policy API     {policy}",
         f"  admin          {'  '.join(admin_url + path for path in admin_paths)}",
+        *(() if mesh is None else (f"  mesh listener  {_url(mesh)}  (HTTP_PROXY for Services)",)),
         *(f"  backend        {name} on 127.0.0.1:{port}" for name, port in backends),
         f"  trace file     {trace_file}",
         "",
         "Try:",
         f"  curl -u demo:demo -H 'Host: {HOST}' {edge_url}/hello",
         f"  curl -H 'Host: {HOST}' {edge_url}/hello          # 401: modules run first",
+        *(
+            ()
+            if mesh is None
+            else (
+                f"  curl --proxy {_url(mesh)} http://echo.{NAMESPACE}/hello"
+                "   # the mesh listener: the 80/20 split",
+            )
+        ),
         f"  curl {policy}",
         f"  {interlock} policy watch {NAMESPACE}/echo:80 --server {policy_url}",
         "",
@@ -221,6 +233,7 @@ async def run_demo(
     edge_addr = available(options.edge_addr)
     policy_addr = available(options.policy_addr)
     admin_addr = available(options.admin_addr)
+    mesh_addr = None if options.mesh_addr is None else available(options.mesh_addr)
 
     echoes = [EchoServer(name=name) for name in BACKENDS]
     trace_file: IO[str] | None = None
@@ -244,6 +257,7 @@ async def run_demo(
             policy_addr=policy_addr,
             admin_addr=admin_addr,
             edge_addr=edge_addr,
+            mesh_addr=mesh_addr,
             lease_namespace=NAMESPACE,
             log_level="WARNING",
         )
@@ -271,6 +285,7 @@ async def run_demo(
             backends=[(echo.name, echo.port) for echo in echoes],
             interlock=interlock_command(),
             kubectl_found=shutil.which("kubectl") is not None,
+            mesh=None if controller.mesh is None else controller.mesh.address,
         ):
             out(line)
         if not options.quiet_trace:

@@ -12,7 +12,7 @@ from pathlib import Path
 from cli_process import Running, child_env, http_get, interlock_argv
 
 FREE_PORTS = ["--edge-addr", "127.0.0.1:0", "--policy-addr", "127.0.0.1:0"]
-FREE_PORTS += ["--admin-addr", "127.0.0.1:0"]
+FREE_PORTS += ["--admin-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]
 
 
 def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path: Path) -> None:
@@ -50,6 +50,12 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
         # The console is quiet after its banner: start-up's trace is in the file, not printed.
         demo.wait_for(r"^Live trace")
         assert demo.count(lambda line: "Started()" in line or "<= external event" in line) == 0
+
+        # The mesh listener's line works as printed: echo's policy splits 80/20 to v1 and v2.
+        mesh = demo.wait_for(r"curl --proxy (http://\S+) http://(echo\.default)(/hello)")
+        status, _, body = http_get(mesh[1] + mesh[3], headers={"Host": mesh[2]})
+        assert status == 200, body
+        assert json.loads(body)["backend"] in ("echo-v1", "echo-v2")
 
         # The printed kubectl line changes things live: the policy and the trace follow.
         kubectl = demo.wait_for(r"(kubectl --kubeconfig \S+) delete service echo-v2")[1]

@@ -29,6 +29,24 @@ def test_banner_gives_the_curl_policy_and_kubectl_lines() -> None:
     assert "http://127.0.0.1:9090/readyz  http://127.0.0.1:9090/debug/" in text
     assert "interlock trace /tmp/d/trace.jsonl" in text
     assert "echo-v2 on 127.0.0.1:4002" in text
+    assert "mesh listener" not in text  # none asked for
+
+
+def test_banner_shows_how_to_call_a_service_through_the_mesh_listener() -> None:
+    lines = banner(
+        edge=Address("127.0.0.1", 8080),
+        policy_url="http://127.0.0.1:8090",
+        admin_url="http://127.0.0.1:9090",
+        admin_paths=["/readyz"],
+        kubeconfig="/tmp/d/kubeconfig",
+        examples=Path("/src/manifests/examples"),
+        trace_file=Path("/tmp/d/trace.jsonl"),
+        backends=[],
+        mesh=Address("127.0.0.1", 4140),
+    )
+    text = "\n".join(lines)
+    assert "mesh listener  http://127.0.0.1:4140" in text
+    assert "curl --proxy http://127.0.0.1:4140 http://echo.default/hello" in text
 
 
 async def test_demo_without_its_manifests_says_where_it_looked(tmp_path: Path) -> None:
