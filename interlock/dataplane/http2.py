@@ -349,11 +349,14 @@ class SniffingProtocol(asyncio.Protocol):
         *,
         http1: Callable[[], asyncio.Protocol],
         http2: Callable[[], H2ServerProtocol],
+        choose_within: float,
     ) -> None:
         self._http1 = http1
         self._http2 = http2
+        self._choose_within = choose_within
         self._transport: asyncio.Transport | None = None
         self._buffer = b""
+        self._deadline: asyncio.TimerHandle | None = None
         self.chosen: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -362,6 +365,9 @@ class SniffingProtocol(asyncio.Protocol):
         tls = transport.get_extra_info("ssl_object")
         if isinstance(tls, ssl.SSLObject) and tls.selected_alpn_protocol() == "h2":
             self._choose(self._http2())
+            return
+        # A connection that never says which protocol it speaks is not held forever.
+        self._deadline = asyncio.get_running_loop().call_later(self._choose_within, transport.close)
 
     def data_received(self, data: bytes) -> None:
         if self.chosen is not None:
@@ -375,6 +381,9 @@ class SniffingProtocol(asyncio.Protocol):
 
     def _choose(self, protocol: asyncio.Protocol) -> None:
         assert self._transport is not None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
         self.chosen = protocol
         self._transport.set_protocol(protocol)
         protocol.connection_made(self._transport)
@@ -388,6 +397,9 @@ class SniffingProtocol(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
         if self.chosen is not None:
             self.chosen.connection_lost(exc)
 

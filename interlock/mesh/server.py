@@ -158,7 +158,9 @@ class MeshServer:
             # One port for both versions: each connection's first bytes say which (h2c with
             # prior knowledge, as gRPC clients send it, or HTTP/1.1 for aiohttp's handler).
             self._listener = await asyncio.get_running_loop().create_server(
-                lambda: SniffingProtocol(http1=server, http2=http2),
+                lambda: SniffingProtocol(
+                    http1=server, http2=http2, choose_within=limits.header_timeout
+                ),
                 host,
                 port,
                 reuse_address=True,

@@ -84,7 +84,9 @@ async def listener(grpc_upstream: int) -> AsyncIterator[int]:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: SniffingProtocol(
-            http1=http1_server, http2=lambda: H2ServerProtocol(handle, scheme="http")
+            http1=http1_server,
+            http2=lambda: H2ServerProtocol(handle, scheme="http"),
+            choose_within=30,
         ),
         "127.0.0.1",
         0,
@@ -122,3 +124,31 @@ async def test_a_server_stream_larger_than_the_flow_control_windows(listener: in
 async def test_http1_is_served_on_the_same_port(listener: int) -> None:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{listener}/") as r:
         assert await r.text() == "http/1.1 here"
+
+
+@pytest.mark.parametrize("first_bytes", [b"", b"PRI * HTTP/2"])
+async def test_a_connection_that_never_says_its_protocol_is_closed(first_bytes: bytes) -> None:
+    async def never(_request: H2Request, _responder: H2Responder) -> None:
+        raise AssertionError("no stream can start")
+
+    async def http1(_request: web.BaseRequest) -> web.Response:
+        return web.Response()
+
+    http1_server = web.Server(http1)
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SniffingProtocol(
+            http1=http1_server,
+            http2=lambda: H2ServerProtocol(never, scheme="http"),
+            choose_within=0.1,
+        ),
+        "127.0.0.1",
+        0,
+    )
+    try:
+        reader, writer = await asyncio.open_connection(*server.sockets[0].getsockname()[:2])
+        writer.write(first_bytes)
+        # The listener closes it (EOF) instead of holding it open forever.
+        assert await asyncio.wait_for(reader.read(), 30) == b""
+        writer.close()
+    finally:
+        server.close()
