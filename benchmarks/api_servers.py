@@ -62,7 +62,9 @@ class EmbeddedServer:
     lease_namespace: str = "default"
 
     @classmethod
-    async def start(cls, objects: list[dict[str, Any]], workdir: Path) -> EmbeddedServer:
+    async def start(
+        cls, objects: list[dict[str, Any]], workdir: Path, *, start_within: float = 600.0
+    ) -> EmbeddedServer:
         manifest = workdir / "objects.yaml"
         kubeconfig = workdir / "kubeconfig"
         # JSON documents are YAML documents; writing JSON keeps generation and parsing quick.
@@ -78,7 +80,7 @@ class EmbeddedServer:
         )
         assert process.stdout is not None
         while True:
-            line = await asyncio.wait_for(process.stdout.readline(), 600)
+            line = await asyncio.wait_for(process.stdout.readline(), start_within)
             if not line:
                 raise RuntimeError("the embedded API server exited")
             if line.startswith(b"kubeconfig:"):

@@ -660,9 +660,10 @@ change): interlock's work stays flat, the re-walk grows with the cluster.
 {scaling_table([*smaller, f])}
 
 Memory: a watch's state (its actor, its policy and the serialized body) costs
-{per_watch:.1f} KiB; an open HTTP stream adds {per_stream:.1f} KiB, nearly all of it aiohttp's
-per-connection state (request parser, transport, handler task). The RSS target holds for the
-controller with its watches; {n:,} HTTP connections to one process take it to the last figure.
+{per_watch:.1f} KiB; an open HTTP stream adds {per_stream:.1f} KiB: the socket, asyncio's
+transport, a protocol object and one callback on the watch's slot (streams are served by
+`interlock/api/policy_stream.py`, not by aiohttp's request handler, which kept about 12 KiB per
+connection alive; `benchmarks/stream_memory.py` shows what remains, by type).
 
 Reading the figures: a Service change costs interlock a fixed handful of messages — the
 router, the ServiceDirectory, the routes that subscribed to that Service and the watches of

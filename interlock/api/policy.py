@@ -13,7 +13,6 @@ computes it. See ``docs/policy-api.md``.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,12 +21,11 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
+from interlock.api.policy_stream import WatchStreams
+from interlock.api.policy_target import BadRequest, watch_target
+from interlock.api.serving import FRONT
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
-
-# RFC 1123 labels, as Kubernetes requires for namespace and Service names.
-# Used with fullmatch: "$" alone also matches before a final newline ("default\n").
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 NDJSON = "application/x-ndjson"
 
@@ -65,9 +63,13 @@ class PolicyApiCounters:
 
     def answered(self, request: str, response: web.StreamResponse) -> web.StreamResponse:
         """Count ``response`` as the answer to a ``request`` (``get``, ``watch``); return it."""
-        key = (request, response.status)
-        self.responses[key] = self.responses.get(key, 0) + 1
+        self.count(request, response.status)
         return response
+
+    def count(self, request: str, code: int) -> None:
+        """Count one answer with ``code`` to a ``request`` (``get``, ``watch``, ``schema``)."""
+        key = (request, code)
+        self.responses[key] = self.responses.get(key, 0) + 1
 
     def statistics(self) -> PolicyApiStatistics:
         return PolicyApiStatistics(
@@ -77,27 +79,13 @@ class PolicyApiCounters:
         )
 
 
-class BadRequest(ValueError):
-    """A request the API cannot answer; the message says which part is wrong."""
-
-
 def parse_target(request: web.Request) -> WatchTarget:
     """The :class:`WatchTarget` of a request, or :class:`BadRequest` naming the wrong part."""
-    namespace = request.match_info["namespace"]
-    service = request.match_info["service"]
-    port_text = request.match_info["port"]
-    client_namespace = _query(request).get("clientNamespace") or namespace
-    for what, value in (
-        ("namespace", namespace),
-        ("service", service),
-        ("clientNamespace", client_namespace),
-    ):
-        if not _DNS_LABEL.fullmatch(value):
-            raise BadRequest(f"{what} {value!r} is not a valid Kubernetes name (RFC 1123 label)")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise BadRequest(f"port {port_text!r} must be a number in 1..65535")
-    return WatchTarget(
-        namespace=namespace, service=service, port=int(port_text), client_namespace=client_namespace
+    return watch_target(
+        namespace=request.match_info["namespace"],
+        service=request.match_info["service"],
+        port_text=request.match_info["port"],
+        client_namespace=_query(request).get("clientNamespace"),
     )
 
 
@@ -119,6 +107,7 @@ def build_policy_app(
     source: PolicySource,
     first_policy_timeout: float = 10.0,
     wait_ready: Callable[[], Awaitable[object]] | None = None,
+    is_ready: Callable[[], bool] | None = None,
     counters: PolicyApiCounters | None = None,
 ) -> web.Application:
     """The aiohttp application of the policy API, reading policies from ``source``.
@@ -126,7 +115,10 @@ def build_policy_app(
     ``first_policy_timeout`` bounds how long a request waits for the controller's initial sync
     (``wait_ready``) and the first policy of a target (normally immediate); past it the answer
     is 503 so a client retries instead of hanging or getting a policy computed from half the
-    cluster. ``counters`` (a fresh one by default) counts the answers and the open streams.
+    cluster. ``is_ready`` says without waiting whether ``wait_ready`` would return at once: a
+    watch request that needs no wait is streamed by :mod:`interlock.api.policy_stream` (without
+    ``is_ready``, only when there is no ``wait_ready``). ``counters`` (a fresh one by default)
+    counts the answers and the open streams.
     """
     counted = counters if counters is not None else PolicyApiCounters()
     answered = counted.answered
@@ -207,16 +199,24 @@ def build_policy_app(
 
     async def schema(_request: web.Request) -> web.StreamResponse:
         response = web.json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
-        counted.responses[("schema", 200)] = counted.responses.get(("schema", 200), 0) + 1
+        counted.count("schema", 200)
         return response
 
     async def end_streams(_app: web.Application) -> None:
         # Shutdown waits for running handlers; closing the slots ends every watch stream now.
+        streams.end()
         for slot in list(open_slots):
             slot.close()
 
     open_slots: set[LatestValueSlot[PolicyUpdate]] = set()
+    streams = WatchStreams(
+        source=source,
+        counters=counted,
+        open_slots=open_slots,
+        is_ready=is_ready if is_ready is not None else lambda: wait_ready is None,
+    )
     app = web.Application()
+    app[FRONT] = streams.protocol
     app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
     app.router.add_get(SCHEMA_PATH, schema)
     app.on_shutdown.append(end_streams)

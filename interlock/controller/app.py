@@ -285,7 +285,10 @@ class Controller:
         ]
         self.policy_site = await _serve(
             build_policy_app(
-                source=self.watches, wait_ready=self._synced.wait, counters=self.policy_counters
+                source=self.watches,
+                wait_ready=self._synced.wait,
+                is_ready=self._synced.is_set,
+                counters=self.policy_counters,
             ),
             config.policy_addr,
             flag="--policy-addr",

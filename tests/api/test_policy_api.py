@@ -145,6 +145,47 @@ async def test_a_slow_reader_coalesces_to_the_latest_policy(site, source, http):
         assert slot.version == 101
 
 
+async def test_open_watch_streams_hold_no_task_each(site, source, http):
+    # Thousands of proxies hold a stream each: a stream is a protocol and a slot callback, not
+    # an HTTP server's handler tasks (interlock/api/policy_stream.py).
+    source.set(WEB, {"v": 1})
+    tasks_before = len(asyncio.all_tasks())
+    responses = [
+        await http.get(f"{site.url}/v1/outbound/default/web/80?watch=true") for _ in range(20)
+    ]
+    try:
+        for response in responses:
+            assert json.loads(await response.content.readline()) == {"v": 1}
+        assert source.readers(WEB) == 20
+        assert len(asyncio.all_tasks()) == tasks_before
+        source.set(WEB, {"v": 2})
+        for response in responses:
+            assert json.loads(await response.content.readline()) == {"v": 2}
+    finally:
+        for response in responses:
+            response.close()
+    await wait_for(lambda: source.readers(WEB) == 0)
+
+
+async def test_a_watch_that_must_wait_for_its_first_policy_still_gets_it(source, http):
+    running = await serve(
+        build_policy_app(source=source, first_policy_timeout=60), Address("127.0.0.1", 0)
+    )
+    try:
+        request = asyncio.create_task(
+            http.get(f"{running.url}/v1/outbound/default/web/80?watch=true")
+        )
+        await wait_for(lambda: source.readers(WEB) == 1)
+        source.set(WEB, {"v": 1})
+        async with await request as response:
+            assert response.status == 200
+            assert json.loads(await response.content.readline()) == {"v": 1}
+            source.set(WEB, {"v": 2})
+            assert json.loads(await response.content.readline()) == {"v": 2}
+    finally:
+        await running.stop()
+
+
 async def test_closing_the_watch_connection_releases_the_reader(site, source, http):
     source.set(WEB, {"v": 1})
     response = await http.get(f"{site.url}/v1/outbound/default/web/80?watch=true")
