@@ -40,7 +40,7 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
-from interlock.dataplane import Answer, Forward, RequestInfo, ServicePortRef
+from interlock.dataplane import Answer, Deadlines, Forward, RequestInfo, ServicePortRef
 from interlock.dataplane.access_log import Exchange, begin, note_upstream
 from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.answers import (
@@ -342,7 +342,7 @@ class MeshServer:
             path=decision.path + (f"?{query}" if query else ""),
             headers=headers.items(),
             connect_timeout=self._settings.timeouts.connect,
-            headers_timeout=decision.deadlines.request,
+            headers_timeout=_first_deadline(decision.deadlines),
             where=where,
         )
         if failed is None:
@@ -392,6 +392,14 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
+
+
+def _first_deadline(deadlines: Deadlines) -> float | None:
+    """How long an HTTP/2 stream may wait for its response headers: the rule's request and
+    backendRequest timeouts, whichever is shorter (a stream may then last as long as it
+    likes: gRPC streams do)."""
+    bounds = [d for d in (deadlines.request, deadlines.attempt) if d is not None]
+    return min(bounds) if bounds else None
 
 
 async def _answer_h2(responder: H2Responder, decided: Answer) -> str:

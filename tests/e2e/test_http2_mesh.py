@@ -6,6 +6,7 @@ working on the same port."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,10 @@ def greeter(name: str) -> grpc.GenericRpcHandler:
         await context.send_initial_metadata((("x-served-by", name),))
         return f"{name}: hello {request.decode()} ({metadata.get('x-team', '-')})".encode()
 
+    async def stall(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.Event().wait()  # never answers: only a timeout ends the call
+        return b""
+
     async def count(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         for index in range(int(request)):
             yield f"{name} {index} ".encode() + b"." * 40_000
@@ -36,6 +41,7 @@ def greeter(name: str) -> grpc.GenericRpcHandler:
         {
             "Say": grpc.unary_unary_rpc_method_handler(say),
             "Count": grpc.unary_stream_rpc_method_handler(count),
+            "Stall": grpc.unary_unary_rpc_method_handler(stall),
         },
     )
 
@@ -141,3 +147,39 @@ async def test_a_service_that_does_not_exist_fails_the_call(mesh: MeshEnv) -> No
 async def await_call(call: grpc.aio.UnaryUnaryCall) -> bytes:
     reply: bytes = await call
     return reply
+
+
+async def test_a_rules_request_timeout_ends_a_call_that_never_answers(
+    mesh: MeshEnv, greeters: None
+) -> None:
+    await mesh.cluster.apply(
+        {
+            "apiVersion": f"{GATEWAY}/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "greeter-timeout", "namespace": "default"},
+            "spec": {
+                "parentRefs": [{"group": "core", "kind": "Service", "name": "greeter"}],
+                "rules": [
+                    {
+                        "timeouts": {"request": "1s"},
+                        "backendRefs": [{"name": "greeter", "port": 80}],
+                    }
+                ],
+            },
+        }
+    )
+    async with channel(mesh, "greeter.default") as ch:
+        stall = ch.unary_unary(f"/{SERVICE}/Stall")
+        failed: list[grpc.aio.AioRpcError] = []
+
+        async def timed_out() -> bool:
+            try:
+                await stall(b"", timeout=10)
+            except grpc.aio.AioRpcError as error:
+                failed.append(error)
+                return "504" in (error.details() or "")
+            return False
+
+        # Until the route is in force the call ends by the client's own 10 s deadline.
+        await eventually(timed_out, message="the listener's 504 ends the call")
+    assert failed[-1].code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN)
