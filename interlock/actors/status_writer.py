@@ -83,6 +83,12 @@ class StatusSink(Protocol):
         """Record an Event; never raises."""
         ...
 
+    def forget(self, *, kind: StatusKind, namespace: str, name: str) -> None:
+        """The writer no longer wants a status for the object (it was deleted, or its stored
+        status is already the desired one): drop what is remembered of it, so that a
+        controller whose objects come and go under fresh names does not grow."""
+        ...
+
 
 class TransientStatusError(Exception):
     """The write could not be made now (no connection, 5xx, 429); retry later."""
@@ -212,6 +218,8 @@ class StatusWriter(Actor):
                 self.objects.pop(gone, None)
                 self.pending.discard(gone)
                 self.recheck.discard(gone)
+                kind, namespace, name = gone
+                self.sink.forget(kind=kind, namespace=namespace, name=name)
             return None
         elif isinstance(message, RecordEvent):
             self.held.append((self.clock(), message))

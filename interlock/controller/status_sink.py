@@ -68,3 +68,7 @@ class KubeStatusSink:
         self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
     ) -> None:
         await self._recorder.record(regarding=regarding, type=type, reason=reason, message=message)
+
+    def forget(self, *, kind: StatusKind, namespace: str, name: str) -> None:
+        # Found by the soak: the patcher's cache kept every object ever written.
+        self._patcher.cache.forget(self._resources[kind], namespace, name)

@@ -29,9 +29,13 @@ REGARDING = {"kind": "Ingress", "namespace": "default", "name": "web"}
 
 class Sink:
     def __init__(self) -> None:
+        self.forgotten: list[tuple[str, str, str]] = []
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.events: list[str] = []
         self.fail_next = 0
+
+    def forget(self, *, kind: str, namespace: str, name: str) -> None:
+        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any], uid: str

@@ -36,8 +36,12 @@ class RecordingSink:
     """A StatusSink that records writes and fails the next ``failures`` of them transiently."""
 
     def __init__(self) -> None:
+        self.forgotten: list[tuple[str, str, str]] = []
         self.writes: list[tuple[str, str, str]] = []
         self.failures = 0
+
+    def forget(self, *, kind: str, namespace: str, name: str) -> None:
+        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""
@@ -206,6 +210,18 @@ async def test_a_deleted_route_is_forgotten(harness):
     assert harness.sink.writes == []
 
 
+async def test_a_route_deleted_after_its_write_is_forgotten_by_the_sink(harness):
+    """Found by the soak: the status patcher's cache kept every object ever written, so a
+    controller whose routes come and go under fresh names grew without bound."""
+    harness.lead(True)
+    harness.send("a", "BackendNotFound")
+    await harness.settle()
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+    harness.delete("a")
+    await harness.settle()
+    assert harness.sink.forgotten == [("HTTPRoute", "default", "a")]
+
+
 async def test_losing_the_lease_mid_flush_starts_no_more_writes():
     harness = Harness(concurrency=1)
     harness.send("a", "BackendNotFound")
@@ -235,10 +251,14 @@ class GatedSink:
     """A StatusSink whose writes wait for the test to open the gate; tracks concurrency."""
 
     def __init__(self) -> None:
+        self.forgotten: list[tuple[str, str, str]] = []
         self.gate = asyncio.Event()
         self.running = 0
         self.most = 0
         self.writes: list[tuple[str, str]] = []
+
+    def forget(self, *, kind: str, namespace: str, name: str) -> None:
+        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""

@@ -148,9 +148,13 @@ class _SlowStatusSink:
     """A status sink whose first write waits until released (a slow API server)."""
 
     def __init__(self) -> None:
+        self.forgotten: list[tuple[str, str, str]] = []
         self.release = asyncio.Event()
         self.writing = asyncio.Event()
         self.patched: list[tuple[str, dict[str, Any]]] = []
+
+    def forget(self, *, kind: str, namespace: str, name: str) -> None:
+        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""
@@ -410,6 +414,45 @@ def test_an_object_deleted_and_created_again_unseen_gets_its_status_again(
                     await server.faults.compact()
                     assert not status_written(await objects(server, kind))
                 await eventually(written, within=60.0, message=f"the re-created {kind}'s status")
+            finally:
+                await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_status_cache_does_not_keep_deleted_objects(
+    tmp_path: Path, control_plane: ControlPlane | None
+) -> None:
+    """Found by the soak (``benchmarks/soak.py``): the status patcher's cache remembered every
+    object ever written, so routes, Ingresses and ModuleSets coming and going under fresh names
+    grew the controller without bound. Fixed: the StatusWriter has the sink forget an object
+    when it stops wanting a status for it (``interlock/controller/status_sink.py``)."""
+
+    async def scenario() -> None:
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            await write(server, build("Service", "svc-a", 0))
+            controller = Controller(replica_config(server.controller_kubeconfig, "finding"))
+            await controller.start()
+            try:
+                await controller.wait_ready(within=60.0)
+                patcher = controller.patcher
+                assert patcher is not None
+                routes = [build("HTTPRoute", f"gone-{n}", 0) for n in range(5)]
+                for route in routes:
+                    await write(server, route)
+                await eventually(
+                    lambda: patcher.cache.statistics().entries >= 5,
+                    within=60.0,
+                    message="the five statuses written",
+                )
+                for route in routes:
+                    await server.delete(route)
+                await eventually(
+                    lambda: patcher.cache.statistics().entries == 0,
+                    within=60.0,
+                    message=lambda: f"cache entries: {patcher.cache.statistics().entries}",
+                )
             finally:
                 await controller.stop()
 
