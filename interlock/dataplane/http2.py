@@ -616,6 +616,7 @@ async def relay_h2(
     connect_timeout: float,
     headers_timeout: float | None,
     where: str,
+    response_edits: Callable[[Headers], Headers] | None = None,
 ) -> H2Failure | None:
     """Send ``request`` to ``address`` over h2c and relay the answer — headers, data, trailers
     — to ``responder``; an :class:`H2Failure` when nothing was relayed yet.
@@ -647,7 +648,8 @@ async def relay_h2(
             return H2Failure(504, "upstream-timeout", f"{where}: {address} did not answer in time")
         if not isinstance(first, UpstreamHeaders):
             return H2Failure(502, "upstream-failed", f"{where}: {address} reset the stream")
-        responder.send_headers(first.status, first.headers, end=first.ended)
+        headers_out = first.headers if response_edits is None else response_edits(first.headers)
+        responder.send_headers(first.status, headers_out, end=first.ended)
         finished = first.ended
         while not finished:
             event = await stream.next_event()

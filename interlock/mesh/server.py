@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -344,6 +344,7 @@ class MeshServer:
             connect_timeout=self._settings.timeouts.connect,
             headers_timeout=_first_deadline(decision.deadlines),
             where=where,
+            response_edits=_response_edits(decision),
         )
         if failed is None:
             return ""
@@ -392,6 +393,19 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
+
+
+def _response_edits(decision: Forward) -> Callable[[list[tuple[str, str]]], list[tuple[str, str]]]:
+    """The rule's (then the backend's) ResponseHeaderModifiers, for an HTTP/2 answer's
+    headers (trailers are the backend's own)."""
+    edits = decision.filters.response_headers
+
+    def edited(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        multi: CIMultiDict[str] = CIMultiDict(headers)
+        apply_all(edits, multi)
+        return [(name.lower(), value) for name, value in multi.items()]
+
+    return edited
 
 
 def _first_deadline(deadlines: Deadlines) -> float | None:

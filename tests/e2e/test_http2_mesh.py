@@ -149,7 +149,7 @@ async def await_call(call: grpc.aio.UnaryUnaryCall) -> bytes:
     return reply
 
 
-async def test_a_rules_request_timeout_ends_a_call_that_never_answers(
+async def test_a_rules_timeout_and_response_headers_apply_to_grpc_calls(
     mesh: MeshEnv, greeters: None
 ) -> None:
     await mesh.cluster.apply(
@@ -162,6 +162,14 @@ async def test_a_rules_request_timeout_ends_a_call_that_never_answers(
                 "rules": [
                     {
                         "timeouts": {"request": "1s"},
+                        "filters": [
+                            {
+                                "type": "ResponseHeaderModifier",
+                                "responseHeaderModifier": {
+                                    "set": [{"name": "X-Route", "value": "timeout"}]
+                                },
+                            }
+                        ],
                         "backendRefs": [{"name": "greeter", "port": 80}],
                     }
                 ],
@@ -183,3 +191,8 @@ async def test_a_rules_request_timeout_ends_a_call_that_never_answers(
         # Until the route is in force the call ends by the client's own 10 s deadline.
         await eventually(timed_out, message="the listener's 504 ends the call")
     assert failed[-1].code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN)
+    # The same rule's ResponseHeaderModifier reaches a call that is answered.
+    async with channel(mesh, "greeter.default") as ch:
+        call = await say(ch, b"dee")
+        assert await call == b"greeter: hello dee (-)"
+        assert ("x-route", "timeout") in tuple(await call.initial_metadata())
