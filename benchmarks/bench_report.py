@@ -11,6 +11,7 @@ page) is made once.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -37,3 +38,11 @@ def write_section(text: str, heading: str, doc: Path = DOC) -> None:
     else:
         page = page.rstrip("\n") + "\n\n" + section
     doc.write_text(page.rstrip("\n") + "\n")
+
+
+def quiet_logs() -> None:
+    """Only warnings and errors from interlock's logs: a benchmark's output is its figures."""
+    from loguru import logger
+
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")

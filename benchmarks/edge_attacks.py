@@ -19,7 +19,6 @@ import asyncio
 import base64
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import bcrypt
 from aiohttp import web
+from bench_report import write_section
 
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
@@ -163,13 +163,7 @@ def main() -> int:
     text = section(figures, guesses=args.guesses, rounds=args.rounds)
     print(text)
     if args.write_docs:
-        doc = DOCS.read_text()
-        pattern = re.compile(r"^## Edge under attack\n.*?(?=^## |\Z)", re.S | re.M)
-        if pattern.search(doc):
-            doc = pattern.sub(lambda _: text, doc, count=1)
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + text
-        DOCS.write_text(doc.rstrip("\n") + "\n")
+        write_section(text, "## Edge under attack", DOCS)
     return 0
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
-from bench_report import rss_mib, write_section
+from bench_report import quiet_logs, rss_mib, write_section
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
 from interlock.config import Address, ControllerConfig
@@ -860,10 +860,7 @@ def main() -> None:
     if args.watch_client:
         asyncio.run(watch_client(args.watch_client[0], int(args.watch_client[1])))
         return
-    from loguru import logger
-
-    logger.remove()
-    logger.add(sys.stderr, level="WARNING")
+    quiet_logs()
     also = "".join(f" --also-scale {scale}" for scale in args.also_scale)
     command = (
         f".venv/bin/python benchmarks/outbound.py --server {args.server} --scale {args.scale} "

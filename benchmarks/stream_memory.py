@@ -27,6 +27,7 @@ from pathlib import Path
 
 import aiohttp
 from api_servers import EmbeddedServer
+from bench_report import quiet_logs
 from outbound import idle, objects, rss_mib
 
 from interlock.config import Address, ControllerConfig
@@ -166,10 +167,7 @@ def main() -> None:
     if args.hold:
         asyncio.run(hold_streams(args.hold[0], int(args.hold[1])))
         return
-    from loguru import logger
-
-    logger.remove()
-    logger.add(sys.stderr, level="WARNING")
+    quiet_logs()
     asyncio.run(measure(args.streams, trace=args.tracemalloc))
 
 
