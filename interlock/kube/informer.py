@@ -260,7 +260,10 @@ class _Reflector:
 
     def _deliver(self, event: InformerEvent) -> None:
         self.events += 1
-        logger.debug(
+        # A cluster-scoped object's message has no "ns/name" prefix to read its fields from:
+        # bound instead (only then: bind costs an object per event).
+        log = logger if event.namespace else logger.bind(kind=event.resource.kind, name=event.name)
+        log.debug(
             "{} {}: {} (rv={})",
             event.resource.kind,
             event.key,
