@@ -79,12 +79,19 @@ class EmbeddedServer:
             sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE
         )
         assert process.stdout is not None
-        while True:
-            line = await asyncio.wait_for(process.stdout.readline(), start_within)
-            if not line:
-                raise RuntimeError("the embedded API server exited")
-            if line.startswith(b"kubeconfig:"):
-                break
+        try:
+            while True:
+                line = await asyncio.wait_for(process.stdout.readline(), start_within)
+                if not line:
+                    raise RuntimeError("the embedded API server exited")
+                if line.startswith(b"kubeconfig:"):
+                    break
+        except BaseException:
+            # Not ready in time (or interrupted): the child would outlive the benchmark.
+            if process.returncode is None:
+                process.terminate()
+                await process.wait()
+            raise
         base = kubeconfig.read_text().split("server: ")[1].split()[0]
         return cls(process=process, kubeconfig=kubeconfig, base=base)
 
