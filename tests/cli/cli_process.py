@@ -64,7 +64,7 @@ class Running:
         except queue.Empty:
             pass
 
-    def wait_for(self, pattern: str, *, within: float = 30.0) -> re.Match[str]:
+    def wait_for(self, pattern: str, *, within: float = 90.0) -> re.Match[str]:
         """The first printed line matching ``pattern`` (waiting for it up to ``within`` s)."""
         regex = re.compile(pattern)
         deadline = time.monotonic() + within
@@ -85,7 +85,7 @@ class Running:
                 )
             self._collect(0.05)
 
-    def wait_for_log(self, pattern: str, *, within: float = 30.0) -> re.Match[str]:
+    def wait_for_log(self, pattern: str, *, within: float = 90.0) -> re.Match[str]:
         """The first line of stderr matching ``pattern`` (waiting for it up to ``within`` s)."""
         regex = re.compile(pattern)
         deadline = time.monotonic() + within
@@ -144,7 +144,7 @@ def http_get(
         return error.code, dict(error.headers), error.read()
 
 
-def wait_http(url: str, *, status: int = 200, within: float = 30.0) -> None:
+def wait_http(url: str, *, status: int = 200, within: float = 90.0) -> None:
     deadline = time.monotonic() + within
     last: object = None
     while time.monotonic() < deadline:

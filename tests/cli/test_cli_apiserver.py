@@ -41,7 +41,7 @@ async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_p
         assert proc.stdout is not None
         printed = ""
         while "kubeconfig:" not in printed:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
             assert line, f"apiserver exited early: {printed}"
             printed += line.decode()
         assert re.search(r"embedded Kubernetes API server: http://127\.0\.0\.1:\d+", printed)
@@ -55,7 +55,7 @@ async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_p
         assert (code, out.strip()) == (0, "namespace/team-a"), err
 
         proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), timeout=30) == 0
+        assert await asyncio.wait_for(proc.wait(), timeout=90) == 0
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -73,6 +73,6 @@ async def test_apiserver_rejects_a_bad_listen_address() -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=90)
     assert proc.returncode == 1
     assert "--listen: 'nowhere' is not HOST:PORT" in err.decode()

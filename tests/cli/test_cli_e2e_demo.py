@@ -76,7 +76,7 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
             (route,) = json.loads(http_get(policy_url)[2])["routes"]
             split = {b["name"]: (b["weight"], b["exists"]) for b in route["rules"][0]["backends"]}
         demo.signal(signal.SIGINT)
-        assert demo.wait(within=30) == 0, demo.output()
+        assert demo.wait(within=90) == 0, demo.output()
     finally:
         demo.stop()
 

@@ -91,7 +91,7 @@ def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path:
             interlock_argv("policy", "get", "default/web:80", "--server", policy_url),
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=90,
             env=child_env(),
             check=False,
         )
@@ -123,7 +123,7 @@ def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path:
         assert {"interlock_status_patches_total", "interlock_informer_relists_total"} <= names
 
         controller.signal(signal.SIGTERM)
-        assert controller.wait(within=30) == 0
+        assert controller.wait(within=90) == 0
     finally:
         if watch is not None:
             watch.stop()
