@@ -181,11 +181,20 @@ async def test_a_request_timeout_answers_504(mesh: MeshEnv) -> None:
     try:
         await mesh.cluster.apply(service_obj("stall", "default", (80,)))
         await mesh.cluster.apply(ws_slice("stall", runner.addresses[0][1]))
-        rules = [{"timeouts": {"request": "1s"}, "backendRefs": [ref("stall")]}]
+        marker = header_filter("ResponseHeaderModifier", set=[{"name": "X-Route", "value": "1"}])
+        rules = [
+            {"timeouts": {"request": "1s"}, "filters": [marker], "backendRefs": [ref("stall")]}
+        ]
         await mesh.cluster.apply(route_obj("stall", parent="stall", rules=rules))
-        # The route is in force once the fast path answers through it; the slow one stalls
+        # The route is in force once the fast path's answer carries its header (before it, the
+        # Default route has no timeout and /slow would stall the client); the slow path stalls
         # forever, so only the listener's timeout can end it.
-        await mesh.until_backend("stall.default", "stall", "/fast")
+        await mesh.until(
+            "stall.default",
+            lambda r: r.headers.get("X-Route") == "1",
+            "/fast",
+            message="the route with the timeout is in force",
+        )
         reply = await mesh.until(
             "stall.default", lambda r: r.status == 504, "/slow", message="504 on a stall"
         )
