@@ -206,7 +206,9 @@ class Engine:
         deadlines = decision.deadlines
         started = self._clock()
         deadline = None if deadlines.request is None else started + deadlines.request
-        counter = self._round_robin.setdefault(decision.target, itertools.count())
+        counter = self._round_robin.get(decision.target)
+        if counter is None:
+            counter = self._round_robin[decision.target] = itertools.count()
         retries_left = 0 if retry is None or not replayable else retry.retries
         backoff = 0.0 if retry is None else retry.backoff
         while True:

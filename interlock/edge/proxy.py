@@ -236,6 +236,9 @@ class Forwarder:
         self._timeouts = timeouts
         self._limits = limits
         self._session: aiohttp.ClientSession | None = None
+        # One ClientTimeout per idle bound (a route's ``idle`` or the default read timeout),
+        # made once rather than on every request.
+        self._request_timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
         if self._session is None:
@@ -284,18 +287,25 @@ class Forwarder:
         url = URL.build(
             scheme="http", host=host, port=port, path=path, query_string=query, encoded=True
         )
+        timeout = self._request_timeouts.get(idle)
+        if timeout is None:
+            if len(self._request_timeouts) >= 64:  # routes' idle values are few; stay bounded
+                self._request_timeouts.clear()
+            timeout = self._request_timeouts[idle] = aiohttp.ClientTimeout(
+                total=None,
+                connect=self._timeouts.connect,
+                sock_read=self._timeouts.read if idle is None else idle,
+            )
         sent = self._session.request(
             method,
             url,
             headers=headers,
             data=data,
             allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(
-                total=None,
-                connect=self._timeouts.connect,
-                sock_read=self._timeouts.read if idle is None else idle,
-            ),
+            timeout=timeout,
         )
+        if headers_within is None:
+            return await sent
         async with asyncio.timeout(headers_within):
             return await sent
 
@@ -335,11 +345,11 @@ class Forwarder:
         if compress:
             response.enable_compression(web.ContentCoding.gzip)
         try:
-            async with asyncio.timeout(cut_after):
-                await response.prepare(request)
-                async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
-                    await response.write(chunk)
-                await response.write_eof()
+            if cut_after is None:
+                await _stream(request, upstream, response)
+            else:
+                async with asyncio.timeout(cut_after):
+                    await _stream(request, upstream, response)
         except ConnectionResetError:
             # The client left; the upstream connection is dropped with the unread body.
             logger.debug("{}: the client closed the connection", where)
@@ -351,6 +361,15 @@ class Forwarder:
             if request.transport is not None:
                 request.transport.close()
         return response
+
+
+async def _stream(
+    request: web.BaseRequest, upstream: aiohttp.ClientResponse, response: web.StreamResponse
+) -> None:
+    await response.prepare(request)
+    async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+        await response.write(chunk)
+    await response.write_eof()
 
 
 class RelayedResponse(web.StreamResponse):

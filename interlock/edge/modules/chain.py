@@ -206,7 +206,10 @@ class ModuleChain:
         return self._check_after_auth(view, now=when, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
-        address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        if self._ip_restriction is None and self._rate_limit is None:
+            address = None  # only these two read it: no address parsing on other routes
+        else:
+            address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
         if self._ip_restriction is not None:
             rejection = self._ip_restriction.check(address)
             if rejection is not None:

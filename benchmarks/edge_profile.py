@@ -1,0 +1,181 @@
+"""Where one plain proxied request through the edge spends its time: instructions per request.
+
+A wall-clock benchmark on a shared, loaded machine moves by tens of percent between runs; the
+instructions the edge process executes per request do not. This runs the backend (plain aiohttp)
+and the edge (empty module chain, as ``benchmarks/edge.py``'s "edge" row) in their own processes,
+the edge under ``valgrind --tool=callgrind``, sends N and then 3N sequential keep-alive requests
+in two separate runs, and reports ``(I(3N) - I(N)) / 2N``: start-up and shutdown cancel out.
+``--profile`` instead runs the edge under cProfile and prints its top functions.
+``--tree DIR`` runs the edge from another checkout (a before/after in the same run).
+
+    .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--tree DIR] [--keep DIR]
+        [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pstats
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOST = "bench.local"
+BODY = b"hello from the backend\n" * 4
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def serve_backend(port: int) -> None:
+    from aiohttp import web
+
+    async def handle(request: web.BaseRequest) -> web.Response:
+        return web.Response(body=BODY, content_type="text/plain")
+
+    runner = web.ServerRunner(web.Server(handle), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()
+
+
+async def serve_edge(port: int, backend_port: int) -> None:
+    from loguru import logger
+
+    from interlock.edge.inprocess import InProcessEdge
+    from interlock.edge.provider import BackendTarget
+    from interlock.edge.server import EdgeServer
+    from interlock.edge.upstreams import StaticUpstreams
+    from interlock.model.moduleset import Modules
+
+    logger.remove()
+    edge = InProcessEdge()
+    await edge.apply_modules(
+        host=HOST, route_id="bench", path="/", path_type="Prefix", modules=Modules(), secrets={}
+    )
+    await edge.attach_backend(
+        host=HOST, route_id="bench", backend=BackendTarget("bench", "backend", 80)
+    )
+    upstreams = StaticUpstreams({("bench", "backend", 80): [("127.0.0.1", backend_port)]})
+    server = EdgeServer(edge=edge, upstreams=upstreams)
+    await server.start(addr=f"127.0.0.1:{port}")
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop()
+
+
+def wait_port(port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def drive(port: int, count: int) -> None:
+    """``count`` GETs, one after another, on one keep-alive connection."""
+    request = f"GET /hello HTTP/1.1\r\nHost: {HOST}\r\nUser-Agent: bench\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        buffered = b""
+        for _ in range(count):
+            conn.sendall(request)
+            while b"\r\n\r\n" not in buffered:
+                buffered += conn.recv(65536)
+            head, _, buffered = buffered.partition(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"unexpected answer: {head[:200]!r}")
+            found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            assert found is not None, head
+            length = int(found.group(1))
+            while len(buffered) < length:
+                buffered += conn.recv(65536)
+            buffered = buffered[length:]
+
+
+def run_edge(
+    backend_port: int, count: int, *, tree: str | None, wrapper: list[str], pyargs: list[str]
+) -> None:
+    port = free_port()
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = tree
+    edge = subprocess.Popen(
+        [*wrapper, sys.executable, *pyargs, __file__, "--edge", str(port), str(backend_port)],
+        env=env,
+    )
+    try:
+        wait_port(port, time.monotonic() + 900)
+        drive(port, count)
+    finally:
+        edge.send_signal(signal.SIGTERM)
+        edge.wait(timeout=900)
+
+
+def callgrind_total(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"{path}: no totals")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--tree", default=None, help="run the edge from this checkout")
+    parser.add_argument("--profile", action="store_true", help="cProfile instead of callgrind")
+    parser.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
+    parser.add_argument("--edge", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--backend", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.backend:
+        asyncio.run(serve_backend(args.backend))
+        return
+    if args.edge:
+        asyncio.run(serve_edge(*args.edge))
+        return
+    backend_port = free_port()
+    backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])
+    try:
+        wait_port(backend_port, time.monotonic() + 60)
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.profile:
+                out = Path(tmp) / "edge.prof"
+                pyargs = ["-m", "cProfile", "-o", str(out)]
+                run_edge(backend_port, args.requests, tree=args.tree, wrapper=[], pyargs=pyargs)
+                stats = pstats.Stats(str(out))
+                stats.sort_stats("tottime").print_stats(
+                    r"interlock|aiohttp|multidict|yarl|asyncio", 40
+                )
+                return
+            totals = []
+            for count in (args.requests, 3 * args.requests):
+                out = Path(args.keep or tmp) / f"callgrind.{count}"
+                wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "-q"]
+                run_edge(backend_port, count, tree=args.tree, wrapper=wrapper, pyargs=[])
+                totals.append(callgrind_total(out))
+            per_request = (totals[1] - totals[0]) / (2 * args.requests)
+            print(
+                f"edge instructions: {totals[0]:,} for {args.requests} requests, "
+                f"{totals[1]:,} for {3 * args.requests}; "
+                f"{per_request:,.0f} instructions per request"
+            )
+    finally:
+        backend.terminate()
+        backend.wait()
+
+
+if __name__ == "__main__":
+    main()
