@@ -152,7 +152,7 @@ def main() -> None:
         wait_port(backend_port, time.monotonic() + 60)
         with tempfile.TemporaryDirectory() as tmp:
             if args.profile:
-                out = Path(tmp) / "edge.prof"
+                out = Path(args.keep or tmp) / "edge.prof"
                 pyargs = ["-m", "cProfile", "-o", str(out)]
                 run_edge(backend_port, args.requests, tree=args.tree, wrapper=[], pyargs=pyargs)
                 stats = pstats.Stats(str(out))
