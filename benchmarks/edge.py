@@ -30,6 +30,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -99,7 +100,12 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     upstreams = StaticUpstreams({("bench", "backend", 80): [("127.0.0.1", backend_port)]})
     server = EdgeServer(edge=edge, upstreams=upstreams)
     await server.start(addr=f"127.0.0.1:{port}")
-    await asyncio.Event().wait()
+    # SIGTERM stops it cleanly, so a profiler wrapping the process (edge_profile.py) can
+    # write its output at exit.
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop()
 
 
 NGINX_CONF = """

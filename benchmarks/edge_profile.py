@@ -27,52 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HOST = "bench.local"
-BODY = b"hello from the backend\n" * 4
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def serve_backend(port: int) -> None:
-    from aiohttp import web
-
-    async def handle(request: web.BaseRequest) -> web.Response:
-        return web.Response(body=BODY, content_type="text/plain")
-
-    runner = web.ServerRunner(web.Server(handle), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    await asyncio.Event().wait()
-
-
-async def serve_edge(port: int, backend_port: int) -> None:
-    from loguru import logger
-
-    from interlock.edge.inprocess import InProcessEdge
-    from interlock.edge.provider import BackendTarget
-    from interlock.edge.server import EdgeServer
-    from interlock.edge.upstreams import StaticUpstreams
-    from interlock.model.moduleset import Modules
-
-    logger.remove()
-    edge = InProcessEdge()
-    await edge.apply_modules(
-        host=HOST, route_id="bench", path="/", path_type="Prefix", modules=Modules(), secrets={}
-    )
-    await edge.attach_backend(
-        host=HOST, route_id="bench", backend=BackendTarget("bench", "backend", 80)
-    )
-    upstreams = StaticUpstreams({("bench", "backend", 80): [("127.0.0.1", backend_port)]})
-    server = EdgeServer(edge=edge, upstreams=upstreams)
-    await server.start(addr=f"127.0.0.1:{port}")
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await stop.wait()
-    await server.stop()
+from edge import HOST, free_port, serve_backend, serve_edge
 
 
 def wait_port(port: int, deadline: float) -> None:
@@ -144,7 +99,7 @@ def main() -> None:
         asyncio.run(serve_backend(args.backend))
         return
     if args.edge:
-        asyncio.run(serve_edge(*args.edge))
+        asyncio.run(serve_edge(*args.edge, with_modules=False))
         return
     backend_port = free_port()
     backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])
