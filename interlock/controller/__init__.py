@@ -9,6 +9,8 @@ reads a :class:`~interlock.config.ControllerConfig` to open connections or spawn
   status through the Lease; what ``interlock run`` and every end-to-end test start;
 * :mod:`.edge_half` — :class:`~interlock.controller.edge_half.EdgeHalf`, the controller's edge
   half (the Ingress/ModuleSet directories and edge actors, and the data plane they program);
+* :mod:`.mesh_half` — :class:`~interlock.controller.mesh_half.MeshHalf`, the mesh half
+  (``--mesh-addr``): the mesh listener and, without an edge, the EndpointSlice informer;
 * :mod:`.upstreams` — :class:`~interlock.controller.upstreams.ControllerUpstreams`, how the
   in-process data plane resolves a backend Service port from policies and endpoints;
 * :mod:`.status_sink` — :class:`~interlock.controller.status_sink.KubeStatusSink`, the status

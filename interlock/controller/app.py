@@ -44,6 +44,7 @@ from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.edge_half import EdgeHalf
+from interlock.controller.mesh_half import MeshHalf
 from interlock.controller.status_sink import KubeStatusSink
 from interlock.controller.view import ControllerView
 from interlock.dataplane.metrics import Traffic
@@ -65,7 +66,6 @@ from interlock.kube.resources import (
 from interlock.kube.status import StatusPatcher
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
-from interlock.mesh import MeshHalf
 
 if TYPE_CHECKING:
     # Imported when embedded mode starts: the embedded API server (and the CEL library it

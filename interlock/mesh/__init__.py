@@ -3,11 +3,11 @@
 The edge serves Ingress traffic by host and path and runs a route's modules; the mesh listener
 serves a cluster client calling a Service by its DNS name, routed by that Service port's
 outbound policy as ``--mesh-client-namespace`` sees it — what a sidecar would do, without one.
-``docs/mesh.md`` says how to point clients at it.
+``docs/mesh.md`` says how to point clients at it. The mesh half of a running controller (what
+spawns and wires this package) is :mod:`interlock.controller.mesh_half`.
 """
 
 from interlock.mesh.server import MeshServer, MeshSettings
 from interlock.mesh.upstreams import MESH_UPSTREAM_CACHE, MeshUpstreams
-from interlock.mesh.wiring import MeshHalf
 
-__all__ = ["MESH_UPSTREAM_CACHE", "MeshHalf", "MeshServer", "MeshSettings", "MeshUpstreams"]
+__all__ = ["MESH_UPSTREAM_CACHE", "MeshServer", "MeshSettings", "MeshUpstreams"]
