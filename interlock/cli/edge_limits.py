@@ -2,6 +2,8 @@
 
 One definition, so both commands name, default and document each limit the same way
 (``docs/operations.md``, "Edge limits"); the values are :class:`~interlock.edge.limits.EdgeLimits`.
+The flags are a table of (flag, field, help): a count is a whole number (``N``), a timeout a
+duration; the default is the field's value in ``DEFAULT_LIMITS``.
 """
 
 from __future__ import annotations
@@ -11,72 +13,68 @@ import argparse
 from interlock.cli.env import EnvDefaults
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 
+_COUNTS: tuple[tuple[str, str, str], ...] = (
+    (
+        "--edge-upstream-connections",
+        "upstream_connections",
+        "edge: connections open at once to one upstream address",
+    ),
+    (
+        "--edge-max-upstream-connections",
+        "max_connections",
+        "edge: upstream connections open at once in all (0: no limit)",
+    ),
+    (
+        "--edge-password-workers",
+        "password_workers",
+        "edge: threads running basicAuth's bcrypt checks",
+    ),
+    (
+        "--edge-password-checks",
+        "password_checks",
+        "edge: bcrypt checks queued or running at once (beyond: 503)",
+    ),
+)
+_DURATIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "--edge-header-timeout",
+        "header_timeout",
+        "edge: seconds a client has to send a request's headers (then 408)",
+    ),
+    (
+        "--edge-body-timeout",
+        "body_timeout",
+        "edge: seconds between two reads of a request body (then 408)",
+    ),
+    (
+        "--edge-idle-timeout",
+        "idle_timeout",
+        "edge: seconds a client connection stays open with no request in progress",
+    ),
+    (
+        "--edge-drain-timeout",
+        "drain_timeout",
+        "edge: seconds requests in flight may take to finish once stopping (SIGTERM)",
+    ),
+)
+
 
 def add_edge_limit_flags(add: EnvDefaults) -> None:
     """Register the ``--edge-*`` limit flags on a subcommand's parser."""
-    d = DEFAULT_LIMITS
-    add.value(
-        "--edge-upstream-connections",
-        default=str(d.upstream_connections),
-        type=int,
-        metavar="N",
-        help="edge: connections open at once to one upstream address",
-    )
-    add.value(
-        "--edge-max-upstream-connections",
-        default=str(d.max_connections),
-        type=int,
-        metavar="N",
-        help="edge: upstream connections open at once in all (0: no limit)",
-    )
-    add.number(
-        "--edge-header-timeout",
-        default=d.header_timeout,
-        help="edge: seconds a client has to send a request's headers (then 408)",
-    )
-    add.number(
-        "--edge-body-timeout",
-        default=d.body_timeout,
-        help="edge: seconds between two reads of a request body (then 408)",
-    )
-    add.number(
-        "--edge-idle-timeout",
-        default=d.idle_timeout,
-        help="edge: seconds a client connection stays open with no request in progress",
-    )
-    add.number(
-        "--edge-drain-timeout",
-        default=d.drain_timeout,
-        help="edge: seconds requests in flight may take to finish once stopping (SIGTERM)",
-    )
-    add.value(
-        "--edge-password-workers",
-        default=str(d.password_workers),
-        type=int,
-        metavar="N",
-        help="edge: threads running basicAuth's bcrypt checks",
-    )
-    add.value(
-        "--edge-password-checks",
-        default=str(d.password_checks),
-        type=int,
-        metavar="N",
-        help="edge: bcrypt checks queued or running at once (beyond: 503)",
-    )
+    for flag, field, help in _COUNTS:
+        default = getattr(DEFAULT_LIMITS, field)
+        add.value(flag, default=str(default), type=int, metavar="N", help=help)
+    for flag, field, help in _DURATIONS:
+        add.number(flag, default=getattr(DEFAULT_LIMITS, field), help=help)
 
 
 def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
     """The :class:`EdgeLimits` the flags describe; a bad value exits naming the problem."""
+    values = {
+        field: getattr(args, flag.removeprefix("--").replace("-", "_"))
+        for flag, field, _help in _COUNTS + _DURATIONS
+    }
     try:
-        return EdgeLimits(
-            upstream_connections=args.edge_upstream_connections,
-            max_connections=args.edge_max_upstream_connections,
-            header_timeout=args.edge_header_timeout,
-            body_timeout=args.edge_body_timeout,
-            idle_timeout=args.edge_idle_timeout,
-            drain_timeout=args.edge_drain_timeout,
-            password_workers=args.edge_password_workers,
-            password_checks=args.edge_password_checks,
-        )
+        return EdgeLimits(**values)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None

@@ -251,39 +251,67 @@ def _column(
     return PrinterColumn(name=name, type=column_type, cell=cell, priority=priority)
 
 
-BUILTIN_TYPES: tuple[ResourceType, ...] = (
-    ResourceType(
-        group="",
+def _builtin(
+    group: str,
+    kind: str,
+    plural: str,
+    schema: JsonObject,
+    *,
+    namespaced: bool,
+    columns: tuple[PrinterColumn, ...],
+    short_names: tuple[str, ...] = (),
+    categories: tuple[str, ...] = (),
+    status: bool = False,
+) -> ResourceType:
+    """A built-in kind: served and stored as ``v1`` only, its singular the lower-cased kind."""
+    return ResourceType(
+        group=group,
         versions=("v1",),
         storage_version="v1",
-        kind="Namespace",
-        schemas={"v1": builtin_schemas.NAMESPACE},
-        plural="namespaces",
-        singular="namespace",
+        kind=kind,
+        schemas={"v1": schema},
+        plural=plural,
+        singular=kind.lower(),
+        namespaced=namespaced,
+        short_names=short_names,
+        categories=categories,
+        status_subresource=status,
+        printer_columns=columns,
+    )
+
+
+def _field_column(name: str, *path: str) -> PrinterColumn:
+    """A string column showing the field at ``path`` (empty when the object does not set it)."""
+    return _column(name, lambda o, _n: _get(o, *path) or "")
+
+
+BUILTIN_TYPES: tuple[ResourceType, ...] = (
+    _builtin(
+        "",
+        "Namespace",
+        "namespaces",
+        builtin_schemas.NAMESPACE,
         namespaced=False,
         short_names=("ns",),
-        status_subresource=True,
-        printer_columns=(
+        status=True,
+        columns=(
             name_column(),
-            _column("Status", lambda o, _n: _get(o, "status", "phase") or ""),
+            _field_column("Status", "status", "phase"),
             age_column(),
         ),
     ),
-    ResourceType(
-        group="",
-        versions=("v1",),
-        storage_version="v1",
-        kind="Service",
-        schemas={"v1": builtin_schemas.SERVICE},
-        plural="services",
-        singular="service",
+    _builtin(
+        "",
+        "Service",
+        "services",
+        builtin_schemas.SERVICE,
         namespaced=True,
         short_names=("svc",),
         categories=("all",),
-        status_subresource=True,
-        printer_columns=(
+        status=True,
+        columns=(
             name_column(),
-            _column("Type", lambda o, _n: _get(o, "spec", "type") or ""),
+            _field_column("Type", "spec", "type"),
             _column("Cluster-IP", lambda o, _n: _text(_get(o, "spec", "clusterIP"))),
             _column("External-IP", _service_external_ip),
             _column("Port(s)", _service_ports),
@@ -291,38 +319,32 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             _column("Selector", _selector, priority=1),
         ),
     ),
-    ResourceType(
-        group="",
-        versions=("v1",),
-        storage_version="v1",
-        kind="Secret",
-        schemas={"v1": builtin_schemas.SECRET},
-        plural="secrets",
-        singular="secret",
+    _builtin(
+        "",
+        "Secret",
+        "secrets",
+        builtin_schemas.SECRET,
         namespaced=True,
-        printer_columns=(
+        columns=(
             name_column(),
-            _column("Type", lambda o, _n: o.get("type") or ""),
+            _field_column("Type", "type"),
             _column("Data", lambda o, _n: len(o.get("data") or {}), column_type="string"),
             age_column(),
         ),
     ),
-    ResourceType(
-        group="",
-        versions=("v1",),
-        storage_version="v1",
-        kind="Event",
-        schemas={"v1": builtin_schemas.EVENT},
-        plural="events",
-        singular="event",
+    _builtin(
+        "",
+        "Event",
+        "events",
+        builtin_schemas.EVENT,
         namespaced=True,
         short_names=("ev",),
-        printer_columns=(
+        columns=(
             _column("Last Seen", _event_last_seen),
-            _column("Type", lambda o, _n: o.get("type") or ""),
-            _column("Reason", lambda o, _n: o.get("reason") or ""),
+            _field_column("Type", "type"),
+            _field_column("Reason", "reason"),
             _column("Object", _event_object),
-            _column("Message", lambda o, _n: o.get("message") or ""),
+            _field_column("Message", "message"),
             PrinterColumn(
                 name="Name",
                 type="string",
@@ -332,50 +354,41 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             ),
         ),
     ),
-    ResourceType(
-        group="discovery.k8s.io",
-        versions=("v1",),
-        storage_version="v1",
-        kind="EndpointSlice",
-        schemas={"v1": builtin_schemas.ENDPOINT_SLICE},
-        plural="endpointslices",
-        singular="endpointslice",
+    _builtin(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "endpointslices",
+        builtin_schemas.ENDPOINT_SLICE,
         namespaced=True,
-        printer_columns=(
+        columns=(
             name_column(),
-            _column("AddressType", lambda o, _n: o.get("addressType") or ""),
+            _field_column("AddressType", "addressType"),
             _column("Ports", _endpoint_slice_ports),
             _column("Endpoints", _endpoint_slice_endpoints),
             age_column(),
         ),
     ),
-    ResourceType(
-        group="coordination.k8s.io",
-        versions=("v1",),
-        storage_version="v1",
-        kind="Lease",
-        schemas={"v1": builtin_schemas.LEASE},
-        plural="leases",
-        singular="lease",
+    _builtin(
+        "coordination.k8s.io",
+        "Lease",
+        "leases",
+        builtin_schemas.LEASE,
         namespaced=True,
-        printer_columns=(
+        columns=(
             name_column(),
-            _column("Holder", lambda o, _n: _get(o, "spec", "holderIdentity") or ""),
+            _field_column("Holder", "spec", "holderIdentity"),
             age_column(),
         ),
     ),
-    ResourceType(
-        group="networking.k8s.io",
-        versions=("v1",),
-        storage_version="v1",
-        kind="Ingress",
-        schemas={"v1": builtin_schemas.INGRESS},
-        plural="ingresses",
-        singular="ingress",
+    _builtin(
+        "networking.k8s.io",
+        "Ingress",
+        "ingresses",
+        builtin_schemas.INGRESS,
         namespaced=True,
         short_names=("ing",),
-        status_subresource=True,
-        printer_columns=(
+        status=True,
+        columns=(
             name_column(),
             _column("Class", lambda o, _n: _text(_get(o, "spec", "ingressClassName"))),
             _column("Hosts", _ingress_hosts),
@@ -384,35 +397,29 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             age_column(),
         ),
     ),
-    ResourceType(
-        group="networking.k8s.io",
-        versions=("v1",),
-        storage_version="v1",
-        kind="IngressClass",
-        schemas={"v1": builtin_schemas.INGRESS_CLASS},
-        plural="ingressclasses",
-        singular="ingressclass",
+    _builtin(
+        "networking.k8s.io",
+        "IngressClass",
+        "ingressclasses",
+        builtin_schemas.INGRESS_CLASS,
         namespaced=False,
-        printer_columns=(
+        columns=(
             name_column(),
-            _column("Controller", lambda o, _n: _get(o, "spec", "controller") or ""),
+            _field_column("Controller", "spec", "controller"),
             _column("Parameters", lambda o, _n: _text(_get(o, "spec", "parameters"))),
             age_column(),
         ),
     ),
-    ResourceType(
-        group="apiextensions.k8s.io",
-        versions=("v1",),
-        storage_version="v1",
-        kind="CustomResourceDefinition",
-        schemas={"v1": builtin_schemas.CUSTOM_RESOURCE_DEFINITION},
-        plural="customresourcedefinitions",
-        singular="customresourcedefinition",
+    _builtin(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        builtin_schemas.CUSTOM_RESOURCE_DEFINITION,
         namespaced=False,
         short_names=("crd", "crds"),
         categories=("api-extensions",),
-        status_subresource=True,
-        printer_columns=(
+        status=True,
+        columns=(
             name_column(),
             _column(
                 "Created At",
