@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 from aiohttp import web
+from edge_routes import serve_route
 from yarl import URL
 
 from interlock.edge.inprocess import InProcessEdge
@@ -172,16 +173,15 @@ class EdgeHarness:
         host: str = HOST,
     ) -> None:
         """Apply modules, then attach the backend — the order an edge actor follows."""
-        await self.edge.apply_modules(
+        await serve_route(
+            self.edge,
             host=host,
             route_id=route_id,
             path=path,
             path_type=path_type,  # type: ignore[arg-type]
-            modules=modules or Modules(),
-            secrets={},
+            modules=modules,
+            backend=backend,
         )
-        if backend is not None:
-            await self.edge.attach_backend(host=host, route_id=route_id, backend=backend)
 
 
 def body_json(body: bytes) -> dict[str, object]:

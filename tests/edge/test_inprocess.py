@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from edge_routes import serve_route
 
 from interlock.edge.provider import EdgeSnapshot, PermanentEdgeError, TransientEdgeError
 from interlock.model.moduleset import Modules
@@ -17,13 +18,8 @@ BAD_CIDR = Modules.model_validate({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
 
 
 async def apply(harness: EdgeHarness, modules: Modules, *, route_id: str = "root", path: str = "/"):
-    await harness.edge.apply_modules(
-        host=HOST,
-        route_id=route_id,
-        path=path,
-        path_type="Prefix",
-        modules=modules,
-        secrets=SECRETS,
+    await serve_route(
+        harness.edge, host=HOST, route_id=route_id, path=path, modules=modules, secrets=SECRETS
     )
 
 

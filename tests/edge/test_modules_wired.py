@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import hmac
 
+from edge_routes import serve_route
+
 from interlock.edge.inprocess import InProcessEdge
 from interlock.model.moduleset import Modules
 
@@ -14,10 +16,7 @@ from .secrets_kit import BASIC_AUTH, JWT, SECRETS, WEBHOOK_KEY, basic_header, be
 
 
 async def serve_with(harness: EdgeHarness, modules: Modules) -> None:
-    await harness.edge.apply_modules(
-        host=HOST, route_id="root", path="/", path_type="Prefix", modules=modules, secrets=SECRETS
-    )
-    await harness.edge.attach_backend(host=HOST, route_id="root", backend=BACKEND)
+    await serve_route(harness.edge, host=HOST, modules=modules, secrets=SECRETS, backend=BACKEND)
 
 
 async def test_ip_restriction_denies_before_the_backend(

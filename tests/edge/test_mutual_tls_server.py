@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from edge_routes import serve_route
 from tls_certs import Issued, TestCa, self_signed
 
 from interlock.edge.inprocess import InProcessEdge
@@ -85,15 +86,15 @@ async def tls_edge(backend: Backend, tmp_path: Path) -> AsyncIterator[TlsEdge]:
     routes = [(HOST, "r", "/", Modules()), (MTLS_HOST, "public", "/public", Modules())]
     routes.append((MTLS_HOST, "r", "/", MUTUAL_TLS))
     for host, route_id, path, modules in routes:
-        await edge.apply_modules(
+        await serve_route(
+            edge,
             host=host,
             route_id=route_id,
             path=path,
-            path_type="Prefix",
             modules=modules,
             secrets=CA_SECRET,
+            backend=BACKEND,
         )
-        await edge.attach_backend(host=host, route_id=route_id, backend=BACKEND)
     yield TlsEdge(
         edge,
         https=f"https://127.0.0.1:{addresses.https[1]}",
@@ -182,11 +183,10 @@ async def test_a_ca_change_applies_to_the_handshake_and_the_route(
 ) -> None:
     alice = CA.issue("alice")
     assert (await tls_edge.get("/echo", certificate=alice))[0] == 200
-    await tls_edge.edge.apply_modules(
+    await serve_route(
+        tls_edge.edge,
         host=MTLS_HOST,
         route_id="r",
-        path="/",
-        path_type="Prefix",
         modules=MUTUAL_TLS,
         secrets={("ca", "ca.crt"): SecretValue(OTHER_CA.pem.encode())},
     )

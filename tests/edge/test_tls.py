@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from edge_routes import serve_route
 from tls_certs import self_signed as self_signed_text
 
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import PermanentEdgeError
 from interlock.edge.server import EdgeServer
 from interlock.edge.upstreams import StaticUpstreams
-from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.moduleset import SecretValue
 
 from .conftest import BACKEND, HOST, Backend, body_json
 
@@ -31,10 +32,7 @@ async def tls_edge(backend: Backend) -> AsyncIterator[tuple[InProcessEdge, str]]
     )
     addresses = await server.start(addr="127.0.0.1:0", tls_addr="127.0.0.1:0")
     assert addresses.https is not None
-    await edge.apply_modules(
-        host=HOST, route_id="r", path="/", path_type="Prefix", modules=Modules(), secrets={}
-    )
-    await edge.attach_backend(host=HOST, route_id="r", backend=BACKEND)
+    await serve_route(edge, host=HOST, route_id="r", backend=BACKEND)
     yield edge, f"https://127.0.0.1:{addresses.https[1]}"
     await server.stop()
 

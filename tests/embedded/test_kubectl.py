@@ -75,6 +75,12 @@ class Kubectl:
         path.write_text(text)
         return str(path)
 
+    async def apply_refused(self, name: str, text: str) -> str:
+        """``kubectl apply -f`` of ``text`` (written to ``name``), which must exit 1: its stderr."""
+        code, _, err = await self("apply", "-f", self.write(name, text), check=False)
+        assert code == 1, f"kubectl apply of {name} was not refused: {err}"
+        return err
+
 
 @pytest.fixture
 def kubectl(api_server: EmbeddedApiServer, tmp_path: Path) -> Kubectl:
@@ -157,9 +163,7 @@ async def test_create_refuses_an_existing_object_and_delete_removes_it(
 
 
 async def test_invalid_objects_are_refused_with_the_field(kubectl: Kubectl) -> None:
-    path = kubectl.write("svc.yaml", SERVICE_YAML.format(port=70000))
-    code, _, err = await kubectl("apply", "-f", path, check=False)
-    assert code == 1
+    err = await kubectl.apply_refused("svc.yaml", SERVICE_YAML.format(port=70000))
     assert "spec.ports[0].port" in err and "must be between 1 and 65535" in err
 
 
@@ -257,14 +261,13 @@ async def test_unknown_fields_of_a_custom_resource_are_refused_or_dropped(kubect
     import yaml
 
     await kubectl("apply", "-f", kubectl.write("crd.yaml", yaml.safe_dump(MODULESET_CRD)))
-    path = kubectl.write(
+    err = await kubectl.apply_refused(
         "ms.yaml",
         "apiVersion: interlock.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: gzip}\n"
         "spec: {modules: {compression: {enabled: true, levle: 3}}}\n",
     )
-    code, _, err = await kubectl("apply", "-f", path, check=False)
-    assert code == 1
     assert 'strict decoding error: unknown field "spec.modules.compression.levle"' in err
+    path = str(kubectl.home / "ms.yaml")
     _, out, err = await kubectl("apply", "-f", path, "--validate=warn")
     assert out.strip() == "moduleset.interlock.dev/gzip created"
     assert 'Warning: unknown field "spec.modules.compression.levle"' in err
@@ -273,13 +276,11 @@ async def test_unknown_fields_of_a_custom_resource_are_refused_or_dropped(kubect
 
 
 async def test_a_custom_resource_before_its_crd_gets_kubectls_usual_hint(kubectl: Kubectl) -> None:
-    path = kubectl.write(
+    err = await kubectl.apply_refused(
         "ms.yaml",
         "apiVersion: interlock.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: gzip}\n"
         "spec: {modules: {compression: {enabled: true}}}\n",
     )
-    code, _, err = await kubectl("apply", "-f", path, check=False)
-    assert code == 1
     assert 'no matches for kind "ModuleSet" in version "interlock.dev/v1alpha1"' in err
     assert "ensure CRDs are installed first" in err
 
@@ -287,13 +288,11 @@ async def test_a_custom_resource_before_its_crd_gets_kubectls_usual_hint(kubectl
 async def test_a_misspelt_service_field_is_refused(
     api_server: EmbeddedApiServer, kubectl: Kubectl
 ) -> None:
-    path = kubectl.write(
+    err = await kubectl.apply_refused(
         "svc.yaml",
         "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
         "spec: {prots: [{port: 8080}], ports: [{port: 80}]}\n",
     )
-    code, _, err = await kubectl("apply", "-f", path, check=False)
-    assert code == 1
     assert 'Service in version "v1" cannot be handled as a Service' in err
     assert 'unknown field "spec.prots"' in err
     assert api_server.store.list(api_version="v1", kind="Service") == []

@@ -42,14 +42,19 @@ class FakeClock:
         return self.now
 
 
-def test_backoff_grows_to_the_cap_and_resets_after_a_healthy_period() -> None:
-    clock = FakeClock()
-    backoff = ReconnectBackoff(
-        policy=BackoffPolicy(initial=0.8, maximum=30.0, jitter=1.0),
+def _backoff(clock: FakeClock, *, initial: float, jitter: float, seed: int) -> ReconnectBackoff:
+    """A reconnect backoff capped at 30 s that resets after two healthy minutes."""
+    return ReconnectBackoff(
+        policy=BackoffPolicy(initial=initial, maximum=30.0, jitter=jitter),
         healthy_reset=120.0,
-        rng=random.Random(7),
+        rng=random.Random(seed),
         clock=clock,
     )
+
+
+def test_backoff_grows_to_the_cap_and_resets_after_a_healthy_period() -> None:
+    clock = FakeClock()
+    backoff = _backoff(clock, initial=0.8, jitter=1.0, seed=7)
     delays = []
     for _ in range(8):
         delays.append(backoff.next_delay())
@@ -64,12 +69,7 @@ def test_backoff_grows_to_the_cap_and_resets_after_a_healthy_period() -> None:
 
 def test_backoff_does_not_reset_while_failures_keep_coming() -> None:
     clock = FakeClock()
-    backoff = ReconnectBackoff(
-        policy=BackoffPolicy(initial=1.0, maximum=30.0, jitter=0.0),
-        healthy_reset=120.0,
-        rng=random.Random(1),
-        clock=clock,
-    )
+    backoff = _backoff(clock, initial=1.0, jitter=0.0, seed=1)
     delays = []
     for _ in range(5):
         delays.append(backoff.next_delay())

@@ -25,11 +25,23 @@ class Gated(Actor):
             self.log.append(message)
 
 
-async def test_coalescing_keeps_the_newest_in_place(system: ActorSystem) -> None:
+_UNBOUNDED = MailboxConfig()
+
+
+async def _held(
+    system: ActorSystem, name: str, mailbox: MailboxConfig = _UNBOUNDED
+) -> tuple[asyncio.Event, list[object]]:
+    """Spawn a :class:`Gated` actor ``name`` and wait until it holds its first message: what
+    is told next stays in its mailbox until the returned gate is set."""
     gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
-    system.spawn("svc", lambda: Gated(gate, log))
-    system.tell("svc", "hold")
-    await wait_until(lambda: system.actor_statistics("svc").depth == 0)
+    system.spawn(name, lambda: Gated(gate, log), mailbox=mailbox)
+    system.tell(name, "hold")
+    await wait_until(lambda: system.actor_statistics(name).depth == 0)
+    return gate, log
+
+
+async def test_coalescing_keeps_the_newest_in_place(system: ActorSystem) -> None:
+    gate, log = await _held(system, "svc")
     system.tell("svc", State("a", 1))
     system.tell("svc", "between")
     for version in range(2, 101):
@@ -42,11 +54,7 @@ async def test_coalescing_keeps_the_newest_in_place(system: ActorSystem) -> None
 
 
 async def test_coalesce_mailbox_admits_keyed_state_beyond_capacity(system: ActorSystem) -> None:
-    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
-    config = MailboxConfig(capacity=2, overflow=Overflow.COALESCE)
-    system.spawn("svc", lambda: Gated(gate, log), mailbox=config)
-    system.tell("svc", "hold")
-    await wait_until(lambda: system.actor_statistics("svc").depth == 0)
+    gate, log = await _held(system, "svc", MailboxConfig(capacity=2, overflow=Overflow.COALESCE))
     system.tell("svc", "one")
     system.tell("svc", "two")
     system.tell("svc", "three")  # un-keyed overflow: dead letter
@@ -58,11 +66,7 @@ async def test_coalesce_mailbox_admits_keyed_state_beyond_capacity(system: Actor
 
 
 async def test_block_mailbox_refuses_sync_tell_and_tell_wait_waits(system: ActorSystem) -> None:
-    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
-    config = MailboxConfig(capacity=2, overflow=Overflow.BLOCK)
-    system.spawn("sink", lambda: Gated(gate, log), mailbox=config)
-    system.tell("sink", "hold")
-    await wait_until(lambda: system.actor_statistics("sink").depth == 0)
+    gate, log = await _held(system, "sink", MailboxConfig(capacity=2, overflow=Overflow.BLOCK))
     system.tell("sink", 1)
     system.tell("sink", 2)
     with pytest.raises(MailboxFull, match="sink: mailbox full"):
@@ -80,11 +84,7 @@ async def test_block_mailbox_refuses_sync_tell_and_tell_wait_waits(system: Actor
 async def test_block_mailbox_admits_published_state_beyond_capacity(
     system: ActorSystem,
 ) -> None:
-    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
-    config = MailboxConfig(capacity=1, overflow=Overflow.BLOCK)
-    system.spawn("sub", lambda: Gated(gate, log), mailbox=config)
-    system.tell("sub", "hold")
-    await wait_until(lambda: system.actor_statistics("sub").depth == 0)
+    gate, log = await _held(system, "sub", MailboxConfig(capacity=1, overflow=Overflow.BLOCK))
     system.subscribe("t", "sub")
     system.publish("t", "k1", 1)
     system.publish("t", "k2", 2)
@@ -94,11 +94,7 @@ async def test_block_mailbox_admits_published_state_beyond_capacity(
 
 
 async def test_reject_mailbox_dead_letters_the_new_message(system: ActorSystem) -> None:
-    gate, log = asyncio.Event(), []  # type: asyncio.Event, list[object]
-    config = MailboxConfig(capacity=1, overflow=Overflow.REJECT)
-    system.spawn("r", lambda: Gated(gate, log), mailbox=config)
-    system.tell("r", "hold")
-    await wait_until(lambda: system.actor_statistics("r").depth == 0)
+    gate, log = await _held(system, "r", MailboxConfig(capacity=1, overflow=Overflow.REJECT))
     system.tell("r", "kept")
     system.tell("r", "rejected")
     system.tell("r", State("k", 2))

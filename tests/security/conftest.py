@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from edge_routes import serve_route
 
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
@@ -182,15 +183,9 @@ class Edge:
     async def protect_admin(self, backend: tuple[str, int]) -> None:
         self.upstreams.set(namespace="default", service="web", port=80, addresses=[backend])
         for route_id, path, modules in (("public", "/", Modules()), ("admin", "/admin", DENY_ALL)):
-            await self.edge.apply_modules(
-                host=HOST,
-                route_id=route_id,
-                path=path,
-                path_type="Prefix",
-                modules=modules,
-                secrets={},
+            await serve_route(
+                self.edge, host=HOST, route_id=route_id, path=path, modules=modules, backend=BACKEND
             )
-            await self.edge.attach_backend(host=HOST, route_id=route_id, backend=BACKEND)
 
 
 @contextlib.asynccontextmanager
@@ -315,14 +310,8 @@ async def counting_backends() -> AsyncIterator[tuple[CountingBackend, CountingBa
 async def serve_host(edge: Edge, *, host: str, service: str, address: tuple[str, int]) -> None:
     """One open route ``/`` on ``host`` to its own Service at ``address``."""
     edge.upstreams.set(namespace="default", service=service, port=80, addresses=[address])
-    await edge.edge.apply_modules(
-        host=host, route_id="root", path="/", path_type="Prefix", modules=Modules(), secrets={}
-    )
-    await edge.edge.attach_backend(
-        host=host,
-        route_id="root",
-        backend=BackendTarget(namespace="default", service=service, port=80),
-    )
+    backend = BackendTarget(namespace="default", service=service, port=80)
+    await serve_route(edge.edge, host=host, backend=backend)
 
 
 class BodyBackend(_ThreadedServer):

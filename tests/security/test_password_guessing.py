@@ -13,6 +13,7 @@ import base64
 import threading
 
 import bcrypt
+from edge_routes import serve_route
 
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
@@ -55,17 +56,11 @@ async def _protect(edge: Edge, backend: CountingBackend, checker: PasswordChecke
     edge.server.passwords = checker
     await serve_host(edge, host=OTHER, service="other", address=backend.address)
     edge.upstreams.set(namespace="default", service="login", port=80, addresses=[backend.address])
-    await edge.edge.apply_modules(
+    await serve_route(
+        edge.edge,
         host=PROTECTED,
-        route_id="root",
-        path="/",
-        path_type="Prefix",
         modules=MODULES,
         secrets={("users", "htpasswd"): SecretValue(b"alice:" + HASH + b"\n")},
-    )
-    await edge.edge.attach_backend(
-        host=PROTECTED,
-        route_id="root",
         backend=BackendTarget(namespace="default", service="login", port=80),
     )
 

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 
 import pytest
+from edge_routes import serve_route
 
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set, validate_modules
@@ -41,17 +42,11 @@ async def _serve(edge: Edge, backend: CountingBackend, *, replay_window: str | N
     if replay_window is not None:
         config["replayWindow"] = replay_window
     edge.upstreams.set(namespace="default", service="hook", port=80, addresses=[backend.address])
-    await edge.edge.apply_modules(
+    await serve_route(
+        edge.edge,
         host=HOST,
-        route_id="root",
-        path="/",
-        path_type="Prefix",
         modules=Modules.model_validate({"webhookVerification": config}),
         secrets={("hook", "secret"): SecretValue(KEY)},
-    )
-    await edge.edge.attach_backend(
-        host=HOST,
-        route_id="root",
         backend=BackendTarget(namespace="default", service="hook", port=80),
     )
 
