@@ -37,8 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench_report import write_section
 
@@ -55,6 +57,18 @@ def free_port() -> int:
 
 
 # ---- child processes -------------------------------------------------------------------------
+
+
+def run_edge_child(main: Coroutine[Any, Any, None]) -> None:
+    """Run an edge child on the loop ``interlock edge`` runs on: uvloop unless
+    ``INTERLOCK_NO_UVLOOP=true`` (a checkout without ``interlock.cli.loop`` runs on asyncio's)."""
+    try:
+        from interlock.cli.env import env_bool
+        from interlock.cli.loop import NO_UVLOOP_FLAG, run_on_loop
+    except ImportError:
+        asyncio.run(main)
+        return
+    run_on_loop(main, uvloop=not env_bool(NO_UVLOOP_FLAG))
 
 
 async def serve_backend(port: int) -> None:
@@ -289,7 +303,7 @@ def main() -> int:
         asyncio.run(serve_backend(args.port))
         return 0
     if args.child in ("edge", "edge-modules"):
-        asyncio.run(serve_edge(args.port, args.backend_port, args.child == "edge-modules"))
+        run_edge_child(serve_edge(args.port, args.backend_port, args.child == "edge-modules"))
         return 0
 
     seats = plan_seats(sorted(os.sched_getaffinity(0)), pin=not args.no_pin)

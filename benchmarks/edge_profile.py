@@ -6,7 +6,8 @@ and the edge (empty module chain, as ``benchmarks/edge.py``'s "edge" row) in the
 the edge under ``valgrind --tool=callgrind``, sends N and then 3N sequential keep-alive requests
 in two separate runs, and reports ``(I(3N) - I(N)) / 2N``: start-up and shutdown cancel out.
 ``--profile`` instead runs the edge under cProfile and prints its top functions.
-``--tree DIR`` runs the edge from another checkout (a before/after in the same run).
+``--tree DIR`` runs the edge from another checkout (a before/after in the same run). The edge
+runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``.
 
     .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--tree DIR] [--keep DIR]
         [--profile]
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge import HOST, free_port, serve_backend, serve_edge
+from edge import HOST, free_port, run_edge_child, serve_backend, serve_edge
 
 
 def wait_port(port: int, deadline: float) -> None:
@@ -99,7 +100,7 @@ def main() -> None:
         asyncio.run(serve_backend(args.backend))
         return
     if args.edge:
-        asyncio.run(serve_edge(*args.edge, with_modules=False))
+        run_edge_child(serve_edge(*args.edge, with_modules=False))
         return
     backend_port = free_port()
     backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])

@@ -6,12 +6,18 @@
   skipped on the real lane with that reason (never used to hide a failure);
 - ``compaction``: the test compacts the watch history; on the real lane it runs on a second
   cluster whose kube-apiserver serves watches from etcd, so the compaction is seen as 410 Gone.
+
+``INTERLOCK_TEST_LOOP=uvloop`` runs the asyncio tests on uvloop (what ``interlock run``, ``edge``
+and ``demo`` run on by default) instead of asyncio's own loop: the behaviour must not depend on
+the loop (uvloop's transports, for one, are not ``asyncio.Transport`` subclasses).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +59,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if not reason:
                 raise pytest.UsageError(f"{item.nodeid}: embedded_only needs a reason")
             item.add_marker(pytest.mark.skip(reason=f"embedded only: {reason}"))
+
+
+if os.environ.get("INTERLOCK_TEST_LOOP", "asyncio") == "uvloop":
+    import uvloop
+
+    def pytest_asyncio_loop_factories(
+        config: pytest.Config, item: pytest.Item
+    ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+        return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(scope="session")

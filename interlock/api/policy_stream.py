@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qsl, unquote
 
 from interlock.api.policy_target import BadRequest, watch_target
@@ -102,7 +102,8 @@ class _Connection(asyncio.Protocol):
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         self._timer = asyncio.get_running_loop().call_later(_HEAD_TIMEOUT, transport.close)
 

@@ -7,13 +7,13 @@ live trace (see ``docs/demo.md``). Thin: the work is in :mod:`interlock.demo`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import sys
 from pathlib import Path
 from typing import Any
 
-from interlock.cli.env import seconds
+from interlock.cli.env import EnvDefaults, seconds
+from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import serve_until_signalled
 from interlock.config import parse_address
 from interlock.logs import configure_logging
@@ -78,6 +78,7 @@ def add_demo_parser(subparsers: Any) -> None:
         help="the manifests/ folder holding ingressclass.yaml and examples/ "
         "(default: the ones shipped with interlock)",
     )
+    add_loop_flag(EnvDefaults(parser))
     parser.set_defaults(handler=demo_command)
 
 
@@ -103,7 +104,10 @@ def demo_command(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(line_buffering=True)
     configure_logging("WARNING")
     try:
-        return asyncio.run(serve_until_signalled(run_demo(options), doing="stopping the demo"))
+        return run_on_loop(
+            serve_until_signalled(run_demo(options), doing="stopping the demo"),
+            uvloop=not args.no_uvloop,
+        )
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -7,11 +7,11 @@ Serves the edge, programmed by a controller through its admin API (``interlock r
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults
+from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import serve_until_signalled
 from interlock.logs import configure_logging
 
@@ -43,6 +43,7 @@ def add_edge_parser(subparsers: Any) -> None:
         help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
     )
     add_edge_limit_flags(add)
+    add_loop_flag(add)
     add.logging()
     parser.set_defaults(handler=edge_command)
 
@@ -63,7 +64,7 @@ async def _edge_until_signalled(args: argparse.Namespace) -> int:
 
 def edge_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, format=args.log_format)
-    return asyncio.run(_edge_until_signalled(args))
+    return run_on_loop(_edge_until_signalled(args), uvloop=not args.no_uvloop)
 
 
 def register(subparsers: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults, env_list
+from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import serve_until_signalled
 from interlock.config import (
     DEFAULT_ADMIN_ADDR,
@@ -176,6 +177,7 @@ def add_run_parser(subparsers: Any) -> None:
         default=30.0,
         help="how long a service-port watch outlives its last subscriber",
     )
+    add_loop_flag(add)
     add.logging()
     parser.set_defaults(handler=run_command)
 
@@ -273,7 +275,7 @@ def run_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     configure_logging(config.log_level, format=config.log_format)
     try:
-        return asyncio.run(run_until_signalled(config))
+        return run_on_loop(run_until_signalled(config), uvloop=not args.no_uvloop)
     except (KubeConfigError, StartupError) as error:
         print(f"interlock run: {error}", file=sys.stderr)
         return 1

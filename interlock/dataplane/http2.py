@@ -28,6 +28,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import h2.config
 import h2.connection
@@ -228,7 +229,8 @@ class H2ServerProtocol(asyncio.Protocol):
         self._peer = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        transport = cast(asyncio.Transport, transport)
         self._connection.transport = transport
         peer = transport.get_extra_info("peername")
         self._peer = str(peer[0]) if isinstance(peer, tuple) else ""
@@ -360,7 +362,8 @@ class SniffingProtocol(asyncio.Protocol):
         self.chosen: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         tls = transport.get_extra_info("ssl_object")
         if isinstance(tls, ssl.SSLObject) and tls.selected_alpn_protocol() == "h2":
@@ -470,7 +473,8 @@ class _ClientProtocol(_Connection, asyncio.Protocol):
         self._streams: dict[int, UpstreamStream] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         self.h2.initiate_connection()
         self.h2.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
