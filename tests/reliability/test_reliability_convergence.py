@@ -16,20 +16,29 @@ it leads, must find no status to change. All along, the fail-closed monitor chec
 was ever served with a backend while a module its desired state required was not applied.
 
 ``INTERLOCK_RELIABILITY_EXAMPLES`` sets the number of histories (``make reliability``: 200).
+``INTERLOCK_RELIABILITY_SHARD=i/N`` makes this process run only the histories whose digest falls
+in shard ``i`` of ``N`` (``make reliability-real-sharded`` runs N processes, each with its own
+real cluster: one process needs about two hours for 200 real-lane histories). In exploring runs a
+failing history is recorded and the run goes on (no shrinking: each try is a whole history), and
+``INTERLOCK_RELIABILITY_LOG`` names a JSON-lines file that gets one line per history run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import os
+import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from lanes import ControlPlane, TestCluster, lane_cluster
@@ -64,6 +73,8 @@ EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
 EXPLORE = "INTERLOCK_RELIABILITY_EXAMPLES" in os.environ
 """``make reliability`` explores new histories on every run; the default (CI) run replays the
 same derandomized ones, so a rare new finding shows up there, not as a flaky CI failure."""
+SHARD = os.environ.get("INTERLOCK_RELIABILITY_SHARD", "0/1")
+LOG = os.environ.get("INTERLOCK_RELIABILITY_LOG", "")
 CONVERGE_WITHIN = 60.0
 """A deadline only bounds a failure (it costs nothing when a history converges): on a loaded
 machine against a real kube-apiserver, 20 s was not always enough."""
@@ -115,6 +126,25 @@ history_strategy = st.lists(
     min_size=4,
     max_size=28,
 )
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/N"`` → ``(i, N)`` with ``0 <= i < N``."""
+    index, _, count = text.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (0, 0)
+    if not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"INTERLOCK_RELIABILITY_SHARD={text!r}: expected i/N with 0 <= i < N")
+    return shard
+
+
+def history_shard(history: list[Step], shards: int) -> int:
+    """Which of ``shards`` shards runs ``history``: a digest of its steps, the same in every
+    process (``hash()`` of strings is salted per process), so shards never share a history."""
+    digest = hashlib.sha256(repr(history).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
 
 
 # --- running one history ------------------------------------------------------------------------
@@ -228,8 +258,14 @@ async def served_over_http(replica: Replica) -> dict[str, Any]:
     return result
 
 
+NOTES: list[str] = []
+"""The current history's events, for its line in ``INTERLOCK_RELIABILITY_LOG`` (hypothesis's
+own statistics do not cover a ``@given`` function run inside a test)."""
+
+
 def note(text: str) -> None:
     """A hypothesis event when a generated history runs (the fixed history runs without one)."""
+    NOTES.append(text)
     with contextlib.suppress(InvalidArgument):
         event(text)
 
@@ -319,21 +355,63 @@ async def run_history(
         assert violations == [], "\n".join(violations)
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=not EXPLORE,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    print_blob=True,
-)
+def record_history(history: list[Step], started: float, error: BaseException | None) -> None:
+    """One JSON line per history run in ``INTERLOCK_RELIABILITY_LOG`` (when set)."""
+    events = sorted(set(NOTES))
+    NOTES.clear()
+    if not LOG:
+        return
+    line = {
+        "shard": SHARD,
+        "history": [list(step) for step in history],
+        "seconds": round(time.monotonic() - started, 1),
+        "outcome": "passed" if error is None else "failed",
+        "events": events,
+        "error": "" if error is None else "".join(traceback.format_exception(error))[-4000:],
+    }
+    with open(LOG, "a", encoding="utf-8") as log:
+        log.write(json.dumps(line) + "\n")
+
+
 @pytest.mark.compaction
-@given(history=history_strategy)
 def test_every_output_equals_what_the_final_state_gives(
-    history: list[Step],
-    tmp_path_factory: pytest.TempPathFactory,
-    control_plane: ControlPlane | None,
+    tmp_path_factory: pytest.TempPathFactory, control_plane: ControlPlane | None
 ) -> None:
-    asyncio.run(run_history(history, tmp_path_factory.mktemp("history"), control_plane))
+    index, shards = parse_shard(SHARD)
+    failures: list[str] = []
+
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=not EXPLORE,
+        deadline=None,
+        # Exploring: a failure is recorded and the next history runs (shrinking one on a real
+        # server costs a whole history per try); CI replays and shrinks as usual.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate] if EXPLORE else list(Phase),
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.filter_too_much,
+        ],
+        print_blob=True,
+    )
+    @given(history=history_strategy)
+    def one_history(history: list[Step]) -> None:
+        if shards > 1 and history_shard(history, shards) != index:
+            reject()
+        started = time.monotonic()
+        NOTES.clear()
+        try:
+            asyncio.run(run_history(history, tmp_path_factory.mktemp("history"), control_plane))
+        except Exception as error:
+            record_history(history, started, error)
+            if not EXPLORE:
+                raise
+            failures.append(f"{history!r}:\n{error}")
+        else:
+            record_history(history, started, None)
+
+    one_history()
+    assert failures == [], f"{len(failures)} histories failed:\n\n" + "\n\n".join(failures)
 
 
 @pytest.mark.compaction
@@ -395,3 +473,15 @@ def test_the_fail_closed_monitor_flags_a_backend_served_without_its_modules() ->
     assert len(fail_closed_violations([served(False, [])], history)) == 1
     assert len(fail_closed_violations([served(True, [])], history)) == 1
     assert len(fail_closed_violations([served(True, ["headers"])], history)) == 1
+
+
+def test_shards_split_the_histories_between_them() -> None:
+    """Every history belongs to exactly one shard, the same in every process."""
+    histories: list[list[Step]] = [[("pause", n), ("compact",)] for n in range(40)]
+    owners = [history_shard(history, 4) for history in histories]
+    assert set(owners) == {0, 1, 2, 3}
+    assert owners == [history_shard(list(history), 4) for history in histories]
+    assert parse_shard("2/4") == (2, 4)
+    for bad in ("4/4", "x", "1/0", "-1/3"):
+        with pytest.raises(ValueError, match="INTERLOCK_RELIABILITY_SHARD"):
+            parse_shard(bad)
