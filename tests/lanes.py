@@ -239,6 +239,14 @@ class LaneFaults:
     ) -> None:
         self.rules.delay_next(n, seconds, verbs=verbs, path_contains=path_contains)
 
+    def hold_next(
+        self, *, verbs: Collection[str] | None = None, path_contains: str | None = None
+    ) -> HeldRequest:
+        """Hold the next matching request of the controller until :meth:`HeldRequest.release`
+        (a write *in flight*: sent, not yet applied); it is forwarded then even if the
+        controller gave up on it meanwhile, as a slow API server applies it anyway."""
+        return self.proxy.hold_next(verbs=verbs, path_contains=path_contains)
+
     def pending(self) -> int:
         return self.rules.pending()
 
@@ -575,6 +583,27 @@ def proxied_kubeconfig(path: Path, *, server: str, token: str) -> str:
     return str(path)
 
 
+@dataclass
+class HeldRequest:
+    """One request the :class:`FaultProxy` holds (:meth:`LaneFaults.hold_next`)."""
+
+    verbs: frozenset[str] | None
+    path_contains: str | None
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """The request reached the proxy and is held."""
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Released, forwarded, and the API server answered it (it was applied, or refused)."""
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def matches(self, verb: str, path: str) -> bool:
+        if self.verbs is not None and verb not in self.verbs:
+            return False
+        return self.path_contains is None or self.path_contains in path
+
+    def release(self) -> None:
+        self._released.set()
+
+
 class FaultProxy:
     """A loopback HTTP proxy between the controller and the API server (either lane).
 
@@ -596,6 +625,7 @@ class FaultProxy:
             ssl.create_default_context(cafile=ca_file) if ca_file else False
         )
         self._watches: dict[asyncio.Task[Any], web.Request] = {}
+        self._holds: list[HeldRequest] = []
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -621,6 +651,13 @@ class FaultProxy:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+
+    def hold_next(
+        self, *, verbs: Collection[str] | None = None, path_contains: str | None = None
+    ) -> HeldRequest:
+        held = HeldRequest(frozenset(verbs) if verbs is not None else None, path_contains)
+        self._holds.append(held)
+        return held
 
     def drop_watches(self) -> int:
         cut = 0
@@ -651,6 +688,11 @@ class FaultProxy:
             if k.lower() not in ("host", "content-length", "transfer-encoding", "connection")
         }
         body = await request.read()
+        held = next((h for h in self._holds if h.matches(verb, request.path)), None)
+        if held is not None:
+            self._holds.remove(held)
+            held.arrived.set()
+            await held._released.wait()
         task = asyncio.current_task()
         assert task is not None
         if verb == "watch":
@@ -662,6 +704,8 @@ class FaultProxy:
                 headers=headers,
                 data=body or None,
             ) as upstream:
+                if held is not None:
+                    held.answered.set()
                 response = web.StreamResponse(
                     status=upstream.status,
                     headers={

@@ -22,6 +22,15 @@ finished write comes back as a message. A write that fails transiently (no conne
 429) stays pending and is retried with exponential backoff and jitter; a rejected one (4xx) is
 logged and dropped until the object's inputs change.
 
+A write once sent cannot be taken back: the API server may apply it after this replica has
+written a newer status (found by the harness on the real server: a StatusWriter crashed with a
+write held by a slow request; its restarted successor wrote the right status; then the held one
+landed and stayed for good, the successor believing its own write). So a stopping instance lets
+its writes run to the end, and their ``WriteFinished`` reaches the successor at the same
+address, which then stops trusting what it wrote to that object and checks it again. A stored
+status that changed and differs from this replica's last write (another writer's, landed after
+it: a predecessor's, or an old leader's after a Lease handover) is trusted over that write.
+
 Events go the same way: recorded only while leading, in order, by one task. The few raised
 while not leading are kept for ``event_grace`` seconds and recorded if this replica gains the
 Lease by then — at start-up the first reconciles usually finish before the Lease is acquired,
@@ -32,6 +41,7 @@ that was leading then has reported them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections import deque
@@ -65,6 +75,9 @@ StatusKey = tuple[StatusKind, str, str]
 
 STATUS_TOPICS: tuple[str, ...] = (ROUTE_STATUS_TOPIC, INGRESS_STATUS_TOPIC, MODULESET_STATUS_TOPIC)
 
+_INSTANCES = itertools.count(1)
+"""Numbers StatusWriter instances: a restarted one tells its predecessor's writes from its own."""
+
 
 class StatusSink(Protocol):
     """The writer's boundary to Kubernetes (``controller/status_sink.KubeStatusSink``)."""
@@ -96,7 +109,8 @@ class TransientStatusError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class WriteFinished:
-    """A status write task ended (at most one per object is in flight, hence the key)."""
+    """A status write task ended (at most one per object and instance is in flight, hence the
+    key): ``instance`` is the StatusWriter instance that started it."""
 
     kind: StatusKind
     namespace: str
@@ -104,10 +118,11 @@ class WriteFinished:
     status: dict[str, Any]
     outcome: Literal["written", "rejected", "transient"]
     error: str = ""
+    instance: int = 0
 
     @property
-    def coalesce_key(self) -> tuple[str, str, str, str]:
-        return ("write-finished", self.kind, self.namespace, self.name)
+    def coalesce_key(self) -> tuple[str, str, str, str, int]:
+        return ("write-finished", self.kind, self.namespace, self.name, self.instance)
 
     def trace_summary(self) -> str:
         return f"WriteFinished {self.kind} {self.namespace}/{self.name} {self.outcome}"
@@ -167,6 +182,7 @@ class StatusWriter(Actor):
         self.rng = rng or random.Random()
         self.clock = clock
         self.event_grace = event_grace
+        self.instance = next(_INSTANCES)
         self.objects: dict[StatusKey, _Desired] = {}
         self.identities: dict[tuple[str, str], StatusKey] = {}
         """(topic, key) of a desired status → its object, to forget it when unpublished."""
@@ -206,8 +222,8 @@ class StatusWriter(Actor):
             if entry is None:
                 self.objects[key] = _Desired(status=status, stored=stored, uid=uid)
             else:
-                if entry.uid != uid:
-                    entry.written = None
+                if entry.uid != uid or self._overwritten(key, entry, stored):
+                    self._distrust(key, entry)
                     entry.uid = uid
                 entry.status = status
                 entry.stored = stored
@@ -245,8 +261,8 @@ class StatusWriter(Actor):
         return None
 
     async def stopped(self) -> None:
-        for task in self.in_flight.values():
-            task.cancel()
+        # The status writes in flight are left to finish (see the module docstring): cancelling
+        # one would not stop the API server applying it, only hide from the successor when.
         if self.event_task is not None:
             self.event_task.cancel()
 
@@ -256,11 +272,23 @@ class StatusWriter(Actor):
         reference = entry.written if entry.written is not None else entry.stored
         if reference is None:
             return True
-        if key[0] in ROUTE_STATUS_KINDS:
-            return not status_equal_ignoring_timestamps(
-                entry.status.get("parents", []), reference.get("parents", [])
-            )
-        return entry.status != reference
+        return not _same_status(key, entry.status, reference)
+
+    def _overwritten(self, key: StatusKey, entry: _Desired, stored: dict[str, Any] | None) -> bool:
+        """The object's stored status changed to one this replica did not last write: someone
+        wrote after it (or a write of its own landed late), so ``written`` proves nothing."""
+        if entry.written is None or stored is None:
+            return False
+        if entry.stored is not None and _same_status(key, stored, entry.stored):
+            return False
+        return not _same_status(key, stored, entry.written)
+
+    def _distrust(self, key: StatusKey, entry: _Desired) -> None:
+        """Forget what this replica wrote to the object (here and in the sink's cache), so the
+        next check compares the desired status with the stored one, or writes it."""
+        entry.written = None
+        kind, namespace, name = key
+        self.sink.forget(kind=kind, namespace=namespace, name=name)
 
     def _enqueue(self, key: StatusKey) -> None:
         if key in self.in_flight:
@@ -288,10 +316,10 @@ class StatusWriter(Actor):
                 self.skipped += 1
                 continue
             self.in_flight[key] = asyncio.get_running_loop().create_task(
-                self._write(key, entry.status, entry.uid)
+                self._write(key, entry.status, entry.uid, self.instance)
             )
 
-    async def _write(self, key: StatusKey, status: dict[str, Any], uid: str) -> None:
+    async def _write(self, key: StatusKey, status: dict[str, Any], uid: str, instance: int) -> None:
         kind, namespace, name = key
         outcome: Literal["written", "rejected", "transient"]
         error = ""
@@ -307,10 +335,19 @@ class StatusWriter(Actor):
             # flight" forever, so it is retried like a transient failure, and logged.
             logger.exception("{} {}/{}: status write raised", kind, namespace, name)
             outcome, error = "transient", f"{type(exc).__name__}: {exc}"
-        self.system.tell(self.address, WriteFinished(kind, namespace, name, status, outcome, error))
+        finished = WriteFinished(kind, namespace, name, status, outcome, error, instance)
+        self.system.tell(self.address, finished)
 
     def _finished(self, message: WriteFinished) -> None:
         key: StatusKey = (message.kind, message.namespace, message.name)
+        if message.instance != self.instance:
+            # A predecessor's write, ended now: whatever this instance wrote to the object
+            # before may have been overwritten by it, so the object is checked again.
+            entry = self.objects.get(key)
+            if entry is not None:
+                self._distrust(key, entry)
+                self._enqueue(key)
+            return
         self.in_flight.pop(key, None)
         if key in self.recheck:
             self.recheck.discard(key)
@@ -393,6 +430,12 @@ class StatusWriter(Actor):
             events_held=len(self.held),
             events_skipped=self.events_skipped,
         )
+
+
+def _same_status(key: StatusKey, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if key[0] in ROUTE_STATUS_KINDS:
+        return status_equal_ignoring_timestamps(a.get("parents", []), b.get("parents", []))
+    return a == b
 
 
 def _desired(

@@ -354,3 +354,43 @@ async def test_a_route_deleted_before_a_crash_stays_forgotten(harness):
     harness.lead(True)
     await harness.settle()
     assert sorted(name for _, name, _ in harness.sink.writes) == ["b", "c"]
+
+
+async def test_a_stored_status_someone_else_wrote_after_this_replicas_write_is_repaired(harness):
+    """A write landing after this replica's (an old leader's, after a Lease handover, or a
+    predecessor's held by a slow request) is seen as a stored status that changed to one this
+    replica did not write: that is trusted over its own last write, which is made again."""
+    harness.lead(True)
+    harness.send("a", "ResolvedRefs", stored="BackendNotFound")
+    await harness.settle()
+    harness.send("a", "ResolvedRefs", stored="ResolvedRefs")  # the route actor sees the write
+    await harness.settle()
+    assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs"]
+    harness.send("a", "ResolvedRefs", stored="BackendNotFound")  # then the late one landed
+    await harness.settle()
+    assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs", "ResolvedRefs"]
+    assert ("HTTPRoute", "default", "a") in harness.sink.forgotten  # the patcher's cache too
+
+
+async def test_a_write_in_flight_when_the_writer_crashes_is_checked_again_by_its_successor(
+    harness,
+):
+    """Found by the harness on the real server: the crashed writer's write was applied after
+    its successor's, which never repaired it. The write runs to its end and tells the
+    successor, which writes again."""
+    gated = GatedSink()
+    assert harness.writer is not None
+    harness.writer.sink = gated  # the successor gets the harness's recording sink
+    harness.lead(True)
+    harness.send("a", "BackendNotFound")
+    await wait_until(lambda: gated.running == 1)
+    harness.crash()
+    harness.send("a", "ResolvedRefs")
+    await wait_until(lambda: harness.restarts() == 1)
+    await harness.settle()
+    assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs"]
+    gated.gate.set()  # the predecessor's BackendNotFound lands now, after ResolvedRefs
+    await wait_until(lambda: gated.writes == [("a", "BackendNotFound")])
+    await wait_until(lambda: len(harness.sink.writes) == 2)
+    await harness.settle()
+    assert [w[2] for w in harness.sink.writes] == ["ResolvedRefs", "ResolvedRefs"]

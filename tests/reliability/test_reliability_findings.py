@@ -457,3 +457,68 @@ def test_the_status_cache_does_not_keep_deleted_objects(
                 await controller.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "variants"),
+    [("HTTPRoute", "r-0", (0, 3, 0)), ("ModuleSet", "ms-0", (0, 1, 0))],
+)
+def test_a_status_write_in_flight_when_its_writer_crashes_does_not_win(
+    kind: str,
+    name: str,
+    variants: tuple[int, int, int],
+    tmp_path: Path,
+    control_plane: ControlPlane | None,
+) -> None:
+    """Found by the harness on the real server (docs/reliability.md): the StatusWriter crashed
+    with a status write held by a slow request; its restarted successor wrote the newer status;
+    then the API server applied the held write, and the successor, believing its own write (and
+    the patcher's cache agreeing), never repaired it. Here the write is held at the lane's proxy
+    until the successor has written, then released. Fixed in ``interlock/actors/status_writer.py``
+    (writes in flight finish and tell the successor, which checks the object again; a stored
+    status changed by someone else is trusted over this replica's last write)."""
+    plural = {"HTTPRoute": "httproutes", "ModuleSet": "modulesets"}[kind]
+
+    async def scenario() -> None:
+        crashes = CrashPlan()
+        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
+            await server.apply_manifests([CRDS])
+            await write(server, INGRESS_CLASS)
+            for service in ("svc-a", "svc-b"):
+                await write(server, build("Service", service, 0))
+            await write(server, build(kind, name, variants[0]))
+            controller = Controller(replica_config(server.controller_kubeconfig, "finding"))
+
+            async def status_has(generation: int) -> bool:
+                found = [o for o in await objects(server, kind) if o["metadata"]["name"] == name]
+                return bool(found) and set(observed_generations(found[0])) == {generation}
+
+            with crashes.installed():
+                await controller.start()
+                try:
+                    await controller.wait_ready(within=60.0)
+                    await eventually(lambda: status_has(1), within=60.0, message="status 1")
+                    held = server.faults.hold_next(
+                        verbs=["patch"], path_contains=f"/{plural}/{name}/status"
+                    )
+                    await write(server, build(kind, name, variants[1]))
+                    await eventually(held.arrived.is_set, within=60.0, message="status 2 in flight")
+                    # The writer's next message is the newer desired status: it crashes, and
+                    # its successor writes that status while status 2 is still in flight.
+                    crashes.arm("StatusWriter")
+                    await write(server, build(kind, name, variants[2]))
+                    await eventually(
+                        lambda: crashes.crashed["StatusWriter"] == 1,
+                        within=60.0,
+                        message="the crash",
+                    )
+                    await eventually(lambda: status_has(3), within=60.0, message="status 3")
+                    held.release()
+                    await eventually(
+                        held.answered.is_set, within=60.0, message="status 2 applied late"
+                    )
+                    await eventually(lambda: status_has(3), within=60.0, message="status 3 again")
+                finally:
+                    await controller.stop()
+
+    asyncio.run(scenario())
