@@ -106,6 +106,29 @@ class ObjectChanged:
     resource_version: str
     obj: dict[str, Any] = field(compare=False)
 
+    @classmethod
+    def of(
+        cls,
+        obj: dict[str, Any],
+        *,
+        kind: str | None = None,
+        deleted: bool = False,
+        resource_version: str | None = None,
+    ) -> ObjectChanged:
+        """The change for the raw object ``obj``: namespace, name and resourceVersion read from
+        its metadata, the kind from ``obj`` unless given (a listed item carries none)."""
+        meta = obj.get("metadata") or {}
+        if resource_version is None:
+            resource_version = str(meta.get("resourceVersion") or "")
+        return cls(
+            kind=kind if kind is not None else str(obj.get("kind") or ""),
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            deleted=deleted,
+            resource_version=resource_version,
+            obj=obj,
+        )
+
     @property
     def coalesce_key(self) -> tuple[str, str, str, str]:
         return ("object", self.kind, self.namespace, self.name)

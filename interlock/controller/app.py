@@ -123,15 +123,7 @@ async def _serve(app: web.Application, address: Address, *, flag: str) -> Runnin
 
 def object_changed(event: InformerEvent) -> ObjectChanged:
     """The router's message for an informer event (its identity becomes the correlation id)."""
-    meta = event.obj.get("metadata") or {}
-    return ObjectChanged(
-        kind=event.resource.kind,
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
-        deleted=isinstance(event, Deleted),
-        resource_version=str(meta.get("resourceVersion") or ""),
-        obj=event.obj,
-    )
+    return ObjectChanged.of(event.obj, kind=event.resource.kind, deleted=isinstance(event, Deleted))
 
 
 class Controller:

@@ -46,15 +46,7 @@ class Outbound:
 
     def _tell(self, obj: dict[str, Any], *, deleted: bool) -> None:
         self.versions += 1
-        meta = obj["metadata"]
-        change = ObjectChanged(
-            kind=obj["kind"],
-            namespace=meta.get("namespace", ""),
-            name=meta["name"],
-            deleted=deleted,
-            resource_version=str(self.versions),
-            obj=obj,
-        )
+        change = ObjectChanged.of(obj, deleted=deleted, resource_version=str(self.versions))
         self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
 
     async def settle(self) -> None:

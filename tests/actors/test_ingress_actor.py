@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,15 +115,8 @@ class Edges:
         return [m.value for m in self.status if isinstance(m, Published)]
 
     def apply(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
-        meta = obj["metadata"]
-        change = ObjectChanged(
-            kind=obj["kind"],
-            namespace=meta.get("namespace", ""),
-            name=meta["name"],
-            deleted=deleted,
-            resource_version=str(next(self.versions)),
-            obj={**obj, "metadata": {**meta, "resourceVersion": str(next(self.versions))}},
-        )
+        meta = {**obj["metadata"], "resourceVersion": str(next(self.versions))}
+        change = ObjectChanged.of({**obj, "metadata": meta}, deleted=deleted)
         self.system.tell(KIND_DIRECTORY[obj["kind"]], change)
 
     def delete(self, obj: dict[str, Any]) -> None:
@@ -143,6 +136,13 @@ class Edges:
     def events(self, reason: str) -> list[RecordEvent]:
         return [e for e in self.status if isinstance(e, RecordEvent) and e.reason == reason]
 
+    def spawn_directories(self, ingress_actor: Callable[[ObjectKey], Actor]) -> None:
+        """The stand-in status writer and the directories an IngressActor reads from."""
+        self.system.spawn(STATUS_WRITER, lambda: RecordingActor(self.status))
+        self.system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
+        self.system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
+        self.system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+
 
 @pytest.fixture
 async def edges() -> AsyncIterator[Edges]:
@@ -156,12 +156,9 @@ async def edges() -> AsyncIterator[Edges]:
     def ingress_actor(key: ObjectKey) -> Actor:
         return IngressActor(key=key, edge_actor=edge_actor, load_balancer=LOAD_BALANCER)
 
-    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
+    running.spawn_directories(ingress_actor)
     system.subscribe(INGRESS_STATUS_TOPIC, STATUS_WRITER)
     system.subscribe(MODULESET_STATUS_TOPIC, STATUS_WRITER)
-    system.spawn(INGRESS_DIRECTORY, lambda: IngressDirectory(ingress_actor=ingress_actor))
-    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
-    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
     system.spawn(SECRET_DIRECTORY, SecretDirectory)
     system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory)
     running.apply(CLASS)
@@ -329,15 +326,7 @@ async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None
         return EdgeStandIn()
 
     running = Edges(system)
-    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
-    system.spawn(
-        INGRESS_DIRECTORY,
-        lambda: IngressDirectory(
-            ingress_actor=lambda key: IngressActor(key=key, edge_actor=edge_actor)
-        ),
-    )
-    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
-    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+    running.spawn_directories(lambda key: IngressActor(key=key, edge_actor=edge_actor))
     try:
         running.apply(CLASS)
         running.service()
@@ -375,15 +364,7 @@ class CrashOnIngressChange(IngressActor):
 async def crashing() -> AsyncIterator[Edges]:
     system = ActorSystem()
     running = Edges(system)
-    system.spawn(STATUS_WRITER, lambda: RecordingActor(running.status))
-    system.spawn(
-        INGRESS_DIRECTORY,
-        lambda: IngressDirectory(
-            ingress_actor=lambda key: CrashOnIngressChange(key=key, edge_actor=EdgeStandIn)
-        ),
-    )
-    system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory)
-    system.spawn(MODULESET_DIRECTORY, ModuleSetDirectory)
+    running.spawn_directories(lambda key: CrashOnIngressChange(key=key, edge_actor=EdgeStandIn))
     running.apply(CLASS)
     running.service()
     running.apply(module_set_obj(HEADERS))

@@ -77,14 +77,7 @@ async def test_secret_data_never_reaches_the_trace():
             "metadata": {"name": "users", "namespace": "default"},
             "data": {"htpasswd": "c3VwZXItc2VjcmV0LXZhbHVl"},
         }
-        change = ObjectChanged(
-            kind="Secret",
-            namespace="default",
-            name="users",
-            deleted=False,
-            resource_version="7",
-            obj=secret,
-        )
+        change = ObjectChanged.of(secret, resource_version="7")
         system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
         await wait_idle(system)
     await system.shutdown()

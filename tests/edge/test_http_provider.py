@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import web
+from edge_routes import serve_route
 
 from interlock.edge.http_provider import HttpEdge, parse_retry_after
 from interlock.edge.provider import BackendTarget, PermanentEdgeError, TransientEdgeError
@@ -79,11 +80,10 @@ async def test_remote_edge_serves_like_the_in_process_one(remote: Remote, backen
 async def test_remote_errors_are_classified(remote: Remote) -> None:
     planted = b"planted-not-bcrypt-hash-value"
     with pytest.raises(PermanentEdgeError, match=r"422: .*basicAuth") as permanent:
-        await remote.provider.apply_modules(
+        await serve_route(
+            remote.provider,
             host=HOST,
             route_id=ROUTE,
-            path="/",
-            path_type="Prefix",
             modules=BASIC_AUTH,
             secrets={("users", "htpasswd"): SecretValue(b"alice:" + planted)},
         )
@@ -226,22 +226,20 @@ async def test_secret_values_reach_no_log_error_or_snapshot(
         hook = Modules.model_validate(
             {"webhookVerification": {"provider": "github", "secretRef": {"name": "h", "key": "k"}}}
         )
-        await remote.provider.apply_modules(
+        await serve_route(
+            remote.provider,
             host=HOST,
             route_id=ROUTE,
-            path="/",
-            path_type="Prefix",
             modules=hook,
             secrets={("h", "k"): SecretValue(planted.encode())},
+            backend=BACKEND,
         )
-        await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
         assert await remote.get("/", **{"X-Hub-Signature-256": "sha256=00"}) == 401
         with pytest.raises(PermanentEdgeError) as error:
-            await remote.provider.apply_modules(
+            await serve_route(
+                remote.provider,
                 host=HOST,
                 route_id=ROUTE,
-                path="/",
-                path_type="Prefix",
                 modules=BASIC_AUTH,
                 secrets={("users", "htpasswd"): SecretValue(f"{planted}:{planted}".encode())},
             )

@@ -52,13 +52,21 @@ def _backoff(clock: FakeClock, *, initial: float, jitter: float, seed: int) -> R
     )
 
 
+def _failures(
+    backoff: ReconnectBackoff, clock: FakeClock, *, count: int, apart: float
+) -> list[float]:
+    """The delays ``backoff`` gives for ``count`` failures ``apart`` seconds from each other."""
+    delays = []
+    for _ in range(count):
+        delays.append(backoff.next_delay())
+        clock.now += apart
+    return delays
+
+
 def test_backoff_grows_to_the_cap_and_resets_after_a_healthy_period() -> None:
     clock = FakeClock()
     backoff = _backoff(clock, initial=0.8, jitter=1.0, seed=7)
-    delays = []
-    for _ in range(8):
-        delays.append(backoff.next_delay())
-        clock.now += 1.0
+    delays = _failures(backoff, clock, count=8, apart=1.0)
     bases = [min(30.0, 0.8 * 2**i) for i in range(8)]
     for delay, base in zip(delays, bases, strict=True):
         assert base <= delay <= 2 * base
@@ -70,11 +78,7 @@ def test_backoff_grows_to_the_cap_and_resets_after_a_healthy_period() -> None:
 def test_backoff_does_not_reset_while_failures_keep_coming() -> None:
     clock = FakeClock()
     backoff = _backoff(clock, initial=1.0, jitter=0.0, seed=1)
-    delays = []
-    for _ in range(5):
-        delays.append(backoff.next_delay())
-        clock.now += 119.0
-    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert _failures(backoff, clock, count=5, apart=119.0) == [1.0, 2.0, 4.0, 8.0, 16.0]
 
 
 def test_informer_events_never_show_secret_data() -> None:
