@@ -196,6 +196,8 @@ class LaneFaults:
     ) -> None:
         self.proxy = proxy
         self.rules = proxy.rules
+        self.fail_next = self.rules.fail_next
+        self.delay_next = self.rules.delay_next
         self._drop_watches = drop_watches
         self._compact = compact
         self._restart = restart
@@ -215,29 +217,6 @@ class LaneFaults:
         result = self._restart()
         if asyncio.iscoroutine(result):
             await result
-
-    def fail_next(
-        self,
-        n: int,
-        status: int = 500,
-        *,
-        verbs: Collection[str] | None = None,
-        path_contains: str | None = None,
-        retry_after: int | None = None,
-    ) -> None:
-        self.rules.fail_next(
-            n, status, verbs=verbs, path_contains=path_contains, retry_after=retry_after
-        )
-
-    def delay_next(
-        self,
-        n: int,
-        seconds: float,
-        *,
-        verbs: Collection[str] | None = None,
-        path_contains: str | None = None,
-    ) -> None:
-        self.rules.delay_next(n, seconds, verbs=verbs, path_contains=path_contains)
 
     def hold_next(
         self, *, verbs: Collection[str] | None = None, path_contains: str | None = None

@@ -322,36 +322,29 @@ class EdgeActor(Actor):
         if step.kind == "remove":
             await self._provider.remove_route(host=host, route_id=route_id)
             self._served.pop(route_id, None)
-        elif step.kind == "reserve":
+        elif step.kind in ("reserve", "modules"):
             assert route is not None
+            # A reserved route is created with no modules (it answers 503) until they apply.
+            reserve = step.kind == "reserve"
             await self._provider.apply_modules(
                 host=host,
                 route_id=route_id,
                 path=route.path,
                 path_type=route.path_type,
-                modules=Modules(),
-                secrets={},
+                modules=Modules() if reserve else route.modules,
+                secrets={} if reserve else route.secrets,
             )
-            self._served[route_id] = ServedRoute(
-                modules=None, secrets={}, backend=None, reserved=True
-            )
-        elif step.kind == "modules":
-            assert route is not None
-            await self._provider.apply_modules(
-                host=host,
-                route_id=route_id,
-                path=route.path,
-                path_type=route.path_type,
-                modules=route.modules,
-                secrets=route.secrets,
-            )
-            previous = self._served.get(route_id)
-            self._served[route_id] = ServedRoute(
-                modules=route.modules,
-                secrets=dict(route.secrets),
-                backend=None if previous is None else previous.backend,
-                names=_module_names(route.modules),
-            )
+            if reserve:
+                served = ServedRoute(modules=None, secrets={}, backend=None, reserved=True)
+            else:
+                previous = self._served.get(route_id)
+                served = ServedRoute(
+                    modules=route.modules,
+                    secrets=dict(route.secrets),
+                    backend=None if previous is None else previous.backend,
+                    names=_module_names(route.modules),
+                )
+            self._served[route_id] = served
         elif step.kind == "backend":
             assert step.target is not None
             await self._provider.attach_backend(host=host, route_id=route_id, backend=step.target)

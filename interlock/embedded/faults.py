@@ -23,6 +23,28 @@ class _Rule:
     delay: float = 0.0
     retry_after: int | None = None
 
+    @classmethod
+    def of(
+        cls,
+        n: int,
+        verbs: Collection[str] | None,
+        path_contains: str | None,
+        *,
+        status: int = 500,
+        delay: float = 0.0,
+        retry_after: int | None = None,
+    ) -> _Rule:
+        """A rule for the next ``n`` requests with one of ``verbs`` (any when None) whose
+        path contains ``path_contains`` (any when None)."""
+        return cls(
+            n,
+            frozenset(verbs) if verbs is not None else None,
+            path_contains,
+            status=status,
+            delay=delay,
+            retry_after=retry_after,
+        )
+
     def matches(self, verb: str, path: str) -> bool:
         if self.verbs is not None and verb not in self.verbs:
             return False
@@ -86,13 +108,7 @@ class Faults:
         Retry-After header (seconds), as a server under load does with 429.
         """
         self._failures.append(
-            _Rule(
-                remaining=n,
-                verbs=frozenset(verbs) if verbs is not None else None,
-                path_contains=path_contains,
-                status=status,
-                retry_after=retry_after,
-            )
+            _Rule.of(n, verbs, path_contains, status=status, retry_after=retry_after)
         )
 
     def delay_next(
@@ -104,14 +120,7 @@ class Faults:
         path_contains: str | None = None,
     ) -> None:
         """Hold the next ``n`` matching requests for ``seconds`` before serving them."""
-        self._delays.append(
-            _Rule(
-                remaining=n,
-                verbs=frozenset(verbs) if verbs is not None else None,
-                path_contains=path_contains,
-                delay=seconds,
-            )
-        )
+        self._delays.append(_Rule.of(n, verbs, path_contains, delay=seconds))
 
     def clear(self) -> None:
         """Forget every pending failure and delay."""

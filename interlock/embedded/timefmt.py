@@ -7,6 +7,7 @@ and renders Table ``Age`` cells with apimachinery's ``HumanDuration`` rules (``4
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 
@@ -19,6 +20,16 @@ def parse_timestamp(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+# apimachinery's steps: (unit, its length in the unit before, below how many of it the rest in
+# the unit before is shown too, below how many it is shown alone); years have no upper bound.
+_UNITS: tuple[tuple[str, int, int, float], ...] = (
+    ("m", 60, 10, 180),
+    ("h", 60, 8, 48),
+    ("d", 24, 8, 365 * 2),
+    ("y", 365, 8, math.inf),
+)
+
+
 def human_duration(delta: timedelta) -> str:
     """apimachinery's ``duration.HumanDuration``."""
     seconds = int(delta.total_seconds())
@@ -28,25 +39,12 @@ def human_duration(delta: timedelta) -> str:
         return "0s"
     if seconds < 120:
         return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m" if rest == 0 else f"{minutes}m{rest}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h" if rest == 0 else f"{hours}h{rest}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d" if rest == 0 else f"{hours // 24}d{rest}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        years = hours // 24 // 365
-        return f"{years}y" if days == 0 else f"{years}y{days}d"
-    return f"{hours // 24 // 365}y"
+    value, smaller = seconds, "s"
+    for unit, size, with_rest, alone in _UNITS:
+        whole, rest = divmod(value, size)
+        if whole < with_rest:
+            return f"{whole}{unit}" if rest == 0 else f"{whole}{unit}{rest}{smaller}"
+        if whole < alone:
+            return f"{whole}{unit}"
+        value, smaller = whole, unit
+    raise AssertionError("years have no upper bound")

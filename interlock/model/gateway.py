@@ -203,15 +203,20 @@ class HTTPPathMatch(KubeModel):
         return self
 
 
-class HTTPHeaderMatch(KubeModel):
-    type: Literal["Exact", "RegularExpression"] = "Exact"
+class _NamedHeader(KubeModel):
+    """A header's name, as a header match and a header filter write it (RFC 7230 token)."""
+
     name: str = Field(min_length=1, max_length=256)
-    value: str = Field(min_length=1, max_length=4096)
 
     @field_validator("name")
     @classmethod
     def _header_name(cls, name: str) -> str:
         return _check_header_name(name)
+
+
+class HTTPHeaderMatch(_NamedHeader):
+    type: Literal["Exact", "RegularExpression"] = "Exact"
+    value: str = Field(min_length=1, max_length=4096)
 
     @model_validator(mode="after")
     def _check_value(self) -> HTTPHeaderMatch:
@@ -242,14 +247,8 @@ class HTTPRouteMatch(KubeModel):
     method: HTTPMethod | None = None
 
 
-class HTTPHeader(KubeModel):
-    name: str = Field(min_length=1, max_length=256)
+class HTTPHeader(_NamedHeader):
     value: str = Field(min_length=1, max_length=4096)
-
-    @field_validator("name")
-    @classmethod
-    def _header_name(cls, name: str) -> str:
-        return _check_header_name(name)
 
     @field_validator("value")
     @classmethod

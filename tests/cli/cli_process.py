@@ -31,6 +31,25 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def finished(argv: Sequence[str], *, timeout: float = 90.0, stdin: str | None = None) -> str:
+    """Run ``argv`` to its end; it must exit 0 (else the failure shows its stderr): its stdout."""
+    command = list(argv)
+    result = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, timeout=timeout, env=child_env()
+    )
+    assert result.returncode == 0, f"{' '.join(command)}: exit {result.returncode}: {result.stderr}"
+    return result.stdout
+
+
+WEB_SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  ports: [{name: http, port: 80}]
+"""
+
+
 class Running:
     """A subprocess whose stdout lines are collected by a thread; stderr goes to a file."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import sys
 from pathlib import Path
+
+from cli_process import interlock_argv
 
 
 async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, str]:
@@ -26,14 +27,9 @@ async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, 
 async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "interlock",
-        "apiserver",
-        "--listen",
-        "127.0.0.1:0",
-        "--write-kubeconfig",
-        str(kubeconfig),
+        *interlock_argv(
+            "apiserver", "--listen", "127.0.0.1:0", "--write-kubeconfig", str(kubeconfig)
+        ),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -64,12 +60,7 @@ async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_p
 
 async def test_apiserver_rejects_a_bad_listen_address() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "interlock",
-        "apiserver",
-        "--listen",
-        "nowhere",
+        *interlock_argv("apiserver", "--listen", "nowhere"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import subprocess
 import time
 from pathlib import Path
 
-from cli_process import Running, child_env, http_get, interlock_argv
+from cli_process import Running, finished, http_get, interlock_argv
 
 FREE_PORTS = ["--edge-addr", "127.0.0.1:0", "--policy-addr", "127.0.0.1:0"]
 FREE_PORTS += ["--admin-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]
@@ -59,14 +58,7 @@ def test_demo_prints_a_curl_line_that_works_the_split_and_a_live_trace(tmp_path:
 
         # The printed kubectl line changes things live: the policy and the trace follow.
         kubectl = demo.wait_for(r"(kubectl --kubeconfig \S+) delete service echo-v2")[1]
-        deleted = subprocess.run(
-            [*kubectl.split(), "delete", "service", "echo-v2"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert deleted.returncode == 0, deleted.stderr
+        finished([*kubectl.split(), "delete", "service", "echo-v2"], timeout=60)
         demo.wait_for(r"<= external event$")
         demo.wait_for(r"route/default/echo-split .* <= Deleted Service default/echo-v2 rv=\d+$")
         deadline = time.monotonic() + 10
@@ -93,16 +85,11 @@ def test_demo_stops_by_itself_and_interlock_trace_reads_its_trace(tmp_path: Path
         demo.stop()
     assert demo.count(lambda line: "<= external event" in line) == 0, "--quiet-trace printed it"
     assert trace_file.is_file()
-    shown = subprocess.run(
+    shown = finished(
         interlock_argv("trace", str(trace_file), "--object", "HTTPRoute/default/echo-split"),
-        capture_output=True,
-        text=True,
         timeout=60,
-        env=child_env(),
-        check=False,
     )
-    assert shown.returncode == 0, shown.stderr
-    lines = shown.stdout.splitlines()
+    lines = shown.splitlines()
     roots = [line for line in lines if "correlation Upserted HTTPRoute default/echo-split" in line]
-    assert roots, shown.stdout
-    assert any(line.lstrip().startswith(("├─ ", "└─ ")) for line in lines), shown.stdout
+    assert roots, shown
+    assert any(line.lstrip().startswith(("├─ ", "└─ ")) for line in lines), shown

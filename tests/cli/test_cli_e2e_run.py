@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 
-from cli_process import Running, child_env, http_get, interlock_argv, wait_http
+from cli_process import (
+    WEB_SERVICE,
+    Running,
+    finished,
+    http_get,
+    interlock_argv,
+    wait_http,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
-SERVICES = """
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{name: http, port: 80}]
----
+SERVICES = (
+    WEB_SERVICE
+    + """---
 apiVersion: v1
 kind: Service
 metadata: {name: web-canary, namespace: default}
 spec:
   ports: [{name: http, port: 80}]
 """
+)
 
 ROUTE = """
 apiVersion: gateway.networking.k8s.io/v1
@@ -49,16 +52,7 @@ def _metrics(admin_url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(
-        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-    return result.stdout
+    return finished(["kubectl", "--kubeconfig", str(kubeconfig), *args], timeout=60, stdin=stdin)
 
 
 def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -87,16 +81,8 @@ def test_run_embedded_serves_policy_get_and_watch_and_stops_on_sigterm(tmp_path:
         before = _metrics(admin_url)
         _kubectl(kubeconfig, "apply", "-f", "-", stdin=SERVICES)
 
-        got = subprocess.run(
-            interlock_argv("policy", "get", "default/web:80", "--server", policy_url),
-            capture_output=True,
-            text=True,
-            timeout=90,
-            env=child_env(),
-            check=False,
-        )
-        assert got.returncode == 0, got.stderr
-        policy = json.loads(got.stdout)
+        got = finished(interlock_argv("policy", "get", "default/web:80", "--server", policy_url))
+        policy = json.loads(got)
         assert (policy["service"], policy["port"]) == ("web", 80)
         assert [route["kind"] for route in policy["routes"]] == ["Default"]
 

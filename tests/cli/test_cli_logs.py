@@ -6,17 +6,11 @@ import json
 import signal
 from pathlib import Path
 
-from cli_process import Running, interlock_argv
+from cli_process import WEB_SERVICE, Running, interlock_argv
 
 LOCAL = ("--policy-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0")
 
-SERVICE = """
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  ports: [{name: http, port: 80}]
-"""
+SERVICE = WEB_SERVICE
 
 
 def test_run_writes_json_lines_with_the_object_as_fields(tmp_path: Path) -> None:

@@ -32,8 +32,8 @@ def _stopped_cleanly(process: Running, signum: signal.Signals) -> None:
     assert "Traceback" not in process.log.read_text(), process.output()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_during_discovery_retries_stops_run(tmp_path: Path, signum) -> None:
+def _retrying_discovery(tmp_path: Path) -> Running:
+    """``interlock run`` against an API server it cannot reach, once it retries discovery."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
     run = Running(
@@ -41,6 +41,16 @@ def test_a_signal_during_discovery_retries_stops_run(tmp_path: Path, signum) -> 
     )
     try:
         run.wait_for_log(r"discover .*retrying in", within=60)
+    except BaseException:
+        run.stop()
+        raise
+    return run
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_discovery_retries_stops_run(tmp_path: Path, signum) -> None:
+    run = _retrying_discovery(tmp_path)
+    try:
         run.signal(signum)
         _stopped_cleanly(run, signum)
         assert run.count(lambda line: "listening on" in line) == 0, "it had finished starting"
@@ -62,13 +72,8 @@ def test_a_signal_while_the_embedded_api_server_starts_stops_run(tmp_path: Path)
 
 
 def test_a_second_signal_does_not_wait_for_clean_up(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(UNREACHABLE_KUBECONFIG)
-    run = Running(
-        interlock_argv("run", "--kubeconfig", str(kubeconfig), *LOCAL), log=tmp_path / "log"
-    )
+    run = _retrying_discovery(tmp_path)
     try:
-        run.wait_for_log(r"discover .*retrying in", within=60)
         run.signal(signal.SIGINT)
         run.signal(signal.SIGINT)
         assert run.wait(within=60.0) == 0, run.output()
