@@ -1,4 +1,4 @@
-"""Load (issue 8): a burst of 50,000 events while 5,000 policy watches are open.
+"""Load: a burst of 50,000 events while 5,000 policy watches are open.
 
 The embedded API server runs in a child process (``--api-server``), so the controller's RSS is
 its own; it is pre-loaded with S Services (ports 80 and 8080: 2·S watched service ports), R

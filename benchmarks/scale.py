@@ -1,11 +1,10 @@
 """How the controller's start and memory grow with the cluster: 10,000 to 50,000 Services+routes.
 
-``benchmarks/outbound.py`` measures everything at one scale (watch streams, changes, status
-writes); at 50,000 its 50,000 HTTP watch streams alone need more file descriptors than a
-process gets here, and its change and status phases take many minutes. This script keeps only
-what issue 15 item 7 asks at each scale, on outbound.py's cluster (the same ``objects``: N
-Services, N HTTPRoutes with two backends each, the Lease held by another replica, the embedded
-API server in a child process):
+``benchmarks/outbound.py`` measures everything at one scale (watch streams, changes, status writes);
+at 50,000 its 50,000 HTTP watch streams alone need more file descriptors than a process gets here,
+and its change and status phases take many minutes. This script keeps only what matters at each
+scale, on outbound.py's cluster (the same ``objects``: N Services, N HTTPRoutes with two backends
+each, the Lease held by another replica, the embedded API server in a child process):
 
 - start → ready (every informer listed, every actor settled), wall and CPU time;
 - RSS after ready, and with N watches open in process (their actors and policies: what N mesh

@@ -485,7 +485,8 @@ async def test_a_running_controller_with_an_edge_exports_reconciles_and_events()
     finally:
         await controller.stop()
 
-    # Issue 7's list, each family with HELP text (``_parse`` checks it) from the real wiring.
+    # The families docs/operations.md lists, each with HELP text (``_parse`` checks it), from the
+    # real wiring.
     exported = {name for name, _ in after}
     assert {
         "interlock_mailbox_depth",

@@ -1,4 +1,4 @@
-"""Issue 6 acceptance scenarios, end to end: embedded API server → controller → edge → backend.
+"""The edge's scenarios end to end: embedded API server → controller → edge → backend.
 
 Objects are written through the real kubernetes-asyncio client; requests go over real HTTP to
 the controller's edge data plane, which forwards to local aiohttp backends wired in through

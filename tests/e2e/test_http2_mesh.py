@@ -1,4 +1,4 @@
-"""gRPC through the mesh listener (issue 13 item 3): a real grpcio client on a plaintext channel
+"""gRPC through the mesh listener: a real grpcio client on a plaintext channel
 (h2c with prior knowledge) names the Service in its authority; the listener routes the call by
 the Service port's policy — a GRPCRoute choosing the backend by method — and relays it over h2c
 to a real grpcio server: messages, metadata, status and details in the trailers. HTTP/1.1 keeps

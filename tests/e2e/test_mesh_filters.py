@@ -1,7 +1,7 @@
-"""Gateway API mesh conformance behaviours on the wire through the mesh listener (issue 13
-item 2): request and response header modifiers (rule and backend level), redirects (host,
-status, path, port, scheme, 303/307/308), path and host rewrites, and timeouts — each checked by
-what the echo backend received and what the client got."""
+"""Gateway API mesh conformance behaviours on the wire through the mesh listener: request and
+response header modifiers (rule and backend level), redirects (host, status, path, port, scheme,
+303/307/308), path and host rewrites, and timeouts — each checked by what the echo backend received
+and what the client got."""
 
 from __future__ import annotations
 

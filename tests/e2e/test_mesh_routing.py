@@ -1,4 +1,4 @@
-"""The mesh listener end to end (issue 13 item 2): a cluster client calls a Service through
+"""The mesh listener end to end: a cluster client calls a Service through
 ``--mesh-addr`` by ``Host`` header or as an ``HTTP_PROXY`` client, and the request is routed by
 that Service port's outbound policy as the client namespace (``default``) sees it — the Gateway
 API mesh conformance behaviours on the wire, with echo backends reporting what they received.

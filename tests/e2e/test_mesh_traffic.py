@@ -1,4 +1,4 @@
-"""Traffic you can see (issue 13 item 4), through the mesh listener: the access log's JSON lines
+"""Traffic you can see, through the mesh listener: the access log's JSON lines
 and the request metrics on the admin ``/metrics``, after real requests."""
 
 from __future__ import annotations

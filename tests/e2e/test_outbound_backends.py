@@ -1,4 +1,4 @@
-"""Issue 5, scenarios 1 and 2: a backend's existence reaches open watches, in any order."""
+"""A backend's existence reaches open watches, whichever of route and Service comes first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 5, scenario 7: dropped watch connections and a 410 in the middle of a burst of changes.
+"""Dropped watch connections and a 410 in the middle of a burst of changes.
 
 Whatever the informers went through, the policies the open watches end on must equal what a
 fresh controller computes from the final state of the cluster.

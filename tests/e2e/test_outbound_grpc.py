@@ -1,5 +1,5 @@
-"""Issue 12 item 3 end to end: a GRPCRoute on a Service parent reaches an open watch and gets a
-status, through the informer, router, route actor and StatusWriter for its kind."""
+"""A GRPCRoute on a Service parent reaches an open watch and gets a status, end to end: through the
+informer, router, route actor and StatusWriter for its kind."""
 
 from __future__ import annotations
 

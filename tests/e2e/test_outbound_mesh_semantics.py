@@ -1,4 +1,5 @@
-"""Issue 12, the three defects, end to end: what an open watch receives, and what the status says.
+"""Three mesh-semantics rules end to end (backendRef filters served, GEP-1294 ReferenceGrants,
+parentRefs echoed by value): what an open watch receives, and what the status says.
 
 Each change is followed by exactly the expected next document; a change that does not alter
 the policy produces none, which is checked without waiting on a clock: a later change that does

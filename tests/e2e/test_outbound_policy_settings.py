@@ -1,4 +1,5 @@
-"""Issue 12 items 5-9 end to end: Linkerd's annotations and the rule fields reach open watches.
+"""Linkerd's annotations and the rule fields (timeouts, retries, accrual, protocol, opaque ports)
+reach open watches, end to end.
 
 Each change is followed by exactly the expected next document, every document validates
 against the JSON Schema the API serves, and a change that alters nothing produces no document

@@ -1,4 +1,4 @@
-"""Issue 5, scenario 8: a Service toggled 100 times while 1,000 routes exist wakes only the
+"""A Service toggled 100 times while 1,000 routes exist wakes only the
 routes that reference it (counted with the runtime's per-actor statistics)."""
 
 from __future__ import annotations

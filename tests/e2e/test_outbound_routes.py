@@ -1,4 +1,4 @@
-"""Issue 5, scenarios 3, 4 and 5: parents, client namespaces and route order, end to end."""
+"""Route parents, client namespaces and route order reach open watches, end to end."""
 
 from __future__ import annotations
 

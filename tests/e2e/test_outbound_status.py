@@ -1,4 +1,4 @@
-"""Issue 5, scenario 6: HTTPRoute status, observedGeneration, and only the Lease holder writes."""
+"""HTTPRoute status, observedGeneration, and only the Lease holder writes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 12 item 4 end to end: TLSRoute and TCPRoute on Service parents reach an open watch and
-get a status, through the informer, router, route actor and StatusWriter for their kinds.
+"""TLSRoute and TCPRoute on Service parents reach an open watch and get a status, end to end:
+through the informer, router, route actor and StatusWriter for their kinds.
 
 Every change is followed by exactly the expected next document (each one valid against the
 JSON Schema the API serves), and a change that alters nothing produces no document: checked by

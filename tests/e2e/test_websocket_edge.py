@@ -1,6 +1,5 @@
-"""WebSocket pass-through through the edge (issue 13 item 3), and the edge's request metrics
-(item 4): an Ingress to a WebSocket backend, a real aiohttp WebSocket client, then the traffic
-on the admin ``/metrics``."""
+"""WebSocket pass-through through the edge, and the edge's request metrics: an Ingress to a
+WebSocket backend, a real aiohttp WebSocket client, then the traffic on the admin ``/metrics``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""WebSocket pass-through through the mesh listener (issue 13 item 3): a real aiohttp WebSocket
+"""WebSocket pass-through through the mesh listener: a real aiohttp WebSocket
 client and server, the handshake's subprotocol, messages both ways, the close code and reason
 relayed; a backend's 101 reaches only a client that asked to upgrade."""
 

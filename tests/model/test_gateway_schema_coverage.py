@@ -1,4 +1,4 @@
-"""Every field of the Gateway API v1.6.1 schemas has a place in our parsers (issue 12 item 2).
+"""Every field of the Gateway API v1.6.1 schemas has a place in our parsers.
 
 The models ignore unknown fields (an API server may add some), so a field the parser does not
 know would be skipped silently — what the Gateway API forbids for anything that changes

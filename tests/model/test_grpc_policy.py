@@ -1,4 +1,4 @@
-"""GRPCRoute on Service parents (issue 12 item 3): the policy serves it in gRPC terms.
+"""GRPCRoute on Service parents: the policy serves it in gRPC terms.
 
 Method and header matches (with their HTTP equivalent that ``select_route`` uses), filters,
 weighted backends, a missing or unpermitted backend kept with a failure injector that answers

@@ -1,4 +1,4 @@
-"""The three mesh-semantics defects of issue 12, fixed: each test fails if its defect returns.
+"""Three mesh-semantics rules the policy keeps; each test fails if its defect returns.
 
 - backendRef filters are served in the policy (they used to vanish after being accepted);
 - GEP-1294: consumer routes send to any namespace without a ReferenceGrant, producer routes

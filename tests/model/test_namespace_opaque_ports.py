@@ -1,5 +1,5 @@
-"""``config.linkerd.io/opaque-ports`` on the Namespace (issue 12 item 7, Linkerd's rule): it
-applies to every Service of the namespace that has no such annotation of its own."""
+"""``config.linkerd.io/opaque-ports`` on the Namespace (Linkerd's rule): it applies to every Service
+of the namespace that has no such annotation of its own."""
 
 from __future__ import annotations
 

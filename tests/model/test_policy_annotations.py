@@ -1,4 +1,4 @@
-"""Timeouts, retries, failure accrual and protocol (issue 12 items 5-8), and the policy's schema.
+"""Timeouts, retries, failure accrual and protocol in the policy, and the policy's schema.
 
 Linkerd's annotations with Linkerd's defaults; one precedence (rule field > route annotation >
 Service annotation); malformed values named on the route's status with the rest unaffected;

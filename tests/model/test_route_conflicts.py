@@ -1,4 +1,4 @@
-"""Conflicts between route kinds on one port (issue 12 item 4): the status says which route lost.
+"""Conflicts between route kinds on one port: the status says which route lost.
 
 A route that another route keeps off every port it attaches to gets ``Accepted: False`` with
 reason ``RouteReasonConflicted`` naming the winner, exactly when the policy does not serve it:

@@ -1,4 +1,4 @@
-"""TLSRoute and TCPRoute on Service parents (issue 12 item 4): what the policy serves for them.
+"""TLSRoute and TCPRoute on Service parents: what the policy serves for them.
 
 SNI hostnames, weighted backends, a missing or unpermitted backend kept with a failure injector
 that refuses the connection (Linkerd's InvalidBackendError: no response carries a status), the
