@@ -60,12 +60,12 @@ import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 from lanes import lane_cluster  # noqa: E402
 from reliability_kit import (  # noqa: E402
-    CRDS,
     WATCHED,
     dict_differences,
     expected_policies,
     expected_route_and_module_statuses,
     expected_served,
+    populate,
     read_state,
     remove,
     replica_config,
@@ -75,7 +75,7 @@ from reliability_kit import (  # noqa: E402
     write,
     written_statuses,
 )
-from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build  # noqa: E402
+from reliability_objects import UNIVERSE, build  # noqa: E402
 
 from interlock.controller.app import Controller  # noqa: E402
 from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
@@ -720,14 +720,7 @@ async def run_soak(settings: Settings) -> dict[str, Any]:
 
 
 async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
-    await cluster.apply_manifests([CRDS])
-    await write(
-        cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
-    )
-    await write(cluster, INGRESS_CLASS)
-    for kind, (names, _, _) in UNIVERSE.items():
-        for name in names:
-            await write(cluster, build(kind, name, 0))
+    await populate(cluster)
     for i in range(max(1, (settings.watches + 1) // 2)):
         await write(cluster, parent_service(i))
     placeholder = Soak(settings, cluster, None, {})  # type: ignore[arg-type]

@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 from lanes import LEASE_NAMESPACE, RESOURCES, TestCluster
+from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
 from interlock.actors.directories import _Directory
 from interlock.actors.edge import EdgeActor
@@ -316,6 +317,21 @@ async def write(cluster: TestCluster, obj: Obj) -> None:
             raise
         await remove(cluster, obj)
         await cluster.create(obj)
+
+
+async def populate(cluster: TestCluster) -> None:
+    """The harness's starting cluster: our CRDs, the second namespace, our IngressClass and
+    variant 0 of every object of the universe (``reliability_objects.UNIVERSE``), so that a
+    history's updates and deletes meet live objects. The convergence harness, the crash tests
+    and the soak all start from it."""
+    await cluster.apply_manifests([CRDS])
+    await write(
+        cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
+    )
+    await write(cluster, INGRESS_CLASS)
+    for kind, (names, _, _) in UNIVERSE.items():
+        for name in names:
+            await write(cluster, build(kind, name, 0))
 
 
 async def remove(cluster: TestCluster, obj: Obj) -> None:

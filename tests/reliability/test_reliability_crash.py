@@ -29,13 +29,13 @@ from typing import Any
 
 from lanes import LEASE_NAMESPACE, ControlPlane, TestCluster, lane_cluster
 from reliability_kit import (
-    CRDS,
     RunProcess,
     dict_differences,
     eventually,
     expected_policies,
     expected_route_and_module_statuses,
     expected_served,
+    populate,
     read_state,
     served_differences,
     start_replica,
@@ -43,23 +43,12 @@ from reliability_kit import (
     write,
     written_statuses,
 )
-from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
+from reliability_objects import NAMESPACES, build
 
 from interlock.kube.resources import EVENT, Resource
 
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 CONVERGE_WITHIN = 120.0
-
-
-async def populate(cluster: TestCluster) -> None:
-    await cluster.apply_manifests([CRDS])
-    await write(
-        cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACES[1]}}
-    )
-    await write(cluster, INGRESS_CLASS)
-    for kind, (names, _, _) in UNIVERSE.items():
-        for name in names:
-            await write(cluster, build(kind, name, 0))
 
 
 def burst() -> list[dict[str, Any]]:
