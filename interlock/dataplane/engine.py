@@ -82,7 +82,7 @@ class NoHooks:
 NO_HOOKS = NoHooks()
 
 
-class _FilteredHooks:
+class FilteredHooks:
     """A route's ResponseHeaderModifiers, then the front door's own hooks (the edge's modules
     last: an edge's ``headers.response.remove: [Server]`` holds whatever a route adds)."""
 
@@ -188,7 +188,7 @@ class Engine:
         if filters.rewrite is not None and filters.rewrite.hostname is not None:
             set_host(headers, filters.rewrite.hostname)
         if filters.response_headers:
-            hooks = _FilteredHooks(filters.response_headers, hooks)
+            hooks = FilteredHooks(filters.response_headers, hooks)
         retry = decision.retry
         streamed: ClientBody | None = None
         if body is None and request.body_exists:
@@ -325,6 +325,22 @@ class Engine:
             return upstream
         assert last is not None
         return last
+
+    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+        """The ready endpoints of ``target`` (from the policy source)."""
+        return self._source.addresses(target)
+
+    def candidates(self, decision: Forward, addresses: Sequence[Address]) -> list[Address]:
+        """The addresses to try for ``decision``, in turn: round-robin from the next one,
+        without those failure accrual took out (for a front door's other wire, HTTP/2)."""
+        counter = self._round_robin.get(decision.target)
+        if counter is None:
+            counter = self._round_robin[decision.target] = itertools.count()
+        return self._candidates(addresses, next(counter), decision.accrual is not None)
+
+    def record(self, decision: Forward, address: Address, *, failed: bool) -> None:
+        """An attempt's outcome, for failure accrual."""
+        self._record(decision, address, failed=failed)
 
     def _candidates(self, addresses: Sequence[Address], first: int, accrual: bool) -> list[Address]:
         count = len(addresses)

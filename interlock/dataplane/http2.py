@@ -140,6 +140,12 @@ class H2Request:
     headers: CIMultiDict[str]
     peer: str
     body: H2Body
+    transport: asyncio.BaseTransport | None = None
+    """The client connection (for its TLS peer certificate)."""
+
+
+class H2BodyTimeout(Exception):
+    """The client sent no byte of its request body for the time allowed."""
 
 
 class H2Body:
@@ -150,6 +156,8 @@ class H2Body:
         self._stream_id = stream_id
         self._chunks: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue()
         self.ended = False
+        self.empty = False
+        """The stream ended with its headers: there is no body at all."""
 
     def feed(self, data: bytes, flow_controlled: int) -> None:
         self._chunks.put_nowait((data, flow_controlled))
@@ -157,9 +165,15 @@ class H2Body:
     def end(self) -> None:
         self._chunks.put_nowait(None)
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+        """The body's chunks as they come; :class:`H2BodyTimeout` when none came for ``within``
+        seconds."""
         while not self.ended:
-            item = await self._chunks.get()
+            try:
+                async with asyncio.timeout(within):
+                    item = await self._chunks.get()
+            except TimeoutError:
+                raise H2BodyTimeout(f"no byte of the request body for {within:g} s") from None
             if item is None:
                 self.ended = True
                 return
@@ -219,10 +233,13 @@ class H2ServerProtocol(asyncio.Protocol):
         *,
         scheme: str,
         closed: Callable[[H2ServerProtocol], None] = lambda _protocol: None,
+        idle_timeout: float | None = None,
     ) -> None:
         self._handler = handler
         self._scheme = scheme
         self._closed = closed
+        self._idle_timeout = idle_timeout
+        self._idle: asyncio.TimerHandle | None = None
         self._connection = _Connection(client_side=False)
         self._bodies: dict[int, H2Body] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -238,6 +255,30 @@ class H2ServerProtocol(asyncio.Protocol):
         self._connection.h2.initiate_connection()
         self._connection.h2.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
         self._connection.flush()
+        self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        """A connection without a stream in flight is closed after ``idle_timeout`` s (what
+        HTTP/1.1's keep-alive timeout does): an idle client holds no socket forever."""
+        if self._idle_timeout is None or self._tasks or self._connection.closed:
+            return
+        if self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(self._idle_timeout, self._idled)
+
+    def _idled(self) -> None:
+        self._idle = None
+        transport = self._connection.transport
+        if self._tasks or transport is None or transport.is_closing():
+            return
+        with contextlib.suppress(h2.exceptions.H2Error):
+            self._connection.h2.close_connection()
+            self._connection.flush()
+        transport.close()
+
+    def _disarm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
 
     def data_received(self, data: bytes) -> None:
         connection = self._connection
@@ -287,6 +328,7 @@ class H2ServerProtocol(asyncio.Protocol):
                 headers.add(name, value)
         body = H2Body(self._connection, stream_id)
         if event.stream_ended is not None:
+            body.empty = True
             body.end()
         self._bodies[stream_id] = body
         request = H2Request(
@@ -297,7 +339,9 @@ class H2ServerProtocol(asyncio.Protocol):
             headers=headers,
             peer=self._peer,
             body=body,
+            transport=self._connection.transport,
         )
+        self._disarm_idle()
         task = asyncio.get_running_loop().create_task(self._run(request, stream_id))
         self._tasks[stream_id] = task
 
@@ -321,8 +365,10 @@ class H2ServerProtocol(asyncio.Protocol):
         finally:
             self._bodies.pop(stream_id, None)
             self._tasks.pop(stream_id, None)
+            self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_idle()
         self._connection.close_all()
         for task in list(self._tasks.values()):
             task.cancel()
@@ -612,6 +658,7 @@ async def relay_h2(
     request: H2Request,
     responder: H2Responder,
     *,
+    body: AsyncIterator[bytes] | None = None,
     upstreams: H2Upstreams,
     address: tuple[str, int],
     authority: str,
@@ -623,7 +670,8 @@ async def relay_h2(
     response_edits: Callable[[Headers], Headers] | None = None,
 ) -> H2Failure | None:
     """Send ``request`` to ``address`` over h2c and relay the answer — headers, data, trailers
-    — to ``responder``; an :class:`H2Failure` when nothing was relayed yet.
+    — to ``responder``; an :class:`H2Failure` when nothing was relayed yet. The request body
+    is ``body`` when given (a front door read it already), else the client's stream.
 
     ``headers_timeout`` bounds the wait for the upstream's response headers (the rule's
     timeout); once they came, the body streams for as long as it lasts (gRPC streams do).
@@ -642,7 +690,9 @@ async def relay_h2(
     except OSError as error:
         logger.debug("{}: cannot connect to {}: {}", where, address, error)
         return H2Failure(502, "upstream-unreachable", f"{where}: cannot connect to {address}")
-    sender = asyncio.get_running_loop().create_task(stream.send_body(request.body.chunks()))
+    sender = asyncio.get_running_loop().create_task(
+        stream.send_body(request.body.chunks() if body is None else body)
+    )
     finished = False
     try:
         try:

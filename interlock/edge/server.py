@@ -30,9 +30,9 @@ drain on stop — is bounded by :class:`~interlock.edge.limits.EdgeLimits`.
 
 from __future__ import annotations
 
+import asyncio
 import random
-import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -55,6 +55,7 @@ from interlock.dataplane.answers import (
     answer,
 )
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.http2 import H2ServerProtocol, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
@@ -79,6 +80,7 @@ from interlock.edge.proxy import (
     without_hop_by_hop,
 )
 from interlock.edge.routing import clean_path, normalize_host, select_route
+from interlock.edge.streams import EdgeStreams
 from interlock.edge.tls import peer_certificate
 from interlock.edge.tls_listener import TlsListener
 from interlock.edge.upstreams import UpstreamResolver
@@ -141,6 +143,9 @@ class EdgeServer:
         """Runs basicAuth's bcrypt checks off the event loop (a test may replace it before
         :meth:`start`)."""
         self._targets: dict[BackendTarget, ServicePortRef] = {}
+        self._streams: EdgeStreams | None = None
+        self._h2_connections: set[H2ServerProtocol] = set()
+        self._listener: asyncio.Server | None = None
         self._runner: web.ServerRunner | None = None
         self._tls_listener: TlsListener | None = None
         self._addresses: EdgeAddresses | None = None
@@ -177,14 +182,48 @@ class EdgeServer:
         )
         await runner.setup()
         self._runner = runner
+        streams = self._streams = EdgeStreams(
+            edge=self._edge,
+            engine=self.engine,
+            forwarder=self._forwarder,
+            passwords=self.passwords,
+            trusted=self._trusted,
+            traffic=self.traffic,
+            connect_timeout=self._connect_timeout,
+            body_timeout=self._limits.body_timeout,
+        )
+
+        def either(scheme: str) -> Callable[[], SniffingProtocol]:
+            """HTTP/1.1 (aiohttp's handler) or HTTP/2, as each connection's first bytes (or
+            its ALPN) say: ``interlock.dataplane.http2.SniffingProtocol``."""
+
+            def http2() -> H2ServerProtocol:
+                protocol = H2ServerProtocol(
+                    streams.handle,
+                    scheme=scheme,
+                    closed=self._h2_connections.discard,
+                    idle_timeout=self._limits.idle_timeout,
+                )
+                self._h2_connections.add(protocol)
+                return protocol
+
+            return lambda: SniffingProtocol(
+                http1=server, http2=http2, choose_within=self._limits.header_timeout
+            )
+
         try:
-            http = await _listen(runner, addr, ssl_context=None)
+            host, port = parse_host_port(addr)
+            self._listener = await asyncio.get_running_loop().create_server(
+                either("http"), host, port, reuse_address=True
+            )
+            bound = self._listener.sockets[0].getsockname()
+            http = (str(bound[0]), int(bound[1]))
             https = None
             if tls_addr is not None:
                 # Its own accept loop: each host's TLS context is chosen from the ClientHello
                 # (see tls_listener.py), which one ssl_context on a TCPSite cannot do.
                 self._tls_listener = TlsListener(
-                    protocol_factory=server,
+                    protocol_factory=either("https"),
                     context_for=self._edge.certificates.context_for,
                     timeout=self._limits.header_timeout,
                 )
@@ -202,6 +241,14 @@ class EdgeServer:
         if self._tls_listener is not None:
             await self._tls_listener.close()
             self._tls_listener = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for connection in list(self._h2_connections):
+            await connection.close(within=self._limits.drain_timeout)
+        if self._streams is not None:
+            await self._streams.forwarder.close()
+            self._streams = None
         if self._runner is not None:
             server = self._runner.server
             open_connections = 0 if server is None else len(server.connections)
@@ -371,14 +418,3 @@ class EdgeServer:
         if decided.reason == BODY_TIMEOUT:
             response.force_close()
         return response
-
-
-async def _listen(
-    runner: web.ServerRunner, addr: str, *, ssl_context: ssl.SSLContext | None
-) -> tuple[str, int]:
-    host, port = parse_host_port(addr)
-    before = set(map(tuple, runner.addresses))
-    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
-    await site.start()
-    bound = [a for a in map(tuple, runner.addresses) if a not in before]
-    return str(bound[0][0]), int(bound[0][1])

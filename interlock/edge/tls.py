@@ -139,6 +139,8 @@ class SniCertificates:
     ) -> ssl.SSLContext:
         context = load_certificate(host=host, cert_pem=pair[0], key_pem=pair[1])
         trust_client_cas(context, host=host, ca_bundles=ca_bundles)
+        # HTTP/2 when the client offers it (browsers, curl, gRPC over TLS), else HTTP/1.1.
+        context.set_alpn_protocols(["h2", "http/1.1"])
         # Should OpenSSL read another name than the listener did: that host's, or refused.
         context.sni_callback = self._select
         return context

@@ -30,9 +30,8 @@ names the Service and the route.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -40,27 +39,18 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
-from interlock.dataplane import Answer, Deadlines, Forward, RequestInfo, ServicePortRef
-from interlock.dataplane.access_log import Exchange, begin, note_upstream
+from interlock.dataplane import Answer, Forward, RequestInfo, ServicePortRef
+from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.answers import (
     BAD_REQUEST,
-    NO_READY_ENDPOINTS,
-    REASON_HEADER,
     UNKNOWN_HOST,
 )
-from interlock.dataplane.engine import Engine, upstream_error_answer
-from interlock.dataplane.filters import apply_all
-from interlock.dataplane.http2 import (
-    H2Request,
-    H2Responder,
-    H2ServerProtocol,
-    H2Upstreams,
-    SniffingProtocol,
-    relay_h2,
-)
+from interlock.dataplane.engine import Engine
+from interlock.dataplane.http2 import H2Request, H2Responder, H2ServerProtocol, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
+from interlock.dataplane.streams import StreamForwarder, send_answer, upstream_http2
 from interlock.dataplane.websocket import WebSockets, wants_websocket
 from interlock.dataplane.wire import answer_response
 from interlock.edge.connections import GuardedServer
@@ -120,8 +110,11 @@ class MeshServer:
             rng=self._rng,
         )
         self._websockets = WebSockets()
-        self._h2_upstreams = H2Upstreams()
-        self._h2_turns: dict[ServicePortRef, itertools.count[int]] = {}
+        self._streams = StreamForwarder(
+            engine=self._engine,
+            forwarder=self._forwarder,
+            connect_timeout=settings.timeouts.connect,
+        )
         self._h2_connections: set[H2ServerProtocol] = set()
         self._listener: asyncio.Server | None = None
         self._runner: web.ServerRunner | None = None
@@ -149,7 +142,10 @@ class MeshServer:
 
         def http2() -> H2ServerProtocol:
             protocol = H2ServerProtocol(
-                self.handle_h2, scheme="http", closed=self._h2_connections.discard
+                self.handle_h2,
+                scheme="http",
+                closed=self._h2_connections.discard,
+                idle_timeout=limits.idle_timeout,
             )
             self._h2_connections.add(protocol)
             return protocol
@@ -180,7 +176,7 @@ class MeshServer:
             self._listener = None
         for connection in list(self._h2_connections):
             await connection.close(within=self._settings.limits.drain_timeout)
-        await self._h2_upstreams.close()
+        await self._streams.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -207,7 +203,7 @@ class MeshServer:
         )
         if isinstance(decided, Answer):
             return answer_response(decided, with_detail=True)
-        decision, authority, query, where = decided
+        decision, authority, query, where, _ = decided
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
@@ -232,9 +228,10 @@ class MeshServer:
         query_params: Mapping[str, str] | None,
         scheme: str,
         exchange: Exchange,
-    ) -> tuple[Forward, ServiceAuthority, str, str] | Answer:
+    ) -> tuple[Forward, ServiceAuthority, str, str, str] | Answer:
         """Steps 1-5 of the module docstring, for either protocol: the engine's decision,
-        the Service named, the raw query and the log prefix — or the answer to give."""
+        the Service named, the raw query, the log prefix and the policy's ``protocol`` — or the
+        answer to give."""
         target = mesh_target(
             request_target, host=host, cluster_domain=self._settings.cluster_domain
         )
@@ -274,7 +271,8 @@ class MeshServer:
             return decision
         if decision.rule is not None:
             exchange.route = decision.rule.name
-        return decision, authority, query, f"mesh Service {authority} {exchange.route}".rstrip()
+        where = f"mesh Service {authority} {exchange.route}".rstrip()
+        return decision, authority, query, where, policy.protocol
 
     async def handle_h2(self, request: H2Request, responder: H2Responder) -> None:
         """One HTTP/2 stream (a gRPC call, say): decided as an HTTP/1.1 request is, then sent
@@ -297,7 +295,7 @@ class MeshServer:
             exchange=exchange,
         )
         if isinstance(decided, Answer):
-            reason = await _answer_h2(responder, decided)
+            reason = await send_answer(responder, decided, with_detail=True)
         else:
             reason = await self._forward_h2(request, responder, *decided)
         self.traffic.record(
@@ -312,45 +310,23 @@ class MeshServer:
         authority: ServiceAuthority,
         query: str,
         where: str,
+        protocol: str,
     ) -> str:
         """The reason of the answer the listener made itself, or '' when relayed."""
-        target = decision.target
-        addresses = self._upstreams.addresses(
-            namespace=target.namespace, service=target.service, port=target.port
-        )
-        if isinstance(addresses, UpstreamError):
-            return await _answer_h2(responder, upstream_error_answer(addresses))
-        if not addresses:
-            return await _answer_h2(
-                responder, Answer(status=503, reason=NO_READY_ENDPOINTS, detail=str(target))
-            )
-        headers: CIMultiDict[str] = CIMultiDict(request.headers)
-        apply_all(decision.filters.request_headers, headers)
-        upstream_authority = request.authority
-        rewrite = decision.filters.rewrite
-        if rewrite is not None and rewrite.hostname:
-            upstream_authority = rewrite.hostname
-        turn = self._h2_turns.setdefault(target, itertools.count())
-        address = addresses[next(turn) % len(addresses)]
-        note_upstream(*address)
-        failed = await relay_h2(
+        headers = without_hop_by_hop(request.headers)
+        headers["Host"] = request.authority
+        failed = await self._streams.forward(
             request,
             responder,
-            upstreams=self._h2_upstreams,
-            address=address,
-            authority=upstream_authority,
-            path=decision.path + (f"?{query}" if query else ""),
-            headers=headers.items(),
-            connect_timeout=self._settings.timeouts.connect,
-            headers_timeout=_first_deadline(decision.deadlines),
+            decision,
+            headers=headers,
+            query=query,
+            http2=upstream_http2(request.headers, protocol),
             where=where,
-            response_edits=_response_edits(decision),
         )
         if failed is None:
             return ""
-        return await _answer_h2(
-            responder, Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
-        )
+        return await send_answer(responder, failed, with_detail=True)
 
     async def _websocket(
         self,
@@ -393,39 +369,6 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
-
-
-def _response_edits(decision: Forward) -> Callable[[list[tuple[str, str]]], list[tuple[str, str]]]:
-    """The rule's (then the backend's) ResponseHeaderModifiers, for an HTTP/2 answer's
-    headers (trailers are the backend's own)."""
-    edits = decision.filters.response_headers
-
-    def edited(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        multi: CIMultiDict[str] = CIMultiDict(headers)
-        apply_all(edits, multi)
-        return [(name.lower(), value) for name, value in multi.items()]
-
-    return edited
-
-
-def _first_deadline(deadlines: Deadlines) -> float | None:
-    """How long an HTTP/2 stream may wait for its response headers: the rule's request and
-    backendRequest timeouts, whichever is shorter (a stream may then last as long as it
-    likes: gRPC streams do)."""
-    bounds = [d for d in (deadlines.request, deadlines.attempt) if d is not None]
-    return min(bounds) if bounds else None
-
-
-async def _answer_h2(responder: H2Responder, decided: Answer) -> str:
-    """Send an answer the listener made itself on an HTTP/2 stream; returns its reason."""
-    headers = [
-        ("content-type", "text/plain; charset=utf-8"),
-        (REASON_HEADER.lower(), decided.reason),
-        *((name.lower(), value) for name, value in decided.headers),
-    ]
-    responder.send_headers(decided.status, headers, end=False)
-    await responder.send_data(decided.body(with_detail=True).encode(), end=True)
-    return decided.reason
 
 
 def _service_exists(policy: OutboundPolicy) -> bool:

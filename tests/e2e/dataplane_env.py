@@ -13,6 +13,7 @@ the edge serves that version, and the assertions need no timing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -263,12 +264,18 @@ class EdgeEnv:
             )
 
 
-@pytest.fixture
-async def edge(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
+@contextlib.asynccontextmanager
+async def edge_env(
+    cluster: Cluster, start_controller: StartController, **controller: Any
+) -> AsyncIterator[EdgeEnv]:
+    """The controller (``controller`` are its extra settings: ``edge_tls_addr``, …) with its
+    edge, the echo backends ``web``, ``v1``, ``v2`` and the Ingress of ``dp.test``."""
     await cluster.apply_manifests([CRDS])
-    controller = await start_controller(lease_identity="dataplane-replica", edge_addr=LOCAL)
+    started = await start_controller(
+        lease_identity="dataplane-replica", edge_addr=LOCAL, **controller
+    )
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-        env = EdgeEnv(cluster, controller, http)
+        env = EdgeEnv(cluster, started, http)
         try:
             await cluster.apply(INGRESS_CLASS)
             for name in ("web", "v1", "v2"):
@@ -283,3 +290,9 @@ async def edge(cluster: Cluster, start_controller: StartController) -> AsyncIter
         finally:
             for echo in env.echoes.values():
                 await echo.stop()
+
+
+@pytest.fixture
+async def edge(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
+    async with edge_env(cluster, start_controller) as env:
+        yield env

@@ -6,44 +6,16 @@ working on the same port."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
 from e2e_clients import eventually
+from grpc_backends import SERVICE, greeter
 from lanes import ENDPOINT_HOST
 from mesh_env import GATEWAY, MeshEnv, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
-
-SERVICE = "demo.Greeter"
-
-
-def greeter(name: str) -> grpc.GenericRpcHandler:
-    async def say(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        metadata = dict(context.invocation_metadata() or ())
-        if request == b"deny":
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name} says no")
-        await context.send_initial_metadata((("x-served-by", name),))
-        return f"{name}: hello {request.decode()} ({metadata.get('x-team', '-')})".encode()
-
-    async def stall(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await asyncio.Event().wait()  # never answers: only a timeout ends the call
-        return b""
-
-    async def count(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        for index in range(int(request)):
-            yield f"{name} {index} ".encode() + b"." * 40_000
-
-    return grpc.method_handlers_generic_handler(
-        SERVICE,
-        {
-            "Say": grpc.unary_unary_rpc_method_handler(say),
-            "Count": grpc.unary_stream_rpc_method_handler(count),
-            "Stall": grpc.unary_unary_rpc_method_handler(stall),
-        },
-    )
 
 
 @pytest.fixture

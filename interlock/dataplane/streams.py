@@ -1,0 +1,271 @@
+"""HTTP/2 streams through the engine: from a decision to an upstream answer, for both front doors.
+
+:class:`~interlock.dataplane.engine.Engine` forwards aiohttp's HTTP/1.1 requests; a client's
+HTTP/2 stream (``interlock.dataplane.http2``) needs the same steps on another wire — the chosen
+Service port's endpoints (round-robin, failure accrual skipping the failing ones), the rule's
+request filters and host rewrite, the deadlines (504), the answer relayed through the rule's
+response filters and the front door's hooks (the edge's modules). Without this module the edge
+and the mesh listener would each carry their own copy, and drift.
+
+Which version goes upstream (:func:`upstream_http2`): HTTP/2 (h2c, prior knowledge) when the
+Service port's policy says its clients speak ``grpc`` or ``http2`` (GRPCRoutes, ``appProtocol:
+kubernetes.io/h2c``) or when the request is a gRPC call; HTTP/1.1 otherwise — a browser that
+chose h2 by ALPN reaches an HTTP/1.1 backend as before, through the edge's ``Forwarder``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+import aiohttp
+from loguru import logger
+from multidict import CIMultiDict
+
+from interlock.dataplane.access_log import note_upstream
+from interlock.dataplane.answers import (
+    ENDPOINTS_FAILING,
+    NO_READY_ENDPOINTS,
+    REASON_HEADER,
+    UPGRADE_NOT_ASKED,
+    UPSTREAM_FAILED,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+    Answer,
+    answer,
+)
+from interlock.dataplane.engine import NO_HOOKS, Engine, FilteredHooks, upstream_error_answer
+from interlock.dataplane.filters import apply_all, set_host
+from interlock.dataplane.http2 import (
+    H2Request,
+    H2Responder,
+    H2Upstreams,
+    Headers,
+    relay_h2,
+)
+from interlock.dataplane.plan import Deadlines, Forward
+from interlock.dataplane.source import UpstreamError
+from interlock.edge.proxy import CHUNK_SIZE, Forwarder, ResponseHooks, without_hop_by_hop
+
+HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
+"""Policy ``protocol`` values whose upstreams speak HTTP/2."""
+
+
+def upstream_http2(headers: Mapping[str, str], protocol: str) -> bool:
+    """Whether a client's HTTP/2 stream goes upstream as HTTP/2 (see the module docstring)."""
+    if protocol in HTTP2_PROTOCOLS:
+        return True
+    if protocol == "http1":
+        return False
+    return headers.get("content-type", "").startswith("application/grpc")
+
+
+def first_deadline(deadlines: Deadlines) -> float | None:
+    """How long a stream may wait for its response headers: the rule's request and
+    backendRequest timeouts, whichever is shorter (a stream may then last as long as it
+    likes: gRPC streams do)."""
+    bounds = [d for d in (deadlines.request, deadlines.attempt) if d is not None]
+    return min(bounds) if bounds else None
+
+
+async def send_answer(responder: H2Responder, decided: Answer, *, with_detail: bool) -> str:
+    """Send an answer the data plane made itself on a stream, in the format of
+    ``docs/answers.md`` (a gRPC answer — ``grpc-status`` among its headers — has no body);
+    returns its reason."""
+    headers = [(REASON_HEADER.lower(), decided.reason), *decided.headers]
+    if any(name.lower() == "grpc-status" for name, _ in decided.headers):
+        responder.send_headers(decided.status, headers, end=True)
+        return decided.reason
+    body = decided.body(with_detail=with_detail).encode()
+    await send_plain(responder, decided.status, body, headers)
+    return decided.reason
+
+
+async def send_plain(
+    responder: H2Responder, status: int, body: bytes, headers: Sequence[tuple[str, str]]
+) -> None:
+    """A text answer (the data plane's own, or a module's refusal) on a stream."""
+    has_type = any(name.lower() == "content-type" for name, _ in headers)
+    plain = [] if has_type else [("content-type", "text/plain; charset=utf-8")]
+    responder.send_headers(status, [*plain, *headers], end=not body)
+    if body:
+        await responder.send_data(body, end=True)
+
+
+class StreamForwarder:
+    """Sends decided HTTP/2 streams upstream (h2c or HTTP/1.1) and relays the answers."""
+
+    def __init__(self, *, engine: Engine, forwarder: Forwarder, connect_timeout: float) -> None:
+        self._engine = engine
+        self._forwarder = forwarder
+        self._connect_timeout = connect_timeout
+        self._h2 = H2Upstreams()
+
+    async def close(self) -> None:
+        await self._h2.close()
+
+    async def forward(
+        self,
+        request: H2Request,
+        responder: H2Responder,
+        decision: Forward,
+        *,
+        headers: CIMultiDict[str],
+        query: str,
+        http2: bool,
+        body: bytes | None = None,
+        hooks: ResponseHooks = NO_HOOKS,
+        where: str,
+    ) -> Answer | None:
+        """Send ``request`` as ``decision`` says and relay the answer to ``responder``; the
+        answer to give instead when nothing was relayed.
+
+        ``headers`` are the upstream request headers the front door prepared (``Host`` is the
+        authority the upstream gets); the rule's request filters and host rewrite are applied
+        here, its response filters before ``hooks``. ``body`` is the request body when the front
+        door read it already (else it streams from the client).
+        """
+        found = self._engine.addresses(decision.target)
+        if isinstance(found, UpstreamError):
+            return upstream_error_answer(found)
+        if not found:
+            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
+        filters = decision.filters
+        apply_all(filters.request_headers, headers)
+        if filters.rewrite is not None and filters.rewrite.hostname is not None:
+            set_host(headers, filters.rewrite.hostname)
+        if filters.response_headers:
+            hooks = FilteredHooks(filters.response_headers, hooks)
+        candidates = self._engine.candidates(decision, found)
+        if not candidates:
+            return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+        address = candidates[0]
+        note_upstream(*address)
+        target = decision.path + (f"?{query}" if query else "")
+        if http2:
+            authority = headers.popone("Host", request.authority)
+            if request.headers.get("te", "").strip().lower() == "trailers":
+                headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
+            failed = await relay_h2(
+                request,
+                responder,
+                body=_chunks(request, body),
+                upstreams=self._h2,
+                address=address,
+                authority=authority,
+                path=target,
+                headers=headers.items(),
+                connect_timeout=self._connect_timeout,
+                headers_timeout=first_deadline(decision.deadlines),
+                where=where,
+                response_edits=_ResponseEdits(hooks),
+            )
+            status = responder.status if failed is None else failed.status
+            self._engine.record(decision, address, failed=status is None or status >= 500)
+            hooks.record_upstream(None if failed is not None else status)
+            if failed is None:
+                return None
+            return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
+        return await self._http1(
+            request,
+            responder,
+            decision,
+            address=address,
+            query=query,
+            headers=headers,
+            body=body,
+            hooks=hooks,
+            where=where,
+        )
+
+    async def _http1(
+        self,
+        request: H2Request,
+        responder: H2Responder,
+        decision: Forward,
+        *,
+        address: tuple[str, int],
+        query: str,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        hooks: ResponseHooks,
+        where: str,
+    ) -> Answer | None:
+        """The stream as an HTTP/1.1 request over the edge's pooled ``Forwarder``."""
+        data = body if body is not None or request.body.empty else request.body.chunks()
+        failed: Answer | None = None
+        try:
+            upstream = await self._forwarder.open(
+                request.method,
+                address=address,
+                path=decision.path,
+                query=query,
+                headers=headers,
+                data=data,
+                headers_within=first_deadline(decision.deadlines),
+                idle=decision.deadlines.idle,
+            )
+        except TimeoutError:
+            failed = answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
+        except aiohttp.ClientConnectorError as error:
+            logger.debug("{}: cannot connect to {}: {}", where, address, error.os_error)
+            failed = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
+        except aiohttp.ClientError as error:
+            logger.debug("{}: upstream {} failed: {!r}", where, address, error)
+            failed = answer(UPSTREAM_FAILED, f"{where}: {address} failed")
+        if failed is not None:
+            self._engine.record(decision, address, failed=True)
+            hooks.record_upstream(None)
+            return failed
+        async with upstream:
+            if upstream.status == 101:
+                # Upgrade is hop-by-hop: an HTTP/2 client cannot have asked for it.
+                self._engine.record(decision, address, failed=True)
+                hooks.record_upstream(None)
+                return answer(UPGRADE_NOT_ASKED, f"{where}: {address} answered 101")
+            self._engine.record(decision, address, failed=upstream.status >= 500)
+            hooks.record_upstream(upstream.status)
+            relayed = without_hop_by_hop(upstream.headers)
+            hooks.response_headers(relayed)
+            gzip = hooks.should_compress(request.headers, relayed)
+            if gzip:
+                relayed.popall("Content-Length", None)
+                relayed["Content-Encoding"] = "gzip"
+                relayed.add("Vary", "Accept-Encoding")
+            responder.send_headers(upstream.status, list(relayed.items()), end=False)
+            compressor = zlib.compressobj(wbits=31) if gzip else None
+            try:
+                async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+                    data = chunk if compressor is None else compressor.compress(chunk)
+                    if data:
+                        await responder.send_data(data)
+                tail = b"" if compressor is None else compressor.flush()
+                await responder.send_data(tail, end=True)
+            except (TimeoutError, aiohttp.ClientError) as error:
+                # Too late for a status: resetting the stream says the body is incomplete.
+                logger.debug("{}: upstream body interrupted: {!r}", where, error)
+                responder.reset()
+        return None
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def _chunks(request: H2Request, body: bytes | None) -> AsyncIterator[bytes]:
+    return request.body.chunks() if body is None else _once(body)
+
+
+class _ResponseEdits:
+    """The hooks' response header changes, for an h2c answer's header list (trailers are the
+    backend's own)."""
+
+    __slots__ = ("_hooks",)
+
+    def __init__(self, hooks: ResponseHooks) -> None:
+        self._hooks = hooks
+
+    def __call__(self, headers: Headers) -> Headers:
+        multi: CIMultiDict[str] = CIMultiDict(headers)
+        self._hooks.response_headers(multi)
+        return [(name.lower(), value) for name, value in multi.items()]

@@ -1,0 +1,296 @@
+"""HTTP/2 at the edge (issue 13 item 3), on both lanes: h2c with prior knowledge on the plain
+port and h2 by ALPN on the TLS port, decided by the edge's steps — host, route, modules (fail
+closed), the engine — as HTTP/1.1 is. A stream reaches an HTTP/1.1 backend as HTTP/1.1 and a
+gRPC backend (a GRPCRoute's Service) over h2c, with its trailers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import bcrypt
+import grpc
+import pytest
+from dataplane_env import (
+    GATEWAY,
+    HOST,
+    INGRESS,
+    EdgeEnv,
+    edge_env,
+    header_filter,
+    service_obj,
+    slice_obj,
+)
+from dataplane_env import edge as edge  # the fixture
+from e2e_clients import LOCAL, Cluster, StartController, eventually
+from grpc_backends import SERVICE, greeter
+from h2_client import H2Client, H2Reply, h2_get
+from lanes import ENDPOINT_HOST
+from tls_certs import self_signed
+
+GRPC_HOST = "grpc.test"
+
+
+def _ingress(name: str, host: str, service: str, **annotations: str) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        **INGRESS,
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+    }
+    rule = {**INGRESS["spec"]["rules"][0], "host": host}
+    rule["http"] = {
+        "paths": [
+            {
+                "path": "/",
+                "pathType": "Prefix",
+                "backend": {"service": {"name": service, "port": {"number": 80}}},
+            }
+        ]
+    }
+    obj["spec"] = {**INGRESS["spec"], "rules": [rule]}
+    return obj
+
+
+def _module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "interlock.dev/v1alpha1",
+        "kind": "ModuleSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"modules": modules},
+    }
+
+
+def _secret(name: str, data: dict[str, str], kind: str = "Opaque") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+async def get(edge: EdgeEnv, path: str = "/", **kwargs: Any) -> H2Reply:
+    kwargs.setdefault("authority", HOST)
+    return await h2_get(edge.url, path=path, **kwargs)
+
+
+async def test_an_h2c_stream_is_routed_filtered_and_reaches_an_http1_backend(
+    edge: EdgeEnv,
+) -> None:
+    await edge.route(
+        "h2",
+        {
+            "filters": [
+                header_filter("RequestHeaderModifier", set=[{"name": "X-Set", "value": "rule"}]),
+                header_filter(
+                    "ResponseHeaderModifier",
+                    set=[{"name": "X-Seen", "value": "yes"}],
+                    remove=["X-Drop"],
+                ),
+            ],
+            "backendRefs": [{"name": "v1", "port": 80}],
+        },
+    )
+    reply = await get(edge, "/some/path?q=1", headers={"x-client": "c", "x-set": "client"})
+    assert reply.status == 200, reply
+    report = edge_report(reply)
+    assert report["backend"] == "v1"
+    assert (report["method"], report["path"], report["query"]) == ("GET", "/some/path", "q=1")
+    received = report["headers"]
+    assert received["host"] == [HOST]
+    assert received["x-client"] == ["c"]
+    assert received["x-set"] == ["rule"]
+    assert received["x-forwarded-proto"] == ["http"]
+    assert (reply.headers["x-seen"], reply.headers.get("x-drop")) == ("yes", None)
+    # A body goes upstream byte for byte.
+    posted = await get(edge, "/post", method="POST", body=b"x" * 100_000)
+    assert edge_report(posted)["method"] == "POST"
+    # The edge's own answers, in the answer format, over HTTP/2 too.
+    unknown = await get(edge, authority="nobody.test")
+    assert (unknown.status, unknown.reason) == (404, "unknown-host")
+    assert unknown.body.startswith(b"unknown-host: ")
+    # One connection carries several streams; HTTP/1.1 keeps working on the same port.
+    host, _, port = edge.url.removeprefix("http://").rpartition(":")
+    client = await H2Client.connect(host, int(port))
+    try:
+        replies = [await client.request(authority=HOST, path=f"/n/{n}") for n in range(3)]
+    finally:
+        await client.close()
+    assert [edge_report(r)["path"] for r in replies] == ["/n/0", "/n/1", "/n/2"]
+    assert (await edge.get("/")).echo["backend"] == "v1"
+
+
+def edge_report(reply: H2Reply) -> dict[str, Any]:
+    assert "x-echo" in reply.headers, (reply.status, reply.headers, reply.body[:300])
+    report: dict[str, Any] = json.loads(reply.body)
+    return report
+
+
+async def test_modules_apply_to_h2_streams_and_fail_closed(edge: EdgeEnv) -> None:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    await edge.cluster.apply(_secret("users", {"htpasswd": f"ann:{hashed}\n"}))
+    await edge.cluster.apply(
+        _module_set(
+            "guard",
+            {
+                "basicAuth": {"realm": "dp", "secretRef": {"name": "users", "key": "htpasswd"}},
+                "headers": {
+                    "request": {"add": {"X-Team": "blue"}},
+                    "response": {"add": {"X-Frame-Options": "DENY"}},
+                },
+            },
+        )
+    )
+    await edge.cluster.apply(_ingress("dp", HOST, "web", **{"interlock.dev/modules": "guard"}))
+
+    async def refused() -> bool:
+        return (await get(edge)).status == 401
+
+    await eventually(refused, message="basicAuth refuses an h2 stream without credentials")
+    refusal = await get(edge)
+    assert refusal.reason == "module"
+    assert "www-authenticate" in refusal.headers
+    token = base64.b64encode(b"ann:s3cret").decode()
+    admitted = await get(edge, headers={"authorization": f"Basic {token}"})
+    assert admitted.status == 200, admitted
+    assert edge_report(admitted)["headers"]["x-team"] == ["blue"]
+    assert admitted.headers["x-frame-options"] == "DENY"
+    # ipRestriction refuses the client's address over HTTP/2 as over HTTP/1.1.
+    await edge.cluster.apply(_module_set("guard", {"ipRestriction": {"deny": ["0.0.0.0/0"]}}))
+
+    async def denied() -> bool:
+        return (await get(edge)).status == 403
+
+    await eventually(denied, message="ipRestriction refuses the h2 stream")
+    # Fail closed: a new host whose modules cannot be applied serves nothing.
+    await edge.cluster.apply(_module_set("typo", {"ipRestriction": {"allow": ["10.0.0.0/33"]}}))
+    await edge.cluster.apply(
+        _ingress("closed", "closed.test", "web", **{"interlock.dev/modules": "typo"})
+    )
+
+    async def unattached() -> bool:
+        reply = await get(edge, authority="closed.test")
+        return reply.status == 503
+
+    await eventually(unattached, message="a route whose modules failed answers 503")
+    reply = await get(edge, authority="closed.test")
+    assert reply.reason == "no-backend-attached"
+    assert "x-echo" not in reply.headers
+
+
+@pytest.fixture
+async def tls_edge(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
+    async with edge_env(cluster, start_controller, edge_tls_addr=LOCAL) as env:
+        yield env
+
+
+async def test_tls_negotiates_h2_by_alpn_and_keeps_http1(tls_edge: EdgeEnv) -> None:
+    edge = tls_edge
+    cert, key = self_signed(HOST)
+    await edge.cluster.apply(
+        _secret("dp-tls", {"tls.crt": cert, "tls.key": key}, kind="kubernetes.io/tls")
+    )
+    secured = _ingress("dp", HOST, "web")
+    secured["spec"]["tls"] = [{"hosts": [HOST], "secretName": "dp-tls"}]
+    await edge.cluster.apply(secured)
+    inspected = edge.controller.inspect().edge
+    assert inspected is not None and inspected.tls_address is not None
+    url = f"https://127.0.0.1:{inspected.tls_address.port}"
+    context = ssl.create_default_context(cadata=cert)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    replies: list[H2Reply] = []
+
+    async def served() -> bool:
+        try:
+            client = await H2Client.connect(
+                "127.0.0.1", inspected.tls_address.port, tls=context, server_hostname=HOST
+            )
+        except (OSError, ssl.SSLError):
+            return False  # until the certificate is served
+        try:
+            assert client.alpn == "h2"
+            replies.append(await client.request(authority=HOST, path="/tls", scheme="https"))
+        finally:
+            await client.close()
+        return replies[-1].status == 200
+
+    await eventually(served, message="https://dp.test/ answers over h2")
+    report = edge_report(replies[-1])
+    assert report["headers"]["x-forwarded-proto"] == ["https"]
+    # A client that offers only HTTP/1.1 gets HTTP/1.1.
+    plain = ssl.create_default_context(cadata=cert)
+    async with edge.http.get(
+        url + "/h1", headers={"Host": HOST}, ssl=plain, server_hostname=HOST
+    ) as response:
+        assert response.status == 200
+        assert response.version.major == 1
+        assert (await response.json())["path"] == "/h1"
+
+
+@pytest.fixture
+async def greeters(edge: EdgeEnv) -> AsyncIterator[None]:
+    servers = []
+    for name in ("greeter", "greeter-v2"):
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((greeter(name),))
+        port = server.add_insecure_port(f"{ENDPOINT_HOST}:0")
+        await server.start()
+        servers.append(server)
+        await edge.cluster.apply(service_obj(name))
+        await edge.cluster.apply(slice_obj(name, port))
+    await edge.cluster.apply(_ingress("grpc", GRPC_HOST, "greeter"))
+    yield
+    for server in servers:
+        await server.stop(None)
+
+
+async def test_a_grpc_route_through_the_edge_reaches_an_h2c_backend_with_trailers(
+    edge: EdgeEnv, greeters: None
+) -> None:
+    await edge.cluster.apply(
+        {
+            "apiVersion": f"{GATEWAY}/v1",
+            "kind": "GRPCRoute",
+            "metadata": {"name": "greeter", "namespace": "default"},
+            "spec": {
+                "parentRefs": [{"group": "core", "kind": "Service", "name": "greeter"}],
+                "rules": [
+                    {
+                        "matches": [{"method": {"service": SERVICE, "method": "Say"}}],
+                        "backendRefs": [{"name": "greeter-v2", "port": 80}],
+                    },
+                    {"backendRefs": [{"name": "greeter", "port": 80}]},
+                ],
+            },
+        }
+    )
+    target = edge.url.removeprefix("http://")
+    options = (("grpc.default_authority", GRPC_HOST),)
+    async with grpc.aio.insecure_channel(target, options=options) as channel:
+        say = channel.unary_unary(f"/{SERVICE}/Say")
+        seen: list[bytes] = []
+
+        async def v2() -> bool:
+            try:
+                seen.append(await say(b"ann", timeout=30))
+            except grpc.aio.AioRpcError:
+                return False  # until the edge has the route and the GRPCRoute's policy
+            return seen[-1].startswith(b"greeter-v2:")
+
+        await eventually(v2, message="Say goes to greeter-v2 through the edge")
+        call = say(b"bob", metadata=(("x-team", "blue"),), timeout=30)
+        assert await call == b"greeter-v2: hello bob (blue)"
+        assert ("x-served-by", "greeter-v2") in tuple(await call.initial_metadata())
+        with pytest.raises(grpc.aio.AioRpcError) as denied:
+            await say(b"deny", timeout=30)
+        # Status and details travel in the trailers.
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert denied.value.details() == "greeter-v2 says no"
+        count = channel.unary_stream(f"/{SERVICE}/Count")
+        messages = [m async for m in count(b"5", timeout=30)]
+        assert [m.split(b" ")[:2] for m in messages] == [
+            [b"greeter", str(i).encode()] for i in range(5)
+        ]
