@@ -21,7 +21,8 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Protocol
 
 import aiohttp
 from aiohttp import web
@@ -62,6 +63,15 @@ a longer or unknown-length body streams, and its request is not retried."""
 
 MAX_ADDRESS_TRIES = 3
 """Addresses tried in turn when a connection cannot even be opened (nothing was sent)."""
+
+
+class StreamedBody(Protocol):
+    """A request body read from the client as it is sent (aiohttp's, or an HTTP/2 stream's)."""
+
+    timed_out: bool
+    """The client stopped sending it (the front door's body timeout)."""
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
 
 
 class NoHooks:
@@ -114,6 +124,19 @@ def upstream_error_answer(error: UpstreamError) -> Answer:
     return answer(reason, error.message, status=error.status)
 
 
+def upstream_failure(error: Exception, *, where: str, address: Address) -> Answer:
+    """The answer for an upstream exchange that raised ``error`` before its response headers:
+    504 for a timeout, 502 when no connection could be opened (nothing was sent: the next
+    address may be tried) or when the exchange failed."""
+    if isinstance(error, TimeoutError):
+        return answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
+    if isinstance(error, aiohttp.ClientConnectorError):
+        logger.debug("{}: cannot connect to {}: {}", where, address, error.os_error)
+        return answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
+    logger.debug("{}: upstream {} failed: {!r}", where, address, error)
+    return answer(UPSTREAM_FAILED, f"{where}: {address} failed")
+
+
 class Engine:
     """Routes requests by their Service port's policy and forwards them; see the module doc."""
 
@@ -160,6 +183,25 @@ class Engine:
             return unrouted(target, request)
         return decide(plan, request, self._rng.random())
 
+    def prepare(
+        self, decision: Forward, headers: CIMultiDict[str], hooks: ResponseHooks
+    ) -> tuple[Sequence[Address], ResponseHooks] | Answer:
+        """What every forward does first, whatever the wire: the ready endpoints of the
+        decision's Service port (none: the answer to give), the rule's request filters and host
+        rewrite applied to ``headers``, and ``hooks`` with the rule's response filters first."""
+        found = self._source.addresses(decision.target)
+        if isinstance(found, UpstreamError):
+            return upstream_error_answer(found)
+        if not found:
+            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
+        filters = decision.filters
+        apply_all(filters.request_headers, headers)
+        if filters.rewrite is not None and filters.rewrite.hostname is not None:
+            set_host(headers, filters.rewrite.hostname)
+        if filters.response_headers:
+            hooks = FilteredHooks(filters.response_headers, hooks)
+        return found, hooks
+
     async def forward(
         self,
         request: web.BaseRequest,
@@ -177,18 +219,10 @@ class Engine:
         request filters are applied to them here. ``body`` is the body when it was read already
         (else it streams from the client). Returns the relayed response, or the answer to give.
         """
-        found = self._source.addresses(decision.target)
-        if isinstance(found, UpstreamError):
-            return upstream_error_answer(found)
-        addresses = found
-        if not addresses:
-            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
-        filters = decision.filters
-        apply_all(filters.request_headers, headers)
-        if filters.rewrite is not None and filters.rewrite.hostname is not None:
-            set_host(headers, filters.rewrite.hostname)
-        if filters.response_headers:
-            hooks = FilteredHooks(filters.response_headers, hooks)
+        prepared = self.prepare(decision, headers, hooks)
+        if isinstance(prepared, Answer):
+            return prepared
+        addresses, hooks = prepared
         retry = decision.retry
         streamed: ClientBody | None = None
         if body is None and request.body_exists:
@@ -203,20 +237,15 @@ class Engine:
         if body is None and request.body_exists:
             streamed = ClientBody(request, timeout=self._body_timeout)
         replayable = streamed is None
-        deadlines = decision.deadlines
-        started = self._clock()
-        deadline = None if deadlines.request is None else started + deadlines.request
-        counter = self._round_robin.get(decision.target)
-        if counter is None:
-            counter = self._round_robin[decision.target] = itertools.count()
+        deadline = self.deadline(decision)
         retries_left = 0 if retry is None or not replayable else retry.retries
         backoff = 0.0 if retry is None else retry.backoff
         while True:
-            outcome = await self._attempt(
-                request,
+            outcome = await self.attempt(
+                request.method,
                 decision,
                 addresses=addresses,
-                first=next(counter),
+                first=self.turn(decision.target),
                 query=query,
                 headers=headers,
                 body=body if streamed is None else None,
@@ -252,9 +281,9 @@ class Engine:
                 request, outcome, hooks=hooks, where=where, cut_after=remaining
             )
 
-    async def _attempt(
+    async def attempt(
         self,
-        request: web.BaseRequest,
+        method: str,
         decision: Forward,
         *,
         addresses: Sequence[Address],
@@ -262,7 +291,7 @@ class Engine:
         query: str,
         headers: CIMultiDict[str],
         body: bytes | None,
-        streamed: ClientBody | None,
+        streamed: StreamedBody | None,
         deadline: float | None,
         where: str,
     ) -> aiohttp.ClientResponse | Answer:
@@ -289,7 +318,7 @@ class Engine:
             failed: Answer | None = None
             try:
                 upstream = await self._forwarder.open(
-                    request.method,
+                    method,
                     address=address,
                     path=decision.path,
                     query=query,
@@ -302,16 +331,11 @@ class Engine:
                 if streamed is not None and streamed.timed_out:
                     logger.debug("{}: the client stopped sending its request body", where)
                     return answer(BODY_TIMEOUT)
-                if isinstance(exc, TimeoutError):
-                    failed = answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
-                elif isinstance(exc, aiohttp.ClientConnectorError):
-                    logger.debug("{}: cannot connect to {}: {}", where, address, exc.os_error)
-                    last = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
+                failed = upstream_failure(exc, where=where, address=address)
+                if failed.reason == UPSTREAM_UNREACHABLE:
+                    last = failed
                     self._record(decision, address, failed=True)
                     continue
-                else:
-                    logger.debug("{}: upstream {} failed: {!r}", where, address, exc)
-                    failed = answer(UPSTREAM_FAILED, f"{where}: {address} failed")
             if failed is not None:
                 self._record(decision, address, failed=True)
                 return failed
@@ -326,17 +350,23 @@ class Engine:
         assert last is not None
         return last
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
-        """The ready endpoints of ``target`` (from the policy source)."""
-        return self._source.addresses(target)
+    def deadline(self, decision: Forward) -> float | None:
+        """When the whole request must be answered by (the rule's ``timeouts.request``), on
+        the engine's clock."""
+        bound = decision.deadlines.request
+        return None if bound is None else self._clock() + bound
+
+    def turn(self, target: ServicePortRef) -> int:
+        """The next round-robin position among ``target``'s endpoints."""
+        counter = self._round_robin.get(target)
+        if counter is None:
+            counter = self._round_robin[target] = itertools.count()
+        return next(counter)
 
     def candidates(self, decision: Forward, addresses: Sequence[Address]) -> list[Address]:
         """The addresses to try for ``decision``, in turn: round-robin from the next one,
         without those failure accrual took out (for a front door's other wire, HTTP/2)."""
-        counter = self._round_robin.get(decision.target)
-        if counter is None:
-            counter = self._round_robin[decision.target] = itertools.count()
-        return self._candidates(addresses, next(counter), decision.accrual is not None)
+        return self._candidates(addresses, self.turn(decision.target), decision.accrual is not None)
 
     def record(self, decision: Forward, address: Address, *, failed: bool) -> None:
         """An attempt's outcome, for failure accrual."""

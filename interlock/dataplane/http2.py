@@ -158,6 +158,8 @@ class H2Body:
         self.ended = False
         self.empty = False
         """The stream ended with its headers: there is no body at all."""
+        self.timed_out = False
+        """A read with a bound ``within`` timed out."""
 
     def feed(self, data: bytes, flow_controlled: int) -> None:
         self._chunks.put_nowait((data, flow_controlled))
@@ -173,6 +175,7 @@ class H2Body:
                 async with asyncio.timeout(within):
                     item = await self._chunks.get()
             except TimeoutError:
+                self.timed_out = True
                 raise H2BodyTimeout(f"no byte of the request body for {within:g} s") from None
             if item is None:
                 self.ended = True

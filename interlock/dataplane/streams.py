@@ -25,17 +25,14 @@ from multidict import CIMultiDict
 from interlock.dataplane.access_log import note_upstream
 from interlock.dataplane.answers import (
     ENDPOINTS_FAILING,
-    NO_READY_ENDPOINTS,
     REASON_HEADER,
-    UPGRADE_NOT_ASKED,
-    UPSTREAM_FAILED,
-    UPSTREAM_TIMEOUT,
-    UPSTREAM_UNREACHABLE,
     Answer,
     answer,
 )
-from interlock.dataplane.engine import NO_HOOKS, Engine, FilteredHooks, upstream_error_answer
-from interlock.dataplane.filters import apply_all, set_host
+from interlock.dataplane.engine import (
+    NO_HOOKS,
+    Engine,
+)
 from interlock.dataplane.http2 import (
     H2Request,
     H2Responder,
@@ -44,7 +41,7 @@ from interlock.dataplane.http2 import (
     relay_h2,
 )
 from interlock.dataplane.plan import Deadlines, Forward
-from interlock.dataplane.source import UpstreamError
+from interlock.dataplane.source import Address
 from interlock.edge.proxy import CHUNK_SIZE, Forwarder, ResponseHooks, without_hop_by_hop
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
@@ -110,9 +107,9 @@ class StreamForwarder:
         responder: H2Responder,
         decision: Forward,
         *,
-        headers: CIMultiDict[str],
+        headers: CIMultiDict[str] | None = None,
         query: str,
-        http2: bool,
+        protocol: str,
         body: bytes | None = None,
         hooks: ResponseHooks = NO_HOOKS,
         where: str,
@@ -120,63 +117,60 @@ class StreamForwarder:
         """Send ``request`` as ``decision`` says and relay the answer to ``responder``; the
         answer to give instead when nothing was relayed.
 
+        ``protocol`` is the policy's (which version goes upstream: :func:`upstream_http2`).
         ``headers`` are the upstream request headers the front door prepared (``Host`` is the
-        authority the upstream gets); the rule's request filters and host rewrite are applied
-        here, its response filters before ``hooks``. ``body`` is the request body when the front
+        authority the upstream gets; by default the client's headers without hop-by-hop ones,
+        for its authority); the rule's request filters and host rewrite are applied here, its
+        response filters before ``hooks``. ``body`` is the request body when the front
         door read it already (else it streams from the client).
         """
-        found = self._engine.addresses(decision.target)
-        if isinstance(found, UpstreamError):
-            return upstream_error_answer(found)
-        if not found:
-            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
-        filters = decision.filters
-        apply_all(filters.request_headers, headers)
-        if filters.rewrite is not None and filters.rewrite.hostname is not None:
-            set_host(headers, filters.rewrite.hostname)
-        if filters.response_headers:
-            hooks = FilteredHooks(filters.response_headers, hooks)
+        if headers is None:
+            headers = without_hop_by_hop(request.headers)
+            headers["Host"] = request.authority
+        prepared = self._engine.prepare(decision, headers, hooks)
+        if isinstance(prepared, Answer):
+            return prepared
+        found, hooks = prepared
+        if not upstream_http2(request.headers, protocol):
+            return await self._http1(
+                request,
+                responder,
+                decision,
+                addresses=found,
+                query=query,
+                headers=headers,
+                body=body,
+                hooks=hooks,
+                where=where,
+            )
         candidates = self._engine.candidates(decision, found)
         if not candidates:
             return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
         address = candidates[0]
         note_upstream(*address)
-        target = decision.path + (f"?{query}" if query else "")
-        if http2:
-            authority = headers.popone("Host", request.authority)
-            if request.headers.get("te", "").strip().lower() == "trailers":
-                headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
-            failed = await relay_h2(
-                request,
-                responder,
-                body=_chunks(request, body),
-                upstreams=self._h2,
-                address=address,
-                authority=authority,
-                path=target,
-                headers=headers.items(),
-                connect_timeout=self._connect_timeout,
-                headers_timeout=first_deadline(decision.deadlines),
-                where=where,
-                response_edits=_ResponseEdits(hooks),
-            )
-            status = responder.status if failed is None else failed.status
-            self._engine.record(decision, address, failed=status is None or status >= 500)
-            hooks.record_upstream(None if failed is not None else status)
-            if failed is None:
-                return None
-            return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
-        return await self._http1(
+        authority = headers.popone("Host", request.authority)
+        if request.headers.get("te", "").strip().lower() == "trailers":
+            headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
+        failed = await relay_h2(
             request,
             responder,
-            decision,
+            body=_chunks(request, body),
+            upstreams=self._h2,
             address=address,
-            query=query,
-            headers=headers,
-            body=body,
-            hooks=hooks,
+            authority=authority,
+            path=decision.path + (f"?{query}" if query else ""),
+            headers=headers.items(),
+            connect_timeout=self._connect_timeout,
+            headers_timeout=first_deadline(decision.deadlines),
             where=where,
+            response_edits=_ResponseEdits(hooks),
         )
+        status = responder.status if failed is None else failed.status
+        self._engine.record(decision, address, failed=status is None or status >= 500)
+        hooks.record_upstream(None if failed is not None else status)
+        if failed is None:
+            return None
+        return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
 
     async def _http1(
         self,
@@ -184,7 +178,7 @@ class StreamForwarder:
         responder: H2Responder,
         decision: Forward,
         *,
-        address: tuple[str, int],
+        addresses: Sequence[Address],
         query: str,
         headers: CIMultiDict[str],
         body: bytes | None,
@@ -192,38 +186,23 @@ class StreamForwarder:
         where: str,
     ) -> Answer | None:
         """The stream as an HTTP/1.1 request over the edge's pooled ``Forwarder``."""
-        data = body if body is not None or request.body.empty else request.body.chunks()
-        failed: Answer | None = None
-        try:
-            upstream = await self._forwarder.open(
-                request.method,
-                address=address,
-                path=decision.path,
-                query=query,
-                headers=headers,
-                data=data,
-                headers_within=first_deadline(decision.deadlines),
-                idle=decision.deadlines.idle,
-            )
-        except TimeoutError:
-            failed = answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
-        except aiohttp.ClientConnectorError as error:
-            logger.debug("{}: cannot connect to {}: {}", where, address, error.os_error)
-            failed = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
-        except aiohttp.ClientError as error:
-            logger.debug("{}: upstream {} failed: {!r}", where, address, error)
-            failed = answer(UPSTREAM_FAILED, f"{where}: {address} failed")
-        if failed is not None:
-            self._engine.record(decision, address, failed=True)
+        outcome = await self._engine.attempt(
+            request.method,
+            decision,
+            addresses=addresses,
+            first=self._engine.turn(decision.target),
+            query=query,
+            headers=headers,
+            body=body,
+            streamed=None if body is not None or request.body.empty else request.body,
+            deadline=self._engine.deadline(decision),
+            where=where,
+        )
+        if isinstance(outcome, Answer):
             hooks.record_upstream(None)
-            return failed
+            return outcome
+        upstream = outcome
         async with upstream:
-            if upstream.status == 101:
-                # Upgrade is hop-by-hop: an HTTP/2 client cannot have asked for it.
-                self._engine.record(decision, address, failed=True)
-                hooks.record_upstream(None)
-                return answer(UPGRADE_NOT_ASKED, f"{where}: {address} answered 101")
-            self._engine.record(decision, address, failed=upstream.status >= 500)
             hooks.record_upstream(upstream.status)
             relayed = without_hop_by_hop(upstream.headers)
             hooks.response_headers(relayed)

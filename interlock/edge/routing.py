@@ -151,3 +151,13 @@ def _better(rank: tuple[int, int, str], than: tuple[int, int, str]) -> bool:
     if rank[:2] != than[:2]:
         return rank[:2] > than[:2]
     return rank[2] < than[2]
+
+
+def split_target(target: str) -> tuple[str, str, str]:
+    """A request-target ``/path?query`` → (the path to route on, the path to forward, the raw
+    query); ValueError, as :func:`clean_path`, when it is ambiguous or carries a fragment."""
+    raw_path, _, query = target.partition("?")
+    if "#" in query:
+        raise ValueError("a request-target never carries a #fragment")
+    path, forward_path = clean_path(raw_path)
+    return path, forward_path, query

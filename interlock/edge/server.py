@@ -19,6 +19,10 @@ contacted:
    and on a 101 nobody asked for; the request body streamed byte for byte, 408 if it stalls);
 9. response header changes (the rule's, then the modules'), then compression.
 
+Both listeners speak HTTP/2 too (h2c with prior knowledge on the plain port, h2 by ALPN on the
+TLS port): each stream takes the same steps (``streams.py``), and an HTTP/2 connection without
+a stream in flight closes after the idle timeout.
+
 Every answer the edge makes itself has the format of ``docs/answers.md`` (an
 ``X-Interlock-Reason`` header and a ``<reason>: <sentence>`` body) and no ``Server`` banner.
 
@@ -59,6 +63,7 @@ from interlock.dataplane.http2 import H2ServerProtocol, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
+from interlock.dataplane.streams import StreamForwarder
 from interlock.dataplane.websocket import WebSockets, wants_websocket
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
@@ -182,16 +187,10 @@ class EdgeServer:
         )
         await runner.setup()
         self._runner = runner
-        streams = self._streams = EdgeStreams(
-            edge=self._edge,
-            engine=self.engine,
-            forwarder=self._forwarder,
-            passwords=self.passwords,
-            trusted=self._trusted,
-            traffic=self.traffic,
-            connect_timeout=self._connect_timeout,
-            body_timeout=self._limits.body_timeout,
+        forwarder = StreamForwarder(
+            engine=self.engine, forwarder=self._forwarder, connect_timeout=self._connect_timeout
         )
+        streams = self._streams = EdgeStreams(self, forwarder=forwarder)
 
         def either(scheme: str) -> Callable[[], SniffingProtocol]:
             """HTTP/1.1 (aiohttp's handler) or HTTP/2, as each connection's first bytes (or

@@ -19,44 +19,29 @@ neither. What both share is below them: the routes, the module chain, the engine
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from loguru import logger
 from multidict import MultiDict, MultiDictProxy
 
+from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange, begin
-from interlock.dataplane.answers import (
-    BACKEND_NOT_FOUND,
-    BAD_REQUEST,
-    BODY_TIMEOUT,
-    BODY_TOO_LARGE,
-    MODULE,
-    NO_BACKEND_ATTACHED,
-    NO_ROUTE,
-    REASON_HEADER,
-    REDIRECT,
-    UNKNOWN_HOST,
-    Answer,
-    answer,
-)
-from interlock.dataplane.engine import Engine
 from interlock.dataplane.http2 import H2BodyTimeout, H2Request, H2Responder
-from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
-from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain, upstream_http2
-from interlock.edge.inprocess import InProcessEdge
+from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules import IdentityReply, RequestView
-from interlock.edge.passwords import PasswordChecker
 from interlock.edge.proxy import (
     MAX_READ_BODY,
-    Forwarder,
-    IPNetwork,
     set_forwarded_headers,
     without_hop_by_hop,
 )
-from interlock.edge.routing import clean_path, normalize_host, select_route
+from interlock.edge.routing import normalize_host, select_route, split_target
 from interlock.edge.tls import peer_certificate
+
+if TYPE_CHECKING:
+    from interlock.edge.server import EdgeServer
 
 BAD_PATH = (
     "the request path must be absolute, without dot segments hidden from the edge or "
@@ -67,27 +52,11 @@ BAD_PATH = (
 class EdgeStreams:
     """Serves the edge's HTTP/2 streams (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        edge: InProcessEdge,
-        engine: Engine,
-        forwarder: Forwarder,
-        passwords: PasswordChecker,
-        trusted: Sequence[IPNetwork],
-        traffic: Traffic,
-        connect_timeout: float,
-        body_timeout: float,
-    ) -> None:
-        self._edge = edge
-        self._engine = engine
-        self._passwords = passwords
-        self._trusted = tuple(trusted)
-        self._traffic = traffic
-        self._body_timeout = body_timeout
-        self.forwarder = StreamForwarder(
-            engine=engine, forwarder=forwarder, connect_timeout=connect_timeout
-        )
+    def __init__(self, server: EdgeServer, *, forwarder: StreamForwarder) -> None:
+        # The server's HTTP/2 half: it reads the server's edge, engine, modules' password
+        # checker, traffic counters and limits, as its HTTP/1.1 handler does.
+        self._server = server
+        self.forwarder = forwarder
 
     async def handle(self, request: H2Request, responder: H2Responder) -> None:
         """One client stream, counted (and logged) as one exchange once answered."""
@@ -96,10 +65,10 @@ class EdgeStreams:
             host=request.authority,
             method=request.method,
             path=request.path.partition("?")[0],
-            clock=self._traffic.clock,
+            clock=self._server.traffic.clock,
         )
         reason = await self._handle(request, responder, exchange)
-        self._traffic.record(
+        self._server.traffic.record(
             exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
         )
 
@@ -107,49 +76,48 @@ class EdgeStreams:
         """The reason of the answer the edge made itself, or '' when the upstream's was
         relayed."""
         host = request.authority
-        routes = self._edge.routes_of(host)
+        server = self._server
+        routes = server._edge.routes_of(host)
         if routes is None:
-            return await send_answer(responder, answer(UNKNOWN_HOST), with_detail=False)
+            return await _say(responder, reasons.UNKNOWN_HOST)
         exchange.target = normalize_host(host)  # an edge's host: configured
-        raw_path, _, query = request.path.partition("?")
         try:
-            if "#" in query:
-                raise ValueError("a request-target never carries a #fragment")
-            path, forward_path = clean_path(raw_path)
+            path, forward_path, query = split_target(request.path)
         except ValueError as exc:
             logger.debug("edge {}: refused: {}", host, exc)
-            return await send_answer(responder, answer(BAD_REQUEST, BAD_PATH), with_detail=True)
+            return await _say(responder, reasons.BAD_REQUEST, BAD_PATH)
         route = select_route(routes.values(), path)
         if route is None:
-            return await send_answer(responder, answer(NO_ROUTE), with_detail=False)
+            return await _say(responder, reasons.NO_ROUTE)
         where = f"edge {host} route {route.route_id} (HTTP/2)"
         exchange.route = route.route_id
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
-            return await send_answer(responder, answer(NO_BACKEND_ATTACHED), with_detail=False)
+            return await _say(responder, reasons.NO_BACKEND_ATTACHED)
         body = None
         if chain.needs_body:
             try:
                 body = await self._read_body(request)
             except H2BodyTimeout:
-                return await send_answer(responder, answer(BODY_TIMEOUT), with_detail=False)
+                return await _say(responder, reasons.BODY_TIMEOUT)
             if body is None:
-                return await send_answer(responder, answer(BODY_TOO_LARGE), with_detail=False)
-        query_params = MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+                return await _say(responder, reasons.BODY_TOO_LARGE)
+        params = MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+        certificate = None
+        if chain.needs_peer_certificate:
+            certificate = peer_certificate(request.transport)
         view = RequestView(
             method=request.method,
             path=path,
-            query=query_params,
             headers=request.headers,
-            peer_ip=request.peer,
+            query=params,
             body=body,
-            peer_certificate=(
-                peer_certificate(request.transport) if chain.needs_peer_certificate else None
-            ),
+            peer_ip=request.peer,
+            peer_certificate=certificate,
         )
-        rejection = await chain.admit(
-            view, passwords=self._passwords, breaker=chain.identity is None
-        )
+        # oauth/oidc after the other checks, before the circuit breaker, as for HTTP/1.1.
+        breaker = chain.identity is None
+        rejection = await chain.admit(view, breaker=breaker, passwords=server.passwords)
         if rejection is not None:
             return await _refuse(responder, rejection.status, rejection.body, rejection.headers)
         admitted = None
@@ -164,22 +132,13 @@ class EdgeStreams:
             if rejection is not None:
                 return await _refuse(responder, rejection.status, rejection.body, rejection.headers)
         if not backend.exists:
-            return await send_answer(responder, answer(BACKEND_NOT_FOUND), with_detail=False)
+            return await _say(responder, reasons.BACKEND_NOT_FOUND)
         target = ServicePortRef(backend.namespace, backend.service, backend.port)
-        decision = self._engine.route(
-            target,
-            RequestInfo(
-                method=request.method,
-                path=path,
-                forward_path=forward_path,
-                query=query,
-                query_params=query_params,
-                headers=request.headers,
-                scheme=request.scheme,
-                host=host,
-            ),
+        info = RequestInfo(
+            request.method, path, forward_path, query, params, request.headers, request.scheme, host
         )
-        if isinstance(decision, Answer):
+        decision = server.engine.route(target, info)
+        if isinstance(decision, reasons.Answer):
             return await self._answer(responder, decision, where)
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
@@ -188,17 +147,16 @@ class EdgeStreams:
         if admitted is not None:
             admitted.apply(headers)
         set_forwarded_headers(
-            headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=self._trusted
+            headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=server._trusted
         )
-        plan = self._engine.plan(target)
-        protocol = "detect" if plan is None else plan.policy.protocol
+        plan = server.engine.plan(target)
         failed = await self.forwarder.forward(
             request,
             responder,
             decision,
             headers=headers,
             query=query,
-            http2=upstream_http2(request.headers, protocol),
+            protocol="detect" if plan is None else plan.policy.protocol,
             body=body,
             hooks=chain if admitted is None else admitted.hooks(chain),
             where=where,
@@ -211,7 +169,7 @@ class EdgeStreams:
         """The whole request body (for webhookVerification), None when it is too large."""
         parts: list[bytes] = []
         size = 0
-        async for chunk in request.body.chunks(within=self._body_timeout):
+        async for chunk in request.body.chunks(within=self._server._limits.body_timeout):
             size += len(chunk)
             if size > MAX_READ_BODY:
                 return None
@@ -219,12 +177,18 @@ class EdgeStreams:
         return b"".join(parts)
 
     @staticmethod
-    async def _answer(responder: H2Responder, decided: Answer, where: str) -> str:
+    async def _answer(responder: H2Responder, decided: reasons.Answer, where: str) -> str:
         """An engine's answer for an internet client: the detail, which names cluster objects,
         goes to the debug log only (as for HTTP/1.1)."""
-        if decided.reason != REDIRECT:
+        if decided.reason != reasons.REDIRECT:
             logger.debug("{}: {} {}: {}", where, decided.status, decided.reason, decided.detail)
         return await send_answer(responder, decided, with_detail=False)
+
+
+async def _say(responder: H2Responder, reason: str, detail: str = "") -> str:
+    """An answer the edge makes itself (``docs/answers.md``); ``detail`` only when it names no
+    cluster object."""
+    return await send_answer(responder, reasons.answer(reason, detail), with_detail=bool(detail))
 
 
 async def _refuse(
@@ -235,5 +199,7 @@ async def _refuse(
 ) -> str:
     """A module's refusal (its status, headers and body), with the edge's reason header."""
     items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
-    await send_plain(responder, status, body.encode(), [*items, (REASON_HEADER, MODULE)])
-    return MODULE
+    await send_plain(
+        responder, status, body.encode(), [*items, (reasons.REASON_HEADER, reasons.MODULE)]
+    )
+    return reasons.MODULE

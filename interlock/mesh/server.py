@@ -50,13 +50,13 @@ from interlock.dataplane.engine import Engine
 from interlock.dataplane.http2 import H2Request, H2Responder, H2ServerProtocol, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
-from interlock.dataplane.streams import StreamForwarder, send_answer, upstream_http2
+from interlock.dataplane.streams import StreamForwarder, send_answer
 from interlock.dataplane.websocket import WebSockets, wants_websocket
 from interlock.dataplane.wire import answer_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
-from interlock.edge.routing import clean_path
+from interlock.edge.routing import split_target
 from interlock.edge.server import parse_host_port
 from interlock.edge.upstreams import UpstreamError
 from interlock.mesh.upstreams import MeshUpstreams
@@ -238,11 +238,8 @@ class MeshServer:
         authority = target.authority
         if isinstance(authority, NotAService):
             return Answer(status=404, reason=UNKNOWN_HOST, detail=authority.reason)
-        raw_path, _, query = target.target.partition("?")
         try:
-            if "#" in query:
-                raise ValueError("a request-target never carries a #fragment")
-            path, forward_path = clean_path(raw_path)
+            path, forward_path, query = split_target(target.target)
         except ValueError as exc:
             return Answer(status=400, reason=BAD_REQUEST, detail=f"Service {authority}: {exc}")
         policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
@@ -313,16 +310,8 @@ class MeshServer:
         protocol: str,
     ) -> str:
         """The reason of the answer the listener made itself, or '' when relayed."""
-        headers = without_hop_by_hop(request.headers)
-        headers["Host"] = request.authority
         failed = await self._streams.forward(
-            request,
-            responder,
-            decision,
-            headers=headers,
-            query=query,
-            http2=upstream_http2(request.headers, protocol),
-            where=where,
+            request, responder, decision, query=query, protocol=protocol, where=where
         )
         if failed is None:
             return ""

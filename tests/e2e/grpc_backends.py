@@ -8,11 +8,15 @@ initial metadata, and ``PERMISSION_DENIED`` ("NAME says no", in the trailers) to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
+from lanes import ENDPOINT_HOST
 
 SERVICE = "demo.Greeter"
+GREETERS = ("greeter", "greeter-v2")
 
 
 def greeter(name: str) -> grpc.GenericRpcHandler:
@@ -39,3 +43,41 @@ def greeter(name: str) -> grpc.GenericRpcHandler:
             "Stall": grpc.unary_unary_rpc_method_handler(stall),
         },
     )
+
+
+@contextlib.asynccontextmanager
+async def greeter_servers(names: tuple[str, ...] = GREETERS) -> AsyncIterator[dict[str, int]]:
+    """A running greeter per name, on the endpoint host: name → port."""
+    servers: list[grpc.aio.Server] = []
+    ports: dict[str, int] = {}
+    try:
+        for name in names:
+            server = grpc.aio.server()
+            server.add_generic_rpc_handlers((greeter(name),))
+            ports[name] = server.add_insecure_port(f"{ENDPOINT_HOST}:0")
+            await server.start()
+            servers.append(server)
+        yield ports
+    finally:
+        for server in servers:
+            await server.stop(None)
+
+
+def say_route(*, parent: str = "greeter", say: str, rest: str) -> dict[str, Any]:
+    """GRPCRoute ``default/greeter`` on the Service ``parent``: ``Say`` to the Service ``say``,
+    the other methods to ``rest`` (port 80)."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GRPCRoute",
+        "metadata": {"name": "greeter", "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"group": "core", "kind": "Service", "name": parent}],
+            "rules": [
+                {
+                    "matches": [{"method": {"service": SERVICE, "method": "Say"}}],
+                    "backendRefs": [{"name": say, "port": 80}],
+                },
+                {"backendRefs": [{"name": rest, "port": 80}]},
+            ],
+        },
+    }

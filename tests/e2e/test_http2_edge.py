@@ -15,9 +15,7 @@ import bcrypt
 import grpc
 import pytest
 from dataplane_env import (
-    GATEWAY,
     HOST,
-    INGRESS,
     EdgeEnv,
     edge_env,
     header_filter,
@@ -26,50 +24,13 @@ from dataplane_env import (
 )
 from dataplane_env import edge as edge  # the fixture
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from grpc_backends import SERVICE, greeter
+from edge_objects import ingress, module_set
+from grpc_backends import SERVICE, greeter_servers, say_route
 from h2_client import H2Client, H2Reply, h2_get
-from lanes import ENDPOINT_HOST
+from test_edge_scenarios import secret
 from tls_certs import self_signed
 
 GRPC_HOST = "grpc.test"
-
-
-def _ingress(name: str, host: str, service: str, **annotations: str) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        **INGRESS,
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-    }
-    rule = {**INGRESS["spec"]["rules"][0], "host": host}
-    rule["http"] = {
-        "paths": [
-            {
-                "path": "/",
-                "pathType": "Prefix",
-                "backend": {"service": {"name": service, "port": {"number": 80}}},
-            }
-        ]
-    }
-    obj["spec"] = {**INGRESS["spec"], "rules": [rule]}
-    return obj
-
-
-def _module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "interlock.dev/v1alpha1",
-        "kind": "ModuleSet",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"modules": modules},
-    }
-
-
-def _secret(name: str, data: dict[str, str], kind: str = "Opaque") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
 
 
 async def get(edge: EdgeEnv, path: str = "/", **kwargs: Any) -> H2Reply:
@@ -131,9 +92,9 @@ def edge_report(reply: H2Reply) -> dict[str, Any]:
 
 async def test_modules_apply_to_h2_streams_and_fail_closed(edge: EdgeEnv) -> None:
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
-    await edge.cluster.apply(_secret("users", {"htpasswd": f"ann:{hashed}\n"}))
+    await edge.cluster.apply(secret("users", {"htpasswd": f"ann:{hashed}\n"}))
     await edge.cluster.apply(
-        _module_set(
+        module_set(
             "guard",
             {
                 "basicAuth": {"realm": "dp", "secretRef": {"name": "users", "key": "htpasswd"}},
@@ -144,7 +105,7 @@ async def test_modules_apply_to_h2_streams_and_fail_closed(edge: EdgeEnv) -> Non
             },
         )
     )
-    await edge.cluster.apply(_ingress("dp", HOST, "web", **{"interlock.dev/modules": "guard"}))
+    await edge.cluster.apply(ingress("dp", HOST, modules="guard"))
 
     async def refused() -> bool:
         return (await get(edge)).status == 401
@@ -159,17 +120,15 @@ async def test_modules_apply_to_h2_streams_and_fail_closed(edge: EdgeEnv) -> Non
     assert edge_report(admitted)["headers"]["x-team"] == ["blue"]
     assert admitted.headers["x-frame-options"] == "DENY"
     # ipRestriction refuses the client's address over HTTP/2 as over HTTP/1.1.
-    await edge.cluster.apply(_module_set("guard", {"ipRestriction": {"deny": ["0.0.0.0/0"]}}))
+    await edge.cluster.apply(module_set("guard", {"ipRestriction": {"deny": ["0.0.0.0/0"]}}))
 
     async def denied() -> bool:
         return (await get(edge)).status == 403
 
     await eventually(denied, message="ipRestriction refuses the h2 stream")
     # Fail closed: a new host whose modules cannot be applied serves nothing.
-    await edge.cluster.apply(_module_set("typo", {"ipRestriction": {"allow": ["10.0.0.0/33"]}}))
-    await edge.cluster.apply(
-        _ingress("closed", "closed.test", "web", **{"interlock.dev/modules": "typo"})
-    )
+    await edge.cluster.apply(module_set("typo", {"ipRestriction": {"allow": ["10.0.0.0/33"]}}))
+    await edge.cluster.apply(ingress("closed", "closed.test", modules="typo"))
 
     async def unattached() -> bool:
         reply = await get(edge, authority="closed.test")
@@ -190,10 +149,10 @@ async def tls_edge(cluster: Cluster, start_controller: StartController) -> Async
 async def test_tls_negotiates_h2_by_alpn_and_keeps_http1(tls_edge: EdgeEnv) -> None:
     edge = tls_edge
     cert, key = self_signed(HOST)
-    await edge.cluster.apply(
-        _secret("dp-tls", {"tls.crt": cert, "tls.key": key}, kind="kubernetes.io/tls")
-    )
-    secured = _ingress("dp", HOST, "web")
+    tls_secret = secret("dp-tls", {"tls.crt": cert, "tls.key": key})
+    tls_secret["type"] = "kubernetes.io/tls"
+    await edge.cluster.apply(tls_secret)
+    secured = ingress("dp", HOST)
     secured["spec"]["tls"] = [{"hosts": [HOST], "secretName": "dp-tls"}]
     await edge.cluster.apply(secured)
     inspected = edge.controller.inspect().edge
@@ -232,41 +191,18 @@ async def test_tls_negotiates_h2_by_alpn_and_keeps_http1(tls_edge: EdgeEnv) -> N
 
 @pytest.fixture
 async def greeters(edge: EdgeEnv) -> AsyncIterator[None]:
-    servers = []
-    for name in ("greeter", "greeter-v2"):
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((greeter(name),))
-        port = server.add_insecure_port(f"{ENDPOINT_HOST}:0")
-        await server.start()
-        servers.append(server)
-        await edge.cluster.apply(service_obj(name))
-        await edge.cluster.apply(slice_obj(name, port))
-    await edge.cluster.apply(_ingress("grpc", GRPC_HOST, "greeter"))
-    yield
-    for server in servers:
-        await server.stop(None)
+    async with greeter_servers() as ports:
+        for name, port in ports.items():
+            await edge.cluster.apply(service_obj(name))
+            await edge.cluster.apply(slice_obj(name, port))
+        await edge.cluster.apply(ingress("grpc", GRPC_HOST, backend="greeter"))
+        yield
 
 
 async def test_a_grpc_route_through_the_edge_reaches_an_h2c_backend_with_trailers(
     edge: EdgeEnv, greeters: None
 ) -> None:
-    await edge.cluster.apply(
-        {
-            "apiVersion": f"{GATEWAY}/v1",
-            "kind": "GRPCRoute",
-            "metadata": {"name": "greeter", "namespace": "default"},
-            "spec": {
-                "parentRefs": [{"group": "core", "kind": "Service", "name": "greeter"}],
-                "rules": [
-                    {
-                        "matches": [{"method": {"service": SERVICE, "method": "Say"}}],
-                        "backendRefs": [{"name": "greeter-v2", "port": 80}],
-                    },
-                    {"backendRefs": [{"name": "greeter", "port": 80}]},
-                ],
-            },
-        }
-    )
+    await edge.cluster.apply(say_route(say="greeter-v2", rest="greeter"))
     target = edge.url.removeprefix("http://")
     options = (("grpc.default_authority", GRPC_HOST),)
     async with grpc.aio.insecure_channel(target, options=options) as channel:

@@ -12,26 +12,18 @@ from typing import Any
 import grpc
 import pytest
 from e2e_clients import eventually
-from grpc_backends import SERVICE, greeter
-from lanes import ENDPOINT_HOST
+from grpc_backends import SERVICE, greeter_servers, say_route
 from mesh_env import GATEWAY, MeshEnv, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
 
 
 @pytest.fixture
 async def greeters(mesh: MeshEnv) -> AsyncIterator[None]:
-    servers = []
-    for name in ("greeter", "greeter-v2"):
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((greeter(name),))
-        port = server.add_insecure_port(f"{ENDPOINT_HOST}:0")
-        await server.start()
-        servers.append(server)
-        await mesh.cluster.apply(service_obj(name, "default", (80,)))
-        await mesh.cluster.apply(ws_slice(name, port))
-    yield
-    for server in servers:
-        await server.stop(None)
+    async with greeter_servers() as ports:
+        for name, port in ports.items():
+            await mesh.cluster.apply(service_obj(name, "default", (80,)))
+            await mesh.cluster.apply(ws_slice(name, port))
+        yield
 
 
 def channel(mesh: MeshEnv, authority: str) -> grpc.aio.Channel:
@@ -74,23 +66,7 @@ async def test_a_grpc_call_reaches_the_service_its_authority_names(
 
 
 async def test_a_grpc_route_chooses_the_backend_by_method(mesh: MeshEnv, greeters: None) -> None:
-    await mesh.cluster.apply(
-        {
-            "apiVersion": f"{GATEWAY}/v1",
-            "kind": "GRPCRoute",
-            "metadata": {"name": "greeter", "namespace": "default"},
-            "spec": {
-                "parentRefs": [{"group": "core", "kind": "Service", "name": "greeter"}],
-                "rules": [
-                    {
-                        "matches": [{"method": {"service": SERVICE, "method": "Say"}}],
-                        "backendRefs": [{"name": "greeter-v2", "port": 80}],
-                    },
-                    {"backendRefs": [{"name": "greeter", "port": 80}]},
-                ],
-            },
-        }
-    )
+    await mesh.cluster.apply(say_route(say="greeter-v2", rest="greeter"))
     async with channel(mesh, "greeter.default:80") as ch:
         seen: list[bytes] = []
 
