@@ -19,7 +19,9 @@ from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_port_watch import target_address
 from interlock.mailbox import Published, Unpublished
+from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import wait_until
+from interlock.model.policy_watch import PolicyUpdate
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
 
@@ -31,6 +33,21 @@ def desired_statuses(outbound: Outbound) -> list[DesiredRouteStatus]:
         for m in outbound.status_log
         if isinstance(m, Published) and isinstance(m.value, DesiredRouteStatus)
     ]
+
+
+def _apply_the_route(outbound: Outbound) -> None:
+    """Services web and api, and ROUTE (parent web, backend api)."""
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api"))
+    outbound.apply(ROUTE)
+
+
+async def _watching_the_route(outbound: Outbound) -> LatestValueSlot[PolicyUpdate]:
+    """The route applied and a watch of web open on it, settled: the watch's slot."""
+    _apply_the_route(outbound)
+    _, slot = outbound.watch("web")
+    await outbound.settle()
+    return slot
 
 
 @pytest.mark.parametrize(
@@ -65,9 +82,7 @@ async def test_backend_existence_follows_the_service_whatever_the_order(outbound
 
 
 async def test_label_changes_of_a_service_wake_no_route(outbound: Outbound):
-    outbound.apply(svc("web"))
-    outbound.apply(svc("api"))
-    outbound.apply(ROUTE)
+    _apply_the_route(outbound)
     await outbound.settle()
     address = route_address("default", "r")
     before = outbound.system.actor_statistics(address).processed
@@ -149,11 +164,7 @@ async def test_status_is_sent_when_it_changes(outbound: Outbound):
 
 
 async def test_an_invalid_route_is_withdrawn_and_reported(outbound: Outbound):
-    outbound.apply(svc("web"))
-    outbound.apply(svc("api"))
-    outbound.apply(ROUTE)
-    _, slot = outbound.watch("web")
-    await outbound.settle()
+    slot = await _watching_the_route(outbound)
     assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
     bad = http_route("r", parents=[parent("web")], backends=[backend("api", weight=-1)])
     outbound.apply(bad)
@@ -199,11 +210,7 @@ async def test_a_reader_returning_within_the_grace_period_keeps_the_watch(outbou
 
 
 async def test_unchanged_inputs_push_nothing(outbound: Outbound):
-    outbound.apply(svc("web"))
-    outbound.apply(svc("api"))
-    outbound.apply(ROUTE)
-    _, slot = outbound.watch("web")
-    await outbound.settle()
+    slot = await _watching_the_route(outbound)
     version = slot.version
     outbound.apply(svc("api", labels={"a": "b"}))
     outbound.apply(ROUTE)

@@ -7,7 +7,7 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
@@ -48,6 +48,9 @@ from interlock.model.edge_board import RECONCILE_OUTCOMES, EdgeBoard, RouteState
 from interlock.model.ingress import parse_ingress
 from interlock.model.moduleset import parse_module_set
 from interlock.model.service import parse_service
+
+if TYPE_CHECKING:
+    from interlock.controller.app import Controller
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -210,11 +213,12 @@ async def test_groups_without_a_source_are_left_out() -> None:
     assert {name for name in families if name.startswith("interlock_")} == {"interlock_build_info"}
 
 
-async def test_a_running_controller_exports_informer_and_actor_counters() -> None:
+def _embedded_controller(**options: Any) -> Controller:
+    """One replica on an embedded API server, with ``options`` on top of loopback addresses."""
     from interlock.config import ControllerConfig
     from interlock.controller.app import Controller
 
-    controller = Controller(
+    return Controller(
         ControllerConfig(
             embedded=True,
             policy_addr=Address("127.0.0.1", 0),
@@ -225,8 +229,13 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
             lease_duration=30.0,
             lease_renew_deadline=20.0,
             lease_retry_period=0.2,
+            **options,
         )
     )
+
+
+async def test_a_running_controller_exports_informer_and_actor_counters() -> None:
+    controller = _embedded_controller()
     admin = AdminApp(is_ready=lambda: controller.ready)
     mount_metrics(admin.app, controller_sources(controller))
     site = await serve(admin.app, Address("127.0.0.1", 0))
@@ -416,23 +425,7 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
 
 
 async def test_a_running_controller_with_an_edge_exports_reconciles_and_events() -> None:
-    from interlock.config import ControllerConfig
-    from interlock.controller.app import Controller
-
-    controller = Controller(
-        ControllerConfig(
-            embedded=True,
-            policy_addr=Address("127.0.0.1", 0),
-            admin_addr=Address("127.0.0.1", 0),
-            edge_addr=Address("127.0.0.1", 0),
-            # Long enough that a stalled event loop on a loaded machine cannot end leadership
-            # mid-test (the scrape asserts interlock_leader == 1); the only replica, it acquires
-            # the Lease at once, so the length costs nothing.
-            lease_duration=30.0,
-            lease_renew_deadline=20.0,
-            lease_retry_period=0.2,
-        )
-    )
+    controller = _embedded_controller(edge_addr=Address("127.0.0.1", 0))
     registry = metrics_registry(controller_sources(controller), process=False)
     created = ("interlock_kube_events_total", (("outcome", "created"),))
     applied = ("interlock_edge_reconciles_total", (("outcome", "applied"),))

@@ -26,11 +26,12 @@ def _route(name: str, *, hostnames: list[str], namespace: str = "default") -> di
 
 
 async def _collect(
-    stream: watch.Watch, func: Any, count: int, **kwargs: Any
+    stream: watch.Watch, core: client.CoreV1Api, count: int, **kwargs: Any
 ) -> list[dict[str, Any]]:
+    """The first ``count`` events of a watch on the Services of ``default``."""
     events = []
     async with stream:
-        async for event in stream.stream(func, **kwargs):
+        async for event in stream.stream(core.list_namespaced_service, "default", **kwargs):
             events.append(event)
             if len(events) == count:
                 break
@@ -114,13 +115,7 @@ async def test_watch_from_a_list_sees_every_change_in_order(
     listed = await core.list_namespaced_service("default")
     stream = watch.Watch()
     collecting = asyncio.create_task(
-        _collect(
-            stream,
-            core.list_namespaced_service,
-            3,
-            namespace="default",
-            resource_version=listed.metadata.resource_version,
-        )
+        _collect(stream, core, 3, resource_version=listed.metadata.resource_version)
     )
     api_server.store.create(service("web"))
     api_server.store.patch(
@@ -142,9 +137,7 @@ async def test_watch_without_resource_version_starts_with_current_objects(
 ) -> None:
     api_server.store.create(service("a"))
     api_server.store.create(service("b"))
-    events = await _collect(
-        watch.Watch(), client.CoreV1Api(api_client).list_namespaced_service, 2, namespace="default"
-    )
+    events = await _collect(watch.Watch(), client.CoreV1Api(api_client), 2)
     assert sorted((e["type"], e["object"].metadata.name) for e in events) == [
         ("ADDED", "a"),
         ("ADDED", "b"),
@@ -161,9 +154,8 @@ async def test_a_label_change_moves_an_object_out_of_a_filtered_watch(
     collecting = asyncio.create_task(
         _collect(
             watch.Watch(),
-            client.CoreV1Api(api_client).list_namespaced_service,
+            client.CoreV1Api(api_client),
             1,
-            namespace="default",
             label_selector="team=blue",
             resource_version=listed.metadata.resource_version,
         )
@@ -189,26 +181,13 @@ async def test_expired_resource_version_gets_410_then_relist_recovers(
     stream = watch.Watch()
     with pytest.raises(client.ApiException) as expired:
         # With timeout_seconds the client does not retry the 410 itself.
-        await _collect(
-            stream,
-            core.list_namespaced_service,
-            1,
-            namespace="default",
-            resource_version=old,
-            timeout_seconds=5,
-        )
+        await _collect(stream, core, 1, resource_version=old, timeout_seconds=5)
     assert expired.value.status == 410
     assert "Expired" in expired.value.reason and "too old resource version" in expired.value.reason
     relisted = await core.list_namespaced_service("default")
     assert [s.metadata.name for s in relisted.items] == ["web"]
     collecting = asyncio.create_task(
-        _collect(
-            watch.Watch(),
-            core.list_namespaced_service,
-            1,
-            namespace="default",
-            resource_version=relisted.metadata.resource_version,
-        )
+        _collect(watch.Watch(), core, 1, resource_version=relisted.metadata.resource_version)
     )
     api_server.store.create(service("api"))
     [event] = await asyncio.wait_for(collecting, 60)
@@ -245,9 +224,8 @@ async def test_bookmarks_carry_the_current_resource_version(
     api_server.store.create(service("elsewhere", namespace="kube-system"))
     events = await _collect(
         watch.Watch(),
-        core.list_namespaced_service,
+        core,
         1,
-        namespace="default",
         resource_version=listed.metadata.resource_version,
         allow_watch_bookmarks=True,
     )
@@ -292,13 +270,7 @@ async def test_finalizers_hold_deletion_until_removed(
     body["metadata"]["finalizers"] = ["interlock.dev/cleanup"]
     created = await core.create_namespaced_service("default", body)
     collecting = asyncio.create_task(
-        _collect(
-            watch.Watch(),
-            core.list_namespaced_service,
-            2,
-            namespace="default",
-            resource_version=created.metadata.resource_version,
-        )
+        _collect(watch.Watch(), core, 2, resource_version=created.metadata.resource_version)
     )
     await core.delete_namespaced_service("web", "default")
     pending = await core.read_namespaced_service("web", "default")

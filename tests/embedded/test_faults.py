@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -14,38 +16,36 @@ from interlock.embedded import EmbeddedApiServer
 from .helpers import eventually, service
 
 
-async def _first_event(stream: watch.Watch, func: Any, **kwargs: Any) -> dict[str, Any]:
-    async for event in stream.stream(func, **kwargs):
+async def _first_event(
+    stream: watch.Watch, core: client.CoreV1Api, **kwargs: Any
+) -> dict[str, Any]:
+    """The first event of a watch on the Services of ``default``."""
+    async for event in stream.stream(core.list_namespaced_service, "default", **kwargs):
         return event  # type: ignore[no-any-return]
     raise AssertionError("the watch ended without an event")
 
 
+@contextlib.asynccontextmanager
 async def _watching_services(
-    api_server: EmbeddedApiServer, core: client.CoreV1Api, stream: watch.Watch, **extra: Any
-) -> asyncio.Task[dict[str, Any]]:
-    """A watch of default's Services from their current list, open on the server once this
-    returns; the task ends with its first event."""
+    api_server: EmbeddedApiServer, api_client: client.ApiClient, **extra: Any
+) -> AsyncIterator[asyncio.Task[dict[str, Any]]]:
+    """A watch of default's Services from their current list, open on the server once the
+    block starts; the task ends with its first event."""
+    core = client.CoreV1Api(api_client)
     listed = await core.list_namespaced_service("default")
-    waiting = asyncio.create_task(
-        _first_event(
-            stream,
-            core.list_namespaced_service,
-            namespace="default",
-            resource_version=listed.metadata.resource_version,
-            **extra,
+    stream = watch.Watch()
+    async with stream:
+        waiting = asyncio.create_task(
+            _first_event(stream, core, resource_version=listed.metadata.resource_version, **extra)
         )
-    )
-    await eventually(lambda: api_server.store.statistics()["watches"] == 1)
-    return waiting
+        await eventually(lambda: api_server.store.statistics()["watches"] == 1)
+        yield waiting
 
 
 async def test_drop_watches_breaks_open_streams(
     api_server: EmbeddedApiServer, api_client: client.ApiClient
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    stream = watch.Watch()
-    async with stream:
-        waiting = await _watching_services(api_server, core, stream)
+    async with _watching_services(api_server, api_client) as waiting:
         assert api_server.faults.drop_watches() == 1
         with pytest.raises(aiohttp.ClientPayloadError):
             await asyncio.wait_for(waiting, 60)
@@ -190,10 +190,7 @@ async def test_watch_list_ends_its_initial_events_with_a_bookmark(
 async def test_expire_watches_sends_410_in_the_open_stream(
     api_server: EmbeddedApiServer, api_client: client.ApiClient
 ) -> None:
-    core = client.CoreV1Api(api_client)
-    stream = watch.Watch()
-    async with stream:
-        waiting = await _watching_services(api_server, core, stream, timeout_seconds=60)
+    async with _watching_services(api_server, api_client, timeout_seconds=60) as waiting:
         assert api_server.faults.expire_watches() == 1
         with pytest.raises(client.ApiException) as expired:
             await asyncio.wait_for(waiting, 60)
