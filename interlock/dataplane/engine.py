@@ -5,7 +5,7 @@ there: the endpoints of the chosen Service port (from a :class:`PolicySource`), 
 among those failure accrual has not taken out, the rule's request filters, per-attempt and
 whole-request deadlines (504), retries of the statuses the policy names while the body can be
 sent again, and the answer streamed back through the rule's response filters. The HTTP client
-is the edge's :class:`~interlock.edge.proxy.Forwarder` (one pooled session: hop-by-hop headers,
+is the edge's :class:`~interlock.edge.proxy.Forwarder` (one connection pool: hop-by-hop headers,
 streaming, bounded body reads), not a second one.
 
 What a front door does before calling it: find the target Service port (the edge by its route's
@@ -45,6 +45,7 @@ from interlock.dataplane.answers import (
     answer,
 )
 from interlock.dataplane.filters import HeaderEdits, apply_all, set_host
+from interlock.dataplane.http1 import Http1Response, UpstreamConnectError
 from interlock.dataplane.plan import (
     Forward,
     PolicyPlan,
@@ -130,7 +131,7 @@ def upstream_failure(error: Exception, *, where: str, address: Address) -> Answe
     address may be tried) or when the exchange failed."""
     if isinstance(error, TimeoutError):
         return answer(UPSTREAM_TIMEOUT, f"{where}: {address} did not answer in time")
-    if isinstance(error, aiohttp.ClientConnectorError):
+    if isinstance(error, UpstreamConnectError):
         logger.debug("{}: cannot connect to {}: {}", where, address, error.os_error)
         return answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
     logger.debug("{}: upstream {} failed: {!r}", where, address, error)
@@ -294,7 +295,7 @@ class Engine:
         streamed: StreamedBody | None,
         deadline: float | None,
         where: str,
-    ) -> aiohttp.ClientResponse | Answer:
+    ) -> Http1Response | Answer:
         """One attempt: the upstream's response (headers read), or the answer it came to.
 
         A connection that cannot be opened moves on to the next address (nothing was sent, so

@@ -42,7 +42,7 @@ from interlock.dataplane.http2 import (
 )
 from interlock.dataplane.plan import Deadlines, Forward
 from interlock.dataplane.source import Address
-from interlock.edge.proxy import CHUNK_SIZE, Forwarder, ResponseHooks, without_hop_by_hop
+from interlock.edge.proxy import Forwarder, ResponseHooks, without_hop_by_hop
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
 """Policy ``protocol`` values whose upstreams speak HTTP/2."""
@@ -214,7 +214,7 @@ class StreamForwarder:
             responder.send_headers(upstream.status, list(relayed.items()), end=False)
             compressor = zlib.compressobj(wbits=31) if gzip else None
             try:
-                async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+                async for chunk in upstream.chunks():
                     data = chunk if compressor is None else compressor.compress(chunk)
                     if data:
                         await responder.send_data(data)

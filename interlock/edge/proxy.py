@@ -4,12 +4,13 @@ A reverse proxy has a handful of duties that are easy to forget and each breaks 
 forgotten: hop-by-hop headers belong to one connection and must not cross the proxy
 (RFC 9110 §7.6.1), the upstream needs to know who the client was (``X-Forwarded-*``), bodies must
 stream both ways so a large upload or download costs a buffer, not its size, and a slow or dead
-upstream must turn into 504/502 instead of a hung client. All upstream traffic shares one
-``aiohttp.ClientSession`` (one connection pool, no cookie jar — cookies belong to clients, not to
-the proxy — no redirects followed, no automatic decompression). The pool is bounded per upstream
-address (``EdgeLimits.upstream_connections``) so that one slow or flooded backend cannot hold the
-connections every other backend needs, and a request body is read from the client with a bound
-between two reads (:class:`ClientBody`), so a client that stops sending releases its upstream.
+upstream must turn into 504/502 instead of a hung client. All upstream traffic goes through one
+pool of keep-alive HTTP/1.1 connections (``interlock/dataplane/http1.py``: no cookies — they
+belong to clients, not to the proxy — no redirects followed, no decompression). The pool is
+bounded per upstream address (``EdgeLimits.upstream_connections``) so that one slow or flooded
+backend cannot hold the connections every other backend needs, and a request body is read from
+the client with a bound between two reads (:class:`ClientBody`), so a client that stops sending
+releases its upstream.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict, CIMultiDictProxy
-from yarl import URL
 
 from interlock.dataplane.answers import BODY_TIMEOUT, answer
+from interlock.dataplane.http1 import Http1Response, UpstreamPool
 from interlock.dataplane.source import Address
 from interlock.dataplane.wire import answer_response
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
@@ -48,9 +49,6 @@ HOP_BY_HOP = frozenset(
 
 # The server answered ``Expect: 100-continue`` itself before the handler ran.
 _NOT_FORWARDED = frozenset({"expect"})
-
-CHUNK_SIZE = 64 * 1024
-
 
 _NEVER_HOP_BY_HOP = frozenset({"host", "content-length", "content-encoding", "content-type"})
 """End-to-end headers a ``Connection`` list cannot remove: ``Connection: Host`` made the backend
@@ -228,38 +226,27 @@ def body_timed_out() -> web.Response:
 
 
 class Forwarder:
-    """Sends requests upstream over one pooled session and streams the responses back."""
+    """Sends requests upstream over one connection pool and streams the responses back."""
 
     def __init__(
         self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, limits: EdgeLimits = DEFAULT_LIMITS
     ) -> None:
         self._timeouts = timeouts
         self._limits = limits
-        self._session: aiohttp.ClientSession | None = None
-        # One ClientTimeout per idle bound (a route's ``idle`` or the default read timeout),
-        # made once rather than on every request.
-        self._request_timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        self._pool: UpstreamPool | None = None
 
     async def start(self) -> None:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self._limits.max_connections,
-                    limit_per_host=self._limits.upstream_connections,
-                    ttl_dns_cache=10,
-                ),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=self._timeouts.connect, sock_read=self._timeouts.read
-                ),
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
-                skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+        if self._pool is None:
+            self._pool = UpstreamPool(
+                per_address=self._limits.upstream_connections,
+                total=self._limits.max_connections,
+                connect_timeout=self._timeouts.connect,
             )
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     async def open(
         self,
@@ -272,37 +259,25 @@ class Forwarder:
         data: bytes | AsyncIterator[bytes] | None,
         headers_within: float | None = None,
         idle: float | None = None,
-    ) -> aiohttp.ClientResponse:
+    ) -> Http1Response:
         """Send one request to ``address`` and return the upstream's response once its headers
         arrived (the caller relays it with :meth:`relay` or releases it).
 
         ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` the
         upstream request headers, already rewritten. ``headers_within`` bounds the wait for the
         response headers (``TimeoutError``), ``idle`` replaces the time allowed between two
-        reads. Raises what aiohttp raises (``aiohttp.ClientError``) and ``ClientBodyTimeout``.
+        reads. Raises ``aiohttp.ClientError`` subclasses (``interlock.dataplane.http1``),
+        ``TimeoutError`` and ``ClientBodyTimeout``.
         """
-        if self._session is None:
+        if self._pool is None:
             raise RuntimeError("Forwarder.start() was not called")
-        host, port = address
-        url = URL.build(
-            scheme="http", host=host, port=port, path=path, query_string=query, encoded=True
-        )
-        timeout = self._request_timeouts.get(idle)
-        if timeout is None:
-            if len(self._request_timeouts) >= 64:  # routes' idle values are few; stay bounded
-                self._request_timeouts.clear()
-            timeout = self._request_timeouts[idle] = aiohttp.ClientTimeout(
-                total=None,
-                connect=self._timeouts.connect,
-                sock_read=self._timeouts.read if idle is None else idle,
-            )
-        sent = self._session.request(
+        sent = self._pool.request(
+            address,
             method,
-            url,
-            headers=headers,
-            data=data,
-            allow_redirects=False,
-            timeout=timeout,
+            f"{path}?{query}" if query else path,
+            headers,
+            data,
+            read_timeout=self._timeouts.read if idle is None else idle,
         )
         if headers_within is None:
             return await sent
@@ -312,7 +287,7 @@ class Forwarder:
     async def relay(
         self,
         request: web.BaseRequest,
-        upstream: aiohttp.ClientResponse,
+        upstream: Http1Response,
         *,
         hooks: ResponseHooks,
         where: str,
@@ -328,7 +303,7 @@ class Forwarder:
     async def _relay(
         self,
         request: web.BaseRequest,
-        upstream: aiohttp.ClientResponse,
+        upstream: Http1Response,
         *,
         hooks: ResponseHooks,
         where: str,
@@ -364,10 +339,10 @@ class Forwarder:
 
 
 async def _stream(
-    request: web.BaseRequest, upstream: aiohttp.ClientResponse, response: web.StreamResponse
+    request: web.BaseRequest, upstream: Http1Response, response: web.StreamResponse
 ) -> None:
     await response.prepare(request)
-    async for chunk in upstream.content.iter_chunked(CHUNK_SIZE):
+    async for chunk in upstream.chunks():
         await response.write(chunk)
     await response.write_eof()
 

@@ -1,0 +1,638 @@
+"""The data plane's HTTP/1.1 client: keep-alive upstream connections, pooled per address.
+
+Every proxied request ends in one upstream exchange, and aiohttp's client made that exchange
+the largest part of the edge's time per request (about a quarter of its Python time: request
+and response objects, a URL, a timer context, a payload writer, a stream reader and their
+callbacks, for a request whose head and headers the proxy already has in hand). This client
+does only what a reverse proxy needs: write the head it is given in one ``write``, parse the
+answer with ``httptools`` (llhttp, the parser in C that Node.js and uvicorn use), and stream both
+bodies with back-pressure. The duties stay those of ``interlock.edge.proxy``: the caller removes
+hop-by-hop headers; this module frames the body (``Content-Length`` as given or ``chunked``).
+
+Bounds, as aiohttp's connector had them: connections per upstream address (in use, pooled or
+being opened) and in all; a request that finds its address at the limit waits for a connection
+within the connect timeout (then ``TimeoutError``: 504). Between two reads from the upstream no
+more than the read timeout may pass (``UpstreamReadTimeout``). A pooled connection that the
+upstream closed while it idled is retried once on a new connection when nothing of the answer
+arrived and the body can be sent again; idle connections are closed after
+:data:`KEEPALIVE_SECONDS`.
+
+Errors are ``aiohttp.ClientError`` subclasses, so the engine and the relay treat them as they
+treated aiohttp's: :class:`UpstreamConnectError` (nothing sent; the engine tries the next
+address), :class:`UpstreamProtocolError` (the exchange broke: 502, or a cut connection once the
+client has its status line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import cast
+
+import aiohttp
+import httptools
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from interlock.dataplane.source import Address
+
+KEEPALIVE_SECONDS = 15.0
+"""How long an idle pooled connection stays open (aiohttp's default too)."""
+
+HIGH_WATER = 256 * 1024
+"""Unread response body buffered before the upstream is asked to wait (pause reading)."""
+
+# Requests without a body that go without ``Content-Length: 0`` (aiohttp's list too).
+_BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+
+
+class UpstreamConnectError(aiohttp.ClientConnectionError):
+    """A connection to the upstream could not be opened; nothing was sent."""
+
+    def __init__(self, address: Address, os_error: OSError) -> None:
+        super().__init__(f"cannot connect to {address[0]}:{address[1]}: {os_error}")
+        self.address = address
+        self.os_error = os_error
+
+
+class UpstreamProtocolError(aiohttp.ClientConnectionError):
+    """The upstream broke the exchange: closed or reset the connection, or did not speak
+    HTTP/1.1."""
+
+
+class UpstreamReadTimeout(aiohttp.ClientConnectionError, TimeoutError):
+    """Nothing came from the upstream for the read timeout."""
+
+
+class _Stale(Exception):
+    """A reused connection failed before any byte of the answer: the upstream closed it."""
+
+
+class Http1Response:
+    """The upstream's answer: status and headers read, the body streaming (:meth:`chunks`).
+
+    Used as ``async with``, or :meth:`release`: a body read to its end leaves the connection
+    pooled, one not read to its end closes it.
+    """
+
+    __slots__ = (
+        "_connection",
+        "_error",
+        "_parts",
+        "_size",
+        "_waiter",
+        "done",
+        "headers",
+        "reason",
+        "status",
+    )
+
+    def __init__(
+        self, connection: _Connection, status: int, reason: str, headers: CIMultiDict[str]
+    ) -> None:
+        self._connection: _Connection | None = connection
+        self.status = status
+        self.reason = reason
+        self.headers = CIMultiDictProxy(headers)
+        self._parts: deque[bytes] = deque()
+        self._size = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self.done = False
+        """The whole body has arrived (it may still be buffered here)."""
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, as it arrives (what is buffered comes as one chunk)."""
+        while True:
+            if self._parts:
+                parts = self._parts
+                chunk = parts.popleft() if len(parts) == 1 else b"".join(parts)
+                parts.clear()
+                self._size = 0
+                connection = self._connection
+                if connection is not None and connection.reading_paused:
+                    connection.resume()
+                yield chunk
+                continue
+            if self._error is not None:
+                raise self._error
+            if self.done:
+                return
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    def release(self) -> None:
+        """Done with the answer: its connection is pooled if the body was complete."""
+        connection, self._connection = self._connection, None
+        if connection is not None and not self.done:
+            connection.close()
+
+    def close(self) -> None:
+        """Done with the answer and its connection, whatever was read."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    async def __aenter__(self) -> Http1Response:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    # ---- fed by the connection ----
+
+    def _feed(self, data: bytes) -> bool:
+        """Buffer body bytes; True when the upstream should wait before sending more."""
+        self._parts.append(data)
+        self._size += len(data)
+        self._wake()
+        return self._size > HIGH_WATER
+
+    def _finish(self, error: BaseException | None = None) -> None:
+        if error is None:
+            self.done = True
+            self._connection = None  # pooled (or closed) by the connection itself
+        elif not self.done and self._error is None:
+            self._error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection to an upstream address, one exchange at a time."""
+
+    def __init__(self, pool: UpstreamPool, address: Address) -> None:
+        self._pool = pool
+        self.address = address
+        self._loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.idle_since = 0.0
+        self.reused = False
+        self.reading_paused = False
+        self.counted = True
+        """Counted against the pool's limits (until :meth:`UpstreamPool.forget`)."""
+        self._lost = False
+        self._drain: asyncio.Future[None] | None = None
+        # The exchange in progress.
+        self._parser: httptools.HttpResponseParser | None = None
+        self._head_only = False
+        self._header_list: list[tuple[bytes, bytes]] = []
+        self._reason = b""
+        self._informational = False
+        self._answered = False
+        self._body_sent = True
+        self._headers: asyncio.Future[Http1Response] | None = None
+        self._response: Http1Response | None = None
+        self._sender: asyncio.Task[None] | None = None
+        self._read_timeout = 0.0
+        self._last_read = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ---- asyncio.Protocol ----
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        if parser is None:
+            self.close()  # nothing was asked: not HTTP, or a late answer
+            return
+        self._last_read = self._loop.time()
+        self._answered = True
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.close()  # a 101: the headers were delivered; the engine refuses it
+        except httptools.HttpParserError as exc:
+            self._fail(UpstreamProtocolError(f"upstream {self._where()}: not HTTP/1.1: {exc}"))
+            self.close()
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost decides what the EOF meant
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._stop_timer()
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_exception(UpstreamProtocolError(f"upstream {self._where()}: closed"))
+        response = self._response
+        if self._parser is not None and response is not None and self._until_close(response):
+            self._complete()  # a body without a length ends with the connection
+        elif self._parser is not None:
+            if self.reused and not self._answered:
+                self._fail(_Stale())
+            else:
+                self._fail(
+                    UpstreamProtocolError(
+                        f"upstream {self._where()} closed the connection before the end of its "
+                        "answer"
+                    )
+                )
+        self._pool.forget(self)
+
+    def pause_writing(self) -> None:
+        if self._drain is None:
+            self._drain = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    # ---- httptools callbacks ----
+
+    def on_message_begin(self) -> None:
+        self._header_list = []
+        self._reason = b""
+
+    def on_status(self, status: bytes) -> None:
+        self._reason += status
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_list.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        if parser is None:
+            return  # bytes after a finished answer: the connection is closed with them
+        status = parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._informational = True  # 103 Early Hints and the like: wait for the answer
+            return
+        headers: CIMultiDict[str] = CIMultiDict(
+            (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
+            for name, value in self._header_list
+        )
+        response = self._response = Http1Response(
+            self, status, self._reason.decode("utf-8", "surrogateescape"), headers
+        )
+        waiter = self._headers
+        if waiter is not None and not waiter.done():
+            waiter.set_result(response)
+        if self._head_only or status == 101:
+            self._complete(keep_alive=status != 101 and parser.should_keep_alive())
+
+    def on_body(self, body: bytes) -> None:
+        response = self._response
+        if response is not None and response._feed(body) and self.transport is not None:
+            self.reading_paused = True
+            self._stop_timer()
+            self.transport.pause_reading()
+
+    def on_message_complete(self) -> None:
+        if self._informational:
+            self._informational = False
+            return
+        parser = self._parser
+        if parser is not None and self._response is not None:
+            self._complete(keep_alive=parser.should_keep_alive())
+
+    # ---- the exchange ----
+
+    async def exchange(
+        self,
+        head: bytes,
+        *,
+        body: bytes | AsyncIterator[bytes] | None,
+        chunked: bool,
+        head_only: bool,
+        read_timeout: float,
+    ) -> Http1Response:
+        transport = self.transport
+        if transport is None or self._lost or transport.is_closing():
+            raise _Stale() if self.reused else UpstreamProtocolError("connection closed")
+        self._parser = httptools.HttpResponseParser(self)
+        self._head_only = head_only
+        self._answered = False
+        self._response = None
+        headers: asyncio.Future[Http1Response] = self._loop.create_future()
+        self._headers = headers
+        self._read_timeout = read_timeout
+        if body is None or isinstance(body, bytes):
+            transport.write(head + body if body else head)
+            self._body_sent = True
+            self._start_timer()
+        else:  # the read timeout starts once the body has gone (as aiohttp's did)
+            transport.write(head)
+            self._body_sent = False
+            self._sender = self._loop.create_task(self._send(body, chunked=chunked))
+        try:
+            return await headers
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._headers = None
+
+    async def _send(self, body: AsyncIterator[bytes], *, chunked: bool) -> None:
+        try:
+            async for chunk in body:
+                transport = self.transport
+                if transport is None or self._lost:
+                    return
+                if chunked:
+                    if chunk:
+                        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                else:
+                    transport.write(chunk)
+                if self._drain is not None:
+                    await self._drain
+            if chunked and self.transport is not None and not self._lost:
+                self.transport.write(b"0\r\n\r\n")
+            self._body_sent = True
+            if self._parser is not None and self._timer is None and not self.reading_paused:
+                self._start_timer()
+            if self._parser is None and not self._lost:
+                self._pool.give_back(self)  # the answer was complete before the body
+        except asyncio.CancelledError:
+            raise
+        except UpstreamProtocolError:
+            return  # the connection went; the reading side says so
+        except Exception as exc:  # the client's body: a timeout, a reset
+            self._fail(exc)
+            self.close()
+        finally:
+            self._sender = None
+
+    def resume(self) -> None:
+        self.reading_paused = False
+        if self.transport is not None and not self._lost:
+            self.transport.resume_reading()
+            if self._parser is not None and self._timer is None and self._body_sent:
+                self._start_timer()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        sender = self._sender
+        if sender is not None:
+            sender.cancel()
+
+    def _complete(self, *, keep_alive: bool = False) -> None:
+        response = self._response
+        self._parser = None
+        self._response = None
+        self._stop_timer()
+        if response is not None:
+            response._finish()
+        if not keep_alive:
+            self.close()
+        elif self._body_sent:
+            self._pool.give_back(self)
+        # else: pooled when the body has gone (see _send)
+
+    def _fail(self, error: BaseException) -> None:
+        self._parser = None
+        self._stop_timer()
+        waiter = self._headers
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        response, self._response = self._response, None
+        if response is not None:
+            response._finish(error)
+
+    def _check_read(self) -> None:
+        self._timer = None
+        if self._parser is None or self.reading_paused:
+            return
+        deadline = self._last_read + self._read_timeout
+        if self._loop.time() < deadline:
+            self._timer = self._loop.call_at(deadline, self._check_read)
+            return
+        self._fail(
+            UpstreamReadTimeout(f"upstream {self._where()}: nothing for {self._read_timeout:g} s")
+        )
+        self.close()
+
+    def _start_timer(self) -> None:
+        self._last_read = self._loop.time()
+        self._timer = self._loop.call_at(self._last_read + self._read_timeout, self._check_read)
+
+    def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _until_close(self, response: Http1Response) -> bool:
+        headers = response.headers
+        return (
+            not self._head_only
+            and response.status not in (204, 304)
+            and "Content-Length" not in headers
+            and "Transfer-Encoding" not in headers
+        )
+
+    def _where(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+
+class UpstreamPool:
+    """Keep-alive connections per upstream address, bounded per address and in all."""
+
+    def __init__(self, *, per_address: int, total: int, connect_timeout: float) -> None:
+        self._per_address = per_address
+        self._total_limit = total
+        self._connect_timeout = connect_timeout
+        self._idle: dict[Address, list[_Connection]] = {}
+        self._open: dict[Address, int] = {}
+        self._total = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    async def request(
+        self,
+        address: Address,
+        method: str,
+        target: str,
+        headers: CIMultiDict[str],
+        body: bytes | AsyncIterator[bytes] | None,
+        *,
+        read_timeout: float,
+    ) -> Http1Response:
+        """Send one request to ``address`` and return its answer once the headers arrived."""
+        head, chunked = request_head(method, target, headers, body, address)
+        replayable = body is None or isinstance(body, bytes)
+        while True:
+            connection = await self._acquire(address)
+            try:
+                return await connection.exchange(
+                    head,
+                    body=body,
+                    chunked=chunked,
+                    head_only=method == "HEAD",
+                    read_timeout=read_timeout,
+                )
+            except _Stale:
+                if replayable:
+                    continue  # the upstream closed it while it idled: once more, on a new one
+                raise UpstreamProtocolError(
+                    f"upstream {address[0]}:{address[1]} closed a pooled connection"
+                ) from None
+
+    async def _acquire(self, address: Address) -> _Connection:
+        if self._closed:
+            raise UpstreamProtocolError("the upstream pool is closed")
+        idle = self._idle.get(address)
+        if idle:
+            connection = idle.pop()
+            connection.reused = True
+            return connection
+        async with asyncio.timeout(self._connect_timeout):
+            while not self._has_room(address):
+                idle = self._idle.get(address)
+                if idle:
+                    connection = idle.pop()
+                    connection.reused = True
+                    return connection
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+            self._open[address] = self._open.get(address, 0) + 1
+            self._total += 1
+            connection = _Connection(self, address)
+            try:
+                await asyncio.get_running_loop().create_connection(
+                    lambda: connection, address[0], address[1]
+                )
+            except BaseException as exc:
+                if connection.transport is None:  # else connection_lost frees the slot
+                    connection.counted = False
+                    self._release_slot(address)
+                if isinstance(exc, OSError):
+                    raise UpstreamConnectError(address, exc) from None
+                raise
+        return connection
+
+    def _has_room(self, address: Address) -> bool:
+        if self._open.get(address, 0) >= self._per_address:
+            return False
+        if not self._total_limit or self._total < self._total_limit:
+            return True
+        # At the limit in all: an idle connection to another address makes room.
+        for other, idle in self._idle.items():
+            if other != address and idle:
+                idle.pop(0).close()
+                return False  # its connection_lost frees the slot and wakes the waiters
+        return False
+
+    def give_back(self, connection: _Connection) -> None:
+        """``connection`` finished its exchange and can serve the next."""
+        if self._closed:
+            connection.close()
+            return
+        connection.idle_since = asyncio.get_running_loop().time()
+        self._idle.setdefault(connection.address, []).append(connection)
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, self._expire)
+        self._wake()
+
+    def forget(self, connection: _Connection) -> None:
+        """``connection`` is closed: out of the pool, its slot free."""
+        idle = self._idle.get(connection.address)
+        if idle and connection in idle:
+            idle.remove(connection)
+        if connection.counted:
+            connection.counted = False
+            self._release_slot(connection.address)
+
+    def _release_slot(self, address: Address) -> None:
+        count = self._open.get(address, 0) - 1
+        if count > 0:
+            self._open[address] = count
+        else:
+            self._open.pop(address, None)
+            if not self._idle.get(address):
+                self._idle.pop(address, None)
+        self._total -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        # Every waiter looks again (a few at most: they wait only at a limit).
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _expire(self) -> None:
+        self._sweep = None
+        now = asyncio.get_running_loop().time()
+        oldest = now
+        for idle in list(self._idle.values()):
+            for connection in list(idle):
+                if now - connection.idle_since >= KEEPALIVE_SECONDS:
+                    idle.remove(connection)
+                    connection.close()
+                else:
+                    oldest = min(oldest, connection.idle_since)
+        if any(self._idle.values()):
+            self._sweep = asyncio.get_running_loop().call_later(
+                oldest + KEEPALIVE_SECONDS - now, self._expire
+            )
+
+    def close(self) -> None:
+        """Close every connection, pooled or in use; waiting requests fail."""
+        self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        for idle in list(self._idle.values()):
+            for connection in list(idle):
+                connection.close()
+        self._idle.clear()
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(UpstreamProtocolError("the upstream pool is closed"))
+
+
+def request_head(
+    method: str,
+    target: str,
+    headers: CIMultiDict[str],
+    body: bytes | AsyncIterator[bytes] | None,
+    address: Address,
+) -> tuple[bytes, bool]:
+    """The request line and headers, framing the body; and whether the body goes chunked.
+
+    ``headers`` are the upstream headers, hop-by-hop ones already removed; a header name or
+    value holding CR or LF is refused (``ValueError``), as aiohttp refused it.
+    """
+    chunked = False
+    if isinstance(body, bytes):
+        headers["Content-Length"] = str(len(body))
+    elif body is not None:
+        chunked = "Content-Length" not in headers
+        if chunked:
+            headers["Transfer-Encoding"] = "chunked"
+    elif method not in _BODYLESS_METHODS and "Content-Length" not in headers:
+        headers["Content-Length"] = "0"
+    if "Host" not in headers:
+        host, port = address
+        host = f"[{host}]" if ":" in host else host
+        headers["Host"] = host if port == 80 else f"{host}:{port}"
+    lines = [f"{method} {target} HTTP/1.1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append("\r\n")
+    text = "\r\n".join(lines)
+    expected = len(lines)
+    if text.count("\n") != expected or text.count("\r") != expected:
+        raise ValueError("a header name or value holds CR or LF; the request is not sent")
+    return text.encode("utf-8", "surrogateescape"), chunked

@@ -1,0 +1,275 @@
+"""The data plane's HTTP/1.1 client against upstreams that answer byte for byte as scripted.
+
+Each upstream here is a raw asyncio server, so the tests choose the framing (length, chunked,
+until close), what happens to the connection after an answer, and when nothing comes at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from multidict import CIMultiDict
+
+from interlock.dataplane.http1 import (
+    UpstreamConnectError,
+    UpstreamPool,
+    UpstreamProtocolError,
+    UpstreamReadTimeout,
+    request_head,
+)
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class Upstream:
+    """A raw server: ``script`` serves each connection; connections and heads are counted."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.connections = 0
+        self.heads: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> tuple[str, int]:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.script(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        self.server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        return "127.0.0.1", int(self.server.sockets[0].getsockname()[1])
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def head(self, reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.heads.append(head)
+        return head
+
+
+def pool(**kw: float) -> UpstreamPool:
+    return UpstreamPool(
+        per_address=int(kw.get("per_address", 10)),
+        total=int(kw.get("total", 0)),
+        connect_timeout=kw.get("connect_timeout", 30.0),
+    )
+
+
+def headers(**items: str) -> CIMultiDict[str]:
+    return CIMultiDict({"Host": "app.example.com", **items})
+
+
+async def get(
+    p: UpstreamPool,
+    address: tuple[str, int],
+    path: str = "/",
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> bytes:
+    response = await p.request(address, method, path, headers(), body, read_timeout=30.0)
+    async with response:
+        return await response.read()
+
+
+async def test_keep_alive_serves_many_requests_on_one_connection() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await upstream.head(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        for _ in range(5):
+            assert await get(p, address) == b"hello"
+        p.close()
+    assert upstream.connections == 1
+    assert upstream.heads[0].startswith(b"GET / HTTP/1.1\r\n")
+    assert b"\r\nHost: app.example.com\r\n" in upstream.heads[0]
+
+
+async def test_chunked_and_until_close_bodies_and_head_on_keep_alive() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await upstream.head(reader)
+            if head.startswith(b"HEAD"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            elif head.startswith(b"GET /chunked"):
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+                )
+            else:
+                writer.write(b"HTTP/1.0 200 OK\r\n\r\nuntil the end")
+                await writer.drain()
+                return
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        assert await get(p, address, method="HEAD") == b""
+        assert await get(p, address, "/chunked") == b"abcde"
+        assert await get(p, address, "/close") == b"until the end"
+        p.close()
+    assert upstream.connections == 1  # HEAD and chunked left the connection usable
+
+
+async def test_informational_answers_are_skipped() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        writer.write(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+            b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
+        )
+        await reader.read()
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        response = await p.request(address, "GET", "/", headers(), None, read_timeout=30.0)
+        assert (response.status, response.reason) == (201, "Created")
+        assert "Link" not in response.headers
+        assert await response.read() == b"ok"
+        response.release()
+        p.close()
+
+
+async def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_new_one() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        # Closes once the next request came, without an answer: as a keep-alive timeout does.
+        await reader.read(1)
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        assert await get(p, address) == b"ok"
+        assert await get(p, address, method="POST", body=b"again") == b"ok"
+        p.close()
+    assert upstream.connections == 2
+    assert upstream.heads[1].startswith(b"POST / HTTP/1.1\r\n")
+    assert b"\r\nContent-Length: 5\r\n" in upstream.heads[1]
+
+
+async def test_a_streamed_body_goes_chunked_unless_its_length_is_known() -> None:
+    received: list[bytes] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await upstream.head(reader)
+            if b"Transfer-Encoding: chunked" in head:
+                received.append(await reader.readuntil(b"0\r\n\r\n"))
+            else:
+                received.append(await reader.readexactly(6))
+            writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"abc"
+        yield b"def"
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        response = await p.request(address, "PUT", "/", headers(), body(), read_timeout=30.0)
+        assert response.status == 204
+        response.release()
+        sized = headers(**{"Content-Length": "6"})
+        response = await p.request(address, "PUT", "/", sized, body(), read_timeout=30.0)
+        assert response.status == 204
+        response.release()
+        p.close()
+    assert received == [b"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", b"abcdef"]
+
+
+async def test_silence_from_the_upstream_is_a_read_timeout() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await reader.read()
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        response = await p.request(address, "GET", "/", headers(), None, read_timeout=0.2)
+        with pytest.raises(UpstreamReadTimeout):
+            await response.read()
+        upstream.script = _silent
+        with pytest.raises(TimeoutError):  # and before the headers: the same
+            await p.request(address, "GET", "/", headers(), None, read_timeout=0.2)
+        p.close()
+
+
+async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read()
+
+
+async def test_an_answer_cut_short_or_not_http_is_a_protocol_error() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await upstream.head(reader)
+        if b"/garbage" in head:
+            writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        with pytest.raises(UpstreamProtocolError):
+            await get(p, address)
+        with pytest.raises(UpstreamProtocolError):
+            await get(p, address, "/garbage")
+        p.close()
+
+
+async def test_at_the_per_address_limit_a_request_waits_then_times_out() -> None:
+    arrived = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        arrived.set()
+        await reader.read()
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool(per_address=1, connect_timeout=0.3)
+        first = asyncio.create_task(get(p, address))
+        await asyncio.wait_for(arrived.wait(), 30)
+        with pytest.raises(TimeoutError):
+            await get(p, address)
+        assert upstream.connections == 1
+        first.cancel()
+        p.close()
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    server = await asyncio.start_server(_silent, "127.0.0.1", 0)
+    address = ("127.0.0.1", int(server.sockets[0].getsockname()[1]))
+    server.close()
+    await server.wait_closed()
+    p = pool()
+    with pytest.raises(UpstreamConnectError) as caught:
+        await get(p, address)
+    assert caught.value.address == address
+    p.close()
+
+
+def test_a_header_with_cr_or_lf_is_never_sent() -> None:
+    with pytest.raises(ValueError, match="CR or LF"):
+        request_head("GET", "/", headers(**{"X-A": "1\r\nX-Injected: 1"}), None, ("a", 80))
+    with pytest.raises(ValueError, match="CR or LF"):
+        request_head("GET", "/", headers(**{"X-A": "1\nX: 2"}), None, ("a", 80))
+    head, chunked = request_head("POST", "/p?q=1", CIMultiDict(), None, ("10.0.0.1", 8080))
+    assert head == b"POST /p?q=1 HTTP/1.1\r\nContent-Length: 0\r\nHost: 10.0.0.1:8080\r\n\r\n"
+    assert not chunked
