@@ -1,13 +1,14 @@
 """The mailbox of every actor fed with informer events: durable, and resynchronized from the
-informer's store after a poison message.
+API server after a poison message.
 
 The router and the directories learn each object through ``tell`` ("this Service is now X").
 If a handler raises, the message it was handling would be gone, and unlike a topic subscriber
 nothing would ever send it again: the Service's policy would stay stale until that Service
 changed. The runtime's durable mailbox re-delivers it to the restarted actor (see
 ``MailboxConfig.durable``); one that crashes its own replay is dropped as poison, and then the
-runtime hands its key to ``resync``, which asks the informer's store for the object's current
-state and tells it to the router again, so no gap stays open until the object next changes.
+runtime hands its key to ``resync``, which reads the object's current state from the API
+server (the informers keep identities, not objects) and tells it to the router again, so no gap
+stays open until the object next changes.
 
 Replays are safe because these messages carry whole states, not deltas: handling one twice is
 the same as once, and the mailbox keeps one message per key (the newest).
@@ -20,8 +21,8 @@ from collections.abc import Callable, Hashable
 from interlock.mailbox import MailboxConfig
 
 ResyncObject = Callable[[str, str, str], None]
-"""Send the router the current state of the object ``(kind, namespace, name)``: the latest
-from the informer's store, or its deletion when the store no longer holds it."""
+"""Send the router the current state of the object ``(kind, namespace, name)``: as the API
+server has it now, or its deletion when the server no longer has it."""
 
 _KEY_KINDS = {"service": "Service", "grant": "ReferenceGrant"}
 """Directory messages keyed by something other than the object change: the kind they carry."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import random
 import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -177,6 +178,8 @@ class Controller:
         """What the policy API answered (``/metrics``: ``interlock_policy_*``)."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._resyncs: set[asyncio.Task[None]] = set()
+        """Objects being read again after a poison message (:meth:`_resync_object`)."""
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
 
     # ---------------------------------------------------------------------------------------
@@ -335,9 +338,33 @@ class Controller:
         self.system.tell(INFORMER_ROUTER, change, correlation_id=change.identity)
 
     def _resync_object(self, kind: str, namespace: str, name: str) -> None:
-        """A poison message about this object was dropped: tell the router its current state
-        from the informer's store (its deletion when the store no longer holds it)."""
-        obj = None if self.informers is None else self.informers.latest(kind, namespace, name)
+        """A poison message about this object was dropped: tell the router its current state,
+        read from the API server (the informers keep only what they delivered, not objects)."""
+        task = asyncio.create_task(self._resync(kind, namespace, name), name="resync")
+        self._resyncs.add(task)
+        task.add_done_callback(self._resyncs.discard)
+
+    async def _resync(self, kind: str, namespace: str, name: str) -> None:
+        backoff = BackoffPolicy(
+            initial=self.config.reconnect_initial,
+            maximum=self.config.reconnect_maximum,
+            jitter=1.0,
+        )
+        attempt = 0
+        while True:
+            try:
+                obj = (
+                    None
+                    if self.informers is None
+                    else await self.informers.fetch(kind, namespace, name)
+                )
+                break
+            except KubeApiError as error:
+                # Until it is read, the object's actors keep the state before the poison message.
+                delay = backoff.delay(attempt, random.Random())
+                attempt += 1
+                logger.warning("resynchronizing: {} (retrying in {:.2f}s)", error, delay)
+                await asyncio.sleep(delay)
         change = ObjectChanged(
             kind=kind,
             namespace=namespace,
@@ -346,7 +373,7 @@ class Controller:
             resource_version="" if obj is None else resource_version(obj),
             obj=obj if obj is not None else {"metadata": {"namespace": namespace, "name": name}},
         )
-        logger.warning("resynchronizing {} {}/{} from the informer's store", kind, namespace, name)
+        logger.warning("resynchronizing {} {}/{} from the API server", kind, namespace, name)
         self.system.tell(INFORMER_ROUTER, change, correlation_id=f"resync {change.identity}")
 
     def _spawn_actors(self) -> None:
@@ -495,7 +522,7 @@ class Controller:
         if self.mesh is not None:
             await self.mesh.stop()
         elector_tasks = [t for t in self._tasks if t.get_name() == "leader-election"]
-        others = [t for t in self._tasks if t not in elector_tasks]
+        others = [t for t in self._tasks if t not in elector_tasks] + list(self._resyncs)
         for task in others:
             task.cancel()
         for task in others:

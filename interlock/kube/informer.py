@@ -6,14 +6,20 @@ not when requests fail for a while. It follows client-go's reflector:
 
 - a paginated list delivers every object, then a watch continues from the list's resourceVersion
   (``allowWatchBookmarks`` lets an idle watch advance it, so a reconnect rarely needs a relist);
-- the informer remembers the last object it delivered per key; after a 410 it relists and
-  delivers only the difference: ``Upserted`` for objects whose resourceVersion changed and
-  ``Deleted`` (with the last object seen) for objects that vanished while it was not watching;
+- the informer remembers what it delivered per key; after a 410 it relists and delivers only
+  the difference: ``Upserted`` for objects whose resourceVersion changed and ``Deleted`` (with
+  the last identity seen) for objects that vanished while it was not watching;
 - failures back off exponentially with jitter (0.8 s to 30 s), and the backoff resets once the
   connection has been healthy for two minutes.
 
 The sink is a plain synchronous callable because an actor's ``tell`` is synchronous: delivery is
 a function call, never a queue that could grow without bound inside the informer.
+
+What it remembers of an object is its identity (:func:`last_seen`: apiVersion, kind, name,
+namespace, uid, resourceVersion, labels), not the object: the actors keep the parsed fields they
+read, and a second copy of every raw object (with a real server's ``managedFields``) was the
+largest single part of the controller's memory per object. Who needs an object's whole current
+state again (a poison message's resync) asks the API server: :meth:`Informer.fetch`.
 """
 
 from __future__ import annotations
@@ -68,6 +74,21 @@ def resource_version(obj: dict[str, Any]) -> str:
     return str(_meta(obj).get("resourceVersion", ""))
 
 
+_IDENTITY_FIELDS = ("name", "namespace", "uid", "resourceVersion", "labels")
+"""What a Deleted event after a relist carries of the object (an EndpointSlice's directory
+reads its Service from the labels)."""
+
+
+def last_seen(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a delivered object: its kind and identity, not its contents."""
+    meta = _meta(obj)
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {name: meta[name] for name in _IDENTITY_FIELDS if name in meta},
+    }
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class _ObjectEvent:
     """What an informer tells its sink about one object; the raw object never reaches a trace."""
@@ -76,7 +97,8 @@ class _ObjectEvent:
 
     resource: Resource
     obj: dict[str, Any] = field(compare=False)
-    """The raw object as the API server sent it; shared with the informer, so never mutate it."""
+    """The raw object as the API server sent it (for a Deleted after a relist, the identity
+    the store kept: :func:`last_seen`); never mutate it."""
 
     @property
     def key(self) -> str:
@@ -111,8 +133,8 @@ class Upserted(_ObjectEvent):
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Deleted(_ObjectEvent):
-    """An object is gone: ``obj`` is the last state the informer saw of it (from the DELETED
-    event, or from the store after a relist)."""
+    """An object is gone: ``obj`` is its last state (from the DELETED event), or after a relist
+    only the identity the store kept of it (:func:`last_seen`)."""
 
 
 InformerEvent = Upserted | Deleted
@@ -207,6 +229,7 @@ class _Reflector:
         self._path = resource.collection_path(namespace=namespace)
         self._scope = f"{resource.kind} in namespace {namespace}" if namespace else resource.kind
         self.store: dict[str, dict[str, Any]] = {}
+        """By key, what was delivered of each object (:func:`last_seen`)."""
         self.resource_version = ""
         self.listed = asyncio.Event()
         self.events = 0
@@ -316,7 +339,7 @@ class _Reflector:
                 seen.add(key)
                 previous = self.store.get(key)
                 if previous is None or resource_version(previous) != resource_version(obj):
-                    self.store[key] = obj
+                    self.store[key] = last_seen(obj)
                     self._deliver(Upserted(self._resource, obj))
             meta = _meta(page)
             list_version = str(meta.get("resourceVersion", "")) or list_version
@@ -404,7 +427,7 @@ class _Reflector:
             self.resource_version = version
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
-            self.store[key] = obj
+            self.store[key] = last_seen(obj)
             self._deliver(Upserted(self._resource, obj))
         elif kind == "DELETED":
             self.store.pop(key, None)
@@ -452,6 +475,7 @@ class Informer:
             else [None]
         )
         shared_rng = rng or random.Random()
+        self._api = api
         self._reflectors = [
             _Reflector(
                 api=api,
@@ -485,14 +509,27 @@ class Informer:
             await reflector.listed.wait()
         self.ready.set()
 
-    def latest(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The store's current object ``namespace/name`` (``name`` when cluster-scoped), if any."""
-        key = f"{namespace}/{name}" if namespace else name
-        for reflector in self._reflectors:
-            obj = reflector.store.get(key)
-            if obj is not None:
-                return obj
-        return None
+    async def fetch(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object ``namespace/name`` as the API server has it now (None when it is gone).
+
+        Raises :class:`KubeApiError` when the server cannot answer (the caller decides whether
+        to try again)."""
+        resource = self.resource
+        what = f"get {resource.describe(namespace=namespace, name=name)}"
+        try:
+            obj = await request_json(
+                self._api,
+                method="GET",
+                path=resource.object_path(namespace=namespace or None, name=name),
+                what=what,
+            )
+        except KubeApiError as error:
+            if error.code == 404:
+                return None
+            raise
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind)
+        return obj
 
     def statistics(self) -> InformerStatistics:
         """Counters summed over the namespaces; ``last_error`` is the latest one recorded."""
@@ -538,11 +575,12 @@ class InformerSet:
             await informer.ready.wait()
         self.ready.set()
 
-    def latest(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The current object of ``kind`` from the informer's store that holds it, if any."""
+    async def fetch(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The current object of ``kind`` from the API server (None when it is gone, or when no
+        informer here reads that kind)."""
         for informer in self.informers:
             if informer.resource.kind == kind:
-                obj = informer.latest(namespace, name)
+                obj = await informer.fetch(namespace, name)
                 if obj is not None:
                     return obj
         return None

@@ -49,7 +49,7 @@ class MailboxConfig:
     else would ever send the lost one again. Un-keyed messages and asks are not re-delivered."""
     resync: Callable[[Hashable], None] | None = None
     """Called with the key of a poison message so that its owner sends the key's current state
-    again (for informer-fed actors: the latest object from the informer's store), and no gap
+    again (for informer-fed actors: the object as the API server has it now), and no gap
     stays open until the object changes. Asked once per key until a message of that key is
     handled: a state that crashes every time is then left alone (logged), not looped."""
 

@@ -137,6 +137,44 @@ async def test_compaction_relists_and_delivers_only_the_difference(api: Any, ser
     assert informer.statistics().relists == 1
 
 
+@pytest.mark.compaction
+async def test_the_store_keeps_identities_and_fetch_reads_the_current_object(
+    api: Any, server: Any
+) -> None:
+    labelled = service("default", "labelled")
+    labelled["metadata"]["labels"] = {"app": "web"}
+    await create(api, SERVICE, labelled)
+    sink = Collector()
+    informer = make_informer(api, sink, namespaces=["default"])
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 60)
+    # What the informer keeps of an object is who it is, not what it says: no second copy of
+    # every object beside what the actors parsed from it.
+    (stored,) = [
+        obj
+        for r in informer._reflectors
+        for key, obj in r.store.items()
+        if key.endswith("/labelled")
+    ]
+    assert "spec" not in stored
+    assert stored["kind"] == "Service" and stored["metadata"]["labels"] == {"app": "web"}
+    # Gone while the informer was away: the relist's Deleted still names it and its labels (an
+    # EndpointSlice's directory finds its Service by them).
+    await delete(api, SERVICE, "default", "labelled")
+    await server.faults.compact()
+    async with running(informer):
+        await wait_for(lambda: "default/labelled" not in sink.state, what="relist")
+    (gone,) = [e for e in sink.events if isinstance(e, Deleted) and e.key == "default/labelled"]
+    assert gone.obj["metadata"]["labels"] == {"app": "web"}
+    # The whole current object (a resync after a poison message) comes from the API server.
+    await create(api, SERVICE, service("default", "current", port=8080))
+    current = await informer.fetch("default", "current")
+    assert current is not None and current["spec"]["ports"][0]["port"] == 8080
+    assert current["kind"] == "Service"
+    assert await informer.fetch("default", "labelled") is None
+    assert await InformerSet([informer]).fetch("Service", "default", "current") == current
+
+
 async def test_failing_requests_are_retried_with_backoff(api: Any, server: Any) -> None:
     await create(api, SERVICE, service("default", "web"))
     server.faults.fail_next(3, status=500)
