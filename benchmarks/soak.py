@@ -49,6 +49,7 @@ import random
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,44 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
     }
 
 
+TRACEMALLOC_ENV = "INTERLOCK_SOAK_TRACEMALLOC"
+
+
+def take_snapshot(path: str) -> dict[str, Any]:
+    """The child's ``snapshot PATH`` command: its traced allocations, dumped for the driver."""
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    snapshot.dump(path)
+    current, _peak = tracemalloc.get_traced_memory()
+    return {"path": path, "traced_mib": round(current / 2**20, 2)}
+
+
+def snapshot_growth(before: str, after: str, *, top: int = 25) -> list[dict[str, Any]]:
+    """What grew from snapshot ``before`` to ``after``, by allocation traceback, largest first
+    (the frames innermost first, the standard library's and site-packages' left out when an
+    interlock frame says more)."""
+    old = tracemalloc.Snapshot.load(before)
+    new = tracemalloc.Snapshot.load(after)
+    rows: list[dict[str, Any]] = []
+    for stat in new.compare_to(old, "traceback")[:top]:
+        frames = [f"{f.filename.removeprefix(str(ROOT) + '/')}:{f.lineno}" for f in stat.traceback]
+        ours = [f for f in reversed(frames) if f.startswith(("interlock/", "benchmarks/"))]
+        rows.append(
+            {
+                "kib": round(stat.size_diff / 1024, 1),
+                "blocks": stat.count_diff,
+                "where": ours[:6] or list(reversed(frames))[:6],
+                "allocated_at": frames[-1] if frames else "",
+            }
+        )
+    return rows
+
+
 async def controller_main(kubeconfig: str) -> None:
+    frames = int(os.environ.get(TRACEMALLOC_ENV, "0"))
+    if frames:
+        tracemalloc.start(frames)
     config = replace(
         replica_config(kubeconfig, "soak"),
         # A loaded shared machine must not cost the only replica its Lease.
@@ -167,6 +205,8 @@ async def controller_main(kubeconfig: str) -> None:
         while line := (await reader.readline()).decode().strip():
             if line.startswith("sample"):
                 answer = controller_sample(controller, objects=line == "sample objects")
+            elif line.startswith("snapshot "):
+                answer = take_snapshot(line.removeprefix("snapshot "))
             elif line == "outputs":
                 answer = {
                     "policies": {
@@ -193,7 +233,12 @@ class Child:
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def start(cls, kubeconfig: str, log: Path) -> tuple[Child, dict[str, str]]:
+    async def start(
+        cls, kubeconfig: str, log: Path, *, tracemalloc_frames: int = 0
+    ) -> tuple[Child, dict[str, str]]:
+        env = dict(os.environ)
+        if tracemalloc_frames:
+            env[TRACEMALLOC_ENV] = str(tracemalloc_frames)
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             __file__,
@@ -203,6 +248,7 @@ class Child:
             stdout=asyncio.subprocess.PIPE,
             stderr=open(log, "w"),  # noqa: SIM115 - the child owns it
             limit=64 * 1024 * 1024,
+            env=env,
         )
         child = cls(process)
         assert process.stdout is not None
@@ -474,6 +520,9 @@ class Settings:
     seed: int
     out: Path
     converge_within: float
+    tracemalloc: int = 0
+    """Frames per traceback traced in the child (0: off): with it the report lists what grew
+    between the end of the warm-up and the end of the churn, grouped by traceback."""
 
 
 @dataclass
@@ -732,7 +781,9 @@ async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
     log = settings.out.with_suffix(".controller.log")
     # Straight to the server (the lane's fault proxy would put every request of the controller
     # through this process too); the embedded server checks no RBAC either way.
-    child, urls = await Child.start(cluster.admin_kubeconfig, log)
+    child, urls = await Child.start(
+        cluster.admin_kubeconfig, log, tracemalloc_frames=settings.tracemalloc
+    )
     soak = placeholder
     soak.child, soak.urls = child, urls
     result: dict[str, Any] = {
@@ -761,16 +812,35 @@ async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
             f"soak: start {json.dumps(result['start'])}; churn for {settings.minutes} min",
             flush=True,
         )
+        snapshots = (
+            settings.out.with_suffix(".warm.tracemalloc"),
+            settings.out.with_suffix(".end.tracemalloc"),
+        )
+
+        async def snapshot_after_warmup() -> None:
+            await asyncio.sleep(settings.warmup_minutes * 60)
+            if soak.running:
+                result["tracemalloc_warm"] = await child.ask(f"snapshot {snapshots[0]}")
+
         churn = [
             asyncio.create_task(soak.churn()),
             asyncio.create_task(soak.module_changes()),
             asyncio.create_task(soak.edge_traffic(session)),
             asyncio.create_task(soak.sampler(started)),
         ]
+        if settings.tracemalloc:
+            churn.append(asyncio.create_task(snapshot_after_warmup()))
         await asyncio.sleep(settings.minutes * 60)
         soak.running = False
         await asyncio.gather(*churn)
         result["end_under_churn"] = soak.samples[-1] if soak.samples else None
+        if "tracemalloc_warm" in result:
+            # Taken before the end state is written: what the churn itself left behind.
+            result["tracemalloc_end"] = await child.ask(f"snapshot {snapshots[1]}")
+            result["tracemalloc_growth"] = snapshot_growth(*map(str, snapshots))
+            print("soak: grown since the warm-up (tracemalloc, by traceback):", flush=True)
+            for row in result["tracemalloc_growth"][:15]:
+                print(f"  {row['kib']:>9} KiB {row['blocks']:>7} blocks  {row['where']}")
         churn_seconds = time.monotonic() - started
         # The end state: anything unsettled in the universe made valid (the universe's
         # ModuleSets and Secrets at variant 0), so every route has one right answer.
@@ -865,6 +935,13 @@ def main() -> None:
         "--converge-within", type=float, default=300.0, help="seconds allowed to converge"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "soak.json")
+    parser.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="trace the child's allocations (FRAMES per traceback) and report what grew",
+    )
     parser.add_argument("--controller", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.controller:
@@ -883,6 +960,7 @@ def main() -> None:
         seed=args.seed,
         out=args.out,
         converge_within=args.converge_within,
+        tracemalloc=args.tracemalloc,
     )
     settings.out.parent.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run_soak(settings))
