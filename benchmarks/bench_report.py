@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: a process's resident memory, and their own section of
-``docs/benchmarks.md``.
+"""What the benchmark scripts share: a process's resident memory (and its slope over a soak),
+and their own section of ``docs/benchmarks.md``.
 
 Each script measures something different, but all of them read RSS the same way (the kernel's
 ``VmRSS``, the figure ``ps`` and the kubelet show) and each owns one ``## `` section of the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
@@ -25,6 +26,20 @@ def rss_mib(pid: int | str = "self") -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def slope_mib_per_hour(samples: list[dict[str, Any]], since: float) -> float | None:
+    """The least-squares slope of ``rss_mib`` over ``t`` (seconds) in MiB per hour, from the
+    samples taken at ``since`` or later (None with fewer than three)."""
+    points = [(s["t"], s["rss_mib"]) for s in samples if s["t"] >= since]
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_r = sum(r for _, r in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    cov = sum((t - mean_t) * (r - mean_r) for t, r in points)
+    return round(cov / var * 3600, 2) if var else None
 
 
 def write_section(text: str, heading: str, doc: Path = DOC) -> None:

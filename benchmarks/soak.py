@@ -59,6 +59,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
 
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
+from bench_report import rss_mib, slope_mib_per_hour  # noqa: E402
 from lanes import lane_cluster  # noqa: E402
 from reliability_kit import (  # noqa: E402
     WATCHED,
@@ -91,14 +92,6 @@ PORTS = (80, 8080)
 # --- the child: the controller under soak ---------------------------------------------------------
 
 
-def _rss_mib(pid: str = "self") -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def served_now(controller: Controller) -> dict[str, dict[str, Any]]:
     """What the data plane serves, by host and route id (as ``Replica.served``)."""
     assert controller.edge is not None and controller.edge.data_plane is not None
@@ -116,7 +109,7 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
     informers = controller.informers.statistics().values() if controller.informers else []
     return {
         "t": time.time(),
-        "rss_mib": round(_rss_mib(), 2),
+        "rss_mib": round(rss_mib(), 2),
         "fds": len(os.listdir("/proc/self/fd")),
         "tasks": len(asyncio.all_tasks()),
         "actors": stats.actors,
@@ -713,18 +706,6 @@ class Soak:
                     f"{self.traffic.backend_unguarded}",
                     flush=True,
                 )
-
-
-def slope_mib_per_hour(samples: list[dict[str, Any]], since: float) -> float | None:
-    points = [(s["t"], s["rss_mib"]) for s in samples if s["t"] >= since]
-    if len(points) < 3:
-        return None
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_r = sum(r for _, r in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    cov = sum((t - mean_t) * (r - mean_r) for t, r in points)
-    return round(cov / var * 3600, 2) if var else None
 
 
 async def compare(soak: Soak, targets: list[WatchTarget], *, within: float) -> list[str]:
