@@ -97,13 +97,15 @@ def proc_figures(pid: int) -> dict[str, float]:
 
 @dataclass
 class Figures:
+    """What the driver counts: module changes and hosts on one side, traffic on the other."""
+
+    module_changes: int = 0
+    hosts_created: int = 0
+    module_change_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     statuses: collections.Counter[int] = field(default_factory=collections.Counter)
-    client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     backend_requests: int = 0
     backend_unguarded: int = 0
-    module_changes: int = 0
-    module_change_errors: collections.Counter[str] = field(default_factory=collections.Counter)
-    hosts_created: int = 0
+    client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     snapshot_violations: list[str] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
 
