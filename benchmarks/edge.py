@@ -1,11 +1,15 @@
-"""Edge data plane throughput and tail latency, against nginx as the ceiling.
+"""Edge data plane throughput and tail latency, against nginx, Caddy and HAProxy in one run.
 
-Four targets, each in its own process, all on this machine: the backend called directly; our
-edge (empty module chain) in front of it; our edge with ipRestriction + headers modules; and
-nginx as a reverse proxy (one worker, upstream keepalive) if it is installed. The load generator
-is ``wrk`` when installed (else an aiohttp client with the same number of connections). Rounds
-alternate the targets so drift on a shared machine hits them alike; figures are medians over
-rounds, and ratios are taken within the same run.
+Every target runs in its own process, all on this machine, in front of one aiohttp backend: our
+edge with modules off; our edge with ipRestriction + basicAuth (the bcrypt check cached after the
+first request) + headers; our mesh listener (an embedded controller with ``--mesh-addr``, a
+Service and EndpointSlice pointing at the backend, requests with ``Host: echo.default``); and,
+each when installed (a peer that is not is skipped and the report says so), nginx (one worker,
+upstream keepalive) — the ceiling —, Caddy (``reverse_proxy``, ``GOMAXPROCS=1``) and HAProxy (one
+thread, ``http-reuse always``); the backend called directly for reference. The load generator is
+``wrk`` when installed (else an aiohttp client with the same number of connections). Rounds
+alternate the order of the targets so drift on a shared machine hits them alike; figures are
+medians over rounds with their spread (lowest to highest), and ratios are taken within a round.
 
 Why CPUs are pinned: unpinned, the load generator, the proxy and the backend fight over the same
 CPUs, and "backend direct" (one process fewer in the fight) stopped being an upper bound — nginx
@@ -16,7 +20,7 @@ ceiling there; nginx, a proxy in C in the same seat as ours, is the ceiling the 
 against, and the report says which seat each process had.
 
     .venv/bin/python benchmarks/edge.py [--rounds 5] [--seconds 4] [--connections 32]
-        [--no-pin] [--write-docs]
+        [--no-pin] [--no-mesh] [--write-docs]
 
 Prints a table; with ``--write-docs`` it rewrites the ``## Edge`` section of
 ``docs/benchmarks.md``.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import platform
 import re
@@ -45,6 +50,9 @@ from typing import Any
 from bench_report import write_section
 
 HOST = "bench.local"
+MESH_HOST = "echo.default"
+USER, PASSWORD = "bench", "bench-password"
+AUTHORIZATION = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
 BODY = b"hello from the backend\n" * 4
@@ -90,23 +98,29 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     from interlock.edge.provider import BackendTarget
     from interlock.edge.server import EdgeServer
     from interlock.edge.upstreams import StaticUpstreams
-    from interlock.model.moduleset import Modules
+    from interlock.model.moduleset import Modules, SecretValue
 
     logger.remove()
     edge = InProcessEdge()
     modules = Modules()
+    secrets: dict[tuple[str, str], SecretValue] = {}
     if with_modules:
+        import bcrypt
+
         modules = Modules.model_validate(
             {
                 "ipRestriction": {"allow": ["127.0.0.0/8"]},
+                "basicAuth": {"realm": "bench", "secretRef": {"name": "users", "key": "htpasswd"}},
                 "headers": {
                     "request": {"add": {"X-Team": "blue"}, "remove": ["X-Debug"]},
                     "response": {"add": {"X-Frame-Options": "DENY"}},
                 },
             }
         )
+        hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10))
+        secrets[("users", "htpasswd")] = SecretValue(USER.encode() + b":" + hashed + b"\n")
     await edge.apply_modules(
-        host=HOST, route_id="bench", path="/", path_type="Prefix", modules=modules, secrets={}
+        host=HOST, route_id="bench", path="/", path_type="Prefix", modules=modules, secrets=secrets
     )
     await edge.attach_backend(
         host=HOST, route_id="bench", backend=BackendTarget("bench", "backend", 80)
@@ -120,6 +134,72 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await stop.wait()
     await server.stop()
+
+
+async def serve_mesh(port: int, backend_port: int) -> None:
+    """An embedded controller whose mesh listener on ``port`` routes ``echo.default`` to the
+    backend (a Service and its EndpointSlice), once it does."""
+    import yaml
+    from loguru import logger
+    from mesh import objects as mesh_service
+
+    from interlock.config import Address, ControllerConfig
+    from interlock.controller.app import Controller
+
+    logger.remove()
+    local = Address("127.0.0.1", 0)
+    controller = Controller(
+        ControllerConfig(
+            embedded=True,
+            policy_addr=local,
+            admin_addr=local,
+            mesh_addr=Address("127.0.0.1", port),
+        )
+    )
+    await controller.start()
+    await controller.wait_ready()
+    assert controller.embedded is not None
+    with tempfile.TemporaryDirectory() as folder:
+        manifest = Path(folder) / "backend.yaml"
+        manifest.write_text(yaml.safe_dump_all(mesh_service("echo", backend_port)))
+        report = await controller.embedded.apply_manifests([str(manifest)])
+        assert not report.errors, report.errors
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await controller.stop()
+
+
+CADDYFILE = """
+{{
+  admin off
+  auto_https off
+  storage file_system {prefix}/caddy
+}}
+http://:{port} {{
+  bind 127.0.0.1
+  reverse_proxy 127.0.0.1:{backend_port}
+}}
+"""
+
+HAPROXY_CFG = """
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  option http-keep-alive
+frontend edge
+  bind 127.0.0.1:{port}
+  option forwardfor
+  default_backend app
+backend app
+  http-reuse always
+  server backend 127.0.0.1:{backend_port}
+"""
 
 
 NGINX_CONF = """
@@ -202,7 +282,7 @@ def plan_seats(available: list[int], *, pin: bool) -> Seats:
     return Seats(load=(cpus[0],), proxy=(cpus[1],), backend=tuple(cpus[2:]))
 
 
-def run_wrk(port: int, *, seconds: int, connections: int, seats: Seats) -> Result:
+def run_wrk(target: Target, *, seconds: int, connections: int, seats: Seats) -> Result:
     out = subprocess.run(
         [
             *seats.prefix(seats.load),
@@ -212,8 +292,10 @@ def run_wrk(port: int, *, seconds: int, connections: int, seats: Seats) -> Resul
             f"-d{seconds}s",
             "--latency",
             "-H",
-            f"Host: {HOST}",
-            f"http://127.0.0.1:{port}/",
+            f"Host: {target.host}",
+            "-H",
+            f"Authorization: {AUTHORIZATION}",
+            f"http://127.0.0.1:{target.port}/",
         ],
         capture_output=True,
         text=True,
@@ -229,13 +311,14 @@ def run_wrk(port: int, *, seconds: int, connections: int, seats: Seats) -> Resul
     return Result(rps, p99, errors)
 
 
-async def run_aiohttp(port: int, *, seconds: int, connections: int) -> Result:
+async def run_aiohttp(target: Target, *, seconds: int, connections: int) -> Result:
     import aiohttp
 
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
-    url = f"http://127.0.0.1:{port}/"
+    url = f"http://127.0.0.1:{target.port}/"
+    headers = {"Host": target.host, "Authorization": AUTHORIZATION}
     connector = aiohttp.TCPConnector(limit=connections)
     async with aiohttp.ClientSession(connector=connector) as client:
 
@@ -243,7 +326,7 @@ async def run_aiohttp(port: int, *, seconds: int, connections: int) -> Result:
             nonlocal errors
             while time.perf_counter() < deadline:
                 start = time.perf_counter()
-                async with client.get(url, headers={"Host": HOST}) as response:
+                async with client.get(url, headers=headers) as response:
                     await response.read()
                     if response.status != 200:
                         errors += 1
@@ -257,12 +340,12 @@ async def run_aiohttp(port: int, *, seconds: int, connections: int) -> Result:
     return Result(len(latencies) / elapsed, p99, errors)
 
 
-def measure(port: int, *, seconds: int, connections: int, seats: Seats) -> Result:
+def measure(target: Target, *, seconds: int, connections: int, seats: Seats) -> Result:
     if shutil.which("wrk"):
-        return run_wrk(port, seconds=seconds, connections=connections, seats=seats)
+        return run_wrk(target, seconds=seconds, connections=connections, seats=seats)
     if seats.load:  # the aiohttp generator runs in this process
         os.sched_setaffinity(0, seats.load)
-    return asyncio.run(run_aiohttp(port, seconds=seconds, connections=connections))
+    return asyncio.run(run_aiohttp(target, seconds=seconds, connections=connections))
 
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
@@ -278,7 +361,86 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float =
     raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
 
 
+def wait_answering(target: Target, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until ``target`` answers 200 (the mesh listener learns its Service after it listens)."""
+    request = (
+        f"GET / HTTP/1.1\r\nHost: {target.host}\r\nAuthorization: {AUTHORIZATION}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        wait_listening(target.port, process, timeout=max(deadline - time.monotonic(), 0.1))
+        with socket.create_connection(("127.0.0.1", target.port), timeout=10) as conn:
+            conn.sendall(request)
+            if conn.recv(64).startswith(b"HTTP/1.1 200"):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{target.name} does not answer 200 after {timeout}s")
+
+
 # ---- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    port: int
+    host: str = HOST
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A reverse proxy to compare with, if installed: how to configure and start it."""
+
+    name: str
+    binary: str
+    config: str
+    config_file: str
+    argv: tuple[str, ...]
+    version_argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    def find(self) -> str | None:
+        return shutil.which(self.binary) or (self.binary if os.path.exists(self.binary) else None)
+
+    def version(self, path: str) -> str:
+        done = subprocess.run([path, *self.version_argv], capture_output=True, text=True)
+        text = (done.stdout + done.stderr).strip()
+        found = re.search(r"(\d+\.\d+(\.\d+)?)", text)
+        return found.group(1) if found else "?"
+
+
+PEERS = (
+    Peer(
+        name="nginx",
+        binary="/usr/sbin/nginx",
+        config=NGINX_CONF,
+        config_file="nginx.conf",
+        argv=("-p", "{prefix}", "-c", "{config}", "-g", "daemon off;"),
+        version_argv=("-v",),
+    ),
+    Peer(
+        name="caddy",
+        binary="/usr/bin/caddy",
+        config=CADDYFILE,
+        config_file="Caddyfile",
+        argv=("run", "--config", "{config}", "--adapter", "caddyfile"),
+        version_argv=("version",),
+        env=(("GOMAXPROCS", "1"),),
+    ),
+    Peer(
+        name="haproxy",
+        binary="/usr/sbin/haproxy",
+        config=HAPROXY_CFG,
+        config_file="haproxy.cfg",
+        argv=("-db", "-f", "{config}"),
+        version_argv=("-v",),
+    ),
+)
+
+EDGE = "interlock edge"
+EDGE_MODULES = "interlock edge + modules"
+MESH = "interlock mesh listener"
 
 
 def main() -> int:
@@ -292,8 +454,9 @@ def main() -> int:
     parser.add_argument(
         "--no-pin", action="store_true", help="do not pin processes to CPUs with taskset"
     )
+    parser.add_argument("--no-mesh", action="store_true", help="leave the mesh listener out")
     parser.add_argument(
-        "--child", choices=["backend", "edge", "edge-modules"], help=argparse.SUPPRESS
+        "--child", choices=["backend", "edge", "edge-modules", "mesh"], help=argparse.SUPPRESS
     )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend-port", type=int, help=argparse.SUPPRESS)
@@ -305,89 +468,73 @@ def main() -> int:
     if args.child in ("edge", "edge-modules"):
         run_edge_child(serve_edge(args.port, args.backend_port, args.child == "edge-modules"))
         return 0
+    if args.child == "mesh":
+        run_edge_child(serve_mesh(args.port, args.backend_port))
+        return 0
 
     seats = plan_seats(sorted(os.sched_getaffinity(0)), pin=not args.no_pin)
     print(seats.describe(), flush=True)
+    load_before = os.getloadavg()[0]
     processes: list[subprocess.Popen[bytes]] = []
-    prefix = tempfile.mkdtemp(prefix="interlock-bench-nginx-")
+    prefix = tempfile.mkdtemp(prefix="interlock-bench-peers-")
+    skipped: list[str] = []
     try:
         backend_port = free_port()
-        backend = subprocess.Popen(
-            [
-                *seats.prefix(seats.backend),
-                sys.executable,
-                __file__,
-                "--child",
-                "backend",
-                "--port",
-                str(backend_port),
-            ],
-        )
-        processes.append(backend)
-        wait_listening(backend_port, backend)
-        targets: dict[str, int] = {"backend direct": backend_port}
-        for name, child in (
-            ("interlock edge", "edge"),
-            ("interlock edge + modules", "edge-modules"),
-        ):
-            port = free_port()
-            process = subprocess.Popen(
-                [
-                    *seats.prefix(seats.proxy),
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    child,
-                    "--port",
-                    str(port),
-                    "--backend-port",
-                    str(backend_port),
-                ],
-                cwd=ROOT,
-            )
-            processes.append(process)
-            wait_listening(port, process)
-            targets[name] = port
-        nginx = shutil.which("nginx") or (
-            "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
-        )
-        if nginx:
-            port = free_port()
-            conf = Path(prefix) / "nginx.conf"
-            conf.write_text(
-                NGINX_CONF.format(prefix=prefix, port=port, backend_port=backend_port, host=HOST)
-            )
-            process = subprocess.Popen(
-                [
-                    *seats.prefix(seats.proxy),
-                    nginx,
-                    "-p",
-                    prefix,
-                    "-c",
-                    str(conf),
-                    "-g",
-                    "daemon off;",
-                ],
-                stderr=subprocess.DEVNULL,
-            )
-            processes.append(process)
-            wait_listening(port, process)
-            targets["nginx 1.x proxy"] = port
 
-        for port in targets.values():  # warm up connections and code paths
-            measure(port, seconds=1, connections=args.connections, seats=seats)
-        results: dict[str, list[Result]] = {name: [] for name in targets}
-        for round_ in range(args.rounds):
-            order = list(targets.items())
-            if round_ % 2:
-                order.reverse()
-            for name, port in order:
-                result = measure(
-                    port, seconds=args.seconds, connections=args.connections, seats=seats
+        def child(role: str, port: int) -> subprocess.Popen[bytes]:
+            cpus = seats.backend if role == "backend" else seats.proxy
+            argv = [sys.executable, __file__, "--child", role, "--port", str(port)]
+            if role != "backend":
+                argv += ["--backend-port", str(backend_port)]
+            process = subprocess.Popen([*seats.prefix(cpus), *argv], cwd=ROOT)
+            processes.append(process)
+            return process
+
+        wait_listening(backend_port, child("backend", backend_port))
+        targets = [Target("backend direct", backend_port)]
+        roles = [(EDGE, "edge", HOST), (EDGE_MODULES, "edge-modules", HOST)]
+        if not args.no_mesh:
+            roles.append((MESH, "mesh", MESH_HOST))
+        for name, role, host in roles:
+            target = Target(name, free_port(), host)
+            wait_answering(target, child(role, target.port), timeout=120)
+            targets.append(target)
+        for peer in PEERS:
+            path = peer.find()
+            if path is None:
+                skipped.append(f"{peer.name} ({peer.binary}) is not installed: no {peer.name} row")
+                continue
+            target = Target(f"{peer.name} {peer.version(path)}", free_port())
+            config = Path(prefix) / peer.config_file
+            config.write_text(
+                peer.config.format(
+                    prefix=prefix, port=target.port, backend_port=backend_port, host=HOST
                 )
-                results[name].append(result)
+            )
+            argv = [a.format(prefix=prefix, config=config) for a in peer.argv]
+            env = {**os.environ, "HOME": prefix, "XDG_DATA_HOME": prefix, **dict(peer.env)}
+            process = subprocess.Popen(
+                [*seats.prefix(seats.proxy), path, *argv],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+            processes.append(process)
+            wait_answering(target, process, timeout=30)
+            targets.append(target)
+
+        for target in targets:  # warm up connections and code paths
+            measure(target, seconds=1, connections=args.connections, seats=seats)
+        results: dict[str, list[Result]] = {target.name: [] for target in targets}
+        for round_ in range(args.rounds):
+            order = targets if round_ % 2 == 0 else list(reversed(targets))
+            for target in order:
+                result = measure(
+                    target, seconds=args.seconds, connections=args.connections, seats=seats
+                )
+                results[target.name].append(result)
                 print(
-                    f"round {round_ + 1} {name:<26} {result.rps:>9.0f} req/s  "
+                    f"round {round_ + 1} {target.name:<26} {result.rps:>9.0f} req/s  "
                     f"p99 {result.p99_ms:>7.2f} ms  errors {result.errors}",
                     flush=True,
                 )
@@ -401,13 +548,11 @@ def main() -> int:
                 process.kill()
         shutil.rmtree(prefix, ignore_errors=True)
 
-    nginx_version = ""
-    if nginx:
-        version = subprocess.run([nginx, "-v"], capture_output=True, text=True).stderr.strip()
-        nginx_version = version.split("/")[-1]
-        results[f"nginx {nginx_version} proxy"] = results.pop("nginx 1.x proxy")
     generator = "wrk" if shutil.which("wrk") else "aiohttp"
-    section = render(results, args=args, generator=generator, seats=seats)
+    load = (load_before, os.getloadavg()[0])
+    section = render(
+        results, args=args, generator=generator, seats=seats, load=load, skipped=skipped
+    )
     print()
     print(section)
     if args.write_docs:
@@ -416,72 +561,84 @@ def main() -> int:
     return 0
 
 
+def _spread(values: list[float], fmt: str) -> str:
+    return f"{format(min(values), fmt)} to {format(max(values), fmt)}"
+
+
 def render(
-    results: dict[str, list[Result]], *, args: argparse.Namespace, generator: str, seats: Seats
+    results: dict[str, list[Result]],
+    *,
+    args: argparse.Namespace,
+    generator: str,
+    seats: Seats,
+    load: tuple[float, float],
+    skipped: list[str],
 ) -> str:
-    medians = {
-        name: (
-            statistics.median(r.rps for r in runs),
-            statistics.median(r.p99_ms for r in runs),
-            sum(r.errors for r in runs),
-        )
-        for name, runs in results.items()
-    }
-    edge_rps, edge_p99, _ = medians["interlock edge"]
+    nginx = next((name for name in results if name.startswith("nginx")), None)
+    ceiling = nginx or EDGE
     lines = [
         "## Edge",
         "",
-        "Requests per second and p99 latency of a small GET (92-byte body) through the edge",
-        "data plane to a local aiohttp backend, against nginx as a reverse proxy (one worker,",
-        "upstream keepalive) — the ceiling: a proxy in C in the same seat as ours — and, for",
-        "reference, the backend called directly. Every target runs in its own process, all in one",
-        "run, rounds alternating the order. Load: "
-        f"`{generator}`, {args.connections} connections, {args.seconds} s per measurement, "
-        f"median of {args.rounds} rounds.",
+        "Requests per second and p99 latency of a small GET (92-byte body) to a local aiohttp",
+        "backend through: the edge data plane with modules off; the edge with ipRestriction +",
+        "basicAuth (bcrypt, cached after the first check) + headers; the mesh listener (an",
+        "embedded controller, `Host: echo.default`); nginx (one worker, upstream keepalive) — the",
+        "ceiling: a proxy in C in the same seat as ours —, Caddy (`reverse_proxy`,",
+        "`GOMAXPROCS=1`) and HAProxy (one thread, `http-reuse always`); and, for reference, the",
+        "backend called directly. Every target runs in its own process, all in one run, rounds",
+        "alternating the order; the edge and the mesh listener run on uvloop, as `interlock",
+        f"run`/`edge` do. Load: `{generator}`, {args.connections} connections, {args.seconds} s "
+        f"per measurement, median of {args.rounds} rounds (spread: lowest to highest round).",
         "",
         "```",
         f".venv/bin/python benchmarks/edge.py --rounds {args.rounds} --seconds {args.seconds} "
-        f"--connections {args.connections}{' --no-pin' if args.no_pin else ''}",
+        f"--connections {args.connections}{' --no-pin' if args.no_pin else ''}"
+        f"{' --no-mesh' if args.no_mesh else ''}",
         "```",
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs; {seats.describe()}; load average "
-        f"{os.getloadavg()[0]:.1f} at the end of the run.",
+        f"{os.cpu_count()} CPUs; {seats.describe()}; load average {load[0]:.1f} at the start "
+        f"of the run and {load[1]:.1f} at its end (other engineers' test runs and a stress test "
+        "share the machine: read the ratios, not the absolute figures).",
         "",
-        "| target | req/s (median) | p99 ms (median) | errors | req/s vs edge | p99 vs edge |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| target | req/s (median) | req/s spread | p99 ms (median) | p99 spread | errors "
+        f"| req/s vs {ceiling} | p99 vs {ceiling} |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (rps, p99, errors) in medians.items():
+    for name, runs in results.items():
+        rps = [r.rps for r in runs]
+        p99 = [r.p99_ms for r in runs]
+        ratio = [a.rps / b.rps for a, b in zip(runs, results[ceiling], strict=True)]
+        tail = [a.p99_ms / b.p99_ms for a, b in zip(runs, results[ceiling], strict=True)]
         lines.append(
-            f"| {name} | {rps:,.0f} | {p99:.2f} | {errors} | "
-            f"{rps / edge_rps:.2f}x | {p99 / edge_p99:.2f}x |"
+            f"| {name} | {statistics.median(rps):,.0f} | {_spread(rps, ',.0f')} | "
+            f"{statistics.median(p99):.2f} | {_spread(p99, '.2f')} | "
+            f"{sum(r.errors for r in runs)} | {statistics.median(ratio):.0%} | "
+            f"{statistics.median(tail):.1f}x |"
         )
     lines += [
         "",
         "Ratios within each round (the figure is their median; each round in brackets):",
         "",
     ]
-    # The edge against the ceiling (nginx); the modules variant against the plain edge (their
-    # cost). The backend called directly is not a ceiling unless it had CPUs of its own.
     backend_is_ceiling = bool(seats.backend) and seats.backend != seats.load
-    pairs = [
-        ("interlock edge", name)
-        for name in results
-        if name.startswith("nginx") or (name == "backend direct" and backend_is_ceiling)
-    ]
-    pairs.append(("interlock edge + modules", "interlock edge"))
+    ours = [name for name in (EDGE, EDGE_MODULES, MESH) if name in results]
+    others = [name for name in results if name not in ours and name != "backend direct"]
+    if backend_is_ceiling:
+        others.append("backend direct")
+    pairs = [(mine, other) for mine in ours for other in others]
+    pairs.append((EDGE_MODULES, EDGE))
     for mine, other in pairs:
-        ours, theirs = results[mine], results[other]
-        throughput = [a.rps / b.rps for a, b in zip(ours, theirs, strict=True)]
-        tail = [a.p99_ms / b.p99_ms for a, b in zip(ours, theirs, strict=True)]
+        a, b = results[mine], results[other]
+        throughput = [x.rps / y.rps for x, y in zip(a, b, strict=True)]
+        tail = [x.p99_ms / y.p99_ms for x, y in zip(a, b, strict=True)]
         lines.append(
             f"- {mine} vs {other}: {statistics.median(throughput):.0%} of its throughput "
             f"[{', '.join(f'{r:.0%}' for r in throughput)}], "
             f"p99 {statistics.median(tail):.1f}x its p99 "
             f"[{', '.join(f'{r:.1f}' for r in tail)}]"
         )
-    if not any(name.startswith("nginx") for name in results):
-        lines.append("- nginx was not installed, so this run has no nginx comparison.")
+    lines += [f"- {line}." for line in skipped]
     if not backend_is_ceiling:
         lines.append(
             "- backend direct is listed for reference only: it shared its CPU with the load "
@@ -493,12 +650,13 @@ def render(
 
 NOTE = [
     "",
-    "Reading the figures: the edge is a Python proxy on one asyncio loop, so each request costs",
-    "parsing, the module chain, an aiohttp client exchange with the backend and two `send` system",
-    "calls (headers and body leave in one); profiling puts most of the time in the aiohttp client",
-    "and in `send` (tens of microseconds each on this VM). nginx does the same work in C. The",
-    "machine is shared with other test runs, hence the spread between rounds: compare the ratios",
-    "within a round, not absolute figures across runs.",
+    "Reading the figures: the edge is a Python proxy on one event loop (uvloop), so each request",
+    "costs the aiohttp server's parsing and request object, the module chain, the engine's",
+    "decision, an exchange on a pooled keep-alive connection (`interlock/dataplane/http1.py`:",
+    "one `write`, llhttp parsing the answer) and the relay; nginx, Caddy and HAProxy do the same",
+    "work in C or Go. Instructions per request (below) are the repeatable measure of our own",
+    "cost; requests/s on this shared machine move between rounds, hence the ratios within a",
+    "round.",
 ]
 
 
