@@ -50,6 +50,7 @@ from interlock.dataplane.plan import (
     Forward,
     PolicyPlan,
     RequestInfo,
+    RetryPlan,
     compile_policy,
     decide,
     unrouted,
@@ -69,8 +70,10 @@ MAX_ADDRESS_TRIES = 3
 class StreamedBody(Protocol):
     """A request body read from the client as it is sent (aiohttp's, or an HTTP/2 stream's)."""
 
-    timed_out: bool
-    """The client stopped sending it (the front door's body timeout)."""
+    @property
+    def timed_out(self) -> bool:
+        """The client stopped sending it (the front door's body timeout)."""
+        ...
 
     def chunks(self) -> AsyncIterator[bytes]: ...
 
@@ -123,6 +126,46 @@ def upstream_error_answer(error: UpstreamError) -> Answer:
     else:
         reason = BACKEND_NOT_FOUND
     return answer(reason, error.message, status=error.status)
+
+
+class RetryBudget:
+    """The retries left to one request (the rule's ``retry``): which statuses, how many more,
+    the backoff doubling from the policy's, never past the request's deadline."""
+
+    __slots__ = ("_backoff", "_clock", "_retry", "deadline", "left")
+
+    def __init__(
+        self, retry: RetryPlan | None, *, deadline: float | None, clock: Callable[[], float]
+    ) -> None:
+        self._retry = retry
+        self.deadline = deadline
+        """When the whole request must be answered by (the engine's clock), or None."""
+        self._clock = clock
+        self._backoff = 0.0 if retry is None else retry.backoff
+        self.left = 0 if retry is None else retry.retries
+
+    def allows(self, status: int, grpc_status: str | None, *, replayable: bool) -> bool:
+        """Whether an answer with ``status`` (and ``grpc-status``) would be retried: the
+        policy lists it, retries are left, the backoff ends before the request's deadline, and
+        the request's body can be sent again (``replayable``). A front door that must decide
+        before it relays an answer (an HTTP/2 stream's) asks this first."""
+        retry = self._retry
+        if not replayable or self.left <= 0 or retry is None:
+            return False
+        if not retry.retryable(status, grpc_status):
+            return False
+        return self.deadline is None or self._clock() + self._backoff < self.deadline
+
+    def next_wait(self, status: int, grpc_status: str | None, *, replayable: bool) -> float | None:
+        """Seconds to wait before sending the request again (one retry spent, counted in the
+        access log), or None: relay this answer."""
+        if not self.allows(status, grpc_status, replayable=replayable):
+            return None
+        wait = self._backoff
+        self.left -= 1
+        self._backoff *= 2
+        note_retry()
+        return wait
 
 
 def upstream_failure(error: Exception, *, where: str, address: Address) -> Answer:
@@ -239,8 +282,7 @@ class Engine:
             streamed = ClientBody(request, timeout=self._body_timeout)
         replayable = streamed is None
         deadline = self.deadline(decision)
-        retries_left = 0 if retry is None or not replayable else retry.retries
-        backoff = 0.0 if retry is None else retry.backoff
+        budget = self.retries(decision, deadline=deadline)
         while True:
             outcome = await self.attempt(
                 request.method,
@@ -258,20 +300,12 @@ class Engine:
                 return outcome
             status = outcome.status
             grpc = None if isinstance(outcome, Answer) else outcome.headers.get("grpc-status")
-            now = self._clock()
-            if (
-                retries_left > 0
-                and retry is not None
-                and retry.retryable(status, grpc)
-                and (deadline is None or now + backoff < deadline)
-            ):
-                retries_left -= 1
-                note_retry()
+            wait = budget.next_wait(status, grpc, replayable=replayable)
+            if wait is not None:
                 if not isinstance(outcome, Answer):
                     outcome.release()
-                logger.debug("{}: retrying after {} ({} left)", where, status, retries_left)
-                await asyncio.sleep(backoff)
-                backoff *= 2
+                logger.debug("{}: retrying after {} ({} left)", where, status, budget.left)
+                await asyncio.sleep(wait)
                 continue
             if isinstance(outcome, Answer):
                 hooks.record_upstream(None)
@@ -356,6 +390,10 @@ class Engine:
         the engine's clock."""
         bound = decision.deadlines.request
         return None if bound is None else self._clock() + bound
+
+    def retries(self, decision: Forward, *, deadline: float | None) -> RetryBudget:
+        """How often, and after how long, ``decision``'s request may be sent again."""
+        return RetryBudget(decision.retry, deadline=deadline, clock=self._clock)
 
     def turn(self, target: ServicePortRef) -> int:
         """The next round-robin position among ``target``'s endpoints."""

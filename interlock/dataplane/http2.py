@@ -650,11 +650,14 @@ class H2Upstreams:
 
 @dataclass(frozen=True, slots=True)
 class H2Failure:
-    """No answer came from the upstream; the front door answers ``status`` with ``reason``."""
+    """No answer came from the upstream, or one held back (``held``) to be retried; the front
+    door answers ``status`` with ``reason`` unless it sends the request again."""
 
     status: int
     reason: str
     detail: str
+    grpc_status: str | None = None
+    held: bool = False
 
 
 async def relay_h2(
@@ -671,6 +674,7 @@ async def relay_h2(
     headers_timeout: float | None,
     where: str,
     response_edits: Callable[[Headers], Headers] | None = None,
+    hold: Callable[[int, str | None], bool] | None = None,
 ) -> H2Failure | None:
     """Send ``request`` to ``address`` over h2c and relay the answer — headers, data, trailers
     — to ``responder``; an :class:`H2Failure` when nothing was relayed yet. The request body
@@ -678,6 +682,8 @@ async def relay_h2(
 
     ``headers_timeout`` bounds the wait for the upstream's response headers (the rule's
     timeout); once they came, the body streams for as long as it lasts (gRPC streams do).
+    ``hold(status, grpc-status)`` says which answers not to relay (the caller retries them):
+    their stream is cancelled and they come back as a ``held`` failure.
     """
     try:
         async with asyncio.timeout(connect_timeout):
@@ -705,6 +711,10 @@ async def relay_h2(
             return H2Failure(504, "upstream-timeout", f"{where}: {address} did not answer in time")
         if not isinstance(first, UpstreamHeaders):
             return H2Failure(502, "upstream-failed", f"{where}: {address} reset the stream")
+        grpc_status = next((v for k, v in first.headers if k == "grpc-status"), None)
+        if hold is not None and hold(first.status, grpc_status if first.ended else None):
+            detail = f"{where}: {address} answered {first.status} ({grpc_status})"
+            return H2Failure(first.status, "upstream", detail, grpc_status, held=True)
         headers_out = first.headers if response_edits is None else response_edits(first.headers)
         responder.send_headers(first.status, headers_out, end=first.ended)
         finished = first.ended

@@ -15,6 +15,7 @@ chose h2 by ALPN reaches an HTTP/1.1 backend as before, through the edge's ``For
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -26,14 +27,21 @@ from interlock.dataplane.access_log import note_upstream
 from interlock.dataplane.answers import (
     ENDPOINTS_FAILING,
     REASON_HEADER,
+    UPSTREAM_UNREACHABLE,
     Answer,
     answer,
 )
 from interlock.dataplane.engine import (
+    MAX_ADDRESS_TRIES,
     NO_HOOKS,
+    RETRY_BUFFER,
     Engine,
+    RetryBudget,
 )
+from interlock.dataplane.http1 import Http1Response
 from interlock.dataplane.http2 import (
+    H2Body,
+    H2Failure,
     H2Request,
     H2Responder,
     H2Upstreams,
@@ -131,108 +139,187 @@ class StreamForwarder:
         if isinstance(prepared, Answer):
             return prepared
         found, hooks = prepared
-        if not upstream_http2(request.headers, protocol):
-            return await self._http1(
-                request,
-                responder,
+        replay = ReplayableBody(request.body, body)
+        budget = self._engine.retries(decision, deadline=self._engine.deadline(decision))
+        if upstream_http2(request.headers, protocol):
+            return await self._http2(
+                request, responder, decision, found, replay, budget, headers, query, hooks, where
+            )
+        while True:
+            outcome = await self._engine.attempt(
+                request.method,
                 decision,
                 addresses=found,
+                first=self._engine.turn(decision.target),
                 query=query,
                 headers=headers,
-                body=body,
-                hooks=hooks,
+                body=replay.body,
+                streamed=replay.streamed,
+                deadline=budget.deadline,
                 where=where,
             )
-        candidates = self._engine.candidates(decision, found)
-        if not candidates:
-            return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
-        address = candidates[0]
-        note_upstream(*address)
-        authority = headers.popone("Host", request.authority)
-        if request.headers.get("te", "").strip().lower() == "trailers":
-            headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
-        failed = await relay_h2(
-            request,
-            responder,
-            body=_chunks(request, body),
-            upstreams=self._h2,
-            address=address,
-            authority=authority,
-            path=decision.path + (f"?{query}" if query else ""),
-            headers=headers.items(),
-            connect_timeout=self._connect_timeout,
-            headers_timeout=first_deadline(decision.deadlines),
-            where=where,
-            response_edits=_ResponseEdits(hooks),
-        )
-        status = responder.status if failed is None else failed.status
-        self._engine.record(decision, address, failed=status is None or status >= 500)
-        hooks.record_upstream(None if failed is not None else status)
-        if failed is None:
-            return None
-        return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
+            grpc = None if isinstance(outcome, Answer) else outcome.headers.get("grpc-status")
+            wait = budget.next_wait(outcome.status, grpc, replayable=replay.replayable)
+            if wait is None:
+                break
+            if not isinstance(outcome, Answer):
+                outcome.release()
+            logger.debug("{}: retrying after {} ({} left)", where, outcome.status, budget.left)
+            await asyncio.sleep(wait)
+        if isinstance(outcome, Answer):
+            hooks.record_upstream(None)
+            return outcome
+        await _relay(request, responder, outcome, hooks=hooks, where=where)
+        return None
 
-    async def _http1(
+    async def _http2(
         self,
         request: H2Request,
         responder: H2Responder,
         decision: Forward,
-        *,
         addresses: Sequence[Address],
-        query: str,
+        replay: ReplayableBody,
+        budget: RetryBudget,
         headers: CIMultiDict[str],
-        body: bytes | None,
+        query: str,
         hooks: ResponseHooks,
         where: str,
     ) -> Answer | None:
-        """The stream as an HTTP/1.1 request over the edge's pooled ``Forwarder``."""
-        outcome = await self._engine.attempt(
-            request.method,
-            decision,
-            addresses=addresses,
-            first=self._engine.turn(decision.target),
-            query=query,
-            headers=headers,
-            body=body,
-            streamed=None if body is not None or request.body.empty else request.body,
-            deadline=self._engine.deadline(decision),
-            where=where,
-        )
-        if isinstance(outcome, Answer):
-            hooks.record_upstream(None)
-            return outcome
-        upstream = outcome
-        async with upstream:
-            hooks.record_upstream(upstream.status)
-            relayed = without_hop_by_hop(upstream.headers)
-            hooks.response_headers(relayed)
-            gzip = hooks.should_compress(request.headers, relayed)
-            if gzip:
-                relayed.popall("Content-Length", None)
-                relayed["Content-Encoding"] = "gzip"
-                relayed.add("Vary", "Accept-Encoding")
-            responder.send_headers(upstream.status, list(relayed.items()), end=False)
-            compressor = zlib.compressobj(wbits=31) if gzip else None
-            try:
-                async for chunk in upstream.chunks():
-                    data = chunk if compressor is None else compressor.compress(chunk)
-                    if data:
-                        await responder.send_data(data)
-                tail = b"" if compressor is None else compressor.flush()
-                await responder.send_data(tail, end=True)
-            except (TimeoutError, aiohttp.ClientError) as error:
-                # Too late for a status: resetting the stream says the body is incomplete.
-                logger.debug("{}: upstream body interrupted: {!r}", where, error)
-                responder.reset()
-        return None
+        """The stream over h2c: an answer the policy retries is held back (not relayed) while
+        the request can be sent again; a connection that cannot be opened moves on to the next
+        address, as :meth:`Engine.attempt` does."""
+        authority = headers.popone("Host", request.authority)
+        if request.headers.get("te", "").strip().lower() == "trailers":
+            headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
+
+        def hold(status: int, grpc_status: str | None) -> bool:
+            return budget.allows(status, grpc_status, replayable=replay.replayable)
+
+        while True:
+            candidates = self._engine.candidates(decision, addresses)
+            if not candidates:
+                return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+            failed: H2Failure | None = None
+            for address in candidates[:MAX_ADDRESS_TRIES]:
+                note_upstream(*address)
+                failed = await relay_h2(
+                    request,
+                    responder,
+                    body=replay.chunks(),
+                    upstreams=self._h2,
+                    address=address,
+                    authority=authority,
+                    path=decision.path + (f"?{query}" if query else ""),
+                    headers=headers.items(),
+                    connect_timeout=self._connect_timeout,
+                    headers_timeout=first_deadline(decision.deadlines),
+                    where=where,
+                    response_edits=_ResponseEdits(hooks),
+                    hold=hold,
+                )
+                status = responder.status if failed is None else failed.status
+                self._engine.record(decision, address, failed=status is None or status >= 500)
+                if failed is None or failed.reason != UPSTREAM_UNREACHABLE:
+                    break
+            if failed is None:
+                hooks.record_upstream(responder.status)
+                return None
+            wait = budget.next_wait(failed.status, failed.grpc_status, replayable=replay.replayable)
+            if wait is None:
+                hooks.record_upstream(None if not failed.held else failed.status)
+                return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
+            logger.debug("{}: retrying after {} ({} left)", where, failed.status, budget.left)
+            await asyncio.sleep(wait)
 
 
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
+async def _relay(
+    request: H2Request,
+    responder: H2Responder,
+    upstream: Http1Response,
+    *,
+    hooks: ResponseHooks,
+    where: str,
+) -> None:
+    """An HTTP/1.1 upstream's answer to the stream: the hooks' header changes, compression."""
+    async with upstream:
+        hooks.record_upstream(upstream.status)
+        relayed = without_hop_by_hop(upstream.headers)
+        hooks.response_headers(relayed)
+        gzip = hooks.should_compress(request.headers, relayed)
+        if gzip:
+            relayed.popall("Content-Length", None)
+            relayed["Content-Encoding"] = "gzip"
+            relayed.add("Vary", "Accept-Encoding")
+        responder.send_headers(upstream.status, list(relayed.items()), end=False)
+        compressor = zlib.compressobj(wbits=31) if gzip else None
+        try:
+            async for chunk in upstream.chunks():
+                data = chunk if compressor is None else compressor.compress(chunk)
+                if data:
+                    await responder.send_data(data)
+            tail = b"" if compressor is None else compressor.flush()
+            await responder.send_data(tail, end=True)
+        except (TimeoutError, aiohttp.ClientError) as error:
+            # Too late for a status: resetting the stream says the body is incomplete.
+            logger.debug("{}: upstream body interrupted: {!r}", where, error)
+            responder.reset()
 
 
-def _chunks(request: H2Request, body: bytes | None) -> AsyncIterator[bytes]:
-    return request.body.chunks() if body is None else _once(body)
+class ReplayableBody:
+    """A stream's request body that can be sent again: what the first attempt sends is kept
+    (up to :data:`~interlock.dataplane.engine.RETRY_BUFFER` bytes), so a retry replays it once
+    the client has sent all of it. A longer body, or one still arriving when the answer came,
+    is not replayable: that request is not retried (the outbound-parity semantics)."""
+
+    def __init__(self, source: H2Body, body: bytes | None) -> None:
+        self._source = source
+        self._parts: list[bytes] = [] if body is None else [body]
+        self._size = 0 if body is None else len(body)
+        self._complete = body is not None or source.empty
+        self._started = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self._source.timed_out
+
+    @property
+    def replayable(self) -> bool:
+        return self._complete and self._size <= RETRY_BUFFER
+
+    @property
+    def body(self) -> bytes | None:
+        """The whole body once known (None: none, or still streaming: see :attr:`streamed`)."""
+        return b"".join(self._parts) if self._complete and self._size else None
+
+    @property
+    def streamed(self) -> ReplayableBody | None:
+        """This body when it must stream from the client (the first attempt)."""
+        return None if self._complete else self
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body from the start: replayed once complete, else read from the client (once:
+        an attempt that never started reading, a connection that failed, leaves it unread)."""
+        if self._complete:
+            return _replay(tuple(self._parts))
+        if self._started:
+            raise RuntimeError("a request body still streaming cannot be sent twice")
+        return self._first()
+
+    async def _first(self) -> AsyncIterator[bytes]:
+        self._started = True
+        async for chunk in self._source.chunks():
+            self._size += len(chunk)
+            if self._size <= RETRY_BUFFER:
+                self._parts.append(chunk)
+            else:
+                self._parts.clear()
+            yield chunk
+        self._complete = True
+
+
+async def _replay(parts: tuple[bytes, ...]) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
 
 
 class _ResponseEdits:

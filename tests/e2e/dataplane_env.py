@@ -5,7 +5,8 @@ policy the edge enforces on the wire.
 Each echo backend answers with a JSON report of what it received (its name, method, path as
 received, query, every header with all its values), so a test checks what the policy made of a
 request; ``/stall…`` paths never answer until the test ends (for timeouts), ``?status=N``
-answers N, ``?fail_first=N`` answers 503 to the first N requests with that query. A test changes the
+answers N, ``?fail_first=N`` answers 503 to the first N requests with that query, ``?read`` reads
+the whole body first (its length in the report). A test changes the
 route, then waits for a marker header of that route version to reach a backend: from then on
 the edge serves that version, and the assertions need no timing.
 """
@@ -49,13 +50,15 @@ class Echo:
     release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
-        report = {
+        report: dict[str, Any] = {
             "backend": self.name,
             "method": request.method,
             "path": request.raw_path.partition("?")[0],
             "query": request.query_string,
             "headers": {k.lower(): request.headers.getall(k) for k in request.headers},
         }
+        if "read" in request.query:  # the whole body before answering
+            report["bodyLength"] = len(await request.read())
         self.received.append(report)
         if request.path.startswith("/stall"):
             self.stalled.set()

@@ -2,21 +2,27 @@
 
 ``/demo.Greeter/Say`` answers ``NAME: hello TEXT (x-team)`` with ``x-served-by: NAME`` in its
 initial metadata, and ``PERMISSION_DENIED`` ("NAME says no", in the trailers) to ``deny``;
-``Count`` streams N messages of 40 kB (flow control on the way back); ``Stall`` never answers.
+``Count`` streams N messages of 40 kB (flow control on the way back); ``Stall`` never answers;
+``Flaky`` answers ``UNAVAILABLE`` to the first N calls with the request ``KEY:N``, then
+``NAME: KEY after K calls``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+import pytest
+from e2e_clients import eventually
 from lanes import ENDPOINT_HOST
 
 SERVICE = "demo.Greeter"
 GREETERS = ("greeter", "greeter-v2")
+GRPC_RETRY = {"retry.linkerd.io/grpc": "unavailable", "retry.linkerd.io/limit": "2"}
 
 
 def greeter(name: str) -> grpc.GenericRpcHandler:
@@ -35,12 +41,22 @@ def greeter(name: str) -> grpc.GenericRpcHandler:
         for index in range(int(request)):
             yield f"{name} {index} ".encode() + b"." * 40_000
 
+    calls: Counter[bytes] = Counter()
+
+    async def flaky(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        key, _, fails = request.partition(b":")
+        calls[key] += 1
+        if calls[key] <= int(fails or b"0"):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{name} is flaky")
+        return f"{name}: {key.decode()} after {calls[key]} calls".encode()
+
     return grpc.method_handlers_generic_handler(
         SERVICE,
         {
             "Say": grpc.unary_unary_rpc_method_handler(say),
             "Count": grpc.unary_stream_rpc_method_handler(count),
             "Stall": grpc.unary_unary_rpc_method_handler(stall),
+            "Flaky": grpc.unary_unary_rpc_method_handler(flaky),
         },
     )
 
@@ -63,13 +79,17 @@ async def greeter_servers(names: tuple[str, ...] = GREETERS) -> AsyncIterator[di
             await server.stop(None)
 
 
-def say_route(*, parent: str = "greeter", say: str, rest: str) -> dict[str, Any]:
+def say_route(
+    *, parent: str = "greeter", say: str, rest: str, retry: bool = False
+) -> dict[str, Any]:
     """GRPCRoute ``default/greeter`` on the Service ``parent``: ``Say`` to the Service ``say``,
-    the other methods to ``rest`` (port 80)."""
+    the other methods to ``rest`` (port 80); with ``retry``, :data:`GRPC_RETRY`."""
+    annotations = GRPC_RETRY if retry else {}
+    metadata = {"name": "greeter", "namespace": "default", "annotations": annotations}
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "GRPCRoute",
-        "metadata": {"name": "greeter", "namespace": "default"},
+        "metadata": metadata,
         "spec": {
             "parentRefs": [{"group": "core", "kind": "Service", "name": parent}],
             "rules": [
@@ -81,3 +101,31 @@ def say_route(*, parent: str = "greeter", say: str, rest: str) -> dict[str, Any]
             ],
         },
     }
+
+
+async def until_routed(channel: grpc.aio.Channel) -> None:
+    """Until ``Say`` reaches greeter-v2: the GRPCRoute (and its annotations) is in force."""
+    say = channel.unary_unary(f"/{SERVICE}/Say")
+
+    async def v2() -> bool:
+        try:
+            reply: bytes = await say(b"ann", timeout=30)
+        except grpc.aio.AioRpcError:
+            return False
+        return reply.startswith(b"greeter-v2:")
+
+    await eventually(v2, message="Say goes to greeter-v2")
+
+
+async def check_grpc_retries(channel: grpc.aio.Channel) -> None:
+    """``retry.linkerd.io/grpc: unavailable`` with a limit of 2 (``say_route(retry=True)``,
+    Say to greeter-v2, the rest to greeter): once the route is in force, a call failing twice
+    succeeds on its third attempt; one failing more ends UNAVAILABLE after exactly three."""
+    await until_routed(channel)
+    flaky = channel.unary_unary(f"/{SERVICE}/Flaky")
+    assert await flaky(b"twice:2", timeout=30) == b"greeter: twice after 3 calls"
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await flaky(b"always:9", timeout=30)
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert failed.value.details() == "greeter is flaky"
+    assert await flaky(b"always:0", timeout=30) == b"greeter: always after 4 calls"

@@ -19,13 +19,14 @@ from dataplane_env import (
     EdgeEnv,
     edge_env,
     header_filter,
+    ref,
     service_obj,
     slice_obj,
 )
 from dataplane_env import edge as edge  # the fixture
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from edge_objects import ingress, module_set
-from grpc_backends import SERVICE, greeter_servers, say_route
+from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
 from h2_client import H2Client, H2Reply, h2_get
 from test_edge_scenarios import secret
 from tls_certs import self_signed
@@ -230,3 +231,52 @@ async def test_a_grpc_route_through_the_edge_reaches_an_h2c_backend_with_trailer
         assert [m.split(b" ")[:2] for m in messages] == [
             [b"greeter", str(i).encode()] for i in range(5)
         ]
+
+
+async def test_retries_and_failure_accrual_apply_to_h2_streams(edge: EdgeEnv) -> None:
+    await edge.route("retry", {"backendRefs": [ref("v1")]}, annotations=HTTP_RETRY)
+    v1 = edge.echoes["v1"]
+    assert (await get(edge, "/r?fail_first=2")).status == 200
+    assert v1.seen["fail_first=2"] == 3
+    exhausted = await get(edge, "/r?fail_first=9")
+    assert exhausted.status == 503, "the last answer is relayed"
+    assert v1.seen["fail_first=9"] == 3
+    # A body the client sent whole is sent again; one past the retry buffer is not.
+    small = await get(edge, "/p?read&fail_first=1", method="POST", body=b"s" * 1000)
+    assert (small.status, edge_report(small)["bodyLength"]) == (200, 1000)
+    assert v1.seen["read&fail_first=1"] == 2
+    large = await get(edge, "/p?read&fail_first=1&large", method="POST", body=b"l" * 100_000)
+    assert (large.status, edge_report(large)["bodyLength"]) == (503, 100_000)
+    assert v1.seen["read&fail_first=1&large"] == 1
+    # Failure accrual: two 500s in a row take the endpoint out, for HTTP/2 streams too.
+    await edge.cluster.apply(service_obj("web", ACCRUAL))
+    await edge.route("accrual", {"backendRefs": [ref("v2")]})
+    v2 = edge.echoes["v2"]
+
+    async def ejected() -> bool:
+        return (await get(edge, "/a?status=500")).reason == "endpoints-failing"
+
+    await eventually(ejected, message="two failures in a row take v2's endpoint out")
+    before = len(v2.received)
+    reply = await get(edge, "/a")
+    assert (reply.status, reply.reason) == (503, "endpoints-failing")
+    assert len(v2.received) == before, "the ejected endpoint gets nothing"
+
+
+HTTP_RETRY = {"retry.linkerd.io/http": "503", "retry.linkerd.io/limit": "2"}
+ACCRUAL = {
+    "balancer.linkerd.io/failure-accrual": "consecutive",
+    "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
+    "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
+    "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
+}
+
+
+async def test_grpc_calls_are_retried_on_the_routes_grpc_statuses(
+    edge: EdgeEnv, greeters: None
+) -> None:
+    await edge.cluster.apply(say_route(say="greeter-v2", rest="greeter", retry=True))
+    target = edge.url.removeprefix("http://")
+    options = (("grpc.default_authority", GRPC_HOST),)
+    async with grpc.aio.insecure_channel(target, options=options) as channel:
+        await check_grpc_retries(channel)

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 from e2e_clients import eventually
-from grpc_backends import SERVICE, greeter_servers, say_route
+from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
 from mesh_env import GATEWAY, MeshEnv, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
 
@@ -144,3 +144,11 @@ async def test_a_rules_timeout_and_response_headers_apply_to_grpc_calls(
         call = await say(ch, b"dee")
         assert await call == b"greeter: hello dee (-)"
         assert ("x-route", "timeout") in tuple(await call.initial_metadata())
+
+
+async def test_grpc_calls_are_retried_on_the_routes_grpc_statuses(
+    mesh: MeshEnv, greeters: None
+) -> None:
+    await mesh.cluster.apply(say_route(say="greeter-v2", rest="greeter", retry=True))
+    async with channel(mesh, "greeter.default:80") as ch:
+        await check_grpc_retries(ch)
