@@ -152,7 +152,9 @@ class StreamForwarder:
                 addresses=found,
                 first=self._engine.turn(decision.target),
                 query=query,
-                headers=headers,
+                # A copy per attempt: the client frames the body in the headers it is given
+                # (chunked while streaming, a length once replayed).
+                headers=headers.copy(),
                 body=replay.body,
                 streamed=replay.streamed,
                 deadline=budget.deadline,
