@@ -10,6 +10,8 @@ page) is made once.
 
 from __future__ import annotations
 
+import os
+import platform
 import re
 import sys
 from pathlib import Path
@@ -40,6 +42,19 @@ def slope_mib_per_hour(samples: list[dict[str, Any]], since: float) -> float | N
     var = sum((t - mean_t) ** 2 for t, _ in points)
     cov = sum((t - mean_t) * (r - mean_r) for t, r in points)
     return round(cov / var * 3600, 2) if var else None
+
+
+def command_lines(command: str) -> list[str]:
+    """The command that made a section's figures, as a Markdown code block and a blank line."""
+    return ["```", command, "```", ""]
+
+
+def machine() -> str:
+    """``Machine: <platform>, Python <version>, <n> CPUs``, the start of a section's note on
+    where its figures come from."""
+    return (
+        f"Machine: {platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
+    )
 
 
 def write_section(text: str, heading: str, doc: Path = DOC) -> None:

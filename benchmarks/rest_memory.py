@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_report import rss_mib, write_section
+from bench_report import command_lines, machine, rss_mib, write_section
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Memory at rest"
@@ -114,12 +112,8 @@ def section(
     lines = [
         HEADING,
         "",
-        "```",
-        command,
-        "```",
-        "",
-        f"Machine: {platform.platform()}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs (shared; RSS does not depend on the load).",
+        *command_lines(command),
+        f"{machine()} (shared; RSS does not depend on the load).",
         "",
         "`interlock run` (a follower) against the embedded API server, RSS once `/readyz` is 200:",
         "",

@@ -25,7 +25,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from api_servers import EmbeddedServer
+from bench_report import command_lines, machine
 from outbound import idle, objects, rss_mib, write_section
 
 from interlock.config import Address, ControllerConfig
@@ -99,12 +99,8 @@ def section(runs: list[dict[str, Any]], command: str) -> str:
         "API server (a child process), the controller a follower, each scale in a fresh process;",
         "N watches opened in process after ready (actors and policies, no HTTP streams).",
         "",
-        "```",
-        command,
-        "```",
-        "",
-        f"Machine: {platform.platform()}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, shared with other engineers' work: load average "
+        *command_lines(command),
+        f"{machine()}, shared with other engineers' work: load average "
         + ", ".join(f"{r['load_avg_start']:.1f} to {r['load_avg_end']:.1f}" for r in runs)
         + " (start to end of each scale). Wall times move with that load; CPU time and RSS "
         "less so.",

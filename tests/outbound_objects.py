@@ -112,3 +112,17 @@ def backends_of(policy: dict[str, Any]) -> list[tuple[str, bool, int | None]]:
 
 def route_names(policy: dict[str, Any]) -> list[str]:
     return [f"{route['kind']}:{route['namespace']}/{route['name']}" for route in policy["routes"]]
+
+
+def served_retry(*, codes: list[int], attempts: int, source: str = "rule") -> dict[str, Any]:
+    """The ``retry`` of a served rule that retries HTTP ``codes`` up to ``attempts`` times
+    (no status ranges, gRPC codes, backoff or per-try timeout)."""
+    return {
+        "source": source,
+        "codes": codes,
+        "statusRanges": [],
+        "grpcCodes": [],
+        "attempts": attempts,
+        "backoff": None,
+        "timeout": None,
+    }

@@ -135,21 +135,18 @@ class InformerRouter(Actor):
         self.tell(SERVICE_DIRECTORY, NamespaceOpaquePorts(change.name, value))
 
     def _grant(self, change: ObjectChanged) -> None:
-        if change.deleted:
+        grant = None
+        if not change.deleted:
+            try:
+                grant = parse_reference_grant(change.obj)
+            except InvalidObject as error:
+                # A grant we cannot read permits nothing: withdraw the one we knew, if any.
+                logger.warning("{}; ignored until it is fixed", error)
+        if grant is None:
             key = ObjectKey(namespace=change.namespace, name=change.name)
             self.tell(GRANTS_DIRECTORY, GrantDeleted(key))
-            return
-        try:
-            grant = parse_reference_grant(change.obj)
-        except InvalidObject as error:
-            logger.warning("{}; ignored until it is fixed", error)
-            # A grant we cannot read permits nothing: withdraw the one we knew, if any.
-            self.tell(
-                GRANTS_DIRECTORY,
-                GrantDeleted(ObjectKey(namespace=change.namespace, name=change.name)),
-            )
-            return
-        self.tell(GRANTS_DIRECTORY, GrantUpserted(grant))
+        else:
+            self.tell(GRANTS_DIRECTORY, GrantUpserted(grant))
 
     def _route(self, change: ObjectChanged) -> None:
         kind = change.kind

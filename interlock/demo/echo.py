@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from interlock.api.serving import RunningSite, serve
+from interlock.config import Address
+
 _HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 
 
@@ -20,26 +23,19 @@ class EchoServer:
         self.name = name
         self.host = host
         self.port = port
-        self._runner: web.AppRunner | None = None
+        self._site: RunningSite | None = None
 
     async def start(self) -> None:
         """Listen; afterwards :attr:`port` is the bound port."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._echo)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self.port, reuse_address=True).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.port = int(runner.addresses[0][1])
-        self._runner = runner
+        self._site = await serve(app, Address(self.host, self.port), shutdown_timeout=1.0)
+        self.port = self._site.address.port
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        site, self._site = self._site, None
+        if site is not None:
+            await site.stop()
 
     async def _echo(self, request: web.Request) -> web.Response:
         headers = {

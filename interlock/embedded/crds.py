@@ -14,6 +14,7 @@ served by the same custom-resource code as the ModuleSet CRD.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from interlock.embedded.errors import FieldError, required_value
@@ -28,19 +29,21 @@ from interlock.embedded.registry import Registry
 JsonObject = dict[str, Any]
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+_HOSTNAMES = {"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"}
 
 
 def _crd(
-    *,
     kind: str,
-    plural: str,
     versions: list[str],
-    storage: str,
     columns: list[dict[str, Any]],
-    status: bool,
     schema: dict[str, Any],
+    *,
+    status: bool = True,
 ) -> dict[str, Any]:
+    """A Gateway API CRD as the v1.6.1 bundle writes it: plural ``<kind>s``, stored as v1."""
     group = "gateway.networking.k8s.io"
+    plural = f"{kind.lower()}s"
+    storage = "v1"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -86,53 +89,21 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
     """HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and ReferenceGrant CRDs; ``constrained``: with
     the upstream constraints of
     :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec."""
+
+    def schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        return make() if constrained else _PERMISSIVE_SCHEMA
+
     return [
+        _crd("HTTPRoute", ["v1", "v1beta1"], [_HOSTNAMES, _AGE], schema(httproute_schema)),
+        _crd("GRPCRoute", ["v1"], [_HOSTNAMES, _AGE], schema(grpcroute_schema)),
+        _crd("TLSRoute", ["v1"], [_AGE], schema(lambda: stream_route_schema(tls=True))),
+        _crd("TCPRoute", ["v1"], [_AGE], schema(lambda: stream_route_schema(tls=False))),
         _crd(
-            kind="HTTPRoute",
-            plural="httproutes",
-            versions=["v1", "v1beta1"],
-            storage="v1",
-            columns=[
-                {"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"},
-                _AGE,
-            ],
-            status=True,
-            schema=httproute_schema() if constrained else _PERMISSIVE_SCHEMA,
-        ),
-        _crd(
-            kind="GRPCRoute",
-            plural="grpcroutes",
-            versions=["v1"],
-            storage="v1",
-            columns=[
-                {"name": "Hostnames", "type": "string", "jsonPath": ".spec.hostnames"},
-                _AGE,
-            ],
-            status=True,
-            schema=grpcroute_schema() if constrained else _PERMISSIVE_SCHEMA,
-        ),
-        *(
-            _crd(
-                kind=kind,
-                plural=f"{kind.lower()}s",
-                versions=["v1"],
-                storage="v1",
-                columns=[_AGE],
-                status=True,
-                schema=stream_route_schema(tls=kind == "TLSRoute")
-                if constrained
-                else _PERMISSIVE_SCHEMA,
-            )
-            for kind in ("TLSRoute", "TCPRoute")
-        ),
-        _crd(
-            kind="ReferenceGrant",
-            plural="referencegrants",
-            versions=["v1", "v1beta1"],
-            storage="v1",
-            columns=[_AGE],
+            "ReferenceGrant",
+            ["v1", "v1beta1"],
+            [_AGE],
+            schema(referencegrant_schema),
             status=False,
-            schema=referencegrant_schema() if constrained else _PERMISSIVE_SCHEMA,
         ),
     ]
 

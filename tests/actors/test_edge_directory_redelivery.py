@@ -47,16 +47,16 @@ class CrashOnce:
 
         monkeypatch.setattr(_Directory, "receive", receive)
 
+    async def once(self, system: ActorSystem, address: str, message: object) -> None:
+        """Tell ``message`` to the directory at ``address`` and wait until handling it crashed."""
+        crashed = self.crashes + 1
+        self.armed = 1
+        system.tell(address, message)
+        await wait_until(lambda: self.crashes == crashed)
+
 
 def change(kind: str, name: str, obj: dict[str, Any], *, namespace: str = "default") -> Any:
-    return ObjectChanged(
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        deleted=False,
-        resource_version="1",
-        obj=obj,
-    )
+    return ObjectChanged(kind, namespace, name, deleted=False, resource_version="1", obj=obj)
 
 
 def ingress_class(name: str) -> ObjectChanged:
@@ -110,9 +110,7 @@ async def test_the_event_being_handled_when_a_directory_crashed_is_published_aft
     crash = CrashOnce(monkeypatch)
     system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("first"))
     await wait_idle(system)
-    crash.armed = 1
-    system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("second"))
-    await wait_until(lambda: crash.crashes == 1)
+    await crash.once(system, INGRESS_CLASS_DIRECTORY, ingress_class("second"))
     await wait_until(lambda: "second" in system.retained(INGRESS_CLASSES_TOPIC))
     assert system.actor_statistics(INGRESS_CLASS_DIRECTORY).restarts == 1
     assert system.actor_statistics(INGRESS_CLASS_DIRECTORY).depth == 0
@@ -127,9 +125,7 @@ async def test_handled_events_are_not_replayed_and_other_directories_are_untouch
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
     assert system.actor_statistics(SECRET_DIRECTORY).depth == 0
-    crash.armed = 1
-    system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("only"))
-    await wait_until(lambda: crash.crashes == 1)
+    await crash.once(system, INGRESS_CLASS_DIRECTORY, ingress_class("only"))
     await wait_until(lambda: "only" in system.retained(INGRESS_CLASSES_TOPIC))
     await wait_idle(system)
     assert system.actor_statistics(SECRET_DIRECTORY).restarts == 0
@@ -159,9 +155,7 @@ async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_publ
     crash = CrashOnce(monkeypatch)
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
-    crash.armed = 1
-    system.tell(SECRET_DIRECTORY, secret("other", "b"))
-    await wait_until(lambda: crash.crashes == 1)
+    await crash.once(system, SECRET_DIRECTORY, secret("other", "b"))
     await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "other")))
     system.tell(SECRET_DIRECTORY, replace(secret("users", "a"), deleted=True))
     await wait_until(lambda: not system.retained(secret_topic("default", "users")))
@@ -175,9 +169,7 @@ async def test_a_restarted_endpoints_directory_still_withdraws_a_deleted_slice(
     topic = endpoints_topic("default", "web")
     system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
     await wait_idle(system)
-    crash.armed = 1
-    system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))
-    await wait_until(lambda: crash.crashes == 1)
+    await crash.once(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))
     await wait_until(lambda: sorted(system.retained(topic)) == ["web-a", "web-b"])
     system.tell(ENDPOINTS_DIRECTORY, replace(endpoint_slice("web-a"), deleted=True))
     await wait_until(lambda: sorted(system.retained(topic)) == ["web-b"])

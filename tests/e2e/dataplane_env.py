@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from echo_backends import EchoReply, local_slice, request_report
 from lanes import ENDPOINT_HOST
 
 from interlock.controller.app import Controller
@@ -50,13 +50,7 @@ class Echo:
     release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
-        report: dict[str, Any] = {
-            "backend": self.name,
-            "method": request.method,
-            "path": request.raw_path.partition("?")[0],
-            "query": request.query_string,
-            "headers": {k.lower(): request.headers.getall(k) for k in request.headers},
-        }
+        report = request_report(self.name, request, every_value=True)
         if "read" in request.query:  # the whole body before answering
             report["bodyLength"] = len(await request.read())
         self.received.append(report)
@@ -86,18 +80,9 @@ class Echo:
 
 
 @dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str]
-    all_headers: dict[str, list[str]]
-    body: bytes
-
-    @property
-    def echo(self) -> dict[str, Any]:
-        """The backend's report (fails when the edge answered itself)."""
-        assert "X-Echo" in self.headers, (self.status, self.headers, self.body[:300])
-        report: dict[str, Any] = json.loads(self.body)
-        return report
+class Reply(EchoReply):
+    all_headers: dict[str, list[str]] = field(default_factory=dict)
+    """Every value of each header, by lower-cased name (``headers`` keeps one of each)."""
 
     @property
     def reason(self) -> str | None:
@@ -114,18 +99,7 @@ def service_obj(name: str, annotations: dict[str, str] | None = None) -> dict[st
 
 
 def slice_obj(name: str, port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{name}-dp",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": name},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
-        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-    }
+    return local_slice(name, {"http": port}, name=f"{name}-dp")
 
 
 def ref(name: str, *, weight: int = 1, **extra: Any) -> dict[str, Any]:
@@ -263,7 +237,7 @@ class EdgeEnv:
             for name, value in response.headers.items():
                 all_headers.setdefault(name.lower(), []).append(value)
             return Reply(
-                response.status, dict(response.headers), all_headers, await response.read()
+                response.status, dict(response.headers), await response.read(), all_headers
             )
 
 

@@ -13,6 +13,8 @@ from lanes import LEASE_NAMESPACE, TestCluster
 
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
+from interlock.kube.resources import EVENT
+from interlock.kube.transport import request_json
 from interlock.mailbox.testing import eventually as _eventually
 
 Cluster = TestCluster
@@ -29,6 +31,21 @@ async def eventually(
 ) -> None:
     """Poll ``condition`` (sync or async) with short sleeps until it holds or ``within`` passes."""
     await _eventually(condition, within=within, message=message, interval=0.02)
+
+
+async def object_events(
+    api: Any, name: str, reason: str | None = None, *, namespace: str = "default"
+) -> list[dict[str, Any]]:
+    """The Events in ``namespace`` about the object ``name`` (with ``reason``, if given)."""
+    listed = await request_json(
+        api, method="GET", path=EVENT.collection_path(namespace=namespace), what="list events"
+    )
+    return [
+        e
+        for e in listed.get("items", [])
+        if e.get("involvedObject", {}).get("name") == name
+        and (reason is None or e.get("reason") == reason)
+    ]
 
 
 class PolicyWatch:

@@ -8,7 +8,6 @@ path, query, headers), so a test checks on the wire what the policy made of the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -17,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
+from echo_backends import EchoReply, local_slice, request_report
 from lanes import ENDPOINT_HOST
 
 from interlock.controller.app import Controller
@@ -35,13 +35,7 @@ class Echo:
     runner: web.AppRunner | None = None
 
     async def handle(self, request: web.Request) -> web.Response:
-        report = {
-            "backend": self.name,
-            "method": request.method,
-            "path": request.raw_path.partition("?")[0],
-            "query": request.query_string,
-            "headers": {k.lower(): v for k, v in request.headers.items()},
-        }
+        report = request_report(self.name, request, every_value=False)
         self.received.append(report)
         return web.json_response(report, status=self.status, headers={"X-Echo": self.name})
 
@@ -59,18 +53,7 @@ class Echo:
 
 
 @dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def echo(self) -> dict[str, Any]:
-        """The backend's report (raises when the mesh listener answered itself)."""
-        assert "X-Echo" in self.headers, (self.status, self.headers, self.body[:300])
-        report: dict[str, Any] = json.loads(self.body)
-        return report
-
+class Reply(EchoReply):
     @property
     def backend(self) -> str | None:
         return self.headers.get("X-Echo")
@@ -86,22 +69,9 @@ def service_obj(name: str, namespace: str, ports: tuple[int, ...]) -> dict[str, 
 
 
 def slice_obj(name: str, namespace: str, ports: dict[int, Echo]) -> dict[str, Any]:
-    # One slice per Service port: each port's endpoint is a different local server.
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{name}-mesh",
-            "namespace": namespace,
-            "labels": {"kubernetes.io/service-name": name},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
-        "ports": [
-            {"name": f"p{port}", "port": echo.port, "protocol": "TCP"}
-            for port, echo in ports.items()
-        ],
-    }
+    # One slice per Service: each port's endpoint is a different local server.
+    served = {f"p{port}": echo.port for port, echo in ports.items()}
+    return local_slice(name, served, name=f"{name}-mesh", namespace=namespace)
 
 
 def route_obj(
@@ -252,6 +222,16 @@ class WsBackend:
                 await ws.send_bytes(message.data[::-1])
         return ws
 
+    @staticmethod
+    async def talk(ws: aiohttp.ClientWebSocketResponse, path: str, text: str, data: bytes) -> None:
+        """Over an open connection to :meth:`handle` at ``path``: ``text`` comes back echoed
+        with the path, ``data`` reversed."""
+        assert ws.protocol == "chat.v2"
+        await ws.send_str(text)
+        assert await ws.receive_str(timeout=30) == f"echo {text} via {path}"
+        await ws.send_bytes(data)
+        assert await ws.receive_bytes(timeout=30) == data[::-1]
+
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self.handle)
@@ -262,15 +242,4 @@ class WsBackend:
 
 
 def ws_slice(name: str, port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{name}-mesh",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": name},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
-        "ports": [{"name": "p80", "port": port, "protocol": "TCP"}],
-    }
+    return local_slice(name, {"p80": port}, name=f"{name}-mesh")

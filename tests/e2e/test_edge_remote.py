@@ -19,7 +19,7 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-from e2e_clients import Cluster, controller_config, eventually
+from e2e_clients import Cluster, controller_config, eventually, object_events
 from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
 
 from interlock.actors.service_port_watch import ServicePortWatches
@@ -31,7 +31,7 @@ from interlock.controller.edge_half import EdgeHalf
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
 from interlock.edge.upstreams import StaticUpstreams
-from interlock.kube.resources import EVENT, INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
+from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.load_balancer import remote_load_balancer_status
@@ -206,17 +206,7 @@ class Remote:
         return await request_json(self.api, method="GET", path=path, what="get")
 
     async def events(self, name: str, reason: str) -> list[dict[str, Any]]:
-        listed = await request_json(
-            self.api,
-            method="GET",
-            path=EVENT.collection_path(namespace="default"),
-            what="list events",
-        )
-        return [
-            e
-            for e in listed.get("items", [])
-            if e.get("involvedObject", {}).get("name") == name and e.get("reason") == reason
-        ]
+        return await object_events(self.api, name, reason)
 
     async def request(self, host: str, **kwargs: Any) -> tuple[int, dict[str, str]]:
         headers = {"Host": host, **kwargs.pop("headers", {})}

@@ -26,7 +26,8 @@ import jwt
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
-from e2e_clients import LOCAL, Cluster, StartController, eventually
+from e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
+from echo_backends import local_slice
 from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
 from lanes import ENDPOINT_HOST
 from loguru import logger
@@ -36,7 +37,6 @@ from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
-    EVENT,
     HTTP_ROUTE,
     INGRESS,
     INGRESS_CLASS,
@@ -105,18 +105,8 @@ def service(name: str) -> dict[str, Any]:
 
 
 def endpoint_slice(backend: Backend, *, service_name: str | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service_name or backend.name}-slice",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": service_name or backend.name},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
-        "ports": [{"name": "", "port": backend.port, "protocol": "TCP"}],
-    }
+    service = service_name or backend.name
+    return local_slice(service, {"": backend.port}, name=f"{service}-slice")
 
 
 def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
@@ -188,18 +178,7 @@ class Kube:
         return await request_json(self.api, method="GET", path=path, what="get")
 
     async def events(self, name: str, reason: str | None = None) -> list[dict[str, Any]]:
-        listed = await request_json(
-            self.api,
-            method="GET",
-            path=EVENT.collection_path(namespace="default"),
-            what="list events",
-        )
-        return [
-            e
-            for e in listed.get("items", [])
-            if e.get("involvedObject", {}).get("name") == name
-            and (reason is None or e.get("reason") == reason)
-        ]
+        return await object_events(self.api, name, reason)
 
 
 @dataclass

@@ -37,11 +37,7 @@ async def test_a_websocket_through_the_edge(env: Env, chat: WsBackend) -> None:
     async with env.http.ws_connect(
         env.edge_url + "/room/9", headers={"Host": HOST}, protocols=("chat.v2",)
     ) as ws:
-        assert ws.protocol == "chat.v2"
-        await ws.send_str("hi")
-        assert await ws.receive_str(timeout=30) == "echo hi via /room/9"
-        await ws.send_bytes(b"abc")
-        assert await ws.receive_bytes(timeout=30) == b"cba"
+        await chat.talk(ws, "/room/9", "hi", b"abc")
     seen = chat.handshakes[-1]
     assert seen["host"] == HOST
     assert seen["x-forwarded-host"] == HOST  # the edge's forwarding headers went along

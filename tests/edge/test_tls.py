@@ -37,12 +37,18 @@ async def tls_edge(backend: Backend) -> AsyncIterator[tuple[InProcessEdge, str]]
     await server.stop()
 
 
+async def _certify(edge: InProcessEdge) -> bytes:
+    """Serve ``HOST`` with a fresh self-signed certificate: its PEM, for the client to trust."""
+    cert, key = self_signed(HOST)
+    await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(key))
+    return cert
+
+
 async def test_each_host_gets_its_certificate_by_sni(
     tls_edge: tuple[InProcessEdge, str], backend: Backend
 ) -> None:
     edge, url = tls_edge
-    cert, key = self_signed(HOST)
-    await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(key))
+    cert = await _certify(edge)
     trust = ssl.create_default_context(cadata=cert.decode())
     async with (
         aiohttp.ClientSession() as client,
@@ -63,8 +69,7 @@ async def test_host_without_certificate_is_refused_in_the_handshake(
     tls_edge: tuple[InProcessEdge, str], backend: Backend
 ) -> None:
     edge, url = tls_edge
-    cert, key = self_signed(HOST)
-    await edge.set_tls(host=HOST, cert_pem=SecretValue(cert), key_pem=SecretValue(key))
+    await _certify(edge)
     await edge.set_tls(host=HOST, cert_pem=None, key_pem=None)
     async with aiohttp.ClientSession() as client:
         with pytest.raises(aiohttp.ClientError):

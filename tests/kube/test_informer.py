@@ -41,6 +41,17 @@ async def running(runner: Informer | InformerSet) -> AsyncIterator[asyncio.Task[
             await task
 
 
+@contextlib.asynccontextmanager
+async def listed(api: Any, **options: Any) -> AsyncIterator[tuple[Informer, Collector]]:
+    """A running Service informer (``options`` as for :func:`make_informer`) once it listed,
+    and the sink it feeds."""
+    sink = Collector()
+    informer = make_informer(api, sink, **options)
+    async with running(informer):
+        await asyncio.wait_for(informer.ready.wait(), 60)
+        yield informer, sink
+
+
 async def server_versions(api: Any, namespace: str | None = None) -> dict[str, str]:
     listing = await request_json(
         api, method="GET", path=SERVICE.collection_path(namespace=namespace), what="list"
@@ -56,10 +67,7 @@ async def server_versions(api: Any, namespace: str | None = None) -> dict[str, s
 async def test_initial_list_is_delivered_across_pages_before_ready(api: Any) -> None:
     for index in range(7):
         await create(api, SERVICE, service("default", f"svc-{index}"))
-    sink = Collector()
-    informer = make_informer(api, sink, page_size=3)
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, page_size=3) as (_informer, sink):
         expected = await server_versions(api, "default")
         assert {k: v for k, v in sink.versions().items() if k.startswith("default/")} == expected
         assert all(isinstance(event, Upserted) for event in sink.events)
@@ -68,10 +76,7 @@ async def test_initial_list_is_delivered_across_pages_before_ready(api: Any) -> 
 
 
 async def test_create_update_and_delete_are_seen(api: Any) -> None:
-    sink = Collector()
-    informer = make_informer(api, sink, namespaces=["default"])
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, namespaces=["default"]) as (informer, sink):
         created = await create(api, SERVICE, service("default", "web"))
         await wait_for(lambda: "default/web" in sink.state, what="create")
         created["spec"]["ports"][0]["port"] = 8080
@@ -89,10 +94,7 @@ async def test_create_update_and_delete_are_seen(api: Any) -> None:
 
 
 async def test_dropped_watches_reconnect_and_lose_nothing(api: Any, server: Any) -> None:
-    sink = Collector()
-    informer = make_informer(api, sink, namespaces=["default"])
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, namespaces=["default"]) as (informer, sink):
         for round_ in range(5):
             await create(api, SERVICE, service("default", f"a-{round_}"))
             server.faults.drop_watches()
@@ -178,10 +180,7 @@ async def test_the_store_keeps_identities_and_fetch_reads_the_current_object(
 async def test_failing_requests_are_retried_with_backoff(api: Any, server: Any) -> None:
     await create(api, SERVICE, service("default", "web"))
     server.faults.fail_next(3, status=500)
-    sink = Collector()
-    informer = make_informer(api, sink, namespaces=["default"])
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, namespaces=["default"]) as (informer, sink):
         assert "default/web" in sink.state
         statistics = informer.statistics()
         assert statistics.reconnects == 3
@@ -193,10 +192,7 @@ async def test_only_the_chosen_namespaces_are_watched(api: Any) -> None:
     for namespace in ("team-a", "team-b", "team-c"):
         await ensure_namespace(api, namespace)
         await create(api, SERVICE, service(namespace, "web"))
-    sink = Collector()
-    informer = make_informer(api, sink, namespaces=["team-a", "team-b"])
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, namespaces=["team-a", "team-b"]) as (_informer, sink):
         assert sorted(sink.state) == ["team-a/web", "team-b/web"]
         await create(api, SERVICE, service("team-c", "api"))
         await create(api, SERVICE, service("team-b", "api"))
@@ -235,10 +231,7 @@ async def test_bookmarks_advance_the_resource_version_so_reconnects_need_no_reli
         server.write_kubeconfig(kubeconfig)
         async with api_client(kubeconfig=str(kubeconfig), in_cluster=False) as api:
             await ensure_namespace(api, "quiet")
-            sink = Collector()
-            informer = make_informer(api, sink, namespaces=["quiet"])
-            async with running(informer):
-                await asyncio.wait_for(informer.ready.wait(), 60)
+            async with listed(api, namespaces=["quiet"]) as (informer, sink):
                 # Changes elsewhere move the cluster's resourceVersion past the quiet namespace's.
                 for index in range(5):
                     await create(api, SERVICE, service("default", f"busy-{index}"))
@@ -287,10 +280,7 @@ async def test_an_expired_continue_token_restarts_the_list_without_duplicates(
 async def test_watches_ended_by_the_server_timeout_are_reopened_without_relisting(
     api: Any,
 ) -> None:
-    sink = Collector()
-    informer = make_informer(api, sink, namespaces=["default"], watch_timeout=1)
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, namespaces=["default"], watch_timeout=1) as (informer, sink):
         await wait_for(lambda: informer.statistics().watches >= 2, what="a second watch")
         await create(api, SERVICE, service("default", "late"))
         await wait_for(lambda: "default/late" in sink.state, what="default/late")
@@ -303,10 +293,7 @@ async def test_label_selector_limits_what_is_delivered(api: Any) -> None:
     chosen["metadata"]["labels"] = {"app": "edge"}
     await create(api, SERVICE, chosen)
     await create(api, SERVICE, service("default", "other"))
-    sink = Collector()
-    informer = make_informer(api, sink, label_selector="app=edge")
-    async with running(informer):
-        await asyncio.wait_for(informer.ready.wait(), 60)
+    async with listed(api, label_selector="app=edge") as (_informer, sink):
         assert sorted(sink.state) == ["default/chosen"]
 
 

@@ -19,7 +19,7 @@ from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
 
-from .conftest import CountingBackend, Edge, running_edge, send_raw, serve_host, wait_until
+from .conftest import Answer, CountingBackend, Edge, running_edge, send_raw, serve_host, wait_until
 
 PROTECTED = "login.example.com"
 OTHER = "other.example.com"
@@ -65,6 +65,14 @@ async def _protect(edge: Edge, backend: CountingBackend, checker: PasswordChecke
     )
 
 
+def _guesses(edge: Edge, count: int) -> list[asyncio.Task[Answer]]:
+    """``count`` wrong passwords for alice, sent at once, each on its own connection."""
+    return [
+        asyncio.create_task(send_raw(edge.address, _guess("alice", f"guess-{n}")))
+        for n in range(count)
+    ]
+
+
 async def test_guesses_on_one_route_leave_other_hosts_served(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
@@ -73,10 +81,7 @@ async def test_guesses_on_one_route_leave_other_hosts_served(
     checker = PasswordChecker(workers=2, max_pending=64, verify=slow)
     async with running_edge() as edge:
         await _protect(edge, backend, checker)
-        guesses = [
-            asyncio.create_task(send_raw(edge.address, _guess("alice", f"guess-{n}")))
-            for n in range(10)
-        ]
+        guesses = _guesses(edge, 10)
         try:
             await wait_until(
                 lambda: checker.statistics().running == 2 and checker.statistics().pending == 10,
@@ -104,10 +109,7 @@ async def test_checks_beyond_the_cap_are_refused_at_once(
     checker = PasswordChecker(workers=1, max_pending=4, verify=slow)
     async with running_edge() as edge:
         await _protect(edge, backend, checker)
-        waiting = [
-            asyncio.create_task(send_raw(edge.address, _guess("alice", f"guess-{n}")))
-            for n in range(4)
-        ]
+        waiting = _guesses(edge, 4)
         try:
             await wait_until(lambda: checker.statistics().pending == 4, what="the queue is full")
             refused = await send_raw(edge.address, _guess("alice", "one more"), deadline=60)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 from interlock.edge.limits import EdgeLimits
 from interlock.edge.proxy import ProxyTimeouts
 
 from .conftest import (
     CountingBackend,
+    Edge,
     parse_answer,
     running_edge,
     send_raw,
@@ -34,6 +37,15 @@ def _upload_headers(host: str, *, length: int) -> bytes:
 
 async def _read_until_closed(reader: asyncio.StreamReader, *, deadline: float = 60.0) -> bytes:
     return await asyncio.wait_for(reader.read(-1), deadline)
+
+
+@contextlib.asynccontextmanager
+async def _serving_a(backend: CountingBackend, **server_options: Any) -> AsyncIterator[Edge]:
+    """A running edge (``server_options`` as for ``running_edge``) serving ``a.example.com``
+    from ``backend``."""
+    async with running_edge(**server_options) as edge:
+        await serve_host(edge, host="a.example.com", service="a", address=backend.address)
+        yield edge
 
 
 async def test_slow_uploads_to_one_host_leave_the_other_hosts_served(
@@ -67,8 +79,7 @@ async def test_a_client_that_leaves_cancels_its_upstream_request(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with running_edge(timeouts=SLOW) as edge:
-        await serve_host(edge, host="a.example.com", service="a", address=backend.address)
+    async with _serving_a(backend, timeouts=SLOW) as edge:
         _, writer = await asyncio.open_connection(*edge.address)
         writer.write(b"GET /hang HTTP/1.1\r\nHost: a.example.com\r\n\r\n")
         await writer.drain()
@@ -81,8 +92,7 @@ async def test_headers_sent_too_slowly_get_408_and_the_connection_closed(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with running_edge(limits=EdgeLimits(header_timeout=1.0)) as edge:
-        await serve_host(edge, host="a.example.com", service="a", address=backend.address)
+    async with _serving_a(backend, limits=EdgeLimits(header_timeout=1.0)) as edge:
         reader, writer = await asyncio.open_connection(*edge.address)
         try:
             writer.write(b"GET / HTTP/1.1\r\nHost: a.example.com\r\nX-Slow: ")
@@ -113,8 +123,7 @@ async def test_a_connection_that_sends_nothing_is_closed(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with running_edge(limits=EdgeLimits(idle_timeout=1.0)) as edge:
-        await serve_host(edge, host="a.example.com", service="a", address=backend.address)
+    async with _serving_a(backend, limits=EdgeLimits(idle_timeout=1.0)) as edge:
         reader, writer = await asyncio.open_connection(*edge.address)
         try:
             assert await _read_until_closed(reader) == b""
@@ -135,8 +144,7 @@ async def test_a_stalled_body_gets_408_and_releases_the_upstream(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with running_edge(limits=EdgeLimits(body_timeout=1.0), timeouts=SLOW) as edge:
-        await serve_host(edge, host="a.example.com", service="a", address=backend.address)
+    async with _serving_a(backend, limits=EdgeLimits(body_timeout=1.0), timeouts=SLOW) as edge:
         reader, writer = await asyncio.open_connection(*edge.address)
         try:
             writer.write(_upload_headers("a.example.com", length=1000) + b"x" * 10)
