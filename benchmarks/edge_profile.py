@@ -7,10 +7,11 @@ the edge under ``valgrind --tool=callgrind``, sends N and then 3N sequential kee
 in two separate runs, and reports ``(I(3N) - I(N)) / 2N``: start-up and shutdown cancel out.
 ``--profile`` instead runs the edge under cProfile and prints its top functions.
 ``--tree DIR`` runs the edge from another checkout (a before/after in the same run). The edge
-runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``.
+runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``. ``--modules``
+profiles ``edge.py``'s "edge + modules" row instead (ipRestriction + basicAuth, cached + headers).
 
     .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--tree DIR] [--keep DIR]
-        [--profile]
+        [--profile] [--modules]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge import HOST, free_port, run_edge_child, serve_backend, serve_edge
+from edge import AUTHORIZATION, HOST, free_port, run_edge_child, serve_backend, serve_edge
 
 
 def wait_port(port: int, deadline: float) -> None:
@@ -43,7 +44,10 @@ def wait_port(port: int, deadline: float) -> None:
 
 def drive(port: int, count: int) -> None:
     """``count`` GETs, one after another, on one keep-alive connection."""
-    request = f"GET /hello HTTP/1.1\r\nHost: {HOST}\r\nUser-Agent: bench\r\n\r\n".encode()
+    request = (
+        f"GET /hello HTTP/1.1\r\nHost: {HOST}\r\nUser-Agent: bench\r\n"
+        f"Authorization: {AUTHORIZATION}\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", port)) as conn:
         buffered = b""
         for _ in range(count):
@@ -62,14 +66,29 @@ def drive(port: int, count: int) -> None:
 
 
 def run_edge(
-    backend_port: int, count: int, *, tree: str | None, wrapper: list[str], pyargs: list[str]
+    backend_port: int,
+    count: int,
+    *,
+    tree: str | None,
+    wrapper: list[str],
+    pyargs: list[str],
+    modules: bool,
 ) -> None:
     port = free_port()
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = tree
     edge = subprocess.Popen(
-        [*wrapper, sys.executable, *pyargs, __file__, "--edge", str(port), str(backend_port)],
+        [
+            *wrapper,
+            sys.executable,
+            *pyargs,
+            __file__,
+            "--edge",
+            str(port),
+            str(backend_port),
+            *(["--modules"] if modules else []),
+        ],
         env=env,
     )
     try:
@@ -93,6 +112,7 @@ def main() -> None:
     parser.add_argument("--tree", default=None, help="run the edge from this checkout")
     parser.add_argument("--profile", action="store_true", help="cProfile instead of callgrind")
     parser.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
+    parser.add_argument("--modules", action="store_true", help="the edge with modules")
     parser.add_argument("--edge", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -100,7 +120,7 @@ def main() -> None:
         asyncio.run(serve_backend(args.backend))
         return
     if args.edge:
-        run_edge_child(serve_edge(*args.edge, with_modules=False))
+        run_edge_child(serve_edge(*args.edge, with_modules=args.modules))
         return
     backend_port = free_port()
     backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])
@@ -110,7 +130,14 @@ def main() -> None:
             if args.profile:
                 out = Path(args.keep or tmp) / "edge.prof"
                 pyargs = ["-m", "cProfile", "-o", str(out)]
-                run_edge(backend_port, args.requests, tree=args.tree, wrapper=[], pyargs=pyargs)
+                run_edge(
+                    backend_port,
+                    args.requests,
+                    tree=args.tree,
+                    wrapper=[],
+                    pyargs=pyargs,
+                    modules=args.modules,
+                )
                 stats = pstats.Stats(str(out))
                 stats.sort_stats("tottime").print_stats(
                     r"interlock|aiohttp|multidict|yarl|asyncio", 40
@@ -120,7 +147,14 @@ def main() -> None:
             for count in (args.requests, 3 * args.requests):
                 out = Path(args.keep or tmp) / f"callgrind.{count}"
                 wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "-q"]
-                run_edge(backend_port, count, tree=args.tree, wrapper=wrapper, pyargs=[])
+                run_edge(
+                    backend_port,
+                    count,
+                    tree=args.tree,
+                    wrapper=wrapper,
+                    pyargs=[],
+                    modules=args.modules,
+                )
                 totals.append(callgrind_total(out))
             per_request = (totals[1] - totals[0]) / (2 * args.requests)
             print(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import hmac
 import os
 import re
@@ -99,7 +98,8 @@ class BasicAuth:
         user, password = credentials
         # Length-prefixed so that no other (user, password) split gives the same fingerprint.
         message = len(user).to_bytes(4, "big") + user + password
-        fingerprint = hmac.new(self._cache_key, message, hashlib.sha256).digest()
+        # hmac.digest: the same MAC as hmac.new(...).digest(), in one C call.
+        fingerprint = hmac.digest(self._cache_key, message, "sha256")
         for cache, answer in ((self._accepted, None), (self._refused, self._challenge)):
             if fingerprint in cache:
                 cache.move_to_end(fingerprint)
