@@ -20,9 +20,12 @@ from pathlib import Path
 
 import pytest
 
-# Building the zipapp (pip wheel + shiv) takes about a minute on a quiet machine and several on a
-# loaded one; the suite-wide 120 s timeout would fail a slow build, not a broken one.
-pytestmark = pytest.mark.timeout(900)
+# Building the zipapp (pip wheel + shiv) takes about a minute on a quiet machine and more than
+# five at load average 20 (the stress test saw a 300 s bound expire); the suite-wide timeout
+# would fail a slow build, not a broken one. The bounds only end a hung build: they cost
+# nothing when it succeeds.
+pytestmark = pytest.mark.timeout(2400)
+BUILD_WITHIN = 1800.0
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("Makefile", "pyproject.toml", "README.md", "interlock")
@@ -45,7 +48,7 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["make", "-C", str(tree), "binary", f"VENV={venv}", "-o", f"{venv}/bin/interlock"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=BUILD_WITHIN,
         check=False,
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
@@ -132,7 +135,7 @@ def test_binary_runs_the_embedded_controller_until_ready(
                     admin = match[1]
                     break
             assert admin is not None, log.read_text()[-3000:]
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180
             while _status(f"{admin}/readyz") != 200:
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.1)
@@ -154,7 +157,7 @@ def test_binary_runs_the_embedded_controller_until_ready(
             )
             assert crd.returncode == 0, crd.stderr
             process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0, log.read_text()[-3000:]
+            assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
         finally:
             if process.poll() is None:
                 process.kill()

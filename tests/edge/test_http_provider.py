@@ -47,7 +47,7 @@ async def remote(backend: Backend) -> AsyncIterator[Remote]:
     addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
     host, port = addresses.admin
     admin_url = f"http://{host}:{port}"
-    provider = HttpEdge(base_url=admin_url, timeout=5)
+    provider = HttpEdge(base_url=admin_url, timeout=60)
     edge_host, edge_port = addresses.edge.http
     yield Remote(standalone, f"http://{edge_host}:{edge_port}", admin_url, provider)
     await provider.close()

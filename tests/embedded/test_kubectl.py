@@ -184,7 +184,7 @@ async def test_get_watch_prints_changes_as_they_happen(
     lines: list[str] = []
 
     async def read_line() -> str:
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()  # type: ignore[union-attr]
+        line = (await asyncio.wait_for(process.stdout.readline(), 120)).decode()  # type: ignore[union-attr]
         lines.append(line)
         return line
 

@@ -101,6 +101,13 @@ GOOD_OBJECTS: list[dict[str, Any]] = [
 ]
 
 
+# How long each file may take to be answered. Quietly the slowest file takes about 2 s (a hundred
+# ModuleSets on one Ingress) and the huge ModuleSet 0.13 s; in a stress run at load average 24 the
+# whole process made no progress for 64 s while the huge ModuleSet was being answered (no log line
+# from any actor, then a timed-out Lease read). The bound only ends a test that is failing.
+ANSWER_WITHIN = 240.0
+
+
 def apply_strictly(server: EmbeddedApiServer, path: Path) -> str | None:
     """Create the file's objects as ``kubectl apply`` does (server-side field validation
     ``Strict``, kubectl's default); the refusal's text, or None when every object was created."""
@@ -203,7 +210,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
             await controller.start()
             slot = controller.watches.open_watch(GOOD_TARGET)
             try:
-                await controller.wait_ready(within=60.0)
+                await controller.wait_ready(within=ANSWER_WITHIN)
 
                 def good_ready() -> bool:
                     policy, host = good_outputs(controller, slot)
@@ -214,7 +221,9 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
                         and host[0]["routes"][0]["backend"] is not None
                     )
 
-                await eventually(good_ready, within=60.0, message="the good route and edge")
+                await eventually(
+                    good_ready, within=ANSWER_WITHIN, message="the good route and edge"
+                )
                 baseline = good_outputs(controller, slot)
                 for path in corpus():
                     problems += await apply_one(
@@ -232,7 +241,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
                         ]
                         == 7
                     ),
-                    within=60.0,
+                    within=ANSWER_WITHIN,
                     message="the good route's new weight after the corpus",
                 )
             finally:
@@ -269,7 +278,7 @@ async def apply_one(
             return any(expect in line for line in found)
 
         try:
-            await eventually(answered, within=60.0, message=f"{path.name}: an answer")
+            await eventually(answered, within=ANSWER_WITHIN, message=f"{path.name}: an answer")
         except AssertionError:
             problems.append(f"{path.name}: no status, Event or log names {expect!r}: {found}")
         else:
@@ -289,7 +298,7 @@ async def apply_one(
         return controller.inspect().idle and good_outputs(controller, slot) == baseline
 
     try:
-        await eventually(undisturbed, within=60.0, message="the good outputs")
+        await eventually(undisturbed, within=ANSWER_WITHIN, message="the good outputs")
     except AssertionError:
         problems.append(f"{path.name}: the good outputs changed: {good_outputs(controller, slot)}")
     return problems
@@ -302,6 +311,8 @@ def test_the_corpus_has_at_least_forty_hostile_objects() -> None:
     assert {"HTTPRoute", "Service", "Ingress", "ModuleSet"} <= kinds
 
 
+# Forty-odd files answered one after another: minutes under heavy load, not the suite's 600 s.
+@pytest.mark.timeout(3600)
 @pytest.mark.embedded_only(
     "each file's expected answer is in the embedded server's words (the real server's refusals "
     "are compared by the differential corpus, issue 11 item 4)"
