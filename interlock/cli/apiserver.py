@@ -21,16 +21,16 @@ from interlock.logs import configure_logging
 SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 
+_HELP = "run only the embedded Kubernetes API server (no controller)"
+_DESCRIPTION = (
+    "Serve the embedded Kubernetes API server with interlock's CRDs installed, write a "
+    "kubeconfig for it, and run until SIGINT/SIGTERM. Data lives in memory."
+)
+
+
 def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "apiserver",
-        help="run only the embedded Kubernetes API server (no controller)",
-        description=(
-            "Serve the embedded Kubernetes API server with interlock's CRDs installed, write a "
-            "kubeconfig for it, and run until SIGINT/SIGTERM. Data lives in memory."
-        ),
-    )
-    add = EnvDefaults(parser)
+    add = EnvDefaults.subcommand(subparsers, "apiserver", help=_HELP, description=_DESCRIPTION)
+    parser = add.parser
     add.value(
         "--listen",
         default="127.0.0.1:0",

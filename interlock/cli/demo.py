@@ -31,17 +31,18 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+_HELP = "run interlock with no cluster: echo backends, example manifests, a live trace"
+_DESCRIPTION = (
+    "Start the embedded API server and the controller loaded with manifests/examples, "
+    "two local echo backends behind an Ingress with modules and an 80/20 HTTPRoute "
+    "split, and print what to curl, the kubectl line to change things live, and each "
+    "message the actors handle. Busy default ports fall back to free ones."
+)
+
+
 def add_demo_parser(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "demo",
-        help="run interlock with no cluster: echo backends, example manifests, a live trace",
-        description=(
-            "Start the embedded API server and the controller loaded with manifests/examples, "
-            "two local echo backends behind an Ingress with modules and an 80/20 HTTPRoute "
-            "split, and print what to curl, the kubectl line to change things live, and each "
-            "message the actors handle. Busy default ports fall back to free ones."
-        ),
-    )
+    flags = EnvDefaults.subcommand(subparsers, "demo", help=_HELP, description=_DESCRIPTION)
+    parser = flags.parser
     for flag, default, what in (
         ("--edge-addr", DEFAULT_DEMO_EDGE, "edge data plane"),
         ("--policy-addr", DEFAULT_DEMO_POLICY, "policy API"),
@@ -78,7 +79,7 @@ def add_demo_parser(subparsers: Any) -> None:
         help="the manifests/ folder holding ingressclass.yaml and examples/ "
         "(default: the ones shipped with interlock)",
     )
-    add_loop_flag(EnvDefaults(parser))
+    add_loop_flag(flags)
     parser.set_defaults(handler=demo_command)
 
 

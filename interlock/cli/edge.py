@@ -15,17 +15,16 @@ from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import serve_until_signalled
 from interlock.logs import configure_logging
 
+_HELP = "run the edge data plane alone (programmed through its admin API)"
+_DESCRIPTION = (
+    "Serve the edge data plane and its admin API in this process; a controller programs "
+    "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
+)
+
 
 def add_edge_parser(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "edge",
-        help="run the edge data plane alone (programmed through its admin API)",
-        description=(
-            "Serve the edge data plane and its admin API in this process; a controller programs "
-            "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
-        ),
-    )
-    add = EnvDefaults(parser)
+    add = EnvDefaults.subcommand(subparsers, "edge", help=_HELP, description=_DESCRIPTION)
+    parser = add.parser
     add.value("--listen", default="0.0.0.0:8080", metavar="HOST:PORT", help="edge HTTP address")
     add.value("--admin", default="127.0.0.1:9091", metavar="HOST:PORT", help="admin API address")
     add.value(

@@ -78,6 +78,14 @@ class EnvDefaults:
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         self.parser = parser
 
+    @classmethod
+    def subcommand(cls, subparsers: Any, name: str, *, help: str, description: str) -> EnvDefaults:
+        """The flags of a new subcommand ``name`` (its parser is :attr:`parser`)."""
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            name, help=help, description=description
+        )
+        return cls(parser)
+
     def value(
         self,
         flag: str,

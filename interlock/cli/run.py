@@ -32,15 +32,14 @@ from interlock.logs import configure_logging
 from interlock.model.authority import parse_namespace, validate_cluster_domain
 from interlock.model.load_balancer import parse_publish_service
 
+_HELP = "run the controller"
+_DESCRIPTION = "Run the controller against a cluster, or against an embedded API server."
+
 
 def add_run_parser(subparsers: Any) -> None:
     """Register ``interlock run``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "run",
-        help="run the controller",
-        description="Run the controller against a cluster, or against an embedded API server.",
-    )
-    add = EnvDefaults(parser)
+    add = EnvDefaults.subcommand(subparsers, "run", help=_HELP, description=_DESCRIPTION)
+    parser = add.parser
     add.switch("--embedded", help="start the embedded API server instead of using a kubeconfig")
     add.repeated(
         "--manifests", metavar="PATH", help="embedded mode: YAML file or folder applied at start"

@@ -148,6 +148,32 @@ class ManualSleep:
         self._gate.set()
 
 
+class TakesTime(Actor):
+    """Each message is a number of seconds its handling "takes" on the injected ``timer``; a
+    negative number takes its absolute value and then raises (a handler that fails)."""
+
+    def __init__(self, timer: ManualClock) -> None:
+        self._timer = timer
+
+    async def receive(self, message: object) -> None:
+        assert isinstance(message, float)
+        self._timer.now += abs(message)
+        if message < 0:
+            raise RuntimeError(f"a handler that took {-message} s and failed")
+
+
+async def handled_for(
+    system: ActorSystem, timer: ManualClock, durations: dict[str, tuple[float, ...]]
+) -> None:
+    """Spawn a :class:`TakesTime` actor at each address and have it handle messages that take
+    the given seconds; returns once the system is idle."""
+    for address, seconds in durations.items():
+        system.spawn(address, lambda: TakesTime(timer))
+        for each in seconds:
+            system.tell(address, each)
+    await wait_idle(system)
+
+
 class RecordingActor(Actor):
     """Appends every message to ``log`` (pass a shared list to keep it across restarts) and
     replies with the message itself."""

@@ -40,6 +40,7 @@ from interlock.mailbox.testing import (
     ManualClock,
     ManualSleep,
     RecordingActor,
+    handled_for,
     wait_idle,
     wait_until,
 )
@@ -282,27 +283,11 @@ def _parse(registry: CollectorRegistry) -> Samples:
     return samples
 
 
-class TakesTime(Actor):
-    """Each message is the seconds its handling "takes" on the injected timer."""
-
-    def __init__(self, timer: ManualClock) -> None:
-        self._timer = timer
-
-    async def receive(self, message: object) -> None:
-        assert isinstance(message, float)
-        self._timer.now += message
-
-
 async def test_handling_seconds_is_a_cumulative_histogram_per_kind() -> None:
     timer = ManualClock(0.0)
     system = ActorSystem(timer=timer)
     try:
-        system.spawn("watch/a", lambda: TakesTime(timer))
-        system.spawn("route/a", lambda: TakesTime(timer))
-        for seconds in (0.000002, 0.003, 0.5):
-            system.tell("watch/a", seconds)
-        system.tell("route/a", 30.0)
-        await wait_idle(system)
+        await handled_for(system, timer, {"watch/a": (0.000002, 0.003, 0.5), "route/a": (30.0,)})
         samples = _parse(metrics_registry(MetricsSources(actors=system.statistics), process=False))
     finally:
         await system.shutdown(timeout=1.0)

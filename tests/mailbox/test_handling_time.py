@@ -14,25 +14,7 @@ import pytest
 
 from interlock.mailbox import Actor, ActorSystem, Tracer
 from interlock.mailbox.statistics import HANDLING_BUCKETS
-from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle
-
-
-class Boom(Exception):
-    pass
-
-
-class Advancing(Actor):
-    """Each message is a number of seconds the handler "takes" on the injected timer; a
-    negative number takes its absolute value and then raises."""
-
-    def __init__(self, timer: ManualClock) -> None:
-        self._timer = timer
-
-    async def receive(self, message: object) -> None:
-        assert isinstance(message, float)
-        self._timer.now += abs(message)
-        if message < 0:
-            raise Boom("negative")
+from interlock.mailbox.testing import ManualClock, ManualSleep, TakesTime, handled_for, wait_idle
 
 
 def _bucket(seconds: float) -> int:
@@ -53,12 +35,7 @@ async def test_handling_seconds_and_buckets_per_kind_with_tracing_off() -> None:
     timer = ManualClock(0.0)
     system = ActorSystem(timer=timer)
     try:
-        system.spawn("slow/a", lambda: Advancing(timer))
-        system.spawn("quick/a", lambda: Advancing(timer))
-        for seconds in (0.000002, 0.5, 20.0):
-            system.tell("slow/a", seconds)
-        system.tell("quick/a", 0.003)
-        await wait_idle(system)
+        await handled_for(system, timer, {"slow/a": (0.000002, 0.5, 20.0), "quick/a": (0.003,)})
         kinds = system.statistics().kinds
     finally:
         await system.shutdown(timeout=1.0)
@@ -73,7 +50,7 @@ async def test_a_handler_that_raises_is_counted_too() -> None:
     timer = ManualClock(0.0)
     system = ActorSystem(timer=timer, sleep=ManualSleep())
     try:
-        system.spawn("failing/a", lambda: Advancing(timer))
+        system.spawn("failing/a", lambda: TakesTime(timer))
         system.tell("failing/a", 0.25)
         system.tell("failing/a", -2.0)
         await wait_idle(system)
@@ -96,7 +73,7 @@ async def test_traced_durations_are_the_measured_ones_and_trace_writing_is_not_c
 
     system = ActorSystem(timer=timer, tracer=Tracer(write=write))
     try:
-        system.spawn("traced/a", lambda: Advancing(timer))
+        system.spawn("traced/a", lambda: TakesTime(timer))
         system.tell("traced/a", 0.5)
         system.tell("traced/a", 0.002)
         await wait_idle(system)
