@@ -1,19 +1,20 @@
-"""WebSocket pass-through for both front doors, only for a client that asked to upgrade.
+"""HTTP Upgrade pass-through for both front doors, only for a client that asked to upgrade.
 
 ``Upgrade`` and ``Connection`` are hop-by-hop (RFC 9110 §7.6.1): a proxy must not forward them
 blindly, and a backend's ``101 Switching Protocols`` must never reach a client that did not ask
-(the engine answers 502 then). A client that did ask for a WebSocket (RFC 6455: ``GET`` with
-``Connection: upgrade`` and ``Upgrade: websocket``) gets one relayed here, message by message:
-the upstream handshake first — so a backend that refuses, or cannot be reached, is answered as
-any other failed upstream and the client never sees a 101 that has nothing behind it — then the
-client's handshake with the subprotocol the backend chose, then both directions relayed until
-either side closes, whose close code and reason go to the other.
+(the engine answers 502 then). A client that did ask (``Connection: upgrade`` and ``Upgrade``,
+:func:`wants_upgrade`) gets its upgrade relayed here, the upstream handshake first — so a
+backend that refuses, or cannot be reached, is answered as any other failed upstream and the
+client never sees a 101 that has nothing behind it:
 
-Relaying messages rather than bytes lets aiohttp do what each hop needs (framing, masking,
-ping/pong per connection, the close handshake on each side); what it does not do is carry a
-protocol other than WebSocket (an ``Upgrade: h2c`` or a custom protocol): those requests are
-forwarded as plain HTTP without the upgrade, as before. Messages are not size-limited here
-(the backend sets its own limits); the connection has no idle timeout (long-lived by design).
+* a WebSocket (RFC 6455: ``GET`` with ``Upgrade: websocket``) message by message: the client's
+  handshake with the subprotocol the backend chose, then both directions relayed until either
+  side closes, whose close code and reason go to the other. Relaying messages rather than bytes
+  lets aiohttp do what each hop needs (framing, masking, ping/pong per connection, the close
+  handshake on each side). Messages are not size-limited here (the backend sets its own limits);
+  the connection has no idle timeout (long-lived by design);
+* any other protocol byte for byte (``tunnel.py``), except ``h2c``: such a request is forwarded
+  as plain HTTP without the upgrade.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from interlock.dataplane.engine import upstream_error_answer
 from interlock.dataplane.filters import apply_all, set_host
 from interlock.dataplane.plan import Forward
 from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
+from interlock.dataplane.tunnel import relay_tunnel, upgrade_protocols
 
 _HANDSHAKE_HEADERS = frozenset(
     {
@@ -61,6 +63,15 @@ def wants_websocket(method: str, headers: Mapping[str, str]) -> bool:
     return upgrade.strip().lower() == "websocket" and "upgrade" in tokens
 
 
+def wants_upgrade(method: str, headers: Mapping[str, str]) -> bool:
+    """Whether the client asked for an upgrade this module relays: a WebSocket, or another
+    protocol (not ``h2c``) on a request without a body."""
+    if wants_websocket(method, headers):
+        return True
+    bodyless = headers.get("Content-Length", "0") == "0" and "Transfer-Encoding" not in headers
+    return bodyless and bool(upgrade_protocols(method, headers))
+
+
 class WebSocketFailed(Exception):
     """The upstream handshake did not succeed; ``status`` is what the client should get."""
 
@@ -70,9 +81,10 @@ class WebSocketFailed(Exception):
         self.reason = reason
 
 
-class WebSockets:
-    """The upstream side of relayed WebSockets: one client session of their own (a WebSocket
-    holds its connection for its whole life, so it takes none from the HTTP pool)."""
+class Upgrades:
+    """The upstream side of relayed upgrades: one client session of their own for WebSockets
+    (a WebSocket holds its connection for its whole life, so it takes none from the HTTP pool),
+    a connection of its own for each other protocol."""
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
@@ -89,7 +101,7 @@ class WebSockets:
         handshake_timeout: float | None,
         where: str,
     ) -> web.StreamResponse | Answer:
-        """Relay a client's WebSocket as the engine's ``decision`` says: to one of the chosen
+        """Relay a client's upgrade as the engine's ``decision`` says: to one of the chosen
         backend's ``addresses`` in turn, with the rule's request filters and path; the answer
         to give when that cannot be done."""
         if isinstance(addresses, UpstreamError):
@@ -102,6 +114,16 @@ class WebSockets:
         turn = self._turns.setdefault(decision.target, itertools.count())
         address = addresses[next(turn) % len(addresses)]
         note_upstream(*address)
+        if not wants_websocket(request.method, request.headers):
+            return await relay_tunnel(
+                request,
+                address=address,
+                target=decision.path + (f"?{query}" if query else ""),
+                headers=headers,
+                protocols=upgrade_protocols(request.method, request.headers),
+                handshake_timeout=handshake_timeout,
+                where=where,
+            )
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 cookie_jar=aiohttp.DummyCookieJar(),

@@ -64,7 +64,7 @@ from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
 from interlock.dataplane.streams import StreamForwarder
-from interlock.dataplane.websocket import WebSockets, wants_websocket
+from interlock.dataplane.websocket import Upgrades, wants_upgrade
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.inprocess import InProcessEdge
@@ -132,7 +132,7 @@ class EdgeServer:
         self._edge = edge
         self.traffic = traffic or Traffic()
         """Where finished requests are counted (and logged, with ``--access-log``)."""
-        self._websockets = WebSockets()
+        self._upgrades = Upgrades()
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
         self._limits = limits
@@ -260,7 +260,7 @@ class EdgeServer:
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
-        await self._websockets.close()
+        await self._upgrades.close()
         self.passwords.close()
         self._addresses = None
 
@@ -383,8 +383,8 @@ class EdgeServer:
             host=host_header,
             trusted=self._trusted,
         )
-        if wants_websocket(request.method, request.headers):
-            relayed = await self._websockets.relay_decision(
+        if wants_upgrade(request.method, request.headers):
+            relayed = await self._upgrades.relay_decision(
                 request,
                 decision,
                 addresses=self._upstreams.addresses(decision.target),

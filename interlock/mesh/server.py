@@ -51,7 +51,7 @@ from interlock.dataplane.http2 import H2Request, H2Responder, H2ServerProtocol, 
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
 from interlock.dataplane.streams import StreamForwarder, send_answer
-from interlock.dataplane.websocket import WebSockets, wants_websocket
+from interlock.dataplane.websocket import Upgrades, wants_upgrade
 from interlock.dataplane.wire import answer_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
@@ -109,7 +109,7 @@ class MeshServer:
             body_timeout=settings.limits.body_timeout,
             rng=self._rng,
         )
-        self._websockets = WebSockets()
+        self._upgrades = Upgrades()
         self._streams = StreamForwarder(
             engine=self._engine,
             forwarder=self._forwarder,
@@ -181,7 +181,7 @@ class MeshServer:
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
-        await self._websockets.close()
+        await self._upgrades.close()
         self.address = None
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -207,8 +207,8 @@ class MeshServer:
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
-        if wants_websocket(request.method, request.headers):
-            return await self._websocket(
+        if wants_upgrade(request.method, request.headers):
+            return await self._upgrade(
                 request, decision, query=query, headers=headers, where=where
             )
         result = await self._engine.forward(
@@ -317,7 +317,7 @@ class MeshServer:
             return ""
         return await send_answer(responder, failed, with_detail=True)
 
-    async def _websocket(
+    async def _upgrade(
         self,
         request: web.BaseRequest,
         decision: Forward,
@@ -326,7 +326,7 @@ class MeshServer:
         headers: CIMultiDict[str],
         where: str,
     ) -> web.StreamResponse:
-        relayed = await self._websockets.relay_decision(
+        relayed = await self._upgrades.relay_decision(
             request,
             decision,
             addresses=self._upstreams.addresses(
