@@ -208,9 +208,7 @@ class MeshServer:
         headers.popall("Expect", None)
         headers["Host"] = _host_header(authority.name, authority.namespace, request)
         if wants_upgrade(request.method, request.headers):
-            return await self._upgrade(
-                request, decision, query=query, headers=headers, where=where
-            )
+            return await self._upgrade(request, decision, query=query, headers=headers, where=where)
         result = await self._engine.forward(
             request, decision, query=query, headers=headers, body=None, where=where
         )
