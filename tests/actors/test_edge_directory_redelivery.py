@@ -93,7 +93,13 @@ def endpoint_slice(name: str) -> ObjectChanged:
 
 
 @pytest.fixture
-async def directories() -> AsyncIterator[ActorSystem]:
+def crash(monkeypatch: pytest.MonkeyPatch) -> CrashOnce:
+    return CrashOnce(monkeypatch)
+
+
+@pytest.fixture
+async def system() -> AsyncIterator[ActorSystem]:
+    """A runtime with the IngressClass, Secret and EndpointSlice directories, each durable."""
     system = ActorSystem()
     mailbox = durable_mailbox()
     system.spawn(INGRESS_CLASS_DIRECTORY, IngressClassDirectory, mailbox=mailbox)
@@ -104,10 +110,8 @@ async def directories() -> AsyncIterator[ActorSystem]:
 
 
 async def test_the_event_being_handled_when_a_directory_crashed_is_published_after_restart(
-    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
+    system: ActorSystem, crash: CrashOnce
 ) -> None:
-    system = directories
-    crash = CrashOnce(monkeypatch)
     system.tell(INGRESS_CLASS_DIRECTORY, ingress_class("first"))
     await wait_idle(system)
     await crash.once(system, INGRESS_CLASS_DIRECTORY, ingress_class("second"))
@@ -118,10 +122,8 @@ async def test_the_event_being_handled_when_a_directory_crashed_is_published_aft
 
 
 async def test_handled_events_are_not_replayed_and_other_directories_are_untouched(
-    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
+    system: ActorSystem, crash: CrashOnce
 ) -> None:
-    system = directories
-    crash = CrashOnce(monkeypatch)
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
     assert system.actor_statistics(SECRET_DIRECTORY).depth == 0
@@ -133,10 +135,8 @@ async def test_handled_events_are_not_replayed_and_other_directories_are_untouch
 
 
 async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
-    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
+    system: ActorSystem, crash: CrashOnce
 ) -> None:
-    system = directories
-    crash = CrashOnce(monkeypatch)
     crash.armed = 2  # the event and its replay: a bug with this very event
     system.tell(SECRET_DIRECTORY, secret("poison", "x"))
     await wait_until(lambda: crash.crashes == 2)
@@ -149,10 +149,8 @@ async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
 
 
 async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_published(
-    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
+    system: ActorSystem, crash: CrashOnce
 ) -> None:
-    system = directories
-    crash = CrashOnce(monkeypatch)
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
     await crash.once(system, SECRET_DIRECTORY, secret("other", "b"))
@@ -162,10 +160,8 @@ async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_publ
 
 
 async def test_a_restarted_endpoints_directory_still_withdraws_a_deleted_slice(
-    directories: ActorSystem, monkeypatch: pytest.MonkeyPatch
+    system: ActorSystem, crash: CrashOnce
 ) -> None:
-    system = directories
-    crash = CrashOnce(monkeypatch)
     topic = endpoints_topic("default", "web")
     system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
     await wait_idle(system)

@@ -8,7 +8,8 @@ path, query, headers), so a test checks on the wire what the policy made of the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -243,3 +244,20 @@ class WsBackend:
 
 def ws_slice(name: str, port: int) -> dict[str, Any]:
     return local_slice(name, {"p80": port}, name=f"{name}-mesh")
+
+
+@contextlib.asynccontextmanager
+async def chat_backend(
+    apply: Callable[[dict[str, Any]], Awaitable[object]],
+) -> AsyncIterator[WsBackend]:
+    """A :class:`WsBackend` behind the Service ``default/chat`` (port 80), objects written with
+    ``apply``; stopped when the block ends."""
+    backend = WsBackend()
+    await backend.start()
+    try:
+        await apply(service_obj("chat", "default", (80,)))
+        await apply(ws_slice("chat", backend.port))
+        yield backend
+    finally:
+        assert backend.runner is not None
+        await backend.runner.cleanup()

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from e2e_clients import eventually
-from mesh_env import WsBackend, service_obj, ws_slice
+from mesh_env import WsBackend, chat_backend
 from prometheus_client.parser import text_string_to_metric_families
 from test_edge_scenarios import Env, ingress
 from test_edge_scenarios import env as env  # the fixture
@@ -17,20 +17,15 @@ HOST = "ws.example"
 
 @pytest.fixture
 async def chat(env: Env) -> AsyncIterator[WsBackend]:
-    backend = WsBackend()
-    await backend.start()
-    await env.kube.apply(service_obj("chat", "default", (80,)))
-    await env.kube.apply(ws_slice("chat", backend.port))
-    await env.kube.apply(ingress("chat", HOST, backend="chat"))
+    async with chat_backend(env.kube.apply) as backend:
+        await env.kube.apply(ingress("chat", HOST, backend="chat"))
 
-    async def routed() -> bool:
-        _, _, body = await env.request(HOST, "/")
-        return body == b"plain http"
+        async def routed() -> bool:
+            _, _, body = await env.request(HOST, "/")
+            return body == b"plain http"
 
-    await eventually(routed, message=f"{HOST} routed to the chat backend")
-    yield backend
-    assert backend.runner is not None
-    await backend.runner.cleanup()
+        await eventually(routed, message=f"{HOST} routed to the chat backend")
+        yield backend
 
 
 async def test_a_websocket_through_the_edge(env: Env, chat: WsBackend) -> None:

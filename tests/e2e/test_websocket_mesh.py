@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 from lanes import ENDPOINT_HOST
-from mesh_env import MeshEnv, WsBackend, service_obj, ws_slice
+from mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
 
 
@@ -29,14 +29,9 @@ async def switching_anyway(reader: asyncio.StreamReader, writer: asyncio.StreamW
 
 @pytest.fixture
 async def ws_backend(mesh: MeshEnv) -> AsyncIterator[WsBackend]:
-    backend = WsBackend()
-    await backend.start()
-    await mesh.cluster.apply(service_obj("chat", "default", (80,)))
-    await mesh.cluster.apply(ws_slice("chat", backend.port))
-    await mesh.until("chat.default", lambda r: r.body == b"plain http", message="chat routed")
-    yield backend
-    assert backend.runner is not None
-    await backend.runner.cleanup()
+    async with chat_backend(mesh.cluster.apply) as backend:
+        await mesh.until("chat.default", lambda r: r.body == b"plain http", message="chat routed")
+        yield backend
 
 
 async def test_messages_both_ways_and_the_chosen_subprotocol(

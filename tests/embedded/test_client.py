@@ -38,6 +38,14 @@ async def _collect(
     return events
 
 
+def _label_web(api_server: EmbeddedApiServer, labels: dict[str, str]) -> None:
+    """Set ``labels`` on the Service default/web, straight in the store."""
+    patch = {"metadata": {"labels": labels}}
+    api_server.store.patch(
+        api_version="v1", kind="Service", namespace="default", name="web", patch=patch
+    )
+
+
 async def test_a_fresh_server_looks_like_a_fresh_cluster(api_client: client.ApiClient) -> None:
     core = client.CoreV1Api(api_client)
     names = {ns.metadata.name for ns in (await core.list_namespace()).items}
@@ -118,13 +126,7 @@ async def test_watch_from_a_list_sees_every_change_in_order(
         _collect(stream, core, 3, resource_version=listed.metadata.resource_version)
     )
     api_server.store.create(service("web"))
-    api_server.store.patch(
-        api_version="v1",
-        kind="Service",
-        namespace="default",
-        name="web",
-        patch={"metadata": {"labels": {"a": "b"}}},
-    )
+    _label_web(api_server, {"a": "b"})
     api_server.store.delete(api_version="v1", kind="Service", namespace="default", name="web")
     events = await asyncio.wait_for(collecting, 60)
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
@@ -160,13 +162,7 @@ async def test_a_label_change_moves_an_object_out_of_a_filtered_watch(
             resource_version=listed.metadata.resource_version,
         )
     )
-    api_server.store.patch(
-        api_version="v1",
-        kind="Service",
-        namespace="default",
-        name="web",
-        patch={"metadata": {"labels": {"team": "red"}}},
-    )
+    _label_web(api_server, {"team": "red"})
     [event] = await asyncio.wait_for(collecting, 60)
     assert event["type"] == "DELETED" and event["object"].metadata.labels == {"team": "red"}
 
