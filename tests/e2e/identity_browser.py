@@ -63,6 +63,12 @@ class Page:
         self.text = text
         self.history = history
 
+    @classmethod
+    async def read(cls, response: aiohttp.ClientResponse) -> Page:
+        """The page a (redirect-following) response ends on, and the URLs it went through."""
+        history = [str(r.url) for r in response.history]
+        return cls(response.status, str(response.url), await response.text(), history)
+
     @property
     def is_login_form(self) -> bool:
         return _HIDDEN_ID.search(self.text) is not None
@@ -70,12 +76,7 @@ class Page:
 
 async def get(session: aiohttp.ClientSession, url: str, **kwargs: Any) -> Page:
     async with session.get(url, **kwargs) as response:
-        return Page(
-            response.status,
-            str(response.url),
-            await response.text(),
-            [str(r.url) for r in response.history],
-        )
+        return await Page.read(response)
 
 
 async def submit_login(session: aiohttp.ClientSession, form: Page, user: User) -> Page:
@@ -85,12 +86,7 @@ async def submit_login(session: aiohttp.ClientSession, form: Page, user: User) -
     assert found is not None and action is not None, form.text[:500]
     data = {"id": unescape(found.group(1)), "username": user.username, "password": user.password}
     async with session.post(urljoin(form.url, unescape(action.group(1))), data=data) as response:
-        return Page(
-            response.status,
-            str(response.url),
-            await response.text(),
-            [str(r.url) for r in response.history],
-        )
+        return await Page.read(response)
 
 
 async def sign_in(session: aiohttp.ClientSession, url: str, user: User) -> Page:
