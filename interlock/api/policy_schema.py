@@ -10,7 +10,9 @@ of meaning would need a new path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
+
+from interlock.model.gateway import HTTPMethod
 
 SCHEMA_PATH = "/v1/schema/outbound-policy.json"
 
@@ -115,20 +117,7 @@ _MATCH = {
         },
         "headers": {"type": "array", "items": _VALUE_MATCH},
         "queryParams": {"type": "array", "items": _VALUE_MATCH},
-        "method": {
-            "enum": [
-                None,
-                "GET",
-                "HEAD",
-                "POST",
-                "PUT",
-                "DELETE",
-                "CONNECT",
-                "OPTIONS",
-                "TRACE",
-                "PATCH",
-            ]
-        },
+        "method": {"enum": [None, *get_args(HTTPMethod)]},
     },
 }
 _BACKEND = {
