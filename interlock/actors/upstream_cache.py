@@ -62,6 +62,17 @@ class TrackService:
 
 
 @dataclass(frozen=True, slots=True)
+class UntrackService:
+    """Ask the cache to stop following a Service (its rows leave the tables)."""
+
+    key: ObjectKey
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str]:
+        return ("track", self.key.namespace, self.key.name)  # the latest of track/untrack wins
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceTracked:
     """Sent by the cache to itself after subscribing: the retained values are in before it."""
 
@@ -74,6 +85,7 @@ class UpstreamCache(Actor):
     def __init__(self, *, tables: UpstreamTables) -> None:
         self._tables = tables
         self._followed: set[ObjectKey] = set()
+        self._untracked: set[ObjectKey] = set()
 
     async def started(self) -> None:
         # After a restart the subscriptions are kept by the system and their retained values
@@ -83,13 +95,27 @@ class UpstreamCache(Actor):
     async def receive(self, message: object) -> object | None:
         if isinstance(message, TrackService):
             key = message.key
+            self._untracked.discard(key)
             if key not in self._followed:
                 self._followed.add(key)
                 self.subscribe(service_topic(key.namespace, key.name))
                 self.subscribe(endpoints_topic(key.namespace, key.name))
                 self.tell(self.address, ServiceTracked(key))
+        elif isinstance(message, UntrackService):
+            key = message.key
+            if key in self._followed:
+                self._followed.discard(key)
+                self._untracked.add(key)
+                self.unsubscribe(service_topic(key.namespace, key.name))
+                self.unsubscribe(endpoints_topic(key.namespace, key.name))
+                tables = self._tables
+                tables.known.discard(key)
+                tables.services.pop(key, None)
+                tables.slices.pop(key, None)
+                self._recompute(key)
         elif isinstance(message, ServiceTracked):
-            self._tables.known.add(message.key)
+            if message.key not in self._untracked:
+                self._tables.known.add(message.key)
         elif isinstance(message, Published | Unpublished):
             self._take(message)
         return None
@@ -98,6 +124,8 @@ class UpstreamCache(Actor):
         kind, _, rest = message.topic.partition(":")
         namespace, _, name = rest.partition("/")
         key = ObjectKey(namespace=namespace, name=name)
+        if key in self._untracked:
+            return  # queued before the Service was untracked
         value = message.value if isinstance(message, Published) else None
         tables = self._tables
         if kind == "service":

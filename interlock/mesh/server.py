@@ -59,7 +59,7 @@ from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, wit
 from interlock.edge.routing import split_target
 from interlock.edge.server import parse_host_port
 from interlock.edge.upstreams import UpstreamError
-from interlock.mesh.upstreams import MeshUpstreams
+from interlock.mesh.upstreams import MeshUpstreams, service_exists
 from interlock.model.authority import (
     DEFAULT_CLUSTER_DOMAIN,
     NotAService,
@@ -259,7 +259,7 @@ class MeshServer:
             ),
             policy=policy,
         )
-        if _service_exists(policy):
+        if service_exists(policy):
             # A label value from the cluster, not from the client (docs/mesh.md).
             exchange.target = str(authority)
         if isinstance(decision, Answer):
@@ -356,15 +356,6 @@ class _MeshSource:
         return self._upstreams.addresses(
             namespace=target.namespace, service=target.service, port=target.port
         )
-
-
-def _service_exists(policy: OutboundPolicy) -> bool:
-    """Whether the policy's Service exists: only a missing one has a Default route whose
-    backend (the Service itself) does not exist."""
-    routes = policy.routes
-    if len(routes) != 1 or routes[0].kind != "Default":
-        return True
-    return all(b.exists for rule in routes[0].rules for b in rule.backends)
 
 
 def _host_header(name: str, namespace: str, request: web.BaseRequest) -> str:

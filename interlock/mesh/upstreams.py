@@ -17,21 +17,33 @@ Later requests read two local tables and never wait.
   double ask in :meth:`MeshUpstreams._track` returns once the cache has read the Service's
   retained values, which the subscription put in its mailbox before the second ask.
 
-Every Service port a client names is followed while the controller runs, up to
-:attr:`MeshUpstreams.max_targets` (a client naming random Services would otherwise make the
-controller build a watch for each).
+A Service port a client names is followed until it is no longer needed: no request for
+:attr:`MeshUpstreams.idle_release` seconds (10 minutes by default; a sweep runs every quarter
+of that, on the injected sleep and clock), or its Service was deleted (the policy update that
+says so). Releasing closes its policy watch (the watch stops after its grace period) and stops
+following the endpoints of the backends no other followed policy names; the next request
+follows it again, as the first did. At most :attr:`MeshUpstreams.max_targets` are followed at
+once (a client naming random Services would otherwise make the controller build a watch for
+each).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from loguru import logger
 
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.actors.upstream_cache import TrackService, UpstreamCache, UpstreamTables
+from interlock.actors.upstream_cache import (
+    TrackService,
+    UntrackService,
+    UpstreamCache,
+    UpstreamTables,
+)
 from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
@@ -45,9 +57,14 @@ MESH_UPSTREAM_CACHE = "mesh-upstreams"
 
 DEFAULT_MAX_TARGETS = 10_000
 
+DEFAULT_IDLE_RELEASE = 600.0
+"""Seconds without a request after which a followed Service port is released."""
+
 
 @dataclass(eq=False, slots=True)
 class _Followed:
+    used: float
+    """When a request last named it (the injected clock)."""
     policy: OutboundPolicy | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -63,19 +80,55 @@ class MeshUpstreams:
         watches: ServicePortWatches,
         client_namespace: str,
         max_targets: int = DEFAULT_MAX_TARGETS,
+        idle_release: float = DEFAULT_IDLE_RELEASE,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._system = system
         self._watches = watches
         self.client_namespace = client_namespace
         self.max_targets = max_targets
+        self.idle_release = idle_release
+        self._clock = clock
+        self._sleep = sleep
         self.tables = UpstreamTables()
         self._followed: dict[ServiceAuthority, _Followed] = {}
         self._tracked: set[ObjectKey] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
 
     def start(self) -> None:
-        """Spawn the endpoint cache (once, before requests arrive)."""
+        """Spawn the endpoint cache (once, before requests arrive) and start the sweep."""
         self._system.spawn(MESH_UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
+        self._sweeper = asyncio.get_running_loop().create_task(
+            self._sweep(), name="mesh idle Service ports"
+        )
+
+    async def _sweep(self) -> None:
+        while True:
+            await self._sleep(self.idle_release / 4)
+            self.release_idle()
+
+    def release_idle(self) -> list[ServiceAuthority]:
+        """Release the Service ports no request named for :attr:`idle_release` seconds."""
+        now = self._clock()
+        idle = [t for t, f in self._followed.items() if now - f.used >= self.idle_release]
+        for target in idle:
+            self._release(target)
+        return idle
+
+    def _release(self, target: ServiceAuthority) -> None:
+        """Stop following ``target``: its watch, and the endpoints only it needed."""
+        followed = self._followed.pop(target, None)
+        if followed is None:
+            return
+        if followed.task is not None and followed.task is not asyncio.current_task():
+            followed.task.cancel()  # its finally closes the watch
+        logger.debug("mesh: Service port {} released", target)
+        needed = {key for f in self._followed.values() for key in _backend_keys(f.policy)}
+        for key in self._tracked - needed:
+            self._tracked.discard(key)
+            self._system.tell(MESH_UPSTREAM_CACHE, UntrackService(key))
 
     async def policy(
         self, target: ServiceAuthority, *, within: float
@@ -92,10 +145,11 @@ class MeshUpstreams:
                     f"Service {target}: the mesh listener already follows {self.max_targets} "
                     "Service ports",
                 )
-            followed = self._followed[target] = _Followed()
+            followed = self._followed[target] = _Followed(used=self._clock())
             followed.task = asyncio.get_running_loop().create_task(
                 self._follow(target, followed), name=f"mesh policy {target}"
             )
+        followed.used = self._clock()
         if followed.policy is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(followed.ready.wait(), within)
@@ -116,21 +170,19 @@ class MeshUpstreams:
             while True:
                 version, update = await slot.next(after=version)
                 await self._track_backends(update.policy)
+                existed = followed.policy is not None and service_exists(followed.policy)
                 followed.policy = update.policy
                 followed.ready.set()
+                if existed and not service_exists(update.policy):
+                    self._release(target)  # deleted: the next request follows it again
+                    return
         except SlotClosed:
             return
         finally:
             self._watches.close_watch(watch, slot)
 
     async def _track_backends(self, policy: OutboundPolicy) -> None:
-        keys = {
-            backend.key
-            for route in policy.routes
-            for rule in route.rules
-            for backend in rule.backends
-            if backend.exists
-        }
+        keys = _backend_keys(policy)
         for key in sorted(keys - self._tracked, key=lambda k: (k.namespace, k.name)):
             self._tracked.add(key)
             await self._track(key)
@@ -157,6 +209,8 @@ class MeshUpstreams:
         """Stop following (the controller is stopping)."""
         self._closed = True
         tasks = [f.task for f in self._followed.values() if f.task is not None]
+        if self._sweeper is not None:
+            tasks.append(self._sweeper)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -173,3 +227,25 @@ class MeshUpstreams:
             }
             for target, followed in sorted(self._followed.items(), key=lambda i: str(i[0]))
         ]
+
+
+def service_exists(policy: OutboundPolicy) -> bool:
+    """Whether the policy's Service exists: only a missing one has a Default route whose
+    backend (the Service itself) does not exist."""
+    routes = policy.routes
+    if len(routes) != 1 or routes[0].kind != "Default":
+        return True
+    return all(b.exists for rule in routes[0].rules for b in rule.backends)
+
+
+def _backend_keys(policy: OutboundPolicy | None) -> set[ObjectKey]:
+    """The Services whose endpoints ``policy`` can send to."""
+    if policy is None:
+        return set()
+    return {
+        backend.key
+        for route in policy.routes
+        for rule in route.rules
+        for backend in rule.backends
+        if backend.exists
+    }
