@@ -280,3 +280,63 @@ async def test_grpc_calls_are_retried_on_the_routes_grpc_statuses(
     options = (("grpc.default_authority", GRPC_HOST),)
     async with grpc.aio.insecure_channel(target, options=options) as channel:
         await check_grpc_retries(channel)
+
+
+def _prefix(value: str) -> list[dict[str, Any]]:
+    return [{"path": {"type": "PathPrefix", "value": value}}]
+
+
+async def test_the_routes_filters_weights_timeouts_and_injector_apply_to_h2_streams(
+    edge: EdgeEnv,
+) -> None:
+    rewrite = {"hostname": "rewritten.example", "path": {"type": "ReplacePrefixMatch"}}
+    rewrite["path"]["replacePrefixMatch"] = "/new"
+    redirect = {"scheme": "https", "hostname": "elsewhere.example", "statusCode": 308}
+    cors = {"allowOrigins": ["https://app.example"], "allowMethods": ["GET"], "maxAge": 30}
+    await edge.route(
+        "h2-filters",
+        {
+            "matches": _prefix("/old"),
+            "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}],
+            "backendRefs": [ref("v1")],
+        },
+        {
+            "matches": _prefix("/moved"),
+            "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}],
+        },
+        {"matches": _prefix("/gone"), "backendRefs": [ref("does-not-exist")]},
+        {
+            "matches": _prefix("/stall"),
+            "timeouts": {"request": "5s", "backendRequest": "300ms"},
+            "backendRefs": [ref("v1")],
+        },
+        {
+            "matches": _prefix("/api"),
+            "filters": [{"type": "CORS", "cors": cors}],
+            "backendRefs": [ref("v1")],
+        },
+        {"backendRefs": [ref("v1", weight=0), ref("v2", weight=100)]},
+    )
+    rewritten = edge_report(await get(edge, "/old/page?x=1"))
+    assert (rewritten["backend"], rewritten["path"], rewritten["query"]) == (
+        "v1",
+        "/new/page",
+        "x=1",
+    )
+    assert rewritten["headers"]["host"] == ["rewritten.example"]
+    moved = await get(edge, "/moved/a?q=1")
+    assert (moved.status, moved.reason) == (308, "redirect")
+    assert moved.headers["location"] == "https://elsewhere.example/moved/a?q=1"
+    gone = await get(edge, "/gone")
+    assert (gone.status, gone.reason) == (500, "backend-not-found")
+    stalled = await get(edge, "/stall")
+    assert (stalled.status, stalled.reason) == (504, "upstream-timeout")
+    preflight = await get(
+        edge,
+        "/api",
+        method="OPTIONS",
+        headers={"origin": "https://app.example", "access-control-request-method": "GET"},
+    )
+    assert (preflight.status, preflight.reason) == (200, "cors-preflight")
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+    assert {edge_report(await get(edge, "/w"))["backend"] for _ in range(10)} == {"v2"}
