@@ -1,5 +1,5 @@
-"""Raw Ingress objects for edge tests (unit, end to end, reliability), as the API server sends
-them: one builder instead of one per test module.
+"""Raw Ingress objects (and the Service a backend names) for edge tests (unit, end to end,
+reliability), as the API server sends them: one builder instead of one per test module.
 
 Shared like ``outbound_objects.py`` (pytest puts ``tests/`` on the import path through its root
 ``conftest.py``). An empty ``modules`` writes no ``interlock.dev/modules`` annotation, which the
@@ -76,4 +76,14 @@ def module_set(name: str, modules: dict[str, Any]) -> dict[str, Any]:
         "kind": "ModuleSet",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"modules": modules},
+    }
+
+
+def backend_service(name: str) -> dict[str, Any]:
+    """The Service ``default/<name>`` an Ingress backend names: one unnamed TCP port 80."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
     }

@@ -20,7 +20,7 @@ import bcrypt
 import pytest
 from aiohttp import web
 from e2e_clients import Cluster, controller_config, eventually, object_events
-from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
+from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.cli import build_parser
@@ -168,12 +168,7 @@ class AdminSwitch:
 
 FIXED_OBJECTS = [
     INGRESS_CLASS_OBJ,
-    {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
-    },
+    backend_service("web"),
     {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -28,7 +28,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
 from echo_backends import local_slice
-from edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
+from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
@@ -93,15 +93,6 @@ class Backend:
 
 
 # --- objects -------------------------------------------------------------------------------------
-
-
-def service(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
-    }
 
 
 def endpoint_slice(backend: Backend, *, service_name: str | None = None) -> dict[str, Any]:
@@ -217,7 +208,7 @@ class Env:
         backend = Backend(name)
         await backend.start()
         self.backends[name] = backend
-        await self.kube.apply(service(name))
+        await self.kube.apply(backend_service(name))
         await self.kube.apply(endpoint_slice(backend))
         return backend
 

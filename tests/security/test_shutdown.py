@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
-from edge_objects import INGRESS_CLASS_OBJ, ingress
+from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
 
 from .conftest import wait_until
 
@@ -27,12 +27,7 @@ HOST = "hang.example.com"
 def _manifests(directory: Path, *, port: int) -> None:
     objects = [
         INGRESS_CLASS_OBJ,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "hang", "namespace": "default"},
-            "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
-        },
+        backend_service("hang"),
         {
             "apiVersion": "discovery.k8s.io/v1",
             "kind": "EndpointSlice",
