@@ -356,7 +356,9 @@ async def measure(
     return figures
 
 
-async def run(scales: list[int], changes: int, ready_within: float) -> list[Figures]:
+async def run(
+    scales: list[int], changes: int, ready_within: float, contestants: list[str]
+) -> list[Figures]:
     from api_servers import EmbeddedServer
     from outbound import objects
 
@@ -365,7 +367,7 @@ async def run(scales: list[int], changes: int, ready_within: float) -> list[Figu
         with tempfile.TemporaryDirectory(prefix="interlock-bench-kopf-") as tmp:
             server = await EmbeddedServer.start(objects(n, real=False), Path(tmp))
             try:
-                for contestant in CONTESTANTS:
+                for contestant in contestants:
                     f = await measure(
                         contestant,
                         n,
@@ -455,6 +457,13 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--ready-timeout", type=float, default=600.0)
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument(
+        "--contestants",
+        nargs="+",
+        choices=CONTESTANTS,
+        default=list(CONTESTANTS),
+        help="who runs (kopf-index is not ready within 10 minutes at 10,000)",
+    )
     parser.add_argument("--peer", choices=["index", "event"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
@@ -462,11 +471,13 @@ def main() -> int:
     if args.peer:
         kopf_operator(args.peer, args.port, args.expected)
         return 0
-    results = asyncio.run(run(args.scales, args.changes, args.ready_timeout))
+    results = asyncio.run(run(args.scales, args.changes, args.ready_timeout, args.contestants))
     command = (
         f".venv/bin/python benchmarks/peer_kopf.py --scales {' '.join(map(str, args.scales))} "
         f"--changes {args.changes} --ready-timeout {args.ready_timeout:.0f}"
     )
+    if args.contestants != list(CONTESTANTS):
+        command += f" --contestants {' '.join(args.contestants)}"
     text = section(results, command)
     print(text)
     if args.write_docs:

@@ -73,7 +73,9 @@ class Cell:
         self.queue: deque[Envelope] | None = None
         self.keys: dict[Hashable, Envelope] | None = None
         """Queued envelopes by coalesce key."""
-        self.topics: set[str] | None = None
+        self.topics: dict[str, None] | None = None
+        """The topics it subscribes to (a dict as an ordered set: a set of five names, a route
+        actor's usual count, takes 728 bytes, a dict 224)."""
         self.replay: Envelope | None = None
         """Durable mailboxes: the message lost with a crash, re-delivered (this envelope) to the
         restarted instance; if the handler raises on it again it is a poison message."""

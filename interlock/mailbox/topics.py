@@ -39,8 +39,8 @@ class Topics:
         topic = self.setdefault(name)
         topic.subscribers[cell.address] = cell
         if cell.topics is None:
-            cell.topics = set()
-        cell.topics.add(name)
+            cell.topics = {}
+        cell.topics[name] = None
         return topic
 
     def remove_subscriber(self, name: str, cell: Cell) -> bool:
@@ -51,7 +51,7 @@ class Topics:
             self.forget_if_unused(name, topic)
         if cell.topics is None or name not in cell.topics:
             return False
-        cell.topics.discard(name)
+        del cell.topics[name]
         return True
 
     def remove_all(self, cell: Cell) -> None:
