@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from echo_backends import Echo
 
 from interlock.dataplane import REASON_HEADER, Answer, RequestInfo, ServicePortRef
 from interlock.dataplane.engine import Engine
@@ -21,7 +22,6 @@ from interlock.dataplane.wire import answer_response
 from interlock.edge.proxy import Forwarder, without_hop_by_hop
 from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.outbound import OutboundPolicy
-from tests.dataplane.echo import Echo
 from tests.dataplane.policies import policy
 
 WEB = ServicePortRef("shop", "web", 80)
@@ -45,7 +45,7 @@ class FrontDoor:
 
 @pytest.fixture
 async def door() -> AsyncIterator[FrontDoor]:
-    echo = Echo("v1")
+    echo = Echo("v1", read_body=True)
     await echo.start()
     upstreams = StaticUpstreams(
         {("shop", name, 80): [echo.address] for name in ("web", "v1", "v2")}

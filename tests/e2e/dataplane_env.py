@@ -2,20 +2,19 @@
 Service ``web``, echo backends standing in for pods, and producer HTTPRoutes on ``web`` whose
 policy the edge enforces on the wire.
 
-Each echo backend answers with a JSON report of what it received (its name, method, path as
-received, query, every header with all its values), so a test checks what the policy made of a
-request; ``/stall…`` paths never answer until the test ends (for timeouts), ``?status=N``
-answers N, ``?fail_first=N`` answers 503 to the first N requests with that query, ``?read`` reads
-the whole body first (its length in the report). A test changes the
+Each echo backend (``tests/echo_backends.py``, the one the mesh's and the engine's tests use
+too) answers with a JSON report of what it received (its name, method, path as received,
+query, every header with all its values), so a test checks what the policy made of a request;
+``/stall…`` paths never answer until the test ends (for timeouts), ``?status=N`` answers N,
+``?fail_first=N`` answers 503 to the first N requests with that query, ``?read`` reads the
+whole body first (its length in the report). A test changes the
 route, then waits for a marker header of that route version to reach a backend: from then on
 the edge serves that version, and the assertions need no timing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +22,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import EchoReply, local_slice, request_report
-from lanes import ENDPOINT_HOST
+from echo_backends import Echo, EchoReply, local_slice
 
 from interlock.controller.app import Controller
 
@@ -34,49 +31,6 @@ CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 GATEWAY = "gateway.networking.k8s.io"
 HOST = "dp.test"
 MARK = "X-Route-Version"
-
-
-@dataclass
-class Echo:
-    """An HTTP server that reports what reached it."""
-
-    name: str
-    port: int = 0
-    received: list[dict[str, Any]] = field(default_factory=list)
-    seen: Counter[str] = field(default_factory=Counter)
-    """Requests by query string (``?fail_first=N`` answers 503 to the first N of its kind)."""
-    runner: web.AppRunner | None = None
-    stalled: asyncio.Event = field(default_factory=asyncio.Event)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        report = request_report(self.name, request, every_value=True)
-        if "read" in request.query:  # the whole body before answering
-            report["bodyLength"] = len(await request.read())
-        self.received.append(report)
-        if request.path.startswith("/stall"):
-            self.stalled.set()
-            await self.release.wait()
-        self.seen[request.query_string] += 1
-        status = int(request.query.get("status", "200"))
-        if self.seen[request.query_string] <= int(request.query.get("fail_first", "0")):
-            status = 503
-        return web.json_response(
-            report, status=status, headers={"X-Echo": self.name, "X-Drop": "me"}
-        )
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
-        self.port = self.runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        self.release.set()
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 @dataclass(frozen=True)

@@ -17,40 +17,12 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import EchoReply, local_slice, request_report
+from echo_backends import Echo, EchoReply, local_slice
 from lanes import ENDPOINT_HOST
 
 from interlock.controller.app import Controller
 
 GATEWAY = "gateway.networking.k8s.io"
-
-
-@dataclass
-class Echo:
-    """An HTTP server that reports what reached it."""
-
-    name: str
-    status: int = 200
-    port: int = 0
-    received: list[dict[str, Any]] = field(default_factory=list)
-    runner: web.AppRunner | None = None
-
-    async def handle(self, request: web.Request) -> web.Response:
-        report = request_report(self.name, request, every_value=False)
-        self.received.append(report)
-        return web.json_response(report, status=self.status, headers={"X-Echo": self.name})
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
-        self.port = self.runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 @dataclass(frozen=True)
@@ -123,7 +95,7 @@ class MeshEnv:
         ``name`` (``name:port`` when there are several ports)."""
         servers: dict[int, Echo] = {}
         for port in ports:
-            echo = Echo(name if len(ports) == 1 else f"{name}:{port}")
+            echo = Echo(name if len(ports) == 1 else f"{name}:{port}", every_value=False)
             await echo.start()
             self.echoes.append(echo)
             servers[port] = echo
