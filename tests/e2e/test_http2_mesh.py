@@ -6,6 +6,7 @@ working on the same port."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,8 @@ import grpc
 import pytest
 from e2e_clients import eventually
 from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
-from mesh_env import GATEWAY, MeshEnv, service_obj, ws_slice
+from h2_client import h2_get
+from mesh_env import GATEWAY, MeshEnv, ref, route_obj, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
 
 
@@ -152,3 +154,64 @@ async def test_grpc_calls_are_retried_on_the_routes_grpc_statuses(
     await mesh.cluster.apply(say_route(say="greeter-v2", rest="greeter", retry=True))
     async with channel(mesh, "greeter.default:80") as ch:
         await check_grpc_retries(ch)
+
+
+async def test_an_h2c_request_gets_the_rules_filters_redirects_rewrites_and_weights(
+    mesh: MeshEnv,
+) -> None:
+    await mesh.serve("web")
+    await mesh.serve("other")
+    edits = {"set": [{"name": "X-Env", "value": "prod"}], "remove": ["X-Drop"]}
+    backend_edit = {"set": [{"name": "X-Backend-Filter", "value": "other"}]}
+    redirect = {"hostname": "moved.example", "statusCode": 307}
+    rewrite = {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}
+    rules = [
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/rule"}}],
+            "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": edits}],
+            "backendRefs": [ref("web")],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/backend"}}],
+            "backendRefs": [
+                ref(
+                    "other",
+                    filters=[
+                        {"type": "RequestHeaderModifier", "requestHeaderModifier": backend_edit}
+                    ],
+                )
+            ],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/moved"}}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+            "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}],
+            "backendRefs": [ref("web")],
+        },
+        {"backendRefs": [ref("web", weight=0), ref("other", weight=100)]},
+    ]
+    await mesh.cluster.apply(route_obj("web", parent="web", rules=rules))
+    authority = "web.default"
+
+    async def in_force() -> bool:
+        reply = await h2_get(mesh.url, authority=authority, path="/w")
+        return reply.headers.get("x-echo") == "other"
+
+    await eventually(in_force, message="the route is in force for h2c requests")
+    sent = {"x-env": "dev", "x-drop": "secret"}
+    rule = await h2_get(mesh.url, authority=authority, path="/rule/a", headers=sent)
+    seen = json.loads(rule.body)["headers"]
+    assert (seen["x-env"], "x-drop" in seen, seen["host"]) == ("prod", False, authority)
+    backend = json.loads((await h2_get(mesh.url, authority=authority, path="/backend/b")).body)
+    assert (backend["backend"], backend["headers"]["x-backend-filter"]) == ("other", "other")
+    moved = await h2_get(mesh.url, authority=authority, path="/moved/x?q=1")
+    assert (moved.status, moved.headers["location"]) == (307, "http://moved.example/moved/x?q=1")
+    assert "x-echo" not in moved.headers
+    rewritten = json.loads((await h2_get(mesh.url, authority=authority, path="/api/x/y")).body)
+    assert (rewritten["backend"], rewritten["path"]) == ("web", "/v2/x/y")
+    weights = {(await h2_get(mesh.url, authority=authority, path="/w")).headers["x-echo"]}
+    weights |= {(await h2_get(mesh.url, authority=authority, path="/w")).headers["x-echo"]}
+    assert weights == {"other"}
