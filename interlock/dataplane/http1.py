@@ -357,8 +357,6 @@ class _Connection(asyncio.Protocol):
             self._body_sent = True
             if self._parser is not None and self._timer is None and not self.reading_paused:
                 self._start_timer()
-            if self._parser is None and not self._lost:
-                self._pool.give_back(self)  # the answer was complete before the body
         except asyncio.CancelledError:
             raise
         except UpstreamProtocolError:
@@ -390,11 +388,12 @@ class _Connection(asyncio.Protocol):
         self._stop_timer()
         if response is not None:
             response._finish()
-        if not keep_alive:
-            self.close()
-        elif self._body_sent:
+        if keep_alive and self._body_sent:
             self._pool.give_back(self)
-        # else: pooled when the body has gone (see _send)
+        else:
+            # An answer before the whole body (a 413, say): the upstream reads no more of it,
+            # and a connection in the middle of a request body cannot carry the next one.
+            self.close()
 
     def _fail(self, error: BaseException) -> None:
         self._parser = None

@@ -273,3 +273,32 @@ def test_a_header_with_cr_or_lf_is_never_sent() -> None:
     head, chunked = request_head("POST", "/p?q=1", CIMultiDict(), None, ("10.0.0.1", 8080))
     assert head == b"POST /p?q=1 HTTP/1.1\r\nContent-Length: 0\r\nHost: 10.0.0.1:8080\r\n\r\n"
     assert not chunked
+
+
+async def test_an_answer_before_the_whole_body_ends_the_upload_and_its_connection() -> None:
+    closed = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        writer.write(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        while await reader.read(65536):  # what is left of the body, until the edge closes
+            pass
+        closed.set()
+
+    endless = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"x" * 1024
+        await endless.wait()  # a client still sending
+        yield b"never"
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        response = await p.request(address, "POST", "/", headers(), body(), read_timeout=30.0)
+        assert response.status == 413
+        assert await response.read() == b""
+        response.release()
+        await asyncio.wait_for(closed.wait(), 30)
+        p.close()
