@@ -13,6 +13,7 @@ import pytest
 from multidict import CIMultiDict
 
 from interlock.dataplane.http1 import (
+    Http1Response,
     UpstreamConnectError,
     UpstreamPool,
     UpstreamProtocolError,
@@ -65,6 +66,16 @@ def pool(**kw: float) -> UpstreamPool:
 
 def headers(**items: str) -> CIMultiDict[str]:
     return CIMultiDict({"Host": "app.example.com", **items})
+
+
+async def send(
+    p: UpstreamPool,
+    address: tuple[str, int],
+    method: str,
+    body: AsyncIterator[bytes],
+    sent: CIMultiDict[str] | None = None,
+) -> Http1Response:
+    return await p.request(address, method, "/", sent or headers(), body, read_timeout=30.0)
 
 
 async def get(
@@ -181,11 +192,11 @@ async def test_a_streamed_body_goes_chunked_unless_its_length_is_known() -> None
     upstream = Upstream(script)
     async with upstream as address:
         p = pool()
-        response = await p.request(address, "PUT", "/", headers(), body(), read_timeout=30.0)
+        response = await send(p, address, "PUT", body())
         assert response.status == 204
         response.release()
         sized = headers(**{"Content-Length": "6"})
-        response = await p.request(address, "PUT", "/", sized, body(), read_timeout=30.0)
+        response = await send(p, address, "PUT", body(), sized)
         assert response.status == 204
         response.release()
         p.close()
@@ -208,6 +219,13 @@ async def test_silence_from_the_upstream_is_a_read_timeout() -> None:
         with pytest.raises(TimeoutError):  # and before the headers: the same
             await p.request(address, "GET", "/", headers(), None, read_timeout=0.2)
         p.close()
+
+
+async def _then_stall(first: bytes, until: asyncio.Event) -> AsyncIterator[bytes]:
+    """A client that sends ``first``, then nothing more until ``until`` is set."""
+    yield first
+    await until.wait()
+    yield b"never"
 
 
 async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -286,17 +304,10 @@ async def test_an_answer_before_the_whole_body_ends_the_upload_and_its_connectio
             pass
         closed.set()
 
-    endless = asyncio.Event()
-
-    async def body() -> AsyncIterator[bytes]:
-        yield b"x" * 1024
-        await endless.wait()  # a client still sending
-        yield b"never"
-
     upstream = Upstream(script)
     async with upstream as address:
         p = pool()
-        response = await p.request(address, "POST", "/", headers(), body(), read_timeout=30.0)
+        response = await send(p, address, "POST", _then_stall(b"x" * 1024, asyncio.Event()))
         assert response.status == 413
         assert await response.read() == b""
         response.release()
