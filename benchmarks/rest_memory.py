@@ -10,13 +10,21 @@ Two parts, all in one run:
    N Services and N HTTPRoutes as ``benchmarks/outbound.py`` makes them: its RSS once
    ``/readyz`` answers 200, for each N.
 
+With ``--where N`` it shows instead where the memory per Service+route pair goes: the
+controller runs in this process under tracemalloc (started after the imports, so what is
+traced is what start-up and the N pairs allocated) and what is alive once it is ready is
+grouped by the innermost frame of interlock's code that allocated it, per file and per line,
+divided by N. (The figures of a traced run are Python allocations, not RSS.)
+
     .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--write-docs]
+    .venv/bin/python benchmarks/rest_memory.py --where 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import subprocess
 import sys
 import tempfile
@@ -104,6 +112,62 @@ async def at_rest(n: int) -> tuple[float, float]:
             await server.stop()
 
 
+async def where(n: int, *, depth: int = 10, top: int = 30) -> None:
+    """Print where the controller's memory per Service+route pair goes at N pairs."""
+    import gc
+    import tracemalloc
+
+    from api_servers import EmbeddedServer
+    from bench_report import quiet_logs
+    from outbound import idle, objects
+
+    from interlock.config import Address, ControllerConfig
+    from interlock.controller.app import Controller
+
+    quiet_logs()
+    with tempfile.TemporaryDirectory(prefix="interlock-bench-where-") as tmp:
+        server = await EmbeddedServer.start(objects(n, real=False), Path(tmp), start_within=1800)
+        try:
+            controller = Controller(
+                ControllerConfig(
+                    kubeconfig=server.controller_kubeconfig,
+                    policy_addr=Address("127.0.0.1", 0),
+                    admin_addr=Address("127.0.0.1", 0),
+                    lease_namespace=server.lease_namespace,
+                    lease_identity="benchmark",
+                    tune_gc=True,  # as `interlock run` does
+                )
+            )
+            tracemalloc.start(depth)
+            await controller.start()
+            await controller.wait_ready(within=3600)
+            await idle(controller)
+            gc.collect()
+            snapshot = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            await controller.stop()
+        finally:
+            await server.stop()
+    by_file: collections.Counter[str] = collections.Counter()
+    by_line: collections.Counter[str] = collections.Counter()
+    for trace in snapshot.traces:
+        frames = list(trace.traceback)
+        ours = next((f for f in reversed(frames) if "/interlock/" in f.filename), None)
+        where = ours.filename.split("/interlock/")[-1] if ours is not None else "(not interlock)"
+        by_file[where] += trace.size
+        allocated = frames[-1]
+        line = f"{where}:{ours.lineno}" if ours is not None else where
+        by_line[f"{line} ({Path(allocated.filename).name}:{allocated.lineno})"] += trace.size
+    total = sum(by_file.values())
+    print(f"{n:,} Services + routes: {total / 2**20:.1f} MiB traced, {total / n:,.0f} B per pair")
+    print("\nper pair, by interlock file (innermost interlock frame of the allocation):")
+    for name, size in by_file.most_common(top):
+        print(f"{size / n:8,.0f} B  {name}")
+    print("\nper pair, by line (and the line that allocated):")
+    for name, size in by_line.most_common(top):
+        print(f"{size / n:8,.0f} B  {name}")
+
+
 def section(
     graph: list[tuple[str, float, int, list[tuple[str, int]]]],
     rest: dict[int, tuple[float, float]],
@@ -154,7 +218,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[0, 1000, 10_000])
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--where", type=int, metavar="N", help="where the memory per pair goes")
     args = parser.parse_args()
+    if args.where:
+        asyncio.run(where(args.where))
+        return 0
     graph = import_graph()
     rest = {n: asyncio.run(at_rest(n)) for n in args.scales}
     command = (

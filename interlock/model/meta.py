@@ -9,6 +9,7 @@ own messages name neither the object nor the field in the shape a Kubernetes use
 from __future__ import annotations
 
 import sys
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -108,15 +109,25 @@ def share_repeated_parts(model: M) -> M:
     pydantic gives every model instance its own ``__pydantic_fields_set__`` (216 bytes, 728
     with more than four names): at 10,000 Services and routes that was about 4.5 KiB per pair,
     more than the fields themselves. A frozen model's set never changes (``model_copy`` copies
-    it before adding names), so instances with the same names share one. Strings are interned,
-    so the namespace, group and kind every object repeats are kept once.
+    it before adding names), so instances with the same names share one. Frozen parts equal to
+    one that is alive elsewhere (a Service's ``http``/80/TCP port, an empty status, a rule's
+    default ``/`` match) become that one: immutable and compared by value, they cannot tell.
+    Strings are interned, so the namespace, group and kind every object repeats are kept once.
     """
     _share(model)
     return model
 
 
-def _share(value: object) -> None:
+def _share(value: Any) -> Any:
+    """``value`` with its parts shared; a frozen, hashable model may come back as an equal one."""
     if isinstance(value, BaseModel):
+        fields = value.__dict__
+        for name, item in fields.items():
+            if type(item) is str:
+                if name not in _UNIQUE_STRINGS:
+                    fields[name] = sys.intern(item)
+            elif isinstance(item, BaseModel | tuple | list):
+                fields[name] = _share_part(item)
         if value.model_config.get("frozen"):
             names = value.__pydantic_fields_set__
             key = frozenset(names)
@@ -124,18 +135,29 @@ def _share(value: object) -> None:
             if shared is None:
                 shared = _FIELDS_SETS[key] = set(key)
             object.__setattr__(value, "__pydantic_fields_set__", shared)
-            fields = value.__dict__
-            for name, item in fields.items():
-                if type(item) is str:
-                    fields[name] = sys.intern(item)
-                else:
-                    _share(item)
-        else:
-            for item in value.__dict__.values():
-                _share(item)
-    elif isinstance(value, tuple | list):
-        for item in value:
-            _share(item)
+    elif isinstance(value, list):
+        value[:] = [_share_part(item) for item in value]
+    return value
+
+
+def _share_part(value: Any) -> Any:
+    if isinstance(value, tuple):
+        items = tuple(_share_part(item) for item in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    _share(value)
+    if isinstance(value, BaseModel) and value.model_config.get("frozen"):
+        try:
+            return _EQUAL_PARTS.setdefault(value, value)
+        except TypeError:
+            return value  # holds something unhashable (labels): not shared
+    return value
+
+
+_UNIQUE_STRINGS = frozenset({"uid", "resource_version", "cluster_ip"})
+"""Fields whose value no other object repeats: interning them would only grow the table."""
+
+_EQUAL_PARTS: weakref.WeakValueDictionary[BaseModel, BaseModel] = weakref.WeakValueDictionary()
+"""Frozen parts alive somewhere, by value; an entry goes with the last object that holds it."""
 
 
 def parse_object(model: type[M], kind: str, raw: dict[str, Any]) -> M:

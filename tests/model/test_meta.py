@@ -2,6 +2,7 @@ import pytest
 from pydantic import Field
 
 from interlock.model.meta import InvalidObject, KubeModel, ObjectMeta, parse_object
+from interlock.model.service import parse_service
 
 
 class _Port(KubeModel):
@@ -33,3 +34,31 @@ def test_unknown_fields_are_ignored():
     thing = parse_object(_Thing, "Thing", raw)
     assert thing.metadata.name == "a"
     assert thing.spec.ports == []
+
+
+def _service(name: str) -> dict[str, object]:
+    return {
+        "metadata": {"namespace": "default", "name": name, "uid": f"uid-{name}"},
+        "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "http", "port": 80}]},
+    }
+
+
+def test_parsed_objects_share_their_equal_frozen_parts_and_stay_what_they_were() -> None:
+    a, b = parse_service(_service("a")), parse_service(_service("b"))
+    # Equal immutable parts are one object, and so is each set of field names.
+    assert a.spec.ports[0] is b.spec.ports[0]
+    assert a.status is b.status
+    assert a.metadata.__pydantic_fields_set__ is b.metadata.__pydantic_fields_set__
+    assert a.metadata.namespace is b.metadata.namespace
+    # Nothing a reader sees changed: values, equality, what was set, a copy with an update.
+    assert a.spec.ports[0].port == 80 and a.metadata.name == "a" and a != b
+    assert a == parse_service(_service("a"))
+    assert a.metadata.model_fields_set == {"namespace", "name", "uid"}
+    renamed = a.metadata.model_copy(update={"generation": 3})
+    assert renamed.model_fields_set == {"namespace", "name", "uid", "generation"}
+    assert b.metadata.model_fields_set == {"namespace", "name", "uid"}
+    assert a.model_dump(exclude_unset=True)["metadata"] == {
+        "namespace": "default",
+        "name": "a",
+        "uid": "uid-a",
+    }
