@@ -126,6 +126,22 @@ def objects(n: int, *, real: bool) -> list[dict[str, Any]]:
     return [lease, *services, *(route_obj(i, n) for i in range(n))]
 
 
+def follower(server: ApiServer) -> Controller:
+    """The controller the benchmarks measure: a follower of ``server`` (another replica holds
+    the Lease), as ``interlock run`` tunes it."""
+    return Controller(
+        ControllerConfig(
+            kubeconfig=server.controller_kubeconfig,
+            policy_addr=Address("127.0.0.1", 0),
+            admin_addr=Address("127.0.0.1", 0),
+            lease_namespace=server.lease_namespace,
+            lease_identity="benchmark",
+            watch_grace=300.0,
+            tune_gc=True,  # as `interlock run` does
+        )
+    )
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -439,16 +455,7 @@ async def run(
                     if version.status == 200
                     else "embedded"
                 )
-            config = ControllerConfig(
-                kubeconfig=server.controller_kubeconfig,
-                policy_addr=Address("127.0.0.1", 0),
-                admin_addr=Address("127.0.0.1", 0),
-                lease_namespace=server.lease_namespace,
-                lease_identity="benchmark",
-                watch_grace=300.0,
-                tune_gc=True,  # as `interlock run` does
-            )
-            controller = Controller(config)
+            controller = follower(server)
             rss_before = rss_mib()
             started = time.perf_counter()
             started_cpu = time.process_time()
@@ -550,7 +557,7 @@ async def run(
                 await asyncio.sleep(0.05)
             figures["status_s"] = time.perf_counter() - leading
             figures["status_writes"] = writer.writes
-            figures["status_concurrency"] = config.status_concurrency
+            figures["status_concurrency"] = controller.config.status_concurrency
             figures["flow_control"] = flow_delta(flow_before, await server.flow_control())
             figures["load_avg_end"] = os.getloadavg()[0]
             await controller.stop()

@@ -119,25 +119,13 @@ async def where(n: int, *, depth: int = 10, top: int = 30) -> None:
 
     from api_servers import EmbeddedServer
     from bench_report import quiet_logs
-    from outbound import idle, objects
-
-    from interlock.config import Address, ControllerConfig
-    from interlock.controller.app import Controller
+    from outbound import follower, idle, objects
 
     quiet_logs()
     with tempfile.TemporaryDirectory(prefix="interlock-bench-where-") as tmp:
         server = await EmbeddedServer.start(objects(n, real=False), Path(tmp), start_within=1800)
         try:
-            controller = Controller(
-                ControllerConfig(
-                    kubeconfig=server.controller_kubeconfig,
-                    policy_addr=Address("127.0.0.1", 0),
-                    admin_addr=Address("127.0.0.1", 0),
-                    lease_namespace=server.lease_namespace,
-                    lease_identity="benchmark",
-                    tune_gc=True,  # as `interlock run` does
-                )
-            )
+            controller = follower(server)
             tracemalloc.start(depth)
             await controller.start()
             await controller.wait_ready(within=3600)

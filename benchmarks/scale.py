@@ -34,10 +34,8 @@ from typing import Any
 
 from api_servers import EmbeddedServer
 from bench_report import command_lines, machine
-from outbound import idle, objects, rss_mib, write_section
+from outbound import follower, idle, objects, rss_mib, write_section
 
-from interlock.config import Address, ControllerConfig
-from interlock.controller.app import Controller
 from interlock.model.policy_watch import WatchTarget
 
 HEADING = "## Scale"
@@ -51,17 +49,7 @@ async def measure(n: int) -> dict[str, Any]:
         server = await EmbeddedServer.start(objects(n, real=False), Path(tmp), start_within=7200)
         figures["server_load_s"] = time.perf_counter() - loading
         try:
-            controller = Controller(
-                ControllerConfig(
-                    kubeconfig=server.controller_kubeconfig,
-                    policy_addr=Address("127.0.0.1", 0),
-                    admin_addr=Address("127.0.0.1", 0),
-                    lease_namespace=server.lease_namespace,
-                    lease_identity="benchmark",
-                    watch_grace=300.0,
-                    tune_gc=True,  # as `interlock run` does
-                )
-            )
+            controller = follower(server)
             figures["rss_before_mib"] = rss_mib()
             started, started_cpu = time.perf_counter(), time.process_time()
             await controller.start()

@@ -28,10 +28,8 @@ from pathlib import Path
 import aiohttp
 from api_servers import EmbeddedServer
 from bench_report import quiet_logs
-from outbound import idle, objects, rss_mib
+from outbound import follower, idle, objects, rss_mib
 
-from interlock.config import Address, ControllerConfig
-from interlock.controller.app import Controller
 from interlock.model.policy_watch import WatchTarget
 
 
@@ -67,17 +65,7 @@ async def measure(n: int, *, trace: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="interlock-streams-") as tmp:
         server = await EmbeddedServer.start(objects(n, real=False), Path(tmp))
         try:
-            controller = Controller(
-                ControllerConfig(
-                    kubeconfig=server.controller_kubeconfig,
-                    policy_addr=Address("127.0.0.1", 0),
-                    admin_addr=Address("127.0.0.1", 0),
-                    lease_namespace=server.lease_namespace,
-                    lease_identity="benchmark",
-                    watch_grace=300.0,
-                    tune_gc=True,  # as `interlock run` does
-                )
-            )
+            controller = follower(server)
             await controller.start()
             await controller.wait_ready(within=900)
             slots = [
