@@ -5,6 +5,10 @@ write must not be lost to a transient error and must not be repeated for nothing
 routes re-writing an unchanged status on every resync would load the API server and, worse,
 bump resourceVersions that wake every other watcher. :class:`StatusPatcher` sends a JSON merge
 patch to ``/status`` (which never bumps ``metadata.generation``) and classifies the answer;
+when the caller names the object's uid it sends a JSON patch instead, whose first operation tests
+that uid: a status computed for an object that was deleted and created again under the same
+name is then refused (422) instead of landing on the new object. A merge patch cannot say this:
+the API server ignores ``metadata`` in a custom resource's ``/status`` patch.
 :class:`StatusCache` remembers what was last written per object so an identical write is skipped.
 Deciding *whether* the desired status differs from the object's current one (timestamps aside) is
 the caller's job, with the model's comparison functions.
@@ -19,7 +23,7 @@ from typing import Any
 
 from interlock.kube.library import ApiClient
 from interlock.kube.resources import Resource
-from interlock.kube.transport import MERGE_PATCH, KubeApiError, request_json
+from interlock.kube.transport import JSON_PATCH, MERGE_PATCH, KubeApiError, request_json
 
 
 class PatchResult(enum.Enum):
@@ -147,10 +151,15 @@ class StatusPatcher:
         *,
         uid: str = "",
     ) -> PatchOutcome:
-        """Write ``status`` as a merge patch on the object's ``/status`` subresource.
+        """Write ``status`` on the object's ``/status`` subresource.
 
-        A merge patch replaces lists (``status.parents``, ``status.conditions``) as a whole and
-        removes keys set to None. Raises :class:`RetryableStatusError` on transient failures.
+        Without ``uid``: a merge patch, which replaces lists (``status.parents``,
+        ``status.conditions``) as a whole and removes keys set to None. With ``uid``: a JSON
+        patch that tests ``metadata.uid`` and then sets the whole status (keys set to None
+        left out), the same result for the statuses interlock writes, whose every key is its
+        own (RouteStatus has only ``parents``, IngressStatus only ``loadBalancer``, a
+        ModuleSet's status only ``conditions``); an object with another uid refuses it with
+        422. Raises :class:`RetryableStatusError` on transient failures.
         """
         if self.cache.is_current(resource, namespace, name, status, uid):
             return self._count(PatchOutcome(PatchResult.UNCHANGED))
@@ -163,8 +172,8 @@ class StatusPatcher:
                 method="PATCH",
                 path=resource.status_path(namespace=namespace, name=name),
                 what=what,
-                body={"status": snapshot},
-                content_type=MERGE_PATCH,
+                body=_patch_body(snapshot, uid),
+                content_type=JSON_PATCH if uid else MERGE_PATCH,
             )
         except KubeApiError as error:
             self.cache.forget(resource, namespace, name)
@@ -184,3 +193,21 @@ class StatusPatcher:
     def _count(self, outcome: PatchOutcome) -> PatchOutcome:
         self._counts[outcome.result] += 1
         return outcome
+
+
+def _patch_body(status: dict[str, Any], uid: str) -> object:
+    """The merge patch of ``status``, or, when ``uid`` is known, the JSON patch guarded by it."""
+    if not uid:
+        return {"status": status}
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "add", "path": "/status", "value": _without_nulls(status)},
+    ]
+
+
+def _without_nulls(value: Any) -> Any:
+    """What a merge patch of ``value`` makes of an object holding none of its keys: every
+    mapping key set to None left out (lists, which a merge patch replaces whole, as they are)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value

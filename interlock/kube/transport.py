@@ -21,6 +21,7 @@ from interlock.kube.library import ApiClient
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 

@@ -9,7 +9,7 @@ import pytest
 from interlock.kube.resources import HTTP_ROUTE
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 
-from .conftest import create, get
+from .conftest import create, delete, get
 
 
 def http_route(namespace: str, name: str) -> dict[str, Any]:
@@ -105,3 +105,46 @@ async def test_rejected_writes_are_reported_with_the_servers_reason(api: Any, se
     assert (await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))).result is (
         PatchResult.WRITTEN
     )
+
+
+async def test_a_status_for_an_object_deleted_and_created_again_does_not_land_on_the_new_one(
+    api: Any,
+) -> None:
+    """Found by CI's real lane: a write computed for the old object, sent after it was deleted
+    and created again under the same name, landed on the new one (a merge patch cannot name
+    the object it is meant for; the API server ignores ``metadata`` in a custom resource's
+    ``/status`` patch). Naming the uid makes it a JSON patch that tests it first."""
+    old = await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    written = await patcher.patch_status(
+        HTTP_ROUTE, "default", "web", accepted(1), uid=old["metadata"]["uid"]
+    )
+    assert written.result is PatchResult.WRITTEN
+    assert (await get(api, HTTP_ROUTE, "default", "web"))["status"] == accepted(1)
+    await delete(api, HTTP_ROUTE, "default", "web")
+    new = await create(api, HTTP_ROUTE, http_route("default", "web"))
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    late = await patcher.patch_status(
+        HTTP_ROUTE, "default", "web", accepted(1, "False"), uid=old["metadata"]["uid"]
+    )
+    assert late.result is PatchResult.REJECTED
+    assert late.code == 422
+    assert not (await get(api, HTTP_ROUTE, "default", "web")).get("status", {}).get("parents")
+    own = await patcher.patch_status(
+        HTTP_ROUTE, "default", "web", accepted(1, "False"), uid=new["metadata"]["uid"]
+    )
+    assert own.result is PatchResult.WRITTEN
+    assert (await get(api, HTTP_ROUTE, "default", "web"))["status"] == accepted(1, "False")
+
+
+async def test_a_uid_guarded_status_leaves_out_keys_set_to_none_as_a_merge_patch_does(
+    api: Any,
+) -> None:
+    created = await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    status: dict[str, Any] = {**accepted(1), "unknown": None}
+    outcome = await patcher.patch_status(
+        HTTP_ROUTE, "default", "web", status, uid=created["metadata"]["uid"]
+    )
+    assert outcome.result is PatchResult.WRITTEN
+    assert (await get(api, HTTP_ROUTE, "default", "web"))["status"] == accepted(1)
