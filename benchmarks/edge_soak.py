@@ -1,4 +1,6 @@
-"""The edge alone under sustained load while its modules change (issue 18 item 6).
+"""The edge alone under sustained load while its modules change.
+
+The figures: ``docs/reliability.md``, "The edge alone under sustained load".
 
 The controller's soak (``soak.py``) runs the edge inside the controller process, so its memory
 figure is the controller's. This runs the data plane as its own process — a

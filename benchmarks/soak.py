@@ -1,4 +1,6 @@
-"""Soak (issue 18 item 3): the controller for an hour under steady churn, watched for leaks.
+"""Soak: the controller for an hour under steady churn, watched for leaks.
+
+What it found and the figures: ``docs/reliability.md``, "Soak".
 
 A test or a benchmark of minutes cannot see what grows by a few KiB per change: a dict keyed by
 an object that is never deleted, a task per watch that outlives it, a served-configuration log.
