@@ -43,6 +43,8 @@ import asyncio
 import base64
 import collections
 import contextlib
+import ctypes
+import ctypes.util
 import gc
 import json
 import os
@@ -105,6 +107,81 @@ def served_now(controller: Controller) -> dict[str, dict[str, Any]]:
     return hosts
 
 
+SMAPS_FIELDS = ("Rss", "Pss", "Anonymous", "Private_Dirty", "Swap")
+
+
+def smaps_rollup() -> dict[str, float]:
+    """This process's ``/proc/self/smaps_rollup`` fields in MiB: RSS split into what is anonymous
+    (heap, arenas) and what maps files, so a slope says which of the two grows."""
+    fields: dict[str, float] = {}
+    with open("/proc/self/smaps_rollup") as rollup:
+        for line in rollup:
+            name, _, rest = line.partition(":")
+            if name in SMAPS_FIELDS:
+                fields["smaps_" + name.lower() + "_mib"] = round(int(rest.split()[0]) / 1024, 2)
+    return fields
+
+
+def smaps_by_mapping(top: int = 12) -> list[dict[str, Any]]:
+    """``/proc/self/smaps`` summed by mapping name (``[heap]``, ``[anon]`` for unnamed anonymous
+    mappings, a file's path), largest Rss first, in MiB; ``count`` is how many mappings."""
+    totals: dict[str, list[float]] = {}
+    name = ""
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(None, 5)
+            if head and "-" in head[0] and not head[0].endswith(":"):
+                name = head[5].strip() if len(head) > 5 else "[anon]"
+                totals.setdefault(name, [0.0, 0.0, 0])[2] += 1
+            elif head and head[0] in ("Rss:", "Private_Dirty:"):
+                totals[name][0 if head[0] == "Rss:" else 1] += int(head[1]) / 1024
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return [
+        {"mapping": n, "rss_mib": round(r, 2), "private_dirty_mib": round(d, 2), "count": int(c)}
+        for n, (r, d, c) in rows
+    ]
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def malloc_stats() -> dict[str, float]:
+    """glibc's ``mallinfo2()`` in MiB: ``arena`` (bytes from sbrk and arenas' heaps), ``in_use``
+    (allocated), ``free`` (held by malloc but free: fragmentation when it grows), ``mmapped``
+    (large blocks); empty where there is no ``mallinfo2`` (not glibc >= 2.33)."""
+    function = getattr(_LIBC, "mallinfo2", None)
+    if function is None:
+        return {}
+    function.restype = _MallInfo2
+    info = function()
+    mib = 2**20
+    return {
+        "malloc_arena_mib": round(info.arena / mib, 2),
+        "malloc_in_use_mib": round(info.uordblks / mib, 2),
+        "malloc_free_mib": round(info.fordblks / mib, 2),
+        "malloc_mmapped_mib": round(info.hblkhd / mib, 2),
+        "malloc_top_pad_mib": round(info.keepcost / mib, 2),
+    }
+
+
+def threads() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
 def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any]:
     stats = controller.system.statistics()
     watches = controller.watches
@@ -112,6 +189,11 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
     return {
         "t": time.time(),
         "rss_mib": round(rss_mib(), 2),
+        **smaps_rollup(),
+        **malloc_stats(),
+        "allocated_blocks": sys.getallocatedblocks(),
+        "threads": threads(),
+        "gc_counts": list(gc.get_count()),
         "fds": len(os.listdir("/proc/self/fd")),
         "tasks": len(asyncio.all_tasks()),
         "actors": stats.actors,
@@ -126,6 +208,7 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
         "relists": sum(s.relists for s in informers),
         "reconnects": sum(s.reconnects for s in informers),
         "gc_objects": len(gc.get_objects()) if objects else None,
+        "mappings": smaps_by_mapping(),
     }
 
 
@@ -200,6 +283,10 @@ async def controller_main(kubeconfig: str) -> None:
         while line := (await reader.readline()).decode().strip():
             if line.startswith("sample"):
                 answer = controller_sample(controller, objects=line == "sample objects")
+            elif line == "malloc_trim":
+                # How much of the RSS glibc holds free and can give back (what it returns).
+                _LIBC.malloc_trim(0)
+                answer = controller_sample(controller, objects=False)
             elif line.startswith("snapshot "):
                 answer = take_snapshot(line.removeprefix("snapshot "))
             elif line == "outputs":
@@ -701,7 +788,10 @@ class Soak:
             if elapsed >= 60 * (minute + 1):
                 minute = int(elapsed // 60)
                 print(
-                    f"soak {minute:>3} min: rss {sample['rss_mib']:.1f} MiB, "
+                    f"soak {minute:>3} min: rss {sample['rss_mib']:.1f} MiB "
+                    f"(anon {sample.get('smaps_anonymous_mib')}, malloc free "
+                    f"{sample.get('malloc_free_mib')}, blocks {sample['allocated_blocks']}), "
+                    f"threads {sample['threads']}, "
                     f"actors {sample['actors']}, tasks {sample['tasks']}, fds {sample['fds']}, "
                     f"watches {sample['watches']}, writes {sum(self.writes.values())}, "
                     f"edge {dict(self.traffic.statuses)}, unguarded "
@@ -836,6 +926,7 @@ async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
         result["converge_seconds"] = round(time.monotonic() - converge_started, 1)
         result["differences_model"] = problems[:40]
         result["end"] = await child.ask("sample objects")
+        result["end_after_malloc_trim"] = await child.ask("malloc_trim")
 
         fresh = await start_replica(cluster.admin_kubeconfig, "fresh")
         try:
