@@ -16,7 +16,7 @@ import contextlib
 import json
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import yaml
@@ -126,26 +126,21 @@ def _looks_like_item(segments: list[str]) -> bool:
     return len(rest) >= 2
 
 
+@dataclass(kw_only=True, eq=False)
 class ApiHandler:
     """Serves every request of the embedded API server."""
 
-    def __init__(
-        self,
-        *,
-        store: ObjectStore,
-        registry: Registry,
-        faults: Faults,
-        audit: AuditLog,
-        bookmark_interval: float,
-        server_address: Callable[[], str],
-    ) -> None:
-        self._store = store
-        self._registry = registry
-        self._faults = faults
-        self._audit = audit
-        self._watches = WatchStreams(store=store, bookmark_interval=bookmark_interval)
-        self._server_address = server_address
-        self._stopping = asyncio.Event()
+    store: ObjectStore
+    registry: Registry
+    faults: Faults
+    audit: AuditLog
+    bookmark_interval: InitVar[float]
+    server_address: Callable[[], str]
+    _watches: WatchStreams = field(init=False)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self, bookmark_interval: float) -> None:
+        self._watches = WatchStreams(store=self.store, bookmark_interval=bookmark_interval)
 
     def reset(self) -> None:
         """Serve again after :meth:`stopping`."""
@@ -165,7 +160,7 @@ class ApiHandler:
         path = request.path.rstrip("/") or "/"
         verb = request_verb(request.method, path, query)
         response = await self._answer(request, path, query, verb)
-        self._audit.record(
+        self.audit.record(
             AuditRecord(
                 method=request.method,
                 verb=verb,
@@ -179,7 +174,7 @@ class ApiHandler:
     async def _answer(
         self, request: web.Request, path: str, query: dict[str, str], verb: str
     ) -> web.StreamResponse:
-        fault = self._faults.for_request(verb=verb, path=path)
+        fault = self.faults.for_request(verb=verb, path=path)
         if fault is not None:
             if fault.delay:
                 with contextlib.suppress(TimeoutError):
@@ -228,21 +223,21 @@ class ApiHandler:
     def _discovery(self, segments: list[str], accept: str) -> web.Response | None:
         if segments == ["api"]:
             if discovery.wants_aggregated(accept):
-                body = discovery.aggregated_discovery(self._registry, core=True)
+                body = discovery.aggregated_discovery(self.registry, core=True)
                 return _json_response(body, content_type=discovery.AGGREGATED_V2)
-            return _json_response(discovery.api_versions(self._server_address()))
+            return _json_response(discovery.api_versions(self.server_address()))
         if segments == ["apis"]:
             if discovery.wants_aggregated(accept):
-                body = discovery.aggregated_discovery(self._registry, core=False)
+                body = discovery.aggregated_discovery(self.registry, core=False)
                 return _json_response(body, content_type=discovery.AGGREGATED_V2)
-            return _json_response(discovery.api_group_list(self._registry))
+            return _json_response(discovery.api_group_list(self.registry))
         if segments[0] == "api" and len(segments) == 2:
-            document = discovery.api_resource_list(self._registry, "", segments[1])
+            document = discovery.api_resource_list(self.registry, "", segments[1])
             if document is None:
                 raise _no_such_path(f"/api/{segments[1]}")
             return _json_response(document)
         if segments[0] == "apis" and len(segments) == 2:
-            versions = self._registry.group_versions().get(segments[1])
+            versions = self.registry.group_versions().get(segments[1])
             if not versions:
                 # kube-apiserver's mux answers an unknown group in plain text.
                 return web.Response(
@@ -252,7 +247,7 @@ class ApiHandler:
                 )
             return _json_response(discovery.api_group(segments[1], versions))
         if segments[0] == "apis" and len(segments) == 3:
-            document = discovery.api_resource_list(self._registry, segments[1], segments[2])
+            document = discovery.api_resource_list(self.registry, segments[1], segments[2])
             if document is None:
                 raise _no_such_path(f"/apis/{segments[1]}/{segments[2]}")
             return _json_response(document)
@@ -285,14 +280,14 @@ class ApiHandler:
 
     def _openapi(self, segments: list[str]) -> web.Response:
         if not segments:
-            return _json_response(openapi.openapi_index(self._registry))
+            return _json_response(openapi.openapi_index(self.registry))
         if segments[0] == "api" and len(segments) == 2:
             group, version = "", segments[1]
         elif segments[0] == "apis" and len(segments) == 3:
             group, version = segments[1], segments[2]
         else:
             raise ApiError(404, "the server could not find the requested OpenAPI document")
-        document = openapi.group_version_document(self._registry, group, version)
+        document = openapi.group_version_document(self.registry, group, version)
         if document is None:
             raise ApiError(404, "the server could not find the requested OpenAPI document")
         return _json_response(document)
@@ -309,7 +304,7 @@ class ApiHandler:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise _no_such_path(f"/{'/'.join(segments)}")
-        rtype = self._registry.by_plural(group=group, version=version, plural=rest[0])
+        rtype = self.registry.by_plural(group=group, version=version, plural=rest[0])
         if rtype is None:
             raise _no_such_path(f"/{'/'.join(segments)}")
         if namespace is not None and not rtype.namespaced:
@@ -362,7 +357,7 @@ class ApiHandler:
                 return self._list(parsed, query, accept)
             if method == "POST":
                 body = await self._body(request, strict=field_validation == "Strict")
-                stored = self._store.create_object(
+                stored = self.store.create_object(
                     parsed.rtype,
                     version=parsed.version,
                     namespace=parsed.namespace,
@@ -380,11 +375,11 @@ class ApiHandler:
         if parsed.subresource not in (None, "status"):
             raise _no_such_path(f"{request.path}")
         if method == "GET":
-            stored = self._store.read(parsed.rtype, namespace=parsed.namespace, name=parsed.name)
+            stored = self.store.read(parsed.rtype, namespace=parsed.namespace, name=parsed.name)
             return self._object_response(parsed, stored, accept)
         if method == "PUT":
             body = await self._body(request, strict=field_validation == "Strict")
-            stored = self._store.update_object(
+            stored = self.store.update_object(
                 parsed.rtype,
                 version=parsed.version,
                 namespace=parsed.namespace,
@@ -399,7 +394,7 @@ class ApiHandler:
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             body = await self._body(request)
-            stored = self._store.patch_object(
+            stored = self.store.patch_object(
                 parsed.rtype,
                 version=parsed.version,
                 namespace=parsed.namespace,
@@ -425,7 +420,7 @@ class ApiHandler:
                     policy,
                     ("Background", "Foreground", "Orphan"),
                 )
-            stored, gone = self._store.delete_object(
+            stored, gone = self.store.delete_object(
                 parsed.rtype,
                 namespace=parsed.namespace,
                 name=parsed.name,
@@ -498,7 +493,7 @@ class ApiHandler:
             table = render_table(
                 parsed.rtype,
                 [stored.copy(parsed.api_version)],
-                now=self._store.now(),
+                now=self.store.now(),
                 include_object="Metadata",
                 metadata={"resourceVersion": str(stored.rv)},
             )
@@ -543,7 +538,7 @@ class ApiHandler:
             raise bad_request(f"limit: invalid value {limit_text!r}") from None
         if query.get("resourceVersion") == "0":
             limit = None  # served from kube-apiserver's watch cache, which ignores the limit
-        page = self._store.list_objects(
+        page = self.store.list_objects(
             parsed.rtype,
             where=self._filter(parsed, query),
             limit=limit if limit and limit > 0 else None,
@@ -560,7 +555,7 @@ class ApiHandler:
             table = render_table(
                 parsed.rtype,
                 [item.copy(parsed.api_version) for item in items],
-                now=self._store.now(),
+                now=self.store.now(),
                 include_object=query.get("includeObject", "Metadata"),
                 metadata=metadata,
             )
@@ -591,11 +586,11 @@ class ApiHandler:
         return _json_response(data)
 
     def _delete_collection(self, parsed: ResourceRequest, query: dict[str, str]) -> web.Response:
-        items = self._store.list_objects(parsed.rtype, where=self._filter(parsed, query)).items
+        items = self.store.list_objects(parsed.rtype, where=self._filter(parsed, query)).items
         deleted = []
         for item in items:
             with contextlib.suppress(ApiError):
-                stored, _ = self._store.delete_object(
+                stored, _ = self.store.delete_object(
                     parsed.rtype, namespace=item.namespace or None, name=item.name
                 )
                 if parsed.rtype.from_crd:
@@ -606,7 +601,7 @@ class ApiHandler:
             {
                 "kind": parsed.rtype.list_kind,
                 "apiVersion": parsed.api_version,
-                "metadata": {"resourceVersion": str(self._store.resource_version)},
+                "metadata": {"resourceVersion": str(self.store.resource_version)},
             }
         )
         return _json_response(head[:-1] + b',"items":[' + b",".join(deleted) + b"]}")

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -75,35 +75,28 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(eq=False, repr=False)
 class EventRecorder:
     """Creates core/v1 Events, folding repeats within ``window`` seconds into one with a count."""
 
-    def __init__(
-        self,
-        api: ApiClient,
-        *,
-        component: str = "interlock",
-        host: str,
-        window: float = 600.0,
-        max_tracked: int = 4096,
-        clock: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = _utc_now,
-    ) -> None:
-        self._api = api
-        self._component = component
-        self._host = host
-        self._window = window
-        self._max_tracked = max_tracked
-        self._clock = clock
-        self._now = now
-        self._recorded: OrderedDict[tuple[str, ...], _Recorded] = OrderedDict()
-        # One event at a time: a repeat must see the Event its predecessor created, or two
-        # identical events racing would create two objects.
-        self._lock = asyncio.Lock()
-        self._sequence = 0
-        self._created = 0
-        self._aggregated = 0
-        self._failed = 0
+    api: ApiClient
+    _: KW_ONLY
+    host: str
+    component: str = "interlock"
+    window: float = 600.0
+    max_tracked: int = 4096
+    clock: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = _utc_now
+    _recorded: OrderedDict[tuple[str, ...], _Recorded] = field(
+        default_factory=OrderedDict, init=False
+    )
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    """One event at a time: a repeat must see the Event its predecessor created, or two
+    identical events racing would create two objects."""
+    _sequence: int = field(default=0, init=False)
+    _created: int = field(default=0, init=False)
+    _aggregated: int = field(default=0, init=False)
+    _failed: int = field(default=0, init=False)
 
     async def record(
         self, *, regarding: Mapping[str, str], type: EventType, reason: str, message: str
@@ -142,12 +135,12 @@ class EventRecorder:
         reason: str,
         message: str,
     ) -> None:
-        timestamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        timestamp = self.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         previous = self._recorded.get(key)
-        if previous is not None and self._clock() - previous.seen_at < self._window:
+        if previous is not None and self.clock() - previous.seen_at < self.window:
             try:
                 await request_json(
-                    self._api,
+                    self.api,
                     method="PATCH",
                     path=EVENT.object_path(namespace=previous.namespace, name=previous.name),
                     what=f"update Event {previous.namespace}/{previous.name}",
@@ -161,7 +154,7 @@ class EventRecorder:
                 # The Event expired (the API server keeps them about an hour): start a new one.
             else:
                 previous.count += 1
-                previous.seen_at = self._clock()
+                previous.seen_at = self.clock()
                 self._recorded.move_to_end(key)
                 self._aggregated += 1
                 return
@@ -179,15 +172,15 @@ class EventRecorder:
             "reason": reason,
             "message": message,
             "type": type,
-            "source": {"component": self._component, "host": self._host},
-            "reportingComponent": self._component,
-            "reportingInstance": self._host,
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
             "firstTimestamp": timestamp,
             "lastTimestamp": timestamp,
             "count": 1,
         }
         await request_json(
-            self._api,
+            self.api,
             method="POST",
             path=EVENT.collection_path(namespace=namespace),
             what=f"create Event {namespace}/{name}",
@@ -196,17 +189,17 @@ class EventRecorder:
         )
         self._created += 1
         self._recorded[key] = _Recorded(
-            namespace=namespace, name=name, count=1, seen_at=self._clock()
+            namespace=namespace, name=name, count=1, seen_at=self.clock()
         )
         self._recorded.move_to_end(key)
-        while len(self._recorded) > self._max_tracked:
+        while len(self._recorded) > self.max_tracked:
             self._recorded.popitem(last=False)
 
     def _event_name(self, object_name: str) -> str:
         # client-go names events "<object>.<unix nanoseconds in hex>"; the sequence keeps names
         # unique when the clock does not move between two events (or is frozen in a test).
         self._sequence += 1
-        nanoseconds = int(self._now().timestamp() * 1_000_000_000) + self._sequence
+        nanoseconds = int(self.now().timestamp() * 1_000_000_000) + self._sequence
         return f"{object_name}.{nanoseconds:x}"
 
     def statistics(self) -> EventRecorderStatistics:

@@ -163,6 +163,7 @@ class InformerStatistics:
     """The latest failure, or None if there has been none."""
 
 
+@dataclass(kw_only=True, eq=False)
 class ReconnectBackoff:
     """The delay before each retry: exponential with jitter, reset after a healthy period.
 
@@ -171,28 +172,20 @@ class ReconnectBackoff:
     again from the initial one.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: BackoffPolicy,
-        healthy_reset: float,
-        rng: random.Random,
-        clock: Callable[[], float],
-    ) -> None:
-        self._policy = policy
-        self._healthy_reset = healthy_reset
-        self._rng = rng
-        self._clock = clock
-        self._attempt = 0
-        self._last: float | None = None
+    policy: BackoffPolicy
+    healthy_reset: float
+    rng: random.Random
+    clock: Callable[[], float]
+    _attempt: int = field(default=0, init=False)
+    _last: float | None = field(default=None, init=False)
 
     def next_delay(self) -> float:
         """Seconds to wait before the next attempt; each call counts as one more failure."""
-        now = self._clock()
-        if self._last is not None and now - self._last >= self._healthy_reset:
+        now = self.clock()
+        if self._last is not None and now - self._last >= self.healthy_reset:
             self._attempt = 0
         self._last = now
-        delay = self._policy.delay(self._attempt, self._rng)
+        delay = self.policy.delay(self._attempt, self.rng)
         self._attempt += 1
         return delay
 
@@ -201,44 +194,39 @@ class _WatchExpired(Exception):
     """The watch's resourceVersion is too old (410): only a relist can continue."""
 
 
+@dataclass(kw_only=True, eq=False)
 class _Reflector:
     """List and watch of one resource in one namespace (or all): the informer's unit of work."""
 
-    def __init__(
-        self,
-        *,
-        api: ApiClient,
-        resource: Resource,
-        namespace: str | None,
-        sink: Sink,
-        label_selector: str | None,
-        backoff: ReconnectBackoff,
-        watch_timeout: int,
-        page_size: int,
-        clock: Callable[[], float],
-    ) -> None:
-        self._api = api
-        self._resource = resource
-        self._namespace = namespace
-        self._sink = sink
-        self._label_selector = label_selector
-        self._backoff = backoff
-        self._watch_timeout = watch_timeout
-        self._page_size = page_size
-        self._clock = clock
-        self._path = resource.collection_path(namespace=namespace)
-        self._scope = f"{resource.kind} in namespace {namespace}" if namespace else resource.kind
-        self.store: dict[str, dict[str, Any]] = {}
-        """By key, what was delivered of each object (:func:`last_seen`)."""
-        self.resource_version = ""
-        self.listed = asyncio.Event()
-        self.events = 0
-        self.relists = 0
-        self.reconnects = 0
-        self.watches = 0
-        self.bookmarks = 0
-        self.sink_errors = 0
-        self.last_error: str | None = None
+    api: ApiClient
+    resource: Resource
+    namespace: str | None
+    sink: Sink
+    label_selector: str | None
+    backoff: ReconnectBackoff
+    watch_timeout: int
+    page_size: int
+    clock: Callable[[], float]
+    store: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
+    """By key, what was delivered of each object (:func:`last_seen`)."""
+    resource_version: str = field(default="", init=False)
+    listed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    events: int = field(default=0, init=False)
+    relists: int = field(default=0, init=False)
+    reconnects: int = field(default=0, init=False)
+    watches: int = field(default=0, init=False)
+    bookmarks: int = field(default=0, init=False)
+    sink_errors: int = field(default=0, init=False)
+    last_error: str | None = field(default=None, init=False)
+    _path: str = field(init=False)
+    _scope: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        namespace = self.namespace
+        self._path = self.resource.collection_path(namespace=namespace)
+        self._scope = (
+            f"{self.resource.kind} in namespace {namespace}" if namespace else self.resource.kind
+        )
 
     async def run(self) -> None:
         # A reflector run again after being cancelled resumes watching from where it stopped.
@@ -274,12 +262,12 @@ class _Reflector:
                 self.last_error = f"list/watch {self._scope}: {type(error).__name__}: {error}"
                 log_failure("{} failed", self._scope, error=error)
             self.reconnects += 1
-            delay = max(self._backoff.next_delay(), retry_after or 0.0)
+            delay = max(self.backoff.next_delay(), retry_after or 0.0)
             logger.warning("{} (retrying in {:.2f}s)", self.last_error, delay)
             await asyncio.sleep(delay)
 
     def _query(self) -> list[tuple[str, str]]:
-        return [("labelSelector", self._label_selector)] if self._label_selector else []
+        return [("labelSelector", self.label_selector)] if self.label_selector else []
 
     def _deliver(self, event: InformerEvent) -> None:
         self.events += 1
@@ -294,7 +282,7 @@ class _Reflector:
             event.resource_version,
         )
         try:
-            self._sink(event)
+            self.sink(event)
         except Exception as error:
             self.sink_errors += 1
             log_failure("sink raised on {}", event.trace_summary(), error=error)
@@ -302,8 +290,8 @@ class _Reflector:
     def _complete(self, obj: dict[str, Any]) -> dict[str, Any]:
         # Items of a list response carry no apiVersion/kind (watch events do); consumers should
         # not have to care where an object came from.
-        obj.setdefault("apiVersion", self._resource.api_version)
-        obj.setdefault("kind", self._resource.kind)
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
         return obj
 
     async def _list(self) -> None:
@@ -311,12 +299,12 @@ class _Reflector:
         continue_token: str | None = None
         list_version = ""
         while True:
-            query: QueryParams = [("limit", str(self._page_size)), *self._query()]
+            query: QueryParams = [("limit", str(self.page_size)), *self._query()]
             if continue_token:
                 query = [*query, ("continue", continue_token)]
             try:
                 page = await request_json(
-                    self._api,
+                    self.api,
                     method="GET",
                     path=self._path,
                     what=f"list {self._scope}",
@@ -340,7 +328,7 @@ class _Reflector:
                 previous = self.store.get(key)
                 if previous is None or resource_version(previous) != resource_version(obj):
                     self.store[key] = last_seen(obj)
-                    self._deliver(Upserted(self._resource, obj))
+                    self._deliver(Upserted(self.resource, obj))
             meta = _meta(page)
             list_version = str(meta.get("resourceVersion", "")) or list_version
             continue_token = meta.get("continue") or None
@@ -348,7 +336,7 @@ class _Reflector:
                 break
             await asyncio.sleep(0)  # let other tasks run between pages of a large list
         for key in [key for key in self.store if key not in seen]:
-            self._deliver(Deleted(self._resource, self.store.pop(key)))
+            self._deliver(Deleted(self.resource, self.store.pop(key)))
         self.resource_version = list_version
         logger.debug("list {}: {} objects at rv={}", self._scope, len(seen), list_version)
 
@@ -358,17 +346,17 @@ class _Reflector:
         query: QueryParams = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(self._watch_timeout)),
+            ("timeoutSeconds", str(self.watch_timeout)),
             ("resourceVersion", self.resource_version),
             *self._query(),
         ]
-        started = self._clock()
+        started = self.clock()
         self.watches += 1
         # The server ends the watch after timeoutSeconds; a read that stalls much longer means
         # the connection is dead without the kernel knowing.
-        timeout = aiohttp.ClientTimeout(sock_connect=30.0, sock_read=self._watch_timeout + 30.0)
+        timeout = aiohttp.ClientTimeout(sock_connect=30.0, sock_read=self.watch_timeout + 30.0)
         response = await open_request(
-            self._api,
+            self.api,
             method="GET",
             path=self._path,
             what=what,
@@ -399,10 +387,10 @@ class _Reflector:
             "watch {}: ended after {} events, {:.0f}s (resumes from rv={})",
             self._scope,
             received,
-            self._clock() - started,
+            self.clock() - started,
             self.resource_version,
         )
-        if received == 0 and self._clock() - started < _VERY_SHORT_WATCH:
+        if received == 0 and self.clock() - started < _VERY_SHORT_WATCH:
             raise KubeApiError(
                 what=what, code=0, reason="VeryShortWatch", message="closed at once with no event"
             )
@@ -428,10 +416,10 @@ class _Reflector:
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
             self.store[key] = last_seen(obj)
-            self._deliver(Upserted(self._resource, obj))
+            self._deliver(Upserted(self.resource, obj))
         elif kind == "DELETED":
             self.store.pop(key, None)
-            self._deliver(Deleted(self._resource, obj))
+            self._deliver(Deleted(self.resource, obj))
 
 
 async def _read_status_body(response: aiohttp.ClientResponse) -> object:

@@ -70,48 +70,38 @@ class _Followed:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(kw_only=True, eq=False)
 class MeshUpstreams:
     """Policies and endpoints of the Service ports mesh clients name; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        system: ActorSystem,
-        watches: ServicePortWatches,
-        client_namespace: str,
-        max_targets: int = DEFAULT_MAX_TARGETS,
-        idle_release: float = DEFAULT_IDLE_RELEASE,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self._system = system
-        self._watches = watches
-        self.client_namespace = client_namespace
-        self.max_targets = max_targets
-        self.idle_release = idle_release
-        self._clock = clock
-        self._sleep = sleep
-        self.tables = UpstreamTables()
-        self._followed: dict[ServiceAuthority, _Followed] = {}
-        self._tracked: set[ObjectKey] = set()
-        self._sweeper: asyncio.Task[None] | None = None
-        self._closed = False
+    system: ActorSystem
+    watches: ServicePortWatches
+    client_namespace: str
+    max_targets: int = DEFAULT_MAX_TARGETS
+    idle_release: float = DEFAULT_IDLE_RELEASE
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    tables: UpstreamTables = field(default_factory=UpstreamTables, init=False)
+    _followed: dict[ServiceAuthority, _Followed] = field(default_factory=dict, init=False)
+    _tracked: set[ObjectKey] = field(default_factory=set, init=False)
+    _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
 
     def start(self) -> None:
         """Spawn the endpoint cache (once, before requests arrive) and start the sweep."""
-        self._system.spawn(MESH_UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
+        self.system.spawn(MESH_UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
         self._sweeper = asyncio.get_running_loop().create_task(
             self._sweep(), name="mesh idle Service ports"
         )
 
     async def _sweep(self) -> None:
         while True:
-            await self._sleep(self.idle_release / 4)
+            await self.sleep(self.idle_release / 4)
             self.release_idle()
 
     def release_idle(self) -> list[ServiceAuthority]:
         """Release the Service ports no request named for :attr:`idle_release` seconds."""
-        now = self._clock()
+        now = self.clock()
         idle = [t for t, f in self._followed.items() if now - f.used >= self.idle_release]
         for target in idle:
             self._release(target)
@@ -128,7 +118,7 @@ class MeshUpstreams:
         needed = {key for f in self._followed.values() for key in _backend_keys(f.policy)}
         for key in self._tracked - needed:
             self._tracked.discard(key)
-            self._system.tell(MESH_UPSTREAM_CACHE, UntrackService(key))
+            self.system.tell(MESH_UPSTREAM_CACHE, UntrackService(key))
 
     async def policy(
         self, target: ServiceAuthority, *, within: float
@@ -145,11 +135,11 @@ class MeshUpstreams:
                     f"Service {target}: the mesh listener already follows {self.max_targets} "
                     "Service ports",
                 )
-            followed = self._followed[target] = _Followed(used=self._clock())
+            followed = self._followed[target] = _Followed(used=self.clock())
             followed.task = asyncio.get_running_loop().create_task(
                 self._follow(target, followed), name=f"mesh policy {target}"
             )
-        followed.used = self._clock()
+        followed.used = self.clock()
         if followed.policy is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(followed.ready.wait(), within)
@@ -164,7 +154,7 @@ class MeshUpstreams:
             port=target.port,
             client_namespace=self.client_namespace,
         )
-        slot: LatestValueSlot[PolicyUpdate] = self._watches.open_watch(watch)
+        slot: LatestValueSlot[PolicyUpdate] = self.watches.open_watch(watch)
         version = 0
         try:
             while True:
@@ -179,7 +169,7 @@ class MeshUpstreams:
         except SlotClosed:
             return
         finally:
-            self._watches.close_watch(watch, slot)
+            self.watches.close_watch(watch, slot)
 
     async def _track_backends(self, policy: OutboundPolicy) -> None:
         keys = _backend_keys(policy)
@@ -192,7 +182,7 @@ class MeshUpstreams:
         # ServiceTracked); the second is handled after both: the tables hold the Service.
         try:
             for _ in range(2):
-                await self._system.ask(MESH_UPSTREAM_CACHE, TrackService(key), timeout=30.0)
+                await self.system.ask(MESH_UPSTREAM_CACHE, TrackService(key), timeout=30.0)
         except Exception as error:  # the cache restarts; later requests find the endpoints
             logger.warning("mesh: cannot follow the endpoints of Service {}: {!r}", key, error)
 

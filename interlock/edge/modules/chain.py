@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
@@ -54,102 +55,64 @@ ORDER = (
 header changes around the proxy, compression last (it needs the final response headers)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ModuleChain:
     """The compiled modules of one route. Build it with :func:`compile_modules`."""
 
-    __slots__ = (
-        "_basic_auth",
-        "_circuit_breaker",
-        "_clock",
-        "_compress",
-        "_headers",
-        "_identity",
-        "_ip_restriction",
-        "_jwt",
-        "_mutual_tls",
-        "_rate_limit",
-        "_trusted",
-        "_webhook",
-    )
-
-    def __init__(
-        self,
-        *,
-        trusted: TrustedProxies,
-        clock: Callable[[], float],
-        ip_restriction: IpRestriction | None = None,
-        mutual_tls: MutualTls | None = None,
-        rate_limit: RateLimit | None = None,
-        basic_auth: BasicAuth | None = None,
-        jwt: JwtAuth | None = None,
-        webhook: WebhookVerification | None = None,
-        circuit_breaker: CircuitBreaker | None = None,
-        headers: Headers | None = None,
-        compress: bool = False,
-        identity: IdentityGate | None = None,
-    ) -> None:
-        self._trusted = trusted
-        self._clock = clock
-        self._ip_restriction = ip_restriction
-        self._mutual_tls = mutual_tls
-        self._rate_limit = rate_limit
-        self._basic_auth = basic_auth
-        self._jwt = jwt
-        self._webhook = webhook
-        self._circuit_breaker = circuit_breaker
-        self._headers = headers
-        self._compress = compress
-        self._identity = identity
-
-    @property
-    def identity(self) -> IdentityGate | None:
-        """The oauth or oidc module: the server asks it (asynchronously) after
-        :meth:`check_request` admitted the request; see ``identity.py``."""
-        return self._identity
+    trusted: TrustedProxies
+    clock: Callable[[], float]
+    ip_restriction: IpRestriction | None
+    mutual_tls: MutualTls | None
+    rate_limit: RateLimit | None
+    basic_auth: BasicAuth | None
+    jwt: JwtAuth | None
+    webhook: WebhookVerification | None
+    circuit_breaker: CircuitBreaker | None
+    headers: Headers | None
+    compress: bool
+    """Whether the compression module is on (see :meth:`should_compress`)."""
+    identity: IdentityGate | None
+    """The oauth or oidc module: the server asks it (asynchronously) after
+    :meth:`check_request` admitted the request; see ``identity.py``."""
 
     async def prepare(self) -> None:
         """Contact what the chain needs before it serves (the oauth/oidc provider).
 
         Raises ``ModuleConfigError`` or ``ProviderUnavailableError`` (transient).
         """
-        if self._identity is not None:
-            await self._identity.prepare()
+        if self.identity is not None:
+            await self.identity.prepare()
 
     @property
     def needs_body(self) -> bool:
         """Whether :meth:`check_request` needs ``RequestView.body`` (webhookVerification)."""
-        return self._webhook is not None
+        return self.webhook is not None
 
     @property
     def needs_peer_certificate(self) -> bool:
         """Whether :meth:`check_request` needs ``RequestView.peer_certificate`` (mutualTLS)."""
-        return self._mutual_tls is not None
+        return self.mutual_tls is not None
 
     @property
     def client_ca_bundle(self) -> str | None:
         """mutualTLS's CA certificates (PEM), which the host's TLS context must trust."""
-        return None if self._mutual_tls is None else self._mutual_tls.ca_bundle
-
-    @property
-    def compress(self) -> bool:
-        """Whether the compression module is on (see :meth:`should_compress`)."""
-        return self._compress
+        return None if self.mutual_tls is None else self.mutual_tls.ca_bundle
 
     @property
     def names(self) -> tuple[str, ...]:
         """The configured modules, in the order they run."""
         present = {
-            "ipRestriction": self._ip_restriction,
-            "mutualTLS": self._mutual_tls,
-            "rateLimit": self._rate_limit,
-            "basicAuth": self._basic_auth,
-            "jwt": self._jwt,
-            "webhookVerification": self._webhook,
-            "circuitBreaker": self._circuit_breaker,
-            "oauth": self._identity if self._identity and self._identity.kind == "oauth" else None,
-            "oidc": self._identity if self._identity and self._identity.kind == "oidc" else None,
-            "headers": self._headers,
-            "compression": True if self._compress else None,
+            "ipRestriction": self.ip_restriction,
+            "mutualTLS": self.mutual_tls,
+            "rateLimit": self.rate_limit,
+            "basicAuth": self.basic_auth,
+            "jwt": self.jwt,
+            "webhookVerification": self.webhook,
+            "circuitBreaker": self.circuit_breaker,
+            "oauth": self.identity if self.identity and self.identity.kind == "oauth" else None,
+            "oidc": self.identity if self.identity and self.identity.kind == "oidc" else None,
+            "headers": self.headers,
+            "compression": True if self.compress else None,
         }
         return tuple(name for name in ORDER if present[name] is not None)
 
@@ -161,7 +124,7 @@ class ModuleChain:
 
         ``"unknown"`` when it cannot be parsed; ipRestriction refuses such a client.
         """
-        address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        address = self.trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
         return UNKNOWN_CLIENT if address is None else str(address)
 
     def check_request(
@@ -175,10 +138,10 @@ class ModuleChain:
         With ``breaker=False`` the circuit breaker is left out, for the caller to run it with
         :meth:`check_breaker` after the (asynchronous) oauth/oidc module admitted the request.
         """
-        when = self._clock() if now is None else now
+        when = self.clock() if now is None else now
         rejection = self._check_before_auth(view, now=when)
-        if rejection is None and self._basic_auth is not None:
-            rejection = self._basic_auth.check(view.headers)
+        if rejection is None and self.basic_auth is not None:
+            rejection = self.basic_auth.check(view.headers)
         if rejection is not None:
             return rejection
         return self._check_after_auth(view, now=when, breaker=breaker)
@@ -193,12 +156,12 @@ class ModuleChain:
     ) -> Rejection | None:
         """:meth:`check_request`, with basicAuth's bcrypt checks run by ``passwords`` (a
         bounded thread pool) so that a password guesser cannot stall every other host."""
-        when = self._clock() if now is None else now
+        when = self.clock() if now is None else now
         rejection = self._check_before_auth(view, now=when)
-        if rejection is None and self._basic_auth is not None:
-            found = self._basic_auth.lookup(view.headers)
+        if rejection is None and self.basic_auth is not None:
+            found = self.basic_auth.lookup(view.headers)
             if isinstance(found, PasswordCheck):
-                rejection = await passwords.check(self._basic_auth, found)
+                rejection = await passwords.check(self.basic_auth, found)
             else:
                 rejection = found
         if rejection is not None:
@@ -206,43 +169,43 @@ class ModuleChain:
         return self._check_after_auth(view, now=when, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
-        if self._ip_restriction is None and self._rate_limit is None:
+        if self.ip_restriction is None and self.rate_limit is None:
             address = None  # only these two read it: no address parsing on other routes
         else:
-            address = self._trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
-        if self._ip_restriction is not None:
-            rejection = self._ip_restriction.check(address)
+            address = self.trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        if self.ip_restriction is not None:
+            rejection = self.ip_restriction.check(address)
             if rejection is not None:
                 return rejection
-        if self._mutual_tls is not None:
-            rejection = self._mutual_tls.check(view.peer_certificate)
+        if self.mutual_tls is not None:
+            rejection = self.mutual_tls.check(view.peer_certificate)
             if rejection is not None:
                 return rejection
-        if self._rate_limit is not None:
+        if self.rate_limit is not None:
             client = UNKNOWN_CLIENT if address is None else str(address)
-            return self._rate_limit.check(client, now=now)
+            return self.rate_limit.check(client, now=now)
         return None
 
     def _check_after_auth(
         self, view: RequestView, *, now: float, breaker: bool = True
     ) -> Rejection | None:
-        if self._jwt is not None:
-            rejection = self._jwt.check(view.headers)
+        if self.jwt is not None:
+            rejection = self.jwt.check(view.headers)
             if rejection is not None:
                 return rejection
-        if self._webhook is not None:
-            rejection = self._webhook.check(view.headers, view.body)
+        if self.webhook is not None:
+            rejection = self.webhook.check(view.headers, view.body)
             if rejection is not None:
                 return rejection
-        if breaker and self._circuit_breaker is not None:
-            return self._circuit_breaker.check(now=now)
+        if breaker and self.circuit_breaker is not None:
+            return self.circuit_breaker.check(now=now)
         return None
 
     def check_breaker(self, *, now: float | None = None) -> Rejection | None:
         """The circuit breaker alone (see :meth:`check_request`)."""
-        if self._circuit_breaker is None:
+        if self.circuit_breaker is None:
             return None
-        return self._circuit_breaker.check(now=self._clock() if now is None else now)
+        return self.circuit_breaker.check(now=self.clock() if now is None else now)
 
     def upstream_request_headers(
         self, headers: MutableMapping[str, str], *, peer_certificate: bytes | None = None
@@ -254,52 +217,52 @@ class ModuleChain:
         the second). With mutualTLS they are set last, so that neither a client nor ``headers``
         can set them; ``peer_certificate`` is the one the request was admitted with.
         """
-        if self._mutual_tls is None:
+        if self.mutual_tls is None:
             strip_client_cert_headers(headers)
-        if self._headers is not None:
-            self._headers.request.apply(headers)
-        if self._mutual_tls is not None:
-            self._mutual_tls.upstream_headers(headers, peer_certificate)
+        if self.headers is not None:
+            self.headers.request.apply(headers)
+        if self.mutual_tls is not None:
+            self.mutual_tls.upstream_headers(headers, peer_certificate)
 
     def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
         """Report an upstream outcome: a status, or None for a connection error or timeout."""
-        if self._circuit_breaker is not None:
-            self._circuit_breaker.record(status, now=self._clock() if now is None else now)
+        if self.circuit_breaker is not None:
+            self.circuit_breaker.record(status, now=self.clock() if now is None else now)
 
     def response_headers(self, headers: MutableMapping[str, str]) -> None:
         """Apply ``headers.response`` (remove, then add) to the response sent to the client."""
-        if self._headers is not None:
-            self._headers.response.apply(headers)
+        if self.headers is not None:
+            self.headers.response.apply(headers)
 
     def should_compress(
         self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
     ) -> bool:
         """Whether to gzip this response: compression is on and the policy allows it."""
-        return self._compress and should_compress(request_headers, response_headers)
+        return self.compress and should_compress(request_headers, response_headers)
 
     def summary(self) -> dict[str, object]:
         """Module names in order and their non-secret configuration, for ``/debug/edges``."""
         modules: dict[str, object] = {}
         for name, module in (
-            ("ipRestriction", self._ip_restriction),
-            ("mutualTLS", self._mutual_tls),
-            ("rateLimit", self._rate_limit),
-            ("basicAuth", self._basic_auth),
-            ("jwt", self._jwt),
-            ("webhookVerification", self._webhook),
-            ("headers", self._headers),
+            ("ipRestriction", self.ip_restriction),
+            ("mutualTLS", self.mutual_tls),
+            ("rateLimit", self.rate_limit),
+            ("basicAuth", self.basic_auth),
+            ("jwt", self.jwt),
+            ("webhookVerification", self.webhook),
+            ("headers", self.headers),
         ):
             if module is not None:
                 modules[name] = module.summary()
-        if self._circuit_breaker is not None:
-            modules["circuitBreaker"] = self._circuit_breaker.summary(now=self._clock())
-        if self._compress:
+        if self.circuit_breaker is not None:
+            modules["circuitBreaker"] = self.circuit_breaker.summary(now=self.clock())
+        if self.compress:
             modules["compression"] = {"enabled": True}
-        if self._identity is not None:
-            modules[self._identity.kind] = self._identity.summary()
+        if self.identity is not None:
+            modules[self.identity.kind] = self.identity.summary()
         return {
             "order": list(self.names),
-            "trustedProxies": self._trusted.cidrs(),
+            "trustedProxies": self.trusted.cidrs(),
             "modules": modules,
         }
 

@@ -182,41 +182,37 @@ class GateSettings:
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class IdentityGate:
     """The compiled oauth or oidc module of one route; :meth:`prepare` before serving."""
 
-    def __init__(
-        self,
-        settings: GateSettings,
-        *,
-        client_secret: SecretValue,
-        sealer: SessionSealer,
-        clock: Callable[[], float],
-        wall_clock: Callable[[], float],
-    ) -> None:
-        self._settings = settings
-        self._client_secret = client_secret
-        self._sealer = sealer
-        self._clock = clock
-        self._wall_clock = wall_clock
-        self._provider: _Provider | None = None
-        self._unreachable = False
-        """Set when a call to the provider failed as unavailable, cleared when one succeeds."""
+    settings: GateSettings
+    _: dataclasses.KW_ONLY
+    client_secret: SecretValue
+    sealer: SessionSealer
+    clock: Callable[[], float]
+    wall_clock: Callable[[], float]
+    _provider: _Provider | None = dataclasses.field(default=None, init=False)
+    _unreachable: bool = dataclasses.field(default=False, init=False)
+    """Set when a call to the provider failed as unavailable, cleared when one succeeds."""
+    _strip: frozenset[str] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
         self._strip = frozenset(
             {FORWARDED_USER.lower(), FORWARDED_EMAIL.lower()}
-            | {name.lower() for name, _ in settings.identity_headers}
+            | {name.lower() for name, _ in self.settings.identity_headers}
         )
 
     @property
     def kind(self) -> str:
-        return self._settings.kind
+        return self.settings.kind
 
     def __repr__(self) -> str:
-        return f"IdentityGate({self._settings.field}, client {self._settings.client_id!r})"
+        return f"IdentityGate({self.settings.field}, client {self.settings.client_id!r})"
 
     def summary(self) -> dict[str, Any]:
         """Non-secret configuration, for ``/debug/edges``."""
-        out = dict(self._settings.summary)
+        out = dict(self.settings.summary)
         out["ready"] = self._provider is not None
         if self._provider is not None and self._provider.jwks is not None:
             out["jwksKeyIds"] = self._provider.jwks.kids
@@ -229,7 +225,7 @@ class IdentityGate:
 
         Raises :class:`ModuleConfigError` (permanent) or :class:`ProviderUnavailableError`.
         """
-        settings = self._settings
+        settings = self.settings
         if settings.kind == "oidc":
             assert settings.issuer is not None
             endpoints = await discover(settings.issuer, field=f"{settings.field}.issuer")
@@ -249,7 +245,7 @@ class IdentityGate:
         self._provider = _Provider(endpoints=endpoints, jwks=jwks)
 
     def _secret(self) -> str:
-        return self._client_secret.reveal().decode("utf-8", "replace").strip()
+        return self.client_secret.reveal().decode("utf-8", "replace").strip()
 
     # --- serving -----------------------------------------------------------------------------
 
@@ -275,14 +271,14 @@ class IdentityGate:
             )
         if view.path.startswith(prefix + RESERVED_PREFIX + "/"):
             return _page(404, "No such sign-in page.")
-        if self._settings.options_passthrough and view.method == "OPTIONS":
+        if self.settings.options_passthrough and view.method == "OPTIONS":
             return Admitted((), self._strip, frozenset({names.session, names.login}))
-        now = self._wall_clock()
+        now = self.wall_clock()
         cookies = _cookies(view.headers)
         session = None
         if names.session in cookies:
-            session = self._sealer.open(
-                cookies[names.session], now=now, max_age=self._settings.maximum + 60
+            session = self.sealer.open(
+                cookies[names.session], now=now, max_age=self.settings.maximum + 60
             )
         if session is not None:
             admitted = await self._admit(session, provider, names, now=now, scheme=scheme)
@@ -304,7 +300,7 @@ class IdentityGate:
         return True
 
     def _names(self, prefix: str) -> _Names:
-        settings = self._settings
+        settings = self.settings
         where = settings.issuer or (settings.endpoints.authorize_url if settings.endpoints else "")
         binding = hashlib.sha256(
             f"{settings.kind}\n{where}\n{settings.client_id}\n{prefix}".encode()
@@ -321,12 +317,12 @@ class IdentityGate:
     ) -> IdentityReply:
         if view.method not in ("GET", "HEAD"):
             return _page(401, "Sign in first: open this site in a browser.")
-        now = self._wall_clock()
+        now = self.wall_clock()
         state = random.token_urlsafe(24)
         verifier = random.token_urlsafe(48)
         nonce = random.token_urlsafe(24)
         back = view.path + ("?" + urlencode(dict(view.query)) if view.query else "")
-        login = self._sealer.seal(
+        login = self.sealer.seal(
             {"b": names.binding, "s": state, "v": verifier, "n": nonce, "r": back}, now=now
         )
         challenge = (
@@ -336,14 +332,14 @@ class IdentityGate:
         )
         params = {
             "response_type": "code",
-            "client_id": self._settings.client_id,
+            "client_id": self.settings.client_id,
             "redirect_uri": self._redirect_uri(view, names, scheme=scheme),
-            "scope": " ".join(self._settings.scopes),
+            "scope": " ".join(self.settings.scopes),
             "state": state,
             "code_challenge": challenge,
             "code_challenge_method": "S256",
         }
-        if "openid" in self._settings.scopes:
+        if "openid" in self.settings.scopes:
             params["nonce"] = nonce
         url = provider.endpoints.authorize_url
         url += ("&" if "?" in url else "?") + urlencode(params)
@@ -360,15 +356,15 @@ class IdentityGate:
     async def _callback(
         self, view: RequestView, provider: _Provider, names: _Names, *, scheme: str
     ) -> IdentityReply:
-        settings = self._settings
+        settings = self.settings
         query = view.query
         error = query.get("error")
         if error is not None:
             shown = error if _ERROR_CODE.match(error) else "error"
             return _page(403, f"The identity provider did not sign you in ({shown}).")
-        now = self._wall_clock()
+        now = self.wall_clock()
         raw = _cookies(view.headers).get(names.login)
-        login = None if raw is None else self._sealer.open(raw, now=now, max_age=LOGIN_SECONDS)
+        login = None if raw is None else self.sealer.open(raw, now=now, max_age=LOGIN_SECONDS)
         if login is None or login.get("b") != names.binding:
             return _page(400, "This sign-in has expired or was started elsewhere; start again.")
         if not hmac.compare_digest(str(query.get("state", "")), str(login.get("s", ""))):
@@ -433,7 +429,7 @@ class IdentityGate:
     async def _identity(
         self, tokens: Mapping[str, Any], provider: _Provider, *, nonce: str, now: float
     ) -> dict[str, Any]:
-        settings = self._settings
+        settings = self.settings
         claims: dict[str, Any] = {}
         if settings.kind == "oidc":
             id_token = tokens.get("id_token")
@@ -462,7 +458,7 @@ class IdentityGate:
         return claims
 
     def _allowed(self, claims: Mapping[str, Any]) -> bool:
-        settings = self._settings
+        settings = self.settings
         if not settings.emails and not settings.domains:
             return bool(_claim(claims, settings.user_claim))
         email = _claim(claims, settings.email_claim).lower()
@@ -480,7 +476,7 @@ class IdentityGate:
         now: float,
         scheme: str,
     ) -> Admitted | None:
-        settings = self._settings
+        settings = self.settings
         try:
             login, seen, checked = float(session["l"]), float(session["s"]), float(session["k"])
         except (KeyError, TypeError, ValueError):
@@ -531,8 +527,8 @@ class IdentityGate:
                     provider.endpoints.userinfo_url, bearer=access
                 )
                 if status == 200 and isinstance(info, dict):
-                    if self._settings.emails or self._settings.domains:
-                        email = info.get(self._settings.email_claim)
+                    if self.settings.emails or self.settings.domains:
+                        email = info.get(self.settings.email_claim)
                         if email is not None and str(email).lower() != str(session.get("e")):
                             return False
                     return True
@@ -540,7 +536,7 @@ class IdentityGate:
                 tokens = await token_request(
                     provider.endpoints,
                     {"grant_type": "refresh_token", "refresh_token": refresh},
-                    client_id=self._settings.client_id,
+                    client_id=self.settings.client_id,
                     client_secret=self._secret(),
                 )
                 session["a"] = tokens.get("access_token")
@@ -548,7 +544,7 @@ class IdentityGate:
                 return True
         except ProviderUnavailableError as exc:
             self._unreachable = True
-            logger.info("{}: session re-check postponed: {}", self._settings.field, exc)
+            logger.info("{}: session re-check postponed: {}", self.settings.field, exc)
             return None
         except ProviderRefusedError:
             return False
@@ -557,10 +553,10 @@ class IdentityGate:
     def _session_cookie(
         self, session: dict[str, Any], names: _Names, *, scheme: str, now: float
     ) -> str:
-        sealed = self._sealer.seal(session, now=now)
+        sealed = self.sealer.seal(session, now=now)
         if len(sealed) > MAX_COOKIE_BYTES:
             # Tokens too large for a cookie: keep the session, lose the re-check ability.
-            sealed = self._sealer.seal({**session, "a": None, "r": None}, now=now)
+            sealed = self.sealer.seal({**session, "a": None, "r": None}, now=now)
         return _cookie(names.session, sealed, names.path, scheme=scheme, max_age=None)
 
 
