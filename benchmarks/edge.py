@@ -95,7 +95,7 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     from loguru import logger
 
     from interlock.edge.inprocess import InProcessEdge
-    from interlock.edge.provider import BackendTarget
+    from interlock.edge.provider import ApplyModules, BackendTarget
     from interlock.edge.server import EdgeServer
     from interlock.edge.upstreams import StaticUpstreams
     from interlock.model.moduleset import Modules, SecretValue
@@ -120,7 +120,14 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
         hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10))
         secrets[("users", "htpasswd")] = SecretValue(USER.encode() + b":" + hashed + b"\n")
     await edge.apply_modules(
-        host=HOST, route_id="bench", path="/", path_type="Prefix", modules=modules, secrets=secrets
+        ApplyModules(
+            host=HOST,
+            route_id="bench",
+            path="/",
+            path_type="Prefix",
+            modules=modules,
+            secrets=secrets,
+        )
     )
     await edge.attach_backend(
         host=HOST, route_id="bench", backend=BackendTarget("bench", "backend", 80)

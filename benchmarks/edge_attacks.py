@@ -32,7 +32,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
 from interlock.edge.modules.view import Rejection
 from interlock.edge.passwords import PasswordChecker
-from interlock.edge.provider import BackendTarget
+from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules, SecretValue
@@ -83,12 +83,14 @@ async def one_round(*, checker: PasswordChecker, guesses: int, htpasswd: bytes) 
         ("other.example", Modules()),
     ):
         await edge.apply_modules(
-            host=host,
-            route_id="root",
-            path="/",
-            path_type="Prefix",
-            modules=modules,
-            secrets={("u", "h"): SecretValue(htpasswd)},
+            ApplyModules(
+                host=host,
+                route_id="root",
+                path="/",
+                path_type="Prefix",
+                modules=modules,
+                secrets={("u", "h"): SecretValue(htpasswd)},
+            )
         )
         await edge.attach_backend(host=host, route_id="root", backend=target)
     await server.start(addr="127.0.0.1:0")

@@ -45,7 +45,7 @@ from aiohttp import web
 from bench_report import rss_mib, slope_mib_per_hour
 
 from interlock.edge.http_provider import HttpEdge
-from interlock.edge.provider import BackendTarget
+from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.model.moduleset import Modules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,9 @@ class Figures:
 
 async def serve(edge: HttpEdge, host: str, route: str, path: str, modules: Modules) -> None:
     await edge.apply_modules(
-        host=host, route_id=route, path=path, path_type="Prefix", modules=modules, secrets={}
+        ApplyModules(
+            host=host, route_id=route, path=path, path_type="Prefix", modules=modules, secrets={}
+        )
     )
     await edge.attach_backend(host=host, route_id=route, backend=BACKEND)
 
@@ -165,12 +167,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 version += 1
                 try:
                     await edge.apply_modules(
-                        host=HOST,
-                        route_id="default/web/0",
-                        path="/",
-                        path_type="Prefix",
-                        modules=guarded_modules(version),
-                        secrets={},
+                        ApplyModules(
+                            host=HOST,
+                            route_id="default/web/0",
+                            path="/",
+                            path_type="Prefix",
+                            modules=guarded_modules(version),
+                            secrets={},
+                        )
                     )
                     figures.module_changes += 1
                     host = f"r-{version}.soak.example"

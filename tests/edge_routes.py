@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.edge.provider import BackendTarget, EdgeProvider, PathType
+from interlock.edge.provider import ApplyModules, BackendTarget, EdgeProvider, PathType
 from interlock.model.moduleset import Modules, SecretValue
 
 
@@ -27,12 +27,14 @@ async def serve_route(
 ) -> None:
     """Apply ``modules`` (none by default) to the route, then attach ``backend`` if given."""
     await edge.apply_modules(
-        host=host,
-        route_id=route_id,
-        path=path,
-        path_type=path_type,
-        modules=modules or Modules(),
-        secrets=secrets or {},
+        ApplyModules(
+            host=host,
+            route_id=route_id,
+            path=path,
+            path_type=path_type,
+            modules=modules or Modules(),
+            secrets=secrets or {},
+        )
     )
     if backend is not None:
         await edge.attach_backend(host=host, route_id=route_id, backend=backend)

@@ -54,6 +54,7 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.provider import (
+    ApplyModules,
     BackendTarget,
     EdgeError,
     EdgeProvider,
@@ -327,12 +328,14 @@ class EdgeActor(Actor):
             # A reserved route is created with no modules (it answers 503) until they apply.
             reserve = step.kind == "reserve"
             await self._provider.apply_modules(
-                host=host,
-                route_id=route_id,
-                path=route.path,
-                path_type=route.path_type,
-                modules=Modules() if reserve else route.modules,
-                secrets={} if reserve else route.secrets,
+                ApplyModules(
+                    host=host,
+                    route_id=route_id,
+                    path=route.path,
+                    path_type=route.path_type,
+                    modules=Modules() if reserve else route.modules,
+                    secrets={} if reserve else route.secrets,
+                )
             )
             if reserve:
                 served = ServedRoute(modules=None, secrets={}, backend=None, reserved=True)

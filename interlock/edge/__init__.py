@@ -7,6 +7,7 @@ pull in the HTTP server. The server lives in ``interlock.edge.server``, the in-p
 """
 
 from interlock.edge.provider import (
+    ApplyModules,
     BackendTarget,
     EdgeError,
     EdgeProvider,
@@ -21,6 +22,7 @@ from interlock.edge.upstreams import Address, UpstreamError, UpstreamResolver
 
 __all__ = [
     "Address",
+    "ApplyModules",
     "BackendTarget",
     "EdgeError",
     "EdgeProvider",

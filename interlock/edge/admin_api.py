@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import (
     PATH_TYPES,
+    ApplyModules,
     BackendTarget,
     PermanentEdgeError,
     TransientEdgeError,
@@ -129,12 +130,14 @@ async def _put_modules(request: web.Request) -> web.StreamResponse:
             item.get("value"), field=f"{field}.value"
         )
     await request.app[EDGE_KEY].apply_modules(
-        host=request.match_info["host"],
-        route_id=request.match_info["route_id"],
-        path=path,
-        path_type=path_type,
-        modules=modules,
-        secrets=secrets,
+        ApplyModules(
+            host=request.match_info["host"],
+            route_id=request.match_info["route_id"],
+            path=path,
+            path_type=path_type,
+            modules=modules,
+            secrets=secrets,
+        )
     )
     return web.Response(status=204)
 

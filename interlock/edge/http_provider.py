@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
@@ -27,13 +27,13 @@ import aiohttp
 from yarl import URL
 
 from interlock.edge.provider import (
+    ApplyModules,
     BackendTarget,
     EdgeSnapshot,
-    PathType,
     PermanentEdgeError,
     TransientEdgeError,
 )
-from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.moduleset import SecretValue
 
 
 def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time) -> float | None:
@@ -84,26 +84,17 @@ class HttpEdge:
             await self._session.close()
             self._session = None
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
+    async def apply_modules(self, command: ApplyModules) -> None:
         body = {
-            "path": path,
-            "pathType": path_type,
-            "modules": modules.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "path": command.path,
+            "pathType": command.path_type,
+            "modules": command.modules.model_dump(by_alias=True, exclude_none=True, mode="json"),
             "secrets": [
                 {"name": name, "key": key, "value": base64.b64encode(value.reveal()).decode()}
-                for (name, key), value in sorted(secrets.items())
+                for (name, key), value in sorted(command.secrets.items())
             ],
         }
-        await self._call("PUT", self._route(host, route_id, "modules"), body=body)
+        await self._call("PUT", self._route(command.host, command.route_id, "modules"), body=body)
 
     async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
         await self._call("PUT", self._route(host, route_id, "backend"), body=backend.to_json())

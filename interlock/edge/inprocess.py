@@ -31,6 +31,7 @@ from interlock.edge.modules import (
 )
 from interlock.edge.provider import (
     PATH_TYPES,
+    ApplyModules,
     BackendTarget,
     EdgeSnapshot,
     HostSnapshot,
@@ -84,24 +85,17 @@ class InProcessEdge:
         routes = self.routes_of(host_header)
         return None if routes is None else select_route(routes.values(), path)
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        key = _host_key(host)
+    async def apply_modules(self, command: ApplyModules) -> None:
+        route_id, path, path_type = command.route_id, command.path, command.path_type
+        modules = command.modules
+        key = _host_key(command.host)
         where = f"edge {key} route {route_id}"
         if path_type not in PATH_TYPES:
             raise PermanentEdgeError(f"{where}: pathType {path_type!r} must be Exact or Prefix")
         if not path.startswith("/"):
             raise PermanentEdgeError(f"{where}: path {path!r} must start with '/'")
         current = self._hosts.get(key, {}).get(route_id)
-        secrets = dict(secrets)
+        secrets = dict(command.secrets)
         if (
             current is not None
             and current.modules == modules

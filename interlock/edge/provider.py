@@ -22,7 +22,7 @@ Errors are classified for the caller, because the caller's reaction differs: a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from interlock.model.edge_plan import BackendTarget as BackendTarget
@@ -138,6 +138,20 @@ class EdgeSnapshot:
         return next((r for r in edge.routes if r.route_id == route_id), None)
 
 
+@dataclass(frozen=True, slots=True)
+class ApplyModules:
+    """The ``apply_modules`` command: one route's path and module chain, with the Secret values
+    the chain names."""
+
+    host: str
+    route_id: str
+    path: str
+    path_type: PathType
+    modules: Modules
+    secrets: Mapping[tuple[str, str], SecretValue] = field(default_factory=dict, repr=False)
+    """``(secret name, key)`` in the ModuleSet's namespace to the value."""
+
+
 class EdgeProvider(Protocol):
     """What an edge actor programs. A call fully succeeds, or raises and serves nothing new.
 
@@ -145,16 +159,7 @@ class EdgeProvider(Protocol):
     ModuleSet's namespace to the value; providers never log or echo them.
     """
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
+    async def apply_modules(self, command: ApplyModules) -> None:
         """Create the route without a backend if new; otherwise swap its modules atomically.
 
         On failure an existing route is left exactly as it was; a new route is still created,
@@ -233,26 +238,10 @@ class ForwardingEdge:
     async def after(self, call: EdgeCall) -> None:
         """Runs after ``inner`` carried ``call`` out (nothing by default)."""
 
-    async def apply_modules(
-        self,
-        *,
-        host: str,
-        route_id: str,
-        path: str,
-        path_type: PathType,
-        modules: Modules,
-        secrets: Mapping[tuple[str, str], SecretValue],
-    ) -> None:
-        call = EdgeCall("apply_modules", host, route_id, modules=modules)
+    async def apply_modules(self, command: ApplyModules) -> None:
+        call = EdgeCall("apply_modules", command.host, command.route_id, modules=command.modules)
         await self.before(call)
-        await self.inner.apply_modules(
-            host=host,
-            route_id=route_id,
-            path=path,
-            path_type=path_type,
-            modules=modules,
-            secrets=secrets,
-        )
+        await self.inner.apply_modules(command)
         await self.after(call)
 
     async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:

@@ -25,7 +25,13 @@ from interlock.actors.edge_messages import (
 from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.provider import BackendTarget, EdgeCall, EdgeProvider, ForwardingEdge
+from interlock.edge.provider import (
+    ApplyModules,
+    BackendTarget,
+    EdgeCall,
+    EdgeProvider,
+    ForwardingEdge,
+)
 from interlock.mailbox import ActorSystem, BackoffPolicy, Unpublished
 from interlock.mailbox.testing import (
     ManualSleep,
@@ -371,12 +377,14 @@ async def test_an_adopting_actor_removes_routes_it_does_not_want() -> None:
     running.adopt = True  # a data plane that outlived the controller (HttpEdge)
     try:
         await running.inner.apply_modules(
-            host=HOST,
-            route_id="Prefix:/old",
-            path="/old",
-            path_type="Prefix",
-            modules=Modules(),
-            secrets={},
+            ApplyModules(
+                host=HOST,
+                route_id="Prefix:/old",
+                path="/old",
+                path_type="Prefix",
+                modules=Modules(),
+                secrets={},
+            )
         )
         running.publish(part())
         await wait_until(

@@ -6,7 +6,7 @@ import pytest
 
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.provider import PermanentEdgeError, TransientEdgeError
+from interlock.edge.provider import ApplyModules, PermanentEdgeError, TransientEdgeError
 from interlock.model.moduleset import Modules
 
 from .conftest import BACKEND, HOST
@@ -15,7 +15,9 @@ from .secrets_kit import BASIC_AUTH, SECRETS
 
 async def apply(edge: FaultyEdge, modules: Modules = BASIC_AUTH) -> None:
     await edge.apply_modules(
-        host=HOST, route_id="r", path="/", path_type="Prefix", modules=modules, secrets=SECRETS
+        ApplyModules(
+            host=HOST, route_id="r", path="/", path_type="Prefix", modules=modules, secrets=SECRETS
+        )
     )
 
 

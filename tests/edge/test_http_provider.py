@@ -11,7 +11,12 @@ from aiohttp import web
 from edge_routes import serve_route
 
 from interlock.edge.http_provider import HttpEdge, parse_retry_after
-from interlock.edge.provider import BackendTarget, PermanentEdgeError, TransientEdgeError
+from interlock.edge.provider import (
+    ApplyModules,
+    BackendTarget,
+    PermanentEdgeError,
+    TransientEdgeError,
+)
 from interlock.edge.standalone import StandaloneEdge
 from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules, SecretValue
@@ -56,7 +61,14 @@ async def remote(backend: Backend) -> AsyncIterator[Remote]:
 
 async def test_remote_edge_serves_like_the_in_process_one(remote: Remote, backend: Backend) -> None:
     await remote.provider.apply_modules(
-        host=HOST, route_id=ROUTE, path="/", path_type="Prefix", modules=BASIC_AUTH, secrets=SECRETS
+        ApplyModules(
+            host=HOST,
+            route_id=ROUTE,
+            path="/",
+            path_type="Prefix",
+            modules=BASIC_AUTH,
+            secrets=SECRETS,
+        )
     )
     assert await remote.get("/") == 503
     await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
@@ -90,14 +102,16 @@ async def test_remote_errors_are_classified(remote: Remote) -> None:
     assert planted.decode() not in str(permanent.value)
     with pytest.raises(TransientEdgeError, match=r"503: .*'missing'"):
         await remote.provider.apply_modules(
-            host=HOST,
-            route_id="other",
-            path="/other",
-            path_type="Prefix",
-            modules=Modules.model_validate(
-                {"basicAuth": {"realm": "x", "secretRef": {"name": "missing", "key": "k"}}}
-            ),
-            secrets={},
+            ApplyModules(
+                host=HOST,
+                route_id="other",
+                path="/other",
+                path_type="Prefix",
+                modules=Modules.model_validate(
+                    {"basicAuth": {"realm": "x", "secretRef": {"name": "missing", "key": "k"}}}
+                ),
+                secrets={},
+            )
         )
     with pytest.raises(PermanentEdgeError, match="no such route"):
         await remote.provider.attach_backend(host=HOST, route_id="ghost", backend=BACKEND)

@@ -8,7 +8,12 @@ import json
 import pytest
 from edge_routes import serve_route
 
-from interlock.edge.provider import EdgeSnapshot, PermanentEdgeError, TransientEdgeError
+from interlock.edge.provider import (
+    ApplyModules,
+    EdgeSnapshot,
+    PermanentEdgeError,
+    TransientEdgeError,
+)
 from interlock.model.moduleset import Modules
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness
@@ -78,12 +83,14 @@ async def test_invalid_route_shape_is_permanent(harness: EdgeHarness) -> None:
         await apply(harness, Modules(), path="relative")
     with pytest.raises(PermanentEdgeError, match="pathType"):
         await harness.edge.apply_modules(
-            host=HOST,
-            route_id="r",
-            path="/",
-            path_type="Regex",  # type: ignore[arg-type]
-            modules=Modules(),
-            secrets={},
+            ApplyModules(
+                host=HOST,
+                route_id="r",
+                path="/",
+                path_type="Regex",  # type: ignore[arg-type]
+                modules=Modules(),
+                secrets={},
+            )
         )
     with pytest.raises(PermanentEdgeError, match="no such route"):
         await harness.edge.attach_backend(host=HOST, route_id="ghost", backend=BACKEND)
