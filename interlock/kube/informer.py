@@ -464,6 +464,7 @@ class Informer:
         )
         shared_rng = rng or random.Random()
         self._api = api
+        self._label_selector = label_selector
         self._reflectors = [
             _Reflector(
                 api=api,
@@ -498,26 +499,32 @@ class Informer:
         self.ready.set()
 
     async def fetch(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object ``namespace/name`` as the API server has it now (None when it is gone).
+        """The object ``namespace/name`` as the API server has it now (None when it is gone, or
+        no longer matches this informer's label selector).
 
-        Raises :class:`KubeApiError` when the server cannot answer (the caller decides whether
-        to try again)."""
+        A ``list`` with ``fieldSelector=metadata.name=NAME``, not a ``get``: the informer's
+        RBAC grants ``list`` and ``watch`` (``manifests/rbac.yaml``), and a ``get`` of each kind
+        would be a verb used only on this rare path (found on the real server: the read after a
+        poison message was refused with 403). Raises :class:`KubeApiError` when the server
+        cannot answer (the caller decides whether to try again)."""
         resource = self.resource
         what = f"get {resource.describe(namespace=namespace, name=name)}"
-        try:
-            obj = await request_json(
-                self._api,
-                method="GET",
-                path=resource.object_path(namespace=namespace or None, name=name),
-                what=what,
-            )
-        except KubeApiError as error:
-            if error.code == 404:
-                return None
-            raise
-        obj.setdefault("apiVersion", resource.api_version)
-        obj.setdefault("kind", resource.kind)
-        return obj
+        query: list[tuple[str, str]] = [("fieldSelector", f"metadata.name={name}")]
+        if self._label_selector:
+            query.append(("labelSelector", self._label_selector))
+        found = await request_json(
+            self._api,
+            method="GET",
+            path=resource.collection_path(namespace=namespace or None),
+            what=what,
+            query=query,
+        )
+        for item in found.get("items") or []:
+            if isinstance(item, dict) and (item.get("metadata") or {}).get("name") == name:
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                return item
+        return None
 
     def statistics(self) -> InformerStatistics:
         """Counters summed over the namespaces; ``last_error`` is the latest one recorded."""
