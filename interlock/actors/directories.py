@@ -100,6 +100,16 @@ class _Directory(Actor):
     def deleted(self, key: ObjectKey) -> None:
         """Unpublish what the object ``key`` published (namespace '' when cluster-scoped)."""
 
+    def _publish_changed(self, topic: str, key: str, value: object) -> None:
+        """Publish ``value`` as ``key`` on ``topic`` unless it is already the retained one."""
+        if self.system.retained(topic).get(key) != value:
+            self.publish(topic, key, value)
+
+    def _withdraw_retained(self, topic: str, key: str) -> None:
+        """Unpublish ``key`` on ``topic`` if it has a retained value."""
+        if key in self.system.retained(topic):
+            self.unpublish(topic, key)
+
 
 class IngressDirectory(_Directory):
     """Publishes ``ingress:<ns>/<name>`` and keeps one IngressActor per Ingress.
@@ -131,9 +141,7 @@ class IngressDirectory(_Directory):
         self.publish(topic, INGRESS_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        topic = ingress_topic(key.namespace, key.name)
-        if INGRESS_KEY in self.system.retained(topic):
-            self.unpublish(topic, INGRESS_KEY)
+        self._withdraw_retained(ingress_topic(key.namespace, key.name), INGRESS_KEY)
 
 
 class IngressClassDirectory(_Directory):
@@ -144,14 +152,10 @@ class IngressClassDirectory(_Directory):
     def upserted(self, raw: dict[str, Any]) -> None:
         parsed = parse_ingress_class(raw)
         value = parsed.model_copy(update={"metadata": _identity_meta(parsed.metadata)})
-        name = parsed.metadata.name
-        if self.system.retained(INGRESS_CLASSES_TOPIC).get(name) == value:
-            return
-        self.publish(INGRESS_CLASSES_TOPIC, name, value)
+        self._publish_changed(INGRESS_CLASSES_TOPIC, parsed.metadata.name, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        if key.name in self.system.retained(INGRESS_CLASSES_TOPIC):
-            self.unpublish(INGRESS_CLASSES_TOPIC, key.name)
+        self._withdraw_retained(INGRESS_CLASSES_TOPIC, key.name)
 
 
 class ModuleSetDirectory(_Directory):
@@ -198,16 +202,11 @@ class ModuleSetDirectory(_Directory):
         value = module_set.model_copy(
             update={"metadata": _identity_meta(module_set.metadata), "status": {}}
         )
-        topic = moduleset_topic(key.namespace, key.name)
-        if self.system.retained(topic).get(MODULESET_KEY) == value:
-            return
-        self.publish(topic, MODULESET_KEY, value)
+        self._publish_changed(moduleset_topic(key.namespace, key.name), MODULESET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
         self._want_status(key, None)
-        topic = moduleset_topic(key.namespace, key.name)
-        if MODULESET_KEY in self.system.retained(topic):
-            self.unpublish(topic, MODULESET_KEY)
+        self._withdraw_retained(moduleset_topic(key.namespace, key.name), MODULESET_KEY)
 
     def _want_status(
         self, key: ObjectKey, conditions: list[dict[str, Any]] | None, *, uid: str = ""
@@ -238,15 +237,10 @@ class SecretDirectory(_Directory):
 
     def upserted(self, raw: dict[str, Any]) -> None:
         value = SecretData.from_secret(parse_secret(raw))
-        topic = secret_topic(value.key.namespace, value.key.name)
-        if self.system.retained(topic).get(SECRET_KEY) == value:
-            return
-        self.publish(topic, SECRET_KEY, value)
+        self._publish_changed(secret_topic(value.key.namespace, value.key.name), SECRET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        topic = secret_topic(key.namespace, key.name)
-        if SECRET_KEY in self.system.retained(topic):
-            self.unpublish(topic, SECRET_KEY)
+        self._withdraw_retained(secret_topic(key.namespace, key.name), SECRET_KEY)
 
 
 class EndpointsDirectory(_Directory):

@@ -28,7 +28,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -488,15 +488,11 @@ class Informer:
         Running it again after a cancellation resumes from the last resourceVersion seen (a
         relist follows if that is too old), delivering only what changed in between.
         """
-        async with asyncio.TaskGroup() as group:
-            for reflector in self._reflectors:
-                group.create_task(reflector.run())
-            group.create_task(self._await_ready())
-
-    async def _await_ready(self) -> None:
-        for reflector in self._reflectors:
-            await reflector.listed.wait()
-        self.ready.set()
+        await _run_all(
+            [reflector.run for reflector in self._reflectors],
+            [reflector.listed for reflector in self._reflectors],
+            self.ready,
+        )
 
     async def fetch(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The object ``namespace/name`` as the API server has it now (None when it is gone, or
@@ -560,15 +556,11 @@ class InformerSet:
 
     async def run(self) -> None:
         """Run every informer until cancelled."""
-        async with asyncio.TaskGroup() as group:
-            for informer in self.informers:
-                group.create_task(informer.run())
-            group.create_task(self._await_ready())
-
-    async def _await_ready(self) -> None:
-        for informer in self.informers:
-            await informer.ready.wait()
-        self.ready.set()
+        await _run_all(
+            [informer.run for informer in self.informers],
+            [informer.ready for informer in self.informers],
+            self.ready,
+        )
 
     async def fetch(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The current object of ``kind`` from the API server (None when it is gone, or when no
@@ -583,3 +575,22 @@ class InformerSet:
     def statistics(self) -> dict[str, InformerStatistics]:
         """Each informer's statistics by its name."""
         return {informer.name: informer.statistics() for informer in self.informers}
+
+
+async def _run_all(
+    runs: Sequence[Callable[[], Coroutine[Any, Any, None]]],
+    parts_ready: Sequence[asyncio.Event],
+    ready: asyncio.Event,
+) -> None:
+    """Run every part until cancelled (a part that raises cancels the others); ``ready`` is set
+    once every part's event is."""
+
+    async def await_ready() -> None:
+        for event in parts_ready:
+            await event.wait()
+        ready.set()
+
+    async with asyncio.TaskGroup() as group:
+        for run in runs:
+            group.create_task(run())
+        group.create_task(await_ready())

@@ -1143,20 +1143,9 @@ def _expire(reply: asyncio.Future[object], address: str, message_type: str, time
 def _add_kind(totals: dict[str, KindStatistics], name: str, kind: KindCounters, depth: int) -> None:
     """Add ``kind``'s counters to ``totals[name]`` (several counters share a name: the same
     address prefix reconciling different things, or several prefixes reconciling one)."""
-    found = totals.get(name)
     buckets = tuple(kind.handling_buckets)
-    if found is None:
-        totals[name] = KindStatistics(
-            actors=kind.actors,
-            depth=depth,
-            processed=kind.processed,
-            failed=kind.failed,
-            restarts=kind.restarts,
-            dead_letters=kind.dead_letters,
-            handling_seconds=kind.handling_seconds,
-            handling_buckets=buckets,
-        )
-        return
+    # A name seen for the first time adds to zeros.
+    found = totals.get(name) or KindStatistics(0, 0, 0, 0, 0, 0, 0.0, (0,) * len(buckets))
     totals[name] = KindStatistics(
         actors=found.actors + kind.actors,
         depth=found.depth + depth,

@@ -16,7 +16,7 @@ last) and drops a key the planner has nothing for, so a step costs O(1), not O(r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from interlock.model.edge import DesiredRoute, EdgeBackend
@@ -43,12 +43,8 @@ class BackendTarget:
     exists: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "service": self.service,
-            "port": self.port,
-            "exists": self.exists,
-        }
+        """The admin API form: the fields by name."""
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BackendTarget:

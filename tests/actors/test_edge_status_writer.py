@@ -7,6 +7,8 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from status_kit import CrashingStatusWriter, ForgetRecorder
+
 from interlock.actors.edge_messages import (
     INGRESS_STATUS_TOPIC,
     MODULESET_STATUS_TOPIC,
@@ -17,8 +19,8 @@ from interlock.actors.edge_messages import (
     status_key,
 )
 from interlock.actors.messages import STATUS_WRITER, LeadershipChanged
-from interlock.actors.status_writer import StatusKind, StatusWriter, TransientStatusError
-from interlock.mailbox import ActorSystem, BackoffPolicy, Published
+from interlock.actors.status_writer import StatusKind, TransientStatusError
+from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
 
@@ -27,15 +29,12 @@ LB = {"ingress": [{"ip": "127.0.0.1"}]}
 REGARDING = {"kind": "Ingress", "namespace": "default", "name": "web"}
 
 
-class Sink:
+class Sink(ForgetRecorder):
     def __init__(self) -> None:
-        self.forgotten: list[tuple[str, str, str]] = []
+        super().__init__()
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.events: list[str] = []
         self.fail_next = 0
-
-    def forget(self, *, kind: str, namespace: str, name: str) -> None:
-        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: StatusKind, namespace: str, name: str, status: dict[str, Any], uid: str
@@ -52,26 +51,14 @@ class Sink:
         self.events.append(reason)
 
 
-class CrashingWriter(StatusWriter):
-    """Raises while handling the next published status once ``armed`` is set (once)."""
-
-    armed = False
-
-    async def receive(self, message: object) -> object | None:
-        if CrashingWriter.armed and isinstance(message, Published):
-            CrashingWriter.armed = False
-            raise RuntimeError("injected crash")
-        return await super().receive(message)
-
-
 def start(sink: Sink, leading: list[bool], clock: ManualClock, later: ManualSleep) -> ActorSystem:
     # Restart backoff and retry timers are waited out through ManualSleep: they take no time
     # (``later`` records the retry delays).
     system = ActorSystem(sleep=ManualSleep(), timer_sleep=later)
-    CrashingWriter.armed = False
+    CrashingStatusWriter.armed = False
     system.spawn(
         STATUS_WRITER,
-        lambda: CrashingWriter(
+        lambda: CrashingStatusWriter(
             sink=sink,
             is_leader=lambda: leading[0],
             backoff=BackoffPolicy(initial=1.0, maximum=4.0),
@@ -162,7 +149,7 @@ async def test_a_crash_loses_no_pending_status() -> None:
     try:
         want_ingress(system, KEY, LB)
         await wait_idle(system)
-        CrashingWriter.armed = True
+        CrashingStatusWriter.armed = True
         want_module_set(system, other, [{"type": "Valid"}])
         await wait_until(lambda: system.actor_statistics(STATUS_WRITER).restarts == 1)
         await wait_idle(system)
@@ -174,7 +161,7 @@ async def test_a_crash_loses_no_pending_status() -> None:
             ("ModuleSet", "default/other", {"conditions": [{"type": "Valid"}]}),
         ]
         # Leading, a crash on a changed status: the restarted writer still writes it.
-        CrashingWriter.armed = True
+        CrashingStatusWriter.armed = True
         want_module_set(system, other, [{"type": "Valid", "status": "False"}])
         await wait_until(lambda: system.actor_statistics(STATUS_WRITER).restarts == 2)
         await wait_until(

@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from status_kit import CrashingStatusWriter, ForgetRecorder
 
 from interlock.actors.messages import (
     ROUTE_STATUS_TOPIC,
@@ -16,7 +17,7 @@ from interlock.actors.messages import (
     route_identity,
 )
 from interlock.actors.status_writer import StatusWriter, TransientStatusError
-from interlock.mailbox import ActorSystem, BackoffPolicy, Published
+from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualSleep, wait_until
 
 
@@ -32,16 +33,13 @@ def parents(reason: str, *, at: str = "2026-01-01T00:00:00Z") -> list[dict[str, 
     ]
 
 
-class RecordingSink:
+class RecordingSink(ForgetRecorder):
     """A StatusSink that records writes and fails the next ``failures`` of them transiently."""
 
     def __init__(self) -> None:
-        self.forgotten: list[tuple[str, str, str]] = []
+        super().__init__()
         self.writes: list[tuple[str, str, str]] = []
         self.failures = 0
-
-    def forget(self, *, kind: str, namespace: str, name: str) -> None:
-        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""
@@ -52,18 +50,6 @@ class RecordingSink:
             raise TransientStatusError("503 from the API server")
         self.writes.append((namespace, name, parents[0]["conditions"][0]["reason"]))
         return True
-
-
-class CrashingStatusWriter(StatusWriter):
-    """Raises while handling the next published status after :meth:`Harness.crash` (once)."""
-
-    armed = False
-
-    async def receive(self, message: object) -> object | None:
-        if CrashingStatusWriter.armed and isinstance(message, Published):
-            CrashingStatusWriter.armed = False
-            raise RuntimeError("injected crash")
-        return await super().receive(message)
 
 
 class Harness:
@@ -247,18 +233,15 @@ async def test_losing_the_lease_mid_flush_starts_no_more_writes():
     await harness.system.shutdown()
 
 
-class GatedSink:
+class GatedSink(ForgetRecorder):
     """A StatusSink whose writes wait for the test to open the gate; tracks concurrency."""
 
     def __init__(self) -> None:
-        self.forgotten: list[tuple[str, str, str]] = []
+        super().__init__()
         self.gate = asyncio.Event()
         self.running = 0
         self.most = 0
         self.writes: list[tuple[str, str]] = []
-
-    def forget(self, *, kind: str, namespace: str, name: str) -> None:
-        self.forgotten.append((kind, namespace, name))
 
     async def write_status(
         self, *, kind: str, namespace: str, name: str, status: dict[str, Any], uid: str = ""

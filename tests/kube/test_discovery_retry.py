@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loguru import logger
+from log_capture import captured_logs
 
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
@@ -54,12 +54,8 @@ def retry_with(fake: FakeTime, *, deadline: float = 60.0, seed: int = 7) -> Disc
 
 @pytest.fixture
 def warnings() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", format="{message}")
-    try:
+    with captured_logs("WARNING") as lines:
         yield lines
-    finally:
-        logger.remove(sink)
 
 
 async def test_a_429_is_retried_no_sooner_than_retry_after(

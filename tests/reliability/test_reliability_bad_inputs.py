@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from echo_backends import local_slice
 from lanes import EVENT, TestCluster, lane_cluster
-from loguru import logger
+from log_capture import captured_logs
 from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
@@ -45,18 +44,7 @@ GOOD_OBJECTS: list[dict[str, Any]] = [
         "metadata": {"name": "good", "namespace": "default"},
         "spec": {"ports": [{"name": "http", "port": 80}]},
     },
-    {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": "good-slice",
-            "namespace": "default",
-            "labels": {"kubernetes.io/service-name": "good"},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["10.2.0.1"], "conditions": {"ready": True}}],
-        "ports": [{"name": "http", "port": 8080}],
-    },
+    local_slice("good", {"http": 8080}, name="good-slice"),
     {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
@@ -160,16 +148,6 @@ def names_in(path: Path) -> tuple[str, str]:
         return ("", "")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     return (str(doc.get("kind") or ""), str(meta.get("name") or ""))
-
-
-@contextmanager
-def captured_logs() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(lambda message: lines.append(str(message)), level="DEBUG", format="{message}")
-    try:
-        yield lines
-    finally:
-        logger.remove(sink)
 
 
 async def answers_about(cluster: TestCluster, kind: str, name: str, logs: list[str]) -> list[str]:

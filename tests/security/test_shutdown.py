@@ -17,7 +17,9 @@ import signal
 import sys
 from pathlib import Path
 
+from echo_backends import local_slice
 from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
+from lanes import ENDPOINT_HOST
 
 from .conftest import wait_until
 
@@ -28,18 +30,7 @@ def _manifests(directory: Path, *, port: int) -> None:
     objects = [
         INGRESS_CLASS_OBJ,
         backend_service("hang"),
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "hang-slice",
-                "namespace": "default",
-                "labels": {"kubernetes.io/service-name": "hang"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
-            "ports": [{"name": "", "port": port, "protocol": "TCP"}],
-        },
+        local_slice("hang", {"": port}, name="hang-slice"),
         ingress("hang", HOST, backend="hang"),
     ]
     (directory / "objects.json").write_text(
@@ -55,7 +46,7 @@ async def test_sigterm_with_requests_in_flight_exits_0_within_the_drain(tmp_path
         with contextlib.suppress(ConnectionError):
             await reader.read(-1)
 
-    backend = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    backend = await asyncio.start_server(never_answer, ENDPOINT_HOST, 0)
     port = backend.sockets[0].getsockname()[1]
     manifests = tmp_path / "manifests"
     manifests.mkdir()
