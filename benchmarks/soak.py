@@ -174,6 +174,42 @@ def malloc_stats() -> dict[str, float]:
     }
 
 
+PYMALLOC_LINES = {
+    "# arenas allocated current": "pymalloc_arenas",
+    "# arenas highwater mark": "pymalloc_arenas_highwater",
+    "# bytes in allocated blocks": "pymalloc_allocated_mib",
+    "# bytes in available blocks": "pymalloc_available_mib",
+}
+
+
+def pymalloc_stats() -> dict[str, float]:
+    """pymalloc's arenas (1 MiB each) and how full they are, from ``sys._debugmallocstats()``
+    (which writes to the C stderr, so it is read back through a temporary file): allocated
+    against available bytes and unused pools say whether the arenas are fragmented."""
+    with tempfile.TemporaryFile("w+") as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+    stats: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        name = name.strip()
+        if name in PYMALLOC_LINES:
+            number = int(value.strip().replace(",", ""))
+            key = PYMALLOC_LINES[name]
+            stats[key] = round(number / 2**20, 2) if key.endswith("_mib") else number
+        elif name.endswith("unused pools * 16384 bytes") and "pymalloc_unused_pools" not in stats:
+            stats["pymalloc_unused_pools"] = int(name.split()[0])
+    return stats
+
+
 def threads() -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -191,6 +227,7 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
         "rss_mib": round(rss_mib(), 2),
         **smaps_rollup(),
         **malloc_stats(),
+        **pymalloc_stats(),
         "allocated_blocks": sys.getallocatedblocks(),
         "threads": threads(),
         "gc_counts": list(gc.get_count()),
@@ -790,7 +827,8 @@ class Soak:
                 print(
                     f"soak {minute:>3} min: rss {sample['rss_mib']:.1f} MiB "
                     f"(anon {sample.get('smaps_anonymous_mib')}, malloc free "
-                    f"{sample.get('malloc_free_mib')}, blocks {sample['allocated_blocks']}), "
+                    f"{sample.get('malloc_free_mib')}, blocks {sample['allocated_blocks']}, "
+                    f"pymalloc arenas {sample.get('pymalloc_arenas')}), "
                     f"threads {sample['threads']}, "
                     f"actors {sample['actors']}, tasks {sample['tasks']}, fds {sample['fds']}, "
                     f"watches {sample['watches']}, writes {sum(self.writes.values())}, "
