@@ -821,6 +821,9 @@ class Soak:
             await asyncio.sleep(self.s.sample)
             sample = await self.child.ask("sample")
             self.samples.append(sample)
+            # Each sample as it is taken, so a long run can be read (or plotted) while it runs.
+            with self.s.out.with_suffix(".samples.jsonl").open("a") as stream:
+                stream.write(json.dumps(sample) + "\n")
             elapsed = time.monotonic() - started
             if elapsed >= 60 * (minute + 1):
                 minute = int(elapsed // 60)
