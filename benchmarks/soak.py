@@ -249,6 +249,23 @@ def controller_sample(controller: Controller, *, objects: bool) -> dict[str, Any
     }
 
 
+def census() -> dict[str, int]:
+    """The gc-tracked objects by type (module-qualified name): two of them, at the end of the
+    warm-up and at the end of the churn, say which kind of object accumulates, at a fraction of
+    tracemalloc's cost (under which the edge's traffic times out)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for obj in gc.get_objects():
+        kind = type(obj)
+        counts[f"{kind.__module__}.{kind.__qualname__}"] += 1
+    return dict(counts)
+
+
+def census_growth(before: dict[str, int], after: dict[str, int], top: int = 25) -> list[Any]:
+    """The types whose count grew most from ``before`` to ``after``: ``[type, before, after]``."""
+    grown = sorted(after, key=lambda k: before.get(k, 0) - after[k])[:top]
+    return [[k, before.get(k, 0), after[k]] for k in grown if after[k] > before.get(k, 0)]
+
+
 TRACEMALLOC_ENV = "INTERLOCK_SOAK_TRACEMALLOC"
 
 
@@ -320,6 +337,8 @@ async def controller_main(kubeconfig: str) -> None:
         while line := (await reader.readline()).decode().strip():
             if line.startswith("sample"):
                 answer = controller_sample(controller, objects=line == "sample objects")
+            elif line == "census":
+                answer = census()
             elif line == "malloc_trim":
                 # How much of the RSS glibc holds free and can give back (what it returns).
                 _LIBC.malloc_trim(0)
@@ -931,9 +950,13 @@ async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
             settings.out.with_suffix(".end.tracemalloc"),
         )
 
+        censuses: list[dict[str, int]] = []
+
         async def snapshot_after_warmup() -> None:
             await asyncio.sleep(settings.warmup_minutes * 60)
             if soak.running:
+                censuses.append(await child.ask("census"))
+            if soak.running and settings.tracemalloc:
                 result["tracemalloc_warm"] = await child.ask(f"snapshot {snapshots[0]}")
 
         churn = [
@@ -942,12 +965,16 @@ async def _run(settings: Settings, cluster: Any, tmp: Path) -> dict[str, Any]:
             asyncio.create_task(soak.edge_traffic(session)),
             asyncio.create_task(soak.sampler(started)),
         ]
-        if settings.tracemalloc:
-            churn.append(asyncio.create_task(snapshot_after_warmup()))
+        churn.append(asyncio.create_task(snapshot_after_warmup()))
         await asyncio.sleep(settings.minutes * 60)
         soak.running = False
         await asyncio.gather(*churn)
         result["end_under_churn"] = soak.samples[-1] if soak.samples else None
+        if censuses:
+            result["census_growth"] = census_growth(censuses[0], await child.ask("census"))
+            print("soak: gc-tracked objects grown since the warm-up, by type:", flush=True)
+            for kind, before, after in result["census_growth"][:15]:
+                print(f"  {after - before:>+8} {kind} ({before} -> {after})", flush=True)
         if "tracemalloc_warm" in result:
             # Taken before the end state is written: what the churn itself left behind.
             result["tracemalloc_end"] = await child.ask(f"snapshot {snapshots[1]}")
