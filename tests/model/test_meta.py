@@ -62,3 +62,22 @@ def test_parsed_objects_share_their_equal_frozen_parts_and_stay_what_they_were()
         "name": "a",
         "uid": "uid-a",
     }
+
+
+def test_a_shared_part_goes_with_the_last_object_that_holds_it() -> None:
+    # The table of equal parts must not keep them: each version of each route ever parsed
+    # would stay for as long as the controller runs (the soak's growth, issue 18 item 3).
+    import gc
+    import weakref
+
+    raw = _service("gone")
+    raw["spec"] = {"clusterIP": "10.0.0.9", "ports": [{"name": "only-here", "port": 61873}]}
+    service = parse_service(raw)
+    port = weakref.ref(service.spec.ports[0])
+    spec = weakref.ref(service.spec)
+    del service
+    gc.collect()
+    assert port() is None and spec() is None
+    # And sharing still works for parts alive elsewhere.
+    a, b = parse_service(_service("a")), parse_service(_service("b"))
+    assert a.spec is b.spec and a.spec.ports[0] is b.spec.ports[0]
