@@ -70,10 +70,10 @@ binary: install
 clean:
 	rm -rf $(VENV) build dist *.egg-info
 
-# Issue 8 and 18: the convergence harness with many more generated histories than CI runs (200
-# new ones per lane), then the bad-input corpus, security and load tests, on the embedded lane
-# and then on a real kube-apiserver and etcd (the real lane takes far longer: see
-# docs/reliability.md for the figures and times).
+# The convergence harness with many more generated histories than CI runs (200 new ones per lane),
+# then the bad-input corpus, security and load tests, on the embedded lane and then on a real
+# kube-apiserver and etcd (the real lane takes far longer: see docs/reliability.md, "Convergence
+# harness" and "The convergence harness on the real server", for the figures and times).
 RELIABILITY_EXAMPLES ?= 200
 # The real lane's histories run in this many processes at once, each with its own cluster.
 RELIABILITY_SHARDS ?= 4
@@ -85,21 +85,23 @@ reliability: dev
 	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q --timeout=7200 tests/reliability \
 		--deselect tests/reliability/test_reliability_convergence.py::test_every_output_equals_what_the_final_state_gives
 
-# Issue 18 item 3: the controller for SOAK_MINUTES (default an hour) under steady churn, 1,000 open
-# policy watches and steady edge traffic with ModuleSet changes; reports RSS over time (MiB/hour
-# after warm-up), actors, watches, fds and tasks at start and end, and the differences from a
-# fresh controller (benchmarks/soak.py; niced: it shares the machine). Figures: build/soak.json.
+# Soak (docs/reliability.md, "Soak"): the controller for SOAK_MINUTES (default an hour) under steady
+# churn, 1,000 open policy watches and steady edge traffic with ModuleSet changes; reports RSS over
+# time (MiB/hour after warm-up), actors, watches, fds and tasks at start and end, and the
+# differences from a fresh controller (benchmarks/soak.py; niced: it shares the machine). Figures:
+# build/soak.json.
 SOAK_MINUTES ?= 60
 .PHONY: soak
 soak: dev
 	@mkdir -p build
 	nice -n 10 $(BIN)/python benchmarks/soak.py --minutes $(SOAK_MINUTES) --out build/soak.json
 
-# Issue 18 item 1: the whole suite STRESS_RUNS times in a row (default 5) while a CPU hog loads
-# both cores (stress-ng --cpu 2 when installed, else two busy-looping Pythons of our own), so a
-# test that depends on the machine's speed fails here rather than by chance in CI. The hog is
-# stopped on every exit (failure and Ctrl-C too). Each run's summary and the load average go to
-# build/stress-test.log; the target fails if any run failed. Results: docs/reliability.md.
+# Stress test (docs/reliability.md, "Stress test"): the whole suite STRESS_RUNS times in a row
+# (default 5) while a CPU hog loads both cores (stress-ng --cpu 2 when installed, else two
+# busy-looping Pythons of our own), so a test that depends on the machine's speed fails here rather
+# than by chance in CI. The hog is stopped on every exit (failure and Ctrl-C too). Each run's
+# summary and the load average go to build/stress-test.log; the target fails if any run failed.
+# Results: docs/reliability.md.
 STRESS_RUNS ?= 5
 .PHONY: stress-test
 stress-test: dev

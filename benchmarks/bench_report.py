@@ -70,6 +70,14 @@ def write_section(text: str, heading: str, doc: Path = DOC) -> None:
     doc.write_text(page.rstrip("\n") + "\n")
 
 
+def report(text: str, heading: str, *, write_docs: bool, doc: Path = DOC) -> None:
+    """Print a section's ``text``; with ``write_docs`` (the scripts' ``--write-docs``), also put
+    it in the page under ``heading``."""
+    print(text)
+    if write_docs:
+        write_section(text, heading, doc)
+
+
 def quiet_logs() -> None:
     """Only warnings and errors from interlock's logs: a benchmark's output is its figures."""
     from loguru import logger

@@ -1,4 +1,6 @@
-"""What one attacker costs the other hosts of the edge (issue 14): password guessing.
+"""What one attacker costs the other hosts of the edge: password guessing.
+
+The figures: ``docs/benchmarks.md``, "Edge under attack".
 
 Forty concurrent wrong-password requests to one basicAuth route (bcrypt cost 10), then one
 unauthenticated request to another host of the same edge: how long that request takes, with
@@ -146,7 +148,7 @@ def section(figures: dict[str, list[float]], *, guesses: int, rounds: int) -> st
             "| bcrypt runs | other host answers in |",
             "|---|---|",
             f"| in the edge's thread pool (2 threads, as shipped) | {pool * 1000:.0f} ms |",
-            f"| on the event loop (before issue 14) | {loop * 1000:.0f} ms |",
+            f"| on the event loop (before the thread pool) | {loop * 1000:.0f} ms |",
             "",
             f"Ratio: {loop / pool:.0f}x faster for the other host with the pool. On the loop the "
             "other host waits for every queued check; with the pool it waits for none.",

@@ -1,4 +1,6 @@
-"""Figures for the outbound half at scale (issue 5 "Measure"), with the re-walk baseline.
+"""Figures for the outbound half at scale, with the re-walk baseline.
+
+The figures and what they show: ``docs/benchmarks.md``, "Outbound".
 
 N Services (``svc-i``, port 80), N HTTPRoutes (``r-i``: parent ``svc-i``, backends
 ``svc-(i+1)`` and ``svc-(i+7)``) and N open HTTP watch streams (one per Service port, held by a
@@ -49,7 +51,7 @@ from typing import Any
 
 import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
-from bench_report import quiet_logs, rss_mib, write_section
+from bench_report import quiet_logs, report, rss_mib
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
 from interlock.config import Address, ControllerConfig
@@ -187,6 +189,31 @@ def affected(k: int, n: int) -> list[tuple[int, bool]]:
 
 async def idle(controller: Controller) -> None:
     await controller.system.wait_idle()
+
+
+async def start_measured(controller: Controller, figures: dict[str, Any], *, within: float) -> None:
+    """Start ``controller`` and wait until it is ready; ``figures`` gets the RSS before, the
+    wall and CPU seconds to ready, and the RSS and actors once ready."""
+    figures["rss_before_mib"] = rss_mib()
+    started, started_cpu = time.perf_counter(), time.process_time()
+    await controller.start()
+    await controller.wait_ready(within=within)
+    figures["ready_s"] = time.perf_counter() - started
+    figures["ready_cpu_s"] = time.process_time() - started_cpu
+    figures["rss_ready_mib"] = rss_mib()
+    figures["actors_ready"] = controller.system.statistics().actors
+
+
+async def open_watches(controller: Controller, n: int) -> list[LatestValueSlot[Any]]:
+    """A policy watch on each ``svc-i:80`` (client namespace ``default``), each with its first
+    policy once this returns."""
+    slots = [
+        controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
+        for i in range(n)
+    ]
+    await idle(controller)
+    assert all(slot.version >= 1 for slot in slots)
+    return slots
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,26 +483,12 @@ async def run(
                     else "embedded"
                 )
             controller = follower(server)
-            rss_before = rss_mib()
-            started = time.perf_counter()
-            started_cpu = time.process_time()
-            await controller.start()
-            await controller.wait_ready(within=900)
-            figures["ready_s"] = time.perf_counter() - started
-            figures["ready_cpu_s"] = time.process_time() - started_cpu
-            figures["rss_before_mib"] = rss_before
-            figures["rss_ready_mib"] = rss_mib()
-            figures["actors_ready"] = controller.system.statistics().actors
+            await start_measured(controller, figures, within=900)
 
             # --- N watches: first their state (actors, policies) through in-process readers,
             # then N HTTP streams on the same watches, held by a child process (N mesh proxies)
             opened = time.perf_counter()
-            slots = [
-                controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
-                for i in range(n)
-            ]
-            await idle(controller)
-            assert all(slot.version >= 1 for slot in slots)
+            slots = await open_watches(controller, n)
             figures["watch_state_s"] = time.perf_counter() - opened
             figures["rss_watch_state_mib"] = rss_mib()
             assert controller.policy_site is not None
@@ -905,9 +918,7 @@ def main() -> None:
         else:
             texts = [(REAL_HEADING, real_section(figures, None, command))]
     for heading, text in texts:
-        print(text)
-        if args.write_docs:
-            write_section(text, heading)
+        report(text, heading, write_docs=args.write_docs)
 
 
 if __name__ == "__main__":

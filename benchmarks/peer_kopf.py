@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_report import rss_mib, write_section
+from bench_report import report, rss_mib
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Beside kopf"
@@ -478,10 +478,7 @@ def main() -> int:
     )
     if args.contestants != list(CONTESTANTS):
         command += f" --contestants {' '.join(args.contestants)}"
-    text = section(results, command)
-    print(text)
-    if args.write_docs:
-        write_section(text, HEADING)
+    report(section(results, command), HEADING, write_docs=args.write_docs)
     return 0
 
 

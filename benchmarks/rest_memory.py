@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_report import command_lines, machine, rss_mib, write_section
+from bench_report import command_lines, machine, report, rss_mib
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Memory at rest"
@@ -216,10 +216,7 @@ def main() -> int:
     command = (
         f".venv/bin/python benchmarks/rest_memory.py --scales {' '.join(map(str, args.scales))}"
     )
-    text = section(graph, rest, command)
-    print(text)
-    if args.write_docs:
-        write_section(text, HEADING)
+    report(section(graph, rest, command), HEADING, write_docs=args.write_docs)
     return 0
 
 

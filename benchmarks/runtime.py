@@ -130,17 +130,24 @@ class Producer(Actor):
                 await asyncio.sleep(0)
 
 
+async def _until_done(
+    system: ActorSystem, send: Callable[[], None], done: asyncio.Future[None]
+) -> float:
+    """Seconds from ``send()`` until ``done`` is resolved; ``system`` is shut down after."""
+    start = _clock()
+    send()
+    await done
+    elapsed = _clock() - start
+    await system.shutdown()
+    return elapsed
+
+
 async def runtime_tell(n: int, tracer: Tracer | None = None) -> float:
     system = ActorSystem(tracer=tracer)
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     system.spawn("sink", lambda: Counter(n, done), mailbox=MailboxConfig(capacity=n))
     system.spawn("producer", Producer)
-    start = _clock()
-    system.tell("producer", n)
-    await done
-    elapsed = _clock() - start
-    await system.shutdown()
-    return elapsed
+    return await _until_done(system, lambda: system.tell("producer", n), done)
 
 
 async def fan_out(subscribers: int) -> float:
@@ -151,12 +158,7 @@ async def fan_out(subscribers: int) -> float:
         address = system.spawn(f"sub/{n}", lambda: FanOutCounter(shared, subscribers, done))
         system.subscribe("topic", address)
     await asyncio.sleep(0)
-    start = _clock()
-    system.publish("topic", "key", "value")
-    await done
-    elapsed = _clock() - start
-    await system.shutdown()
-    return elapsed
+    return await _until_done(system, lambda: system.publish("topic", "key", "value"), done)
 
 
 async def ask_round_trip(n: int) -> float:

@@ -33,10 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from api_servers import EmbeddedServer
-from bench_report import command_lines, machine
-from outbound import follower, idle, objects, rss_mib, write_section
-
-from interlock.model.policy_watch import WatchTarget
+from bench_report import command_lines, machine, report
+from outbound import follower, objects, open_watches, rss_mib, start_measured
 
 HEADING = "## Scale"
 
@@ -50,21 +48,9 @@ async def measure(n: int) -> dict[str, Any]:
         figures["server_load_s"] = time.perf_counter() - loading
         try:
             controller = follower(server)
-            figures["rss_before_mib"] = rss_mib()
-            started, started_cpu = time.perf_counter(), time.process_time()
-            await controller.start()
-            await controller.wait_ready(within=3600)
-            figures["ready_s"] = time.perf_counter() - started
-            figures["ready_cpu_s"] = time.process_time() - started_cpu
-            figures["rss_ready_mib"] = rss_mib()
-            figures["actors_ready"] = controller.system.statistics().actors
+            await start_measured(controller, figures, within=3600)
             opened = time.perf_counter()
-            slots = [
-                controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
-                for i in range(n)
-            ]
-            await idle(controller)
-            assert all(slot.version >= 1 for slot in slots)
+            await open_watches(controller, n)
             figures["watches_s"] = time.perf_counter() - opened
             figures["rss_watches_mib"] = rss_mib()
             figures["actors_watches"] = controller.system.statistics().actors
@@ -155,10 +141,7 @@ def main() -> None:
         command += f"  # with --include {args.include.name}: " + ", ".join(
             f"{run['scale']:,}" for run in runs if run["scale"] not in args.scales
         )
-    text = section(runs, command)
-    print(text)
-    if args.write_docs:
-        write_section(text, HEADING)
+    report(section(runs, command), HEADING, write_docs=args.write_docs)
 
 
 if __name__ == "__main__":

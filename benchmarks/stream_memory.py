@@ -1,4 +1,6 @@
-"""Where the memory of an open policy watch stream goes (issue 5 "Measure", the RSS target).
+"""Where the memory of an open policy watch stream goes.
+
+The figures and the RSS target they meet: ``docs/benchmarks.md``, "Outbound".
 
 ``benchmarks/outbound.py`` measures the controller with N open ``?watch=true`` streams; this
 script isolates the streams. One controller (the same cluster as ``outbound.py``: N Services,

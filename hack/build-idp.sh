@@ -17,14 +17,13 @@
 # Env:   INTERLOCK_CACHE (default ~/.cache/interlock), ZITADEL_OIDC_VERSION
 set -euo pipefail
 
+# shellcheck source=hack/go-build.sh
+source "$(dirname "$0")/go-build.sh"
+
 ZITADEL_OIDC_VERSION="${ZITADEL_OIDC_VERSION:-v3.52.0}"
-CACHE="${INTERLOCK_CACHE:-$HOME/.cache/interlock}"
 BIN="$CACHE/bin/zitadel-oidc-$ZITADEL_OIDC_VERSION"
 
-log() { printf 'build-idp: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "go is not installed (needed to build the test OpenID provider; the product itself is Python)"
+require_go "the test OpenID provider"
 
 if [[ -x "$BIN/oidc-example-server" ]]; then
   log "cached: $BIN/oidc-example-server"
@@ -33,10 +32,7 @@ if [[ -x "$BIN/oidc-example-server" ]]; then
 fi
 
 mkdir -p "$BIN"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
-export CGO_ENABLED=0
+go_scratch
 start=$SECONDS
 
 cd "$work"

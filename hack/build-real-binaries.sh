@@ -12,15 +12,14 @@
 # Env:   INTERLOCK_CACHE (default ~/.cache/interlock), KUBERNETES_VERSION, ETCD_VERSION
 set -euo pipefail
 
+# shellcheck source=hack/go-build.sh
+source "$(dirname "$0")/go-build.sh"
+
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
-CACHE="${INTERLOCK_CACHE:-$HOME/.cache/interlock}"
 BIN="$CACHE/bin/kubernetes-$KUBERNETES_VERSION-etcd-$ETCD_VERSION"
 
-log() { printf 'build-real-binaries: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "go is not installed (needed to build kube-apiserver and etcd; the product itself is Python)"
+require_go "kube-apiserver and etcd"
 
 if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" ]]; then
   log "cached: $BIN"
@@ -29,10 +28,7 @@ if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/
 fi
 
 mkdir -p "$BIN"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
-export CGO_ENABLED=0
+go_scratch
 
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
 start=$SECONDS

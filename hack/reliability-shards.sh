@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The convergence harness's generated histories split over SHARDS pytest processes running at
-# once (issue 18 item 2): one process needs about two hours for 200 real-lane histories, each
-# history being seconds of real API-server work spent mostly waiting. Each process runs its own
-# real cluster (hack/real-cluster.sh, ~400 MB each) and only the histories of its shard
-# (INTERLOCK_RELIABILITY_SHARD=i/N: a digest of the history, so no two shards run the same one).
+# The convergence harness's generated histories split over SHARDS pytest processes running at once
+# (docs/reliability.md, "The convergence harness on the real server"): one process needs about two
+# hours for 200 real-lane histories, each history being seconds of real API-server work spent mostly
+# waiting. Each process runs its own real cluster (hack/real-cluster.sh, ~400 MB each) and only the
+# histories of its shard (INTERLOCK_RELIABILITY_SHARD=i/N: a digest of the history, so no two shards
+# run the same one).
 #
 #   hack/reliability-shards.sh [SHARDS] [HISTORIES] [OUT]     (defaults: 4 200 build/reliability)
 #

@@ -83,8 +83,31 @@ class EchoReply:
         return report
 
 
+class LocalBackend:
+    """A local HTTP server standing in for a pod (on ``ENDPOINT_HOST``, which an EndpointSlice
+    names): every request goes to :meth:`handle`; ``port`` is known once started."""
+
+    port: int
+    runner: web.AppRunner | None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
+        self.port = int(self.runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
 @dataclass
-class Echo:
+class Echo(LocalBackend):
     """An HTTP server on this machine that reports what reached it (see the module docstring)."""
 
     name: str
@@ -131,15 +154,6 @@ class Echo:
             status = 503
         return web.json_response(report, status=status, headers=headers)
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, ENDPOINT_HOST, 0).start()
-        self.port = int(self.runner.addresses[0][1])
-
     async def stop(self) -> None:
         self.release.set()
-        if self.runner is not None:
-            await self.runner.cleanup()
+        await super().stop()

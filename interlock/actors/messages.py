@@ -174,14 +174,23 @@ class NamespaceOpaquePorts:
 
 
 @dataclass(frozen=True, slots=True)
-class ServiceDeleted:
-    """The ServiceDirectory learns that a Service is gone."""
+class AboutObject:
+    """A message about the object ``key``: its mailbox keeps only the latest of the messages
+    with the same ``coalesce_prefix`` about that object."""
 
     key: ObjectKey
+    coalesce_prefix: ClassVar[str]
 
     @property
     def coalesce_key(self) -> tuple[str, str, str]:
-        return ("service", self.key.namespace, self.key.name)
+        return (self.coalesce_prefix, self.key.namespace, self.key.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDeleted(AboutObject):
+    """The ServiceDirectory learns that a Service is gone."""
+
+    coalesce_prefix = "service"
 
     def trace_summary(self) -> str:
         return f"ServiceDeleted {self.key}"
@@ -202,14 +211,10 @@ class GrantUpserted:
 
 
 @dataclass(frozen=True, slots=True)
-class GrantDeleted:
+class GrantDeleted(AboutObject):
     """The grants directory learns that a ReferenceGrant is gone."""
 
-    key: ObjectKey
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("grant", self.key.namespace, self.key.name)
+    coalesce_prefix = "grant"
 
     def trace_summary(self) -> str:
         return f"GrantDeleted {self.key}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from interlock.actors.edge_messages import endpoints_topic
-from interlock.actors.messages import service_topic
+from interlock.actors.messages import AboutObject, service_topic
 from interlock.edge.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
@@ -51,25 +51,17 @@ class UpstreamTables:
 
 
 @dataclass(frozen=True, slots=True)
-class TrackService:
+class TrackService(AboutObject):
     """Ask the cache to follow a Service and its EndpointSlices."""
 
-    key: ObjectKey
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("track", self.key.namespace, self.key.name)
+    coalesce_prefix = "track"
 
 
 @dataclass(frozen=True, slots=True)
-class UntrackService:
+class UntrackService(AboutObject):
     """Ask the cache to stop following a Service (its rows leave the tables)."""
 
-    key: ObjectKey
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("track", self.key.namespace, self.key.name)  # the latest of track/untrack wins
+    coalesce_prefix = "track"  # the latest of track/untrack wins
 
 
 @dataclass(frozen=True, slots=True)

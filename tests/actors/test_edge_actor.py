@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from edge_objects import ingress as ingress_json
+from edge_routes import serve_route
 from tls_certs import self_signed
 
 from interlock.actors.edge import EdgeActor, EdgeSettings
@@ -26,7 +27,6 @@ from interlock.actors.messages import STATUS_WRITER
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import (
-    ApplyModules,
     BackendTarget,
     EdgeCall,
     EdgeProvider,
@@ -376,16 +376,7 @@ async def test_an_adopting_actor_removes_routes_it_does_not_want() -> None:
     running = await started(ManualSleep())
     running.adopt = True  # a data plane that outlived the controller (HttpEdge)
     try:
-        await running.inner.apply_modules(
-            ApplyModules(
-                host=HOST,
-                route_id="Prefix:/old",
-                path="/old",
-                path_type="Prefix",
-                modules=Modules(),
-                secrets={},
-            )
-        )
+        await serve_route(running.inner, host=HOST, route_id="Prefix:/old", path="/old")
         running.publish(part())
         await wait_until(
             lambda: running.route() is not None and running.route().backend is not None

@@ -16,6 +16,7 @@ import json
 import ssl
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,8 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
 from e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
-from echo_backends import local_slice
+from echo_backends import LocalBackend, local_slice
 from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
-from lanes import ENDPOINT_HOST
 from loguru import logger
 from tls_certs import self_signed
 
@@ -64,7 +64,7 @@ GOOD_AUTH = {"Authorization": "Basic " + base64.b64encode(f"alice:{PASSWORD}".en
 
 
 @dataclass
-class Backend:
+class Backend(LocalBackend):
     """An HTTP server that records what reaches it and answers 200 naming itself."""
 
     name: str
@@ -77,19 +77,6 @@ class Backend:
         self.requests.append(dict(request.headers))
         body = f"backend {self.name} {request.path}\n" + "x" * 2000
         return web.Response(status=self.status, text=body)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, ENDPOINT_HOST, 0)
-        await site.start()
-        self.port = self.runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 # --- objects -------------------------------------------------------------------------------------
@@ -239,11 +226,17 @@ class Env:
 async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
     await cluster.apply_manifests([CRDS])
     controller = await start_controller(lease_identity="edge-replica", edge_addr=LOCAL)
+    async with edge_env(cluster, controller, auto_decompress=False) as running:
+        yield running
+
+
+@asynccontextmanager
+async def edge_env(cluster: Cluster, controller: Controller, **session: Any) -> AsyncIterator[Env]:
+    """An :class:`Env` over ``controller`` (its edge retrying quickly) with the IngressClass and
+    the ``web`` backend; ``session``: more options of the client session."""
     assert controller.edge is not None
     controller.edge.backoff = BackoffPolicy(initial=0.02, maximum=0.2)
-    async with aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=10), auto_decompress=False
-    ) as http:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), **session) as http:
         running = Env(controller, Kube(cluster.api), http, {})
         await running.kube.apply(INGRESS_CLASS_OBJ)
         await running.serve("web")

@@ -1,7 +1,7 @@
-"""HTTP/2 at the edge (issue 13 item 3), on both lanes: h2c with prior knowledge on the plain
-port and h2 by ALPN on the TLS port, decided by the edge's steps — host, route, modules (fail
-closed), the engine — as HTTP/1.1 is. A stream reaches an HTTP/1.1 backend as HTTP/1.1 and a
-gRPC backend (a GRPCRoute's Service) over h2c, with its trailers."""
+"""HTTP/2 at the edge (``docs/design.md``, "One engine, two front doors"), on both lanes: h2c with
+prior knowledge on the plain port and h2 by ALPN on the TLS port, decided by the edge's steps —
+host, route, modules (fail closed), the engine — as HTTP/1.1 is. A stream reaches an HTTP/1.1
+backend as HTTP/1.1 and a gRPC backend (a GRPCRoute's Service) over h2c, with its trailers."""
 
 from __future__ import annotations
 

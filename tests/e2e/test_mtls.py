@@ -20,16 +20,13 @@ from e2e_clients import LOCAL, Cluster, StartController, eventually
 from module_checks import until_refused_naming
 from test_edge_scenarios import (
     CRDS,
-    INGRESS_CLASS_OBJ,
     Env,
-    Kube,
+    edge_env,
     ingress,
     module_set,
     secret,
 )
 from tls_certs import Issued, TestCa, self_signed
-
-from interlock.mailbox import BackoffPolicy
 
 HOST = "secure.test"
 CA = TestCa("Team CA")
@@ -87,17 +84,8 @@ async def tls_env(cluster: Cluster, start_controller: StartController) -> AsyncI
     controller = await start_controller(
         lease_identity="mtls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
     )
-    assert controller.edge is not None
-    controller.edge.backoff = BackoffPolicy(initial=0.02, maximum=0.2)
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        env = Env(controller, Kube(cluster.api), http, {})
-        await env.kube.apply(INGRESS_CLASS_OBJ)
-        await env.serve("web")
-        try:
-            yield env
-        finally:
-            for backend in env.backends.values():
-                await backend.stop()
+    async with edge_env(cluster, controller) as env:
+        yield env
 
 
 async def publish(env: Env, tmp_path: Path, *, ca_pem: str | None) -> Https:

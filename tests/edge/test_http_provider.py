@@ -110,7 +110,6 @@ async def test_remote_errors_are_classified(remote: Remote) -> None:
                 modules=Modules.model_validate(
                     {"basicAuth": {"realm": "x", "secretRef": {"name": "missing", "key": "k"}}}
                 ),
-                secrets={},
             )
         )
     with pytest.raises(PermanentEdgeError, match="no such route"):

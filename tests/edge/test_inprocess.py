@@ -89,7 +89,6 @@ async def test_invalid_route_shape_is_permanent(harness: EdgeHarness) -> None:
                 path="/",
                 path_type="Regex",  # type: ignore[arg-type]
                 modules=Modules(),
-                secrets={},
             )
         )
     with pytest.raises(PermanentEdgeError, match="no such route"):

@@ -1,4 +1,5 @@
-"""Issue 8: malformed and hostile objects get a clear answer and disturb nothing else.
+"""Malformed and hostile objects get a clear answer and disturb nothing else
+(``docs/reliability.md``, "Bad-input corpus").
 
 Every file in ``bad_inputs/`` is applied to a running controller the way ``kubectl apply`` would
 (through the embedded API server's manifest loader, which validates like a real API server).
@@ -293,7 +294,7 @@ def test_the_corpus_has_at_least_forty_hostile_objects() -> None:
 @pytest.mark.timeout(3600)
 @pytest.mark.embedded_only(
     "each file's expected answer is in the embedded server's words (the real server's refusals "
-    "are compared by the differential corpus, issue 11 item 4)"
+    "are compared by the differential corpus, tests/differential)"
 )
 def test_every_bad_input_gets_a_clear_answer_and_disturbs_nothing(tmp_path: Path) -> None:
     problems, answers = asyncio.run(run_corpus(tmp_path))

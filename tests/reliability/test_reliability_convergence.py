@@ -1,4 +1,5 @@
-"""Issue 8: the outputs depend only on the cluster's final state, whatever the order and faults.
+"""The outputs depend only on the cluster's final state, whatever the order and faults
+(``docs/reliability.md``, "Convergence harness").
 
 Hypothesis generates a history — creates, updates and deletes of Services, EndpointSlices,
 HTTPRoutes, ReferenceGrants, Ingresses, ModuleSets and Secrets from a small universe (see

@@ -1,4 +1,5 @@
-"""Issue 18 item 4: ``interlock run`` killed and restarted, a leader replaced: real processes.
+"""``interlock run`` killed and restarted, a leader replaced: real processes
+(``docs/reliability.md``, "Crash and restart, Lease takeover").
 
 The convergence harness replaces replicas in-process and always stops them cleanly. A Pod dies
 harder: ``kill -9`` in the middle of a burst of changes, then the kubelet starts it again; a

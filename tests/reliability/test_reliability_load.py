@@ -1,4 +1,5 @@
-"""Issue 8, load at a small scale: a burst of events while policy watches are open.
+"""Load at a small scale: a burst of events while policy watches are open
+(``docs/reliability.md``, "Load").
 
 ``benchmarks/load.py`` is the full-size run (50,000 events, 5,000 watches; figures in
 docs/reliability.md). Here the same code runs with 2,000 events and 200 watches so that every CI

@@ -1,4 +1,5 @@
-"""Issue 8, security as tests, over one full scenario of a real controller with its edge.
+"""Security as tests, over one full scenario of a real controller with its edge
+(``docs/reliability.md``, "Security as tests").
 
 The scenario plants Secret values (an htpasswd line, a webhook key, a JWKS document, and a
 malformed htpasswd whose bad line holds a marker), uses them through ModuleSets and Ingresses,
@@ -33,6 +34,7 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
+from echo_backends import LocalBackend
 from edge_objects import ingress, module_set
 from lanes import ENDPOINT_HOST, EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
@@ -110,28 +112,15 @@ def api_call(verb: str, path: str) -> tuple[str, str, str] | None:
     return (group, resource, verb)
 
 
-class Backend:
+class Backend(LocalBackend):
     def __init__(self) -> None:
         self.hits: list[dict[str, str]] = []
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self.runner = None
 
     async def handle(self, request: web.Request) -> web.Response:
         self.hits.append(dict(request.headers))
         return web.Response(text="backend")
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, ENDPOINT_HOST, 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 async def scenario(tmp: Path, plane: ControlPlane | None) -> Collected:

@@ -1,8 +1,8 @@
-"""Issue 18 item 5: a route or Ingress being deleted (``deletionTimestamp`` set, a finalizer
-holding it) is treated as gone — ``interlock.model.meta.going_away`` explains why; here the
-user-visible half: its policy entry and its edge go at once, not when the finalizer is removed,
-and nothing comes back when it finally disappears. On both lanes (the embedded server and
-kube-apiserver both keep an object with finalizers until they are removed).
+"""A route or Ingress being deleted (``deletionTimestamp`` set, a finalizer holding it) is treated
+as gone (``docs/reliability.md``, "Objects being deleted") — ``interlock.model.meta.going_away``
+explains why; here the user-visible half: its policy entry and its edge go at once, not when the
+finalizer is removed, and nothing comes back when it finally disappears. On both lanes (the
+embedded server and kube-apiserver both keep an object with finalizers until they are removed).
 """
 
 from __future__ import annotations
