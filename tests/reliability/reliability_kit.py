@@ -27,14 +27,14 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from lanes import LEASE_NAMESPACE, RESOURCES, TestCluster
+from lanes import LEASE_NAMESPACE, RESOURCES, ControlPlane, TestCluster, lane_cluster
 from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
 from interlock.actors.directories import _Directory
@@ -66,7 +66,7 @@ from interlock.model.moduleset import (
     validate_modules,
 )
 from interlock.model.outbound import build_outbound_policy, resolve_route
-from interlock.model.policy_watch import WatchTarget
+from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
 
@@ -270,6 +270,45 @@ class Replica:
 
     def idle(self) -> bool:
         return self.controller.inspect().idle
+
+
+@contextlib.asynccontextmanager
+async def crd_cluster(
+    tmp_path: Path, control_plane: ControlPlane | None, *, ingress_class: bool = True
+) -> AsyncIterator[TestCluster]:
+    """The lane's cluster (bookmarks every 0.2 s) with interlock's CRDs and, unless told
+    otherwise, the IngressClass the edge serves."""
+    async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as cluster:
+        await cluster.apply_manifests([CRDS])
+        if ingress_class:
+            await write(cluster, INGRESS_CLASS)
+        yield cluster
+
+
+@contextlib.asynccontextmanager
+async def ready_controller(
+    cluster: TestCluster, identity: str, *, within: float = 60.0
+) -> AsyncIterator[Controller]:
+    """A replica on ``cluster``, started and ready; stopped when the block ends."""
+    controller = Controller(replica_config(cluster.controller_kubeconfig, identity))
+    await controller.start()
+    try:
+        await controller.wait_ready(within=within)
+        yield controller
+    finally:
+        await controller.stop()
+
+
+@contextlib.asynccontextmanager
+async def policy_watch(
+    controller: Controller, target: WatchTarget
+) -> AsyncIterator[LatestValueSlot[PolicyUpdate]]:
+    """A policy watch on ``target`` open for the block, as a policy API client's."""
+    slot = controller.watches.open_watch(target)
+    try:
+        yield slot
+    finally:
+        controller.watches.close_watch(target, slot)
 
 
 async def start_replica(kubeconfig: str, identity: str) -> Replica:

@@ -15,8 +15,18 @@ from typing import Any
 import pytest
 from edge_objects import ingress
 from lanes import ControlPlane, lane_cluster
-from reliability_kit import CRDS, CrashPlan, eventually, objects, replica_config, write
-from reliability_objects import INGRESS_CLASS, build
+from outbound_objects import service
+from reliability_kit import (
+    CRDS,
+    CrashPlan,
+    crd_cluster,
+    eventually,
+    objects,
+    policy_watch,
+    ready_controller,
+    write,
+)
+from reliability_objects import build
 
 from interlock.actors.edge_messages import (
     MODULESET_STATUS_TOPIC,
@@ -25,7 +35,6 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.status_writer import StatusWriter
-from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
@@ -81,29 +90,17 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
-            kubeconfig = server.controller_kubeconfig
-            controller = Controller(replica_config(kubeconfig, "finding"))
+        async with crd_cluster(tmp_path, control_plane) as server:
             with crashes.installed():
-                await controller.start()
-                slot = controller.watches.open_watch(target)
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with (
+                    ready_controller(server, "finding") as controller,
+                    policy_watch(controller, target) as slot,
+                ):
                     await eventually(
                         lambda: slot.latest is not None, within=60.0, message="first policy"
                     )
                     crashes.arm("InformerRouter")
-                    await write(
-                        server,
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Service",
-                            "metadata": {"name": "late", "namespace": "default"},
-                            "spec": {"ports": [{"name": "http", "port": 80}]},
-                        },
-                    )
+                    await write(server, service("late", port_names=("http",)))
                     await eventually(
                         lambda: crashes.crashed["InformerRouter"] == 1,
                         within=60.0,
@@ -117,9 +114,6 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                         return bool(policy["routes"][0]["rules"][0]["backends"][0]["exists"])
 
                     await eventually(backend_exists, within=60.0, message="the Service is seen")
-                finally:
-                    controller.watches.close_watch(target, slot)
-                    await controller.stop()
 
     asyncio.run(scenario())
 
@@ -130,16 +124,10 @@ def test_a_controller_starts_through_one_failed_discovery_request(
     """Found by the harness (a replica started during a burst of 429s), fixed in 0cef80a."""
 
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane) as server:
-            await server.apply_manifests([CRDS])
-            kubeconfig = server.controller_kubeconfig
+        async with crd_cluster(tmp_path, control_plane, ingress_class=False) as server:
             server.faults.fail_next(1, 429, path_contains="/apis/gateway.networking.k8s.io")
-            controller = Controller(replica_config(kubeconfig, "finding"))
-            try:
-                await controller.start()
-                await controller.wait_ready(within=60.0)
-            finally:
-                await controller.stop()
+            async with ready_controller(server, "finding"):
+                pass  # started and ready through the failed request
 
     asyncio.run(scenario())
 
@@ -236,15 +224,9 @@ def test_a_status_writer_crash_loses_no_status(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
-            kubeconfig = server.controller_kubeconfig
-            controller = Controller(replica_config(kubeconfig, "finding"))
+        async with crd_cluster(tmp_path, control_plane) as server:
             with crashes.installed():
-                await controller.start()
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with ready_controller(server, "finding") as controller:
                     await eventually(
                         lambda: controller.inspect().leading,
                         within=60.0,
@@ -274,8 +256,6 @@ def test_a_status_writer_crash_loses_no_status(
                         lambda: crashes.crashed[writer] == 1, within=60.0, message="the crash"
                     )
                     await eventually(lambda: written(2), within=60.0, message=f"{kind} status")
-                finally:
-                    await controller.stop()
 
     asyncio.run(scenario())
 
@@ -291,20 +271,14 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
+        async with crd_cluster(tmp_path, control_plane) as server:
             await write(server, build("Service", "svc-a", 0))
             ingress = build("Ingress", "i-0", 0)
             ingress["metadata"]["annotations"] = {}
             await write(server, ingress)
-            kubeconfig = server.controller_kubeconfig
-            controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
                 crashes.arm("IngressActor")
-                await controller.start()
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with ready_controller(server, "finding") as controller:
                     assert crashes.crashed["IngressActor"] == 1
 
                     def served() -> bool:
@@ -314,8 +288,6 @@ def test_an_ingress_actor_that_crashes_on_its_first_message_still_serves(
                         return host is not None and any(r.backend for r in host.routes)
 
                     await eventually(served, within=60.0, message="h0.example is served")
-                finally:
-                    await controller.stop()
 
     asyncio.run(scenario())
 
@@ -330,16 +302,10 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
+        async with crd_cluster(tmp_path, control_plane) as server:
             await write(server, build("ModuleSet", "ms-0", 0))
-            kubeconfig = server.controller_kubeconfig
-            controller = Controller(replica_config(kubeconfig, "finding"))
             with crashes.installed():
-                await controller.start()
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with ready_controller(server, "finding") as controller:
 
                     async def status_of(generation: int) -> bool:
                         found = await objects(server, "ModuleSet")
@@ -359,8 +325,6 @@ def test_a_crash_of_an_edge_directory_does_not_lose_the_event_it_was_handling(
                         message="the crash",
                     )
                     await eventually(lambda: status_of(2), within=60.0, message="status 2")
-                finally:
-                    await controller.stop()
 
     asyncio.run(scenario())
 
@@ -386,9 +350,7 @@ def test_an_object_deleted_and_created_again_unseen_gets_its_status_again(
         return bool(status.get("conditions" if kind == "ModuleSet" else "parents"))
 
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
+        async with crd_cluster(tmp_path, control_plane) as server:
             await write(server, build("Service", "svc-a", 0))
             await write(server, build("ModuleSet", "ms-1", 0))
             ingress = build("Ingress", "i-0", 0)
@@ -399,10 +361,7 @@ def test_an_object_deleted_and_created_again_unseen_gets_its_status_again(
                 "ModuleSet": build("ModuleSet", "ms-1", 0),
                 "HTTPRoute": build("HTTPRoute", "r-0", 0),
             }[kind]
-            controller = Controller(replica_config(server.controller_kubeconfig, "finding"))
-            await controller.start()
-            try:
-                await controller.wait_ready(within=60.0)
+            async with ready_controller(server, "finding"):
 
                 async def written() -> bool:
                     return status_written(await objects(server, kind))
@@ -414,8 +373,6 @@ def test_an_object_deleted_and_created_again_unseen_gets_its_status_again(
                     await server.faults.compact()
                     assert not status_written(await objects(server, kind))
                 await eventually(written, within=60.0, message=f"the re-created {kind}'s status")
-            finally:
-                await controller.stop()
 
     asyncio.run(scenario())
 
@@ -429,13 +386,9 @@ def test_the_status_cache_does_not_keep_deleted_objects(
     when it stops wanting a status for it (``interlock/controller/status_sink.py``)."""
 
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
+        async with crd_cluster(tmp_path, control_plane, ingress_class=False) as server:
             await write(server, build("Service", "svc-a", 0))
-            controller = Controller(replica_config(server.controller_kubeconfig, "finding"))
-            await controller.start()
-            try:
-                await controller.wait_ready(within=60.0)
+            async with ready_controller(server, "finding") as controller:
                 patcher = controller.patcher
                 assert patcher is not None
                 routes = [build("HTTPRoute", f"gone-{n}", 0) for n in range(5)]
@@ -453,8 +406,6 @@ def test_the_status_cache_does_not_keep_deleted_objects(
                     within=60.0,
                     message=lambda: f"cache entries: {patcher.cache.statistics().entries}",
                 )
-            finally:
-                await controller.stop()
 
     asyncio.run(scenario())
 
@@ -481,22 +432,17 @@ def test_a_status_write_in_flight_when_its_writer_crashes_does_not_win(
 
     async def scenario() -> None:
         crashes = CrashPlan()
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
-            for service in ("svc-a", "svc-b"):
-                await write(server, build("Service", service, 0))
+        async with crd_cluster(tmp_path, control_plane) as server:
+            for service_name in ("svc-a", "svc-b"):
+                await write(server, build("Service", service_name, 0))
             await write(server, build(kind, name, variants[0]))
-            controller = Controller(replica_config(server.controller_kubeconfig, "finding"))
 
             async def status_has(generation: int) -> bool:
                 found = [o for o in await objects(server, kind) if o["metadata"]["name"] == name]
                 return bool(found) and set(observed_generations(found[0])) == {generation}
 
             with crashes.installed():
-                await controller.start()
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with ready_controller(server, "finding"):
                     await eventually(lambda: status_has(1), within=60.0, message="status 1")
                     held = server.faults.hold_next(
                         verbs=["patch"], path_contains=f"/{plural}/{name}/status"
@@ -518,7 +464,5 @@ def test_a_status_write_in_flight_when_its_writer_crashes_does_not_win(
                         held.answered.is_set, within=60.0, message="status 2 applied late"
                     )
                     await eventually(lambda: status_has(3), within=60.0, message="status 3 again")
-                finally:
-                    await controller.stop()
 
     asyncio.run(scenario())

@@ -17,9 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lanes import ControlPlane, lane_cluster
-from reliability_kit import CRDS, InjectedCrash, eventually, replica_config, write
-from reliability_objects import INGRESS_CLASS
+from lanes import ControlPlane
+from reliability_kit import (
+    InjectedCrash,
+    crd_cluster,
+    eventually,
+    policy_watch,
+    ready_controller,
+    write,
+)
 
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.router import InformerRouter
@@ -84,15 +90,12 @@ def test_a_service_whose_event_is_poison_is_read_again_from_the_api_server(
     until the Service next changed."""
 
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
-            controller = Controller(replica_config(server.controller_kubeconfig, "poison"))
+        async with crd_cluster(tmp_path, control_plane) as server:
             with router_crashing_on("late", times=2) as handled:
-                await controller.start()
-                slot = controller.watches.open_watch(TARGET)
-                try:
-                    await controller.wait_ready(within=60.0)
+                async with (
+                    ready_controller(server, "poison") as controller,
+                    policy_watch(controller, TARGET) as slot,
+                ):
                     await eventually(
                         lambda: slot.latest is not None, within=60.0, message="first policy"
                     )
@@ -110,9 +113,6 @@ def test_a_service_whose_event_is_poison_is_read_again_from_the_api_server(
                     )
                     assert server.faults.pending() == 0, "the failed read was not made"
                     assert handled and not handled[-1].deleted
-                finally:
-                    controller.watches.close_watch(TARGET, slot)
-                    await controller.stop()
 
     asyncio.run(scenario())
 
@@ -124,15 +124,12 @@ def test_a_service_deleted_while_its_event_is_poison_is_read_as_gone(
     controller's read, which the router is told as the deletion: the backend stops existing."""
 
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as server:
-            await server.apply_manifests([CRDS])
-            await write(server, INGRESS_CLASS)
+        async with crd_cluster(tmp_path, control_plane) as server:
             await write(server, SERVICE)
-            controller = Controller(replica_config(server.controller_kubeconfig, "poison"))
-            await controller.start()
-            slot = controller.watches.open_watch(TARGET)
-            try:
-                await controller.wait_ready(within=60.0)
+            async with (
+                ready_controller(server, "poison") as controller,
+                policy_watch(controller, TARGET) as slot,
+            ):
                 await eventually(
                     lambda: backend_exists(controller, slot), within=60.0, message="the Service"
                 )
@@ -144,8 +141,5 @@ def test_a_service_deleted_while_its_event_is_poison_is_read_as_gone(
                         message="the Service gone after its poison event",
                     )
                     assert handled and handled[-1].deleted
-            finally:
-                controller.watches.close_watch(TARGET, slot)
-                await controller.stop()
 
     asyncio.run(scenario())

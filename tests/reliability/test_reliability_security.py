@@ -34,10 +34,11 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
-from echo_backends import LocalBackend
+from echo_backends import LocalBackend, local_slice
 from edge_objects import ingress, module_set
-from lanes import ENDPOINT_HOST, EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
+from lanes import EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
+from outbound_objects import service
 from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
 
@@ -190,30 +191,8 @@ def _fields(config: Any) -> dict[str, Any]:
 async def run_requests(
     server: TestCluster, controller: Controller, backend: Backend, collected: Collected
 ) -> None:
-    await write(
-        server,
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"ports": [{"name": "http", "port": 80}]},
-        },
-    )
-    await write(
-        server,
-        {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "web-slice",
-                "namespace": "default",
-                "labels": {"kubernetes.io/service-name": "web"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [ENDPOINT_HOST], "conditions": {"ready": True}}],
-            "ports": [{"name": "http", "port": backend.port}],
-        },
-    )
+    await write(server, service("web", port_names=("http",)))
+    await write(server, local_slice("web", {"http": backend.port}, name="web-slice"))
     await write(
         server,
         {
@@ -228,23 +207,11 @@ async def run_requests(
             },
         },
     )
-    # A GRPCRoute too, so the scenario uses the grpcroutes/status grant the manifests hold (on
-    # its own parent: on web it would take precedence over web-route for the edge's traffic).
-    await write(
-        server,
-        {
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "GRPCRoute",
-            "metadata": {"name": "web-grpc", "namespace": "default"},
-            "spec": {
-                "parentRefs": [{"group": "core", "kind": "Service", "name": "grpc"}],
-                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
-            },
-        },
-    )
-    # A TLSRoute and a TCPRoute as well (tlsroutes/status, tcproutes/status), each on its own
-    # parent for the same reason.
+    # A GRPCRoute, a TLSRoute and a TCPRoute too, so the scenario uses the grpcroutes/status,
+    # tlsroutes/status and tcproutes/status grants the manifests hold; each on its own parent (on
+    # web a GRPCRoute would take precedence over web-route for the edge's traffic).
     for kind, parent, extra in (
+        ("GRPCRoute", "grpc", {}),
         ("TLSRoute", "tls", {"hostnames": ["web.example"]}),
         ("TCPRoute", "tcp", {}),
     ):

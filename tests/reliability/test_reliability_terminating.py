@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lanes import ControlPlane, lane_cluster
-from reliability_kit import CRDS, eventually, replica_config, write
-from reliability_objects import INGRESS_CLASS, build
+from lanes import ControlPlane
+from reliability_kit import crd_cluster, eventually, policy_watch, ready_controller, write
+from reliability_objects import build
 
-from interlock.controller.app import Controller
 from interlock.model.meta import going_away
 from interlock.model.policy_watch import WatchTarget
 
@@ -26,9 +25,7 @@ def test_a_route_and_an_ingress_being_deleted_stop_applying_at_once(
     tmp_path: Path, control_plane: ControlPlane | None
 ) -> None:
     async def scenario() -> None:
-        async with lane_cluster(tmp_path, control_plane, bookmark_interval=0.2) as cluster:
-            await cluster.apply_manifests([CRDS])
-            await write(cluster, INGRESS_CLASS)
+        async with crd_cluster(tmp_path, control_plane) as cluster:
             await write(cluster, build("Service", "svc-a", 0))
             await write(cluster, build("Service", "svc-b", 0))
             route = build("HTTPRoute", "r-0", 0)  # parent svc-a, backend svc-a
@@ -37,11 +34,10 @@ def test_a_route_and_an_ingress_being_deleted_stop_applying_at_once(
             for obj in (route, ingress):
                 obj["metadata"]["finalizers"] = [HOLD]
                 await write(cluster, obj)
-            controller = Controller(replica_config(cluster.controller_kubeconfig, "terminating"))
-            await controller.start()
-            slot = controller.watches.open_watch(TARGET)
-            try:
-                await controller.wait_ready(within=60.0)
+            async with (
+                ready_controller(cluster, "terminating") as controller,
+                policy_watch(controller, TARGET) as slot,
+            ):
 
                 def routes() -> list[str]:
                     update = slot.latest
@@ -74,9 +70,6 @@ def test_a_route_and_an_ingress_being_deleted_stop_applying_at_once(
                     lambda: controller.inspect().idle, within=60.0, message="controller idle"
                 )
                 assert "r-0" not in routes() and hosts() == []
-            finally:
-                controller.watches.close_watch(TARGET, slot)
-                await controller.stop()
 
     asyncio.run(scenario())
 

@@ -48,6 +48,18 @@ async def _serving_a(backend: CountingBackend, **server_options: Any) -> AsyncIt
         yield edge
 
 
+@contextlib.asynccontextmanager
+async def _connection(
+    address: tuple[str, int],
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A raw TCP connection to the edge, closed when the block ends."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+
+
 async def test_slow_uploads_to_one_host_leave_the_other_hosts_served(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
@@ -93,8 +105,7 @@ async def test_headers_sent_too_slowly_get_408_and_the_connection_closed(
 ) -> None:
     backend, _ = counting_backends
     async with _serving_a(backend, limits=EdgeLimits(header_timeout=1.0)) as edge:
-        reader, writer = await asyncio.open_connection(*edge.address)
-        try:
+        async with _connection(edge.address) as (reader, writer):
             writer.write(b"GET / HTTP/1.1\r\nHost: a.example.com\r\nX-Slow: ")
             loop = asyncio.get_running_loop()
             end = loop.time() + 60.0
@@ -113,8 +124,6 @@ async def test_headers_sent_too_slowly_get_408_and_the_connection_closed(
                 break
             else:
                 raise AssertionError("the edge still waits for headers dribbled for 60 s")
-        finally:
-            writer.close()
         assert parse_answer(received).status == 408
         assert backend.finished == 0
 
@@ -124,18 +133,12 @@ async def test_a_connection_that_sends_nothing_is_closed(
 ) -> None:
     backend, _ = counting_backends
     async with _serving_a(backend, limits=EdgeLimits(idle_timeout=1.0)) as edge:
-        reader, writer = await asyncio.open_connection(*edge.address)
-        try:
+        async with _connection(edge.address) as (reader, writer):
             assert await _read_until_closed(reader) == b""
-        finally:
-            writer.close()
         # And a keep-alive connection is closed once idle after its request.
-        reader, writer = await asyncio.open_connection(*edge.address)
-        try:
+        async with _connection(edge.address) as (reader, writer):
             writer.write(b"GET / HTTP/1.1\r\nHost: a.example.com\r\n\r\n")
             received = await _read_until_closed(reader)
-        finally:
-            writer.close()
         answer = parse_answer(received)
         assert (answer.status, answer.body) == (200, b"backend-a")
 
@@ -145,13 +148,10 @@ async def test_a_stalled_body_gets_408_and_releases_the_upstream(
 ) -> None:
     backend, _ = counting_backends
     async with _serving_a(backend, limits=EdgeLimits(body_timeout=1.0), timeouts=SLOW) as edge:
-        reader, writer = await asyncio.open_connection(*edge.address)
-        try:
+        async with _connection(edge.address) as (reader, writer):
             writer.write(_upload_headers("a.example.com", length=1000) + b"x" * 10)
             await writer.drain()
             answer = parse_answer(await _read_until_closed(reader))
-        finally:
-            writer.close()
         assert answer.status == 408
         await wait_until(
             lambda: backend.active == 0 and backend.finished == 1,
