@@ -201,11 +201,17 @@ class StatusWriter(Actor):
         self.held: deque[tuple[float, RecordEvent]] = deque(maxlen=max_held_events)
         self.event_task: asyncio.Task[None] | None = None
         self.writes = 0
+        """Statuses written."""
         self.skipped = 0
+        """Desired statuses not written: the object already had them."""
         self.failures = 0
+        """Writes that failed transiently (retried)."""
         self.rejected = 0
+        """Writes the sink rejected for good (not retried)."""
         self.events_recorded = 0
+        """Events recorded while leading."""
         self.events_skipped = 0
+        """Events dropped: this replica did not lead within their grace period."""
 
     async def started(self) -> None:
         for topic in STATUS_TOPICS:

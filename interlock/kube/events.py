@@ -82,11 +82,17 @@ class EventRecorder:
     api: ApiClient
     _: KW_ONLY
     host: str
+    """This replica (the Event's ``source.host`` and ``reportingInstance``)."""
     component: str = "interlock"
+    """The Event's ``source.component`` and ``reportingComponent``."""
     window: float = 600.0
+    """Seconds within which an identical event counts as a repeat."""
     max_tracked: int = 4096
+    """At most this many recent events remembered for folding repeats (the oldest go first)."""
     clock: Callable[[], float] = time.monotonic
+    """Monotonic seconds, for ``window``."""
     now: Callable[[], datetime] = _utc_now
+    """The wall clock, for the Events' timestamps and names."""
     _recorded: OrderedDict[tuple[str, ...], _Recorded] = field(
         default_factory=OrderedDict, init=False
     )

@@ -75,13 +75,21 @@ class MeshUpstreams:
     """Policies and endpoints of the Service ports mesh clients name; see the module docstring."""
 
     system: ActorSystem
+    """Where the endpoint cache (:data:`MESH_UPSTREAM_CACHE`) is spawned."""
     watches: ServicePortWatches
+    """The policy watches, shared with the policy API."""
     client_namespace: str
+    """The namespace the listener's clients are in (``--mesh-client-namespace``): which
+    consumer routes apply."""
     max_targets: int = DEFAULT_MAX_TARGETS
+    """At most this many Service ports followed at once."""
     idle_release: float = DEFAULT_IDLE_RELEASE
+    """Seconds without a request after which a Service port is no longer followed."""
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """The injected clock and sleep of the idle sweep."""
     tables: UpstreamTables = field(default_factory=UpstreamTables, init=False)
+    """The endpoints of the backends followed, as the endpoint cache keeps them."""
     _followed: dict[ServiceAuthority, _Followed] = field(default_factory=dict, init=False)
     _tracked: set[ObjectKey] = field(default_factory=set, init=False)
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
-from outbound_objects import GATEWAY, service
+from outbound_objects import GATEWAY, http_route, service
 
 MATCH_ALL = {"path": {"type": "PathPrefix", "value": "/"}, "headers": [], "queryParams": []}
 HEADER_FILTER = {
@@ -171,15 +171,12 @@ async def test_producer_route_across_namespaces_needs_a_grant(
         await cluster.namespace(namespace)
     await cluster.apply(service("web", namespace="shop"))
     await cluster.apply(service("api", namespace="billing"))
-    route = {
-        "apiVersion": f"{GATEWAY}/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "producer", "namespace": "shop"},
-        "spec": {
-            "parentRefs": [{"group": "", "kind": "Service", "name": "web"}],
-            "rules": [{"backendRefs": [{"name": "api", "namespace": "billing", "port": 80}]}],
-        },
-    }
+    route = http_route(
+        "producer",
+        namespace="shop",
+        parents=[{"group": "", "kind": "Service", "name": "web"}],
+        backends=[{"name": "api", "namespace": "billing", "port": 80}],
+    )
     await cluster.apply(route)
     # Seen from any namespace (the edge included), so the grant is required.
     watch = await policy.watch("web", namespace="shop", client="elsewhere")

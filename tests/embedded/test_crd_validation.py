@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from outbound_objects import http_route
 
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.cel import escape_property, validate_rules
@@ -129,15 +130,11 @@ def test_formats_and_list_types() -> None:
 
 
 def _route(**backend: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "web", "kind": "Service", "group": "", "port": 80}],
-            "rules": [{"backendRefs": [{"name": "web", "port": 80, **backend}]}],
-        },
-    }
+    return http_route(
+        "web",
+        parents=[{"name": "web", "kind": "Service", "group": "", "port": 80}],
+        backends=[{"name": "web", "port": 80, **backend}],
+    )
 
 
 @pytest.mark.skipif(not GATEWAY_API.is_dir(), reason=f"no Gateway API CRDs in {GATEWAY_API}")
