@@ -99,6 +99,37 @@ def run_edge(
         edge.wait(timeout=900)
 
 
+AREAS = (
+    ("aiohttp", "/aiohttp/"),
+    ("the edge's HTTP/1.1 server", "interlock/edge/http1_server"),
+    ("the upstream client", "interlock/dataplane/http1"),
+    ("the edge's steps", "interlock/edge/"),
+    ("the engine and the rest of the data plane", "interlock/dataplane/"),
+    ("interlock, other", "interlock/"),
+    ("multidict/yarl", "multidict"),
+    ("asyncio", "/asyncio/"),
+    ("loguru", "loguru"),
+)
+
+
+def area_of(filename: str) -> str:
+    for name, marker in AREAS:
+        if marker in filename or (name == "multidict/yarl" and "/yarl/" in filename):
+            return name
+    return "builtins and C calls (uvloop, httptools, str/bytes)" if filename == "~" else "other"
+
+
+def print_split(stats: pstats.Stats) -> None:
+    """Own time (tottime) by area: where a request's Python time goes."""
+    totals: dict[str, float] = {}
+    for (filename, _, _), row in stats.stats.items():  # type: ignore[attr-defined]
+        totals[area_of(filename)] = totals.get(area_of(filename), 0.0) + row[2]
+    whole = sum(totals.values()) or 1.0
+    print("own time by area (cProfile; start-up included, so run with --requests 5000+):")
+    for name, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"  {100 * seconds / whole:5.1f}%  {name}")
+
+
 def callgrind_total(path: Path) -> int:
     for line in path.read_text().splitlines():
         if line.startswith(("summary:", "totals:")):
@@ -142,6 +173,7 @@ def main() -> None:
                 stats.sort_stats("tottime").print_stats(
                     r"interlock|aiohttp|multidict|yarl|asyncio", 40
                 )
+                print_split(stats)
                 return
             totals = []
             for count in (args.requests, 3 * args.requests):

@@ -69,7 +69,50 @@ class _Stale(Exception):
     """A reused connection failed before any byte of the answer: the upstream closed it."""
 
 
-class Http1Response:
+class BufferedBody:
+    """Body bytes buffered as they arrive and taken by one reader that waits for more: what an
+    upstream's answer (:class:`Http1Response`) and a client's request body at the edge
+    (``interlock.edge.http1_server``) share."""
+
+    __slots__ = ("_parts", "_size", "_waiter")
+
+    def __init__(self) -> None:
+        self._parts: deque[bytes] = deque()
+        self._size = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _buffer(self, data: bytes) -> int:
+        """Buffer ``data`` (waking the reader); the bytes now buffered."""
+        self._parts.append(data)
+        self._size += len(data)
+        self._wake()
+        return self._size
+
+    def _take(self) -> bytes | None:
+        """Everything buffered, as one chunk (None when nothing is)."""
+        parts = self._parts
+        if not parts:
+            return None
+        chunk = parts.popleft() if len(parts) == 1 else b"".join(parts)
+        parts.clear()
+        self._size = 0
+        return chunk
+
+    async def _more(self) -> None:
+        """Until something is buffered or the body ends (:meth:`_wake`)."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class Http1Response(BufferedBody):
     """The upstream's answer: status and headers read, the body streaming (:meth:`chunks`).
 
     Used as ``async with``, or :meth:`release`: a body read to its end leaves the connection
@@ -79,9 +122,6 @@ class Http1Response:
     __slots__ = (
         "_connection",
         "_error",
-        "_parts",
-        "_size",
-        "_waiter",
         "done",
         "headers",
         "reason",
@@ -91,13 +131,11 @@ class Http1Response:
     def __init__(
         self, connection: _Connection, status: int, reason: str, headers: CIMultiDict[str]
     ) -> None:
+        super().__init__()
         self._connection: _Connection | None = connection
         self.status = status
         self.reason = reason
         self.headers = CIMultiDictProxy(headers)
-        self._parts: deque[bytes] = deque()
-        self._size = 0
-        self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self.done = False
         """The whole body has arrived (it may still be buffered here)."""
@@ -105,11 +143,8 @@ class Http1Response:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, as it arrives (what is buffered comes as one chunk)."""
         while True:
-            if self._parts:
-                parts = self._parts
-                chunk = parts.popleft() if len(parts) == 1 else b"".join(parts)
-                parts.clear()
-                self._size = 0
+            chunk = self._take()
+            if chunk is not None:
                 connection = self._connection
                 if connection is not None and connection.reading_paused:
                     connection.resume()
@@ -119,11 +154,7 @@ class Http1Response:
                 raise self._error
             if self.done:
                 return
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            await self._more()
 
     async def read(self) -> bytes:
         """The whole body."""
@@ -151,10 +182,7 @@ class Http1Response:
 
     def _feed(self, data: bytes) -> bool:
         """Buffer body bytes; True when the upstream should wait before sending more."""
-        self._parts.append(data)
-        self._size += len(data)
-        self._wake()
-        return self._size > HIGH_WATER
+        return self._buffer(data) > HIGH_WATER
 
     def _finish(self, error: BaseException | None = None) -> None:
         if error is None:
@@ -163,11 +191,6 @@ class Http1Response:
         elif not self.done and self._error is None:
             self._error = error
         self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
 
 class _Connection(asyncio.Protocol):

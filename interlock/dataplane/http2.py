@@ -28,7 +28,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 
 import h2.config
 import h2.connection
@@ -128,9 +128,54 @@ class _Connection:
 # --- the server side -------------------------------------------------------------------------
 
 
+class RequestBody(Protocol):
+    """A client's request body as the front door's handler reads it: an HTTP/2 stream's
+    (:class:`H2Body`) or an HTTP/1.1 request's (``interlock.edge.http1_server``)."""
+
+    @property
+    def empty(self) -> bool:
+        """The request has no body at all."""
+        ...
+
+    @property
+    def timed_out(self) -> bool:
+        """A read waited longer than it was allowed to."""
+        ...
+
+    def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]: ...
+
+
+class Responder(Protocol):
+    """How a handler answers one request, whatever the wire: headers, data, trailers or the
+    end (:class:`H2Responder`, or ``interlock.edge.http1_server.Http1Responder``)."""
+
+    @property
+    def status(self) -> int | None: ...
+
+    def send_headers(
+        self, status: int, headers: Sequence[tuple[str, str]], *, end: bool
+    ) -> None: ...
+
+    async def send_data(self, data: bytes, *, end: bool = False) -> None: ...
+
+    def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None: ...
+
+    def reset(self) -> None: ...
+
+    @property
+    def ended(self) -> bool:
+        """The answer is complete (or was cut)."""
+        ...
+
+    @property
+    def bytes(self) -> int:
+        """Bytes sent to the client so far (last: its name shadows the type above)."""
+        ...
+
+
 @dataclass(eq=False)
 class H2Request:
-    """One client stream: its pseudo-headers, headers, and body."""
+    """One client stream (or HTTP/1.1 request): its pseudo-headers, headers, and body."""
 
     method: str
     scheme: str
@@ -139,9 +184,11 @@ class H2Request:
     """The request-target as sent (``/path?query``), still percent-encoded."""
     headers: CIMultiDict[str]
     peer: str
-    body: H2Body
+    body: RequestBody
     transport: asyncio.BaseTransport | None = None
     """The client connection (for its TLS peer certificate)."""
+    version: str = "2"
+    """The HTTP version the client speaks (``2``, or ``1.1`` from the HTTP/1.1 server)."""
 
 
 class H2BodyTimeout(Exception):
@@ -224,7 +271,18 @@ class H2Responder:
         self.ended = True
 
 
-H2Handler = Callable[[H2Request, H2Responder], Awaitable[None]]
+H2Handler = Callable[[H2Request, Responder], Awaitable[None]]
+
+
+async def answer_with(handler: H2Handler, request: H2Request, responder: Responder) -> None:
+    """Run the front door's ``handler`` on ``request``; an answer it left unfinished is ended
+    (a 502 when it never began), so a client never waits on an answer nobody sends."""
+    await handler(request, responder)
+    if not responder.ended:
+        if responder.status is None:
+            responder.send_headers(502, [], end=True)
+        else:
+            await responder.send_data(b"", end=True)
 
 
 class H2ServerProtocol(asyncio.Protocol):
@@ -351,12 +409,7 @@ class H2ServerProtocol(asyncio.Protocol):
     async def _run(self, request: H2Request, stream_id: int) -> None:
         responder = H2Responder(self._connection, stream_id)
         try:
-            await self._handler(request, responder)
-            if not responder.ended:
-                if responder.status is None:
-                    responder.send_headers(502, [], end=True)
-                else:
-                    await responder.send_data(b"", end=True)
+            await answer_with(self._handler, request, responder)
         except asyncio.CancelledError:
             responder.reset()
         except (ConnectionError, h2.exceptions.H2Error) as error:
@@ -662,7 +715,7 @@ class H2Failure:
 
 async def relay_h2(
     request: H2Request,
-    responder: H2Responder,
+    responder: Responder,
     *,
     body: AsyncIterator[bytes] | None = None,
     upstreams: H2Upstreams,

@@ -40,12 +40,12 @@ from interlock.dataplane.engine import (
 )
 from interlock.dataplane.http1 import Http1Response
 from interlock.dataplane.http2 import (
-    H2Body,
     H2Failure,
     H2Request,
-    H2Responder,
     H2Upstreams,
     Headers,
+    RequestBody,
+    Responder,
     relay_h2,
 )
 from interlock.dataplane.plan import Deadlines, Forward
@@ -73,11 +73,11 @@ def first_deadline(deadlines: Deadlines) -> float | None:
     return min(bounds) if bounds else None
 
 
-async def send_answer(responder: H2Responder, decided: Answer, *, with_detail: bool) -> str:
+async def send_answer(responder: Responder, decided: Answer, *, with_detail: bool) -> str:
     """Send an answer the data plane made itself on a stream, in the format of
     ``docs/answers.md`` (a gRPC answer — ``grpc-status`` among its headers — has no body);
     returns its reason."""
-    headers = [(REASON_HEADER.lower(), decided.reason), *decided.headers]
+    headers = [(REASON_HEADER, decided.reason), *decided.headers]
     if any(name.lower() == "grpc-status" for name, _ in decided.headers):
         responder.send_headers(decided.status, headers, end=True)
         return decided.reason
@@ -87,11 +87,11 @@ async def send_answer(responder: H2Responder, decided: Answer, *, with_detail: b
 
 
 async def send_plain(
-    responder: H2Responder, status: int, body: bytes, headers: Sequence[tuple[str, str]]
+    responder: Responder, status: int, body: bytes, headers: Sequence[tuple[str, str]]
 ) -> None:
     """A text answer (the data plane's own, or a module's refusal) on a stream."""
     has_type = any(name.lower() == "content-type" for name, _ in headers)
-    plain = [] if has_type else [("content-type", "text/plain; charset=utf-8")]
+    plain = [] if has_type else [("Content-Type", "text/plain; charset=utf-8")]
     responder.send_headers(status, [*plain, *headers], end=not body)
     if body:
         await responder.send_data(body, end=True)
@@ -112,7 +112,7 @@ class StreamForwarder:
     async def forward(
         self,
         request: H2Request,
-        responder: H2Responder,
+        responder: Responder,
         decision: Forward,
         *,
         headers: CIMultiDict[str] | None = None,
@@ -177,7 +177,7 @@ class StreamForwarder:
     async def _http2(
         self,
         request: H2Request,
-        responder: H2Responder,
+        responder: Responder,
         decision: Forward,
         addresses: Sequence[Address],
         replay: ReplayableBody,
@@ -236,7 +236,7 @@ class StreamForwarder:
 
 async def _relay(
     request: H2Request,
-    responder: H2Responder,
+    responder: Responder,
     upstream: Http1Response,
     *,
     hooks: ResponseHooks,
@@ -273,7 +273,7 @@ class ReplayableBody:
     the client has sent all of it. A longer body, or one still arriving when the answer came,
     is not replayable: that request is not retried (the outbound-parity semantics)."""
 
-    def __init__(self, source: H2Body, body: bytes | None) -> None:
+    def __init__(self, source: RequestBody, body: bytes | None) -> None:
         self._source = source
         self._parts: list[bytes] = [] if body is None else [body]
         self._size = 0 if body is None else len(body)

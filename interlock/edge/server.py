@@ -19,9 +19,12 @@ contacted:
    and on a 101 nobody asked for; the request body streamed byte for byte, 408 if it stalls);
 9. response header changes (the rule's, then the modules'), then compression.
 
-Both listeners speak HTTP/2 too (h2c with prior knowledge on the plain port, h2 by ALPN on the
-TLS port): each stream takes the same steps (``streams.py``), and an HTTP/2 connection without
-a stream in flight closes after the idle timeout.
+Both listeners speak HTTP/1.1 and HTTP/2 (h2c with prior knowledge on the plain port, h2 by ALPN
+on the TLS port). An HTTP/1.1 request (``http1_server.py``, httptools) and an HTTP/2 stream take
+these steps in one handler, ``streams.py``; an HTTP/2 connection without a stream in flight
+closes after the idle timeout. A request that upgrades its connection (WebSocket, another
+protocol) is handed with its connection to aiohttp's server and takes the same steps in
+:meth:`EdgeServer.handle`, which relays the upgrade (``interlock/dataplane/websocket.py``).
 
 Every answer the edge makes itself has the format of ``docs/answers.md`` (an
 ``X-Interlock-Reason`` header and a ``<reason>: <sentence>`` body) and no ``Server`` banner.
@@ -67,6 +70,7 @@ from interlock.dataplane.streams import StreamForwarder
 from interlock.dataplane.websocket import Upgrades, wants_upgrade
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
+from interlock.edge.http1_server import Http1ServerProtocol
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import IdentityReply, RequestView
@@ -150,6 +154,7 @@ class EdgeServer:
         self._targets: dict[BackendTarget, ServicePortRef] = {}
         self._streams: EdgeStreams | None = None
         self._h2_connections: set[H2ServerProtocol] = set()
+        self._http1_connections: set[Http1ServerProtocol] = set()
         self._listener: asyncio.Server | None = None
         self._runner: web.ServerRunner | None = None
         self._tls_listener: TlsListener | None = None
@@ -193,8 +198,20 @@ class EdgeServer:
         streams = self._streams = EdgeStreams(self, forwarder=forwarder)
 
         def either(scheme: str) -> Callable[[], SniffingProtocol]:
-            """HTTP/1.1 (aiohttp's handler) or HTTP/2, as each connection's first bytes (or
-            its ALPN) say: ``interlock.dataplane.http2.SniffingProtocol``."""
+            """HTTP/1.1 (``http1_server.py``; aiohttp's handler once a request upgrades) or
+            HTTP/2, as each connection's first bytes (or its ALPN) say:
+            ``interlock.dataplane.http2.SniffingProtocol``."""
+
+            def http1() -> Http1ServerProtocol:
+                protocol = Http1ServerProtocol(
+                    streams.handle,
+                    scheme=scheme,
+                    limits=self._limits,
+                    upgrade=server,
+                    closed=self._http1_connections.discard,
+                )
+                self._http1_connections.add(protocol)
+                return protocol
 
             def http2() -> H2ServerProtocol:
                 protocol = H2ServerProtocol(
@@ -207,7 +224,7 @@ class EdgeServer:
                 return protocol
 
             return lambda: SniffingProtocol(
-                http1=server, http2=http2, choose_within=self._limits.header_timeout
+                http1=http1, http2=http2, choose_within=self._limits.header_timeout
             )
 
         try:
@@ -243,26 +260,39 @@ class EdgeServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        for connection in list(self._h2_connections):
-            await connection.close(within=self._limits.drain_timeout)
+        open_connections: list[Http1ServerProtocol | H2ServerProtocol] = [
+            *self._http1_connections,
+            *self._h2_connections,
+        ]
+        if open_connections:
+            logger.info(
+                "edge data plane stopping: no new connections; draining {} open connection(s) "
+                "for at most {:g} s",
+                len(open_connections),
+                self._limits.drain_timeout,
+            )
+            await asyncio.gather(
+                *(c.close(within=self._limits.drain_timeout) for c in open_connections)
+            )
         if self._streams is not None:
             await self._streams.forwarder.close()
             self._streams = None
         if self._runner is not None:
-            server = self._runner.server
-            open_connections = 0 if server is None else len(server.connections)
-            logger.info(
-                "edge data plane stopping: no new connections; draining {} open connection(s) "
-                "for at most {:g} s",
-                open_connections,
-                self._limits.drain_timeout,
-            )
             await self._runner.cleanup()
             self._runner = None
         await self._forwarder.close()
         await self._upgrades.close()
         self.passwords.close()
         self._addresses = None
+
+    def target_of(self, backend: BackendTarget) -> ServicePortRef:
+        """The Service port of a route's backend (one value per backend, made once)."""
+        target = self._targets.get(backend)
+        if target is None:
+            target = self._targets[backend] = ServicePortRef(
+                backend.namespace, backend.service, backend.port
+            )
+        return target
 
     async def _observed(self, request: web.BaseRequest) -> web.StreamResponse:
         return await self.traffic.observe("edge", request, self.handle)
@@ -351,11 +381,7 @@ class EdgeServer:
                 )
         if not backend.exists:
             return answer_response(answer(BACKEND_NOT_FOUND))
-        target = self._targets.get(backend)
-        if target is None:
-            target = self._targets[backend] = ServicePortRef(
-                backend.namespace, backend.service, backend.port
-            )
+        target = self.target_of(backend)
         decision = self.engine.route(
             target,
             RequestInfo(

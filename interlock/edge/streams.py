@@ -1,19 +1,20 @@
-"""The edge's HTTP/2 streams: the steps of ``server.py`` for a client that speaks h2.
+"""The edge's requests: the steps of ``server.py`` for an HTTP/1.1 request or an HTTP/2 stream.
 
-The edge's listeners serve HTTP/2 as well as HTTP/1.1 (h2c with prior knowledge on the plain
-port, h2 by ALPN on the TLS port: ``interlock.dataplane.http2.SniffingProtocol``). A stream is
-decided by the same steps, in the same order, as an HTTP/1.1 request (``server.py``'s module
-docstring): the edge by ``:authority`` (404), the path (400), the route (404), its backend
-attached (503), its modules — ipRestriction, mutualTLS, rateLimit, auth, webhookVerification,
-circuitBreaker, identity — (their refusal; fail closed: a route without its modules applied has
-no backend), a backend that does not exist (500), then the engine with the backend Service
-port's policy. Only the wire differs: the stream is forwarded by
+The edge's listeners serve HTTP/1.1 (``http1_server.py``) and HTTP/2 (h2c with prior knowledge
+on the plain port, h2 by ALPN on the TLS port: ``interlock.dataplane.http2.SniffingProtocol``).
+Both hand each request here as an :class:`~interlock.dataplane.http2.H2Request` with a
+responder for its wire, and it is decided by the steps of ``server.py``'s module docstring, in
+that order: the edge by ``Host``/``:authority`` (404), the path (400), the route (404), its
+backend attached (503), its modules — ipRestriction, mutualTLS, rateLimit, auth,
+webhookVerification, circuitBreaker, identity — (their refusal; fail closed: a route without
+its modules applied has no backend), a backend that does not exist (500), then the engine with
+the backend Service port's policy. The request is forwarded by
 :class:`~interlock.dataplane.streams.StreamForwarder` (h2c to gRPC and h2c backends, HTTP/1.1
 to the others), and the modules' request and response header changes and compression apply.
 
-Why a module of its own and not branches in ``server.py``'s handler: that handler is the
-HTTP/1.1 hot path, shaped around aiohttp's request and response objects; an HTTP/2 stream has
-neither. What both share is below them: the routes, the module chain, the engine.
+Why one handler for both versions, below the wire: the steps are the security boundary, and two
+copies drift. Only a request that upgrades its connection still takes ``server.py``'s aiohttp
+handler (its WebSocket relay is built on aiohttp's objects).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from multidict import MultiDict, MultiDictProxy
 
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange, begin
-from interlock.dataplane.http2 import H2BodyTimeout, H2Request, H2Responder
+from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
 from interlock.dataplane.plan import RequestInfo
-from interlock.dataplane.source import ServicePortRef
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules import IdentityReply, RequestView
 from interlock.edge.proxy import (
     MAX_READ_BODY,
+    ClientBodyTimeout,
     set_forwarded_headers,
     without_hop_by_hop,
 )
@@ -42,6 +43,9 @@ from interlock.edge.tls import peer_certificate
 
 if TYPE_CHECKING:
     from interlock.edge.server import EdgeServer
+
+NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+"""The query parameters of a request without a query (most requests: one value for all)."""
 
 BAD_PATH = (
     "the request path must be absolute, without dot segments hidden from the edge or "
@@ -58,7 +62,7 @@ class EdgeStreams:
         self._server = server
         self.forwarder = forwarder
 
-    async def handle(self, request: H2Request, responder: H2Responder) -> None:
+    async def handle(self, request: H2Request, responder: Responder) -> None:
         """One client stream, counted (and logged) as one exchange once answered."""
         exchange = begin(
             "edge",
@@ -72,7 +76,7 @@ class EdgeStreams:
             exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
         )
 
-    async def _handle(self, request: H2Request, responder: H2Responder, exchange: Exchange) -> str:
+    async def _handle(self, request: H2Request, responder: Responder, exchange: Exchange) -> str:
         """The reason of the answer the edge made itself, or '' when the upstream's was
         relayed."""
         host = request.authority
@@ -89,7 +93,9 @@ class EdgeStreams:
         route = select_route(routes.values(), path)
         if route is None:
             return await _say(responder, reasons.NO_ROUTE)
-        where = f"edge {host} route {route.route_id} (HTTP/2)"
+        where = f"edge {host} route {route.route_id}"
+        if request.version == "2":
+            where += " (HTTP/2)"
         exchange.route = route.route_id
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
@@ -98,11 +104,15 @@ class EdgeStreams:
         if chain.needs_body:
             try:
                 body = await self._read_body(request)
-            except H2BodyTimeout:
+            except (H2BodyTimeout, ClientBodyTimeout):
                 return await _say(responder, reasons.BODY_TIMEOUT)
             if body is None:
                 return await _say(responder, reasons.BODY_TOO_LARGE)
-        params = MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+        params = (
+            MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+            if query
+            else NO_PARAMS
+        )
         certificate = None
         if chain.needs_peer_certificate:
             certificate = peer_certificate(request.transport)
@@ -133,7 +143,7 @@ class EdgeStreams:
                 return await _refuse(responder, rejection.status, rejection.body, rejection.headers)
         if not backend.exists:
             return await _say(responder, reasons.BACKEND_NOT_FOUND)
-        target = ServicePortRef(backend.namespace, backend.service, backend.port)
+        target = server.target_of(backend)
         info = RequestInfo(
             request.method, path, forward_path, query, params, request.headers, request.scheme, host
         )
@@ -177,7 +187,7 @@ class EdgeStreams:
         return b"".join(parts)
 
     @staticmethod
-    async def _answer(responder: H2Responder, decided: reasons.Answer, where: str) -> str:
+    async def _answer(responder: Responder, decided: reasons.Answer, where: str) -> str:
         """An engine's answer for an internet client: the detail, which names cluster objects,
         goes to the debug log only (as for HTTP/1.1)."""
         if decided.reason != reasons.REDIRECT:
@@ -185,14 +195,14 @@ class EdgeStreams:
         return await send_answer(responder, decided, with_detail=False)
 
 
-async def _say(responder: H2Responder, reason: str, detail: str = "") -> str:
+async def _say(responder: Responder, reason: str, detail: str = "") -> str:
     """An answer the edge makes itself (``docs/answers.md``); ``detail`` only when it names no
     cluster object."""
     return await send_answer(responder, reasons.answer(reason, detail), with_detail=bool(detail))
 
 
 async def _refuse(
-    responder: H2Responder,
+    responder: Responder,
     status: int,
     body: str,
     headers: Mapping[str, str] | Sequence[tuple[str, str]],

@@ -47,7 +47,7 @@ from interlock.dataplane.answers import (
     UNKNOWN_HOST,
 )
 from interlock.dataplane.engine import Engine
-from interlock.dataplane.http2 import H2Request, H2Responder, H2ServerProtocol, SniffingProtocol
+from interlock.dataplane.http2 import H2Request, H2ServerProtocol, Responder, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
 from interlock.dataplane.streams import StreamForwarder, send_answer
@@ -269,7 +269,7 @@ class MeshServer:
         where = f"mesh Service {authority} {exchange.route}".rstrip()
         return decision, authority, query, where, policy.protocol
 
-    async def handle_h2(self, request: H2Request, responder: H2Responder) -> None:
+    async def handle_h2(self, request: H2Request, responder: Responder) -> None:
         """One HTTP/2 stream (a gRPC call, say): decided as an HTTP/1.1 request is, then sent
         upstream over h2c and relayed frame by frame (``interlock.dataplane.http2``)."""
         exchange = begin(
@@ -300,7 +300,7 @@ class MeshServer:
     async def _forward_h2(
         self,
         request: H2Request,
-        responder: H2Responder,
+        responder: Responder,
         decision: Forward,
         authority: ServiceAuthority,
         query: str,

@@ -1,0 +1,657 @@
+"""The edge's HTTP/1.1 server: an asyncio Protocol on httptools, without aiohttp's server.
+
+aiohttp's server was most of what a plain proxied request cost the edge: its request parser
+wrapper, ``web.BaseRequest`` and ``web.StreamResponse`` objects, the payload writer, the
+handler machinery — built per request for a proxy that needs a method, a target, headers and
+a body stream. This protocol does only that: llhttp (``httptools``, the C parser of Node.js and
+uvicorn) parses the requests, each becomes an :class:`~interlock.dataplane.http2.H2Request`
+(the wire-neutral request the HTTP/2 streams already use) handed with an
+:class:`Http1Responder` to the same handler as an HTTP/2 stream (``interlock.edge.streams``):
+the same steps in the same order, one code path for both versions.
+
+What a connection is held to (as aiohttp held it, ``EdgeLimits``):
+
+* requests are answered one at a time and in order; pipelined requests wait their turn (reading
+  pauses while one waits, so a client cannot queue requests without bound);
+* a request's headers must be complete ``header_timeout`` s after its first byte (408, close),
+  at most :data:`MAX_HEADERS` headers of at most :data:`MAX_FIELD_SIZE` bytes each and a
+  request line of at most :data:`MAX_LINE_SIZE` bytes (431/414, close);
+* a connection without a request in progress is closed after ``idle_timeout`` s;
+* a body read waits at most ``body_timeout`` s for the next bytes (408); a body is buffered up
+  to :data:`HIGH_WATER` bytes before the client is made to wait;
+* ``Expect: 100-continue`` is answered when the handler first reads the body (a request refused
+  before that never makes the client send it);
+* a response whose request body was not read to its end closes the connection (what is left
+  of that body cannot be told from the next request).
+
+A request that asks to upgrade the connection (WebSocket, another protocol) is handed, with
+the rest of the connection, to aiohttp's server (``upgrade``): its WebSocket relay needs
+aiohttp's request and response objects, and upgrades are rare next to plain requests. The
+request is replayed to it as parsed (request line and headers), once every request before it
+was answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import cast
+
+import httptools
+from loguru import logger
+from multidict import CIMultiDict
+
+from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
+from interlock.dataplane.http1 import BufferedBody
+from interlock.dataplane.http2 import H2Handler, H2Request, answer_with
+from interlock.edge.limits import EdgeLimits
+from interlock.edge.proxy import ClientBodyTimeout
+
+MAX_LINE_SIZE = 8190
+"""Longest request line (aiohttp's ``max_line_size``); longer → 414."""
+
+MAX_FIELD_SIZE = 8190
+"""Longest header name or value (aiohttp's ``max_field_size``); longer → 431."""
+
+MAX_HEADERS = 128
+"""Most headers in one request; more → 431."""
+
+HIGH_WATER = 256 * 1024
+"""Request body buffered, not yet read by the handler, before the client is made to wait."""
+
+_NO_BODY_STATUSES = frozenset({204, 304})
+
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+class _Date:
+    """The ``Date`` header value, formatted once a second."""
+
+    def __init__(self) -> None:
+        self._second = 0
+        self._value = ""
+
+    def __call__(self) -> str:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._value = formatdate(now, usegmt=True)
+        return self._value
+
+
+_date = _Date()
+
+
+class Http1Body(BufferedBody):
+    """One request's body as the client sends it (the handler reads it with :meth:`chunks`)."""
+
+    __slots__ = ("_connection", "_expect_continue", "_timeout", "empty", "ended", "timed_out")
+
+    def __init__(
+        self, connection: Http1ServerProtocol, *, empty: bool, expect_continue: bool, timeout: float
+    ) -> None:
+        super().__init__()
+        self._connection = connection
+        self._timeout = timeout
+        self._expect_continue = expect_continue and not empty
+        self.empty = empty
+        """The request has no body at all."""
+        self.ended = empty
+        """The whole body has arrived (it may still be buffered here)."""
+        self.timed_out = False
+        """A read waited longer than the body timeout."""
+
+    def feed(self, data: bytes) -> None:
+        if self._buffer(data) > HIGH_WATER:
+            self._connection.pause_reading_for_body()
+
+    def end(self) -> None:
+        self.ended = True
+        self._wake()
+
+    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives; :class:`~interlock.edge.proxy.ClientBodyTimeout` when no
+        byte came for ``within`` seconds (the edge's body timeout by default)."""
+        timeout = self._timeout if within is None else within
+        if self._expect_continue:
+            self._expect_continue = False
+            self._connection.write_continue()
+        while True:
+            chunk = self._take()
+            if chunk is not None:
+                self._connection.resume_reading_for_body()
+                yield chunk
+                continue
+            if self.ended:
+                return
+            if self._connection.lost:
+                raise ConnectionResetError("the client closed the connection")
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._more()
+            except TimeoutError:
+                self.timed_out = True
+                raise ClientBodyTimeout(f"no byte of the request body for {timeout:g} s") from None
+
+
+class Http1Responder:
+    """How a handler answers one HTTP/1.1 request: the ``H2Responder`` calls, on HTTP/1.1.
+
+    The head waits for the first body bytes (one write for a small answer); a body whose length
+    is not known is sent chunked (to an HTTP/1.0 client: until the connection closes).
+    """
+
+    __slots__ = (
+        "_body",
+        "_chunked",
+        "_connection",
+        "_head",
+        "_head_only",
+        "_until_close",
+        "_version_10",
+        "bytes",
+        "ended",
+        "keep_alive",
+        "status",
+    )
+
+    def __init__(
+        self, connection: Http1ServerProtocol, body: Http1Body, *, method: str, http10: bool
+    ) -> None:
+        """The answer to the request whose headers ``connection``'s parser just read."""
+        self._connection = connection
+        self._body = body
+        self._head_only = method == "HEAD"
+        """No body goes out (HEAD; 1xx, 204 and 304 answers), whatever the handler sends."""
+        self._version_10 = http10
+        self.keep_alive = connection.parser.should_keep_alive()
+        """Whether the connection may serve another request after this one."""
+        self._head: tuple[int, Sequence[tuple[str, str]]] | None = None
+        self._chunked = False
+        self._until_close = False
+        self.status: int | None = None
+        self.bytes = 0
+        """Bytes sent to the client, headers included (nginx's ``$bytes_sent``)."""
+        self.ended = False
+
+    @property
+    def started(self) -> bool:
+        return self.status is not None
+
+    @property
+    def body_ended(self) -> bool:
+        """The request's whole body has arrived (the connection can read the next one)."""
+        return self._body.ended
+
+    def send_headers(self, status: int, headers: Sequence[tuple[str, str]], *, end: bool) -> None:
+        self.status = status
+        self._head = (status, headers)
+        if end:
+            self._write(self._render(length=0), end=True)
+
+    async def send_data(self, data: bytes, *, end: bool = False) -> None:
+        if self.ended:
+            return
+        if self._head is not None:
+            # A HEAD answer's length is that of the body a GET would get, when it is known.
+            known = end and (data or not self._head_only)
+            head = self._render(length=len(data) if known else None)
+            if self._head_only:
+                self._write(head, end=end)
+            else:
+                self._write(head + self._frame(data, end=end), end=end)
+        elif self._head_only:
+            if end:
+                self._write(b"", end=True)
+        else:
+            self._write(self._frame(data, end=end), end=end)
+        await self._connection.drain()
+
+    def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
+        if self.ended:
+            return
+        head = b"" if self._head is None else self._render(length=None)
+        if self._chunked and not self._head_only:
+            trailer = "".join(f"{name}: {value}\r\n" for name, value in headers)
+            self._write(head + b"0\r\n" + _encode(trailer) + b"\r\n", end=True)
+        else:
+            self._write(head, end=True)
+
+    def reset(self) -> None:
+        """The answer cannot be completed: the connection is cut (the only signal HTTP/1.1
+        has that a body is incomplete)."""
+        self.ended = True
+        self.keep_alive = False
+        self._connection.abort()
+
+    def _frame(self, data: bytes, *, end: bool) -> bytes:
+        if not self._chunked:
+            return data
+        if end:
+            return b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+        return b"%x\r\n%b\r\n" % (len(data), data) if data else b""
+
+    def _write(self, data: bytes, *, end: bool) -> None:
+        if data:
+            self.bytes += len(data)
+            self._connection.write(data)
+        if end:
+            self.ended = True
+            if self._until_close:
+                self.keep_alive = False
+
+    def _render(self, *, length: int | None) -> bytes:
+        """The status line and headers, framing the body: ``length`` when the whole body is
+        known, else the headers' ``Content-Length``, else chunked (or until close)."""
+        assert self._head is not None
+        status, headers = self._head
+        self._head = None
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
+        has_length = has_date = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower == "content-length":
+                has_length = True
+            elif lower == "date":
+                has_date = True
+            lines.append(f"{name}: {value}")
+        if status < 200 or status in _NO_BODY_STATUSES:
+            self._head_only = True
+        elif not has_length:
+            if length is not None:
+                lines.append(f"Content-Length: {length}")
+            elif self._head_only:
+                pass
+            elif self._version_10:
+                self._until_close = True
+                self.keep_alive = False
+            else:
+                self._chunked = True
+                lines.append("Transfer-Encoding: chunked")
+        if not has_date:
+            lines.append(f"Date: {_date()}")
+        if not self.keep_alive or self._connection.closing or not self._body.ended:
+            self.keep_alive = False
+            lines.append("Connection: close")
+        elif self._version_10:
+            lines.append("Connection: keep-alive")
+        lines.append("\r\n")
+        text = "\r\n".join(lines)
+        if text.count("\n") != len(lines) or text.count("\r") != len(lines):
+            raise ValueError("a response header name or value holds CR or LF")
+        return _encode(text)
+
+
+def _cancel(timer: asyncio.TimerHandle | None) -> None:
+    if timer is not None:
+        timer.cancel()
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class _HeadersTooLarge(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Http1ServerProtocol(asyncio.Protocol):
+    """Serves one client connection over HTTP/1.1 (see the module docstring)."""
+
+    def __init__(
+        self,
+        handler: H2Handler,
+        *,
+        scheme: str,
+        limits: EdgeLimits,
+        upgrade: Callable[[], asyncio.Protocol],
+        closed: Callable[[Http1ServerProtocol], None] = lambda _protocol: None,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.parser = httptools.HttpRequestParser(self)
+        self._handler = handler
+        """What answers each request (the edge's steps, ``EdgeStreams.handle``)."""
+        self._scheme = scheme
+        self._limits = limits
+        self._upgrade = upgrade
+        """The server that takes a connection whose request upgrades it (aiohttp's)."""
+        self._closed = closed
+        self._transport: asyncio.Transport | None = None
+        self._peer = ""
+        self.lost = False
+        self.closing = False
+        """No further request is read (the edge is stopping, or this connection must close)."""
+        # The message being parsed.
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._parsing: Http1Body | None = None
+        # Requests parsed, waiting for the one in flight to be answered.
+        self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._handed_over: bytes | None = None
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._paused_for: set[str] = set()
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    # ---- the connection ----
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not subclasses of asyncio.Transport, only alike.
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if isinstance(peer, tuple) else ""
+        self._arm_idle()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing and self._task is None and not self._waiting:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            self._upgrade_after(data[int(upgrade.args[0]) :] if upgrade.args else b"")
+        except httptools.HttpParserError as error:
+            # httptools wraps what a callback raises: the limit that was hit is in its context.
+            cause = error.__context__
+            if isinstance(cause, _HeadersTooLarge):
+                self._refuse(cause.status, "request headers over the limit")
+            else:
+                self._refuse(400, type(error).__name__)
+
+    def eof_received(self) -> bool | None:
+        # A client that half-closes has left (as aiohttp took it): the transport closes and
+        # the request in flight is cancelled, and with it its upstream exchange.
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._cancel_timers()
+        if self._parsing is not None:
+            self._parsing._wake()
+        if self._task is not None:
+            self._task.cancel()
+        self._waiting.clear()
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+        self._closed(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    async def drain(self) -> None:
+        if self._write_paused and not self.lost:
+            self._drained = self._loop.create_future()
+            await self._drained
+
+    def write(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    def write_continue(self) -> None:
+        task = self._task
+        if task is not None:
+            self.write(_CONTINUE)
+
+    def abort(self) -> None:
+        self.closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def pause_reading_for_body(self) -> None:
+        self._pause("body")
+
+    def resume_reading_for_body(self) -> None:
+        self._resume("body")
+
+    def _pause(self, why: str) -> None:
+        if not self._paused_for and self._transport is not None and not self.lost:
+            self._transport.pause_reading()
+        self._paused_for.add(why)
+
+    def _resume(self, why: str) -> None:
+        if why not in self._paused_for:
+            return
+        self._paused_for.discard(why)
+        if not self._paused_for and self._transport is not None and not self.lost:
+            self._transport.resume_reading()
+
+    async def close(self, *, within: float) -> None:
+        """Stop the connection: no new request is read, the one in flight (and those already
+        read) may finish for at most ``within`` s, then they are cancelled and it closes."""
+        self.closing = True
+        task = self._task
+        if task is not None:
+            await asyncio.wait([task], timeout=within)
+        if self._transport is not None:
+            self._transport.close()
+
+    # ---- parser callbacks ----
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._disarm_idle()
+        if self._header_timer is None:
+            self._header_timer = self._loop.call_later(
+                self._limits.header_timeout, self._headers_too_slow
+            )
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_LINE_SIZE:
+            raise _HeadersTooLarge(414)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) > MAX_FIELD_SIZE or len(value) > MAX_FIELD_SIZE:
+            raise _HeadersTooLarge(431)
+        if len(self._headers) >= MAX_HEADERS:
+            raise _HeadersTooLarge(431)
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        _cancel(self._header_timer)
+        self._header_timer = None
+        parser = self.parser
+        headers: CIMultiDict[str] = CIMultiDict()
+        length = chunked = False
+        expect_continue = False
+        for raw_name, raw_value in self._headers:
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("latin-1")
+            headers.add(name, value)
+            lower = name.lower()
+            if lower == "content-length":
+                length = value.strip() != "0"
+            elif lower == "transfer-encoding":
+                chunked = True
+            elif lower == "expect":
+                expect_continue = value.strip().lower() == "100-continue"
+        method = parser.get_method().decode("ascii", "replace")
+        http10 = parser.get_http_version() == "1.0"
+        if parser.should_upgrade():
+            return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
+        body = Http1Body(
+            self,
+            empty=not (length or chunked),
+            expect_continue=expect_continue and not http10,
+            timeout=self._limits.body_timeout,
+        )
+        self._parsing = None if body.empty else body
+        request = H2Request(
+            method=method,
+            scheme=self._scheme,
+            authority=headers.get("Host", ""),
+            path=self._url.decode("latin-1"),
+            headers=headers,
+            peer=self._peer,
+            body=body,
+            transport=self._transport,
+            version="1.1",
+        )
+        responder = Http1Responder(self, body, method=method, http10=http10)
+        if self._task is None:
+            self._start(request, responder)
+        else:
+            self._waiting.append((request, responder))
+            self._pause("pipelined")
+
+    def on_body(self, body: bytes) -> None:
+        if self._parsing is not None:
+            self._parsing.feed(body)
+
+    def on_message_complete(self) -> None:
+        if self._parsing is not None:
+            self._parsing.end()
+            self._parsing = None
+
+    # ---- requests ----
+
+    def _start(self, request: H2Request, responder: Http1Responder) -> None:
+        self._task = self._loop.create_task(self._run(request, responder))
+
+    async def _run(self, request: H2Request, responder: Http1Responder) -> None:
+        try:
+            await answer_with(self._handler, request, responder)
+        except asyncio.CancelledError:
+            self.abort()
+            return
+        except (ConnectionError, ClientBodyTimeout) as error:
+            logger.debug("edge: HTTP/1.1 request from {}: {}", self._peer, type(error).__name__)
+            self.abort()
+            return
+        except Exception:
+            logger.exception("edge: HTTP/1.1 request from {}: the handler failed", self._peer)
+            if responder.started:
+                self.abort()
+                return
+            plain = answer(INTERNAL_ERROR)
+            responder.keep_alive = False
+            responder.send_headers(500, [("Content-Type", "text/plain; charset=utf-8")], end=False)
+            await responder.send_data(plain.body(with_detail=False).encode(), end=True)
+        finally:
+            self._task = None
+        if not responder.keep_alive or not responder.body_ended:
+            self.abort()
+            return
+        self._next()
+
+    def _next(self) -> None:
+        if self.lost:
+            return
+        if self._waiting:
+            request, responder = self._waiting.popleft()
+            if not self._waiting:
+                self._resume("pipelined")
+            self._start(request, responder)
+            return
+        if self._handed_over is not None:
+            self._hand_over(self._handed_over)
+            return
+        if self.closing:
+            self.abort()
+            return
+        self._arm_idle()
+
+    # ---- limits ----
+
+    def _arm_idle(self) -> None:
+        if self._idle_timer is None and not self.lost:
+            self._idle_timer = self._loop.call_later(self._limits.idle_timeout, self._idled)
+
+    def _disarm_idle(self) -> None:
+        _cancel(self._idle_timer)
+        self._idle_timer = None
+
+    def _idled(self) -> None:
+        self._idle_timer = None
+        if self._task is None and not self._waiting and self._transport is not None:
+            self._transport.close()
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self._task is None and not self._waiting:
+            slow = answer(HEADER_TIMEOUT)
+            self._say(slow.status, slow.reason, slow.body(with_detail=False))
+        else:
+            self.abort()
+
+    def _cancel_timers(self) -> None:
+        self._disarm_idle()
+        _cancel(self._header_timer)
+        self._header_timer = None
+
+    def _refuse(self, status: int, why: str) -> None:
+        """A malformed request: 4xx and close (logged without anything the client sent)."""
+        logger.debug("edge: malformed request refused with {}: {}", status, why)
+        self._cancel_timers()
+        if self._task is None and not self._waiting:
+            refused = answer(BAD_REQUEST, status=status)
+            self._say(status, refused.reason, refused.body(with_detail=False))
+        else:
+            self._waiting.clear()
+            self.closing = True
+            self._pause("refused")
+
+    def _say(self, status: int, reason: str, text: str) -> None:
+        """An answer of the data plane's own, then close (no request of this connection is in
+        flight)."""
+        body = text.encode()
+        self.write(
+            _encode(
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
+                "Content-Type: text/plain; charset=utf-8\r\n"
+                f"X-Interlock-Reason: {reason}\r\nContent-Length: {len(body)}\r\n"
+                f"Date: {_date()}\r\nConnection: close\r\n\r\n"
+            )
+            + body
+        )
+        self.abort()
+
+    # ---- the hand-over to aiohttp, for upgrades ----
+
+    def _upgrade_after(self, rest: bytes) -> None:
+        """An upgrade request was parsed: aiohttp's server takes the connection once the
+        requests before it are answered."""
+        self._cancel_timers()
+        parser = self.parser
+        method = parser.get_method()
+        version = parser.get_http_version().encode()
+        head = b"%b %b HTTP/%b\r\n" % (method, self._url, version)
+        head += b"".join(b"%b: %b\r\n" % pair for pair in self._headers)
+        replay = head + b"\r\n" + rest
+        self._pause("upgrade")
+        if self._task is None and not self._waiting:
+            self._hand_over(replay)
+        else:
+            self._handed_over = replay
+
+    def _hand_over(self, replay: bytes) -> None:
+        transport = self._transport
+        if transport is None or self.lost:
+            return
+        self._handed_over = None
+        protocol = self._upgrade()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        protocol.data_received(replay)
+        if self._paused_for:
+            self._paused_for.clear()
+            transport.resume_reading()
+        self._closed(self)
