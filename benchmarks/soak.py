@@ -267,6 +267,13 @@ def census_growth(before: dict[str, int], after: dict[str, int], top: int = 25) 
 
 
 TRACEMALLOC_ENV = "INTERLOCK_SOAK_TRACEMALLOC"
+TRIM_ENV = "INTERLOCK_SOAK_MALLOC_TRIM"
+"""Seconds between two ``malloc_trim(0)`` calls in the child (unset: none)."""
+
+
+def _trim_periodically(every: float) -> None:
+    _LIBC.malloc_trim(0)
+    asyncio.get_running_loop().call_later(every, _trim_periodically, every)
 
 
 def take_snapshot(path: str) -> dict[str, Any]:
@@ -313,6 +320,9 @@ async def controller_main(kubeconfig: str) -> None:
     )
     controller = Controller(config)
     await controller.start()
+    trim_every = float(os.environ.get(TRIM_ENV, "0"))
+    if trim_every:  # an experiment: does giving glibc's free pages back flatten the RSS?
+        asyncio.get_running_loop().call_later(trim_every, _trim_periodically, trim_every)
     slots: dict[WatchTarget, LatestValueSlot[Any]] = {
         t: controller.watches.open_watch(t) for t in WATCHED
     }
