@@ -83,6 +83,7 @@ from reliability_kit import (  # noqa: E402
 )
 from reliability_objects import UNIVERSE, build  # noqa: E402
 
+from interlock.cli.malloc import malloc_statistics, pin_mmap_threshold  # noqa: E402
 from interlock.controller.app import Controller  # noqa: E402
 from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
 from interlock.model.policy_watch import WatchTarget  # noqa: E402
@@ -142,35 +143,14 @@ def smaps_by_mapping(top: int = 12) -> list[dict[str, Any]]:
     ]
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_size_t)
-        for n in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd",
-            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
 def malloc_stats() -> dict[str, float]:
-    """glibc's ``mallinfo2()`` in MiB: ``arena`` (bytes from sbrk and arenas' heaps), ``in_use``
-    (allocated), ``free`` (held by malloc but free: fragmentation when it grows), ``mmapped``
-    (large blocks); empty where there is no ``mallinfo2`` (not glibc >= 2.33)."""
-    function = getattr(_LIBC, "mallinfo2", None)
-    if function is None:
-        return {}
-    function.restype = _MallInfo2
-    info = function()
-    mib = 2**20
+    """glibc's ``mallinfo2()`` (:func:`interlock.cli.malloc.malloc_statistics`) in MiB."""
     return {
-        "malloc_arena_mib": round(info.arena / mib, 2),
-        "malloc_in_use_mib": round(info.uordblks / mib, 2),
-        "malloc_free_mib": round(info.fordblks / mib, 2),
-        "malloc_mmapped_mib": round(info.hblkhd / mib, 2),
-        "malloc_top_pad_mib": round(info.keepcost / mib, 2),
+        f"malloc_{'top_pad' if name == 'top' else name}_mib": round(value / 2**20, 2)
+        for name, value in malloc_statistics().items()
     }
 
 
@@ -1097,6 +1077,7 @@ def main() -> None:
     parser.add_argument("--controller", metavar="KUBECONFIG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.controller:
+        pin_mmap_threshold()  # as ``interlock run`` does (interlock/cli/loop.py)
         asyncio.run(controller_main(args.controller))
         return
     settings = Settings(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from interlock.cli.env import EnvDefaults
+from interlock.cli.malloc import pin_mmap_threshold
 
 T = TypeVar("T")
 
@@ -39,6 +40,9 @@ def loop_factory(*, uvloop: bool = True) -> Callable[[], asyncio.AbstractEventLo
 
 
 def run_on_loop(main: Coroutine[Any, Any, T], *, uvloop: bool = True) -> T:
-    """``asyncio.run(main)`` on uvloop's loop when ``uvloop`` and it is installed."""
+    """``asyncio.run(main)`` on uvloop's loop when ``uvloop`` and it is installed, with glibc's
+    mmap threshold pinned (:mod:`interlock.cli.malloc`: a long-running process's heap must not
+    fill with holes)."""
+    pin_mmap_threshold()
     with asyncio.Runner(loop_factory=loop_factory(uvloop=uvloop)) as runner:
         return runner.run(main)
