@@ -129,8 +129,11 @@ class IngressDirectory(_Directory):
     def upserted(self, raw: dict[str, Any]) -> None:
         ingress = parse_ingress(raw)
         key = ingress.key
+        status = raw.get("status")
+        stored = status.get("loadBalancer") if isinstance(status, dict) else None
         value = IngressSpecified(
-            ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)})
+            ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)}),
+            stored if isinstance(stored, dict) else {},
         )
         topic = ingress_topic(key.namespace, key.name)
         if self.system.retained(topic).get(INGRESS_KEY) == value:

@@ -150,6 +150,9 @@ class IngressSpecified:
     """The retained value of ``ingress:<ns>/<name>``: the Ingress as last seen."""
 
     ingress: Ingress
+    stored_load_balancer: dict[str, Any] | None = None
+    """Its ``status.loadBalancer`` as stored (None: unknown), so that a status someone else
+    wrote after this replica (an old leader's late write) is seen and repaired."""
 
     def trace_summary(self) -> str:
         meta = self.ingress.metadata
@@ -264,6 +267,8 @@ class DesiredIngressStatus:
     uid: str = ""
     """The Ingress's uid: one deleted and created again under the same name (unseen by the
     controller: a watch down, or a relist after 410) is another object, with no status yet."""
+    stored: dict[str, Any] | None = None
+    """Its ``status.loadBalancer`` as the IngressActor last saw it (None: unknown)."""
 
     def trace_summary(self) -> str:
         return f"DesiredIngressStatus Ingress {self.key} {self.load_balancer}"

@@ -104,7 +104,10 @@ class IngressActor(Actor):
         self._inputs: set[str] = set()
         self._published: dict[str, HostPart] = {}
         self._reported: tuple[IngressError, ...] = ()
-        self._status_sent: tuple[str, dict[str, Any]] | None = None
+        self._status_sent: tuple[str, dict[str, Any], dict[str, Any] | None] | None = None
+        self._stored_load_balancer: dict[str, Any] | None = None
+        """The Ingress's ``status.loadBalancer`` as stored, told to the StatusWriter with the
+        desired one: a late write of another replica is then seen, and written over."""
         """(uid, status.loadBalancer) last published for the Ingress."""
         self._settle_token = 0
         self._settling = True
@@ -167,6 +170,7 @@ class IngressActor(Actor):
                 self._gone()
                 return False
             self._ingress = value.ingress
+            self._stored_load_balancer = value.stored_load_balancer
         elif kind == "moduleset":
             _store(self._module_sets, key, value if isinstance(value, ModuleSet) else None)
         elif kind == "secret":
@@ -305,13 +309,14 @@ class IngressActor(Actor):
         if load_balancer is None or not self._published or self._ingress is None:
             return
         uid = self._ingress.metadata.uid
-        if self._status_sent == (uid, load_balancer):
+        stored = self._stored_load_balancer
+        if self._status_sent == (uid, load_balancer, stored):
             return
-        self._status_sent = (uid, load_balancer)
+        self._status_sent = (uid, load_balancer, stored)
         self.publish(
             INGRESS_STATUS_TOPIC,
             status_key(self._key),
-            DesiredIngressStatus(self._key, load_balancer, uid),
+            DesiredIngressStatus(self._key, load_balancer, uid, stored),
         )
 
 

@@ -455,7 +455,8 @@ def _desired(
         return key, {"parents": value.parents}, {"parents": value.stored}, value.uid
     if isinstance(value, DesiredIngressStatus):
         key = ("Ingress", value.key.namespace, value.key.name)
-        return key, {"loadBalancer": value.load_balancer}, None, value.uid
+        stored = None if value.stored is None else {"loadBalancer": value.stored}
+        return key, {"loadBalancer": value.load_balancer}, stored, value.uid
     if isinstance(value, DesiredModuleSetStatus):
         key = ("ModuleSet", value.key.namespace, value.key.name)
         return key, {"conditions": value.conditions}, None, value.uid

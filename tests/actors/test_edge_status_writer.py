@@ -70,9 +70,15 @@ def start(sink: Sink, leading: list[bool], clock: ManualClock, later: ManualSlee
     return system
 
 
-def want_ingress(system: ActorSystem, key: ObjectKey, load_balancer: dict[str, Any]) -> None:
-    """Publish an Ingress's desired status, as its IngressActor does."""
-    system.publish(INGRESS_STATUS_TOPIC, status_key(key), DesiredIngressStatus(key, load_balancer))
+def want_ingress(
+    system: ActorSystem,
+    key: ObjectKey,
+    load_balancer: dict[str, Any],
+    stored: dict[str, Any] | None = None,
+) -> None:
+    """Publish an Ingress's desired status (and the stored one), as its IngressActor does."""
+    desired = DesiredIngressStatus(key, load_balancer, stored=stored)
+    system.publish(INGRESS_STATUS_TOPIC, status_key(key), desired)
 
 
 def want_module_set(system: ActorSystem, key: ObjectKey, conditions: list[dict[str, Any]]) -> None:
@@ -102,6 +108,24 @@ async def test_nothing_is_written_until_leading_then_the_latest_of_each() -> Non
         assert ("Ingress", "default/web", {"loadBalancer": LB}) in sink.patches
         assert ("ModuleSet", "default/web", {"conditions": conditions}) in sink.patches
         assert sink.events == ["ModulesApplied"]  # raised just before the Lease was acquired
+    finally:
+        await system.shutdown()
+
+
+async def test_an_ingress_status_someone_else_wrote_after_this_replicas_is_written_over() -> None:
+    """An old leader's write landing after this one's is seen as a stored status that changed
+    to one this replica did not write, and the desired status is written again."""
+    sink, leading, clock, later = Sink(), [True], ManualClock(), ManualSleep()
+    system = start(sink, leading, clock, later)
+    try:
+        want_ingress(system, KEY, LB, stored={})
+        await wait_until(lambda: len(sink.patches) == 1)
+        want_ingress(system, KEY, LB, stored=LB)  # the IngressActor sees the write
+        await wait_idle(system)
+        assert len(sink.patches) == 1
+        want_ingress(system, KEY, LB, stored={"ingress": [{"ip": "192.0.2.1"}]})  # the late one
+        await wait_until(lambda: len(sink.patches) == 2)
+        assert sink.patches[1] == ("Ingress", "default/web", {"loadBalancer": LB})
     finally:
         await system.shutdown()
 

@@ -185,7 +185,7 @@ async def test_the_first_part_already_carries_modules_that_exist(edges: Edges) -
     assert route.backend.exists
     assert edges.spawned == [HOST]
     web = ObjectKey(namespace="default", name="web")
-    assert DesiredIngressStatus(web, LOAD_BALANCER, "uid-web") in edges.desired()
+    assert DesiredIngressStatus(web, LOAD_BALANCER, "uid-web", {}) in edges.desired()
 
 
 async def test_a_missing_secret_then_its_arrival(edges: Edges) -> None:
