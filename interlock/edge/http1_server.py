@@ -337,8 +337,13 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
         self._task: asyncio.Task[None] | None = None
         self._handed_over: bytes | None = None
+        # One timer each, re-armed only when it fires early: not two timers per request.
         self._header_timer: asyncio.TimerHandle | None = None
+        self._headers_began: float | None = None
+        """When the headers being read began (None: none are being read)."""
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since: float | None = None
+        """When the connection last became idle (None: a request is in progress)."""
         self._paused_for: set[str] = set()
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -357,6 +362,10 @@ class Http1ServerProtocol(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
+            if self._headers_began is not None and self._header_timer is None:
+                self._header_timer = self._loop.call_later(
+                    self._limits.header_timeout, self._headers_too_slow
+                )
         except httptools.HttpParserUpgrade as upgrade:
             self._upgrade_after(data[int(upgrade.args[0]) :] if upgrade.args else b"")
         except httptools.HttpParserError as error:
@@ -447,11 +456,8 @@ class Http1ServerProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
-        self._disarm_idle()
-        if self._header_timer is None:
-            self._header_timer = self._loop.call_later(
-                self._limits.header_timeout, self._headers_too_slow
-            )
+        self._idle_since = None
+        self._headers_began = self._loop.time()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -466,8 +472,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        _cancel(self._header_timer)
-        self._header_timer = None
+        self._headers_began = None
         parser = self.parser
         headers: CIMultiDict[str] = CIMultiDict()
         length = chunked = False
@@ -572,30 +577,42 @@ class Http1ServerProtocol(asyncio.Protocol):
     # ---- limits ----
 
     def _arm_idle(self) -> None:
+        self._idle_since = self._loop.time()
         if self._idle_timer is None and not self.lost:
             self._idle_timer = self._loop.call_later(self._limits.idle_timeout, self._idled)
 
-    def _disarm_idle(self) -> None:
-        _cancel(self._idle_timer)
-        self._idle_timer = None
+    def _left_for(self, began: float | None, bound: float) -> float | None:
+        """Seconds left of ``bound`` from ``began`` (None: nothing is being timed)."""
+        return None if began is None else began + bound - self._loop.time()
 
     def _idled(self) -> None:
         self._idle_timer = None
-        if self._task is None and not self._waiting and self._transport is not None:
+        left = self._left_for(self._idle_since, self._limits.idle_timeout)
+        if left is None or self.lost:
+            return  # busy: armed again once idle
+        if left > 0:
+            self._idle_timer = self._loop.call_later(left, self._idled)
+        elif self._transport is not None:
             self._transport.close()
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        if self._task is None and not self._waiting:
+        left = self._left_for(self._headers_began, self._limits.header_timeout)
+        if left is None or self.lost:
+            return  # these headers were complete in time
+        if left > 0:
+            self._header_timer = self._loop.call_later(left, self._headers_too_slow)
+        elif self._task is None and not self._waiting:
             slow = answer(HEADER_TIMEOUT)
             self._say(slow.status, slow.reason, slow.body(with_detail=False))
         else:
             self.abort()
 
     def _cancel_timers(self) -> None:
-        self._disarm_idle()
+        self._headers_began = self._idle_since = None
+        _cancel(self._idle_timer)
         _cancel(self._header_timer)
-        self._header_timer = None
+        self._idle_timer = self._header_timer = None
 
     def _refuse(self, status: int, why: str) -> None:
         """A malformed request: 4xx and close (logged without anything the client sent)."""
