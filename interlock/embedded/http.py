@@ -31,7 +31,7 @@ from interlock.embedded.objects import StoredObject, encode
 from interlock.embedded.protobuf import PROTOBUF, decode_object
 from interlock.embedded.registry import Registry, ResourceType
 from interlock.embedded.selectors import FIELD_LABELS, parse_field_selector, parse_label_selector
-from interlock.embedded.store import ObjectStore
+from interlock.embedded.store import ObjectStore, WriteOptions
 from interlock.embedded.table import (
     partial_metadata,
     render_table,
@@ -339,6 +339,7 @@ class ApiHandler:
                 "Strict"
             )
         warnings: list[str] = []
+        write = WriteOptions(dry_run=dry_run, field_validation=field_validation, warnings=warnings)
         if parsed.name is None:
             if method == "GET":
                 if query_flag(query.get("watch")):
@@ -362,9 +363,7 @@ class ApiHandler:
                     version=parsed.version,
                     namespace=parsed.namespace,
                     body=body,
-                    dry_run=dry_run,
-                    field_validation=field_validation,
-                    warnings=warnings,
+                    options=write,
                 )
                 return self._object_response(parsed, stored, accept, status=201, warnings=warnings)
             if method == "DELETE":
@@ -386,9 +385,7 @@ class ApiHandler:
                 name=parsed.name,
                 body=body,
                 subresource=parsed.subresource,
-                dry_run=dry_run,
-                field_validation=field_validation,
-                warnings=warnings,
+                options=write,
             )
             return self._object_response(parsed, stored, accept, warnings=warnings)
         if method == "PATCH":
@@ -402,9 +399,7 @@ class ApiHandler:
                 patch=body,
                 content_type=content_type,
                 subresource=parsed.subresource,
-                dry_run=dry_run,
-                field_validation=field_validation,
-                warnings=warnings,
+                options=write,
             )
             return self._object_response(parsed, stored, accept, warnings=warnings)
         if method == "DELETE":

@@ -109,6 +109,23 @@ def _parse_resource_version(text: str) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """How a create, update or patch was asked for (the request's ``dryRun`` and
+    ``fieldValidation``), and where the server's warnings about it go."""
+
+    dry_run: bool = False
+    """Validate and answer as if written, store nothing."""
+    field_validation: str = "Warn"
+    """Unknown fields: ``Strict`` refuses them, ``Warn`` drops them with a warning, ``Ignore``
+    drops them silently."""
+    warnings: builtins.list[str] | None = None
+    """Collects the warnings (``Warn``), for the response's ``Warning`` headers."""
+
+
+DEFAULT_WRITE = WriteOptions()
+
+
 class ObjectStore:
     """All objects of all kinds, with watch history. Single-threaded: use from the event loop.
 
@@ -239,9 +256,7 @@ class ObjectStore:
         version: str,
         namespace: str | None,
         body: Any,
-        dry_run: bool = False,
-        field_validation: str = "Warn",
-        warnings: builtins.list[str] | None = None,
+        options: WriteOptions = DEFAULT_WRITE,
     ) -> StoredObject:
         obj = self._check_body(rtype, version, body)
         metadata = obj["metadata"]
@@ -268,9 +283,7 @@ class ObjectStore:
             rtype,
             obj,
             old=None,
-            field_validation=field_validation,
-            warnings=warnings,
-            dry_run=dry_run,
+            options=options,
         )
         object_namespace = str(metadata.get("namespace") or "")
         if rtype.namespaced:
@@ -283,7 +296,7 @@ class ObjectStore:
         metadata["creationTimestamp"] = format_timestamp(self._clock())
         if has_generation(rtype):
             metadata["generation"] = 1
-        if dry_run:
+        if options.dry_run:
             # A dry-run create is never stored: kube-apiserver gives it no resourceVersion.
             metadata["resourceVersion"] = str(self._rv)
             return StoredObject(obj, encoded_without=("resourceVersion",))
@@ -298,9 +311,7 @@ class ObjectStore:
         name: str,
         body: Any,
         subresource: str | None = None,
-        dry_run: bool = False,
-        field_validation: str = "Warn",
-        warnings: builtins.list[str] | None = None,
+        options: WriteOptions = DEFAULT_WRITE,
     ) -> StoredObject:
         obj = self._check_body(rtype, version, body)
         metadata = obj["metadata"]
@@ -323,9 +334,7 @@ class ObjectStore:
             current,
             obj,
             subresource=subresource,
-            dry_run=dry_run,
-            field_validation=field_validation,
-            warnings=warnings,
+            options=options,
         )
 
     def patch_object(
@@ -338,9 +347,7 @@ class ObjectStore:
         patch: Any,
         content_type: str,
         subresource: str | None = None,
-        dry_run: bool = False,
-        field_validation: str = "Warn",
-        warnings: builtins.list[str] | None = None,
+        options: WriteOptions = DEFAULT_WRITE,
     ) -> StoredObject:
         current = self.read(rtype, namespace=namespace, name=name)
         base = current.copy(rtype.api_version(version))
@@ -365,9 +372,7 @@ class ObjectStore:
                 current,
                 obj,
                 subresource=subresource,
-                dry_run=dry_run,
-                field_validation=field_validation,
-                warnings=warnings,
+                options=options,
             )
         except UnknownFieldsError as error:
             # kube-apiserver reports a patch that adds unknown fields as an invalid "patch".
@@ -616,9 +621,7 @@ class ObjectStore:
         obj: JsonObject,
         *,
         old: JsonObject | None,
-        field_validation: str = "Warn",
-        warnings: builtins.list[str] | None = None,
-        dry_run: bool = False,
+        options: WriteOptions,
     ) -> None:
         metadata = obj["metadata"]
         for field in ("finalizers", "ownerReferences", "labels", "annotations"):
@@ -629,18 +632,18 @@ class ObjectStore:
             # Unknown fields are dropped, as a real server's decoding (or a CRD's structural
             # schema) does; with fieldValidation=Strict (kubectl's default) they are refused.
             unknown = prune_unknown_fields(schema, obj)
-            if unknown and field_validation == "Strict":
+            if unknown and options.field_validation == "Strict":
                 version = rtype.storage_version
                 raise UnknownFieldsError(
                     f'{rtype.kind} in version "{version}" cannot be handled as a {rtype.kind}: '
                     f"strict decoding error: "
                     + ", ".join(f'unknown field "{field}"' for field in unknown)
                 )
-            if warnings is not None and field_validation != "Ignore":
-                warnings.extend(f'unknown field "{field}"' for field in unknown)
+            if options.warnings is not None and options.field_validation != "Ignore":
+                options.warnings.extend(f'unknown field "{field}"' for field in unknown)
             if rtype.from_crd:
                 apply_defaults(schema, obj)
-        allocator = self._allocator.preview() if dry_run else self._allocator
+        allocator = self._allocator.preview() if options.dry_run else self._allocator
         errors = prepare(rtype, obj, old=old, allocator=allocator, schema=schema)
         if rtype.key == CRD_KEY and not errors:
             errors = crd_errors(obj, registry=self.registry)
@@ -668,9 +671,7 @@ class ObjectStore:
         obj: JsonObject,
         *,
         subresource: str | None,
-        dry_run: bool,
-        field_validation: str = "Warn",
-        warnings: builtins.list[str] | None = None,
+        options: WriteOptions,
     ) -> StoredObject:
         old = current.obj
         if subresource == "status":
@@ -711,9 +712,7 @@ class ObjectStore:
             rtype,
             obj,
             old=old,
-            field_validation=field_validation,
-            warnings=warnings,
-            dry_run=dry_run,
+            options=options,
         )
         if rtype.key == CRD_KEY:
             accept_crd(obj, old=old, now=format_timestamp(self._clock()))
@@ -724,7 +723,7 @@ class ObjectStore:
         metadata["resourceVersion"] = str(current.rv)
         if obj == old:
             return current  # a no-op write creates no new resourceVersion, as on a real server
-        if dry_run:
+        if options.dry_run:
             return StoredObject(obj)
         if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
             return self._remove(rtype, StoredObject(obj))

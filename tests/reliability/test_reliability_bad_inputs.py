@@ -32,6 +32,7 @@ from reliability_objects import INGRESS_CLASS
 
 from interlock.controller.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
+from interlock.embedded.store import WriteOptions
 from interlock.model.policy_watch import WatchTarget
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -119,7 +120,7 @@ def apply_strictly(server: EmbeddedApiServer, path: Path) -> str | None:
                     version=api_version.rpartition("/")[2],
                     namespace=meta.get("namespace"),
                     body=doc,
-                    field_validation="Strict",
+                    options=WriteOptions(field_validation="Strict"),
                 )
         except ApiError as error:
             return f"{kind} {api_version} {error}"
