@@ -66,7 +66,8 @@ def test_parsed_objects_share_their_equal_frozen_parts_and_stay_what_they_were()
 
 def test_a_shared_part_goes_with_the_last_object_that_holds_it() -> None:
     # The table of equal parts must not keep them: each version of each route ever parsed
-    # would stay for as long as the controller runs (the soak's growth, issue 18 item 3).
+    # would stay for as long as the controller runs (the soak's growth: docs/reliability.md,
+    # "Soak").
     import gc
     import weakref
 

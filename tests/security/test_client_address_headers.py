@@ -1,4 +1,4 @@
-"""Defect 6: client-supplied client-address headers reach the backend only from trusted
+"""Client-supplied client-address headers reach the backend only from trusted
 proxies (``X-Forwarded-*`` were already replaced; ``Forwarded``, ``X-Real-IP`` and the rest
 were not)."""
 

@@ -1,4 +1,4 @@
-"""Defect 6: ``Connection`` may name hop-by-hop headers, never the ``Host`` the edge routed."""
+"""``Connection`` may name hop-by-hop headers, never the ``Host`` the edge routed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Defect 4: password guessing on one route must not stall the other hosts.
+"""Password guessing on one route must not stall the other hosts.
 
 bcrypt is replaced here by a check that blocks until the test lets it go — standing in for an
 arbitrarily slow bcrypt, so nothing depends on how fast this machine hashes. While every

@@ -1,4 +1,4 @@
-"""Defect 1: a request must not reach a backend past the modules of the route whose path the
+"""A request must not reach a backend past the modules of the route whose path the
 backend will act on.
 
 Each attack is first sent straight to the backend, to show that this backend really serves the

@@ -1,4 +1,4 @@
-"""Defect 6: the policy API refuses names with a trailing newline (``$`` matched before a
+"""The policy API refuses names with a trailing newline (``$`` matched before a
 final newline; the pattern now has to match the whole name)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Defect 3: request bodies reach the backend byte for byte, whatever their Content-Encoding.
+"""Request bodies reach the backend byte for byte, whatever their Content-Encoding.
 
 The edge must not decode a request body: decoded and forwarded with the client's
 ``Content-Encoding`` and ``Content-Length`` it arrived corrupted or truncated, an undecodable

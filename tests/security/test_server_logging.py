@@ -1,4 +1,4 @@
-"""Defect 6: the HTTP server's own logging goes through interlock's logger, at a level the
+"""The HTTP server's own logging goes through interlock's logger, at a level the
 ``--log-level`` flag controls, without header values (an oversized session cookie used to land
 in an ERROR traceback on stderr, whatever the flag said)."""
 

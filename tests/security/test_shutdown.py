@@ -1,4 +1,4 @@
-"""Defect 5: SIGTERM with requests in flight ends within a bounded drain, Lease released first.
+"""SIGTERM with requests in flight ends within a bounded drain, Lease released first.
 
 ``interlock run`` runs as a real process (embedded API server, edge) in front of a backend that
 accepts connections and never answers. After SIGTERM the process must release the Lease before

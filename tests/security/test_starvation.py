@@ -1,4 +1,4 @@
-"""Defect 2: one client must not starve every host, nor hold a connection forever.
+"""One client must not starve every host, nor hold a connection forever.
 
 Limits are small here (five connections per upstream, one-second client timeouts) so that each
 attack needs a handful of sockets; every wait is for a condition (a count reached, a connection

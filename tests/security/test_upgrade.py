@@ -1,4 +1,4 @@
-"""Defect 6: a backend's ``101 Switching Protocols`` never reaches a client that did not ask
+"""A backend's ``101 Switching Protocols`` never reaches a client that did not ask
 to upgrade (the edge relays no upgraded connection): 502."""
 
 from __future__ import annotations
