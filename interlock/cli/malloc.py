@@ -1,14 +1,14 @@
 """glibc's malloc told to keep large blocks out of its heap, for the serving subcommands.
 
-The soak (``benchmarks/soak.py``, issue 18 item 3) measured the controller's RSS growing about
-15 MiB an hour under steady churn with the Python heap flat: glibc's *free* bytes grew (mallinfo2
-``fordblks``, 1.4 MiB at the start, 11.6 after 42 minutes), in holes of its heap it could not
-give back. glibc serves a request above ``M_MMAP_THRESHOLD`` (128 KiB) with its own mmap and
-returns it on free, but each time such a block is freed it raises the threshold to that size
-(up to 32 MiB), so from then on the large, short-lived buffers (a watch event's or a list's JSON,
-a response body) are carved out of the heap between long-lived small blocks and leave holes.
-Setting the threshold explicitly turns that adjustment off (mallopt(3)); with it (the same as
-``MALLOC_MMAP_THRESHOLD_=131072``) the free bytes stayed flat in the soak.
+The soak (``benchmarks/soak.py``, ``docs/reliability.md`` "Soak") measured the controller's RSS
+growing about 15 MiB an hour under steady churn with the Python heap flat: glibc's *free* bytes
+grew (mallinfo2 ``fordblks``, 1.4 MiB at the start, 11.6 after 42 minutes), in holes of its heap
+it could not give back. glibc serves a request above ``M_MMAP_THRESHOLD`` (128 KiB) with its own
+mmap and returns it on free, but each time such a block is freed it raises the threshold to that
+size (up to 32 MiB), so from then on the large, short-lived buffers (a watch event's or a list's
+JSON, a response body) are carved out of the heap between long-lived small blocks and leave
+holes. Setting the threshold explicitly turns that adjustment off (mallopt(3)); with it (the
+same as ``MALLOC_MMAP_THRESHOLD_=131072``) the free bytes stayed flat in the soak.
 
 Only glibc has ``mallopt`` with this meaning; elsewhere (musl, macOS) nothing is done, and an
 operator who sets ``MALLOC_MMAP_THRESHOLD_`` keeps their value.
