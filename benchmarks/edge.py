@@ -658,7 +658,7 @@ def render(
 NOTE = [
     "",
     "Reading the figures: the edge is a Python proxy on one event loop (uvloop), so each request",
-    "costs the aiohttp server's parsing and request object, the module chain, the engine's",
+    "costs its parsing (`interlock/edge/http1_server.py`: llhttp), the module chain, the engine's",
     "decision, an exchange on a pooled keep-alive connection (`interlock/dataplane/http1.py`:",
     "one `write`, llhttp parsing the answer) and the relay; nginx, Caddy and HAProxy do the same",
     "work in C or Go. Instructions per request (below) are the repeatable measure of our own",
