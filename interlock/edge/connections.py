@@ -15,8 +15,10 @@ records instead and re-logs them through loguru: a client's malformed request at
 else at ERROR, and only the exception's type and status, never its message or the request.
 
 This leans on two attributes of aiohttp's ``RequestHandler`` (``_waiter``: a future the handler
-awaits while it has no parsed request; ``_messages``: parsed requests not yet handled); the
-tests in ``tests/security/test_starvation.py`` break if an aiohttp release changes them.
+awaits while it has no parsed request; ``_messages``: parsed requests not yet handled). The mesh
+listener serves every HTTP/1.1 connection with it; the edge only those an upgrade request handed
+over (its own HTTP/1.1 server, ``http1_server.py``, bounds the others), so
+``tests/security/test_starvation.py`` now exercises the edge's server, not this one.
 """
 
 from __future__ import annotations
