@@ -58,6 +58,11 @@ def early_handlers() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _exit_without_teardown(signum: int, _frame: FrameType | None) -> None:
+    _say(stop_line(signal.Signals(signum), doing="stopping now, without waiting for clean-up"))
+    exit_now(0)
+
+
 def exit_now(code: int) -> NoReturn:
     """Flush what was printed and end the process with ``code`` without interpreter teardown."""
     for stream in (sys.stdout, sys.stderr):
@@ -100,5 +105,7 @@ async def serve_until_signalled(
     finally:
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
-            # What is left (the loop closing) holds nothing worth waiting for.
-            signal.signal(signum, _exit_at_once)
+            # What is left (the loop closing) holds nothing worth waiting for. Not SystemExit:
+            # raised into the runner's close, it would close the loop while the thread shutting
+            # down the default executor still calls into it (a traceback from that thread).
+            signal.signal(signum, _exit_without_teardown)
