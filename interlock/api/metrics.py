@@ -378,12 +378,29 @@ def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
         front_target,
     )
     retries = _counter("upstream_retries", "Requests sent to an upstream again.", front_target)
+    tunnel_durations = HistogramMetricFamily(
+        f"{PREFIX}_tunnel_duration_seconds",
+        "Seconds CONNECT requests lasted (a tunnel until both sides closed, a refused one until "
+        "answered), by front door and target; kept out of the request latency histogram.",
+        labels=front_target,
+    )
+    tunnel_bytes = _counter(
+        "tunnel_bytes",
+        "Bytes carried by CONNECT tunnels, by front door, target and direction (to_client, "
+        "to_upstream).",
+        ["front", "target", "direction"],
+    )
     if stats is not None:
         for labels, count in sorted(stats.requests.items()):
             requests.add_metric(list(labels), count)
         for pair, histogram in sorted(stats.durations.items()):
             buckets = _buckets(DURATION_BUCKETS, tuple(histogram.buckets))
             durations.add_metric(list(pair), buckets, histogram.total)
+        for pair, histogram in sorted(stats.tunnel_durations.items()):
+            buckets = _buckets(DURATION_BUCKETS, tuple(histogram.buckets))
+            tunnel_durations.add_metric(list(pair), buckets, histogram.total)
+        for way, count in sorted(stats.tunnel_bytes.items()):
+            tunnel_bytes.add_metric(list(way), count)
         for family, counts in (
             (connect_errors, stats.connect_errors),
             (timeouts, stats.timeouts),
@@ -392,6 +409,7 @@ def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
             for pair, count in sorted(counts.items()):
                 family.add_metric(list(pair), count)
     yield from (requests, durations, connect_errors, timeouts, retries)
+    yield from (tunnel_durations, tunnel_bytes)
 
 
 class EdgeParts(Protocol):

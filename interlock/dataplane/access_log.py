@@ -53,6 +53,8 @@ class Exchange:
     retries: int = 0
     status: int = 0
     bytes: int = 0
+    received: int = 0
+    """Bytes from the client through a tunnel (a ``CONNECT``); 0 for requests."""
     duration: float = 0.0
     reason: str = ""
     """The data plane's reason when it answered itself (``X-Interlock-Reason``), else ''."""
@@ -67,6 +69,7 @@ class Exchange:
             "path": self.path,
             "status": self.status,
             "bytes": self.bytes,
+            "bytesReceived": self.received,
             "durationMs": round(self.duration * 1000, 3),
             "upstream": self.upstream,
             "retries": self.retries,

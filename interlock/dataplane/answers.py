@@ -42,6 +42,8 @@ BODY_TOO_LARGE: Final = "body-too-large"
 REDIRECT: Final = "redirect"
 CORS_PREFLIGHT: Final = "cors-preflight"
 MODULE: Final = "module"
+NOT_A_TUNNEL: Final = "not-a-tunnel"
+NO_SNI_MATCH: Final = "no-sni-match"
 
 REASONS: Final[dict[str, tuple[int, str]]] = {
     UNKNOWN_HOST: (404, "no edge or Service is known by this host"),
@@ -64,6 +66,8 @@ REASONS: Final[dict[str, tuple[int, str]]] = {
     REDIRECT: (302, "redirected by the route"),
     CORS_PREFLIGHT: (200, "answered by the route's CORS filter"),
     MODULE: (403, "refused by a module of this route"),
+    NOT_A_TUNNEL: (405, "this Service port is routed by HTTP routes: send requests, not CONNECT"),
+    NO_SNI_MATCH: (404, "no TLSRoute of this Service port matches the TLS server name"),
 }
 """Every reason: its usual status and the sentence a client gets (``docs/answers.md``)."""
 

@@ -72,15 +72,22 @@ class TrafficStatistics:
     """Requests answered 504 because the upstream did not answer in time."""
     retries: dict[Labels, int] = field(default_factory=dict)
     """Requests sent again (one per retry)."""
+    tunnel_durations: dict[Labels, Histogram] = field(default_factory=dict)
+    """How long CONNECT tunnels lasted (kept out of the request latency histogram)."""
+    tunnel_bytes: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """``(front, target, direction)`` → bytes through tunnels, ``direction`` being
+    ``to_client`` or ``to_upstream``."""
 
     def record(self, exchange: Exchange) -> None:
         """Count one finished request."""
         labels = (exchange.front, exchange.target)
         key = (*labels, exchange.route, status_class(exchange.status))
         self.requests[key] = self.requests.get(key, 0) + 1
-        histogram = self.durations.get(labels)
+        tunnel = exchange.method == "CONNECT"
+        histograms = self.tunnel_durations if tunnel else self.durations
+        histogram = histograms.get(labels)
         if histogram is None:
-            histogram = self.durations[labels] = Histogram()
+            histogram = histograms[labels] = Histogram()
         histogram.buckets[bisect.bisect_left(DURATION_BUCKETS, exchange.duration)] += 1
         histogram.total += exchange.duration
         if exchange.reason == UPSTREAM_UNREACHABLE:
@@ -89,6 +96,9 @@ class TrafficStatistics:
             self.timeouts[labels] = self.timeouts.get(labels, 0) + 1
         if exchange.retries:
             self.retries[labels] = self.retries.get(labels, 0) + exchange.retries
+        if tunnel:
+            for way, count in (("to_client", exchange.bytes), ("to_upstream", exchange.received)):
+                self.tunnel_bytes[(*labels, way)] = self.tunnel_bytes.get((*labels, way), 0) + count
 
 
 class Traffic:

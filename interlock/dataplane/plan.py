@@ -321,7 +321,7 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
         )
     if rule_plan.filters.redirect is not None:
         return _redirect(rule_plan.filters, request, match)
-    backend = _choose(rule_plan, rng_value)
+    backend = choose_backend(rule_plan, rng_value)
     if backend is None:
         return answer(NO_BACKEND_WEIGHT, f"{rule_plan.name}: every backend has weight 0")
     if backend.filters.redirect is not None:
@@ -382,7 +382,9 @@ def _is_preflight(request: RequestInfo) -> bool:
     )
 
 
-def _choose(rule_plan: RulePlan, rng_value: float) -> BackendPlan | None:
+def choose_backend(rule_plan: RulePlan, rng_value: float) -> BackendPlan | None:
+    """The rule's backend for a uniform random ``rng_value`` in [0, 1), by weight; None when
+    every weight is 0."""
     backends = rule_plan.backends
     if len(backends) == 1:
         return backends[0] if backends[0].backend.weight > 0 else None

@@ -53,3 +53,15 @@ def plain_response(
         response.headers.update(headers)
     response.headers[REASON_HEADER] = reason
     return response
+
+
+class TunnelEstablished(web.StreamResponse):
+    """``200 Connection established``, the answer that opens a ``CONNECT`` tunnel: sent at
+    once, with no ``Server`` banner and no body framing (RFC 9110 §9.3.6: none is allowed)."""
+
+    def __init__(self) -> None:
+        super().__init__(status=200, reason="Connection established")
+
+    async def _prepare_headers(self) -> None:
+        await super()._prepare_headers()
+        self.headers.popall("Server", None)

@@ -59,6 +59,7 @@ from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, wit
 from interlock.edge.routing import split_target
 from interlock.edge.server import parse_host_port
 from interlock.edge.upstreams import UpstreamError
+from interlock.mesh.tunnels import MeshTunnels, TunnelSettings
 from interlock.mesh.upstreams import MeshUpstreams, service_exists
 from interlock.model.authority import (
     DEFAULT_CLUSTER_DOMAIN,
@@ -114,6 +115,18 @@ class MeshServer:
             engine=self._engine,
             forwarder=self._forwarder,
             connect_timeout=settings.timeouts.connect,
+        )
+        self._tunnels = MeshTunnels(
+            upstreams=upstreams,
+            engine=self._engine,
+            traffic=self.traffic,
+            settings=TunnelSettings(
+                cluster_domain=settings.cluster_domain,
+                policy_wait=settings.policy_wait,
+                connect_timeout=settings.timeouts.connect,
+                hello_timeout=settings.limits.header_timeout,
+            ),
+            rng=self._rng,
         )
         self._h2_connections: set[H2ServerProtocol] = set()
         self._listener: asyncio.Server | None = None
@@ -185,6 +198,8 @@ class MeshServer:
         self.address = None
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "CONNECT":
+            return await self._tunnels.handle(request)
         return await self.traffic.observe("mesh", request, self._handle)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:

@@ -135,7 +135,7 @@ def mesh_target(
 
     An absolute-form target (``http://web.shop.svc:8080/x``) names the authority itself and
     ``Host`` is ignored, as RFC 9112 §3.2.2 requires; only ``http`` is proxied (an ``https``
-    client tunnels with CONNECT, which the mesh listener does not serve). An origin-form target
+    client tunnels with CONNECT instead: :func:`connect_target`). An origin-form target
     (``/x``) takes the authority from ``Host``.
     """
     if request_target.startswith("/"):
@@ -162,3 +162,16 @@ def mesh_target(
     if not target.startswith("/"):
         target = "/" + target
     return MeshTarget(parse_authority(authority, cluster_domain=cluster_domain), target)
+
+
+def connect_target(
+    request_target: str, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> ServiceAuthority | NotAService:
+    """The Service port a ``CONNECT`` request names: its request-target is the authority form
+    ``HOST:PORT`` (RFC 9110 §9.3.6), a port required — a tunnel has no scheme to default one."""
+    host, port = _split_port(request_target.strip())
+    if host is not None and port is None:
+        return NotAService(
+            f"CONNECT {request_target[:200]!r}: the target needs a port (NAME.NAMESPACE:PORT)"
+        )
+    return parse_authority(request_target, cluster_domain=cluster_domain)

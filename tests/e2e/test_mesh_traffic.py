@@ -86,6 +86,7 @@ async def test_each_request_is_one_access_log_line_and_counted(
         "path": "/orders/7",
         "status": 200,
         "bytes": served["bytes"],
+        "bytesReceived": 0,
         "durationMs": served["durationMs"],
         "upstream": f"{echo_host(env)}:{echo.port}",
         "retries": 0,

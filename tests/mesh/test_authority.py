@@ -10,6 +10,7 @@ from interlock.model.authority import (
     MeshTarget,
     NotAService,
     ServiceAuthority,
+    connect_target,
     mesh_target,
     parse_authority,
     parse_namespace,
@@ -172,3 +173,11 @@ def test_any_text_is_a_service_port_or_a_reason_never_an_error(text: str) -> Non
         assert answer.name and answer.namespace
     else:
         assert answer.reason
+
+
+def test_a_connect_target_needs_a_port() -> None:
+    assert connect_target("db.shop.svc:5432") == ServiceAuthority("shop", "db", 5432)
+    refused = connect_target("db.shop.svc")
+    assert isinstance(refused, NotAService)
+    assert "needs a port" in refused.reason
+    assert isinstance(connect_target("10.0.0.1:5432"), NotAService)
