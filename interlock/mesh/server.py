@@ -19,7 +19,9 @@ request is decided in one fixed order, every refusal before an upstream is conta
    ways, 502 on failures).
 
 The port speaks HTTP/1.1 and h2c (gRPC): an HTTP/2 stream is decided by the same steps and sent
-upstream over h2c (``interlock.dataplane.http2``; :meth:`MeshServer.handle_h2`).
+upstream over h2c (``interlock.dataplane.http2``; :meth:`MeshServer.handle_h2`). A ``CONNECT``
+request opens a byte tunnel routed by the port's TCPRoute or TLSRoute instead
+(:class:`~interlock.mesh.tunnels.MeshTunnels`).
 
 No edge module runs here: modules belong to Ingresses, and a mesh request has none. Answers the
 listener makes itself name their reason in ``X-Interlock-Reason`` and the body (``<reason>:
