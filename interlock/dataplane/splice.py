@@ -54,7 +54,8 @@ def take_over(request: web.BaseRequest) -> tuple[asyncio.StreamReader, asyncio.S
     (``request.protocol.force_close()``): aiohttp no longer sees the connection's end.
     """
     transport = request.transport
-    assert transport is not None, "the client's connection is still open"
+    if transport is None or transport.is_closing():
+        raise ConnectionResetError("the client closed its connection")
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=CHUNK, loop=loop)
     request.protocol.set_parser(_Tail(reader))  # type: ignore[arg-type]  # feed_data/feed_eof

@@ -148,11 +148,12 @@ class MeshTunnels:
         """Answer 200, then splice the client to ``upstream`` — or, without one, to the
         backend the server name of the client's ClientHello chooses by ``plan``."""
         response = TunnelEstablished()
-        await response.prepare(request)
-        client = take_over(request)
         counts = Spliced()
         reason = ""
+        client: Streams | None = None
         try:
+            await response.prepare(request)
+            client = take_over(request)
             if upstream is None:
                 assert plan is not None
                 chosen = await self._by_server_name(client[0], exchange, plan, where)
@@ -165,7 +166,8 @@ class MeshTunnels:
                 counts.to_upstream += len(hello)
             await splice(client, upstream, counts)
         finally:
-            client[1].close()
+            if client is not None:
+                client[1].close()
             if upstream is not None:
                 upstream[1].close()
             request.protocol.force_close()

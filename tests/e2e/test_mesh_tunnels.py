@@ -20,14 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from echo_backends import local_slice
 from lanes import ENDPOINT_HOST
 from loguru import logger
 from mesh_env import GATEWAY, service_obj
+from prometheus_client.parser import text_string_to_metric_families
 from test_outbound_stream_routes import stream_route
 from tls_certs import self_signed
+
+from interlock.controller.app import Controller
 
 PORT = 5432
 
@@ -78,6 +82,7 @@ class StreamEcho:
 @dataclass
 class TunnelEnv:
     cluster: Cluster
+    controller: Controller
     address: tuple[str, int]
     lines: list[dict[str, Any]]
     tmp: Path
@@ -100,9 +105,9 @@ class TunnelEnv:
         await self.cluster.apply(local_slice(name, {f"p{PORT}": echo.port}, name=f"{name}-tunnel"))
         return echo
 
-    def trust(self, name: str, server_name: str) -> ssl.SSLContext:
-        """A client context that trusts only backend ``name``'s certificate, checking that it
-        is for ``server_name``."""
+    def trust(self, name: str) -> ssl.SSLContext:
+        """A client context that trusts only backend ``name``'s certificate (and checks that
+        it is for the server name the client asks for)."""
         context = ssl.create_default_context(cafile=self.tmp / f"{name}.crt")
         assert context.check_hostname
         return context
@@ -152,6 +157,21 @@ class TunnelEnv:
 
         await eventually(reached, message=f"CONNECT {authority} reaches {name}")
 
+    async def metrics(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+        """The admin ``/metrics`` samples: name → sorted labels → value."""
+        assert self.controller.admin_site is not None
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(self.controller.admin_site.url + "/metrics") as response,
+        ):
+            text = await response.text()
+        found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = tuple(sorted(sample.labels.items()))
+                found.setdefault(sample.name, {})[labels] = sample.value
+        return found
+
 
 @dataclass
 class Tunnel:
@@ -186,7 +206,7 @@ async def tunnels(
     )
     assert controller.mesh is not None and controller.mesh.address is not None
     address = controller.mesh.address
-    env = TunnelEnv(cluster, (address.host, address.port), lines, tmp_path)
+    env = TunnelEnv(cluster, controller, (address.host, address.port), lines, tmp_path)
     try:
         yield env
     finally:
@@ -269,9 +289,7 @@ async def test_a_tls_route_reaches_the_backend_its_server_name_matches(
         tunnel = await tunnels.connect("db.default.svc:5432")
         assert tunnel.status == 200
         try:
-            await tunnel.writer.start_tls(
-                tunnels.trust(trusted, server_name), server_hostname=server_name
-            )
+            await tunnel.writer.start_tls(tunnels.trust(trusted), server_hostname=server_name)
             assert await tunnel.reader.readline() == f"hello from {trusted}\n".encode()
             tunnel.writer.write(b"select 1\n")
             assert await tunnel.reader.readline() == b"select 1\n"
@@ -297,9 +315,7 @@ async def test_a_tls_route_reaches_the_backend_its_server_name_matches(
     tunnel = await tunnels.connect("db.default.svc:5432")
     assert tunnel.status == 200
     with pytest.raises((ssl.SSLError, ConnectionError)):
-        await tunnel.writer.start_tls(
-            tunnels.trust("db-main", "db.example.org"), server_hostname="db.example.org"
-        )
+        await tunnel.writer.start_tls(tunnels.trust("db-main"), server_hostname="db.example.org")
     await tunnel.close()
     assert sum(b.connections for b in tunnels.backends) == before
 
@@ -331,7 +347,7 @@ async def test_a_backend_that_cannot_be_used_refuses_the_tunnel(tunnels: TunnelE
                 return False
             try:
                 await tunnel.writer.start_tls(
-                    tunnels.trust("db-tls", "db.example.com"), server_hostname="db.example.com"
+                    tunnels.trust("db-tls"), server_hostname="db.example.com"
                 )
             except (ssl.SSLError, ConnectionError):
                 return True
@@ -381,3 +397,37 @@ async def test_connect_to_an_http_port(tunnels: TunnelEnv) -> None:
     assert refused.headers["x-interlock-reason"] == "not-a-tunnel"
     assert b"HTTPRoute default/plain-http" in await refused.body()
     await refused.close()
+
+
+async def test_tunnels_are_counted_and_an_unreachable_endpoint_is_a_connect_error(
+    tunnels: TunnelEnv,
+) -> None:
+    await parent_without_endpoints(tunnels)
+    await tunnels.backend("db-v1")
+    await tunnels.cluster.apply(route("TCPRoute", "db", [("db-v1", 1)]))
+    await tunnels.until_greeting("db.default:5432", "db-v1")
+    tunnel = await tunnels.connect("db.default:5432")
+    tunnel.writer.write(b"ping\n")
+    tunnel.writer.write_eof()
+    assert await tunnel.reader.read() == b"hello from db-v1\nping\nbye from db-v1\n"
+    await tunnel.close()
+    target = (("front", "mesh"), ("target", "default/db:5432"))
+
+    async def counted() -> bool:
+        found = await tunnels.metrics()
+        carried = found.get("interlock_tunnel_bytes_total", {})
+        up = carried.get((("direction", "to_upstream"), *target), 0)
+        down = carried.get((("direction", "to_client"), *target), 0)
+        durations = found.get("interlock_tunnel_duration_seconds_count", {})
+        return up >= 5 and down >= 30 and durations.get(target, 0) >= 1
+
+    await eventually(counted, message="the tunnel's bytes and duration in /metrics")
+
+    # The endpoint stops accepting connections: 502 before any 200, counted as a connect error.
+    await tunnels.backends[0].stop()
+    refused = await tunnels.connect("db.default:5432")
+    assert refused.status == 502
+    assert refused.headers["x-interlock-reason"] == "upstream-unreachable"
+    await refused.close()
+    found = await tunnels.metrics()
+    assert found["interlock_upstream_connect_errors_total"][target] >= 1
