@@ -63,7 +63,10 @@ Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TunnelSettings:
+    """How tunnels read their target and bound their waits (from the listener's settings)."""
+
     cluster_domain: str
+    """The cluster's DNS domain (``NAME.NAMESPACE.svc.<this>``), canonical form."""
     policy_wait: float
     """Seconds the first tunnel of a Service port waits for its policy."""
     connect_timeout: float
