@@ -55,6 +55,8 @@ class Exchange:
     bytes: int = 0
     received: int = 0
     """Bytes from the client through a tunnel (a ``CONNECT``); 0 for requests."""
+    tunnel: bool = False
+    """A mesh ``CONNECT`` (counted in the tunnel metrics, not the request latency's)."""
     duration: float = 0.0
     reason: str = ""
     """The data plane's reason when it answered itself (``X-Interlock-Reason``), else ''."""

@@ -83,8 +83,7 @@ class TrafficStatistics:
         labels = (exchange.front, exchange.target)
         key = (*labels, exchange.route, status_class(exchange.status))
         self.requests[key] = self.requests.get(key, 0) + 1
-        tunnel = exchange.method == "CONNECT"
-        histograms = self.tunnel_durations if tunnel else self.durations
+        histograms = self.tunnel_durations if exchange.tunnel else self.durations
         histogram = histograms.get(labels)
         if histogram is None:
             histogram = histograms[labels] = Histogram()
@@ -96,7 +95,7 @@ class TrafficStatistics:
             self.timeouts[labels] = self.timeouts.get(labels, 0) + 1
         if exchange.retries:
             self.retries[labels] = self.retries.get(labels, 0) + exchange.retries
-        if tunnel:
+        if exchange.tunnel:
             for way, count in (("to_client", exchange.bytes), ("to_upstream", exchange.received)):
                 self.tunnel_bytes[(*labels, way)] = self.tunnel_bytes.get((*labels, way), 0) + count
 

@@ -98,6 +98,7 @@ class MeshTunnels:
         exchange = begin(
             "mesh", host=request.raw_path, method="CONNECT", path="", clock=self._traffic.clock
         )
+        exchange.tunnel = True
         decided = await self._decide(request.raw_path, exchange)
         if isinstance(decided, Answer):
             return await self._refuse(request, exchange, decided)
