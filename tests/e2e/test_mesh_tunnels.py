@@ -431,3 +431,41 @@ async def test_tunnels_are_counted_and_an_unreachable_endpoint_is_a_connect_erro
     await refused.close()
     found = await tunnels.metrics()
     assert found["interlock_upstream_connect_errors_total"][target] >= 1
+
+
+async def test_bytes_sent_with_the_connect_are_not_lost_and_tls_ports_need_tls(
+    tunnels: TunnelEnv,
+) -> None:
+    await parent_without_endpoints(tunnels)
+    await tunnels.backend("db-v1")
+    await tunnels.cluster.apply(route("TCPRoute", "db", [("db-v1", 1)]))
+    await tunnels.until_greeting("db.default:5432", "db-v1")
+    # A client that does not wait for the 200 (its first bytes in the same packet).
+    reader, writer = await asyncio.open_connection(*tunnels.address)
+    writer.write(b"CONNECT db.default:5432 HTTP/1.1\r\nHost: db.default:5432\r\n\r\nearly\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    assert head.startswith(b"HTTP/1.1 200 Connection established\r\n")
+    writer.write_eof()
+    answered = await asyncio.wait_for(reader.read(), 30)
+    assert answered == b"hello from db-v1\nearly\nbye from db-v1\n"
+    writer.close()
+
+    # On a TLSRoute port, bytes that are not a ClientHello close the tunnel unforwarded.
+    await tunnels.cluster.delete(route("TCPRoute", "db", []))
+    await tunnels.cluster.apply(
+        route("TLSRoute", "db-tls", [("db-v1", 1)], hostnames=["db.example.com"])
+    )
+
+    async def closed() -> bool:
+        before = tunnels.backends[0].connections
+        tunnel = await tunnels.connect("db.default:5432")
+        try:
+            assert tunnel.status == 200
+            tunnel.writer.write(b"GET / HTTP/1.1\r\n\r\n")
+            rest = await asyncio.wait_for(tunnel.reader.read(), 30)
+            return rest == b"" and tunnels.backends[0].connections == before
+        finally:
+            await tunnel.close()
+
+    await eventually(closed, message="plain bytes on a TLS port close the tunnel")
+    assert any(line["reason"] == "bad-request" for line in tunnels.lines)
