@@ -225,6 +225,15 @@ async def parent_without_endpoints(env: TunnelEnv, name: str = "db") -> None:
     await env.cluster.apply(service_obj(name, "default", (PORT,)))
 
 
+async def tcp_route_to_one_backend(env: TunnelEnv) -> StreamEcho:
+    """Service ``db`` (no endpoints) whose TCPRoute sends to ``db-v1``, once it does."""
+    await parent_without_endpoints(env)
+    backend = await env.backend("db-v1")
+    await env.cluster.apply(route("TCPRoute", "db", [("db-v1", 1)]))
+    await env.until_greeting("db.default:5432", "db-v1")
+    return backend
+
+
 async def test_a_tcp_route_tunnels_bytes_both_ways_by_weight(tunnels: TunnelEnv) -> None:
     await parent_without_endpoints(tunnels)
     await tunnels.backend("db-v1")
@@ -402,10 +411,7 @@ async def test_connect_to_an_http_port(tunnels: TunnelEnv) -> None:
 async def test_tunnels_are_counted_and_an_unreachable_endpoint_is_a_connect_error(
     tunnels: TunnelEnv,
 ) -> None:
-    await parent_without_endpoints(tunnels)
-    await tunnels.backend("db-v1")
-    await tunnels.cluster.apply(route("TCPRoute", "db", [("db-v1", 1)]))
-    await tunnels.until_greeting("db.default:5432", "db-v1")
+    await tcp_route_to_one_backend(tunnels)
     tunnel = await tunnels.connect("db.default:5432")
     tunnel.writer.write(b"ping\n")
     tunnel.writer.write_eof()
@@ -436,10 +442,7 @@ async def test_tunnels_are_counted_and_an_unreachable_endpoint_is_a_connect_erro
 async def test_bytes_sent_with_the_connect_are_not_lost_and_tls_ports_need_tls(
     tunnels: TunnelEnv,
 ) -> None:
-    await parent_without_endpoints(tunnels)
-    await tunnels.backend("db-v1")
-    await tunnels.cluster.apply(route("TCPRoute", "db", [("db-v1", 1)]))
-    await tunnels.until_greeting("db.default:5432", "db-v1")
+    await tcp_route_to_one_backend(tunnels)
     # A client that does not wait for the 200 (its first bytes in the same packet).
     reader, writer = await asyncio.open_connection(*tunnels.address)
     writer.write(b"CONNECT db.default:5432 HTTP/1.1\r\nHost: db.default:5432\r\n\r\nearly\n")
