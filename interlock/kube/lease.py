@@ -12,6 +12,12 @@ A leader that cannot renew for ``renew_deadline`` seconds steps down; ``renew_de
 shorter than ``lease_duration`` so it stops writing before anybody else may start. On shutdown
 :meth:`LeaderElector.release` empties ``holderIdentity`` so that another replica takes over at its
 next try instead of waiting for the Lease to expire.
+
+``is_leader`` is also False while the last renewal is older than ``renew_deadline`` (a stalled
+event loop cannot keep a leader writing), and turns True again when a renewal succeeds late. The
+callbacks are told of that too (stopped, then started: a lapse): whoever held work back because
+``is_leader`` said False must learn when it may go on. Without it the status writer kept a
+ModuleSet's status queued until some unrelated message came, for minutes in the stress test.
 """
 
 from __future__ import annotations
@@ -112,6 +118,8 @@ class LeaderElector:
         self._holding = False
         self._renewed_at = 0.0
         self._leading = False
+        self._lapsed = False
+        """A renewal came after ``renew_deadline``: ``is_leader`` was False meanwhile."""
         self._released = asyncio.Event()
         self._acquisitions = 0
         self._renewals = 0
@@ -125,6 +133,8 @@ class LeaderElector:
 
         The time check makes this safe even if the renewal loop is starved: by the time another
         replica may take over (``lease_duration`` after the last renewal) this is already False.
+        Whenever it turns True again, ``on_started_leading`` is called (after a late renewal
+        too, preceded by ``on_stopped_leading``).
         """
         return self._holding and self._clock() - self._renewed_at < self._renew_deadline
 
@@ -138,6 +148,8 @@ class LeaderElector:
                 self._start_leading()
                 while not await self._sleep(self._retry_period):
                     if await self.try_acquire_or_renew():
+                        if self._lapsed and self.is_leader:
+                            self._resume_leading()
                         continue
                     if not self._holding:
                         logger.warning("{}: another replica took the Lease", self._what)
@@ -164,6 +176,7 @@ class LeaderElector:
         async with self._lock:
             if self._released.is_set():
                 return False
+            previous = self._renewed_at
             try:
                 held = await self._try_acquire_or_renew()
             except KubeApiError as error:
@@ -175,6 +188,8 @@ class LeaderElector:
                 self._conflicts += 1
                 held = False
             self._holding = held
+            if held and self._clock() - previous >= self._renew_deadline:
+                self._lapsed = True
             return held
 
     async def _try_acquire_or_renew(self) -> bool:
@@ -309,11 +324,26 @@ class LeaderElector:
             logger.warning("{}: cannot release: {}", self._what, error)
 
     def _start_leading(self) -> None:
+        self._lapsed = False
         if self._leading:
             return
         self._leading = True
         self._acquisitions += 1
         logger.info("{}: {} became leader", self._what, self.identity)
+        self._notify(self._on_started, "on_started_leading")
+
+    def _resume_leading(self) -> None:
+        """A renewal succeeded after the renew deadline had passed: tell the callbacks that
+        leadership lapsed and is back, as :attr:`is_leader` answered (False, then True), so
+        that what they held back meanwhile goes on and what they trusted of the earlier term
+        (another replica may have taken an expired Lease in between) is checked again."""
+        self._lapsed = False
+        logger.warning(
+            "{}: renewed after its renew deadline ({:g} s) had passed: leading again",
+            self._what,
+            self._renew_deadline,
+        )
+        self._notify(self._on_stopped, "on_stopped_leading")
         self._notify(self._on_started, "on_started_leading")
 
     def _stop_leading(self) -> None:

@@ -140,6 +140,21 @@ async def test_a_follower_writes_nothing_and_the_new_leader_writes_what_is_pendi
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
 
+async def test_a_status_held_back_while_leadership_lapsed_is_written_when_it_is_back(harness):
+    harness.lead(True)
+    # The renew deadline passed (a stalled event loop): is_leader says False, and no message
+    # says so. The desired status that arrives now is held back.
+    harness.leading = False
+    harness.send("a", "BackendNotFound")
+    await harness.settle()
+    assert harness.sink.writes == []
+    # The late renewal: the elector tells "stopped", then "started" (kube/lease.py).
+    harness.lead(False)
+    harness.lead(True)
+    await harness.settle()
+    assert harness.sink.writes == [("default", "a", "BackendNotFound")]
+
+
 async def test_the_leader_writes_each_change_once(harness):
     harness.lead(True)
     harness.send("a", "BackendNotFound")

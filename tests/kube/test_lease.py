@@ -143,6 +143,44 @@ async def test_a_leader_that_cannot_renew_steps_down_and_comes_back(api: Any, se
             await task
 
 
+async def test_a_renewal_after_the_renew_deadline_says_leadership_lapsed_and_is_back(
+    api: Any,
+) -> None:
+    # A stalled event loop (a loaded machine: the stress test's huge ModuleSet) delays the
+    # renewal past the renew deadline, so is_leader says False until the next one succeeds. The
+    # status writer held its writes back then; unless told that leadership is back, it kept
+    # them queued until some other message came (for minutes, docs/reliability.md).
+    clock = FakeClock()
+    a: LeaderElector
+    transitions: list[str] = []
+    a = elector(
+        api,
+        "a",
+        clock=clock,
+        on_started_leading=lambda: transitions.append(f"started, is_leader {a.is_leader}"),
+        on_stopped_leading=lambda: transitions.append("stopped"),
+    )
+    task = asyncio.create_task(a.run())
+    try:
+        await wait_for(lambda: a.is_leader, what="a leads")
+        assert transitions == ["started, is_leader True"]
+        clock.now += 2.0  # the renew deadline passes before the next renewal: the loop stalled
+        assert not a.is_leader
+        await wait_for(lambda: a.is_leader, what="a renews late")
+        # Told at the renewal that made is_leader True again, and then it already was True:
+        # a writer that flushes on "started" finds it may write.
+        assert transitions == [
+            "started, is_leader True",
+            "stopped",
+            "started, is_leader True",
+        ]
+        assert await holder(api) == "a"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 async def test_one_failed_renewal_does_not_end_leadership(api: Any, server: Any) -> None:
     clock = FakeClock()
     a = elector(api, "a", clock=clock)
