@@ -160,6 +160,13 @@ class Http1Response(BufferedBody):
         """The whole body."""
         return b"".join([chunk async for chunk in self.chunks()])
 
+    def complete_body(self) -> bytes | None:
+        """The whole body when it has all arrived (most small answers come with their
+        headers), taken without an iterator; None while some of it is still to come."""
+        if not self.done:
+            return None
+        return self._take() or b""
+
     def release(self) -> None:
         """Done with the answer: its connection is pooled if the body was complete."""
         connection, self._connection = self._connection, None
@@ -298,8 +305,10 @@ class _Connection(asyncio.Protocol):
             self._informational = True  # 103 Early Hints and the like: wait for the answer
             return
         headers: CIMultiDict[str] = CIMultiDict(
-            (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
-            for name, value in self._header_list
+            [
+                (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
+                for name, value in self._header_list
+            ]
         )
         response = self._response = Http1Response(
             self, status, self._reason.decode("utf-8", "surrogateescape"), headers
@@ -491,7 +500,8 @@ class UpstreamPool:
         head, chunked = request_head(method, target, headers, body, address)
         replayable = body is None or isinstance(body, bytes)
         while True:
-            connection = await self._acquire(address)
+            # A pooled connection is taken without a coroutine: most requests find one.
+            connection = self._idle_connection(address) or await self._acquire(address)
             try:
                 return await connection.exchange(
                     head,
@@ -507,20 +517,25 @@ class UpstreamPool:
                     f"upstream {address[0]}:{address[1]} closed a pooled connection"
                 ) from None
 
+    def _idle_connection(self, address: Address) -> _Connection | None:
+        """A pooled connection to ``address``, if one is idle (and the pool open)."""
+        idle = self._idle.get(address)
+        if not idle or self._closed:
+            return None
+        connection = idle.pop()
+        connection.reused = True
+        return connection
+
     async def _acquire(self, address: Address) -> _Connection:
         if self._closed:
             raise UpstreamProtocolError("the upstream pool is closed")
-        idle = self._idle.get(address)
-        if idle:
-            connection = idle.pop()
-            connection.reused = True
+        connection = self._idle_connection(address)
+        if connection is not None:
             return connection
         async with asyncio.timeout(self._connect_timeout):
             while not self._has_room(address):
-                idle = self._idle.get(address)
-                if idle:
-                    connection = idle.pop()
-                    connection.reused = True
+                connection = self._idle_connection(address)
+                if connection is not None:
                     return connection
                 waiter = asyncio.get_running_loop().create_future()
                 self._waiters.append(waiter)
@@ -634,17 +649,25 @@ def request_head(
 ) -> tuple[bytes, bool]:
     """The request line and headers, framing the body; and whether the body goes chunked.
 
-    ``headers`` are the upstream headers, hop-by-hop ones already removed; a header name or
-    value holding CR or LF is refused (``ValueError``), as aiohttp refused it.
+    ``headers`` are the upstream headers, hop-by-hop ones already removed; they are not
+    changed (what frames the body goes into a copy, made only then: a request can be sent
+    again with the same headers). A header name or value holding CR or LF is refused
+    (``ValueError``), as aiohttp refused it.
     """
-    chunked = False
+    has_length = "Content-Length" in headers
+    chunked = body is not None and not isinstance(body, bytes) and not has_length
+    if (
+        isinstance(body, bytes)
+        or chunked
+        or (body is None and method not in _BODYLESS_METHODS and not has_length)
+        or "Host" not in headers
+    ):
+        headers = headers.copy()
     if isinstance(body, bytes):
         headers["Content-Length"] = str(len(body))
-    elif body is not None:
-        chunked = "Content-Length" not in headers
-        if chunked:
-            headers["Transfer-Encoding"] = "chunked"
-    elif method not in _BODYLESS_METHODS and "Content-Length" not in headers:
+    elif chunked:
+        headers["Transfer-Encoding"] = "chunked"
+    elif body is None and method not in _BODYLESS_METHODS and not has_length:
         headers["Content-Length"] = "0"
     if "Host" not in headers:
         host, port = address

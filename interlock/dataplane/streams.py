@@ -152,9 +152,9 @@ class StreamForwarder:
                 addresses=found,
                 first=self._engine.turn(decision.target),
                 query=query,
-                # A copy per attempt: the client frames the body in the headers it is given
-                # (chunked while streaming, a length once replayed).
-                headers=headers.copy(),
+                # Not changed by the client: it frames the body in a copy of its own (chunked
+                # while streaming, a length once replayed).
+                headers=headers,
                 body=replay.body,
                 streamed=replay.streamed,
                 deadline=budget.deadline,
@@ -243,7 +243,7 @@ async def _relay(
     where: str,
 ) -> None:
     """An HTTP/1.1 upstream's answer to the stream: the hooks' header changes, compression."""
-    async with upstream:
+    try:
         hooks.record_upstream(upstream.status)
         relayed = without_hop_by_hop(upstream.headers)
         hooks.response_headers(relayed)
@@ -253,6 +253,15 @@ async def _relay(
             relayed["Content-Encoding"] = "gzip"
             relayed.add("Vary", "Accept-Encoding")
         responder.send_headers(upstream.status, list(relayed.items()), end=False)
+        whole = None if gzip else upstream.complete_body()
+        if whole is not None:
+            # The whole body came with the headers (most small answers): no iterator, and one
+            # send when its length is given (else framed as a streamed body would be).
+            if whole and "Content-Length" not in relayed:
+                await responder.send_data(whole)
+                whole = b""
+            await responder.send_data(whole, end=True)
+            return
         compressor = zlib.compressobj(wbits=31) if gzip else None
         try:
             async for chunk in upstream.chunks():
@@ -265,6 +274,8 @@ async def _relay(
             # Too late for a status: resetting the stream says the body is incomplete.
             logger.debug("{}: upstream body interrupted: {!r}", where, error)
             responder.reset()
+    finally:
+        upstream.release()
 
 
 class ReplayableBody:

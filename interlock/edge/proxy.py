@@ -16,7 +16,7 @@ releases its upstream.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Protocol
@@ -58,6 +58,15 @@ see the upstream address instead of the routed host, and the others frame or des
 def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """A copy without hop-by-hop headers: the fixed list, any ``Proxy-*``, and those
     ``Connection`` names (except :data:`_NEVER_HOP_BY_HOP`)."""
+    if "Connection" not in headers:
+        # Most messages: no name to look up from a ``Connection`` list, and often nothing to
+        # drop, so a plain copy (in C) once no name is hop-by-hop.
+        for name in headers:
+            lower = name.lower()
+            if lower in HOP_BY_HOP or lower.startswith("proxy-"):
+                break
+        else:
+            return CIMultiDict(headers)
     listed = {
         token.strip().lower()
         for value in _all_values(headers, "Connection")
@@ -248,7 +257,7 @@ class Forwarder:
             self._pool.close()
             self._pool = None
 
-    async def open(
+    def open(
         self,
         method: str,
         *,
@@ -259,7 +268,7 @@ class Forwarder:
         data: bytes | AsyncIterator[bytes] | None,
         headers_within: float | None = None,
         idle: float | None = None,
-    ) -> Http1Response:
+    ) -> Awaitable[Http1Response]:
         """Send one request to ``address`` and return the upstream's response once its headers
         arrived (the caller relays it with :meth:`relay` or releases it).
 
@@ -279,10 +288,8 @@ class Forwarder:
             data,
             read_timeout=self._timeouts.read if idle is None else idle,
         )
-        if headers_within is None:
-            return await sent
-        async with asyncio.timeout(headers_within):
-            return await sent
+        # Awaited by the caller: no coroutine of its own around the exchange's.
+        return sent if headers_within is None else _within(sent, headers_within)
 
     async def relay(
         self,
@@ -336,6 +343,11 @@ class Forwarder:
             if request.transport is not None:
                 request.transport.close()
         return response
+
+
+async def _within(sent: Awaitable[Http1Response], seconds: float) -> Http1Response:
+    async with asyncio.timeout(seconds):
+        return await sent
 
 
 async def _stream(
