@@ -35,6 +35,7 @@ import aiohttp
 import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
 from interlock.dataplane.source import Address
 
 KEEPALIVE_SECONDS = 15.0
@@ -654,22 +655,22 @@ def request_head(
     again with the same headers). A header name or value holding CR or LF is refused
     (``ValueError``), as aiohttp refused it.
     """
-    has_length = "Content-Length" in headers
+    has_length = CONTENT_LENGTH in headers
     chunked = body is not None and not isinstance(body, bytes) and not has_length
     if (
         isinstance(body, bytes)
         or chunked
         or (body is None and method not in _BODYLESS_METHODS and not has_length)
-        or "Host" not in headers
+        or HOST not in headers
     ):
         headers = headers.copy()
     if isinstance(body, bytes):
-        headers["Content-Length"] = str(len(body))
+        headers[CONTENT_LENGTH] = str(len(body))
     elif chunked:
-        headers["Transfer-Encoding"] = "chunked"
+        headers[TRANSFER_ENCODING] = "chunked"
     elif body is None and method not in _BODYLESS_METHODS and not has_length:
-        headers["Content-Length"] = "0"
-    if "Host" not in headers:
+        headers[CONTENT_LENGTH] = "0"
+    if HOST not in headers:
         host, port = address
         host = f"[{host}]" if ":" in host else host
         headers["Host"] = host if port == 80 else f"{host}:{port}"

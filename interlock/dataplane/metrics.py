@@ -47,9 +47,12 @@ Labels = tuple[str, str]
 """``(front, target)``."""
 
 
+_STATUS_CLASSES = ("0xx", "1xx", "2xx", "3xx", "4xx", "5xx")
+
+
 def status_class(status: int) -> str:
     """``2xx`` … ``5xx`` (``0xx`` for a request that was never answered)."""
-    return f"{status // 100}xx" if 100 <= status < 600 else "0xx"
+    return _STATUS_CLASSES[status // 100] if 100 <= status < 600 else "0xx"
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ from interlock.dataplane.engine import (
     Engine,
     RetryBudget,
 )
+from interlock.dataplane.header_names import CONTENT_LENGTH
 from interlock.dataplane.http1 import Http1Response
 from interlock.dataplane.http2 import (
     H2Failure,
@@ -257,7 +258,7 @@ async def _relay(
         if whole is not None:
             # The whole body came with the headers (most small answers): no iterator, and one
             # send when its length is given (else framed as a streamed body would be).
-            if whole and "Content-Length" not in relayed:
+            if whole and CONTENT_LENGTH not in relayed:
                 await responder.send_data(whole)
                 whole = b""
             await responder.send_data(whole, end=True)

@@ -46,6 +46,7 @@ from loguru import logger
 from multidict import CIMultiDict
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
+from interlock.dataplane.header_names import HOST
 from interlock.dataplane.http1 import BufferedBody
 from interlock.dataplane.http2 import H2Handler, H2Request, answer_with
 from interlock.edge.limits import EdgeLimits
@@ -211,7 +212,8 @@ class Http1Responder:
                 self._write(b"", end=True)
         else:
             self._write(self._frame(data, end=end), end=end)
-        await self._connection.drain()
+        if self._connection.write_paused:
+            await self._connection.drain()
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
         if self.ended:
@@ -345,7 +347,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._idle_since: float | None = None
         """When the connection last became idle (None: a request is in progress)."""
         self._paused_for: set[str] = set()
-        self._write_paused = False
+        self.write_paused = False
+        """The transport asked to stop writing (:meth:`drain` waits)."""
+        self._empty_body: Http1Body | None = None
         self._drained: asyncio.Future[None] | None = None
 
     # ---- the connection ----
@@ -395,16 +399,16 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._closed(self)
 
     def pause_writing(self) -> None:
-        self._write_paused = True
+        self.write_paused = True
 
     def resume_writing(self) -> None:
-        self._write_paused = False
+        self.write_paused = False
         drained = self._drained
         if drained is not None and not drained.done():
             drained.set_result(None)
 
     async def drain(self) -> None:
-        if self._write_paused and not self.lost:
+        if self.write_paused and not self.lost:
             self._drained = self._loop.create_future()
             await self._drained
 
@@ -492,17 +496,22 @@ class Http1ServerProtocol(asyncio.Protocol):
         http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
             return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
-        body = Http1Body(
-            self,
-            empty=not (length or chunked),
-            expect_continue=expect_continue and not http10,
-            timeout=self._limits.body_timeout,
-        )
-        self._parsing = None if body.empty else body
+        if length or chunked:
+            body = Http1Body(
+                self,
+                empty=False,
+                expect_continue=expect_continue and not http10,
+                timeout=self._limits.body_timeout,
+            )
+            self._parsing = body
+        else:
+            # No body: one value for the connection's requests (nothing in it changes).
+            body = self._empty_body or self._no_body()
+            self._parsing = None
         request = H2Request(
             method=method,
             scheme=self._scheme,
-            authority=headers.get("Host", ""),
+            authority=headers.get(HOST, ""),
             path=self._url.decode("latin-1"),
             headers=headers,
             peer=self._peer,
@@ -516,6 +525,12 @@ class Http1ServerProtocol(asyncio.Protocol):
         else:
             self._waiting.append((request, responder))
             self._pause("pipelined")
+
+    def _no_body(self) -> Http1Body:
+        body = self._empty_body = Http1Body(
+            self, empty=True, expect_continue=False, timeout=self._limits.body_timeout
+        )
+        return body
 
     def on_body(self, body: bytes) -> None:
         if self._parsing is not None:

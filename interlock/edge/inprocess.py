@@ -81,6 +81,10 @@ class InProcessEdge:
         """The routes of the edge a ``Host`` header names, or None for an unknown host."""
         return self._hosts.get(normalize_host(host_header))
 
+    def routes_of_host(self, host: str) -> Mapping[str, ServedRoute] | None:
+        """:meth:`routes_of` for a host already normalized (``routing.normalize_host``)."""
+        return self._hosts.get(host)
+
     def match(self, *, host_header: str, path: str) -> ServedRoute | None:
         routes = self.routes_of(host_header)
         return None if routes is None else select_route(routes.values(), path)

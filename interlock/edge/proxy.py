@@ -24,9 +24,15 @@ from typing import Protocol
 import aiohttp
 from aiohttp import web
 from loguru import logger
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, istr
 
 from interlock.dataplane.answers import BODY_TIMEOUT, answer
+from interlock.dataplane.header_names import (
+    CONNECTION,
+    X_FORWARDED_FOR,
+    X_FORWARDED_HOST,
+    X_FORWARDED_PROTO,
+)
 from interlock.dataplane.http1 import Http1Response, UpstreamPool
 from interlock.dataplane.source import Address
 from interlock.dataplane.wire import answer_response
@@ -58,7 +64,7 @@ see the upstream address instead of the routed host, and the others frame or des
 def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """A copy without hop-by-hop headers: the fixed list, any ``Proxy-*``, and those
     ``Connection`` names (except :data:`_NEVER_HOP_BY_HOP`)."""
-    if "Connection" not in headers:
+    if CONNECTION not in headers:
         # Most messages: no name to look up from a ``Connection`` list, and often nothing to
         # drop, so a plain copy (in C) once no name is hop-by-hop.
         for name in headers:
@@ -69,7 +75,7 @@ def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CI
             return CIMultiDict(headers)
     listed = {
         token.strip().lower()
-        for value in _all_values(headers, "Connection")
+        for value in _all_values(headers, CONNECTION)
         for token in value.split(",")
         if token.strip()
     } - _NEVER_HOP_BY_HOP
@@ -112,14 +118,17 @@ def _peer_address(peer: str) -> IPv4Address | IPv6Address | None:
     return address
 
 
-CLIENT_ADDRESS_HEADERS = (
-    "Forwarded",
-    "X-Real-IP",
-    "True-Client-IP",
-    "X-Client-IP",
-    "X-Cluster-Client-IP",
-    "CF-Connecting-IP",
-    "Fastly-Client-IP",
+CLIENT_ADDRESS_HEADERS = tuple(
+    istr(name)
+    for name in (
+        "Forwarded",
+        "X-Real-IP",
+        "True-Client-IP",
+        "X-Client-IP",
+        "X-Cluster-Client-IP",
+        "CF-Connecting-IP",
+        "Fastly-Client-IP",
+    )
 )
 """Headers in which proxies tell a backend the client's address (RFC 7239 ``Forwarded``, nginx's
 ``X-Real-IP``, CDNs' own); frameworks believe them (Django, Rails, Express with ``trust proxy``),
@@ -146,12 +155,12 @@ def set_forwarded_headers(
     if not from_proxy:
         for name in CLIENT_ADDRESS_HEADERS:
             headers.popall(name, None)
-    prior_for = ", ".join(headers.getall("X-Forwarded-For", [])) if from_proxy else ""
-    proto = headers.get("X-Forwarded-Proto") if from_proxy else None
-    forwarded_host = headers.get("X-Forwarded-Host") if from_proxy else None
-    headers["X-Forwarded-For"] = f"{prior_for}, {peer_ip}" if prior_for else peer_ip
-    headers["X-Forwarded-Proto"] = proto or scheme
-    headers["X-Forwarded-Host"] = forwarded_host or host
+    prior_for = ", ".join(headers.getall(X_FORWARDED_FOR, [])) if from_proxy else ""
+    proto = headers.get(X_FORWARDED_PROTO) if from_proxy else None
+    forwarded_host = headers.get(X_FORWARDED_HOST) if from_proxy else None
+    headers[X_FORWARDED_FOR] = f"{prior_for}, {peer_ip}" if prior_for else peer_ip
+    headers[X_FORWARDED_PROTO] = proto or scheme
+    headers[X_FORWARDED_HOST] = forwarded_host or host
 
 
 class ResponseHooks(Protocol):

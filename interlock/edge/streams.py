@@ -28,6 +28,7 @@ from multidict import MultiDict, MultiDictProxy
 
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange, begin
+from interlock.dataplane.header_names import EXPECT, HOST
 from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
@@ -81,10 +82,11 @@ class EdgeStreams:
         relayed."""
         host = request.authority
         server = self._server
-        routes = server._edge.routes_of(host)
+        edge_host = normalize_host(host)
+        routes = server._edge.routes_of_host(edge_host)
         if routes is None:
             return await _say(responder, reasons.UNKNOWN_HOST)
-        exchange.target = normalize_host(host)  # an edge's host: configured
+        exchange.target = edge_host  # an edge's host: configured
         try:
             path, forward_path, query = split_target(request.path)
         except ValueError as exc:
@@ -114,33 +116,36 @@ class EdgeStreams:
             else NO_PARAMS
         )
         certificate = None
-        if chain.needs_peer_certificate:
-            certificate = peer_certificate(request.transport)
-        view = RequestView(
-            method=request.method,
-            path=path,
-            headers=request.headers,
-            query=params,
-            body=body,
-            peer_ip=request.peer,
-            peer_certificate=certificate,
-        )
-        # oauth/oidc after the other checks, before the circuit breaker, as for HTTP/1.1.
-        breaker = chain.identity is None
-        rejection = await chain.admit(view, breaker=breaker, passwords=server.passwords)
-        if rejection is not None:
-            return await _refuse(responder, rejection.status, rejection.body, rejection.headers)
         admitted = None
-        if chain.identity is not None:
-            decided = await chain.identity.handle(
-                view, scheme=request.scheme, route_path=route.path
+        if not chain.admits_all:
+            if chain.needs_peer_certificate:
+                certificate = peer_certificate(request.transport)
+            view = RequestView(
+                method=request.method,
+                path=path,
+                headers=request.headers,
+                query=params,
+                body=body,
+                peer_ip=request.peer,
+                peer_certificate=certificate,
             )
-            if isinstance(decided, IdentityReply):
-                return await _refuse(responder, decided.status, decided.body, decided.headers)
-            admitted = decided
-            rejection = chain.check_breaker()
+            # oauth/oidc after the other checks, before the circuit breaker, as for HTTP/1.1.
+            breaker = chain.identity is None
+            rejection = await chain.admit(view, breaker=breaker, passwords=server.passwords)
             if rejection is not None:
                 return await _refuse(responder, rejection.status, rejection.body, rejection.headers)
+            if chain.identity is not None:
+                decided = await chain.identity.handle(
+                    view, scheme=request.scheme, route_path=route.path
+                )
+                if isinstance(decided, IdentityReply):
+                    return await _refuse(responder, decided.status, decided.body, decided.headers)
+                admitted = decided
+                rejection = chain.check_breaker()
+                if rejection is not None:
+                    return await _refuse(
+                        responder, rejection.status, rejection.body, rejection.headers
+                    )
         if not backend.exists:
             return await _say(responder, reasons.BACKEND_NOT_FOUND)
         target = server.target_of(backend)
@@ -151,9 +156,9 @@ class EdgeStreams:
         if isinstance(decision, reasons.Answer):
             return await self._answer(responder, decision, where)
         headers = without_hop_by_hop(request.headers)
-        headers.popall("Expect", None)
-        headers["Host"] = host
-        chain.upstream_request_headers(headers, peer_certificate=view.peer_certificate)
+        headers.popall(EXPECT, None)
+        headers[HOST] = host
+        chain.upstream_request_headers(headers, peer_certificate=certificate)
         if admitted is not None:
             admitted.apply(headers)
         set_forwarded_headers(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
@@ -74,6 +74,23 @@ class ModuleChain:
     identity: IdentityGate | None
     """The oauth or oidc module: the server asks it (asynchronously) after
     :meth:`check_request` admitted the request; see ``identity.py``."""
+    admits_all: bool = field(init=False)
+    """No module looks at a request before it goes upstream (none of the checks above is
+    configured): the server skips :meth:`admit` and the :class:`RequestView` it reads."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            self.ip_restriction,
+            self.mutual_tls,
+            self.rate_limit,
+            self.basic_auth,
+            self.jwt,
+            self.webhook,
+            self.circuit_breaker,
+            self.identity,
+        )
+        # Frozen: set once here, as the dataclass's own __init__ sets the other fields.
+        object.__setattr__(self, "admits_all", all(check is None for check in checks))
 
     async def prepare(self) -> None:
         """Contact what the chain needs before it serves (the oauth/oidc provider).
