@@ -12,8 +12,11 @@ from __future__ import annotations
 from multidict import istr
 
 CONNECTION = istr("Connection")
+CONTENT_TYPE_LOWER = istr("content-type")
+"""Lower case: also found in a plain ``dict`` of HTTP/2's lower-case names."""
 CONTENT_LENGTH = istr("Content-Length")
 EXPECT = istr("Expect")
+GRPC_STATUS = istr("grpc-status")
 HOST = istr("Host")
 TRANSFER_ENCODING = istr("Transfer-Encoding")
 X_FORWARDED_FOR = istr("X-Forwarded-For")

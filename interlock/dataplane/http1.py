@@ -314,7 +314,7 @@ class _Connection(asyncio.Protocol):
         response = self._response = Http1Response(
             self, status, self._reason.decode("utf-8", "surrogateescape"), headers
         )
-        waiter = self._headers
+        waiter, self._headers = self._headers, None
         if waiter is not None and not waiter.done():
             waiter.set_result(response)
         if self._head_only or status == 101:
@@ -337,7 +337,7 @@ class _Connection(asyncio.Protocol):
 
     # ---- the exchange ----
 
-    async def exchange(
+    def exchange(
         self,
         head: bytes,
         *,
@@ -345,7 +345,10 @@ class _Connection(asyncio.Protocol):
         chunked: bool,
         head_only: bool,
         read_timeout: float,
-    ) -> Http1Response:
+    ) -> asyncio.Future[Http1Response]:
+        """Send a request; the answer once its headers arrived, to await (not a coroutine: the
+        caller awaits the future itself, one frame less on every resumption). The caller
+        closes the connection when the wait fails."""
         transport = self.transport
         if transport is None or self._lost or transport.is_closing():
             raise _Stale() if self.reused else UpstreamProtocolError("connection closed")
@@ -364,13 +367,7 @@ class _Connection(asyncio.Protocol):
             transport.write(head)
             self._body_sent = False
             self._sender = self._loop.create_task(self._send(body, chunked=chunked))
-        try:
-            return await headers
-        except BaseException:
-            self.close()
-            raise
-        finally:
-            self._headers = None
+        return headers
 
     async def _send(self, body: AsyncIterator[bytes], *, chunked: bool) -> None:
         try:
@@ -431,7 +428,7 @@ class _Connection(asyncio.Protocol):
     def _fail(self, error: BaseException) -> None:
         self._parser = None
         self._stop_timer()
-        waiter = self._headers
+        waiter, self._headers = self._headers, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
         response, self._response = self._response, None
@@ -511,7 +508,10 @@ class UpstreamPool:
                     head_only=method == "HEAD",
                     read_timeout=read_timeout,
                 )
-            except _Stale:
+            except BaseException as error:
+                connection.close()
+                if not isinstance(error, _Stale):
+                    raise
                 if replayable:
                     continue  # the upstream closed it while it idled: once more, on a new one
                 raise UpstreamProtocolError(

@@ -279,10 +279,15 @@ async def answer_with(handler: H2Handler, request: H2Request, responder: Respond
     (a 502 when it never began), so a client never waits on an answer nobody sends."""
     await handler(request, responder)
     if not responder.ended:
-        if responder.status is None:
-            responder.send_headers(502, [], end=True)
-        else:
-            await responder.send_data(b"", end=True)
+        await finish_answer(responder)
+
+
+async def finish_answer(responder: Responder) -> None:
+    """End an answer a handler left unfinished: a 502 when it never began."""
+    if responder.status is None:
+        responder.send_headers(502, [], end=True)
+    else:
+        await responder.send_data(b"", end=True)
 
 
 class H2ServerProtocol(asyncio.Protocol):

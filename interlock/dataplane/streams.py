@@ -38,7 +38,7 @@ from interlock.dataplane.engine import (
     Engine,
     RetryBudget,
 )
-from interlock.dataplane.header_names import CONTENT_LENGTH
+from interlock.dataplane.header_names import CONTENT_LENGTH, CONTENT_TYPE_LOWER, GRPC_STATUS
 from interlock.dataplane.http1 import Http1Response
 from interlock.dataplane.http2 import (
     H2Failure,
@@ -63,7 +63,7 @@ def upstream_http2(headers: Mapping[str, str], protocol: str) -> bool:
         return True
     if protocol == "http1":
         return False
-    return headers.get("content-type", "").startswith("application/grpc")
+    return headers.get(CONTENT_TYPE_LOWER, "").startswith("application/grpc")
 
 
 def first_deadline(deadlines: Deadlines) -> float | None:
@@ -161,7 +161,7 @@ class StreamForwarder:
                 deadline=budget.deadline,
                 where=where,
             )
-            grpc = None if isinstance(outcome, Answer) else outcome.headers.get("grpc-status")
+            grpc = None if isinstance(outcome, Answer) else outcome.headers.get(GRPC_STATUS)
             wait = budget.next_wait(outcome.status, grpc, replayable=replay.replayable)
             if wait is None:
                 break

@@ -48,7 +48,7 @@ from multidict import CIMultiDict
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.header_names import HOST
 from interlock.dataplane.http1 import BufferedBody
-from interlock.dataplane.http2 import H2Handler, H2Request, answer_with
+from interlock.dataplane.http2 import H2Handler, H2Request, finish_answer
 from interlock.edge.limits import EdgeLimits
 from interlock.edge.proxy import ClientBodyTimeout
 
@@ -548,7 +548,10 @@ class Http1ServerProtocol(asyncio.Protocol):
 
     async def _run(self, request: H2Request, responder: Http1Responder) -> None:
         try:
-            await answer_with(self._handler, request, responder)
+            await self._handler(request, responder)
+            if not responder.ended:
+                # What ``answer_with`` does, here without a coroutine of its own.
+                await finish_answer(responder)
         except asyncio.CancelledError:
             self.abort()
             return
