@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,6 +34,12 @@ from lanes import (
     TestCluster,
     lane_cluster,
 )
+
+# Hypothesis's per-example deadline (200 ms by default) is a timed assertion: a loaded machine
+# fails a correct example with DeadlineExceeded (seen in tests/dataplane/test_filters.py). The
+# properties are about results, never about speed.
+settings.register_profile("interlock", deadline=None)
+settings.load_profile("interlock")
 
 
 def pytest_configure(config: pytest.Config) -> None:
