@@ -75,28 +75,24 @@ class TunnelSettings:
     """Seconds the client has to send its ClientHello on a TLSRoute port."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MeshTunnels:
     """Serves the mesh listener's CONNECT requests; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        upstreams: MeshUpstreams,
-        engine: Engine,
-        traffic: Traffic,
-        settings: TunnelSettings,
-        rng: random.Random,
-    ) -> None:
-        self._upstreams = upstreams
-        self._engine = engine
-        self._traffic = traffic
-        self._settings = settings
-        self._rng = rng
+    upstreams: MeshUpstreams
+    """The Service ports the listener follows: their policies, by authority."""
+    engine: Engine
+    """The data plane's engine: plans, endpoints, round robin and failure accrual."""
+    traffic: Traffic
+    """The access log and metrics each tunnel is recorded in."""
+    settings: TunnelSettings
+    rng: random.Random
+    """Weighted backend choice (injected so tests can fix it)."""
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         """One CONNECT request: refused with an answer, or a tunnel until both sides closed."""
         exchange = begin(
-            "mesh", host=request.raw_path, method="CONNECT", path="", clock=self._traffic.clock
+            "mesh", host=request.raw_path, method="CONNECT", path="", clock=self.traffic.clock
         )
         exchange.tunnel = True
         decided = await self._decide(request.raw_path, exchange)
@@ -105,7 +101,7 @@ class MeshTunnels:
         plan, where = decided
         if needs_server_name(plan.policy):
             return await self._established(request, exchange, plan=plan, where=where)
-        decision = decide_tunnel(plan, server_name=None, rng_value=self._rng.random())
+        decision = decide_tunnel(plan, server_name=None, rng_value=self.rng.random())
         if isinstance(decision, Answer):
             return await self._refuse(request, exchange, decision)
         where = _note_route(exchange, decision, where)
@@ -116,17 +112,17 @@ class MeshTunnels:
 
     async def _decide(self, target: str, exchange: Exchange) -> tuple[PolicyPlan, str] | Answer:
         """The compiled policy of the Service port ``target`` names, or the answer to give."""
-        authority = connect_target(target, cluster_domain=self._settings.cluster_domain)
+        authority = connect_target(target, cluster_domain=self.settings.cluster_domain)
         if isinstance(authority, NotAService):
             return answer(UNKNOWN_HOST, authority.reason)
-        policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
+        policy = await self.upstreams.policy(authority, within=self.settings.policy_wait)
         if isinstance(policy, UpstreamError):
             return Answer(status=policy.status, reason="policy-unknown", detail=policy.message)
         if service_exists(policy):
             # A label value from the cluster, not from the client (docs/mesh.md).
             exchange.target = str(authority)
         ref = ServicePortRef(authority.namespace, authority.name, authority.port)
-        plan = self._engine.plan(ref, policy)
+        plan = self.engine.plan(ref, policy)
         assert plan is not None, "a policy was given"
         return plan, f"mesh tunnel to Service {authority}"
 
@@ -137,7 +133,7 @@ class MeshTunnels:
         logger.debug("{}: {} {}", exchange.host, refusal.status, refusal.detail)
         response = answer_response(refusal, with_detail=True)
         response.force_close()
-        await self._traffic.finish(exchange, request, response)
+        await self.traffic.finish(exchange, request, response)
         return response
 
     async def _established(
@@ -176,7 +172,7 @@ class MeshTunnels:
                 upstream[1].close()
             request.protocol.force_close()
             exchange.received = counts.to_upstream
-            self._traffic.record(exchange, status=200, sent=counts.to_client, reason=reason)
+            self.traffic.record(exchange, status=200, sent=counts.to_client, reason=reason)
         return response
 
     async def _by_server_name(
@@ -184,7 +180,7 @@ class MeshTunnels:
     ) -> tuple[Streams, bytes] | Answer:
         """Read the client's first TLS record; connect where its server name says."""
         try:
-            async with asyncio.timeout(self._settings.hello_timeout):
+            async with asyncio.timeout(self.settings.hello_timeout):
                 header = await client.readexactly(RECORD_HEADER)
                 length = record_length(header)
                 if isinstance(length, NotTls):
@@ -197,7 +193,7 @@ class MeshTunnels:
         name = server_name(hello)
         if isinstance(name, NotTls):
             return answer(BAD_REQUEST, f"{where}: {name.reason}")
-        decision = decide_tunnel(plan, server_name=name, rng_value=self._rng.random())
+        decision = decide_tunnel(plan, server_name=name, rng_value=self.rng.random())
         if isinstance(decision, Answer):
             return decision
         where = _note_route(exchange, decision, where)
@@ -207,24 +203,24 @@ class MeshTunnels:
     async def _open(self, decision: Forward, where: str) -> Streams | Answer:
         """A connection to one of the decision's endpoints: round robin from the next one,
         without those failure accrual took out, up to three tried."""
-        prepared = self._engine.prepare(decision, CIMultiDict(), NO_HOOKS)
+        prepared = self.engine.prepare(decision, CIMultiDict(), NO_HOOKS)
         if isinstance(prepared, Answer):
             return prepared
-        candidates = self._engine.candidates(decision, prepared[0])
+        candidates = self.engine.candidates(decision, prepared[0])
         if not candidates:
             return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
         failed = answer(UPSTREAM_UNREACHABLE, f"{where}: no endpoint could be tried")
         for address in candidates[:MAX_ADDRESS_TRIES]:
             note_upstream(*address)
             try:
-                async with asyncio.timeout(self._settings.connect_timeout):
+                async with asyncio.timeout(self.settings.connect_timeout):
                     opened = await asyncio.open_connection(*address, limit=CHUNK)
             except (OSError, TimeoutError) as error:
                 logger.debug("{}: cannot connect to {}: {!r}", where, address, error)
-                self._engine.record(decision, address, failed=True)
+                self.engine.record(decision, address, failed=True)
                 failed = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
                 continue
-            self._engine.record(decision, address, failed=False)
+            self.engine.record(decision, address, failed=False)
             return opened
         return failed
 
