@@ -66,6 +66,15 @@ def header_filter(kind: str, **config: Any) -> dict[str, Any]:
     return {"type": kind, key: config}
 
 
+def backend_edits(name: str) -> list[dict[str, Any]]:
+    """Backend-level filters that name the backend ``name`` both ways: ``X-Backend`` set on the
+    request, ``X-From`` added to the response."""
+    return [
+        header_filter("RequestHeaderModifier", set=[{"name": "X-Backend", "value": name}]),
+        header_filter("ResponseHeaderModifier", add=[{"name": "X-From", "value": name}]),
+    ]
+
+
 def _marked(rule: dict[str, Any], version: str) -> dict[str, Any]:
     """``rule`` whose RequestHeaderModifier (one is added if none) also sets the marker."""
     marker = {"name": MARK, "value": version}

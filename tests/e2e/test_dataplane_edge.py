@@ -12,7 +12,7 @@ import contextlib
 from collections import Counter
 
 import pytest
-from dataplane_env import EdgeEnv, header_filter, ref, service_obj, slice_obj
+from dataplane_env import EdgeEnv, backend_edits, header_filter, ref, service_obj, slice_obj
 from dataplane_env import edge as edge
 from e2e_clients import eventually
 from lanes import ENDPOINT_HOST
@@ -38,19 +38,7 @@ async def test_request_and_response_header_modifiers_rule_and_backend_level(
                     remove=["X-Drop"],
                 ),
             ],
-            "backendRefs": [
-                ref(
-                    "v1",
-                    filters=[
-                        header_filter(
-                            "RequestHeaderModifier", set=[{"name": "X-Backend", "value": "v1"}]
-                        ),
-                        header_filter(
-                            "ResponseHeaderModifier", add=[{"name": "X-From", "value": "v1"}]
-                        ),
-                    ],
-                )
-            ],
+            "backendRefs": [ref("v1", filters=backend_edits("v1"))],
         },
     )
     reply = await edge.get("/h", headers={"X-Set": "client", "X-Add": "client", "X-Remove": "gone"})
@@ -314,3 +302,39 @@ async def test_failure_accrual_takes_a_failing_endpoint_out(edge: EdgeEnv) -> No
     reply = await edge.get("/a")
     assert (reply.status, reply.reason) == (503, "endpoints-failing")
     assert len(v2.received) == before, "the ejected endpoint gets nothing"
+
+
+async def test_header_query_and_method_matches_choose_the_rule(edge: EdgeEnv) -> None:
+    await edge.route(
+        "matches",
+        {
+            "matches": [{"headers": [{"name": "X-Canary", "value": "yes"}]}],
+            "backendRefs": [ref("v1")],
+        },
+        {
+            "matches": [
+                {"queryParams": [{"type": "RegularExpression", "name": "v", "value": "^2.*"}]}
+            ],
+            "backendRefs": [ref("v2")],
+        },
+        {
+            "matches": [{"method": "DELETE", "path": {"type": "PathPrefix", "value": "/items"}}],
+            "backendRefs": [ref("v1")],
+            "filters": [
+                header_filter("RequestHeaderModifier", set=[{"name": "X-Rule", "value": "delete"}])
+            ],
+        },
+        {"backendRefs": [ref("web")]},
+    )
+    assert (await edge.get("/a", headers={"X-Canary": "yes"})).echo["backend"] == "v1"
+    assert (await edge.get("/a", headers={"X-Canary": "no"})).echo["backend"] == "web"
+    assert (await edge.get("/a?v=2.1")).echo["backend"] == "v2"
+    assert (await edge.get("/a?v=1&w=2")).echo["backend"] == "web"
+    deleted = (await edge.get("/items/7", method="DELETE")).echo
+    assert (deleted["backend"], deleted["method"], deleted["headers"]["x-rule"]) == (
+        "v1",
+        "DELETE",
+        ["delete"],
+    )
+    fetched = (await edge.get("/items/7")).echo
+    assert (fetched["backend"], "x-rule" in fetched["headers"]) == ("web", False)
