@@ -17,6 +17,7 @@ import pytest
 from dataplane_env import (
     HOST,
     EdgeEnv,
+    backend_edits,
     edge_env,
     header_filter,
     ref,
@@ -340,3 +341,80 @@ async def test_the_routes_filters_weights_timeouts_and_injector_apply_to_h2_stre
     assert (preflight.status, preflight.reason) == (200, "cors-preflight")
     assert preflight.headers["access-control-allow-origin"] == "https://app.example"
     assert {edge_report(await get(edge, "/w"))["backend"] for _ in range(10)} == {"v2"}
+
+
+async def test_header_edits_redirect_port_and_path_full_rewrite_cors_and_request_timeout_on_h2(
+    edge: EdgeEnv,
+) -> None:
+    redirect = {
+        "port": 8080,
+        "statusCode": 302,
+        "path": {"type": "ReplaceFullPath", "replaceFullPath": "/there"},
+    }
+    full = {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/one"}}
+    cors = {"allowOrigins": ["https://app.example"], "exposeHeaders": ["X-Echo"]}
+    await edge.route(
+        "h2-more",
+        {
+            "matches": _prefix("/edit"),
+            "filters": [
+                header_filter(
+                    "RequestHeaderModifier",
+                    add=[{"name": "X-Add", "value": "added"}],
+                    remove=["X-Remove"],
+                )
+            ],
+            "backendRefs": [ref("v1")],
+        },
+        {
+            "matches": _prefix("/port"),
+            "filters": [{"type": "RequestRedirect", "requestRedirect": redirect}],
+        },
+        {
+            "matches": _prefix("/full"),
+            "filters": [{"type": "URLRewrite", "urlRewrite": full}],
+            "backendRefs": [ref("v2")],
+        },
+        {
+            "matches": _prefix("/api"),
+            "filters": [{"type": "CORS", "cors": cors}],
+            "backendRefs": [ref("v1")],
+        },
+        {
+            "matches": _prefix("/backend"),
+            "backendRefs": [ref("v2", filters=backend_edits("v2"))],
+        },
+        {
+            "matches": _prefix("/slow"),
+            "timeouts": {"request": "300ms"},
+            "backendRefs": [ref("v1")],
+        },
+        {"backendRefs": [ref("web")]},
+    )
+    edited = edge_report(
+        await get(edge, "/edit", headers={"x-add": "client", "x-remove": "gone", "x-keep": "k"})
+    )
+    assert edited["backend"] == "v1"
+    assert edited["headers"]["x-add"] == ["client", "added"]
+    assert "x-remove" not in edited["headers"]
+    assert edited["headers"]["x-keep"] == ["k"]
+    before = sum(len(e.received) for e in edge.echoes.values())
+    moved = await get(edge, "/port/x?q=1")
+    assert (moved.status, moved.reason) == (302, "redirect")
+    assert moved.headers["location"] == f"http://{HOST}:8080/there?q=1"
+    assert sum(len(e.received) for e in edge.echoes.values()) == before, "no backend contacted"
+    rewritten = edge_report(await get(edge, "/full/anything/else?x=1"))
+    assert (rewritten["backend"], rewritten["path"], rewritten["query"]) == ("v2", "/one", "x=1")
+    allowed = await get(edge, "/api", headers={"origin": "https://app.example"})
+    assert edge_report(allowed)["backend"] == "v1"
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    assert allowed.headers["access-control-expose-headers"] == "X-Echo"
+    stranger = await get(edge, "/api", headers={"origin": "https://evil.example"})
+    assert edge_report(stranger)["backend"] == "v1"
+    assert "access-control-allow-origin" not in stranger.headers
+    backend = await get(edge, "/backend")
+    assert edge_report(backend)["headers"]["x-backend"] == ["v2"]
+    assert backend.headers["x-from"] == "v2"
+    stalled = await get(edge, "/slow?stall=1")
+    assert edge.echoes["v1"].stalled.is_set()
+    assert (stalled.status, stalled.reason) == (504, "upstream-timeout")
