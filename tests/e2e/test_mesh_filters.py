@@ -202,3 +202,40 @@ async def test_a_request_timeout_answers_504(mesh: MeshEnv) -> None:
     finally:
         never.set()
         await runner.cleanup()
+
+
+async def test_cors_preflight_and_response_headers(mesh: MeshEnv) -> None:
+    web_echo = (await mesh.serve("web"))[80]
+    cors = {
+        "allowOrigins": ["https://app.example"],
+        "allowMethods": ["GET", "POST"],
+        "exposeHeaders": ["X-Echo"],
+        "maxAge": 30,
+    }
+    rules = [{"filters": [{"type": "CORS", "cors": cors}], "backendRefs": [ref("web")]}]
+    await mesh.cluster.apply(route_obj("web", parent="web", rules=rules))
+    origin = {"Origin": "https://app.example"}
+    actual = await mesh.until(
+        "web.default",
+        lambda r: r.headers.get("Access-Control-Allow-Origin") == "https://app.example",
+        "/api",
+        message="the CORS rule is in force",
+        headers=origin,
+    )
+    assert actual.backend == "web"
+    assert actual.headers["Access-Control-Expose-Headers"] == "X-Echo"
+    before = len(web_echo.received)
+    preflight = await mesh.call(
+        "web.default",
+        "/api",
+        method="OPTIONS",
+        headers={**origin, "Access-Control-Request-Method": "POST"},
+    )
+    assert (preflight.status, preflight.headers["X-Interlock-Reason"]) == (200, "cors-preflight")
+    assert preflight.headers["Access-Control-Allow-Origin"] == "https://app.example"
+    assert preflight.headers["Access-Control-Allow-Methods"] == "GET, POST"
+    assert preflight.headers["Access-Control-Max-Age"] == "30"
+    assert len(web_echo.received) == before, "a preflight is answered by the listener"
+    stranger = await mesh.call("web.default", "/api", headers={"Origin": "https://evil.example"})
+    assert stranger.backend == "web"
+    assert "Access-Control-Allow-Origin" not in stranger.headers
