@@ -17,6 +17,8 @@ from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_rout
 from h2_client import h2_get
 from mesh_env import GATEWAY, MeshEnv, ref, route_obj, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
+from test_http2_edge import ACCRUAL
+from test_mesh_routing import _has_status
 
 
 @pytest.fixture
@@ -165,6 +167,10 @@ async def test_an_h2c_request_gets_the_rules_filters_redirects_rewrites_and_weig
     backend_edit = {"set": [{"name": "X-Backend-Filter", "value": "other"}]}
     redirect = {"hostname": "moved.example", "statusCode": 307}
     rewrite = {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}
+    elsewhere = {"scheme": "https", "port": 8443, "statusCode": 301}
+    elsewhere["path"] = {"type": "ReplaceFullPath", "replaceFullPath": "/there"}
+    full = {"hostname": "internal.example"}
+    full["path"] = {"type": "ReplaceFullPath", "replaceFullPath": "/one"}
     rules = [
         {
             "matches": [{"path": {"type": "PathPrefix", "value": "/rule"}}],
@@ -191,6 +197,15 @@ async def test_an_h2c_request_gets_the_rules_filters_redirects_rewrites_and_weig
             "filters": [{"type": "URLRewrite", "urlRewrite": rewrite}],
             "backendRefs": [ref("web")],
         },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/port"}}],
+            "filters": [{"type": "RequestRedirect", "requestRedirect": elsewhere}],
+        },
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": "/full"}}],
+            "filters": [{"type": "URLRewrite", "urlRewrite": full}],
+            "backendRefs": [ref("web")],
+        },
         {"backendRefs": [ref("web", weight=0), ref("other", weight=100)]},
     ]
     await mesh.cluster.apply(route_obj("web", parent="web", rules=rules))
@@ -212,6 +227,123 @@ async def test_an_h2c_request_gets_the_rules_filters_redirects_rewrites_and_weig
     assert "x-echo" not in moved.headers
     rewritten = json.loads((await h2_get(mesh.url, authority=authority, path="/api/x/y")).body)
     assert (rewritten["backend"], rewritten["path"]) == ("web", "/v2/x/y")
+    port = await h2_get(mesh.url, authority=authority, path="/port/x?q=1")
+    assert (port.status, port.headers["location"]) == (301, "https://web.default:8443/there?q=1")
+    full_path = await h2_get(mesh.url, authority=authority, path="/full/x/y?z=1")
+    rewritten_full = json.loads(full_path.body)
+    assert (rewritten_full["backend"], rewritten_full["path"]) == ("web", "/one")
+    assert rewritten_full["query"] == "z=1"
+    assert rewritten_full["headers"]["host"] == "internal.example", "the :authority rewritten"
     weights = {(await h2_get(mesh.url, authority=authority, path="/w")).headers["x-echo"]}
     weights |= {(await h2_get(mesh.url, authority=authority, path="/w")).headers["x-echo"]}
     assert weights == {"other"}
+
+
+async def test_a_consumer_routes_filters_timeouts_retries_and_accrual_apply_to_h2c_requests(
+    mesh: MeshEnv,
+) -> None:
+    for namespace in ("mesh-h2", "mesh-other"):
+        await mesh.cluster.namespace(namespace)
+    web = (await mesh.serve("web", namespace="mesh-h2"))[80]
+    canary = (await mesh.serve("canary", namespace="mesh-h2"))[80]
+    canary.every_value = True  # to see an added header after the client's own
+    authority = "web.mesh-h2"
+    # Another namespace's consumer route: seen by the controller before the listener's own.
+    theirs = route_obj(
+        "theirs",
+        namespace="mesh-other",
+        parent="web",
+        parent_namespace="mesh-h2",
+        rules=[
+            {"matches": _prefix("/theirs"), "backendRefs": [ref("canary", namespace="mesh-h2")]}
+        ],
+    )
+    await mesh.cluster.apply(theirs)
+    await eventually(lambda: _has_status(mesh, theirs), message="theirs has a status")
+    add = {"add": [{"name": "X-Add", "value": "added"}]}
+    cors = {"allowOrigins": ["https://app.example"], "allowMethods": ["GET"], "maxAge": 30}
+    cors["exposeHeaders"] = ["X-Echo"]
+    mine = route_obj(
+        "mine",
+        parent="web",
+        parent_namespace="mesh-h2",
+        rules=[
+            {
+                "matches": _prefix("/mine"),
+                "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": add}],
+                "backendRefs": [ref("canary", namespace="mesh-h2")],
+            },
+            {
+                "matches": _prefix("/api"),
+                "filters": [{"type": "CORS", "cors": cors}],
+                "backendRefs": [ref("web", namespace="mesh-h2")],
+            },
+            {
+                "matches": _prefix("/slow"),
+                "timeouts": {"request": "10s", "backendRequest": "300ms"},
+                "backendRefs": [ref("web", namespace="mesh-h2")],
+            },
+            {"matches": _prefix("/r"), "backendRefs": [ref("web", namespace="mesh-h2")]},
+        ],
+    )
+    mine["metadata"]["annotations"] = {
+        "retry.linkerd.io/http": "503",
+        "retry.linkerd.io/limit": "2",
+    }
+    await mesh.cluster.apply(mine)
+    sent = {"x-add": "client"}
+
+    async def in_force() -> bool:
+        reply = await h2_get(mesh.url, authority=authority, path="/mine/a", headers=sent)
+        return reply.headers.get("x-echo") == "canary"
+
+    await eventually(in_force, message="the listener's consumer route is in force over h2c")
+    edited = await h2_get(mesh.url, authority=authority, path="/mine/a", headers=sent)
+    assert json.loads(edited.body)["headers"]["x-add"] == ["client", "added"]
+    foreign = await h2_get(mesh.url, authority=authority, path="/theirs/x")
+    assert (foreign.status, foreign.reason) == (404, "no-route")
+    # CORS: the listener answers the preflight; an allowed origin's answer gets its headers.
+    origin = {"origin": "https://app.example"}
+    before = len(web.received)
+    preflight = await h2_get(
+        mesh.url,
+        authority=authority,
+        path="/api",
+        method="OPTIONS",
+        headers={**origin, "access-control-request-method": "GET"},
+    )
+    assert (preflight.status, preflight.reason) == (200, "cors-preflight")
+    assert preflight.headers["access-control-max-age"] == "30"
+    assert len(web.received) == before, "a preflight is answered by the listener"
+    allowed = await h2_get(mesh.url, authority=authority, path="/api", headers=origin)
+    assert allowed.headers["x-echo"] == "web"
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    assert allowed.headers["access-control-expose-headers"] == "X-Echo"
+    # backendRequest bounds the attempt's wait for headers from a backend that never answers.
+    stalled = await h2_get(mesh.url, authority=authority, path="/slow?stall=1")
+    assert web.stalled.is_set()
+    assert (stalled.status, stalled.reason) == (504, "upstream-timeout")
+    # Retries on the route's HTTP statuses; the last answer is relayed when they run out.
+    assert (await h2_get(mesh.url, authority=authority, path="/r?fail_first=2")).status == 200
+    assert web.seen["fail_first=2"] == 3
+    assert (await h2_get(mesh.url, authority=authority, path="/r?fail_first=9")).status == 503
+    assert web.seen["fail_first=9"] == 3
+    # Failure accrual (the target Service's annotations): two 500s in a row take canary's
+    # endpoint out, for h2c requests too.
+    accruing = service_obj("web", "mesh-h2", (80,))
+    accruing["metadata"]["annotations"] = ACCRUAL
+    await mesh.cluster.apply(accruing)
+
+    async def ejected() -> bool:
+        reply = await h2_get(mesh.url, authority=authority, path="/mine/a?status=500")
+        return reply.reason == "endpoints-failing"
+
+    await eventually(ejected, message="two failures in a row take canary's endpoint out")
+    before = len(canary.received)
+    refused = await h2_get(mesh.url, authority=authority, path="/mine/a")
+    assert (refused.status, refused.reason) == (503, "endpoints-failing")
+    assert len(canary.received) == before, "the ejected endpoint gets nothing"
+
+
+def _prefix(value: str) -> list[dict[str, Any]]:
+    return [{"path": {"type": "PathPrefix", "value": value}}]
