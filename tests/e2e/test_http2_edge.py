@@ -418,3 +418,30 @@ async def test_header_edits_redirect_port_and_path_full_rewrite_cors_and_request
     stalled = await get(edge, "/slow?stall=1")
     assert edge.echoes["v1"].stalled.is_set()
     assert (stalled.status, stalled.reason) == (504, "upstream-timeout")
+
+
+async def test_protocol_http1_and_the_idle_timeout_apply_to_h2_streams(edge: EdgeEnv) -> None:
+    # An idle timeout cuts a body whose HTTP/1.1 upstream stops sending; the proxy's own read
+    # timeout is 60 s, past the client's 30 s, so only the policy's can end the stream.
+    await edge.route(
+        "idle", {"backendRefs": [ref("v1")]}, annotations={"timeout.linkerd.io/idle": "300ms"}
+    )
+    cut = await get(edge, "/t?trickle=1")
+    assert edge.echoes["v1"].stalled.is_set()
+    assert (cut.status, cut.reset, len(cut.body)) == (200, True, 10)
+    # appProtocol http makes the port's protocol http1: even a gRPC call goes upstream as
+    # HTTP/1.1 (under detect it would go as h2c, which the HTTP/1.1 echo cannot answer).
+    web = service_obj("web")
+    web["spec"]["ports"][0]["appProtocol"] = "http"
+    await edge.cluster.apply(web)
+    grpc_call = {"content-type": "application/grpc", "te": "trailers"}
+    replies: list[H2Reply] = []
+
+    async def as_http1() -> bool:
+        replies.append(await get(edge, "/g", method="POST", headers=grpc_call, body=b"\0" * 5))
+        return replies[-1].status == 200 and "x-echo" in replies[-1].headers
+
+    await eventually(as_http1, message="a gRPC call to an http1 port goes upstream as HTTP/1.1")
+    report = edge_report(replies[-1])
+    assert (report["backend"], report["method"]) == ("v1", "POST")
+    assert report["headers"]["content-type"] == ["application/grpc"]
