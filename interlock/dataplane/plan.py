@@ -349,15 +349,25 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
     )
 
 
-def _injected(backend: Backend, request: RequestInfo) -> Answer:
-    """A failure injector's answer: its HTTP status, or for a gRPC call (``content-type:
-    application/grpc…``) on a GRPCRoute a trailers-only 200 carrying its ``grpc-status``."""
+def injected_answer(backend: Backend) -> Answer:
+    """The answer of a backend that cannot carry traffic (``backend-not-found``): its failure
+    injector's status and message, or the usual status naming the backend when it has none."""
     injector = backend.failure_injector
     if injector is None:
         detail = f"backend {backend.namespace}/{backend.name} cannot be used"
         return answer(BACKEND_NOT_FOUND, detail)
-    if injector.grpc_status is not None and request.headers.get("content-type", "").startswith(
-        "application/grpc"
+    return answer(BACKEND_NOT_FOUND, injector.message, status=injector.status)
+
+
+def _injected(backend: Backend, request: RequestInfo) -> Answer:
+    """A failure injector's answer (:func:`injected_answer`), or for a gRPC call
+    (``content-type: application/grpc…``) on a GRPCRoute a trailers-only 200 carrying its
+    ``grpc-status``."""
+    injector = backend.failure_injector
+    if (
+        injector is not None
+        and injector.grpc_status is not None
+        and request.headers.get("content-type", "").startswith("application/grpc")
     ):
         return Answer(
             status=200,
@@ -370,7 +380,7 @@ def _injected(backend: Backend, request: RequestInfo) -> Answer:
                 ("grpc-message", quote(REASONS[BACKEND_NOT_FOUND][1], safe=" ")),
             ),
         )
-    return answer(BACKEND_NOT_FOUND, injector.message, status=injector.status)
+    return injected_answer(backend)
 
 
 def _is_preflight(request: RequestInfo) -> bool:

@@ -25,8 +25,9 @@ engine's endpoint choice, failure accrual and answers apply to tunnels unchanged
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from interlock.dataplane.answers import (
-    BACKEND_NOT_FOUND,
     NO_BACKEND_WEIGHT,
     NO_SNI_MATCH,
     NOT_A_TUNNEL,
@@ -34,7 +35,13 @@ from interlock.dataplane.answers import (
     answer,
 )
 from interlock.dataplane.filters import EMPTY_FILTERS
-from interlock.dataplane.plan import NO_DEADLINES, Forward, PolicyPlan, choose_backend
+from interlock.dataplane.plan import (
+    NO_DEADLINES,
+    Forward,
+    PolicyPlan,
+    choose_backend,
+    injected_answer,
+)
 from interlock.model.outbound import OutboundPolicy, OutboundRoute
 
 TLS_ROUTE = "TLSRoute"
@@ -107,14 +114,8 @@ def decide_tunnel(
     if backend is None:
         return answer(NO_BACKEND_WEIGHT, f"{rule_plan.name}: every backend has weight 0")
     if backend.target is None:
-        injector = backend.backend.failure_injector
-        message = (
-            injector.message
-            if injector is not None
-            else f"backend {backend.backend.namespace}/{backend.backend.name} cannot be used"
-        )
-        status = injector.status if injector is not None else None
-        return answer(BACKEND_NOT_FOUND, f"{rule_plan.name}: {message}", status=status)
+        refused = injected_answer(backend.backend)
+        return replace(refused, detail=f"{rule_plan.name}: {refused.detail}")
     return Forward(
         target=backend.target,
         rule=rule_plan,
