@@ -528,11 +528,10 @@ class UpstreamPool:
         return connection
 
     async def _acquire(self, address: Address) -> _Connection:
+        """A new connection to ``address`` (the caller found none idle), or one that became
+        idle while this waited for room under the pool's limits."""
         if self._closed:
             raise UpstreamProtocolError("the upstream pool is closed")
-        connection = self._idle_connection(address)
-        if connection is not None:
-            return connection
         async with asyncio.timeout(self._connect_timeout):
             while not self._has_room(address):
                 connection = self._idle_connection(address)
