@@ -349,7 +349,10 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._paused_for: set[str] = set()
         self.write_paused = False
         """The transport asked to stop writing (:meth:`drain` waits)."""
-        self._empty_body: Http1Body | None = None
+        self._empty_body = Http1Body(
+            self, empty=True, expect_continue=False, timeout=limits.body_timeout
+        )
+        """The body of every request that has none (nothing in it changes)."""
         self._drained: asyncio.Future[None] | None = None
 
     # ---- the connection ----
@@ -505,8 +508,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             )
             self._parsing = body
         else:
-            # No body: one value for the connection's requests (nothing in it changes).
-            body = self._empty_body or self._no_body()
+            body = self._empty_body
             self._parsing = None
         request = H2Request(
             method=method,
@@ -525,12 +527,6 @@ class Http1ServerProtocol(asyncio.Protocol):
         else:
             self._waiting.append((request, responder))
             self._pause("pipelined")
-
-    def _no_body(self) -> Http1Body:
-        body = self._empty_body = Http1Body(
-            self, empty=True, expect_continue=False, timeout=self._limits.body_timeout
-        )
-        return body
 
     def on_body(self, body: bytes) -> None:
         if self._parsing is not None:
