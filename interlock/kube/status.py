@@ -79,6 +79,9 @@ class StatusCache:
         self._written: dict[tuple[Resource, str, str], tuple[str, dict[str, Any]]] = {}
         """(uid, status) per object: an object deleted and created again under the same name
         (uid '' when the caller does not know it) is another object, not yet written."""
+        self._writing: dict[tuple[Resource, str, str], object] = {}
+        """A token per object whose write is in flight; :meth:`forget` drops it, so a write
+        that ends after the object was forgotten is not remembered."""
         self._skipped = 0
 
     def is_current(
@@ -91,19 +94,42 @@ class StatusCache:
             return True
         return False
 
+    def writing(self, resource: Resource, namespace: str, name: str) -> object:
+        """Note that a write to the object starts; pass the token to :meth:`remember`."""
+        token = object()
+        self._writing[(resource, namespace, name)] = token
+        return token
+
     def remember(
-        self, resource: Resource, namespace: str, name: str, status: dict[str, Any], uid: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        uid: str = "",
+        *,
+        token: object | None = None,
     ) -> None:
-        """Record ``status`` as the last one written for the object (``uid``)."""
-        self._written[(resource, namespace, name)] = (uid, status)
+        """Record ``status`` as the last one written for the object (``uid``). With the
+        ``token`` of :meth:`writing`: only if the object was not forgotten since (the caller
+        stopped trusting what it wrote while this write was in flight — found on the real lane:
+        a status repaired to exactly the value of a write that ended after the forget was then
+        skipped as "unchanged", leaving another writer's status in place)."""
+        key = (resource, namespace, name)
+        if token is not None and self._writing.pop(key, None) is not token:
+            return
+        self._written[key] = (uid, status)
 
     def forget(self, resource: Resource, namespace: str, name: str) -> None:
-        """Drop what is known of the object (it was deleted, or a write was rejected)."""
+        """Drop what is known of the object (it was deleted, or a write was rejected), including
+        the write in flight: it is not remembered when it ends."""
         self._written.pop((resource, namespace, name), None)
+        self._writing.pop((resource, namespace, name), None)
 
     def clear(self) -> None:
         """Forget everything (on becoming leader)."""
         self._written.clear()
+        self._writing.clear()
 
     def statistics(self) -> StatusCacheStatistics:
         return StatusCacheStatistics(entries=len(self._written), skipped=self._skipped)
@@ -166,6 +192,7 @@ class StatusPatcher:
         what = f"patch status of {resource.describe(namespace=namespace, name=name)}"
         # The cache keeps its own copy: the caller may go on mutating the dict it passed.
         snapshot = copy.deepcopy(status)
+        token = self.cache.writing(resource, namespace, name)
         try:
             answer = await request_json(
                 self._api,
@@ -185,7 +212,7 @@ class StatusPatcher:
             return self._count(
                 PatchOutcome(PatchResult.REJECTED, code=error.code, message=str(error))
             )
-        self.cache.remember(resource, namespace, name, snapshot, uid)
+        self.cache.remember(resource, namespace, name, snapshot, uid, token=token)
         meta = answer.get("metadata")
         version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
         return self._count(PatchOutcome(PatchResult.WRITTEN, code=200, resource_version=version))

@@ -148,3 +148,31 @@ async def test_a_uid_guarded_status_leaves_out_keys_set_to_none_as_a_merge_patch
     )
     assert outcome.result is PatchResult.WRITTEN
     assert (await get(api, HTTP_ROUTE, "default", "web"))["status"] == accepted(1)
+
+
+async def test_a_write_that_ends_after_the_object_was_forgotten_is_not_remembered(
+    api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller forgets an object while a write to it is in flight (it no longer trusts what
+    it wrote: someone else wrote after it). When that write ends it must not be cached, or the
+    next write of the same status would be skipped and the other writer's status stay."""
+    import interlock.kube.status as status_module
+
+    await create(api, HTTP_ROUTE, http_route("default", "web"))
+    patcher = StatusPatcher(api)
+    send = status_module.request_json
+
+    async def forgotten_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        patcher.cache.forget(HTTP_ROUTE, "default", "web")
+        return await send(*args, **kwargs)
+
+    monkeypatch.setattr(status_module, "request_json", forgotten_meanwhile)
+    first = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    monkeypatch.setattr(status_module, "request_json", send)
+    assert patcher.cache.statistics().entries == 0
+    # Another writer's status lands; the same status as the first write must be sent again.
+    await StatusPatcher(api).patch_status(HTTP_ROUTE, "default", "web", accepted(1, "False"))
+    again = await patcher.patch_status(HTTP_ROUTE, "default", "web", accepted(1))
+    assert (first.result, again.result) == (PatchResult.WRITTEN, PatchResult.WRITTEN)
+    stored = await get(api, HTTP_ROUTE, "default", "web")
+    assert stored["status"] == accepted(1)
