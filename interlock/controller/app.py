@@ -44,8 +44,6 @@ from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
-from interlock.controller.edge_half import EdgeHalf
-from interlock.controller.mesh_half import MeshHalf
 from interlock.controller.status_sink import KubeStatusSink
 from interlock.controller.view import ControllerView
 from interlock.dataplane.metrics import Traffic
@@ -72,6 +70,8 @@ if TYPE_CHECKING:
     # Imported when embedded mode starts: the embedded API server (and the CEL library it
     # validates CRD rules with, which brings a REPL's worth of modules) is ~16 MiB of RSS that a
     # controller against a real cluster never uses.
+    from interlock.controller.edge_half import EdgeHalf
+    from interlock.controller.mesh_half import MeshHalf
     from interlock.embedded import EmbeddedApiServer
     from interlock.otel import SpanTracer  # the optional OpenTelemetry SDK: only when asked
 
@@ -145,6 +145,10 @@ class Controller:
         """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
         self.edge: EdgeHalf | None = None
         if config.edge_addr is not None or config.edge_admin_url is not None:
+            # Imported only for an edge: its data plane (HTTP/1 and HTTP/2 servers, edge
+            # modules) is RSS that a controller without --edge-addr never uses.
+            from interlock.controller.edge_half import EdgeHalf
+
             self.edge = EdgeHalf(
                 config=config,
                 system=self.system,
@@ -157,6 +161,8 @@ class Controller:
             )
         self.mesh: MeshHalf | None = None
         if config.mesh_addr is not None:
+            from interlock.controller.mesh_half import MeshHalf  # only for a mesh listener
+
             self.mesh = MeshHalf(
                 config=config,
                 system=self.system,
