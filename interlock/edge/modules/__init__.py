@@ -5,19 +5,22 @@ raised there, permanent (:class:`ModuleConfigError`) or transient (:class:`Missi
 — and then, per request, the :class:`ModuleChain` it returned: ``check_request`` before proxying,
 ``upstream_request_headers`` on the way out, ``record_upstream`` and ``response_headers`` on the
 way back, ``should_compress`` for the body. One small module per module type; this package only
-re-exports the public surface.
+re-exports the public surface, and imports none of the modules that need ``cryptography``, PyJWT
+or an identity provider (mutualTLS, jwt, oauth, oidc): :func:`compile_modules` imports each one
+when a ModuleSet configures it, so an edge without them does not carry them (~9 MiB of RSS).
 """
 
 from interlock.edge.modules.chain import ORDER, ModuleChain, compile_modules
 from interlock.edge.modules.compression import should_compress
-from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
-from interlock.edge.modules.identity import Admitted, IdentityReply
-from interlock.edge.modules.oidc import ProviderUnavailableError
-from interlock.edge.modules.view import Rejection, RequestView
+from interlock.edge.modules.errors import (
+    MissingSecretError,
+    ModuleConfigError,
+    ProviderUnavailableError,
+)
+from interlock.edge.modules.view import IdentityReply, Rejection, RequestView
 
 __all__ = [
     "ORDER",
-    "Admitted",
     "IdentityReply",
     "MissingSecretError",
     "ModuleChain",

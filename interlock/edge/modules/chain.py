@@ -20,19 +20,21 @@ from typing import TYPE_CHECKING, TypeVar
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
 from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
 from interlock.edge.modules.circuit_breaker import CircuitBreaker
+from interlock.edge.modules.client_cert_headers import strip_client_cert_headers
 from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
 from interlock.edge.modules.headers import Headers
-from interlock.edge.modules.identity import IdentityGate, build_identity
 from interlock.edge.modules.ip_restriction import IpRestriction
-from interlock.edge.modules.jwt_auth import JwtAuth
-from interlock.edge.modules.mutual_tls import MutualTls, strip_client_cert_headers
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
 from interlock.model.moduleset import Modules, SecretValue
 
 if TYPE_CHECKING:
+    # Imported by compile_modules when a ModuleSet configures them (see the package docstring).
+    from interlock.edge.modules.identity import IdentityGate
+    from interlock.edge.modules.jwt_auth import JwtAuth
+    from interlock.edge.modules.mutual_tls import MutualTls
     from interlock.edge.passwords import PasswordChecker
 
 C = TypeVar("C")
@@ -322,22 +324,29 @@ def compile_modules(
     rate_limit = _build(RateLimit, modules.rate_limit)
     circuit_breaker = _build(CircuitBreaker, modules.circuit_breaker)
     headers = _build(Headers, modules.headers)
-    basic_auth = jwt = webhook = mutual_tls = None
+    basic_auth = jwt = webhook = mutual_tls = identity = None
     if (mutual_tls_config := modules.mutual_tls) is not None:
+        from interlock.edge.modules.mutual_tls import MutualTls  # loads cryptography
+
         mutual_tls = unless_missing(
             lambda: MutualTls(mutual_tls_config, secrets, wall_clock=wall_clock)
         )
     if (basic_auth_config := modules.basic_auth) is not None:
         basic_auth = unless_missing(lambda: BasicAuth(basic_auth_config, secrets))
     if (jwt_config := modules.jwt) is not None:
+        from interlock.edge.modules.jwt_auth import JwtAuth  # loads PyJWT and cryptography
+
         jwt = unless_missing(lambda: JwtAuth(jwt_config, secrets, wall_clock=wall_clock))
     if (webhook_config := modules.webhook_verification) is not None:
         webhook = unless_missing(
             lambda: WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
         )
-    identity = unless_missing(
-        lambda: build_identity(modules, secrets, clock=clock, wall_clock=wall_clock)
-    )
+    if modules.oauth is not None or modules.oidc is not None:
+        from interlock.edge.modules.identity import build_identity  # loads PyJWT, cryptography
+
+        identity = unless_missing(
+            lambda: build_identity(modules, secrets, clock=clock, wall_clock=wall_clock)
+        )
     if missing:
         raise missing[0]
     return ModuleChain(

@@ -6,7 +6,10 @@ parse, an htpasswd line that is not bcrypt, a JWKS that does not load) stays inv
 changes an input, so retrying it only burns CPU and spams Events: it is a
 :class:`ModuleConfigError`. A Secret that is not there *yet* usually appears a moment later (the
 ModuleSet and its Secret are applied together), so it is a :class:`MissingSecretError`, retried
-with backoff and at once when the Secret arrives.
+with backoff and at once when the Secret arrives. An oauth or oidc provider that cannot be
+reached while the chain is prepared is transient as well: :class:`ProviderUnavailableError`
+(defined here, not in ``oidc.py``, so that the edge can catch it without loading PyJWT and
+``cryptography``, which only a route with oauth or oidc needs).
 
 Messages name the module and field the way a ModuleSet user writes them
 (``ipRestriction.allow[1]: ...``) and never contain a Secret's value.
@@ -37,6 +40,10 @@ class MissingSecretError(Exception):
         self.secret_name = ref.name
         self.secret_key = ref.key
         super().__init__(f"{field}: Secret {ref.name!r} with key {ref.key!r} is not present")
+
+
+class ProviderUnavailableError(Exception):
+    """Transient: the identity provider could not be reached or answered 5xx/429."""
 
 
 def describe_ref(ref: SecretKeyRef) -> str:

@@ -48,6 +48,7 @@ from multidict import CIMultiDict
 
 from interlock.edge.modules.errors import (
     ModuleConfigError,
+    ProviderUnavailableError,
     describe_ref,
     lookup_secret,
     parse_positive_duration,
@@ -59,7 +60,6 @@ from interlock.edge.modules.oidc import (
     Jwks,
     ProviderEndpoints,
     ProviderRefusedError,
-    ProviderUnavailableError,
     discover,
     probe_client,
     provider_request,
@@ -67,7 +67,7 @@ from interlock.edge.modules.oidc import (
     validate_id_token,
 )
 from interlock.edge.modules.session import SessionKeyError, SessionSealer, session_keys
-from interlock.edge.modules.view import RequestView
+from interlock.edge.modules.view import IdentityReply, RequestView
 from interlock.edge.proxy import ResponseHooks
 from interlock.model.moduleset import Modules, OAuthProviderSettings, SecretValue
 
@@ -84,15 +84,6 @@ FORWARDED_USER = "X-Forwarded-User"
 FORWARDED_EMAIL = "X-Forwarded-Email"
 _ERROR_CODE = re.compile(r"^[a-z_]{1,40}$")
 _HEADER_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True, slots=True)
-class IdentityReply:
-    """An answer the edge gives itself (a redirect, an error page, the callback's result)."""
-
-    status: int
-    headers: tuple[tuple[str, str], ...]
-    body: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ verified, so the route's check is "issued directly by a certificate in the bundl
 holds the certificates that sign client certificates (an intermediate is fine, as a trust
 anchor: the store is built with ``VERIFY_X509_PARTIAL_CHAIN``).
 
-The verified identity goes to the backend in :data:`CLIENT_CERT_HEADERS`; copies a client sent
-are removed on every route, with mutualTLS or not (and on a mutualTLS route a ``headers`` module
-cannot set them). A CA
-bundle holds no secret, but it comes from a Secret like every other module input (see
-``docs/modules.md`` for why not a ConfigMap); its bytes are still never logged.
+The verified identity goes to the backend in :data:`CLIENT_CERT_HEADERS`
+(``client_cert_headers.py``); copies a client sent are removed on every route, with mutualTLS or
+not (and on a mutualTLS route a ``headers`` module cannot set them). A CA bundle holds no
+secret, but it comes from a Secret like every other module input (see ``docs/modules.md`` for
+why not a ConfigMap); its bytes are still never logged.
 """
 
 from __future__ import annotations
@@ -39,19 +39,17 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from multidict import istr
 
+from interlock.edge.modules.client_cert_headers import (
+    CLIENT_CERT_HEADERS,
+    FINGERPRINT_HEADER,
+    SAN_HEADER,
+    SUBJECT_HEADER,
+    strip_client_cert_headers,
+)
 from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
 from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import MutualTlsModule, SecretValue
-
-SUBJECT_HEADER = "X-Client-Cert-Subject"
-"""The verified certificate's subject, as an RFC 4514 string (``CN=alice,O=Example``)."""
-SAN_HEADER = "X-Client-Cert-SAN"
-"""Its subject alternative names, ``DNS:a.example, email:a@example.com, URI:…, IP:…``."""
-FINGERPRINT_HEADER = "X-Client-Cert-Fingerprint"
-"""The SHA-256 of its DER bytes, lower-case hex (to pin one certificate)."""
-CLIENT_CERT_HEADERS = (SUBJECT_HEADER, SAN_HEADER, FINGERPRINT_HEADER)
 
 CACHE_SIZE = 1024
 """Client certificates whose verdict is remembered (per compiled module)."""
@@ -157,18 +155,6 @@ class MutualTls:
         if len(self._verdicts) > CACHE_SIZE:
             self._verdicts.popitem(last=False)
         return verdict
-
-
-_CLIENT_CERT_NAMES = tuple(istr(name) for name in CLIENT_CERT_HEADERS)
-"""The same, as ``istr``: a case-insensitive lookup without folding the name each time (every
-request to a route without mutualTLS strips them)."""
-
-
-def strip_client_cert_headers(headers: MutableMapping[str, str]) -> None:
-    """Remove every :data:`CLIENT_CERT_HEADERS` (all copies, any case)."""
-    for name in _CLIENT_CERT_NAMES:
-        while name in headers:
-            del headers[name]
 
 
 def _judge(der: bytes, cas: tuple[x509.Certificate, ...]) -> _Verdict:

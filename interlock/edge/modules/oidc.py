@@ -5,10 +5,10 @@ The edge talks to an identity provider at three moments: when the route's module
 :func:`probe_client` checks the client secret), at each login callback (the code exchange), and
 every ``authCheckInterval`` (userinfo, or a refresh). Each failure is classified the way edge
 actors need it: a provider that cannot be reached, times out or answers 5xx/429 is
-:class:`ProviderUnavailableError` (transient: retried, and sessions that can still be validated
-keep working); a provider that answers but refuses the configuration (a 4xx on discovery, an
-issuer that does not match, ``invalid_client`` for the client secret) is a
-:class:`~interlock.edge.modules.errors.ModuleConfigError` (permanent).
+:class:`~interlock.edge.modules.errors.ProviderUnavailableError` (transient: retried, and
+sessions that can still be validated keep working); a provider that answers but refuses the
+configuration (a 4xx on discovery, an issuer that does not match, ``invalid_client`` for the
+client secret) is a :class:`~interlock.edge.modules.errors.ModuleConfigError` (permanent).
 
 ID tokens are checked with PyJWT against the JWKS: the key is chosen by ``kid``, an unknown
 ``kid`` fetches the JWKS again, once per token (the provider rotated its keys; ID tokens come
@@ -35,17 +35,13 @@ import jwt
 from jwt import PyJWK
 from jwt.exceptions import PyJWKError, PyJWTError
 
-from interlock.edge.modules.errors import ModuleConfigError
+from interlock.edge.modules.errors import ModuleConfigError, ProviderUnavailableError
 
 PROVIDER_TIMEOUT_SECONDS = 10.0
 LEEWAY_SECONDS = 30.0
 ID_TOKEN_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
-
-
-class ProviderUnavailableError(Exception):
-    """Transient: the identity provider could not be reached or answered 5xx/429."""
 
 
 class ProviderRefusedError(Exception):

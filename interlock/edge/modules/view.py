@@ -1,9 +1,10 @@
 """What a module sees of a request, and what it answers when it refuses one.
 
 Modules do not touch aiohttp: the server builds a :class:`RequestView` and turns a
-:class:`Rejection` into a response. This keeps every module a pure, synchronous function of its
-inputs (plus an injected clock), testable without a socket, and it keeps the server in charge of
-the one thing modules must not decide: whether the body is read (only when a module needs it).
+:class:`Rejection` (or the oauth/oidc module's :class:`IdentityReply`) into a response. This
+keeps every module a pure, synchronous function of its inputs (plus an injected clock), testable
+without a socket, and it keeps the server in charge of the one thing modules must not decide:
+whether the body is read (only when a module needs it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ class Rejection(NamedTuple):
 
     status: int
     headers: Mapping[str, str]
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityReply:
+    """An answer the oauth or oidc module gives itself (a redirect, an error page, the
+    callback's result); the server sends it instead of proxying (``identity.py``)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
     body: str
 
 
