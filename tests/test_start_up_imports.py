@@ -1,0 +1,116 @@
+"""What a starting controller imports: only what its configuration uses (issue 15, memory at rest).
+
+The edge's data plane (HTTP/1 and HTTP/2 servers) and the mesh listener are imported only when
+the controller is configured with them, and the edge modules that need ``cryptography`` or PyJWT
+(mutualTLS, jwt, oauth, oidc) only when a ModuleSet configures one: together ~14 MiB of RSS that
+a controller without them would carry for nothing.
+
+Each check runs in a fresh interpreter: what a module imports depends on what was imported
+before, and this test process has imported the edge modules already. Each also checks that the
+deferred code does load when it is used, so that a wrong module name cannot make it pass.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+LOADED = """
+import sys
+def loaded(*names):
+    return sorted(n for n in names if n in sys.modules)
+"""
+
+CRYPTOGRAPHY = ("cryptography", "jwt", "interlock.edge.modules.identity")
+
+
+def _run(code: str) -> dict[str, list[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, list[str]] = json.loads(out.stdout)
+    return result
+
+
+def test_a_controller_without_edge_or_mesh_imports_neither() -> None:
+    result = _run(
+        """
+        import json
+        from interlock.config import Address, ControllerConfig
+        from interlock.controller.app import Controller
+
+        deferred = (
+            "interlock.controller.edge_half", "interlock.edge.server", "interlock.edge.modules",
+            "interlock.controller.mesh_half", "interlock.mesh.server", "h2", "httptools",
+            "cryptography", "jwt", "bcrypt",
+        )
+        Controller(ControllerConfig())
+        plain = loaded(*deferred)
+        Controller(ControllerConfig(edge_addr=Address("127.0.0.1", 0),
+                                    mesh_addr=Address("127.0.0.1", 0)))
+        print(json.dumps({"plain": plain, "edge and mesh": loaded(*deferred)}))
+        """
+    )
+    assert result == {
+        "plain": [],
+        # The edge and the mesh listener load when configured; the edge modules that need
+        # cryptography or PyJWT still do not (no ModuleSet configures one).
+        "edge and mesh": [
+            "bcrypt",
+            "h2",
+            "httptools",
+            "interlock.controller.edge_half",
+            "interlock.controller.mesh_half",
+            "interlock.edge.modules",
+            "interlock.edge.server",
+            "interlock.mesh.server",
+        ],
+    }
+
+
+def test_the_edge_modules_that_need_cryptography_load_when_a_moduleset_configures_one() -> None:
+    result = _run(
+        f"""
+        import json
+        from interlock.edge.modules import MissingSecretError, compile_modules
+        from interlock.model.moduleset import Modules
+
+        def compile(raw):
+            try:
+                compile_modules(Modules.model_validate(raw), {{}})
+            except MissingSecretError as exc:
+                return str(exc)
+
+        found = {{}}
+        found["imported"] = loaded(*{CRYPTOGRAPHY!r})
+        compile({{"ipRestriction": {{"allow": ["10.0.0.0/8"]}}, "headers": {{
+            "request": {{"add": {{"X-Team": "shop"}}}}}}, "rateLimit": {{"requests": 10, "period": "1m"}}}})
+        found["other modules"] = loaded(*{CRYPTOGRAPHY!r})
+        found["mutualTLS error"] = [
+            compile({{"mutualTLS": {{"caSecretRef": {{"name": "cas", "key": "ca.crt"}}}}}})
+        ]
+        found["mutualTLS"] = loaded(*{CRYPTOGRAPHY!r})
+        found["oidc error"] = [compile({{"oidc": {{
+            "issuer": "https://id.example", "clientId": "shop",
+            "clientSecret": {{"name": "oidc", "key": "secret"}}}}}})]
+        found["oidc"] = loaded(*{CRYPTOGRAPHY!r})
+        print(json.dumps(found))
+        """
+    )
+    assert result == {
+        "imported": [],
+        "other modules": [],
+        # Loaded by the module that needs it, and its errors still name the field.
+        "mutualTLS error": [
+            "mutualTLS.caSecretRef: Secret 'cas' with key 'ca.crt' is not present"
+        ],
+        "mutualTLS": ["cryptography"],
+        "oidc error": ["oidc.clientSecret: Secret 'oidc' with key 'secret' is not present"],
+        "oidc": ["cryptography", "interlock.edge.modules.identity", "jwt"],
+    }
