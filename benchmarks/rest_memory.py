@@ -196,8 +196,11 @@ def section(
         "40 MiB) deferred until something asks for a typed API or model, which the controller "
         "never does (the step also imports `interlock.kube` and `interlock.mailbox`, which "
         "importing it brings along). The embedded API server (with the CEL library's REPL "
-        "dependencies) is not imported by a controller that does not run it. The edge's "
-        "modules (cryptography, JWT) are still imported without an edge.",
+        "dependencies) is not imported by a controller that does not run it, nor are the "
+        "edge's data plane and the mesh listener without `--edge-addr` / `--edge-admin-url` "
+        "and `--mesh-addr` (`interlock run`'s defaults, measured here); with an edge, the "
+        "modules that need cryptography or PyJWT (mutualTLS, jwt, oauth, oidc) are imported "
+        "when a ModuleSet first configures one (`tests/test_start_up_imports.py`).",
     ]
     return "\n".join(lines) + "\n"
 
