@@ -19,11 +19,12 @@ import textwrap
 
 LOADED = """
 import sys
+CRYPTOGRAPHY = ("cryptography", "jwt", "interlock.edge.modules.identity")
 def loaded(*names):
     return sorted(n for n in names if n in sys.modules)
 """
-
-CRYPTOGRAPHY = ("cryptography", "jwt", "interlock.edge.modules.identity")
+"""Prepended to each check: ``loaded(*names)`` lists those the interpreter has imported;
+``CRYPTOGRAPHY`` is what only mutualTLS, jwt, oauth and oidc need."""
 
 
 def _run(code: str) -> dict[str, list[str]]:
@@ -76,30 +77,34 @@ def test_a_controller_without_edge_or_mesh_imports_neither() -> None:
 
 def test_the_edge_modules_that_need_cryptography_load_when_a_moduleset_configures_one() -> None:
     result = _run(
-        f"""
+        """
         import json
         from interlock.edge.modules import MissingSecretError, compile_modules
         from interlock.model.moduleset import Modules
 
         def compile(raw):
             try:
-                compile_modules(Modules.model_validate(raw), {{}})
+                compile_modules(Modules.model_validate(raw), {})
             except MissingSecretError as exc:
-                return str(exc)
+                return [str(exc)]
 
-        found = {{}}
-        found["imported"] = loaded(*{CRYPTOGRAPHY!r})
-        compile({{"ipRestriction": {{"allow": ["10.0.0.0/8"]}}, "headers": {{
-            "request": {{"add": {{"X-Team": "shop"}}}}}}, "rateLimit": {{"requests": 10, "period": "1m"}}}})
-        found["other modules"] = loaded(*{CRYPTOGRAPHY!r})
-        found["mutualTLS error"] = [
-            compile({{"mutualTLS": {{"caSecretRef": {{"name": "cas", "key": "ca.crt"}}}}}})
-        ]
-        found["mutualTLS"] = loaded(*{CRYPTOGRAPHY!r})
-        found["oidc error"] = [compile({{"oidc": {{
-            "issuer": "https://id.example", "clientId": "shop",
-            "clientSecret": {{"name": "oidc", "key": "secret"}}}}}})]
-        found["oidc"] = loaded(*{CRYPTOGRAPHY!r})
+        found = {"imported": loaded(*CRYPTOGRAPHY)}
+        compile({
+            "ipRestriction": {"allow": ["10.0.0.0/8"]},
+            "headers": {"request": {"add": {"X-Team": "shop"}}},
+            "rateLimit": {"requests": 10, "period": "1m"},
+        })
+        found["other modules"] = loaded(*CRYPTOGRAPHY)
+        found["mutualTLS error"] = compile(
+            {"mutualTLS": {"caSecretRef": {"name": "cas", "key": "ca.crt"}}}
+        )
+        found["mutualTLS"] = loaded(*CRYPTOGRAPHY)
+        found["oidc error"] = compile({"oidc": {
+            "issuer": "https://id.example",
+            "clientId": "shop",
+            "clientSecret": {"name": "oidc", "key": "secret"},
+        }})
+        found["oidc"] = loaded(*CRYPTOGRAPHY)
         print(json.dumps(found))
         """
     )
@@ -107,9 +112,7 @@ def test_the_edge_modules_that_need_cryptography_load_when_a_moduleset_configure
         "imported": [],
         "other modules": [],
         # Loaded by the module that needs it, and its errors still name the field.
-        "mutualTLS error": [
-            "mutualTLS.caSecretRef: Secret 'cas' with key 'ca.crt' is not present"
-        ],
+        "mutualTLS error": ["mutualTLS.caSecretRef: Secret 'cas' with key 'ca.crt' is not present"],
         "mutualTLS": ["cryptography"],
         "oidc error": ["oidc.clientSecret: Secret 'oidc' with key 'secret' is not present"],
         "oidc": ["cryptography", "interlock.edge.modules.identity", "jwt"],
