@@ -8,7 +8,9 @@ Two parts, all in one run:
 2. ``interlock run`` as a child process (a follower: another replica holds the Lease, so no
    status is written) against the embedded API server (another child process) pre-loaded with
    N Services and N HTTPRoutes as ``benchmarks/outbound.py`` makes them: its RSS once
-   ``/readyz`` answers 200, for each N.
+   ``/readyz`` answers 200, for each N. With ``--edge`` it also serves the edge and the mesh
+   listener (``--edge-addr`` and ``--mesh-addr`` on free ports; no ModuleSet, so no edge
+   module is compiled): what they cost before any route uses them.
 
 With ``--where N`` it shows instead where the memory per Service+route pair goes: the
 controller runs in this process under tracemalloc (started after the imports, so what is
@@ -16,7 +18,7 @@ traced is what start-up and the N pairs allocated) and what is alive once it is 
 grouped by the innermost frame of interlock's code that allocated it, per file and per line,
 divided by N. (The figures of a traced run are Python allocations, not RSS.)
 
-    .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--write-docs]
+    .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--edge] [--write-docs]
     .venv/bin/python benchmarks/rest_memory.py --where 2000
 """
 
@@ -75,7 +77,11 @@ def import_graph() -> list[tuple[str, float, int, list[tuple[str, int]]]]:
     return [tuple(row) for row in json.loads(out.stdout)]  # type: ignore[misc]
 
 
-async def at_rest(n: int) -> tuple[float, float]:
+EDGE_FLAGS = ["--edge-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]
+"""``--edge``: what ``interlock run`` adds to serve the edge and the mesh listener."""
+
+
+async def at_rest(n: int, *, flags: list[str]) -> tuple[float, float]:
     """(seconds to ready, RSS MiB when ready) of ``interlock run`` with N Services + routes."""
     import aiohttp
     from api_servers import EmbeddedServer
@@ -88,6 +94,7 @@ async def at_rest(n: int) -> tuple[float, float]:
         started = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
             *child_command("interlock", kubeconfig=server.kubeconfig, port=port, admin=admin, n=n),
+            *flags,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
@@ -160,14 +167,16 @@ def section(
     graph: list[tuple[str, float, int, list[tuple[str, int]]]],
     rest: dict[int, tuple[float, float]],
     command: str,
+    flags: list[str],
 ) -> str:
+    run = " ".join(["interlock run", *flags])
     lines = [
         HEADING,
         "",
         *command_lines(command),
         f"{machine()} (shared; RSS does not depend on the load).",
         "",
-        "`interlock run` (a follower) against the embedded API server, RSS once `/readyz` is 200:",
+        f"`{run}` (a follower) against the embedded API server, RSS once `/readyz` is 200:",
         "",
         "| Services / routes | RSS when ready | start → ready |",
         "|---:|---:|---:|",
@@ -198,7 +207,7 @@ def section(
         "importing it brings along). The embedded API server (with the CEL library's REPL "
         "dependencies) is not imported by a controller that does not run it, nor are the "
         "edge's data plane and the mesh listener without `--edge-addr` / `--edge-admin-url` "
-        "and `--mesh-addr` (`interlock run`'s defaults, measured here); with an edge, the "
+        "and `--mesh-addr` (`interlock run`'s defaults); with an edge, the "
         "modules that need cryptography or PyJWT (mutualTLS, jwt, oauth, oidc) are imported "
         "when a ModuleSet first configures one (`tests/test_start_up_imports.py`).",
     ]
@@ -208,6 +217,9 @@ def section(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scales", type=int, nargs="+", default=[0, 1000, 10_000])
+    parser.add_argument(
+        "--edge", action="store_true", help="run with an edge and a mesh listener (no ModuleSet)"
+    )
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--where", type=int, metavar="N", help="where the memory per pair goes")
     args = parser.parse_args()
@@ -215,11 +227,13 @@ def main() -> int:
         asyncio.run(where(args.where))
         return 0
     graph = import_graph()
-    rest = {n: asyncio.run(at_rest(n)) for n in args.scales}
+    flags = EDGE_FLAGS if args.edge else []
+    rest = {n: asyncio.run(at_rest(n, flags=flags)) for n in args.scales}
     command = (
         f".venv/bin/python benchmarks/rest_memory.py --scales {' '.join(map(str, args.scales))}"
+        + (" --edge" if args.edge else "")
     )
-    report(section(graph, rest, command), HEADING, write_docs=args.write_docs)
+    report(section(graph, rest, command, flags), HEADING, write_docs=args.write_docs)
     return 0
 
 
