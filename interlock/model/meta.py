@@ -9,7 +9,6 @@ own messages name neither the object nor the field in the shape a Kubernetes use
 from __future__ import annotations
 
 import sys
-import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -110,8 +109,9 @@ def share_repeated_parts(model: M) -> M:
     with more than four names): at 10,000 Services and routes that was about 4.5 KiB per pair,
     more than the fields themselves. A frozen model's set never changes (``model_copy`` copies
     it before adding names), so instances with the same names share one. Frozen parts equal to
-    one that is alive elsewhere (a Service's ``http``/80/TCP port, an empty status, a rule's
-    default ``/`` match) become that one: immutable and compared by value, they cannot tell.
+    one parsed recently (a Service's ``http``/80/TCP port, an empty status, a rule's default
+    ``/`` match: :data:`_RECENT_PARTS`) become that one: immutable and compared by value, they
+    cannot tell.
     Strings are interned, so the namespace, group and kind every object repeats are kept once.
     """
     _share(model)
@@ -147,28 +147,39 @@ def _share_part(value: Any) -> Any:
     _share(value)
     if isinstance(value, BaseModel) and value.model_config.get("frozen"):
         try:
-            return _EQUAL_PARTS.setdefault(_part_key(value), value)
+            key = _part_key(value)
+            shared = _RECENT_PARTS[key] = _RECENT_PARTS.pop(key, value)  # now the most recent
         except TypeError:
             return value  # holds something unhashable (labels): not shared
+        if len(_RECENT_PARTS) > RECENT_PARTS_LIMIT:
+            del _RECENT_PARTS[next(iter(_RECENT_PARTS))]
+        return shared
     return value
 
 
 def _part_key(value: BaseModel) -> tuple[Any, ...]:
-    """What a frozen part equals another by (its class and field values, as pydantic compares
-    them; ``extra="ignore"`` leaves no extras), *without* the part itself: a weak table keyed by
-    the part would hold it through its key for ever, and every distinct part ever parsed (each
-    version of each route) would stay (the soak measured +25 MiB/hour of such parts)."""
+    """What a frozen part equals another by: its class and field values, as pydantic compares
+    them (``extra="ignore"`` leaves no extras)."""
     return (type(value), *value.__dict__.values())
 
 
 _UNIQUE_STRINGS = frozenset({"uid", "resource_version", "cluster_ip"})
 """Fields whose value no other object repeats: interning them would only grow the table."""
 
-_EQUAL_PARTS: weakref.WeakValueDictionary[tuple[Any, ...], BaseModel] = (
-    weakref.WeakValueDictionary()
-)
-"""Frozen parts alive somewhere, by :func:`_part_key`; an entry goes with the last object that
-holds the part."""
+RECENT_PARTS_LIMIT = 512
+"""How many recently parsed frozen parts :data:`_RECENT_PARTS` keeps."""
+
+_RECENT_PARTS: dict[tuple[Any, ...], BaseModel] = {}
+"""The frozen parts parsed most recently, by :func:`_part_key`, the least recently used first.
+
+Bounded, and holding its parts: what repeats across objects (a Service's ``http``/80/TCP port,
+an empty status, a rule's default ``/`` match) is met again long before it would be dropped and
+stays one object, while a part no other object repeats (a route's rules, a Service's spec with
+its cluster IP) passes through and goes. The weak table by value this replaces kept an entry
+(its key tuple and a weak reference, about 180 bytes) for every distinct part alive, shared or
+not: about 1 KiB of each Service+route pair, mostly for parts no other object repeats. A table
+keyed by the part itself would keep every part ever parsed (the soak's +25 MiB/hour:
+docs/reliability.md, "Soak")."""
 
 
 def parse_object(model: type[M], kind: str, raw: dict[str, Any]) -> M:

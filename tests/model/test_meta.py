@@ -64,12 +64,14 @@ def test_parsed_objects_share_their_equal_frozen_parts_and_stay_what_they_were()
     }
 
 
-def test_a_shared_part_goes_with_the_last_object_that_holds_it() -> None:
-    # The table of equal parts must not keep them: each version of each route ever parsed
-    # would stay for as long as the controller runs (the soak's growth: docs/reliability.md,
-    # "Soak").
+def test_the_table_of_shared_parts_keeps_only_the_most_recent_ones() -> None:
+    # The table of equal parts must not keep every part ever parsed: each version of each
+    # route would stay for as long as the controller runs (the soak's growth:
+    # docs/reliability.md, "Soak"). It keeps the most recently used ones, a bounded number.
     import gc
     import weakref
+
+    from interlock.model.meta import RECENT_PARTS_LIMIT
 
     raw = _service("gone")
     raw["spec"] = {"clusterIP": "10.0.0.9", "ports": [{"name": "only-here", "port": 61873}]}
@@ -77,8 +79,12 @@ def test_a_shared_part_goes_with_the_last_object_that_holds_it() -> None:
     port = weakref.ref(service.spec.ports[0])
     spec = weakref.ref(service.spec)
     del service
+    for number in range(RECENT_PARTS_LIMIT):
+        other = _service(f"other-{number}")
+        other["spec"] = {"clusterIP": "10.0.1.1", "ports": [{"name": "p", "port": number + 1}]}
+        parse_service(other)
     gc.collect()
     assert port() is None and spec() is None
-    # And sharing still works for parts alive elsewhere.
+    # And sharing still works for parts met again.
     a, b = parse_service(_service("a")), parse_service(_service("b"))
     assert a.spec is b.spec and a.spec.ports[0] is b.spec.ports[0]
