@@ -153,13 +153,14 @@ async def test_the_store_keeps_identities_and_fetch_reads_the_current_object(
     # What the informer keeps of an object is who it is, not what it says: no second copy of
     # every object beside what the actors parsed from it.
     (stored,) = [
-        obj
+        seen.as_object()
         for r in informer._reflectors
-        for key, obj in r.store.items()
+        for key, seen in r.store.items()
         if key.endswith("/labelled")
     ]
     assert "spec" not in stored
     assert stored["kind"] == "Service" and stored["metadata"]["labels"] == {"app": "web"}
+    assert stored["metadata"]["name"] == "labelled" and stored["metadata"]["uid"]
     # Gone while the informer was away: the relist's Deleted still names it and its labels (an
     # EndpointSlice's directory finds its Service by them).
     await delete(api, SERVICE, "default", "labelled")
