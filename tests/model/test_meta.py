@@ -38,7 +38,7 @@ def test_unknown_fields_are_ignored():
 
 def _service(name: str) -> dict[str, object]:
     return {
-        "metadata": {"namespace": "default", "name": name, "uid": f"uid-{name}"},
+        "metadata": {"namespace": "default", "name": name, "annotations": {"team": name}},
         "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "http", "port": 80}]},
     }
 
@@ -53,15 +53,19 @@ def test_parsed_objects_share_their_equal_frozen_parts_and_stay_what_they_were()
     # Nothing a reader sees changed: values, equality, what was set, a copy with an update.
     assert a.spec.ports[0].port == 80 and a.metadata.name == "a" and a != b
     assert a == parse_service(_service("a"))
-    assert a.metadata.model_fields_set == {"namespace", "name", "uid"}
+    assert a.metadata.model_fields_set == {"namespace", "name", "annotations"}
     renamed = a.metadata.model_copy(update={"generation": 3})
-    assert renamed.model_fields_set == {"namespace", "name", "uid", "generation"}
-    assert b.metadata.model_fields_set == {"namespace", "name", "uid"}
+    assert renamed.model_fields_set == {"namespace", "name", "annotations", "generation"}
+    assert b.metadata.model_fields_set == {"namespace", "name", "annotations"}
     assert a.model_dump(exclude_unset=True)["metadata"] == {
         "namespace": "default",
         "name": "a",
-        "uid": "uid-a",
+        "annotations": {"team": "a"},
     }
+    # An empty dict field is one shared dict, which refuses to be filled.
+    assert a.metadata.labels == {} and a.metadata.labels is b.metadata.labels
+    with pytest.raises(TypeError):
+        a.metadata.labels["app"] = "web"
 
 
 def test_the_table_of_shared_parts_keeps_only_the_most_recent_ones() -> None:
