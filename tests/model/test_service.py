@@ -41,9 +41,9 @@ def test_service_reads_ports_type_and_metadata() -> None:
         )
     )
     assert service.key == ObjectKey(namespace="shop", name="web")
-    assert service.metadata.uid == "u-1"
     assert service.metadata.annotations == {"team": "blue"}
-    assert service.metadata.creation_timestamp is not None
+    # Of its metadata a Service keeps what is read: no uid, resourceVersion, labels, timestamps.
+    assert service.metadata.model_fields_set == {"name", "namespace", "annotations"}
     http = service.port_by_number(80)
     assert http is not None
     assert (http.name, http.target_port, http.app_protocol) == ("http", "web", "http")
