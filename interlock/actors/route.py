@@ -219,15 +219,19 @@ class RouteActor(Actor):
             if isinstance(service, Service):
                 self.services[service.key] = service
         elif topic.startswith("attach:"):
-            self.competitors[topic] = {
+            routes = {
                 key: route
                 for key, route in retained.items()
                 if key != self.identity and isinstance(route, RouteAttachment)
             }
+            if routes:  # usually none: no empty dict per parent kept for nothing
+                self.competitors[topic] = routes
         else:
-            self.grants[topic.removeprefix("grants:")] = {
+            grants = {
                 key: grant for key, grant in retained.items() if isinstance(grant, ReferenceGrant)
             }
+            if grants:
+                self.grants[topic.removeprefix("grants:")] = grants
 
     def _forget_input(self, topic: str) -> None:
         if topic.startswith("service:"):
