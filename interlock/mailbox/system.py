@@ -977,7 +977,7 @@ class ActorSystem:
         """Retain ``value`` under ``key`` on ``topic`` and queue ``Published`` to every
         subscriber (coalesced with a pending notification of the same key)."""
         state = self._topics.setdefault(topic)
-        state.retained[key] = value
+        state.retain(key, value)
         if state.subscribers:
             self._fan_out(state, Published(topic, key, value), (topic, key))
 

@@ -7,7 +7,14 @@ topics mirrors the topics' subscriber lists, so stopping an actor ends all its s
 
 from __future__ import annotations
 
+from typing import Any
+
 from interlock.mailbox.cell import Cell
+
+_NONE_YET: dict[str, Any] = {}
+"""What a topic holds until its first retained value or subscriber: never written to (most
+topics have only one of the two, a parent's resolved routes or a kind's attachments with no
+reader, and a fresh empty dict is 64 bytes)."""
 
 
 class Topic:
@@ -16,8 +23,13 @@ class Topic:
     __slots__ = ("retained", "subscribers")
 
     def __init__(self) -> None:
-        self.retained: dict[str, object] = {}
-        self.subscribers: dict[str, Cell] = {}
+        self.retained: dict[str, object] = _NONE_YET
+        self.subscribers: dict[str, Cell] = _NONE_YET
+
+    def retain(self, key: str, value: object) -> None:
+        if self.retained is _NONE_YET:
+            self.retained = {}
+        self.retained[key] = value
 
 
 class Topics:
@@ -37,6 +49,8 @@ class Topics:
 
     def add_subscriber(self, name: str, cell: Cell) -> Topic:
         topic = self.setdefault(name)
+        if topic.subscribers is _NONE_YET:
+            topic.subscribers = {}
         topic.subscribers[cell.address] = cell
         if cell.topics is None:
             cell.topics = {}
