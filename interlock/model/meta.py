@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from interlock.model.validation import describe
 
@@ -34,6 +34,21 @@ class ObjectMeta(KubeModel):
     deletion_timestamp: datetime | None = Field(None, alias="deletionTimestamp")
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    """Without ``kubectl.kubernetes.io/last-applied-configuration`` (:data:`LAST_APPLIED`)."""
+
+    @field_validator("annotations", mode="after")
+    @classmethod
+    def _without_last_applied(cls, annotations: dict[str, str]) -> dict[str, str]:
+        if LAST_APPLIED in annotations:
+            return {name: value for name, value in annotations.items() if name != LAST_APPLIED}
+        return annotations
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""The annotation ``kubectl apply`` writes on every object it applies: the whole object as JSON
+again. Nothing here reads it, and parsed objects are kept for as long as the controller runs, so
+it is dropped at parse time (with the rest of the annotations usually empty then, about 1 KiB of
+each Service+route pair applied by kubectl)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,3 +92,15 @@ def test_the_table_of_shared_parts_keeps_only_the_most_recent_ones() -> None:
     # And sharing still works for parts met again.
     a, b = parse_service(_service("a")), parse_service(_service("b"))
     assert a.spec is b.spec and a.spec.ports[0] is b.spec.ports[0]
+
+
+def test_kubectls_copy_of_the_applied_object_is_not_kept() -> None:
+    # `kubectl apply` writes the whole object again as an annotation on every object it
+    # applies; nothing reads it, and parsed objects live as long as the controller.
+    raw = _service("applied")
+    raw["metadata"]["annotations"] = {  # type: ignore[index]
+        "kubectl.kubernetes.io/last-applied-configuration": '{"apiVersion":"v1"}',
+        "config.linkerd.io/opaque-ports": "3306",
+    }
+    service = parse_service(raw)
+    assert service.metadata.annotations == {"config.linkerd.io/opaque-ports": "3306"}
