@@ -168,9 +168,11 @@ class ServiceParent:
     name: str
     port: int | None = None
     section_name: str | None = None
-    spec_ref: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
-    """The parentRef exactly as the spec wrote it (``group: core`` stays ``core``), for the
-    status to echo: clients pair ``status.parents`` with ``spec.parentRefs`` by value."""
+    spec_ref: ParentReference | None = field(default=None, compare=False)
+    """The parentRef as the spec wrote it (``group: core`` stays ``core``), for the status to
+    echo (:meth:`ParentReference.as_written`): clients pair ``status.parents`` with
+    ``spec.parentRefs`` by value. The route's own part, not a copy of its fields: every
+    resolved route keeps its parents for as long as it lives."""
 
     @property
     def key(self) -> ObjectKey:
@@ -372,7 +374,7 @@ def service_parents(
             name=ref.name,
             port=ref.port,
             section_name=ref.section_name,
-            spec_ref=tuple(ref.as_written().items()),
+            spec_ref=ref,
         )
         if parent not in parents:
             parents.append(parent)

@@ -56,9 +56,9 @@ def _timestamp(moment: datetime) -> str:
 
 
 def _parent_ref(parent: ServiceParent) -> dict[str, Any]:
-    if parent.spec_ref:
+    if parent.spec_ref is not None:
         # By value, as the spec wrote it: clients find their entry by comparing parentRefs.
-        return dict(parent.spec_ref)
+        return parent.spec_ref.as_written()
     ref: dict[str, Any] = {
         "group": "",
         "kind": "Service",
