@@ -9,6 +9,7 @@ own messages name neither the object nor the field in the shape a Kubernetes use
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -150,50 +151,94 @@ def share_repeated_parts(model: M) -> M:
 
 def _share(value: Any) -> Any:
     """``value`` with its parts shared; a frozen, hashable model may come back as an equal one."""
-    if isinstance(value, BaseModel):
-        frozen = value.model_config.get("frozen")
+    kind = _kind(type(value))
+    if kind:
         fields = value.__dict__
         for name, item in fields.items():
-            if type(item) is str:
+            item_type = type(item)
+            if item_type is str:
                 if name not in _UNIQUE_STRINGS:
                     fields[name] = sys.intern(item)
-            elif isinstance(item, BaseModel | tuple | list):
+            elif item_type is tuple or item_type is list or _kind(item_type):
                 fields[name] = _share_part(item)
-            elif type(item) is dict and not item and frozen:
+            elif item_type is dict and not item and kind is _FROZEN:
                 fields[name] = EMPTY_DICT
-        if frozen:
+        if kind is _FROZEN:
             names = value.__pydantic_fields_set__
             key = frozenset(names)
             shared = _FIELDS_SETS.get(key)
             if shared is None:
                 shared = _FIELDS_SETS[key] = set(key)
             object.__setattr__(value, "__pydantic_fields_set__", shared)
-    elif isinstance(value, list):
+    elif type(value) is list:
         value[:] = [_share_part(item) for item in value]
     return value
 
 
 def _share_part(value: Any) -> Any:
-    if isinstance(value, tuple):
+    value_type = type(value)
+    if value_type is tuple:
         items = tuple(_share_part(item) for item in value)
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     _share(value)
-    if isinstance(value, BaseModel) and value.model_config.get("frozen"):
+    if _kind(value_type) is _FROZEN and value_type not in _UNHASHABLE:
         try:
             key = _part_key(value)
-            shared = _RECENT_PARTS[key] = _RECENT_PARTS.pop(key, value)  # now the most recent
+            shared = _RECENT_PARTS.get(key)
         except TypeError:
-            return value  # holds something unhashable (labels): not shared
+            # Holds something unhashable (labels, a dict): not shared, nor tried again for
+            # its class, whose instances hold the same kinds of field.
+            _UNHASHABLE.add(value_type)
+            return value
+        if shared is not None:
+            _RECENT_PARTS.move_to_end(key)  # now the most recent
+            return shared
+        _RECENT_PARTS[key] = value
         if len(_RECENT_PARTS) > RECENT_PARTS_LIMIT:
-            del _RECENT_PARTS[next(iter(_RECENT_PARTS))]
-        return shared
+            _RECENT_PARTS.popitem(last=False)
     return value
+
+
+_NOT_A_MODEL, _MODEL, _FROZEN = 0, 1, 2
+_KINDS: dict[type, int] = {}
+"""Per type: not a model, a model, or a frozen model — found once per type. ``isinstance`` of a
+pydantic model class costs a failed attribute lookup (an exception) for every value that is not
+one, and sharing looks at every field of every parsed object."""
+
+
+_UNHASHABLE: set[type] = set()
+"""Frozen model classes whose parts hold something unhashable: never shared by value."""
+
+
+def _kind(cls: type) -> int:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if not issubclass(cls, BaseModel):
+            kind = _NOT_A_MODEL
+        else:
+            kind = _FROZEN if cls.model_config.get("frozen") else _MODEL
+        _KINDS[cls] = kind
+    return kind
 
 
 def _part_key(value: BaseModel) -> tuple[Any, ...]:
     """What a frozen part equals another by: its class and field values, as pydantic compares
-    them (``extra="ignore"`` leaves no extras)."""
-    return (type(value), *value.__dict__.values())
+    them (``extra="ignore"`` leaves no extras) — except that a part it holds counts by identity
+    (``id``), which hashes in one step where pydantic's hash walks the part's own fields again
+    at every level. Its parts were shared first, so equal parts are mostly one object already;
+    and an id in a key cannot name another object while the entry lives: the entry's value
+    holds that part."""
+    return (
+        type(value),
+        *[
+            id(item)
+            if _kind(type(item))
+            else tuple([id(x) if _kind(type(x)) else x for x in item])
+            if type(item) is tuple
+            else item
+            for item in value.__dict__.values()
+        ],
+    )
 
 
 _UNIQUE_STRINGS = frozenset({"uid", "resource_version", "cluster_ip"})
@@ -202,7 +247,7 @@ _UNIQUE_STRINGS = frozenset({"uid", "resource_version", "cluster_ip"})
 RECENT_PARTS_LIMIT = 512
 """How many recently parsed frozen parts :data:`_RECENT_PARTS` keeps."""
 
-_RECENT_PARTS: dict[tuple[Any, ...], BaseModel] = {}
+_RECENT_PARTS: OrderedDict[tuple[Any, ...], BaseModel] = OrderedDict()
 """The frozen parts parsed most recently, by :func:`_part_key`, the least recently used first.
 
 Bounded, and holding its parts: what repeats across objects (a Service's ``http``/80/TCP port,
