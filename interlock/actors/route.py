@@ -91,6 +91,10 @@ class RouteOutputs:
     """What it published on its parents' attachment topics."""
 
 
+MAX_DEFERRED = 64
+"""How many input changes a RouteActor lets wait for the messages behind them (``_changed``)."""
+
+
 class RouteActor(Actor):
     """Keeps one route's (HTTPRoute or GRPCRoute) resolved output and status up to date."""
 
@@ -118,6 +122,8 @@ class RouteActor(Actor):
         self.competitors: dict[str, dict[str, RouteAttachment]] = {}
         """By attachment topic: the routes of kinds that can beat this one, on each parent."""
         self.input_topics: tuple[str, ...] = ()
+        self.deferred = 0
+        """Input changes not yet recomputed: more messages were waiting (see ``_changed``)."""
         """What it subscribes to beside its route (a tuple: a set of five takes 728 bytes)."""
         outputs = outputs or RouteOutputs()
         self.published = outputs.parents
@@ -138,6 +144,8 @@ class RouteActor(Actor):
             self._published(message.topic, message.key, message.value)
         elif isinstance(message, Unpublished):
             self._unpublished(message.topic, message.key)
+        if self.deferred and not self.mail_waiting():
+            self._recompute()
         return None
 
     # ---------------------------------------------------------------------------------------
@@ -168,7 +176,7 @@ class RouteActor(Actor):
             routes[key] = value
         else:
             return
-        self._recompute()
+        self._changed()
 
     def _unpublished(self, topic: str, key: str) -> None:
         if topic == self.route_topic:
@@ -186,7 +194,7 @@ class RouteActor(Actor):
                 return
         else:
             return
-        self._recompute()
+        self._changed()
 
     def _route_changed(self, route: MeshRoute) -> None:
         self.route = route
@@ -210,7 +218,7 @@ class RouteActor(Actor):
             # notifications the subscription queued carry the same objects and are skipped.
             self._load_input(topic)
         self.input_topics = tuple(sorted(wanted))
-        self._recompute()
+        self._changed()
 
     def _load_input(self, topic: str) -> None:
         retained = self.system.retained(topic)
@@ -276,7 +284,19 @@ class RouteActor(Actor):
     # ---------------------------------------------------------------------------------------
     # Output
 
+    def _changed(self) -> None:
+        """An input changed: recompute now, or, while more messages wait in the mailbox, after
+        them (``receive`` recomputes once the mailbox is empty). A burst — a new route's
+        Services arriving one by one at start-up, a namespace's grants — is then resolved once
+        instead of once per message; at most ``MAX_DEFERRED`` changes wait, so a route whose
+        mailbox never empties still publishes."""
+        if self.deferred < MAX_DEFERRED and self.mail_waiting():
+            self.deferred += 1
+            return
+        self._recompute()
+
     def _recompute(self) -> None:
+        self.deferred = 0
         route = self.route
         if route is None:
             return

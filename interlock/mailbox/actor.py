@@ -67,6 +67,10 @@ class Actor(abc.ABC):
         """Send ``message`` to ``address`` and wait for its reply (see ``ActorSystem.ask``)."""
         return await self.system.ask(address, message, timeout=timeout)
 
+    def mail_waiting(self) -> int:
+        """How many messages wait in this actor's mailbox after the one being handled."""
+        return self.system.mail_waiting(self.address)
+
     def publish(self, topic: str, key: str, value: object) -> None:
         """Retain ``value`` under ``key`` on ``topic`` and send it to every subscriber."""
         self.system.publish(topic, key, value)

@@ -997,6 +997,13 @@ class ActorSystem:
         for cell in list(state.subscribers.values()):
             self._enqueue(cell, self._envelope(cell.address, message, parent, None, key), True)
 
+    def mail_waiting(self, address: str) -> int:
+        """How many messages wait in ``address``'s mailbox (not counting the one being handled):
+        an actor may let a burst of inputs pile up and compute its output once, after the last
+        (see ``RouteActor``)."""
+        cell = self._cells.get(address)
+        return 0 if cell is None else cell.depth()
+
     def retained(self, topic: str) -> dict[str, object]:
         """A copy of the retained values of ``topic`` by key."""
         state = self._topics.get(topic)

@@ -7,6 +7,7 @@ from outbound_harness import Outbound, latest_policy
 from outbound_objects import backend, backends_of, http_route, parent, reference_grant, route_names
 from outbound_objects import service as svc
 
+import interlock.actors.route as route_module
 from interlock.actors.messages import (
     INFORMER_ROUTER,
     ROUTE_STATUS_TOPIC,
@@ -317,3 +318,38 @@ async def test_a_restarted_route_actor_republishes_nothing_unchanged(outbound: O
     # The fresh instance knew what its predecessor had published and stayed silent.
     assert system.actor_statistics(target_address(target)).processed == watch_before
     assert backends_of(latest_policy(slot)) == [("api", True, None)]
+
+
+async def test_inputs_arriving_together_are_resolved_once(
+    outbound: Outbound, monkeypatch: pytest.MonkeyPatch
+):
+    """The Services a route names, published while its actor waits its turn (as at start-up,
+    when the Services are listed after the routes), are resolved once, not once each: a route
+    actor lets the messages already behind a change arrive before it recomputes."""
+    outbound.apply(ROUTE)
+    await outbound.settle()
+    resolved = 0
+    resolve = route_module.resolve_route_by_parent
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal resolved
+        resolved += 1
+        return resolve(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(route_module, "resolve_route_by_parent", counting)
+    address = route_address("default", "r")
+    handled = outbound.system.actor_statistics(address).processed
+    outbound.apply(svc("web"))
+    outbound.apply(svc("api"))
+    await outbound.settle()
+    assert outbound.system.actor_statistics(address).processed == handled + 2
+    assert resolved == 1
+    last = desired_statuses(outbound)[-1]
+    assert last.parents is not None
+    assert [c["reason"] for c in last.parents[0]["conditions"]] == ["Accepted", "ResolvedRefs"]
+    # One at a time, each is resolved when it comes.
+    outbound.apply(svc("web", ports=(80, 81)))
+    await outbound.settle()
+    outbound.apply(svc("api", ports=(80, 81)))
+    await outbound.settle()
+    assert resolved == 3
