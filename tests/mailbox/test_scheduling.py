@@ -101,3 +101,23 @@ async def test_no_task_remains_once_the_work_is_done() -> None:
     await wait_idle(system)
     assert asyncio.all_tasks() == {asyncio.current_task()}
     await system.shutdown()
+
+
+async def test_an_actor_sees_how_many_messages_wait_behind_the_one_it_handles(
+    system: ActorSystem,
+) -> None:
+    waiting: list[tuple[object, int]] = []
+
+    class Looks(Actor):
+        async def receive(self, message: object) -> None:
+            waiting.append((message, self.mail_waiting()))
+            if message == "b":
+                self.tell(self.address, "d")
+
+    system.spawn("looks", Looks)
+    for message in ("a", "b", "c"):
+        system.tell("looks", message)
+    await wait_idle(system)
+    assert waiting == [("a", 2), ("b", 1), ("c", 1), ("d", 0)]
+    assert system.mail_waiting("looks") == 0
+    assert system.mail_waiting("nobody") == 0
