@@ -122,9 +122,9 @@ class RouteActor(Actor):
         self.competitors: dict[str, dict[str, RouteAttachment]] = {}
         """By attachment topic: the routes of kinds that can beat this one, on each parent."""
         self.input_topics: tuple[str, ...] = ()
+        """What it subscribes to beside its route (a tuple: a set of five takes 728 bytes)."""
         self.deferred = 0
         """Input changes not yet recomputed: more messages were waiting (see ``_changed``)."""
-        """What it subscribes to beside its route (a tuple: a set of five takes 728 bytes)."""
         outputs = outputs or RouteOutputs()
         self.published = outputs.parents
         """What this route last published, by parent Service (shared with later instances)."""

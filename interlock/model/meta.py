@@ -161,9 +161,9 @@ def _share(value: Any) -> Any:
                     fields[name] = sys.intern(item)
             elif item_type is tuple or item_type is list or _kind(item_type):
                 fields[name] = _share_part(item)
-            elif item_type is dict and not item and kind is _FROZEN:
+            elif item_type is dict and not item and kind == _FROZEN:
                 fields[name] = EMPTY_DICT
-        if kind is _FROZEN:
+        if kind == _FROZEN:
             names = value.__pydantic_fields_set__
             key = frozenset(names)
             shared = _FIELDS_SETS.get(key)
@@ -181,7 +181,7 @@ def _share_part(value: Any) -> Any:
         items = tuple(_share_part(item) for item in value)
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     _share(value)
-    if _kind(value_type) is _FROZEN and value_type not in _UNHASHABLE:
+    if _kind(value_type) == _FROZEN and value_type not in _UNHASHABLE:
         try:
             key = _part_key(value)
             shared = _RECENT_PARTS.get(key)
