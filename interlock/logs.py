@@ -16,10 +16,13 @@ The object's fields come from ``logger.bind(kind=…, namespace=…, name=…)``
 message that starts the project's way, ``HTTPRoute default/web: …`` (see ``CONVENTIONS.md``: an
 error names its object first), so every existing line gets them without being rewritten.
 
-The standard library's ``logging`` (aiohttp, kubernetes-asyncio) is routed into the same logger,
-so their lines have the same format and level. kubernetes-asyncio logs whole response bodies at
-DEBUG — Secrets among them — so its level never goes below INFO. ``diagnose=False`` everywhere:
-loguru would otherwise print every local variable of a failing frame, which can hold Secret data.
+The standard library's ``logging`` (aiohttp, kubernetes-asyncio, h2, hpack) is routed into the
+same logger, so their lines have the same format and level — but never below INFO, whatever
+``--log-level`` says: libraries write what they handle at DEBUG (kubernetes-asyncio whole response
+bodies, Secrets among them; hpack every decoded header, ``Authorization`` and ``Cookie`` among
+them), and no one reviews a library's debug lines for secrets. interlock's own DEBUG lines are
+loguru's, written to say what happened without the data. ``diagnose=False`` everywhere: loguru
+would otherwise print every local variable of a failing frame, which can hold Secret data.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 OBJECT_FIELDS = ("kind", "namespace", "name")
 
-# Libraries whose DEBUG lines may carry Secret data (kubernetes-asyncio logs response bodies).
-_FLOOR_INFO = ("kubernetes_asyncio",)
+LIBRARY_FLOOR = logging.INFO
+"""The lowest level a library's (a non-``interlock``) stdlib logger reaches the log at."""
 
 # "HTTPRoute default/web: …", "Lease default/interlock: …", "IngressClass /interlock: …"
 _OBJECT_PREFIX = re.compile(
@@ -128,8 +131,19 @@ def _sink(render: Callable[[Record], str], stream: TextIO) -> Callable[[Message]
     return write
 
 
+def _ours_or_at_least_info(record: logging.LogRecord) -> bool:
+    # A filter on the handler, not only a level on the root logger: a library that sets its own
+    # logger's level (or a test that does) must not let its DEBUG lines through.
+    return record.levelno >= LIBRARY_FLOOR or record.name.startswith("interlock.")
+
+
 class _ToLoguru(logging.Handler):
-    """A stdlib ``logging`` handler that hands each record to loguru, keeping its logger name."""
+    """A stdlib ``logging`` handler that hands each record to loguru, keeping its logger name;
+    a library's records below :data:`LIBRARY_FLOOR` are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addFilter(_ours_or_at_least_info)
 
     def emit(self, record: logging.LogRecord) -> None:
         from loguru import logger
@@ -148,7 +162,7 @@ def configure_logging(
     level: str, *, format: LogFormat = "text", stream: TextIO | None = None
 ) -> None:
     """Log lines at ``level`` and above to ``stream`` (default stderr) in ``format``; the
-    standard library's loggers go through the same sink."""
+    standard library's loggers go through the same sink, a library's at INFO and above."""
     from loguru import logger
 
     if format not in LOG_FORMATS:
@@ -162,7 +176,6 @@ def configure_logging(
         diagnose=False,
         backtrace=False,
     )
-    stdlib_level = logging.getLevelName(level)
+    # The root level spares libraries formatting DEBUG records that would be dropped anyway.
+    stdlib_level = max(logging.getLevelName(level), LIBRARY_FLOOR)
     logging.basicConfig(handlers=[_ToLoguru()], level=stdlib_level, force=True)
-    for name in _FLOOR_INFO:
-        logging.getLogger(name).setLevel(max(stdlib_level, logging.INFO))
