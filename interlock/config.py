@@ -114,6 +114,10 @@ class ControllerConfig:
     admin_addr: Address = field(default_factory=lambda: parse_address(DEFAULT_ADMIN_ADDR, flag=""))
     """Where the admin server listens (``/healthz``, ``/readyz``, ``/debug/actors``)."""
 
+    debug_from: tuple[str, ...] = ()
+    """Networks (CIDRs) whose clients may read ``/debug/*`` besides loopback, which always may;
+    everyone else is refused with 403 (``/healthz``, ``/readyz`` and ``/metrics`` stay open)."""
+
     edge_addr: Address | None = None
     """Where the edge data plane listens; ``None`` runs no edge."""
 

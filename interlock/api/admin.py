@@ -4,12 +4,19 @@ Kept apart from the policy API so that probes and operators never compete with p
 clients, and so that more endpoints (``/metrics``, ``/debug/edges``) can be added by whoever
 owns that data: :meth:`AdminApp.add_debug` mounts any JSON-able view under ``/debug/``, and
 :attr:`AdminApp.app` is a plain aiohttp application for anything else (before it is served).
+
+The admin port is reached by more than people: kubelet probes ``/healthz`` and ``/readyz`` by the
+Pod's IP and Prometheus scrapes ``/metrics``, so the shipped Deployment binds it to every
+interface. ``/debug/*`` lists every namespace's routes, modules and actors: it is served only to
+clients on loopback (a person's ``kubectl port-forward`` arrives there) and the networks
+``--debug-from`` adds, and refused with 403 to anyone else.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -34,11 +41,33 @@ def json_body(data: object) -> web.Response:
     return web.Response(text=text, content_type="application/json")
 
 
-class AdminApp:
-    """``/healthz`` (the process serves HTTP), ``/readyz`` (initial sync done) and ``/debug/*``."""
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+"""Where ``/debug/*`` is always served: this machine (and ``kubectl port-forward`` into a Pod)."""
 
-    def __init__(self, *, is_ready: Callable[[], bool]) -> None:
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _peer_in(remote: str | None, networks: tuple[_Network, ...]) -> bool:
+    if not remote:
+        return False
+    try:
+        address = ipaddress.ip_address(remote.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+class AdminApp:
+    """``/healthz`` (the process serves HTTP), ``/readyz`` (initial sync done) and ``/debug/*``
+    (to loopback clients and those in ``debug_from`` only)."""
+
+    def __init__(self, *, is_ready: Callable[[], bool], debug_from: Iterable[str] = ()) -> None:
         self._is_ready = is_ready
+        self._debug_from = tuple(
+            ipaddress.ip_network(cidr, strict=False) for cidr in (*LOOPBACK, *debug_from)
+        )
         self._debug: dict[str, Callable[[Mapping[str, str]], Any]] = {}
         self.app = web.Application()
         self.app.router.add_get("/healthz", self._healthz)
@@ -62,10 +91,19 @@ class AdminApp:
             return web.Response(text="ok\n")
         return web.Response(text="initial sync not finished\n", status=503)
 
-    async def _debug_index(self, _request: web.Request) -> web.Response:
+    def _refuse_remote(self, request: web.Request) -> None:
+        if not _peer_in(request.remote, self._debug_from):
+            raise web.HTTPForbidden(
+                text="/debug/ is served to loopback clients only (kubectl port-forward, then "
+                "http://127.0.0.1:PORT/debug/); interlock run --debug-from CIDR adds a network\n"
+            )
+
+    async def _debug_index(self, request: web.Request) -> web.Response:
+        self._refuse_remote(request)
         return json_body(sorted(f"/debug/{name}" for name in self._debug))
 
     async def _debug_view(self, request: web.Request) -> web.Response:
+        self._refuse_remote(request)
         view = self._debug.get(request.match_info["name"])
         if view is None:
             raise web.HTTPNotFound(text=f"no debug view {request.match_info['name']!r}\n")

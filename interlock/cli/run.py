@@ -73,6 +73,12 @@ def add_run_parser(subparsers: Any) -> None:
         help="admin address: /healthz /readyz /metrics /debug/ (port 0: any free port, "
         "printed; 0.0.0.0:9090 for every interface)",
     )
+    add.repeated(
+        "--debug-from",
+        metavar="CIDR",
+        help="a network whose clients may read /debug/ on the admin address besides loopback "
+        "(kubectl port-forward arrives on loopback); others get 403",
+    )
     add.value(
         "--edge-addr",
         default=None,
@@ -187,6 +193,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit("--embedded cannot be combined with --kubeconfig or --in-cluster")
     if not args.embedded and (args.manifests or args.write_kubeconfig):
         raise SystemExit("--manifests and --write-kubeconfig need --embedded")
+    debug_from = args.debug_from if args.debug_from is not None else env_list("--debug-from")
     trusted = args.trusted_proxy if args.trusted_proxy is not None else env_list("--trusted-proxy")
     if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
         raise SystemExit(
@@ -222,6 +229,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             write_kubeconfig=args.write_kubeconfig,
             policy_addr=parse_address(args.policy_addr, flag="--policy-addr"),
             admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
+            debug_from=parse_cidrs(debug_from, flag="--debug-from"),
             edge_addr=(
                 parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None
             ),

@@ -444,7 +444,7 @@ class Controller:
         self.system.tell(STATUS_WRITER, LeadershipChanged(False))
 
     def _admin(self) -> AdminApp:
-        admin = AdminApp(is_ready=lambda: self.ready)
+        admin = AdminApp(is_ready=lambda: self.ready, debug_from=self.config.debug_from)
         mount_metrics(admin.app, controller_sources(self))
         admin.add_debug("controller", lambda: self.inspect().to_json())
         admin.add_debug_query("actors", self._debug_actors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import aiohttp
+from lanes import _local_address
 
 from interlock.api.admin import AdminApp
 from interlock.api.serving import serve
@@ -53,3 +54,34 @@ async def test_debug_views_can_read_the_query_string():
             assert await r.json() == {"prefix": "route/"}
     finally:
         await site.stop()
+
+
+async def _get_from(source: str, url: str) -> tuple[int, str]:
+    connector = aiohttp.TCPConnector(local_addr=(source, 0))
+    async with aiohttp.ClientSession(connector=connector) as http, http.get(url) as r:
+        return r.status, await r.text()
+
+
+async def test_debug_views_are_served_to_loopback_and_named_networks_only():
+    # /debug/ lists every namespace's routes and modules; the admin port is open to the cluster
+    # (probes, Prometheus), so the views answer loopback (kubectl port-forward) and --debug-from.
+    local = _local_address()
+    assert local != "127.0.0.1", "this test needs a non-loopback address on this machine"
+    for debug_from, remote_status in (((), 403), ((f"{local}/32",), 200)):
+        admin = AdminApp(is_ready=lambda: True, debug_from=debug_from)
+        admin.add_debug("edges", lambda: {"hosts": ["private.example"]})
+        site = await serve(admin.app, Address("0.0.0.0", 0))
+        try:
+            port = site.address.port
+            for path in ("/debug/", "/debug/edges"):
+                status, text = await _get_from(local, f"http://{local}:{port}{path}")
+                assert status == remote_status, (debug_from, path, text)
+                if status == 403:
+                    assert "private.example" not in text and "--debug-from" in text
+                status, _ = await _get_from("127.0.0.1", f"http://127.0.0.1:{port}{path}")
+                assert status == 200
+            # Probes and metrics are for the cluster: served to everyone.
+            status, _ = await _get_from(local, f"http://{local}:{port}/healthz")
+            assert status == 200
+        finally:
+            await site.stop()

@@ -93,3 +93,29 @@ def test_rbac_never_grants_write_on_secrets_or_wildcards() -> None:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
             if "secrets" in rule["resources"]:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+
+
+def test_network_policy_opens_the_edge_to_all_and_the_rest_to_the_cluster_only() -> None:
+    (deployment,) = _documents(MANIFESTS / "deployment.yaml")
+    (policy,) = _documents(MANIFESTS / "networkpolicy.yaml")
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    pod = deployment["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert "Ingress" in policy["spec"]["policyTypes"]
+    (container,) = pod["spec"]["containers"]
+    named_ports = {port["name"] for port in container["ports"]}
+    opened: dict[str, list[dict]] = {}
+    for rule in policy["spec"]["ingress"]:
+        for port in rule["ports"]:
+            assert port["port"] in named_ports, port
+            opened.setdefault(port["port"], []).extend(rule.get("from") or [{"anyone": True}])
+    assert opened.keys() == named_ports == {"edge", "policy", "admin"}
+    assert opened["edge"] == [{"anyone": True}]
+    for name in ("policy", "admin"):
+        # Pods of the cluster, never an ipBlock (the outside world) nor "anyone".
+        assert opened[name] and all(
+            peer.keys() <= {"namespaceSelector", "podSelector"} for peer in opened[name]
+        ), opened[name]
+    # /debug/ stays loopback-only in the shipped Deployment.
+    assert not any(arg.startswith("--debug-from") for arg in container["args"])
