@@ -44,6 +44,11 @@ KEEPALIVE_SECONDS = 15.0
 HIGH_WATER = 256 * 1024
 """Unread response body buffered before the upstream is asked to wait (pause reading)."""
 
+MAX_RESPONSE_HEAD = 64 * 1024
+"""Most bytes read of an answer before its headers are complete: a larger head is a
+502 (nginx's "upstream sent too big header"; Envoy's limit is 60 KiB), not relayed — a backend
+must not make the edge hold, and its clients receive, headers without bound."""
+
 # Requests without a body that go without ``Content-Length: 0`` (aiohttp's list too).
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
@@ -64,6 +69,11 @@ class UpstreamProtocolError(aiohttp.ClientConnectionError):
 
 class UpstreamReadTimeout(aiohttp.ClientConnectionError, TimeoutError):
     """Nothing came from the upstream for the read timeout."""
+
+
+class _HeadTooLarge(Exception):
+    """The headers of an answer passed :data:`MAX_RESPONSE_HEAD` (raised in a parser
+    callback)."""
 
 
 class _Stale(Exception):
@@ -221,6 +231,7 @@ class _Connection(asyncio.Protocol):
         self._head_only = False
         self._header_list: list[tuple[bytes, bytes]] = []
         self._reason = b""
+        self._head_size = 0
         self._informational = False
         self._answered = False
         self._body_sent = True
@@ -249,8 +260,26 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self.close()  # a 101: the headers were delivered; the engine refuses it
         except httptools.HttpParserError as exc:
-            self._fail(UpstreamProtocolError(f"upstream {self._where()}: not HTTP/1.1: {exc}"))
-            self.close()
+            if isinstance(exc.__context__, _HeadTooLarge):
+                self._head_too_large()
+            else:
+                self._fail(UpstreamProtocolError(f"upstream {self._where()}: not HTTP/1.1: {exc}"))
+                self.close()
+            return
+        if self._response is None and self._parser is not None:
+            # Still no headers: httptools holds a header until it is whole, so the bytes read
+            # while waiting for them are bounded too (1xx answers count).
+            self._head_size += len(data)
+            if self._head_size > MAX_RESPONSE_HEAD:
+                self._head_too_large()
+
+    def _head_too_large(self) -> None:
+        self._fail(
+            UpstreamProtocolError(
+                f"upstream {self._where()}: an answer head over {MAX_RESPONSE_HEAD} bytes"
+            )
+        )
+        self.close()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost decides what the EOF meant
@@ -290,11 +319,15 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._header_list = []
         self._reason = b""
+        self._fields_size = 0
 
     def on_status(self, status: bytes) -> None:
         self._reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields_size += len(name) + len(value)
+        if self._fields_size > MAX_RESPONSE_HEAD:
+            raise _HeadTooLarge
         self._header_list.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -356,6 +389,7 @@ class _Connection(asyncio.Protocol):
         self._head_only = head_only
         self._answered = False
         self._response = None
+        self._head_size = 0
         headers: asyncio.Future[Http1Response] = self._loop.create_future()
         self._headers = headers
         self._read_timeout = read_timeout

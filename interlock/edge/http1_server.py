@@ -338,6 +338,8 @@ class Http1ServerProtocol(asyncio.Protocol):
         # Requests parsed, waiting for the one in flight to be answered.
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._answering: Http1Responder | None = None
+        """The answer of the request in flight (the one :attr:`_task` runs)."""
         self._handed_over: bytes | None = None
         # One timer each, re-armed only when it fires early: not two timers per request.
         self._header_timer: asyncio.TimerHandle | None = None
@@ -540,6 +542,7 @@ class Http1ServerProtocol(asyncio.Protocol):
     # ---- requests ----
 
     def _start(self, request: H2Request, responder: Http1Responder) -> None:
+        self._answering = responder
         self._task = self._loop.create_task(self._run(request, responder))
 
     async def _run(self, request: H2Request, responder: Http1Responder) -> None:
@@ -566,6 +569,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             await responder.send_data(plain.body(with_detail=False).encode(), end=True)
         finally:
             self._task = None
+            self._answering = None
         if not responder.keep_alive or not responder.body_ended:
             self.abort()
             return
@@ -632,8 +636,22 @@ class Http1ServerProtocol(asyncio.Protocol):
         """A malformed request: 4xx and close (logged without anything the client sent)."""
         logger.debug("edge: malformed request refused with {}: {}", status, why)
         self._cancel_timers()
-        if self._task is None and not self._waiting:
-            refused = answer(BAD_REQUEST, status=status)
+        refused = answer(BAD_REQUEST, status=status)
+        in_flight, task = self._answering, self._task
+        if task is None and not self._waiting:
+            self._say(status, refused.reason, refused.body(with_detail=False))
+        elif (
+            task is not None
+            and in_flight is not None
+            and not in_flight.started
+            and not self._waiting
+            and self._parsing is not None
+        ):
+            # The body of the request in flight is malformed (a bad chunk size, a bare LF):
+            # the request is given up — and its upstream exchange with it — and answered as
+            # any other malformed request, before the upstream said anything.
+            in_flight.ended = True
+            task.cancel()
             self._say(status, refused.reason, refused.body(with_detail=False))
         else:
             self._waiting.clear()
