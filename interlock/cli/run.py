@@ -11,13 +11,13 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from interlock.cli.announce import Announce, announcer
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults, env_list
 from interlock.cli.loop import add_loop_flag, run_on_loop
-from interlock.cli.signals import serve_until_signalled
+from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import (
     DEFAULT_ADMIN_ADDR,
     DEFAULT_POLICY_ADDR,
@@ -279,18 +279,37 @@ def run_command(args: argparse.Namespace) -> int:
     from interlock.controller.app import StartupError
     from interlock.kube.client import KubeConfigError
 
-    config = config_from_args(args)
-    configure_logging(config.log_level, format=config.log_format)
+    configure_logging(args.log_level, format=args.log_format)
+    # With --log-format json, what is printed on stdout is JSON too (interlock.cli.announce),
+    # and so is the one line saying why it could not start.
+    announce = announcer(args.log_format, logger="cli.run")
+    announce_with(announce)
     try:
-        return run_on_loop(run_until_signalled(config), uvloop=not args.no_uvloop)
+        config = config_from_args(args)
+        return run_on_loop(
+            run_until_signalled(config, announce=announce), uvloop=not args.no_uvloop
+        )
     except (KubeConfigError, StartupError) as error:
-        print(f"interlock run: {error}", file=sys.stderr)
-        return 1
+        return _cannot_start(f"interlock run: {error}", args.log_format)
+    except SystemExit as refused:
+        # config_from_args refuses a flag's value with SystemExit(message).
+        if args.log_format != "json" or not isinstance(refused.code, str):
+            raise
+        return _cannot_start(refused.code, args.log_format)
 
 
-async def run_until_signalled(
-    config: ControllerConfig, *, announce: Callable[[str], None] = print
-) -> int:
+def _cannot_start(line: str, log_format: str) -> int:
+    """Say on stderr why the controller could not start (a log line in JSON); exit status 1."""
+    if log_format == "json":
+        from loguru import logger
+
+        logger.bind(logger="cli.run").error("{}", line)
+    else:
+        print(line, file=sys.stderr)
+    return 1
+
+
+async def run_until_signalled(config: ControllerConfig, *, announce: Announce = print) -> int:
     """Start a controller, print where it listens, and stop it on SIGINT or SIGTERM."""
     from interlock.controller.app import Controller
 

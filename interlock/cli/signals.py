@@ -39,8 +39,20 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+_announce: Callable[[str], None] = _say
+"""Prints the stop line; a subcommand that knows its log format sets it (:func:`announce_with`)."""
+
+
+def announce_with(announce: Callable[[str], None]) -> None:
+    """Print the stop lines of this process with ``announce`` (``--log-format json``: one JSON
+    object a line, ``interlock.cli.announce``) — those printed by the handlers that act without
+    an event loop too."""
+    global _announce
+    _announce = announce
+
+
 def _exit_at_once(signum: int, _frame: FrameType | None) -> None:
-    _say(stop_line(signal.Signals(signum)))
+    _announce(stop_line(signal.Signals(signum)))
     raise SystemExit(0)
 
 
@@ -59,7 +71,7 @@ def early_handlers() -> Iterator[None]:
 
 
 def _exit_without_teardown(signum: int, _frame: FrameType | None) -> None:
-    _say(stop_line(signal.Signals(signum), doing="stopping now, without waiting for clean-up"))
+    _announce(stop_line(signal.Signals(signum), doing="stopping now, without waiting for clean-up"))
     exit_now(0)
 
 
@@ -75,22 +87,24 @@ async def serve_until_signalled(
     serving: Coroutine[Any, Any, int | None],
     *,
     doing: str = "stopping",
-    announce: Callable[[str], None] = _say,
+    announce: Callable[[str], None] | None = None,
 ) -> int:
     """Run ``serving`` until it returns (its status, or 0) or SIGINT/SIGTERM cancels it (0).
 
     ``announce`` receives the one-line reason (``received SIGTERM: stopping``, with ``doing``
-    saying what stopping involves) the moment the first signal arrives.
+    saying what stopping involves) the moment the first signal arrives; by default what
+    :func:`announce_with` set.
     """
+    say = announce if announce is not None else _announce
     task = asyncio.create_task(serving)
     loop = asyncio.get_running_loop()
     received: list[signal.Signals] = []
 
     def stop(signum: signal.Signals) -> None:
         if received:
-            announce(stop_line(signum, doing="stopping now, without waiting for clean-up"))
+            say(stop_line(signum, doing="stopping now, without waiting for clean-up"))
         else:
-            announce(stop_line(signum, doing=doing))
+            say(stop_line(signum, doing=doing))
         received.append(signum)
         task.cancel()
 
