@@ -46,12 +46,13 @@ from bench_report import rss_mib, slope_mib_per_hour
 
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget
-from interlock.model.moduleset import Modules
+from interlock.model.moduleset import Modules, SecretValue
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "web.soak.example"
 GUARD = "X-Soak-Guard"
 BACKEND = BackendTarget(namespace="default", service="web", port=80)
+ADMIN_TOKEN = SecretValue(b"soak-admin-token")
 
 
 def guarded_modules(version: int) -> Modules:
@@ -72,7 +73,7 @@ async def edge_main(backend_port: int) -> None:
     from interlock.edge.upstreams import StaticUpstreams
 
     upstreams = StaticUpstreams({("default", "web", 80): [("127.0.0.1", backend_port)]})
-    standalone = StandaloneEdge(upstreams=upstreams)
+    standalone = StandaloneEdge(admin_token=ADMIN_TOKEN, upstreams=upstreams)
     addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
     edge_host, edge_port = addresses.edge.http
     admin_host, admin_port = addresses.admin
@@ -153,7 +154,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if not line:
             raise RuntimeError("the edge child exited")
     urls = json.loads(line[6:])
-    edge = HttpEdge(base_url=urls["admin"], timeout=30)
+    edge = HttpEdge(base_url=urls["admin"], token=ADMIN_TOKEN, timeout=30)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
     running = True
     try:

@@ -14,11 +14,13 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.logs import LogFormat
 from interlock.model.meta import ObjectKey
+from interlock.model.moduleset import SecretValue
 
 # Loopback unless told otherwise: a controller started on a laptop should not serve its policy
 # and /debug/ to the network. The shipped Deployment passes 0.0.0.0 explicitly. One admin port
@@ -61,6 +63,18 @@ def parse_cidrs(values: Sequence[str], *, flag: str) -> tuple[str, ...]:
         except ValueError:
             raise ValueError(f"{flag}: {value!r} is not a CIDR (for example 10.0.0.0/8)") from None
     return tuple(values)
+
+
+def read_token_file(path: str, *, flag: str) -> SecretValue:
+    """The shared token in the file at ``path`` (a mounted Secret's key), without surrounding
+    whitespace; errors name the flag and the path, never the file's content."""
+    try:
+        text = Path(path).read_bytes().strip()
+    except OSError as error:
+        raise ValueError(f"{flag} {path}: cannot read it ({error.strerror})") from None
+    if not text:
+        raise ValueError(f"{flag} {path}: the file is empty; it must hold the token")
+    return SecretValue(text)
 
 
 def parse_http_url(value: str, *, flag: str) -> str:
@@ -126,6 +140,10 @@ class ControllerConfig:
     (``interlock edge``), which the edge actors program instead of one in this process; the
     controller then serves no data plane itself. Excludes ``edge_addr`` and ``edge_tls_addr``
     (TLS listeners and trusted proxies are that process's own settings)."""
+
+    edge_admin_token: SecretValue | None = None
+    """The token the admin API at ``edge_admin_url`` requires (``--edge-admin-token-file``),
+    sent as ``Authorization: Bearer``; never logged nor shown."""
 
     publish_service: ObjectKey | None = None
     """The Service in front of the edge (``--publish-service NAMESPACE/NAME``): every Ingress's

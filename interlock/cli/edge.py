@@ -13,7 +13,9 @@ from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_arg
 from interlock.cli.env import EnvDefaults
 from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import serve_until_signalled
+from interlock.config import read_token_file
 from interlock.logs import configure_logging
+from interlock.model.moduleset import SecretValue
 
 _HELP = "run the edge data plane alone (programmed through its admin API)"
 _DESCRIPTION = (
@@ -27,6 +29,15 @@ def add_edge_parser(subparsers: Any) -> None:
     parser = add.parser
     add.value("--listen", default="0.0.0.0:8080", metavar="HOST:PORT", help="edge HTTP address")
     add.value("--admin", default="127.0.0.1:9091", metavar="HOST:PORT", help="admin API address")
+    add.value(
+        "--admin-token-file",
+        default=None,
+        metavar="PATH",
+        help="required: a file holding the token every admin API call must carry "
+        "(Authorization: Bearer; a mounted Secret's key; interlock run "
+        "--edge-admin-token-file sends it)",
+        shown="none: required",
+    )
     add.value(
         "--tls-listen",
         default=None,
@@ -47,13 +58,27 @@ def add_edge_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=edge_command)
 
 
-async def _edge_until_signalled(args: argparse.Namespace) -> int:
+def _admin_token(args: argparse.Namespace) -> SecretValue:
+    if not args.admin_token_file:
+        raise SystemExit(
+            "interlock edge: --admin-token-file is required: whoever calls the admin API decides "
+            "what the edge serves, so it answers only calls carrying the token in that file "
+            "(give the controller the same file: interlock run --edge-admin-token-file)"
+        )
+    try:
+        return read_token_file(args.admin_token_file, flag="--admin-token-file")
+    except ValueError as error:
+        raise SystemExit(f"interlock edge: {error}") from None
+
+
+async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretValue) -> int:
     from interlock.edge.standalone import run_standalone_edge
 
     return await serve_until_signalled(
         run_standalone_edge(
             listen=args.listen,
             admin=args.admin,
+            admin_token=admin_token,
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
             limits=edge_limits_from_args(args),
@@ -62,8 +87,9 @@ async def _edge_until_signalled(args: argparse.Namespace) -> int:
 
 
 def edge_command(args: argparse.Namespace) -> int:
+    admin_token = _admin_token(args)
     configure_logging(args.log_level, format=args.log_format)
-    return run_on_loop(_edge_until_signalled(args), uvloop=not args.no_uvloop)
+    return run_on_loop(_edge_until_signalled(args, admin_token), uvloop=not args.no_uvloop)
 
 
 def register(subparsers: Any) -> None:

@@ -27,6 +27,7 @@ from interlock.config import (
     parse_address,
     parse_cidrs,
     parse_http_url,
+    read_token_file,
 )
 from interlock.logs import configure_logging
 from interlock.model.authority import parse_namespace, validate_cluster_domain
@@ -92,6 +93,14 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="URL",
         help="program a data plane running as its own process (interlock edge) through its "
         "admin API at URL instead of serving one here; excludes --edge-addr",
+        shown="none",
+    )
+    add.value(
+        "--edge-admin-token-file",
+        default=None,
+        metavar="PATH",
+        help="with --edge-admin-url: a file holding the token that interlock edge "
+        "--admin-token-file requires (a mounted Secret's key)",
         shown="none",
     )
     add.value(
@@ -202,6 +211,11 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             "running elsewhere (give that one these settings: interlock edge --listen, "
             "--tls-listen, --trusted-proxy)"
         )
+    if bool(args.edge_admin_url) != bool(args.edge_admin_token_file):
+        raise SystemExit(
+            "--edge-admin-url and --edge-admin-token-file go together: the edge's admin API "
+            "refuses calls without its token (interlock edge --admin-token-file)"
+        )
     if args.publish_service and not (args.edge_addr or args.edge_admin_url):
         raise SystemExit(
             "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
@@ -236,6 +250,11 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             edge_admin_url=(
                 parse_http_url(args.edge_admin_url, flag="--edge-admin-url")
                 if args.edge_admin_url
+                else None
+            ),
+            edge_admin_token=(
+                read_token_file(args.edge_admin_token_file, flag="--edge-admin-token-file")
+                if args.edge_admin_token_file
                 else None
             ),
             edge_tls_addr=(

@@ -167,7 +167,9 @@ class EdgeHalf:
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
         if config.edge_admin_url is not None:
-            self.remote = UntilStopped(HttpEdge(base_url=config.edge_admin_url))
+            self.remote = UntilStopped(
+                HttpEdge(base_url=config.edge_admin_url, token=config.edge_admin_token)
+            )
             self.provider = self.remote
         else:
             self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)

@@ -17,19 +17,27 @@ Path parameters are percent-encoded (a route id may contain ``/``). ``modules`` 
 Answers: 204 done; 400 a body that cannot be read and 422 a permanent error (both
 ``{"error": message}``, not worth retrying); 503 a transient error, with ``Retry-After`` when the
 provider suggested one. Secret values are decoded into :class:`SecretValue` at once and appear in
-no answer and no log line. The API has no authentication: bind it to localhost or a pod-private
-address.
+no answer and no log line.
+
+Anyone who can call this API decides what the edge serves (a ``PUT`` of empty modules strips a
+route's basicAuth), so every endpoint but ``/healthz`` needs ``Authorization: Bearer TOKEN``, the
+token shared with the controller through a file (a mounted Secret: ``interlock edge
+--admin-token-file``, ``interlock run --edge-admin-token-file``). It is compared in constant time;
+a request without it, or with another, is answered 401 and changes nothing. The token is never
+logged nor echoed.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 
 from interlock.edge.inprocess import InProcessEdge
@@ -52,9 +60,38 @@ class BadRequest(ValueError):
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def admin_app(edge: InProcessEdge) -> web.Application:
-    """The admin API over ``edge`` as an aiohttp application."""
-    app = web.Application(client_max_size=4 * 1024 * 1024)
+_UNAUTHENTICATED = ("/healthz",)
+"""Paths served without the token: they reveal and change nothing."""
+
+
+def _bearer_token(token: SecretValue) -> Middleware:
+    expected = b"Bearer " + token.reveal()
+
+    @web.middleware
+    async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in _UNAUTHENTICATED:
+            given = request.headers.get("Authorization", "").encode("latin-1", "replace")
+            if not hmac.compare_digest(given, expected):
+                return web.json_response(
+                    {
+                        "error": "the edge admin API needs Authorization: Bearer with the token "
+                        "of interlock edge --admin-token-file (interlock run "
+                        "--edge-admin-token-file sends it)"
+                    },
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="interlock edge admin"'},
+                )
+        return await handler(request)
+
+    return authenticated
+
+
+def admin_app(edge: InProcessEdge, *, token: SecretValue) -> web.Application:
+    """The admin API over ``edge`` as an aiohttp application; every call but ``/healthz`` must
+    carry ``Authorization: Bearer`` and ``token``."""
+    if not token.reveal():
+        raise ValueError("the edge admin API token is empty")
+    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[_bearer_token(token)])
     app[EDGE_KEY] = edge
     route = "/v1/hosts/{host}/routes/{route_id}"
     app.router.add_put(route + "/modules", _errors(_put_modules))

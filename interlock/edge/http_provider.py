@@ -9,7 +9,8 @@ the ways a network fails, which this client folds into the two error classes act
   ``Retry-After`` (seconds or an HTTP date) when the data plane sent one.
 
 Secrets travel base64 in the request body, over the admin address the operator chose; the
-client never logs bodies, and errors quote only the data plane's own message.
+client never logs bodies, and errors quote only the data plane's own message. Every call carries
+the admin API's token (``Authorization: Bearer``), which appears in no log line or error.
 """
 
 from __future__ import annotations
@@ -53,17 +54,22 @@ def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time
 class HttpEdge:
     """An :class:`~interlock.edge.provider.EdgeProvider` calling a data plane's admin API.
 
-    ``base_url`` is ``http://HOST:PORT`` of the admin API; ``timeout`` bounds each call.
+    ``base_url`` is ``http://HOST:PORT`` of the admin API; ``token`` the one it requires (see
+    :mod:`~interlock.edge.admin_api`); ``timeout`` bounds each call.
     """
 
     def __init__(
         self,
         *,
         base_url: str,
+        token: SecretValue | None,
         timeout: float = 10.0,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         self._base = URL(base_url.rstrip("/"))
+        self._headers = (
+            {} if token is None else {"Authorization": "Bearer " + token.reveal().decode()}
+        )
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session = session
         self._owns_session = session is None
@@ -136,7 +142,7 @@ class HttpEdge:
             self._session = aiohttp.ClientSession()
         try:
             async with self._session.request(
-                method, url, json=body, timeout=self._timeout
+                method, url, json=body, headers=self._headers, timeout=self._timeout
             ) as response:
                 text = await response.text()
                 if response.status < 300:

@@ -22,6 +22,7 @@ from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
 from interlock.edge.server import EdgeAddresses, EdgeServer, parse_host_port
 from interlock.edge.upstreams import DnsUpstreams, UpstreamResolver
+from interlock.model.moduleset import SecretValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class StandaloneEdge:
     def __init__(
         self,
         *,
+        admin_token: SecretValue,
         trusted_proxies: Sequence[str] = (),
         upstreams: UpstreamResolver | None = None,
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
@@ -49,6 +51,7 @@ class StandaloneEdge:
             timeouts=timeouts,
             limits=limits,
         )
+        self._admin_token = admin_token
         self._admin: web.AppRunner | None = None
 
     async def start(
@@ -58,7 +61,9 @@ class StandaloneEdge:
         admin_host, admin_port = parse_host_port(admin)
         edge = await self.server.start(addr=listen, tls_addr=tls_listen)
         try:
-            runner = web.AppRunner(admin_app(self.edge), access_log=None, handle_signals=False)
+            runner = web.AppRunner(
+                admin_app(self.edge, token=self._admin_token), access_log=None, handle_signals=False
+            )
             await runner.setup()
             self._admin = runner
             await web.TCPSite(runner, admin_host, admin_port, reuse_address=True).start()
@@ -81,12 +86,15 @@ async def run_standalone_edge(
     *,
     listen: str,
     admin: str,
+    admin_token: SecretValue,
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
     limits: EdgeLimits = DEFAULT_LIMITS,
 ) -> None:
     """Serve until cancelled, printing the bound addresses (the ``interlock edge`` command)."""
-    standalone = StandaloneEdge(trusted_proxies=trusted_proxies, limits=limits)
+    standalone = StandaloneEdge(
+        admin_token=admin_token, trusted_proxies=trusted_proxies, limits=limits
+    )
     addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
     http_host, http_port = addresses.edge.http
     print(f"edge listening on http://{_url_host(http_host)}:{http_port}", flush=True)

@@ -35,10 +35,12 @@ from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET,
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.load_balancer import remote_load_balancer_status
+from interlock.model.moduleset import SecretValue
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {r.kind: r for r in (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)}
 PASSWORD = "s3cret-pw"
+ADMIN_TOKEN = SecretValue(b"remote-edge-admin-token")
 HTPASSWD = "alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
 GOOD_AUTH = {"Authorization": "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()}
 
@@ -50,13 +52,43 @@ def parse(argv: list[str]) -> ControllerConfig:
     return config_from_args(build_parser().parse_args(argv))
 
 
-def test_edge_admin_url_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = parse(["run", "--edge-admin-url", "http://edge.ingress.svc:9091"])
+@pytest.fixture
+def token_file(tmp_path: Path) -> str:
+    path = tmp_path / "edge-admin-token"
+    path.write_text("remote-edge-admin-token\n")
+    return str(path)
+
+
+def test_edge_admin_url_flag_and_environment(
+    monkeypatch: pytest.MonkeyPatch, token_file: str
+) -> None:
+    config = parse(
+        [
+            "run",
+            "--edge-admin-url",
+            "http://edge.ingress.svc:9091",
+            "--edge-admin-token-file",
+            token_file,
+        ]
+    )
     assert config.edge_admin_url == "http://edge.ingress.svc:9091"
+    assert config.edge_admin_token == ADMIN_TOKEN  # the file's content, without the newline
     assert config.edge_addr is None
     assert parse(["run"]).edge_admin_url is None
     monkeypatch.setenv("INTERLOCK_EDGE_ADMIN_URL", "http://127.0.0.1:9091")
+    monkeypatch.setenv("INTERLOCK_EDGE_ADMIN_TOKEN_FILE", token_file)
     assert parse(["run"]).edge_admin_url == "http://127.0.0.1:9091"
+
+
+def test_edge_admin_url_needs_the_token_file(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="--edge-admin-token-file"):
+        parse(["run", "--edge-admin-url", "http://edge:9091"])
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(SystemExit, match="the file is empty"):
+        parse(
+            ["run", "--edge-admin-url", "http://edge:9091", "--edge-admin-token-file", str(empty)]
+        )
 
 
 @pytest.mark.parametrize(
@@ -67,21 +99,33 @@ def test_edge_admin_url_flag_and_environment(monkeypatch: pytest.MonkeyPatch) ->
         ["--trusted-proxy", "10.0.0.0/8"],
     ],
 )
-def test_edge_admin_url_excludes_the_in_process_data_plane_flags(extra: list[str]) -> None:
+def test_edge_admin_url_excludes_the_in_process_data_plane_flags(
+    extra: list[str], token_file: str
+) -> None:
     with pytest.raises(SystemExit) as exit_:
-        parse(["run", "--edge-admin-url", "http://edge:9091", *extra])
+        parse(
+            [
+                "run",
+                "--edge-admin-url",
+                "http://edge:9091",
+                "--edge-admin-token-file",
+                token_file,
+                *extra,
+            ]
+        )
     message = str(exit_.value)
     assert "--edge-admin-url" in message and extra[0] in message
 
 
-def test_a_bad_edge_admin_url_is_reported_by_name_without_its_password() -> None:
+def test_a_bad_edge_admin_url_is_reported_by_name_without_its_password(token_file: str) -> None:
+    token = ["--edge-admin-token-file", token_file]
     with pytest.raises(SystemExit) as exit_:
-        parse(["run", "--edge-admin-url", "ftp://admin:hunter2@edge:9091"])
+        parse(["run", "--edge-admin-url", "ftp://admin:hunter2@edge:9091", *token])
     message = str(exit_.value)
     assert message.startswith("--edge-admin-url: 'edge' is not an http(s) URL")
     assert "hunter2" not in message
     with pytest.raises(SystemExit, match="--edge-admin-url: 'edge:9091' is not an http"):
-        parse(["run", "--edge-admin-url", "edge:9091"])
+        parse(["run", "--edge-admin-url", "edge:9091", *token])
 
 
 # --- the environment -----------------------------------------------------------------------------
@@ -133,7 +177,10 @@ class AdminSwitch:
             request.method,
             self._target + request.path_qs,
             data=await request.read(),
-            headers={"Content-Type": request.headers.get("Content-Type", "application/json")},
+            headers={
+                "Content-Type": request.headers.get("Content-Type", "application/json"),
+                "Authorization": request.headers.get("Authorization", ""),
+            },
         ) as answer:
             headers = {
                 k: v for k, v in answer.headers.items() if k in ("Content-Type", "Retry-After")
@@ -231,13 +278,17 @@ async def remote(cluster: Cluster, kubeconfig: str) -> AsyncIterator[Remote]:
     backend = Backend()
     await backend.start()
     standalone = StandaloneEdge(
-        upstreams=StaticUpstreams({("default", "web", 80): [("127.0.0.1", backend.port)]})
+        admin_token=ADMIN_TOKEN,
+        upstreams=StaticUpstreams({("default", "web", 80): [("127.0.0.1", backend.port)]}),
     )
     addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
     switch = AdminSwitch(f"http://127.0.0.1:{addresses.admin[1]}")
     await switch.start()
     config = controller_config(
-        kubeconfig, lease_identity="remote-edge-replica", edge_admin_url=switch.url
+        kubeconfig,
+        lease_identity="remote-edge-replica",
+        edge_admin_url=switch.url,
+        edge_admin_token=ADMIN_TOKEN,
     )
     controller = await start_remote_controller(config)
     try:

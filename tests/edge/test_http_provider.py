@@ -24,6 +24,7 @@ from interlock.model.moduleset import Modules, SecretValue
 from .conftest import BACKEND, HOST, Backend
 from .secrets_kit import BASIC_AUTH, PASSWORD, SECRETS, basic_header
 
+ADMIN_TOKEN = SecretValue(b"edge-admin-token")
 ROUTE = "default/web/0"  # route ids may hold slashes: they travel percent-encoded
 
 
@@ -47,12 +48,13 @@ class Remote:
 @pytest.fixture
 async def remote(backend: Backend) -> AsyncIterator[Remote]:
     standalone = StandaloneEdge(
-        upstreams=StaticUpstreams({("default", "web", 80): [backend.address]})
+        admin_token=ADMIN_TOKEN,
+        upstreams=StaticUpstreams({("default", "web", 80): [backend.address]}),
     )
     addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
     host, port = addresses.admin
     admin_url = f"http://{host}:{port}"
-    provider = HttpEdge(base_url=admin_url, timeout=60)
+    provider = HttpEdge(base_url=admin_url, token=ADMIN_TOKEN, timeout=60)
     edge_host, edge_port = addresses.edge.http
     yield Remote(standalone, f"http://{edge_host}:{edge_port}", admin_url, provider)
     await provider.close()
@@ -178,7 +180,7 @@ async def test_http_answers_map_to_error_classes(
     # Only the answer that never comes should meet the client's timeout: an answered request
     # gets a bound a loaded machine cannot reach (a stress run saw the 422 time out at 0.3 s).
     timeout = 0.3 if status == 0 else 60.0
-    async with HttpEdge(base_url=base_url, timeout=timeout) as provider:
+    async with HttpEdge(base_url=base_url, token=None, timeout=timeout) as provider:
         with pytest.raises(expected) as error:
             await provider.detach_backend(host=HOST, route_id="r")
     if isinstance(error.value, TransientEdgeError):
@@ -191,7 +193,7 @@ async def test_unreachable_admin_api_is_transient() -> None:
     await web.TCPSite(probe, "127.0.0.1", 0).start()
     port = probe.addresses[0][1]
     await probe.cleanup()
-    async with HttpEdge(base_url=f"http://127.0.0.1:{port}", timeout=2) as provider:
+    async with HttpEdge(base_url=f"http://127.0.0.1:{port}", token=None, timeout=2) as provider:
         with pytest.raises(TransientEdgeError):
             await provider.attach_backend(
                 host=HOST, route_id="r", backend=BackendTarget("default", "web", 80)
@@ -207,7 +209,8 @@ def test_retry_after_accepts_seconds_and_dates() -> None:
 
 async def test_admin_api_names_the_field_of_an_unreadable_request(remote: Remote) -> None:
     route = f"{remote.admin_url}/v1/hosts/{HOST}/routes/r"
-    async with aiohttp.ClientSession() as client:
+    token = {"Authorization": "Bearer " + ADMIN_TOKEN.reveal().decode()}
+    async with aiohttp.ClientSession(headers=token) as client:
         async with client.put(route + "/modules", data=b"not json") as response:
             assert response.status == 400
             assert "JSON object" in (await response.json())["error"]
