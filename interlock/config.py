@@ -151,6 +151,10 @@ class ControllerConfig:
     writes where the edge listens instead, and nothing for a wildcard address (see
     :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
+    grpc_addr: Address | None = None
+    """Where Linkerd's proxy API (``io.linkerd.proxy.outbound.OutboundPolicies``, gRPC) listens
+    (``--grpc-addr``); ``None`` serves none (see ``docs/linkerd.md``)."""
+
     mesh_addr: Address | None = None
     """Where the mesh listener serves cluster clients (``--mesh-addr``): requests whose
     authority names a Service are routed by that Service port's outbound policy; ``None`` runs

@@ -26,6 +26,7 @@ from interlock.actors.messages import (
     service_topic,
 )
 from interlock.mailbox import Actor
+from interlock.model.cluster_ips import ServiceAddresses
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_annotations import policy_annotations_of
 from interlock.model.service import Service
@@ -54,7 +55,9 @@ class ServiceDirectory(Actor):
 
     reconciles = "Service"
 
-    def __init__(self) -> None:
+    def __init__(self, *, addresses: ServiceAddresses | None = None) -> None:
+        self.addresses = addresses
+        """The cluster-IP index the gRPC API reads (kept only when it is served)."""
         self.services: dict[ObjectKey, Service] = {}
         """Every Service, as last seen (published or not)."""
         self.opaque_ports: dict[str, str] = {}
@@ -84,6 +87,8 @@ class ServiceDirectory(Actor):
         service = service.in_namespace(self.opaque_ports.get(service.metadata.namespace))
         key = service.key
         self.services[key] = service
+        if self.addresses is not None:
+            self.addresses.upsert(service)
         topic = service_topic(key.namespace, key.name)
         # Compared with the retained value, not with local state: after a restart the topic
         # still holds what was published, and an unchanged Service must stay silent.
@@ -94,6 +99,8 @@ class ServiceDirectory(Actor):
 
     def _delete(self, key: ObjectKey) -> None:
         self.services.pop(key, None)
+        if self.addresses is not None:
+            self.addresses.delete(key)
         topic = service_topic(key.namespace, key.name)
         if SERVICE_KEY in self.system.retained(topic):
             self.unpublish(topic, SERVICE_KEY)

@@ -32,6 +32,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from interlock import __version__
+from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
 from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
@@ -78,6 +79,9 @@ class MetricsSources:
     policy_api: Callable[[], PolicyApiStatistics | None] | None = None
     """The outbound policy API's answers and open watch streams."""
 
+    grpc_api: Callable[[], GrpcApiStatistics] | None = None
+    """Linkerd's proxy API (``--grpc-addr``): calls started and handled, messages sent."""
+
     traffic: Callable[[], TrafficStatistics] | None = None
     """Requests through the edge and the mesh listener (``interlock.dataplane.metrics``)."""
 
@@ -113,6 +117,8 @@ class ControllerCollector:
             yield from _kube_client_families(sources.kube_client() if sample else None)
         if sources.policy_api is not None:
             yield from _policy_api_families(sources.policy_api() if sample else None)
+        if sources.grpc_api is not None:
+            yield from _grpc_api_families(sources.grpc_api() if sample else None)
         if sources.traffic is not None:
             yield from _traffic_families(sources.traffic() if sample else None)
 
@@ -350,6 +356,27 @@ def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
         open_watches.add_metric([], stats.watches_open)
         opened.add_metric([], stats.watches_opened)
     yield from (responses, open_watches, opened)
+
+
+def _grpc_api_families(stats: GrpcApiStatistics | None) -> Iterator[Metric]:
+    labels = ["grpc_service", "grpc_method", "grpc_type"]
+    started = _counter("grpc_server_started", "Calls of Linkerd's proxy API started.", labels)
+    handled = _counter(
+        "grpc_server_handled",
+        "Calls of Linkerd's proxy API ended, by status code (a watch when its stream ends).",
+        [*labels, "grpc_code"],
+    )
+    sent = _counter("grpc_server_msg_sent", "Messages sent by Linkerd's proxy API.", labels)
+    open_watches = _gauge("grpc_watches_open", "Watch streams of Linkerd's proxy API open now.")
+    if stats is not None:
+        for method, count in sorted(stats.started.items()):
+            started.add_metric([SERVICE, method, METHOD_TYPES[method]], count)
+        for (method, code), count in sorted(stats.handled.items()):
+            handled.add_metric([SERVICE, method, METHOD_TYPES[method], code], count)
+        for method, count in sorted(stats.sent.items()):
+            sent.add_metric([SERVICE, method, METHOD_TYPES[method]], count)
+        open_watches.add_metric([], stats.watches_open)
+    yield from (started, handled, sent, open_watches)
 
 
 def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:

@@ -119,6 +119,15 @@ def add_run_parser(subparsers: Any) -> None:
         shown="HTTP only",
     )
     add.value(
+        "--grpc-addr",
+        default=None,
+        metavar="HOST:PORT",
+        help="Linkerd's proxy API (OutboundPolicies Get/Watch over gRPC), the policies of "
+        "--policy-addr in the linkerd2-proxy-api encoding (port 0: any free port, printed; "
+        "see docs/linkerd.md)",
+        shown="not served",
+    )
+    add.value(
         "--mesh-addr",
         default=None,
         metavar="HOST:PORT",
@@ -261,6 +270,9 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
                 if args.edge_tls_addr
                 else None
+            ),
+            grpc_addr=(
+                parse_address(args.grpc_addr, flag="--grpc-addr") if args.grpc_addr else None
             ),
             mesh_addr=(
                 parse_address(args.mesh_addr, flag="--mesh-addr") if args.mesh_addr else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import gc
 import random
 import tempfile
@@ -40,6 +42,7 @@ from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.status_writer import StatusWriter
 from interlock.api.admin import AdminApp
+from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
@@ -65,11 +68,13 @@ from interlock.kube.resources import (
 from interlock.kube.status import StatusPatcher
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy, Tracer
+from interlock.model.cluster_ips import ServiceAddresses
 
 if TYPE_CHECKING:
     # Imported when embedded mode starts: the embedded API server (and the CEL library it
     # validates CRD rules with, which brings a REPL's worth of modules) is ~16 MiB of RSS that a
     # controller against a real cluster never uses.
+    from interlock.api.grpc.server import GrpcPolicyServer
     from interlock.controller.edge_half import EdgeHalf
     from interlock.controller.mesh_half import MeshHalf
     from interlock.embedded import EmbeddedApiServer
@@ -182,6 +187,12 @@ class Controller:
         """Records the Events the status writer is asked for (the edge's)."""
         self.policy_counters = PolicyApiCounters()
         """What the policy API answered (``/metrics``: ``interlock_policy_*``)."""
+        self.grpc_server: GrpcPolicyServer | None = None
+        """Linkerd's proxy API (``--grpc-addr``), once listening."""
+        self.grpc_counters = GrpcApiCounters()
+        """What it answered (``/metrics``: ``interlock_grpc_server_*``)."""
+        self.service_addresses = ServiceAddresses() if config.grpc_addr is not None else None
+        """Cluster IP → Service, kept by the Service directory only for the gRPC API."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._resyncs: set[asyncio.Task[None]] = set()
@@ -294,7 +305,28 @@ class Controller:
             config.policy_addr,
             flag="--policy-addr",
         )
+        if config.grpc_addr is not None:
+            await self._serve_grpc(config.grpc_addr)
         self.admin_site = await _serve(self._admin().app, config.admin_addr, flag="--admin-addr")
+
+    async def _serve_grpc(self, address: Address) -> None:
+        # Imported only when asked for: grpcio and protobuf are RSS a controller without
+        # --grpc-addr never uses.
+        from interlock.api.grpc.server import GrpcPolicyServer
+
+        assert self.service_addresses is not None
+        server = GrpcPolicyServer(
+            source=self.watches,
+            addresses=self.service_addresses,
+            wait_ready=self._synced.wait,
+            counters=self.grpc_counters,
+            cluster_domain=self.config.cluster_domain,
+        )
+        try:
+            await server.start(address)
+        except (OSError, RuntimeError) as error:
+            raise StartupError(f"--grpc-addr {address}: cannot listen: {error}") from error
+        self.grpc_server = server
 
     async def _discover(self, candidates: tuple[Resource, ...]) -> Resource | None:
         """The served version among ``candidates``; ``served_resource`` already retries what an
@@ -418,7 +450,11 @@ class Controller:
         self.system.spawn(STATUS_WRITER, status_writer)
         # Fed by tell with informer events: durable, resynchronized from the informers.
         mailbox = durable_mailbox(self._resync_object)
-        self.system.spawn(SERVICE_DIRECTORY, ServiceDirectory, mailbox=mailbox)
+        self.system.spawn(
+            SERVICE_DIRECTORY,
+            functools.partial(ServiceDirectory, addresses=self.service_addresses),
+            mailbox=mailbox,
+        )
         self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory, mailbox=mailbox)
         extra = None if self.edge is None else self.edge.router_handlers()
         if self.mesh is not None:
@@ -445,7 +481,10 @@ class Controller:
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(is_ready=lambda: self.ready, debug_from=self.config.debug_from)
-        mount_metrics(admin.app, controller_sources(self))
+        sources = controller_sources(self)
+        if self.config.grpc_addr is not None:
+            sources = dataclasses.replace(sources, grpc_api=self.grpc_counters.statistics)
+        mount_metrics(admin.app, sources)
         admin.add_debug("controller", lambda: self.inspect().to_json())
         admin.add_debug_query("actors", self._debug_actors)
         admin.add_debug("watches", self.watches.debug)
@@ -498,6 +537,8 @@ class Controller:
             lines.append(f"kubeconfig written to {self.kubeconfig_path}")
         if self.policy_site is not None:
             lines.append(f"policy API listening on {self.policy_site.url}")
+        if self.grpc_server is not None and self.grpc_server.address is not None:
+            lines.append(f"Linkerd's proxy API (gRPC) listening on {self.grpc_server.address}")
         if self.admin_site is not None:
             lines.append(f"admin listening on {self.admin_site.url}")
         if self.edge is not None:
@@ -519,6 +560,9 @@ class Controller:
                     "could not release the Lease in {:g} s; it expires", _RELEASE_TIMEOUT
                 )
         self.watches.close()
+        if self.grpc_server is not None:
+            await self.grpc_server.stop()
+            self.grpc_server = None
         for site in (self.policy_site, self.admin_site):
             if site is not None:
                 await site.stop()
