@@ -346,6 +346,7 @@ class EdgeServer:
             path=path,
             query=request.query,
             headers=request.headers,
+            authority=host_header,
             peer_ip=request.remote or "",
             body=body,
             peer_certificate=(

@@ -124,6 +124,7 @@ class EdgeStreams:
                 method=request.method,
                 path=path,
                 headers=request.headers,
+                authority=host,
                 query=params,
                 body=body,
                 peer_ip=request.peer,

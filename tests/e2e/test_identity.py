@@ -10,6 +10,7 @@ standing in for Google.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import aiohttp
 import pytest
 import test_edge_scenarios
+from aiohttp import web
 from e2e_clients import eventually
+from h2_client import h2_get
 from identity_browser import browser, get, sign_in
 from identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
 from module_checks import until_refused_naming
@@ -29,11 +32,14 @@ env = test_edge_scenarios.env
 
 HOST = "app.test"
 CALLBACK_URI = f"http://{HOST}/_interlock/auth/callback"
+OTHER_HOST = "other.test"
+"""A second host on the same provider and client (sessions must not cross between them)."""
 
 
 @pytest.fixture(scope="session")
 def shared_idp() -> Iterator[TestIdp]:
-    provider = TestIdp(redirect_uris=[CALLBACK_URI])
+    other = f"http://{OTHER_HOST}/_interlock/auth/callback"
+    provider = TestIdp(redirect_uris=[CALLBACK_URI, other])
     yield provider
     provider.close_now()
 
@@ -263,3 +269,115 @@ async def test_invalid_identity_modules_are_refused_naming_the_field(
     env: Env, modules: dict[str, Any], field: str
 ) -> None:
     await until_refused_naming(env, modules, field)
+
+
+# --- sessions: bound to what admitted them, re-checked, ended by a logout (issue 26) ----------
+
+
+async def test_identity_headers_from_a_client_never_reach_a_backend_without_identity_module(
+    env: Env,
+) -> None:
+    # Issue 26 item 12: on a host with no identity module (here: no modules at all).
+    await env.kube.apply(ingress("plain", "plain.test"))
+    await env.until_status("plain.test", 200)
+    backend = env.backends["web"]
+    forged = {"X-Forwarded-User": "ceo", "x-forwarded-email": "ceo@example.com"}
+    status, _, _ = await env.request("plain.test", "/", headers=forged)
+    assert status == 200
+    seen = {name.lower() for name in backend.requests[-1]}
+    assert not seen & {"x-forwarded-user", "x-forwarded-email"}
+    reply = await h2_get(env.edge_url, authority="plain.test", headers=forged)
+    assert reply.status == 200
+    seen = {name.lower() for name in backend.requests[-1]}
+    assert not seen & {"x-forwarded-user", "x-forwarded-email"}
+
+
+class EndlessProvider:
+    """An OpenID provider whose answer at one endpoint (``endless``) goes on for 64 MiB: a JSON
+    object opened and then whitespace. ``sent`` counts the bytes it managed to write."""
+
+    SIZE = 64 << 20
+
+    def __init__(self, endless: str) -> None:
+        self.endless = endless
+        self.sent = 0
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/.well-known/openid-configuration", self._discovery)
+        app.router.add_get("/jwks", self._jwks)
+        app.router.add_post("/token", self._token)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _answer(self, request: web.Request, name: str, document: dict[str, Any]) -> Any:
+        if name != self.endless:
+            status = 400 if name == "token" else 200
+            return web.json_response(document, status=status)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        chunk = b" " * (64 << 10)
+        with contextlib.suppress(ConnectionError):
+            await response.write(b'{"keys": [')
+            while self.sent < self.SIZE:
+                await response.write(chunk)
+                self.sent += len(chunk)
+        return response
+
+    async def _discovery(self, request: web.Request) -> Any:
+        return await self._answer(
+            request,
+            "discovery",
+            {
+                "issuer": self.issuer,
+                "authorization_endpoint": f"{self.issuer}auth",
+                "token_endpoint": f"{self.issuer}token",
+                "jwks_uri": f"{self.issuer}jwks",
+            },
+        )
+
+    async def _jwks(self, request: web.Request) -> Any:
+        return await self._answer(request, "jwks", {"keys": []})
+
+    async def _token(self, request: web.Request) -> Any:
+        return await self._answer(request, "token", {"error": "invalid_grant"})
+
+
+@pytest.mark.parametrize(
+    ("endless", "path"),
+    [
+        ("discovery", ".well-known/openid-configuration"),
+        ("jwks", "jwks"),
+        ("token", "token"),
+    ],
+)
+async def test_an_endless_provider_answer_is_refused_past_the_bound(
+    env: Env, endless: str, path: str
+) -> None:
+    # Issue 26 item 9: every body read from a provider is bounded (1 MiB).
+    provider = EndlessProvider(endless)
+    await provider.start()
+    try:
+        await publish(env, {"oidc": {**oidc(provider)["oidc"], "issuer": provider.issuer}})
+        url = f"{provider.issuer}{path}"
+        await env.until_route_error(HOST, f"{url} answered with more than 1048576 bytes")
+        state = env.route_state(HOST)
+        assert state is not None and "oidc.issuer" in (state.last_error or "")
+        assert provider.sent < 16 << 20, f"the edge read on: {provider.sent} bytes sent"
+        status, _, _ = await env.request(HOST, "/")
+        assert status == 503, "fail closed"
+    finally:
+        await provider.stop()

@@ -24,6 +24,7 @@ from interlock.edge.modules.client_cert_headers import strip_client_cert_headers
 from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
 from interlock.edge.modules.headers import Headers
+from interlock.edge.modules.identity_headers import strip_identity_headers
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
@@ -233,11 +234,15 @@ class ModuleChain:
 
         A client's copies of mutualTLS's identity headers never pass, on any route (a backend
         behind a route with mutualTLS and one without must not believe a forged subject from
-        the second). With mutualTLS they are set last, so that neither a client nor ``headers``
-        can set them; ``peer_certificate`` is the one the request was admitted with.
+        the second); nor do its copies of oauth/oidc's ``X-Forwarded-User``/``-Email`` (with
+        oauth or oidc, the admitted request's ``Admitted.apply`` removes and sets them). With
+        mutualTLS its headers are set last, so that neither a client nor ``headers`` can set
+        them; ``peer_certificate`` is the one the request was admitted with.
         """
         if self.mutual_tls is None:
             strip_client_cert_headers(headers)
+        if self.identity is None:
+            strip_identity_headers(headers)
         if self.headers is not None:
             self.headers.request.apply(headers)
         if self.mutual_tls is not None:

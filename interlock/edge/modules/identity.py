@@ -15,17 +15,36 @@ The flow, for a route at path prefix ``P`` (``P`` is empty for ``/``):
    against the login cookie, exchanges the code (with the PKCE verifier and the client secret),
    validates the identity, checks ``emailAddresses``/``emailDomains``, seals the session cookie
    and redirects back. ``P/_interlock/auth/logout`` clears the session.
-3. With a session: past ``maximumDuration`` since the login, or ``inactivityTimeout`` since the
-   last request, it is ignored and a new login starts. Every ``authCheckInterval`` the provider
-   is asked again (userinfo with the access token, else a refresh); a provider that says no ends
-   the session, a provider that cannot be reached does not (transient: checked again later).
+3. With a session: one admitted elsewhere (another host, another route, or this route before
+   its module's identity settings changed: see *Binding* below), logged out, past
+   ``maximumDuration`` since the login, or past ``inactivityTimeout`` since the last request, is
+   ignored and a new login starts. A user the current ``emailAddresses``/``emailDomains`` no
+   longer allow gets 403 and the cookie is cleared: the lists are checked on every request, so
+   tightening them takes effect at once. Every ``authCheckInterval`` the provider is asked
+   again (userinfo with the access token, else a refresh); a provider that says no ends the
+   session, a provider that cannot be reached does not (transient: checked again later).
 4. The request goes upstream with ``X-Forwarded-User``, ``X-Forwarded-Email`` and the configured
    ``identityHeaders``; client-sent copies of all of them are removed first, and the edge's own
    cookies are removed from the ``Cookie`` header (the backend never sees the session).
 
+**Binding.** A session (and a started login) holds a binding: a digest of the host it was
+admitted on (the request's authority without its port), the route's path, and the module's
+identity settings (kind, issuer or endpoints, client id, scopes, the claims read). Two hosts
+with the same provider, client and even the same session keys do not accept each other's
+sessions, since the sealed binding differs; the cookie cannot be edited (it is sealed).
+
+**Logout.** ``P/_interlock/auth/logout`` clears the cookie and records the session's random id
+in the process's :data:`~interlock.edge.modules.session.REVOKED_SESSIONS` until the session
+would have ended anyway, so a copy of the cookie kept elsewhere is refused too (per process:
+``docs/modules.md`` says what that means with several replicas).
+
+The redirect URI is built from the request's authority (``RequestView.authority``: ``Host``
+over HTTP/1.1, ``:authority`` over HTTP/2), which must be a plain host name or address with an
+optional numeric port.
+
 Error pages are fixed texts: never a token, a code, a secret or a provider's message. The
 cookies are HttpOnly, SameSite=Lax (the callback is a top-level GET from the provider), Secure
-on HTTPS, and named per route configuration so two routes never accept each other's sessions.
+on HTTPS, and named per route configuration.
 """
 
 from __future__ import annotations
@@ -53,11 +72,13 @@ from interlock.edge.modules.errors import (
     lookup_secret,
     parse_positive_duration,
 )
+from interlock.edge.modules.identity_headers import FORWARDED_EMAIL, FORWARDED_USER
 from interlock.edge.modules.oauth import OPENID_SCOPES, preset_for
 from interlock.edge.modules.oidc import (
     CLIENT_ERRORS,
     InvalidIdToken,
     Jwks,
+    ProviderAnswerTooLarge,
     ProviderEndpoints,
     ProviderRefusedError,
     discover,
@@ -66,7 +87,13 @@ from interlock.edge.modules.oidc import (
     token_request,
     validate_id_token,
 )
-from interlock.edge.modules.session import SessionKeyError, SessionSealer, session_keys
+from interlock.edge.modules.session import (
+    REVOKED_SESSIONS,
+    RevokedSessions,
+    SessionKeyError,
+    SessionSealer,
+    session_keys,
+)
 from interlock.edge.modules.view import IdentityReply, RequestView
 from interlock.edge.proxy import ResponseHooks
 from interlock.model.moduleset import Modules, OAuthProviderSettings, SecretValue
@@ -79,9 +106,13 @@ LOGIN_SECONDS = 600.0
 DEFAULT_MAXIMUM_DURATION = 24 * 3600.0
 RECHECK_RETRY_SECONDS = 30.0
 """After a failed authCheckInterval re-check (provider down), when to try again."""
+SEAL_SLACK_SECONDS = 60.0
+"""A sealed session is opened up to this long past ``maximumDuration`` (then checked exactly)."""
 MAX_COOKIE_BYTES = 3800
-FORWARDED_USER = "X-Forwarded-User"
-FORWARDED_EMAIL = "X-Forwarded-Email"
+KNOWN_NAMES = 256
+_AUTHORITY = re.compile(r"^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$")
+"""An authority the redirect URI may name: a host name or a bracketed IPv6 address, and an
+optional numeric port (no user info, no path)."""
 _ERROR_CODE = re.compile(r"^[a-z_]{1,40}$")
 _HEADER_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -144,6 +175,10 @@ class _Names:
     login: str
     path: str
     binding: str
+    """The digest of the host, the route's path and the module's identity settings, sealed in
+    every login and session of this route on this host: one sealed for another is refused."""
+    authority: str
+    """The request's authority (lower case, port kept): the redirect URI's."""
 
 
 @dataclass(slots=True)
@@ -171,6 +206,30 @@ class GateSettings:
     issuer: str | None = None
     endpoints: ProviderEndpoints | None = None
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    digest: str = ""
+    """A digest of the settings that say who a session's user is (see :func:`identity_digest`);
+    part of every session's binding."""
+
+
+def identity_digest(settings: GateSettings) -> str:
+    """A digest of what makes a session's identity: the kind, the provider (issuer or
+    endpoints), the client, the scopes and the claims read. Not the allow lists (checked on
+    every request) nor the durations (checked on every request against the current ones)."""
+    endpoints = settings.endpoints
+    parts = [
+        settings.kind,
+        settings.field,
+        settings.issuer or "",
+        "" if endpoints is None else endpoints.authorize_url,
+        "" if endpoints is None else endpoints.token_url,
+        "" if endpoints is None else endpoints.userinfo_url or "",
+        settings.client_id,
+        " ".join(settings.scopes),
+        settings.user_claim,
+        settings.email_claim,
+        *(f"{name}={claim}" for name, claim in settings.identity_headers),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -183,10 +242,17 @@ class IdentityGate:
     sealer: SessionSealer
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
+    revoked: RevokedSessions = REVOKED_SESSIONS
+    """Logged-out sessions (process-wide by default: it must outlive a recompiled module)."""
     _provider: _Provider | None = dataclasses.field(default=None, init=False)
     _unreachable: bool = dataclasses.field(default=False, init=False)
     """Set when a call to the provider failed as unavailable, cleared when one succeeds."""
     _strip: frozenset[str] = dataclasses.field(init=False)
+    _known_names: dict[tuple[str, str], _Names] = dataclasses.field(
+        default_factory=dict, init=False
+    )
+    """:meth:`_names` of the (path, authority) pairs seen lately: two digests per request
+    otherwise. Cleared when it holds :data:`KNOWN_NAMES` (an authority's port is the client's)."""
 
     def __post_init__(self) -> None:
         self._strip = frozenset(
@@ -217,22 +283,26 @@ class IdentityGate:
         Raises :class:`ModuleConfigError` (permanent) or :class:`ProviderUnavailableError`.
         """
         settings = self.settings
-        if settings.kind == "oidc":
-            assert settings.issuer is not None
-            endpoints = await discover(settings.issuer, field=f"{settings.field}.issuer")
-            assert endpoints.jwks_uri is not None
-            jwks: Jwks | None = Jwks(endpoints.jwks_uri)
-            assert jwks is not None
-            await jwks.refresh()
-        else:
-            assert settings.endpoints is not None
-            endpoints, jwks = settings.endpoints, None
-        await probe_client(
-            endpoints,
-            client_id=settings.client_id,
-            client_secret=self._secret(),
-            field=f"{settings.field}.clientSecret",
-        )
+        try:
+            if settings.kind == "oidc":
+                assert settings.issuer is not None
+                endpoints = await discover(settings.issuer, field=f"{settings.field}.issuer")
+                assert endpoints.jwks_uri is not None
+                jwks: Jwks | None = Jwks(endpoints.jwks_uri)
+                assert jwks is not None
+                await jwks.refresh()
+            else:
+                assert settings.endpoints is not None
+                endpoints, jwks = settings.endpoints, None
+            await probe_client(
+                endpoints,
+                client_id=settings.client_id,
+                client_secret=self._secret(),
+                field=f"{settings.field}.clientSecret",
+            )
+        except ProviderAnswerTooLarge as exc:
+            where = f"{settings.field}.issuer" if settings.kind == "oidc" else settings.field
+            raise ModuleConfigError(where, str(exc)) from None
         self._provider = _Provider(endpoints=endpoints, jwks=jwks)
 
     def _secret(self) -> str:
@@ -247,15 +317,20 @@ class IdentityGate:
         provider = self._provider
         if provider is None:
             return _page(503, "Sign-in for this site is not ready yet.")
+        authority = view.authority.lower()
+        if not _AUTHORITY.match(authority):
+            return _page(400, "This request's host cannot be signed in to.")
         prefix = route_path.rstrip("/")
-        names = self._names(prefix)
+        names = self._names(prefix, authority)
         if view.path == prefix + CALLBACK:
             return await self._callback(view, provider, names, scheme=scheme)
         if view.path == prefix + LOGOUT:
+            self._revoke(view, names)
             return IdentityReply(
                 200,
                 (
                     *_text_type(),
+                    ("Cache-Control", "no-store"),
                     ("Set-Cookie", _clear(names.session, names.path)),
                 ),
                 "You are signed out.\n",
@@ -265,12 +340,7 @@ class IdentityGate:
         if self.settings.options_passthrough and view.method == "OPTIONS":
             return Admitted((), self._strip, frozenset({names.session, names.login}))
         now = self.wall_clock()
-        cookies = _cookies(view.headers)
-        session = None
-        if names.session in cookies:
-            session = self.sealer.open(
-                cookies[names.session], now=now, max_age=self.settings.maximum + 60
-            )
+        session = self._open_session(view, names, now=now)
         if session is not None:
             admitted = await self._admit(session, provider, names, now=now, scheme=scheme)
             if admitted is not None:
@@ -281,26 +351,61 @@ class IdentityGate:
             )
         return self._start_login(view, provider, names, scheme=scheme)
 
+    def _open_session(
+        self, view: RequestView, names: _Names, *, now: float
+    ) -> dict[str, Any] | None:
+        """The request's session cookie, opened (None: absent, forged, damaged or too old)."""
+        raw = _cookies(view.headers).get(names.session)
+        if raw is None:
+            return None
+        return self.sealer.open(raw, now=now, max_age=self.settings.maximum + SEAL_SLACK_SECONDS)
+
+    def _revoke(self, view: RequestView, names: _Names) -> None:
+        """Logout: the session's id is refused from now until the session would have ended."""
+        now = self.wall_clock()
+        session = self._open_session(view, names, now=now)
+        if session is None or not isinstance(session.get("i"), str):
+            return
+        try:
+            login = float(session["l"])
+        except (KeyError, TypeError, ValueError):
+            return
+        until = login + self.settings.maximum + SEAL_SLACK_SECONDS
+        self.revoked.revoke(session["i"], until=until, now=now)
+
     async def _reachable(self, provider: _Provider) -> bool:
         """After a failure: whether the provider answers at all again (any status will do)."""
         try:
             await provider_request(provider.endpoints.jwks_uri or provider.endpoints.token_url)
         except ProviderUnavailableError:
             return False
+        except ProviderAnswerTooLarge:
+            pass  # it answered
         self._unreachable = False
         return True
 
-    def _names(self, prefix: str) -> _Names:
+    def _names(self, prefix: str, authority: str) -> _Names:
+        known = self._known_names.get((prefix, authority))
+        if known is None:
+            if len(self._known_names) >= KNOWN_NAMES:
+                self._known_names.clear()
+            known = self._known_names[prefix, authority] = self._digest_names(prefix, authority)
+        return known
+
+    def _digest_names(self, prefix: str, authority: str) -> _Names:
         settings = self.settings
         where = settings.issuer or (settings.endpoints.authorize_url if settings.endpoints else "")
-        binding = hashlib.sha256(
+        tag = hashlib.sha256(
             f"{settings.kind}\n{where}\n{settings.client_id}\n{prefix}".encode()
         ).hexdigest()[:12]
+        host = _host_of(authority)
+        binding = hashlib.sha256(f"{settings.digest}\n{host}\n{prefix}".encode()).hexdigest()
         return _Names(
-            session=f"__interlock_session_{binding}",
-            login=f"__interlock_login_{binding}",
+            session=f"__interlock_session_{tag}",
+            login=f"__interlock_login_{tag}",
             path=prefix or "/",
-            binding=binding,
+            binding=binding[:32],
+            authority=authority,
         )
 
     def _start_login(
@@ -324,7 +429,7 @@ class IdentityGate:
         params = {
             "response_type": "code",
             "client_id": self.settings.client_id,
-            "redirect_uri": self._redirect_uri(view, names, scheme=scheme),
+            "redirect_uri": self._redirect_uri(names, scheme=scheme),
             "scope": " ".join(self.settings.scopes),
             "state": state,
             "code_challenge": challenge,
@@ -339,10 +444,9 @@ class IdentityGate:
             302, (("Location", url), ("Set-Cookie", cookie), *_text_type()), "Signing in…\n"
         )
 
-    def _redirect_uri(self, view: RequestView, names: _Names, *, scheme: str) -> str:
-        host = view.headers.get("Host", "").lower()
+    def _redirect_uri(self, names: _Names, *, scheme: str) -> str:
         prefix = "" if names.path == "/" else names.path
-        return f"{scheme}://{host}{prefix}{CALLBACK}"
+        return f"{scheme}://{names.authority}{prefix}{CALLBACK}"
 
     async def _callback(
         self, view: RequestView, provider: _Provider, names: _Names, *, scheme: str
@@ -369,7 +473,7 @@ class IdentityGate:
                 {
                     "grant_type": "authorization_code",
                     "code": code,
-                    "redirect_uri": self._redirect_uri(view, names, scheme=scheme),
+                    "redirect_uri": self._redirect_uri(names, scheme=scheme),
                     "code_verifier": str(login["v"]),
                 },
                 client_id=settings.client_id,
@@ -390,12 +494,20 @@ class IdentityGate:
         except InvalidIdToken as exc:
             logger.warning("{}: sign-in refused: {}", settings.field, exc)
             return _page(400, "The identity provider's answer could not be verified.")
-        if not self._allowed(claims):
+        except ProviderAnswerTooLarge as exc:
+            logger.warning("{}: sign-in failed: {}", settings.field, exc)
+            return _page(502, "The identity provider's answer could not be read.")
+        user = _claim(claims, settings.user_claim)
+        email = _claim(claims, settings.email_claim)
+        verified = claims.get("email_verified") is not False
+        if not self._allows(user=user, email=email, verified=verified):
             return _page(403, "This account is not allowed to use this site.")
         session = {
             "b": names.binding,
-            "u": _claim(claims, settings.user_claim),
-            "e": _claim(claims, settings.email_claim),
+            "i": random.token_urlsafe(18),
+            "u": user,
+            "e": email,
+            "v": verified,
             "c": {claim: _claim(claims, claim) for _, claim in settings.identity_headers},
             "l": now,
             "s": now,
@@ -448,12 +560,14 @@ class IdentityGate:
             claims = {**info, **claims}
         return claims
 
-    def _allowed(self, claims: Mapping[str, Any]) -> bool:
+    def _allows(self, *, user: str, email: str, verified: bool) -> bool:
+        """Whether the current emailAddresses/emailDomains let this user in (at the callback
+        and again on every request with a session)."""
         settings = self.settings
         if not settings.emails and not settings.domains:
-            return bool(_claim(claims, settings.user_claim))
-        email = _claim(claims, settings.email_claim).lower()
-        if not email or claims.get("email_verified") is False:
+            return bool(user)
+        email = email.lower()
+        if not email or not verified:
             return False
         domain = email.rpartition("@")[2]
         return email in settings.emails or domain in settings.domains
@@ -466,16 +580,39 @@ class IdentityGate:
         *,
         now: float,
         scheme: str,
-    ) -> Admitted | None:
+    ) -> Admitted | IdentityReply | None:
+        """The session's request admitted; a refusal (403: the user is no longer allowed); or
+        None: no usable session, a new login starts."""
         settings = self.settings
         try:
             login, seen, checked = float(session["l"]), float(session["s"]), float(session["k"])
         except (KeyError, TypeError, ValueError):
             return None
-        if session.get("b") != names.binding or now - login > settings.maximum:
+        session_id = session.get("i")
+        if (
+            not hmac.compare_digest(str(session.get("b", "")), names.binding)
+            or now - login > settings.maximum
+            or not isinstance(session_id, str)
+        ):
             return None
         if settings.inactivity is not None and now - seen > settings.inactivity:
             return None
+        if self.revoked.is_revoked(session_id, now=now):
+            return None
+        if not self._allows(
+            user=str(session.get("u") or ""),
+            email=str(session.get("e") or ""),
+            verified=session.get("v") is not False,
+        ):
+            return IdentityReply(
+                403,
+                (
+                    *_text_type(),
+                    ("Cache-Control", "no-store"),
+                    ("Set-Cookie", _clear(names.session, names.path)),
+                ),
+                "This account is not allowed to use this site.\n",
+            )
         changed = False
         if settings.check_interval is not None and now - checked >= settings.check_interval:
             verdict = await self._recheck(session, provider)
@@ -520,7 +657,8 @@ class IdentityGate:
                 if status == 200 and isinstance(info, dict):
                     if self.settings.emails or self.settings.domains:
                         email = info.get(self.settings.email_claim)
-                        if email is not None and str(email).lower() != str(session.get("e")):
+                        stored = str(session.get("e") or "").lower()
+                        if email is not None and str(email).lower() != stored:
                             return False
                     return True
             if isinstance(refresh, str):
@@ -536,6 +674,9 @@ class IdentityGate:
         except ProviderUnavailableError as exc:
             self._unreachable = True
             logger.info("{}: session re-check postponed: {}", self.settings.field, exc)
+            return None
+        except ProviderAnswerTooLarge as exc:
+            logger.warning("{}: session re-check postponed: {}", self.settings.field, exc)
             return None
         except ProviderRefusedError:
             return False
@@ -649,6 +790,7 @@ def build_identity(
         endpoints=extra.get("endpoints"),
         summary=summary,
     )
+    settings = dataclasses.replace(settings, digest=identity_digest(settings))
     return IdentityGate(
         settings, client_secret=client_secret, sealer=sealer, clock=clock, wall_clock=wall_clock
     )
@@ -698,3 +840,10 @@ def _text_type() -> tuple[tuple[str, str]]:
 
 def _page(status: int, text: str) -> IdentityReply:
     return IdentityReply(status, (*_text_type(), ("Cache-Control", "no-store")), text + "\n")
+
+
+def _host_of(authority: str) -> str:
+    """An authority without its port: ``app.test:8443`` → ``app.test``, ``[::1]:80`` → ``[::1]``."""
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1]
+    return authority.partition(":")[0].rstrip(".")

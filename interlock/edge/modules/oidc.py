@@ -17,6 +17,13 @@ will), only asymmetric algorithms are accepted and each key allows only
 its own, and ``iss``, ``aud`` (and ``azp`` when there are several audiences), ``exp``, ``iat``
 and ``nonce`` are checked against the injected wall clock. Error texts are fixed phrases: never a
 token, a code or a secret.
+
+Every answer of a provider is read with a bound, :data:`MAX_PROVIDER_ANSWER_BYTES`: the module
+runs inside the shared controller (or edge) process, and anyone who may write a ModuleSet names
+the issuer, so an endless discovery document or JWKS must not take the process's memory. Past
+the bound the read stops and :class:`ProviderAnswerTooLarge` names the URL. The answers are
+asked for uncompressed and never inflated (a small gzip body could inflate past any bound
+before it is counted).
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ from jwt.exceptions import PyJWKError, PyJWTError
 from interlock.edge.modules.errors import ModuleConfigError, ProviderUnavailableError
 
 PROVIDER_TIMEOUT_SECONDS = 10.0
+MAX_PROVIDER_ANSWER_BYTES = 1 << 20
+"""The largest answer read from a provider: discovery, JWKS, token and userinfo. Real ones are a
+few KiB (a JWKS with a dozen RSA keys is under 20 KiB, a token answer with large tokens under
+16 KiB), so 1 MiB leaves room for any provider and bounds what one can make the process hold."""
 LEEWAY_SECONDS = 30.0
 ID_TOKEN_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
@@ -51,6 +62,17 @@ class ProviderRefusedError(Exception):
         self.status = status
         self.error = error
         super().__init__(f"the identity provider answered {status} {error}")
+
+
+class ProviderAnswerTooLarge(Exception):
+    """A provider's answer was longer than :data:`MAX_PROVIDER_ANSWER_BYTES` (not read further)."""
+
+    def __init__(self, url: str, limit: int) -> None:
+        self.url = _where(url)
+        super().__init__(
+            f"{self.url} answered with more than {limit} bytes, the most read from an identity "
+            "provider; point the module at the provider's own endpoints"
+        )
 
 
 class InvalidIdToken(Exception):
@@ -75,12 +97,14 @@ async def provider_request(
     data: Mapping[str, str] | None = None,
     bearer: str | None = None,
     client: tuple[str, str] | None = None,
+    limit: int = MAX_PROVIDER_ANSWER_BYTES,
 ) -> tuple[int, Any]:
     """GET (or POST ``data``) ``url``; (status, parsed JSON or None).
 
-    Raises :class:`ProviderUnavailableError` on a connection error, a timeout, 5xx or 429.
+    Raises :class:`ProviderUnavailableError` on a connection error, a timeout, 5xx or 429, and
+    :class:`ProviderAnswerTooLarge` past ``limit`` bytes of body.
     """
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
     if bearer is not None:
         headers["Authorization"] = f"Bearer {bearer}"
     if client is not None:
@@ -90,7 +114,7 @@ async def provider_request(
     timeout = aiohttp.ClientTimeout(total=PROVIDER_TIMEOUT_SECONDS)
     try:
         async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
+            aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session,
             session.request(
                 "POST" if data is not None else "GET",
                 url,
@@ -99,7 +123,7 @@ async def provider_request(
                 allow_redirects=False,
             ) as response,
         ):
-            body = await response.read()
+            body = await _read_bounded(response, url, limit)
             status = response.status
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise ProviderUnavailableError(
@@ -114,6 +138,20 @@ async def provider_request(
     return status, parsed
 
 
+async def _read_bounded(response: aiohttp.ClientResponse, url: str, limit: int) -> bytes:
+    """The body, or :class:`ProviderAnswerTooLarge` as soon as it is longer than ``limit``."""
+    if response.content_length is not None and response.content_length > limit:
+        raise ProviderAnswerTooLarge(url, limit)
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise ProviderAnswerTooLarge(url, limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def _where(url: str) -> str:
     # The URL without its query: a query could hold a code or a token.
     return url.partition("?")[0]
@@ -122,7 +160,10 @@ def _where(url: str) -> str:
 async def discover(issuer: str, *, field: str) -> ProviderEndpoints:
     """The endpoints of ``issuer`` from its discovery document (OpenID Connect Discovery 1.0)."""
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
-    status, document = await provider_request(url)
+    try:
+        status, document = await provider_request(url)
+    except ProviderAnswerTooLarge as exc:
+        raise ModuleConfigError(field, f"discovery: {exc}") from None
     if status != 200 or not isinstance(document, dict):
         raise ModuleConfigError(field, f"discovery at {url} answered {status}, not a document")
     if document.get("issuer") != issuer:

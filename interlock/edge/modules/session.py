@@ -13,12 +13,21 @@ sealed have expired — nobody is logged out. When no session Secret is configur
 derived from the OAuth client secret (with its own HKDF label), so rotating the client secret
 ends all sessions.
 
+A sealed session cannot be taken back once it is out, so a logout alone would not end it: the
+holder of a copied cookie could go on using it. :class:`RevokedSessions` is the edge's memory of
+sessions ended by a logout before their time — each session carries a random id, a logout adds
+it with the moment the session would have ended anyway (``maximumDuration`` after the login),
+and the entry is forgotten after that moment. It is per process (see ``docs/modules.md``): with
+several replicas, a logout on one is not seen by the others, where ``authCheckInterval`` and
+``maximumDuration`` bound the session instead.
+
 Nothing here logs, and :class:`SessionSealer`'s ``repr`` shows no key.
 """
 
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -82,3 +91,51 @@ class SessionSealer:
         except (InvalidToken, UnicodeError, ValueError):
             return None
         return payload if isinstance(payload, dict) else None
+
+
+MAX_REVOKED_SESSIONS = 100_000
+"""How many logged-out sessions :class:`RevokedSessions` remembers at most (about 10 MiB). Each
+entry needs a completed sign-in and logout; past this many unexpired ones, those whose sessions
+end soonest are forgotten first (down to 90%, so that a full table is not pruned at each
+logout)."""
+
+
+class RevokedSessions:
+    """Session ids ended by a logout, each until the session would have ended anyway."""
+
+    __slots__ = ("_capacity", "_until")
+
+    def __init__(self, *, capacity: int = MAX_REVOKED_SESSIONS) -> None:
+        self._capacity = capacity
+        self._until: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+    def revoke(self, session_id: str, *, until: float, now: float) -> None:
+        """Refuse ``session_id`` from now until the wall-clock time ``until``."""
+        if until <= now:
+            return
+        self._until[session_id] = max(until, self._until.get(session_id, until))
+        if len(self._until) > self._capacity:
+            self._until = {key: end for key, end in self._until.items() if end > now}
+            # Down to 90%: a full table is not scanned again at the very next logout.
+            excess = len(self._until) - self._capacity * 9 // 10
+            if len(self._until) > self._capacity and excess > 0:
+                for key, _ in heapq.nsmallest(excess, self._until.items(), key=lambda e: e[1]):
+                    del self._until[key]
+
+    def is_revoked(self, session_id: str, *, now: float) -> bool:
+        until = self._until.get(session_id)
+        if until is None:
+            return False
+        if until <= now:
+            del self._until[session_id]
+            return False
+        return True
+
+
+REVOKED_SESSIONS = RevokedSessions()
+"""The process's logged-out sessions, shared by every route's oauth/oidc module: a route's
+module is compiled again whenever its ModuleSet or Secrets change, and a logout must outlive
+that."""

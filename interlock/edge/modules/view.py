@@ -27,6 +27,9 @@ class RequestView:
     """The query parameters (first value of each)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """The request headers; must be case-insensitive (aiohttp's ``CIMultiDictProxy`` is)."""
+    authority: str = ""
+    """The request's authority as the edge routed it: ``Host`` over HTTP/1.1, ``:authority``
+    over HTTP/2 (whose requests carry no ``Host``)."""
     peer_ip: str = ""
     """The address of the TCP peer (a proxy when the edge sits behind one)."""
     body: bytes | None = None
