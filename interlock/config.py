@@ -172,6 +172,12 @@ class ControllerConfig:
     method, path, status, bytes, duration, upstream, retries; never a header value or the
     query string); off by default."""
 
+    gateway_addresses: tuple[str, ...] = ()
+    """The addresses interlock's Gateways are given, one each (``--gateway-addresses``: a
+    CIDR or a list); each Gateway's listeners are served on its own address, so that Gateways
+    with the same ports and hostnames are told apart. Empty: Gateways get no address (their
+    ``Programmed`` condition says so). Needs ``edge_addr`` (the data plane of this process)."""
+
     edge_tls_addr: Address | None = None
     """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
     Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""

@@ -54,6 +54,8 @@ from interlock.kube.client import make_api_client
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
     EVENT,
+    GATEWAY,
+    GATEWAY_CLASS,
     GRPC_ROUTE,
     HTTP_ROUTE,
     INGRESS,
@@ -126,6 +128,8 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         LEASE,
         NAMESPACE,
         CONFIG_MAP,
+        GATEWAY,
+        GATEWAY_CLASS,
     )
 }
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from interlock.actors.gateway_messages import GatewayParentEntries, gateway_parents_topic
 from interlock.actors.messages import (
     ROUTE_STATUS_TOPIC,
     SERVICE_KEY,
@@ -52,6 +53,7 @@ from interlock.actors.messages import (
 )
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.gateway import ReferenceGrant
+from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
     MeshRoute,
@@ -130,10 +132,18 @@ class RouteActor(Actor):
         """What this route last published, by parent Service (shared with later instances)."""
         self.attached = outputs.attachments
         self.sent_status: list[dict[str, Any]] | None = None
+        self.gateway_entries: tuple[dict[str, Any], ...] = ()
+        """Its ``status.parents`` entries for interlock's Gateways (from the GatewayController),
+        written with its own: one writer per route status."""
+        self.rejected: RouteRejected | None = None
 
     async def started(self) -> None:
         topic = self.route_topic
         self.subscribe(topic)
+        if self.kind == "HTTPRoute":
+            # Retained values only for routes naming one of interlock's Gateways: an empty
+            # topic costs nothing until published.
+            self.subscribe(gateway_parents_topic(self.kind, self.namespace, self.name))
         if not self.system.retained(topic):
             # The route is gone, and its deletion was never handled (the predecessor crashed
             # on it, or the route went before this actor started).
@@ -152,6 +162,10 @@ class RouteActor(Actor):
     # Inputs
 
     def _published(self, topic: str, key: str, value: object) -> None:
+        if topic.startswith("gateway-parents:"):
+            entries = value.entries if isinstance(value, GatewayParentEntries) else ()
+            self._gateway_entries_changed(entries)
+            return
         if topic == self.route_topic:
             if isinstance(value, RouteSpecified):
                 self._route_changed(value.route)
@@ -179,6 +193,9 @@ class RouteActor(Actor):
         self._changed()
 
     def _unpublished(self, topic: str, key: str) -> None:
+        if topic.startswith("gateway-parents:"):
+            self._gateway_entries_changed(())
+            return
         if topic == self.route_topic:
             self._route_deleted()
             return
@@ -196,7 +213,17 @@ class RouteActor(Actor):
             return
         self._changed()
 
+    def _gateway_entries_changed(self, entries: tuple[dict[str, Any], ...]) -> None:
+        if entries == self.gateway_entries:
+            return
+        self.gateway_entries = entries
+        if self.route is not None:
+            self._changed()
+        elif self.rejected is not None:
+            self._route_rejected(self.rejected)
+
     def _route_changed(self, route: MeshRoute) -> None:
+        self.rejected = None
         self.route = route
         wanted = {
             service_topic(key.namespace, key.name) for key in route_service_dependencies(route)
@@ -253,6 +280,7 @@ class RouteActor(Actor):
     def _route_rejected(self, rejected: RouteRejected) -> None:
         # A route we cannot read contributes nothing: better no route than a wrong one. (The
         # router already logged the error with the object and field.)
+        self.rejected = rejected
         self.route = None
         for topic in self.input_topics:
             self.unsubscribe(topic)
@@ -264,13 +292,13 @@ class RouteActor(Actor):
         parents = rejected_route_status(
             rejected.raw, rejected.error, controller_name=self.controller_name, now=self.now()
         )
-        if parents is not None:
+        if parents is not None or self.gateway_entries:
             stored = rejected.raw.get("status", {}) or {}
             stored_parents = stored.get("parents") if isinstance(stored, dict) else None
             meta = rejected.raw.get("metadata") or {}
             uid = meta.get("uid") if isinstance(meta, dict) else None
             self._send_status(
-                parents,
+                parents or [],
                 stored_parents if isinstance(stored_parents, list) else [],
                 uid=uid if isinstance(uid, str) else "",
             )
@@ -322,6 +350,12 @@ class RouteActor(Actor):
     def _send_status(
         self, desired: list[dict[str, Any]], stored: list[dict[str, Any]], *, uid: str
     ) -> None:
+        # Entries of interlock's Gateway controller come from the GatewayController, never
+        # from the stored status (they would outlive the parent they were about).
+        desired = [
+            entry for entry in desired if entry.get("controllerName") != GATEWAY_CONTROLLER_NAME
+        ]
+        desired.extend(dict(entry) for entry in self.gateway_entries)
         # Publish when it differs from what is stored (a write is needed) or from what was last
         # published (a pending write the StatusWriter holds may now be stale). The first time
         # (also after a restart) it is published in any case: the retained value may be one

@@ -74,7 +74,11 @@ class InformerRouter(Actor):
         grpc_route_factory: RouteFactory | None = None,
         route_factories: Mapping[str, RouteFactory] | None = None,
         extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
+        taps: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
     ) -> None:
+        """``extra``: handlers of the kinds the router does not know; ``taps``: handlers also
+        told every change of a kind it does know (the Gateway half reads HTTPRoutes and
+        Namespaces too)."""
         self.route_factory: RouteFactory = route_factory or (
             lambda namespace, name, outputs: RouteActor(
                 namespace=namespace, name=name, outputs=outputs
@@ -93,6 +97,7 @@ class InformerRouter(Actor):
         )
         self.factories.update(route_factories or {})
         self.extra = dict(extra or {})
+        self.taps = dict(taps or {})
 
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
@@ -111,6 +116,9 @@ class InformerRouter(Actor):
             handler = self.extra.get(message.kind)
             if handler is not None:
                 handler(message)
+        tap = self.taps.get(message.kind)
+        if tap is not None:
+            tap(message)
         return None
 
     def _service(self, change: ObjectChanged) -> None:

@@ -59,6 +59,7 @@ from interlock.actors.edge_messages import (
     EventType,
     RecordEvent,
 )
+from interlock.actors.gateway_messages import GATEWAY_STATUS_TOPIC, DesiredGatewayStatus
 from interlock.actors.messages import (
     ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
@@ -66,14 +67,29 @@ from interlock.actors.messages import (
     RetryStatusWrites,
 )
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.model.gateway_conditions import without_timestamps
 from interlock.model.route_status import status_equal_ignoring_timestamps
 
-StatusKind = Literal["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "Ingress", "ModuleSet"]
+StatusKind = Literal[
+    "HTTPRoute",
+    "GRPCRoute",
+    "TLSRoute",
+    "TCPRoute",
+    "Ingress",
+    "ModuleSet",
+    "Gateway",
+    "GatewayClass",
+]
 ROUTE_STATUS_KINDS: tuple[StatusKind, ...] = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")
 StatusKey = tuple[StatusKind, str, str]
 """``(kind, namespace, name)`` of an object whose status is written."""
 
-STATUS_TOPICS: tuple[str, ...] = (ROUTE_STATUS_TOPIC, INGRESS_STATUS_TOPIC, MODULESET_STATUS_TOPIC)
+STATUS_TOPICS: tuple[str, ...] = (
+    ROUTE_STATUS_TOPIC,
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
+    GATEWAY_STATUS_TOPIC,
+)
 
 _INSTANCES = itertools.count(1)
 """Numbers StatusWriter instances: a restarted one tells its predecessor's writes from its own."""
@@ -441,6 +457,8 @@ class StatusWriter(Actor):
 def _same_status(key: StatusKey, a: dict[str, Any], b: dict[str, Any]) -> bool:
     if key[0] in ROUTE_STATUS_KINDS:
         return status_equal_ignoring_timestamps(a.get("parents", []), b.get("parents", []))
+    if key[0] in ("Gateway", "GatewayClass"):
+        return bool(without_timestamps(a) == without_timestamps(b))
     return a == b
 
 
@@ -457,6 +475,10 @@ def _desired(
         key = ("Ingress", value.key.namespace, value.key.name)
         stored = None if value.stored is None else {"loadBalancer": value.stored}
         return key, {"loadBalancer": value.load_balancer}, stored, value.uid
+    if isinstance(value, DesiredGatewayStatus):
+        gateway_kind: StatusKind = "GatewayClass" if value.kind == "GatewayClass" else "Gateway"
+        key = (gateway_kind, value.key.namespace, value.key.name)
+        return key, value.status, value.stored, value.uid
     if isinstance(value, DesiredModuleSetStatus):
         key = ("ModuleSet", value.key.namespace, value.key.name)
         return key, {"conditions": value.conditions}, None, value.uid

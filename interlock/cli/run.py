@@ -31,6 +31,7 @@ from interlock.config import (
 )
 from interlock.logs import configure_logging
 from interlock.model.authority import parse_namespace, validate_cluster_domain
+from interlock.model.gateway_listeners import parse_address_pool
 from interlock.model.load_balancer import parse_publish_service
 
 _HELP = "run the controller"
@@ -109,6 +110,15 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="NAMESPACE/NAME",
         help="the Service in front of the edge: Ingress status.loadBalancer is its load-balancer "
         "ingress, else its cluster IP (without it: the --edge-addr host; nothing for 0.0.0.0)",
+        shown="none",
+    )
+    add.value(
+        "--gateway-addresses",
+        default=None,
+        metavar="CIDR|LIST",
+        help="addresses for interlock's Gateways, one each (a CIDR such as 127.10.0.0/24, or "
+        "a comma list); each Gateway's listeners are served on its own address. Needs "
+        "--edge-addr",
         shown="none",
     )
     add.value(
@@ -230,6 +240,17 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
             "is reached, and without either no edge runs"
         )
+    gateway_addresses: tuple[str, ...] = ()
+    if args.gateway_addresses:
+        if not args.edge_addr:
+            raise SystemExit(
+                "--gateway-addresses needs --edge-addr: Gateways are served by this process's "
+                "data plane"
+            )
+        try:
+            gateway_addresses = parse_address_pool(args.gateway_addresses)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise SystemExit(
             f"--kubeconfig {args.kubeconfig}: no such file (give the path of a kubeconfig, or "
@@ -286,6 +307,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 parse_publish_service(args.publish_service) if args.publish_service else None
             ),
             trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
+            gateway_addresses=gateway_addresses,
             edge_limits=edge_limits_from_args(args),
             trace_file=args.trace_file,
             otlp_endpoint=args.otlp_endpoint,

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     # controller against a real cluster never uses.
     from interlock.api.grpc.server import GrpcPolicyServer
     from interlock.controller.edge_half import EdgeHalf
+    from interlock.controller.gateway_half import GatewayHalf
     from interlock.controller.mesh_half import MeshHalf
     from interlock.embedded import EmbeddedApiServer
     from interlock.otel import SpanTracer  # the optional OpenTelemetry SDK: only when asked
@@ -162,6 +163,16 @@ class Controller:
                     None if self.status_writer is None else self.status_writer.statistics()
                 ),
                 resync_object=self._resync_object,
+                traffic=self.traffic,
+            )
+        self.gateways: GatewayHalf | None = None
+        if self.edge is not None and self.edge.upstreams is not None:
+            from interlock.controller.gateway_half import GatewayHalf
+
+            self.gateways = GatewayHalf(
+                config=config,
+                system=self.system,
+                upstreams=self.edge.upstreams,
                 traffic=self.traffic,
             )
         self.mesh: MeshHalf | None = None
@@ -251,6 +262,9 @@ class Controller:
         if self.edge is not None:
             await self.edge.start()
             edge_resources = await self.edge.resources(self.api)
+        if self.gateways is not None:
+            self.gateways.start()
+            edge_resources += await self.gateways.resources(self.api)
         if self.mesh is not None:
             await self.mesh.start()
             edge_resources += await self.mesh.resources(self.api)
@@ -459,6 +473,10 @@ class Controller:
         extra = None if self.edge is None else self.edge.router_handlers()
         if self.mesh is not None:
             extra = {**(extra or {}), **self.mesh.router_handlers()}
+        taps = None
+        if self.gateways is not None:
+            extra = {**(extra or {}), **self.gateways.router_handlers()}
+            taps = self.gateways.router_taps()
         self.system.spawn(
             INFORMER_ROUTER,
             lambda: InformerRouter(
@@ -466,6 +484,7 @@ class Controller:
                 grpc_route_factory=route_factory("GRPCRoute"),
                 route_factories={kind: route_factory(kind) for kind in ("TLSRoute", "TCPRoute")},
                 extra=extra,
+                taps=taps,
             ),
             mailbox=mailbox,
         )
@@ -497,6 +516,8 @@ class Controller:
             admin.add_debug("lease", self.elector.statistics)
         if self.edge is not None:
             admin.add_debug("edges", self.edge.debug)
+        if self.gateways is not None:
+            admin.add_debug("gateways", self.gateways.debug)
         if self.mesh is not None:
             admin.add_debug("mesh", self.mesh.debug)
         return admin
@@ -567,6 +588,8 @@ class Controller:
             if site is not None:
                 await site.stop()
         self.policy_site = self.admin_site = None
+        if self.gateways is not None:
+            await self.gateways.stop()
         if self.edge is not None:
             await self.edge.stop()
         if self.mesh is not None:

@@ -21,7 +21,16 @@ from loguru import logger
 from interlock.actors.edge_messages import EventType
 from interlock.actors.status_writer import StatusKind, TransientStatusError
 from interlock.kube.events import EventRecorder
-from interlock.kube.resources import GRPC_ROUTE, INGRESS, MODULE_SET, TCP_ROUTE, TLS_ROUTE, Resource
+from interlock.kube.resources import (
+    GATEWAY,
+    GATEWAY_CLASS,
+    GRPC_ROUTE,
+    INGRESS,
+    MODULE_SET,
+    TCP_ROUTE,
+    TLS_ROUTE,
+    Resource,
+)
 from interlock.kube.status import PatchResult, RetryableStatusError, StatusPatcher
 
 
@@ -41,6 +50,8 @@ class KubeStatusSink:
             "TCPRoute": TCP_ROUTE,
             "Ingress": INGRESS,
             "ModuleSet": MODULE_SET,
+            "Gateway": GATEWAY,
+            "GatewayClass": GATEWAY_CLASS,
         }
 
     async def write_status(

@@ -79,6 +79,11 @@ class ControllerUpstreams:
             self._follow(target, watch, slot), name=f"upstream policy {namespace}/{service}:{port}"
         )
 
+    def track_endpoints(self, key: ObjectKey) -> None:
+        """Follow a Service's endpoints (not its policy: a Gateway route sends to the backend
+        Service's endpoints directly), so that the first request finds them."""
+        self._track_service(key)
+
     def _track_service(self, key: ObjectKey) -> None:
         if key not in self._requested:
             self._requested.add(key)

@@ -39,10 +39,12 @@ def _crd(
     schema: dict[str, Any],
     *,
     status: bool = True,
+    scope: str = "Namespaced",
+    plural: str | None = None,
 ) -> dict[str, Any]:
     """A Gateway API CRD as the v1.6.1 bundle writes it: plural ``<kind>s``, stored as v1."""
     group = "gateway.networking.k8s.io"
-    plural = f"{kind.lower()}s"
+    plural = plural or f"{kind.lower()}s"
     storage = "v1"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -60,7 +62,7 @@ def _crd(
                 "singular": kind.lower(),
                 "categories": ["gateway-api"],
             },
-            "scope": "Namespaced",
+            "scope": scope,
             "versions": [
                 {
                     "name": version,
@@ -88,7 +90,11 @@ _PERMISSIVE_SCHEMA: dict[str, Any] = {
 def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
     """HTTPRoute, GRPCRoute, TLSRoute, TCPRoute and ReferenceGrant CRDs; ``constrained``: with
     the upstream constraints of
-    :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec."""
+    :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec.
+
+    GatewayClass and Gateway are served with a schema that admits any spec (interlock applies
+    their defaults and checks their listeners itself); applying the upstream bundle replaces
+    them with the real schemas."""
 
     def schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return make() if constrained else _PERMISSIVE_SCHEMA
@@ -98,6 +104,20 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
         _crd("GRPCRoute", ["v1"], [_HOSTNAMES, _AGE], schema(grpcroute_schema)),
         _crd("TLSRoute", ["v1"], [_AGE], schema(lambda: stream_route_schema(tls=True))),
         _crd("TCPRoute", ["v1"], [_AGE], schema(lambda: stream_route_schema(tls=False))),
+        _crd(
+            "GatewayClass",
+            ["v1", "v1beta1"],
+            [{"name": "Controller", "type": "string", "jsonPath": ".spec.controllerName"}, _AGE],
+            _PERMISSIVE_SCHEMA,
+            scope="Cluster",
+            plural="gatewayclasses",
+        ),
+        _crd(
+            "Gateway",
+            ["v1", "v1beta1"],
+            [{"name": "Class", "type": "string", "jsonPath": ".spec.gatewayClassName"}, _AGE],
+            _PERMISSIVE_SCHEMA,
+        ),
         _crd(
             "ReferenceGrant",
             ["v1", "v1beta1"],

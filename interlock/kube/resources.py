@@ -89,6 +89,8 @@ HTTP_ROUTE_VERSIONS: tuple[Resource, ...] = (HTTP_ROUTE, HTTP_ROUTE_V1BETA1)
 """HTTPRoute versions in order of preference: v1, then v1beta1 on clusters that lack v1."""
 REFERENCE_GRANT_VERSIONS: tuple[Resource, ...] = (REFERENCE_GRANT, REFERENCE_GRANT_V1BETA1)
 """ReferenceGrant versions in order of preference (v1 is newer than many installed CRDs)."""
+GATEWAY = Resource(GATEWAY_GROUP, "v1", "gateways", "Gateway", namespaced=True)
+GATEWAY_CLASS = Resource(GATEWAY_GROUP, "v1", "gatewayclasses", "GatewayClass", namespaced=False)
 GRPC_ROUTE = Resource(GATEWAY_GROUP, "v1", "grpcroutes", "GRPCRoute", namespaced=True)
 """GRPCRoute: served at v1 only (Gateway API v1.1 and later)."""
 TLS_ROUTE = Resource(GATEWAY_GROUP, "v1", "tlsroutes", "TLSRoute", namespaced=True)

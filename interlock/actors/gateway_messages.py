@@ -1,0 +1,66 @@
+"""Messages, topics and addresses of the Gateway API north-south half (GatewayClass, Gateway).
+
+Topics (retained values):
+
+- ``gateway-parents:<Kind>:<ns>/<name>``, key ``gateway``: :class:`GatewayParentEntries`, the
+  ``status.parents`` entries of one route for interlock's Gateways. The route's RouteActor
+  subscribes and writes them beside its Service parents' entries: one writer per route status.
+- ``gateway-serving``, key ``<ns>/<name>`` of a Gateway: its
+  :class:`~interlock.model.gateway_routes.GatewayServing` (what the data plane serves at its
+  address), unpublished when the Gateway has no address or is gone.
+- ``status:gateway``, key ``<Kind>/<ns>/<name>``: :class:`DesiredGatewayStatus` of a
+  GatewayClass or Gateway, for the StatusWriter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.model.meta import ObjectKey
+
+GATEWAY_CONTROLLER = "gateway-controller"
+"""The address of the one :class:`~interlock.actors.gateways.GatewayController`."""
+GATEWAY_DATA_PLANE = "gateway-data-plane"
+"""The address of the actor that opens and programs the Gateways' listeners."""
+
+GATEWAY_PARENTS_KEY = "gateway"
+GATEWAY_SERVING_TOPIC = "gateway-serving"
+GATEWAY_STATUS_TOPIC = "status:gateway"
+
+
+def gateway_parents_topic(kind: str, namespace: str, name: str) -> str:
+    return f"gateway-parents:{kind}:{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayParentEntries:
+    """A route's ``status.parents`` entries for interlock's Gateways."""
+
+    entries: tuple[dict[str, Any], ...]
+
+    def trace_summary(self) -> str:
+        return f"GatewayParentEntries ({len(self.entries)})"
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredGatewayStatus:
+    """The status interlock wants on a GatewayClass (``namespace`` '') or a Gateway."""
+
+    kind: str
+    key: ObjectKey
+    status: dict[str, Any]
+    stored: dict[str, Any] | None = None
+    uid: str = ""
+
+    def trace_summary(self) -> str:
+        return f"DesiredGatewayStatus {self.kind} {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class Recompute:
+    """The GatewayController's reminder to recompute once the messages before it are handled."""
+
+    @property
+    def coalesce_key(self) -> str:
+        return "recompute"

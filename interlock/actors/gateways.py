@@ -1,0 +1,469 @@
+"""GatewayController: the one actor that decides everything about interlock's Gateways.
+
+Gateways are few (one per team or environment, not one per route) and everything about them is
+entangled: a Gateway's address depends on the other Gateways (one pool), a listener's
+``attachedRoutes`` on every route naming it, a route's status on the Gateway's listeners and on
+its namespace's labels. So one actor holds the GatewayClasses, Gateways, the routes that name a
+Gateway, and the Namespaces' labels (told by the informer router), follows the Services,
+ReferenceGrants and Secrets those reference (subscribed, so each arrives with its current value
+and every change after), and on every change recomputes the whole picture with the pure
+functions of ``model/gateway_class.py``, ``gateway_listeners.py`` and ``gateway_routes.py``. A
+burst of changes costs one recompute: while more messages wait in its mailbox the recompute
+waits for them.
+
+It publishes only what changed:
+
+* the desired status of each of our GatewayClasses and Gateways (``status:gateway``), written by
+  the StatusWriter;
+* each route's ``status.parents`` entries for our Gateways (``gateway-parents:...``), which the
+  route's RouteActor writes beside its Service parents' entries — one writer per route status;
+* what each Gateway with an address serves (``gateway-serving``), which the data-plane actor
+  turns into listeners.
+
+Routes without a Gateway parent never reach it, so a mesh of 50,000 Service-parented routes
+costs it nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from loguru import logger
+
+from interlock.actors.edge_messages import SecretData, secret_topic
+from interlock.actors.gateway_messages import (
+    GATEWAY_PARENTS_KEY,
+    GATEWAY_SERVING_TOPIC,
+    GATEWAY_STATUS_TOPIC,
+    DesiredGatewayStatus,
+    GatewayParentEntries,
+    Recompute,
+    gateway_parents_topic,
+)
+from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
+from interlock.mailbox import Actor, Published, Unpublished
+from interlock.model.gateway import HTTPRoute, ParentReference, ReferenceGrant, parse_http_route
+from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
+from interlock.model.gateway_listeners import (
+    Gateway,
+    assign_addresses,
+    certificate_dependencies,
+    gateway_status,
+    listener_problems,
+    parse_gateway,
+)
+from interlock.model.gateway_routes import (
+    GatewayServing,
+    GatewayView,
+    RejectedRoute,
+    attach_routes,
+    statuses_equal,
+)
+from interlock.model.meta import InvalidObject, ObjectKey, going_away
+from interlock.model.moduleset import SecretValue
+from interlock.model.outbound import route_grant_namespaces, route_service_dependencies
+from interlock.model.service import Service
+
+MAX_DEFERRED = 256
+"""Changes a recompute may wait behind before it runs anyway (a mailbox that never empties)."""
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _status_key(kind: str, key: ObjectKey) -> str:
+    return f"{kind}/{key}"
+
+
+def _parent_refs(raw: dict[str, Any]) -> tuple[ParentReference, ...]:
+    """The parentRefs of a route that failed to parse (those that parse on their own)."""
+    spec = raw.get("spec")
+    refs = spec.get("parentRefs") if isinstance(spec, dict) else None
+    found: list[ParentReference] = []
+    for ref in refs if isinstance(refs, list) else ():
+        try:
+            found.append(ParentReference.model_validate(ref))
+        except ValueError:
+            continue
+    return tuple(found)
+
+
+def names_a_gateway(raw: dict[str, Any]) -> bool:
+    """Whether a raw route's parentRefs name a Gateway (group and kind default to Gateway's)."""
+    spec = raw.get("spec")
+    refs = spec.get("parentRefs") if isinstance(spec, dict) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if (
+            isinstance(ref, dict)
+            and ref.get("kind", "Gateway") == "Gateway"
+            and ref.get("group", "gateway.networking.k8s.io") == "gateway.networking.k8s.io"
+        ):
+            return True
+    return False
+
+
+@dataclass(eq=False, slots=True)
+class GatewayTables:
+    """What the GatewayController holds, kept outside its instances (see ``__init__``)."""
+
+    classes: dict[str, GatewayClass] = field(default_factory=dict)
+    gateways: dict[ObjectKey, Gateway] = field(default_factory=dict)
+    routes: dict[ObjectKey, HTTPRoute | RejectedRoute] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    services: dict[ObjectKey, Service] = field(default_factory=dict)
+    grants: dict[str, dict[str, ReferenceGrant]] = field(default_factory=dict)
+    secrets: dict[ObjectKey, dict[str, SecretValue]] = field(default_factory=dict)
+    inputs: set[str] = field(default_factory=set)
+    status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
+    parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    serving: dict[ObjectKey, GatewayServing] = field(default_factory=dict)
+
+
+class GatewayController(Actor):
+    """Keeps interlock's GatewayClasses, Gateways and their routes; see the module docstring."""
+
+    reconciles = "Gateway"
+
+    def __init__(
+        self,
+        *,
+        address_pool: Sequence[str],
+        tables: GatewayTables | None = None,
+        now: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        """``tables`` outlive the instance: a restarted controller keeps every object it was
+        told (they are not told again) and knows what it published."""
+        self.address_pool = tuple(address_pool)
+        self.now = now
+        tables = tables or GatewayTables()
+        self.classes = tables.classes
+        self.gateways = tables.gateways
+        self.routes = tables.routes
+        self.namespaces = tables.namespaces
+        self.services = tables.services
+        self.grants = tables.grants
+        self.secrets = tables.secrets
+        self.inputs = tables.inputs
+        self.sent_status = tables.status
+        self.sent_parents = tables.parents
+        self.sent_serving = tables.serving
+        self.deferred = 0
+        self.dirty = True
+
+    async def started(self) -> None:
+        # A restarted instance recomputes from the tables its predecessor filled.
+        self.tell(self.address, Recompute())
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, ObjectChanged):
+            self._take_object(message)
+        elif isinstance(message, Published | Unpublished):
+            self._take_input(message)
+        elif not isinstance(message, Recompute):
+            return None
+        if not self.dirty:
+            return None
+        if self.mail_waiting() and self.deferred < MAX_DEFERRED:
+            self.deferred += 1
+            self.tell(self.address, Recompute())
+            return None
+        self._recompute()
+        return None
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def _take_object(self, change: ObjectChanged) -> None:
+        kind = change.kind
+        key = ObjectKey(namespace=change.namespace, name=change.name)
+        deleted = change.deleted or going_away(kind, change.obj)
+        if kind == "GatewayClass":
+            self._store_class(change.name, None if deleted else change.obj)
+        elif kind == "Gateway":
+            self._store_gateway(key, None if deleted else change.obj)
+        elif kind == "Namespace":
+            labels = None
+            if not deleted:
+                meta = change.obj.get("metadata")
+                found = meta.get("labels") if isinstance(meta, dict) else None
+                labels = dict(found) if isinstance(found, dict) else {}
+            if self.namespaces.get(change.name) == labels:
+                return
+            if labels is None:
+                self.namespaces.pop(change.name, None)
+            else:
+                self.namespaces[change.name] = labels
+        elif kind == "HTTPRoute":
+            if deleted or not names_a_gateway(change.obj):
+                if self.routes.pop(key, None) is None:
+                    return
+            else:
+                self.routes[key] = self._parse_route(change.obj)
+        else:
+            return
+        self.dirty = True
+
+    def _store_class(self, name: str, raw: dict[str, Any] | None) -> None:
+        if raw is None:
+            self.classes.pop(name, None)
+            return
+        try:
+            self.classes[name] = parse_gateway_class(raw)
+        except InvalidObject as error:
+            logger.warning("{}; ignored until it is fixed", error)
+            self.classes.pop(name, None)
+
+    def _store_gateway(self, key: ObjectKey, raw: dict[str, Any] | None) -> None:
+        if raw is None:
+            self.gateways.pop(key, None)
+            return
+        try:
+            self.gateways[key] = parse_gateway(raw)
+        except InvalidObject as error:
+            logger.warning("{}; ignored until it is fixed", error)
+            self.gateways.pop(key, None)
+
+    @staticmethod
+    def _parse_route(raw: dict[str, Any]) -> HTTPRoute | RejectedRoute:
+        try:
+            return parse_http_route(raw)
+        except InvalidObject as error:
+            found_meta = raw.get("metadata")
+            meta: dict[str, Any] = found_meta if isinstance(found_meta, dict) else {}
+            status = raw.get("status")
+            stored = status.get("parents") if isinstance(status, dict) else None
+            return RejectedRoute(
+                key=ObjectKey(namespace=str(meta.get("namespace", "")), name=str(meta.get("name"))),
+                generation=int(meta.get("generation") or 0),
+                parent_refs=_parent_refs(raw),
+                message=str(error),
+                stored_parents=tuple(p for p in stored or () if isinstance(p, dict)),
+            )
+
+    def _take_input(self, message: Published | Unpublished) -> None:
+        if message.topic not in self.inputs:
+            return
+        value = message.value if isinstance(message, Published) else None
+        if message.topic.startswith("service:"):
+            namespace, _, name = message.topic.removeprefix("service:").partition("/")
+            self._store(self.services, ObjectKey(namespace=namespace, name=name), value, Service)
+        elif message.topic.startswith("grants:"):
+            grants = self.grants.setdefault(message.topic.removeprefix("grants:"), {})
+            if isinstance(value, ReferenceGrant):
+                if grants.get(message.key) is value:
+                    return
+                grants[message.key] = value
+            elif grants.pop(message.key, None) is None:
+                return
+        elif message.topic.startswith("secret:"):
+            namespace, _, name = message.topic.removeprefix("secret:").partition("/")
+            key = ObjectKey(namespace=namespace, name=name)
+            values = dict(value.values) if isinstance(value, SecretData) else None
+            if self.secrets.get(key) == values:
+                return
+            if values is None:
+                self.secrets.pop(key, None)
+            else:
+                self.secrets[key] = values
+        self.dirty = True
+
+    def _store(
+        self, table: dict[ObjectKey, Any], key: ObjectKey, value: object, kind: type
+    ) -> None:
+        if isinstance(value, kind):
+            table[key] = value
+        else:
+            table.pop(key, None)
+
+    def _follow_inputs(self, ours: dict[ObjectKey, Gateway]) -> None:
+        wanted: set[str] = set()
+        for route in self.routes.values():
+            if isinstance(route, HTTPRoute):
+                wanted.update(
+                    service_topic(key.namespace, key.name)
+                    for key in route_service_dependencies(route)
+                )
+                wanted.update(grants_topic(ns) for ns in route_grant_namespaces(route))
+        for gateway in ours.values():
+            for key in certificate_dependencies(gateway):
+                wanted.add(secret_topic(key.namespace, key.name))
+                if key.namespace != gateway.metadata.namespace:
+                    wanted.add(grants_topic(key.namespace))
+        for topic in self.inputs - wanted:
+            self.unsubscribe(topic)
+            self._forget(topic)
+        for topic in sorted(wanted - self.inputs):
+            self.subscribe(topic)
+            self._load(topic)
+        self.inputs.clear()
+        self.inputs.update(wanted)
+
+    def _forget(self, topic: str) -> None:
+        kind, _, rest = topic.partition(":")
+        namespace, _, name = rest.partition("/")
+        if kind == "service":
+            self.services.pop(ObjectKey(namespace=namespace, name=name), None)
+        elif kind == "secret":
+            self.secrets.pop(ObjectKey(namespace=namespace, name=name), None)
+        elif kind == "grants":
+            self.grants.pop(rest, None)
+
+    def _load(self, topic: str) -> None:
+        """Read a new subscription's retained values now (their notifications follow and are
+        taken again, unchanged)."""
+        retained = self.system.retained(topic)
+        kind, _, rest = topic.partition(":")
+        namespace, _, name = rest.partition("/")
+        key = ObjectKey(namespace=namespace, name=name)
+        if kind == "service":
+            service = retained.get(SERVICE_KEY)
+            if isinstance(service, Service):
+                self.services[key] = service
+        elif kind == "secret":
+            for value in retained.values():
+                if isinstance(value, SecretData):
+                    self.secrets[key] = dict(value.values)
+        elif kind == "grants":
+            self.grants[rest] = {k: v for k, v in retained.items() if isinstance(v, ReferenceGrant)}
+
+    # --- outputs ------------------------------------------------------------------------------
+
+    def _recompute(self) -> None:
+        self.dirty = False
+        self.deferred = 0
+        now = self.now()
+        ours_classes = {name: cls for name, cls in self.classes.items() if cls.is_ours}
+        ours = {
+            key: gateway
+            for key, gateway in self.gateways.items()
+            if gateway.spec.gateway_class_name in ours_classes
+        }
+        self._follow_inputs(ours)
+        grants = [grant for table in self.grants.values() for grant in table.values()]
+        addresses = assign_addresses(ours.values(), self.address_pool)
+        views = {
+            key: GatewayView(
+                gateway=gateway,
+                checks=listener_problems(gateway, secrets=self.secrets, grants=grants),
+                address=addresses[key],
+            )
+            for key, gateway in ours.items()
+        }
+        outcome = attach_routes(
+            views,
+            self.routes.values(),
+            services=self.services,
+            grants=grants,
+            namespace_labels=self.namespaces,
+            now=now,
+        )
+        statuses: dict[str, DesiredGatewayStatus] = {}
+        for name, gateway_class in ours_classes.items():
+            key = ObjectKey(namespace="", name=name)
+            statuses[_status_key("GatewayClass", key)] = DesiredGatewayStatus(
+                kind="GatewayClass",
+                key=key,
+                status=gateway_class_status(gateway_class, now=now),
+                stored=gateway_class.status,
+                uid=gateway_class.metadata.uid,
+            )
+        for key, view in views.items():
+            statuses[_status_key("Gateway", key)] = DesiredGatewayStatus(
+                kind="Gateway",
+                key=key,
+                status=gateway_status(
+                    view.gateway,
+                    view.checks,
+                    address=view.address,
+                    attached=outcome.attached.get(key, {}),
+                    now=now,
+                ),
+                stored=view.gateway.status,
+                uid=view.gateway.metadata.uid,
+            )
+        self._publish_statuses(statuses)
+        self._publish_parents(dict(outcome.parents))
+        self._publish_serving(dict(outcome.serving))
+
+    def _publish_statuses(self, statuses: dict[str, DesiredGatewayStatus]) -> None:
+        for key in sorted(set(self.sent_status) - set(statuses)):
+            self.unpublish(GATEWAY_STATUS_TOPIC, key)
+            del self.sent_status[key]
+        for key, desired in statuses.items():
+            sent = self.sent_status.get(key)
+            if (
+                sent is not None
+                and statuses_equal(sent.status, desired.status)
+                and (sent.stored == desired.stored)
+            ):
+                continue
+            self.sent_status[key] = desired
+            self.publish(GATEWAY_STATUS_TOPIC, key, desired)
+
+    def _publish_parents(self, parents: dict[ObjectKey, tuple[dict[str, Any], ...]]) -> None:
+        wanted = {key: entries for key, entries in parents.items() if entries}
+        for key in sorted(set(self.sent_parents) - set(wanted), key=str):
+            self.unpublish(
+                gateway_parents_topic("HTTPRoute", key.namespace, key.name), GATEWAY_PARENTS_KEY
+            )
+            del self.sent_parents[key]
+        for key, entries in wanted.items():
+            sent = self.sent_parents.get(key)
+            if sent is not None and statuses_equal(list(sent), list(entries)):
+                continue
+            self.sent_parents[key] = entries
+            self.publish(
+                gateway_parents_topic("HTTPRoute", key.namespace, key.name),
+                GATEWAY_PARENTS_KEY,
+                GatewayParentEntries(entries),
+            )
+
+    def _publish_serving(self, serving: dict[ObjectKey, GatewayServing]) -> None:
+        for key in sorted(set(self.sent_serving) - set(serving), key=str):
+            self.unpublish(GATEWAY_SERVING_TOPIC, str(key))
+            del self.sent_serving[key]
+        for key, served in serving.items():
+            if self.sent_serving.get(key) == served:
+                continue
+            self.sent_serving[key] = served
+            self.publish(GATEWAY_SERVING_TOPIC, str(key), served)
+
+
+class GatewayFrontDoors(Protocol):
+    """What the data-plane actor drives (``edge/gateway_ports.GatewayPorts`` in a controller)."""
+
+    async def apply(self, key: str, serving: GatewayServing) -> dict[int, str]:
+        """Serve a Gateway; the ports that could not be opened, with why."""
+        ...
+
+    async def remove(self, key: str) -> None:
+        """Stop serving a Gateway."""
+        ...
+
+
+class GatewayDataPlane(Actor):
+    """Opens, reprograms and closes the Gateways' listeners as ``gateway-serving`` changes.
+
+    One change at a time (opening a socket awaits); a newer value of one Gateway queued behind
+    the one being applied replaces it, so the latest configuration is what ends up served.
+    """
+
+    reconciles = "Gateway"
+
+    def __init__(self, *, front_doors: GatewayFrontDoors) -> None:
+        self.front_doors = front_doors
+
+    async def started(self) -> None:
+        self.subscribe(GATEWAY_SERVING_TOPIC)
+
+    async def receive(self, message: object) -> object | None:
+        if isinstance(message, Published) and isinstance(message.value, GatewayServing):
+            failures = await self.front_doors.apply(message.key, message.value)
+            for port, why in sorted(failures.items()):
+                logger.warning("Gateway {} port {}: {}", message.key, port, why)
+        elif isinstance(message, Unpublished):
+            await self.front_doors.remove(message.key)
+        return None

@@ -1,0 +1,160 @@
+"""The Gateway API north-south half: GatewayClasses, Gateways and their listeners.
+
+Added to a controller that runs an in-process edge (``--edge-addr``) and given addresses
+(``--gateway-addresses``). It brings:
+
+* the informers for GatewayClass and Gateway (only if the cluster serves them), and the informer
+  router's handlers: GatewayClass and Gateway events, and — tapped beside their usual handling —
+  HTTPRoutes naming a Gateway and Namespaces (their labels), all told to the one
+  :class:`~interlock.actors.gateways.GatewayController`;
+* the :class:`~interlock.actors.gateways.GatewayDataPlane` actor and the sockets it drives
+  (:class:`~interlock.edge.gateway_ports.GatewayPorts`, sharing the edge's upstreams: the
+  backends' endpoints are tracked as soon as a Gateway serves a route to them).
+
+Gateway status, GatewayClass status and route parent entries go through the controller's one
+StatusWriter (see ``actors/gateway_messages.py``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from loguru import logger
+
+from interlock.actors.gateway_messages import GATEWAY_CONTROLLER, GATEWAY_DATA_PLANE
+from interlock.actors.gateways import (
+    GatewayController,
+    GatewayDataPlane,
+    GatewayTables,
+    names_a_gateway,
+)
+from interlock.actors.messages import ObjectChanged
+from interlock.config import ControllerConfig
+from interlock.controller.upstreams import ControllerUpstreams
+from interlock.dataplane.metrics import Traffic
+from interlock.edge.gateway_ports import GatewayPorts
+from interlock.kube.discovery import DiscoveryRetry, is_served
+from interlock.kube.resources import GATEWAY, GATEWAY_CLASS, Resource
+from interlock.mailbox import ActorSystem
+from interlock.model.gateway_routes import GatewayServing
+from interlock.model.meta import ObjectKey
+
+
+class TrackingPorts:
+    """:class:`GatewayPorts` that first tracks the endpoints of every backend it will serve."""
+
+    def __init__(self, ports: GatewayPorts, upstreams: ControllerUpstreams) -> None:
+        self.ports = ports
+        self._upstreams = upstreams
+
+    async def apply(self, key: str, serving: GatewayServing) -> dict[int, str]:
+        for port in serving.ports:
+            for listener in port.listeners:
+                for virtual in listener.virtual_hosts:
+                    for route in virtual.policy.routes:
+                        for rule in route.rules:
+                            for backend in rule.backends:
+                                if backend.exists:
+                                    self._upstreams.track_endpoints(backend.key)
+        return await self.ports.apply(key, serving)
+
+    async def remove(self, key: str) -> None:
+        await self.ports.remove(key)
+
+
+class GatewayHalf:
+    """Everything Gateways add to a controller; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        config: ControllerConfig,
+        system: ActorSystem,
+        upstreams: ControllerUpstreams,
+        rng: random.Random | None = None,
+        traffic: Traffic | None = None,
+    ) -> None:
+        self._config = config
+        self._system = system
+        self.tables = GatewayTables()
+        """The controller's inputs and outputs, kept across its restarts."""
+        self.ports = GatewayPorts(
+            upstreams=upstreams,
+            limits=config.edge_limits,
+            trusted_proxies=config.trusted_proxies,
+            rng=rng,
+            traffic=traffic,
+        )
+        self._front_doors = TrackingPorts(self.ports, upstreams)
+        self._told_routes: set[ObjectKey] = set()
+
+    async def resources(self, api: Any) -> list[Resource]:
+        served = []
+        for resource in (GATEWAY_CLASS, GATEWAY):
+            if await is_served(api, resource, retry=DiscoveryRetry()):
+                served.append(resource)
+            else:
+                logger.warning(
+                    "{} ({}): not served by this cluster; install the Gateway API CRDs to use "
+                    "Gateways",
+                    resource.kind,
+                    resource.api_version,
+                )
+        return served
+
+    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
+        """The router's ``extra`` handlers: GatewayClass and Gateway."""
+        system = self._system
+
+        def tell(change: ObjectChanged) -> None:
+            system.tell(GATEWAY_CONTROLLER, change)
+
+        return {"GatewayClass": tell, "Gateway": tell}
+
+    def router_taps(self) -> dict[str, Callable[[ObjectChanged], None]]:
+        """The router's taps: HTTPRoutes that name (or named) a Gateway, and Namespaces."""
+        system = self._system
+        told = self._told_routes
+
+        def route(change: ObjectChanged) -> None:
+            key = ObjectKey(namespace=change.namespace, name=change.name)
+            if not change.deleted and names_a_gateway(change.obj):
+                told.add(key)
+            elif key in told:
+                told.discard(key)
+            else:
+                return
+            system.tell(GATEWAY_CONTROLLER, change)
+
+        def namespace(change: ObjectChanged) -> None:
+            system.tell(GATEWAY_CONTROLLER, change)
+
+        return {"HTTPRoute": route, "Namespace": namespace}
+
+    def start(self) -> None:
+        """Spawn the controller and data-plane actors (before the informers run)."""
+        tables = self.tables
+        pool = self._config.gateway_addresses
+        self._system.spawn(
+            GATEWAY_CONTROLLER,
+            lambda: GatewayController(address_pool=pool, tables=tables),
+        )
+        self._system.spawn(
+            GATEWAY_DATA_PLANE, lambda: GatewayDataPlane(front_doors=self._front_doors)
+        )
+
+    async def stop(self) -> None:
+        await self.ports.close()
+
+    def debug(self) -> dict[str, Any]:
+        """``/debug/gateways``: each Gateway's address and ports, and the sockets open."""
+        return {
+            "gateways": {
+                str(key): {"address": served.address, "ports": [p.port for p in served.ports]}
+                for key, served in sorted(self.tables.serving.items(), key=lambda i: str(i[0]))
+            },
+            "sockets": [f"{host}:{port}" for host, port in self.ports.sockets],
+            "routes": len(self.tables.routes),
+        }

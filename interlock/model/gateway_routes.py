@@ -1,0 +1,446 @@
+"""Routes on Gateways: which listeners each route attaches to, its status, what each port serves.
+
+An HTTPRoute names Gateways as its parents. Whether it attaches, and to which listeners, depends
+on the parentRef (``sectionName``, ``port``), on each listener (is it valid, does it carry
+HTTPRoutes, do its ``allowedRoutes`` admit the route's namespace) and on hostnames (the route's
+and the listener's must intersect). The route's author reads the outcome in the route's
+``status.parents`` with the Gateway API's reasons (``NoMatchingParent``,
+``NotAllowedByListeners``, ``NoMatchingListenerHostname``; ``ResolvedRefs`` False with
+``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``); the Gateway's owner reads
+``attachedRoutes`` per listener. :func:`attach_routes` decides all three at once, as a pure
+function of the Gateways, routes, Services, ReferenceGrants and namespace labels, so every
+replica computes the same answer whatever order the objects arrived in.
+
+What the data plane serves follows from the same decision (:class:`GatewayServing`): for each
+port of a Gateway, its listeners (most specific hostname first) and for each listener its
+*virtual hosts* — the hostnames its routes serve there (the intersection of the route's and the
+listener's), each with an :class:`~interlock.model.outbound.OutboundPolicy` holding exactly the
+routes that serve that hostname. A request is then decided by the one engine of the edge and
+the mesh (``interlock/dataplane/``): rule precedence across routes (the Gateway API's order),
+filters, weights, and a backend that cannot be used answering 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from interlock.model.gateway import (
+    GATEWAY_GROUP,
+    HTTPRoute,
+    ParentReference,
+    ReferenceGrant,
+    normalize_group,
+)
+from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
+from interlock.model.gateway_conditions import (
+    condition,
+    hostname_matches,
+    hostname_rank,
+    intersect_hostnames,
+    stored_conditions,
+    without_timestamps,
+)
+from interlock.model.gateway_listeners import (
+    AddressProblem,
+    CertificatePair,
+    Gateway,
+    ListenerCheck,
+    route_kinds_allowed,
+)
+from interlock.model.meta import ObjectKey
+from interlock.model.outbound import OutboundPolicy, OutboundRoute, resolve_route
+from interlock.model.service import Service
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayView:
+    """One of our Gateways as the route side needs it: checked listeners and its address."""
+
+    gateway: Gateway
+    checks: tuple[ListenerCheck, ...]
+    address: str | AddressProblem
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedRoute:
+    """A route that could not be parsed: its parents still hear why (``UnsupportedValue``)."""
+
+    key: ObjectKey
+    generation: int
+    parent_refs: tuple[ParentReference, ...]
+    message: str
+    stored_parents: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualHost:
+    """A hostname a listener serves (None: every host it takes) and the policy serving it."""
+
+    hostname: str | None
+    policy: OutboundPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerServing:
+    """One usable listener: its hostname, certificates (HTTPS) and virtual hosts."""
+
+    name: str
+    hostname: str | None
+    certificates: tuple[CertificatePair, ...]
+    virtual_hosts: tuple[VirtualHost, ...]
+
+    def virtual_host(self, host: str) -> VirtualHost | None:
+        """The most specific virtual host covering ``host`` (lower case, no port)."""
+        for virtual in self.virtual_hosts:
+            if hostname_matches(virtual.hostname, host):
+                return virtual
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PortServing:
+    """What one port of a Gateway serves: its protocol and listeners, most specific first."""
+
+    port: int
+    protocol: str
+    listeners: tuple[ListenerServing, ...]
+
+    def listener(self, host: str) -> ListenerServing | None:
+        """The listener a request for ``host`` belongs to (most specific hostname)."""
+        for listener in self.listeners:
+            if hostname_matches(listener.hostname, host):
+                return listener
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayServing:
+    """Everything the data plane serves for one Gateway at its address."""
+
+    gateway: ObjectKey
+    address: str
+    ports: tuple[PortServing, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesOutcome:
+    """:func:`attach_routes`' result."""
+
+    parents: Mapping[ObjectKey, tuple[dict[str, Any], ...]]
+    """Per route: its ``status.parents`` entries for our Gateways (possibly none)."""
+    attached: Mapping[ObjectKey, Mapping[str, int]]
+    """Per Gateway: accepted routes per listener name."""
+    serving: Mapping[ObjectKey, GatewayServing]
+    """Per Gateway with an address: what the data plane serves."""
+
+
+def is_gateway_ref(ref: ParentReference) -> bool:
+    return normalize_group(ref.group) == GATEWAY_GROUP and ref.kind == "Gateway"
+
+
+def gateway_parents(route_namespace: str, refs: Iterable[ParentReference]) -> tuple[ObjectKey, ...]:
+    """The Gateways a route's parentRefs name (in order, without duplicates)."""
+    found: list[ObjectKey] = []
+    for ref in refs:
+        if is_gateway_ref(ref):
+            key = ObjectKey(namespace=ref.namespace or route_namespace, name=ref.name)
+            if key not in found:
+                found.append(key)
+    return tuple(found)
+
+
+def _stored_entry(
+    stored: Iterable[dict[str, Any]], ref: dict[str, Any]
+) -> Mapping[str, Mapping[str, Any]]:
+    for entry in stored:
+        if entry.get("controllerName") == GATEWAY_CONTROLLER_NAME and entry.get("parentRef") == ref:
+            return stored_conditions(entry.get("conditions"))
+    return {}
+
+
+def _route_age(route: HTTPRoute) -> tuple[float, str, str]:
+    created = route.metadata.creation_timestamp
+    return (
+        0.0 if created is None else created.timestamp(),
+        route.metadata.namespace,
+        route.metadata.name,
+    )
+
+
+def attach_routes(
+    gateways: Mapping[ObjectKey, GatewayView],
+    routes: Iterable[HTTPRoute | RejectedRoute],
+    *,
+    services: Mapping[ObjectKey, Service],
+    grants: Iterable[ReferenceGrant],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+    now: datetime,
+) -> RoutesOutcome:
+    """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring."""
+    grant_list = tuple(grants)
+    parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = {}
+    attached: dict[ObjectKey, dict[str, int]] = {key: {} for key in gateways}
+    # (gateway, listener name) → [(route, effective hostnames)]
+    on_listener: dict[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]] = {}
+    ordered = sorted(
+        routes,
+        key=lambda r: (
+            (0.0, r.key.namespace, r.key.name) if isinstance(r, RejectedRoute) else _route_age(r)
+        ),
+    )
+    for route in ordered:
+        if isinstance(route, RejectedRoute):
+            parents[route.key] = _rejected_entries(route, gateways, now=now)
+            continue
+        entries, attachments = _route_entries(
+            route,
+            gateways,
+            services=services,
+            grants=grant_list,
+            namespace_labels=namespace_labels,
+            now=now,
+        )
+        parents[route.key] = entries
+        for (gateway_key, listener_name), (outbound, hostnames) in attachments.items():
+            counts = attached[gateway_key]
+            counts[listener_name] = counts.get(listener_name, 0) + 1
+            on_listener.setdefault((gateway_key, listener_name), []).append((outbound, hostnames))
+    serving = {
+        key: served
+        for key, view in gateways.items()
+        if (served := _serving(view, on_listener)) is not None
+    }
+    return RoutesOutcome(parents=parents, attached=attached, serving=serving)
+
+
+def _rejected_entries(
+    route: RejectedRoute, gateways: Mapping[ObjectKey, GatewayView], *, now: datetime
+) -> tuple[dict[str, Any], ...]:
+    entries: list[dict[str, Any]] = []
+    for ref in route.parent_refs:
+        if not is_gateway_ref(ref):
+            continue
+        key = ObjectKey(namespace=ref.namespace or route.key.namespace, name=ref.name)
+        if key not in gateways:
+            continue
+        written = ref.as_written()
+        stored = _stored_entry(route.stored_parents, written)
+        entries.append(
+            {
+                "parentRef": written,
+                "controllerName": GATEWAY_CONTROLLER_NAME,
+                "conditions": [
+                    condition(
+                        "Accepted",
+                        False,
+                        "UnsupportedValue",
+                        route.message,
+                        generation=route.generation,
+                        stored=stored,
+                        now=now,
+                    )
+                ],
+            }
+        )
+    return tuple(entries)
+
+
+def _route_entries(
+    route: HTTPRoute,
+    gateways: Mapping[ObjectKey, GatewayView],
+    *,
+    services: Mapping[ObjectKey, Service],
+    grants: tuple[ReferenceGrant, ...],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+    now: datetime,
+) -> tuple[
+    tuple[dict[str, Any], ...],
+    dict[tuple[ObjectKey, str], tuple[OutboundRoute, tuple[str, ...]]],
+]:
+    namespace = route.metadata.namespace
+    generation = route.metadata.generation
+    resolved = resolve_route(route, services, grants, parents=())
+    outbound = OutboundRoute(
+        kind="HTTPRoute",
+        group=GATEWAY_GROUP,
+        namespace=namespace,
+        name=route.metadata.name,
+        creation_timestamp=route.metadata.creation_timestamp,
+        hostnames=route.spec.hostnames,
+        rules=resolved.rules,
+    )
+    unresolved = resolved.unresolved_backends
+    entries: list[dict[str, Any]] = []
+    attachments: dict[tuple[ObjectKey, str], tuple[OutboundRoute, tuple[str, ...]]] = {}
+    stored_parents = [dict(p) for p in route.status.parents]
+    seen: list[dict[str, Any]] = []
+    for ref in route.spec.parent_refs:
+        if not is_gateway_ref(ref):
+            continue
+        key = ObjectKey(namespace=ref.namespace or namespace, name=ref.name)
+        view = gateways.get(key)
+        if view is None:
+            continue  # not one of ours (or not there): another controller's, or nobody's
+        written = ref.as_written()
+        if written in seen:
+            continue
+        seen.append(written)
+        stored = _stored_entry(stored_parents, written)
+
+        def make(
+            kind: str,
+            status: bool,
+            reason: str,
+            message: str,
+            stored: Mapping[str, Mapping[str, Any]] = stored,
+        ) -> dict[str, Any]:
+            return condition(
+                kind, status, reason, message, generation=generation, stored=stored, now=now
+            )
+
+        accepted, listeners = _accept(
+            route, ref, view, namespace_labels=namespace_labels.get(namespace)
+        )
+        if listeners:
+            for listener_name, hostnames in listeners:
+                attachments[(key, listener_name)] = (outbound, hostnames)
+            accepted_condition = make("Accepted", True, "Accepted", accepted)
+        else:
+            reason, _, message = accepted.partition(": ")
+            accepted_condition = make("Accepted", False, reason, message)
+        if unresolved:
+            first = unresolved[0]
+            message = first.failure_injector.message if first.failure_injector is not None else ""
+            resolved_condition = make(
+                "ResolvedRefs", False, first.reason or "BackendNotFound", message
+            )
+        else:
+            resolved_condition = make(
+                "ResolvedRefs", True, "ResolvedRefs", "every backend reference is resolved"
+            )
+        entries.append(
+            {
+                "parentRef": written,
+                "controllerName": GATEWAY_CONTROLLER_NAME,
+                "conditions": [accepted_condition, resolved_condition],
+            }
+        )
+    return tuple(entries), attachments
+
+
+def _accept(
+    route: HTTPRoute,
+    ref: ParentReference,
+    view: GatewayView,
+    *,
+    namespace_labels: Mapping[str, str] | None,
+) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
+    """The listeners ``route`` attaches to through ``ref`` (name, served hostnames) and a
+    sentence; with no listener the sentence is ``Reason: message``."""
+    gateway = view.gateway
+    where = f"parentRef Gateway {gateway.key}"
+    candidates = [
+        check
+        for check in view.checks
+        if (ref.section_name is None or check.listener.name == ref.section_name)
+        and (ref.port is None or check.listener.port == ref.port)
+    ]
+    if not candidates:
+        wanted = []
+        if ref.section_name is not None:
+            wanted.append(f"sectionName {ref.section_name}")
+        if ref.port is not None:
+            wanted.append(f"port {ref.port}")
+        return f"NoMatchingParent: {where}: no listener has {' and '.join(wanted)}", []
+    allowed = [
+        check
+        for check in candidates
+        if check.accepted
+        and (GATEWAY_GROUP, "HTTPRoute") in check.supported_kinds
+        and route_kinds_allowed(
+            check.listener,
+            route_namespace=route.metadata.namespace,
+            gateway_namespace=gateway.metadata.namespace,
+            namespace_labels=namespace_labels,
+        )
+    ]
+    if not allowed:
+        return (
+            f"NotAllowedByListeners: {where}: no listener admits HTTPRoutes from namespace "
+            f"{route.metadata.namespace} (see its allowedRoutes)",
+            [],
+        )
+    listeners: list[tuple[str, tuple[str, ...]]] = []
+    for check in allowed:
+        hostnames = intersect_hostnames(check.listener.hostname, route.spec.hostnames)
+        if hostnames is not None:
+            listeners.append((check.listener.name, hostnames))
+    if not listeners:
+        return (
+            f"NoMatchingListenerHostname: {where}: none of the route's hostnames "
+            f"({', '.join(route.spec.hostnames)}) intersects a listener's hostname",
+            [],
+        )
+    names = ", ".join(name for name, _ in listeners)
+    return f"attached to listener(s) {names} of Gateway {gateway.key}", listeners
+
+
+def _serving(
+    view: GatewayView,
+    on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
+) -> GatewayServing | None:
+    if not isinstance(view.address, str):
+        return None
+    gateway = view.gateway
+    ports: dict[int, list[ListenerServing]] = {}
+    protocols: dict[int, str] = {}
+    for check in view.checks:
+        if not check.usable:
+            continue
+        listener = check.listener
+        by_host: dict[str | None, list[OutboundRoute]] = {}
+        for outbound, hostnames in on_listener.get((gateway.key, listener.name), []):
+            for hostname in hostnames or (None,):
+                by_host.setdefault(hostname, []).append(outbound)
+        virtual_hosts = tuple(
+            VirtualHost(
+                hostname=hostname,
+                policy=OutboundPolicy(
+                    namespace=gateway.metadata.namespace,
+                    service=f"{gateway.metadata.name}/{listener.name}/{hostname or '*'}",
+                    port=listener.port,
+                    client_namespace=gateway.metadata.namespace,
+                    routes=tuple(routes),
+                ),
+            )
+            for hostname, routes in sorted(by_host.items(), key=lambda item: hostname_rank(item[0]))
+        )
+        ports.setdefault(listener.port, []).append(
+            ListenerServing(
+                name=listener.name,
+                hostname=listener.hostname,
+                certificates=check.certificates,
+                virtual_hosts=virtual_hosts,
+            )
+        )
+        protocols[listener.port] = listener.protocol
+    return GatewayServing(
+        gateway=gateway.key,
+        address=view.address,
+        ports=tuple(
+            PortServing(
+                port=port,
+                protocol=protocols[port],
+                listeners=tuple(sorted(listeners, key=lambda item: hostname_rank(item.hostname))),
+            )
+            for port, listeners in sorted(ports.items())
+        ),
+    )
+
+
+def statuses_equal(a: Any, b: Any) -> bool:
+    """Two statuses that differ only in ``lastTransitionTime`` are the same."""
+    return bool(without_timestamps(a) == without_timestamps(b))

@@ -1,0 +1,264 @@
+"""Gateway API north-south: a GatewayClass of ours, Gateways on their own addresses, HTTPRoutes.
+
+What a user of interlock as a Gateway controller sees (both lanes): the class is Accepted with
+its supported features; each Gateway gets an address from ``--gateway-addresses`` in
+``status.addresses``, is Accepted and Programmed, and its listeners report their conditions and
+``attachedRoutes``; an HTTPRoute naming the Gateway is Accepted with ResolvedRefs, and requests
+to the Gateway's address reach the route's backend — two Gateways with the same port and
+hostname are told apart by their addresses. Routes that cannot attach say why with the
+Gateway API's reasons, and a listener that cannot work does not take the others down.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from dataplane_env import CRDS, service_obj, slice_obj
+from e2e_clients import LOCAL, Cluster, StartController, eventually
+from echo_backends import Echo
+
+from interlock.controller.app import Controller
+
+GROUP = "gateway.networking.k8s.io"
+CLASS = "interlock-e2e"
+
+
+def _pool() -> tuple[str, ...]:
+    """Four loopback addresses of their own, so concurrent runs on one machine do not meet."""
+    base = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}."
+    start = random.randint(1, 200)
+    return tuple(f"{base}{start + i}" for i in range(4))
+
+
+def gateway_obj(name: str, *listeners: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"gatewayClassName": CLASS, "listeners": list(listeners)},
+    }
+
+
+def http_listener(name: str, *, port: int = 80, hostname: str | None = None) -> dict[str, Any]:
+    listener: dict[str, Any] = {"name": name, "port": port, "protocol": "HTTP"}
+    if hostname is not None:
+        listener["hostname"] = hostname
+    return listener
+
+
+def route_obj(
+    name: str, parents: list[dict[str, Any]], backend: str, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": parents,
+            "rules": [{"backendRefs": [{"name": backend, "port": 80}]}],
+            **spec,
+        },
+    }
+
+
+def conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+    found = (obj or {}).get("status", {}).get("conditions", [])
+    return {c["type"]: (c["status"], c["reason"]) for c in found}
+
+
+class Env:
+    def __init__(self, cluster: Cluster, controller: Controller, http: aiohttp.ClientSession):
+        self.cluster = cluster
+        self.controller = controller
+        self.http = http
+        self.echoes: dict[str, Echo] = {}
+
+    async def serve(self, name: str) -> None:
+        echo = Echo(name)
+        await echo.start()
+        self.echoes[name] = echo
+        await self.cluster.apply(service_obj(name))
+        await self.cluster.apply(slice_obj(name, echo.port))
+
+    async def read(self, kind: str, name: str) -> dict[str, Any] | None:
+        if kind == "GatewayClass":
+            obj = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"name": name}}
+        else:
+            obj = {
+                "apiVersion": f"{GROUP}/v1",
+                "kind": kind,
+                "metadata": {"name": name, "namespace": "default"},
+            }
+        return await self.cluster.get(obj)
+
+    async def address(self, gateway: str) -> str:
+        found: list[str] = []
+
+        async def assigned() -> bool:
+            obj = await self.read("Gateway", gateway)
+            addresses = (obj or {}).get("status", {}).get("addresses", [])
+            found[:] = [a["value"] for a in addresses]
+            return bool(found)
+
+        await eventually(assigned, message=f"Gateway {gateway} has an address")
+        return found[0]
+
+    async def parent_conditions(self, route: str, gateway: str) -> dict[str, tuple[str, str]]:
+        obj = await self.read("HTTPRoute", route)
+        for entry in (obj or {}).get("status", {}).get("parents", []):
+            if (
+                entry["controllerName"] == "interlock.dev/gateway-controller"
+                and entry["parentRef"]["name"] == gateway
+            ):
+                return {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+        return {}
+
+    async def backend_of(self, address: str, host: str, path: str = "/", port: int = 80) -> Any:
+        try:
+            async with self.http.get(
+                f"http://{address}:{port}{path}", headers={"Host": host}
+            ) as response:
+                return response.headers.get("X-Echo") or response.status
+        except aiohttp.ClientError as error:
+            return repr(error)
+
+
+@pytest.fixture
+async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
+    await cluster.apply_manifests([CRDS])
+    controller = await start_controller(
+        lease_identity="gateway-replica", edge_addr=LOCAL, gateway_addresses=_pool()
+    )
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        environment = Env(cluster, controller, http)
+        await cluster.apply(
+            {
+                "apiVersion": f"{GROUP}/v1",
+                "kind": "GatewayClass",
+                "metadata": {"name": CLASS},
+                "spec": {"controllerName": "interlock.dev/gateway-controller"},
+            }
+        )
+        try:
+            for name in ("blue", "green"):
+                await environment.serve(name)
+            yield environment
+        finally:
+            for echo in environment.echoes.values():
+                await echo.stop()
+            for kind, name in (("Gateway", "one"), ("Gateway", "two"), ("GatewayClass", CLASS)):
+                obj = await environment.read(kind, name)
+                if obj is not None:
+                    await cluster.delete(obj)
+
+
+async def test_class_accepted_gateway_addressed_and_route_served(env: Env) -> None:
+    await env.cluster.apply(gateway_obj("one", http_listener("http")))
+    await env.cluster.apply(gateway_obj("two", http_listener("http")))
+    same_host = {"hostnames": ["shop.example"]}
+    await env.cluster.apply(route_obj("to-blue", [{"name": "one"}], "blue", **same_host))
+    await env.cluster.apply(route_obj("to-green", [{"name": "two"}], "green", **same_host))
+
+    async def class_accepted() -> bool:
+        obj = await env.read("GatewayClass", CLASS)
+        features = (obj or {}).get("status", {}).get("supportedFeatures", [])
+        return (
+            conditions(obj).get("Accepted") == ("True", "Accepted")
+            and {"name": "HTTPRoute"} in features
+        )
+
+    await eventually(class_accepted, message="the GatewayClass is Accepted with its features")
+    one, two = await env.address("one"), await env.address("two")
+    assert one != two
+
+    async def gateway_ready() -> bool:
+        obj = await env.read("Gateway", "one")
+        status = (obj or {}).get("status", {})
+        listeners = status.get("listeners", [])
+        generation = (obj or {}).get("metadata", {}).get("generation")
+        return (
+            conditions(obj).get("Accepted") == ("True", "Accepted")
+            and conditions(obj).get("Programmed") == ("True", "Programmed")
+            and len(listeners) == 1
+            and listeners[0]["attachedRoutes"] == 1
+            and {c["type"]: c["status"] for c in listeners[0]["conditions"]}
+            == {
+                "Accepted": "True",
+                "Conflicted": "False",
+                "ResolvedRefs": "True",
+                "Programmed": "True",
+            }
+            and all(c["observedGeneration"] == generation for c in status["conditions"])
+        )
+
+    await eventually(gateway_ready, message="Gateway one is Programmed with one attached route")
+
+    async def route_accepted() -> bool:
+        found = await env.parent_conditions("to-blue", "one")
+        return found == {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}
+
+    await eventually(route_accepted, message="HTTPRoute to-blue is Accepted by Gateway one")
+
+    # The same port and hostname on two Gateways: each address serves its own route.
+    async def both_served() -> bool:
+        return (
+            await env.backend_of(one, "shop.example") == "blue"
+            and await env.backend_of(two, "shop.example") == "green"
+        )
+
+    await eventually(both_served, message="each Gateway's address reaches its own backend")
+    assert await env.backend_of(one, "other.example") == 404
+
+
+async def test_routes_that_cannot_attach_say_why(env: Env) -> None:
+    await env.cluster.apply(
+        gateway_obj(
+            "one",
+            http_listener("web", hostname="web.example"),
+            {"name": "ftp", "port": 21, "protocol": "FTP"},
+        )
+    )
+    await env.cluster.apply(
+        route_obj("wrong-section", [{"name": "one", "sectionName": "nope"}], "blue")
+    )
+    await env.cluster.apply(
+        route_obj("wrong-host", [{"name": "one"}], "blue", hostnames=["other.example"])
+    )
+    await env.cluster.apply(route_obj("missing-backend", [{"name": "one"}], "absent"))
+    address = await env.address("one")
+
+    async def reasons() -> bool:
+        return (
+            (await env.parent_conditions("wrong-section", "one")).get("Accepted")
+            == ("False", "NoMatchingParent")
+            and (await env.parent_conditions("wrong-host", "one")).get("Accepted")
+            == ("False", "NoMatchingListenerHostname")
+            and (await env.parent_conditions("missing-backend", "one"))
+            == {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("False", "BackendNotFound")}
+        )
+
+    await eventually(reasons, message="each route's parent status names the spec's reason")
+
+    async def listener_states() -> bool:
+        obj = await env.read("Gateway", "one")
+        listeners = {
+            entry["name"]: {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+            for entry in (obj or {}).get("status", {}).get("listeners", [])
+        }
+        return (
+            conditions(obj).get("Accepted") == ("True", "ListenersNotValid")
+            and listeners.get("ftp", {}).get("Accepted") == ("False", "UnsupportedProtocol")
+            and listeners.get("web", {}).get("Programmed") == ("True", "Programmed")
+        )
+
+    await eventually(listener_states, message="the FTP listener is refused, the HTTP one served")
+
+    # The route whose backend does not exist attaches and answers 500; the others serve nothing.
+    async def answers_500() -> bool:
+        return await env.backend_of(address, "web.example") == 500
+
+    await eventually(answers_500, message="a route to a missing backend answers 500")
