@@ -2,26 +2,31 @@
 
 Deny wins over allow; an empty allow list allows every address not denied. A client whose address
 cannot be determined is refused whenever any rule exists: a rule the edge cannot evaluate must not
-let a request through.
+let a request through. Each list is indexed once, when the module is applied
+(:class:`~interlock.model.address_ranges.AddressRanges`), so a check costs one bisection per list
+however many entries it has: a 40,000-address list is as cheap per request as a short one.
 """
 
 from __future__ import annotations
 
-from interlock.edge.modules.addresses import IPAddress, in_any, parse_networks
+from interlock.edge.modules.addresses import IPAddress, parse_networks
 from interlock.edge.modules.view import Rejection, reject
+from interlock.model.address_ranges import AddressRanges
 from interlock.model.moduleset import IpRestrictionModule
 
 FORBIDDEN = reject(403, "forbidden\n")
 
 
 class IpRestriction:
-    """Compiled allow/deny networks."""
+    """Compiled allow/deny networks: kept as written for the summary, indexed for checks."""
 
-    __slots__ = ("_allow", "_deny")
+    __slots__ = ("_allow", "_allowed", "_denied", "_deny")
 
     def __init__(self, config: IpRestrictionModule) -> None:
         self._allow = parse_networks(config.allow, field="ipRestriction.allow")
         self._deny = parse_networks(config.deny, field="ipRestriction.deny")
+        self._allowed = AddressRanges(self._allow)
+        self._denied = AddressRanges(self._deny)
 
     def __repr__(self) -> str:
         return f"IpRestriction({self.summary()})"
@@ -29,9 +34,9 @@ class IpRestriction:
     def check(self, address: IPAddress | None) -> Rejection | None:
         if not self._allow and not self._deny:
             return None
-        if address is None or in_any(address, self._deny):
+        if address is None or address in self._denied:
             return FORBIDDEN
-        if self._allow and not in_any(address, self._allow):
+        if self._allow and address not in self._allowed:
             return FORBIDDEN
         return None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 from modules_testkit import modules, view
 
@@ -136,3 +138,23 @@ def test_invalid_cidr_is_a_config_error_naming_the_field(
 def test_invalid_trusted_proxy_is_a_config_error() -> None:
     with pytest.raises(ModuleConfigError, match=r"trustedProxies\[0\]"):
         compile_modules(modules({}), {}, trusted_proxies=["300.0.0.0/8"])
+
+
+def test_a_long_list_is_not_walked_entry_by_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 40,000-address list used to cost one network comparison per entry per request (11 ms of
+    # CPU, shared by every host); now a check bisects an index built when the module applies.
+    allow = [str(ipaddress.IPv4Address(0x0A000000 + 2 * i)) for i in range(40_000)]
+    edge = chain(allow=allow, deny=[f"192.168.{i}.0/24" for i in range(100)])
+    compared = 0
+    original = ipaddress.IPv4Network.__contains__
+
+    def counting(network: ipaddress.IPv4Network, address: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return original(network, address)
+
+    monkeypatch.setattr(ipaddress.IPv4Network, "__contains__", counting)
+    assert status(edge.check_request(view(peer_ip="203.0.113.9"))) == 403
+    assert status(edge.check_request(view(peer_ip=allow[-1]))) == 200
+    assert status(edge.check_request(view(peer_ip="192.168.99.1"))) == 403
+    assert compared == 0
