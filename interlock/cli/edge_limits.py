@@ -34,6 +34,11 @@ _COUNTS: tuple[tuple[str, str, str], ...] = (
         "password_checks",
         "edge: bcrypt checks queued or running at once (beyond: 503)",
     ),
+    (
+        "--edge-http2-resets",
+        "http2_resets",
+        "edge: HTTP/2 streams one connection may reset in flight per reset window (then GOAWAY)",
+    ),
 )
 _DURATIONS: tuple[tuple[str, str, str], ...] = (
     (
@@ -55,6 +60,11 @@ _DURATIONS: tuple[tuple[str, str, str], ...] = (
         "--edge-drain-timeout",
         "drain_timeout",
         "edge: seconds requests in flight may take to finish once stopping (SIGTERM)",
+    ),
+    (
+        "--edge-http2-reset-window",
+        "http2_reset_window",
+        "edge: seconds over which --edge-http2-resets resets are allowed",
     ),
 )
 

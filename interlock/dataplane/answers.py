@@ -44,6 +44,7 @@ CORS_PREFLIGHT: Final = "cors-preflight"
 MODULE: Final = "module"
 NOT_A_TUNNEL: Final = "not-a-tunnel"
 NO_SNI_MATCH: Final = "no-sni-match"
+CONNECT_NOT_SERVED: Final = "connect-not-served"
 
 REASONS: Final[dict[str, tuple[int, str]]] = {
     UNKNOWN_HOST: (404, "no edge or Service is known by this host"),
@@ -68,6 +69,7 @@ REASONS: Final[dict[str, tuple[int, str]]] = {
     MODULE: (403, "refused by a module of this route"),
     NOT_A_TUNNEL: (405, "this Service port is routed by HTTP routes: send requests, not CONNECT"),
     NO_SNI_MATCH: (404, "no TLSRoute of this Service port matches the TLS server name"),
+    CONNECT_NOT_SERVED: (405, "CONNECT is not served over HTTP/2; tunnels are HTTP/1.1"),
 }
 """Every reason: its usual status and the sentence a client gets (``docs/answers.md``)."""
 

@@ -12,7 +12,9 @@ HTTP/2 core of hypercorn and httpx, well kept and small. What is ours is the I/O
 * :class:`H2ServerProtocol` — each client stream becomes an :class:`H2Request` handed to the
   front door's handler with an :class:`H2Responder` to answer on; request bodies are read with
   flow control (a stream's window is credited back only as the handler consumes it), so a
-  slow upstream slows the client instead of filling memory;
+  slow upstream slows the client instead of filling memory; the scheme is the connection's
+  (a client's ``:scheme`` is not believed), and a client that resets streams faster than its
+  :class:`ResetBudget` allows gets GOAWAY (rapid reset, CVE-2023-44487);
 * :class:`H2Upstreams` — one h2c connection per upstream address, multiplexing the streams of
   every request sent there, each answer read as events (headers, data, trailers, end).
 
@@ -290,6 +292,16 @@ async def finish_answer(responder: Responder) -> None:
         await responder.send_data(b"", end=True)
 
 
+@dataclass(frozen=True, slots=True)
+class ResetBudget:
+    """How many streams a client may reset on one connection while their handlers run:
+    ``resets`` at once, refilled at ``resets`` per ``window`` seconds (Netty's defaults after
+    CVE-2023-44487: 200 per 30 s)."""
+
+    resets: int = 200
+    window: float = 30.0
+
+
 class H2ServerProtocol(asyncio.Protocol):
     """Serves one HTTP/2 client connection; each stream runs the handler in its own task."""
 
@@ -300,12 +312,16 @@ class H2ServerProtocol(asyncio.Protocol):
         scheme: str,
         closed: Callable[[H2ServerProtocol], None] = lambda _protocol: None,
         idle_timeout: float | None = None,
+        resets: ResetBudget | None = None,
     ) -> None:
         self._handler = handler
         self._scheme = scheme
         self._closed = closed
         self._idle_timeout = idle_timeout
         self._idle: asyncio.TimerHandle | None = None
+        self._resets = ResetBudget() if resets is None else resets
+        self._reset_tokens = float(self._resets.resets)
+        self._reset_at = 0.0
         self._connection = _Connection(client_side=False)
         self._bodies: dict[int, H2Body] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -358,6 +374,8 @@ class H2ServerProtocol(asyncio.Protocol):
             return
         for event in events:
             self._event(event)
+            if connection.transport is None or connection.transport.is_closing():
+                return  # refused (too many resets) or terminated: no more streams start
         connection.flush()
 
     def _event(self, event: h2.events.Event) -> None:
@@ -375,6 +393,7 @@ class H2ServerProtocol(asyncio.Protocol):
             task = self._tasks.get(event.stream_id)
             if task is not None:
                 task.cancel()
+                self._spend_reset()
         elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
             self._connection.window_changed()
         elif (
@@ -382,6 +401,32 @@ class H2ServerProtocol(asyncio.Protocol):
             and self._connection.transport is not None
         ):
             self._connection.transport.close()
+
+    def _spend_reset(self) -> None:
+        """A stream was reset while its handler ran (by the client, or by h2 for the client's
+        error): one of the connection's resets spent. Resets refill at ``resets`` per
+        ``window`` seconds; a client that spends them faster gets GOAWAY (ENHANCE_YOUR_CALM)
+        and the connection is closed (CVE-2023-44487, rapid reset: each stream opened costs
+        the server a handler, each reset costs the client one frame)."""
+        budget = self._resets
+        now = asyncio.get_running_loop().time()
+        refill = (now - self._reset_at) * budget.resets / budget.window
+        self._reset_at = now
+        self._reset_tokens = min(float(budget.resets), self._reset_tokens + refill) - 1.0
+        if self._reset_tokens >= 0:
+            return
+        logger.debug(
+            "HTTP/2 client {}: over {} stream resets in {:g} s: GOAWAY",
+            self._peer,
+            budget.resets,
+            budget.window,
+        )
+        connection = self._connection
+        with contextlib.suppress(h2.exceptions.H2Error):
+            connection.h2.close_connection(error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+            connection.flush()
+        if connection.transport is not None:
+            connection.transport.close()
 
     def _request(self, event: h2.events.RequestReceived) -> None:
         stream_id = event.stream_id
@@ -399,7 +444,9 @@ class H2ServerProtocol(asyncio.Protocol):
         self._bodies[stream_id] = body
         request = H2Request(
             method=pseudo.get(":method", ""),
-            scheme=pseudo.get(":scheme", self._scheme),
+            # The connection's, as for HTTP/1.1: a client's ``:scheme https`` on plaintext h2c
+            # must not tell backends (X-Forwarded-Proto) that it came over TLS.
+            scheme=self._scheme,
             authority=pseudo.get(":authority", headers.get("host", "")),
             path=pseudo.get(":path", "/"),
             headers=headers,

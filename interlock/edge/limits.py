@@ -49,11 +49,25 @@ class EdgeLimits:
     """bcrypt checks queued or running at once; beyond it a request gets 503 with
     ``Retry-After`` instead of waiting behind a guesser's."""
 
+    http2_resets: int = 200
+    """HTTP/2 streams a client may reset on one connection while they are being answered,
+    refilled at this many per ``http2_reset_window``; past it the connection gets GOAWAY
+    (ENHANCE_YOUR_CALM) and is closed (rapid reset, CVE-2023-44487)."""
+
+    http2_reset_window: float = 30.0
+    """Seconds over which ``http2_resets`` resets are allowed (Netty's 200 per 30 s)."""
+
     def __post_init__(self) -> None:
-        for name in ("header_timeout", "body_timeout", "idle_timeout", "drain_timeout"):
+        for name in (
+            "header_timeout",
+            "body_timeout",
+            "idle_timeout",
+            "drain_timeout",
+            "http2_reset_window",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"edge limits: {name} must be a positive number of seconds")
-        for name in ("upstream_connections", "password_workers", "password_checks"):
+        for name in ("upstream_connections", "password_workers", "password_checks", "http2_resets"):
             if getattr(self, name) < 1:
                 raise ValueError(f"edge limits: {name} must be at least 1")
         if self.max_connections < 0:

@@ -62,7 +62,7 @@ from interlock.dataplane.answers import (
     answer,
 )
 from interlock.dataplane.engine import Engine
-from interlock.dataplane.http2 import H2ServerProtocol, SniffingProtocol
+from interlock.dataplane.http2 import H2ServerProtocol, ResetBudget, SniffingProtocol
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
@@ -196,6 +196,7 @@ class EdgeServer:
             engine=self.engine, forwarder=self._forwarder, connect_timeout=self._connect_timeout
         )
         streams = self._streams = EdgeStreams(self, forwarder=forwarder)
+        resets = ResetBudget(self._limits.http2_resets, self._limits.http2_reset_window)
 
         def either(scheme: str) -> Callable[[], SniffingProtocol]:
             """HTTP/1.1 (``http1_server.py``; aiohttp's handler once a request upgrades) or
@@ -219,6 +220,7 @@ class EdgeServer:
                     scheme=scheme,
                     closed=self._h2_connections.discard,
                     idle_timeout=self._limits.idle_timeout,
+                    resets=resets,
                 )
                 self._h2_connections.add(protocol)
                 return protocol

@@ -82,6 +82,8 @@ class EdgeStreams:
         relayed."""
         host = request.authority
         server = self._server
+        if request.method == "CONNECT":  # only HTTP/2's comes here (HTTP/1.1's upgrades)
+            return await _say(responder, reasons.CONNECT_NOT_SERVED)
         edge_host = normalize_host(host)
         routes = server._edge.routes_of_host(edge_host)
         if routes is None:

@@ -46,10 +46,18 @@ from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.answers import (
     BAD_REQUEST,
+    CONNECT_NOT_SERVED,
     UNKNOWN_HOST,
 )
+from interlock.dataplane.answers import answer as answer_of
 from interlock.dataplane.engine import Engine
-from interlock.dataplane.http2 import H2Request, H2ServerProtocol, Responder, SniffingProtocol
+from interlock.dataplane.http2 import (
+    H2Request,
+    H2ServerProtocol,
+    ResetBudget,
+    Responder,
+    SniffingProtocol,
+)
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address
 from interlock.dataplane.streams import StreamForwarder, send_answer
@@ -161,6 +169,7 @@ class MeshServer:
                 scheme="http",
                 closed=self._h2_connections.discard,
                 idle_timeout=limits.idle_timeout,
+                resets=ResetBudget(limits.http2_resets, limits.http2_reset_window),
             )
             self._h2_connections.add(protocol)
             return protocol
@@ -296,16 +305,19 @@ class MeshServer:
             path=request.path.partition("?")[0],
             clock=self.traffic.clock,
         )
-        reason = ""
-        decided = await self._decide(
-            method=request.method,
-            request_target=request.path,
-            host=request.authority,
-            headers=request.headers,
-            query_params=None,
-            scheme=request.scheme,
-            exchange=exchange,
-        )
+        decided: tuple[Forward, ServiceAuthority, str, str, str] | Answer
+        if request.method == "CONNECT":  # tunnels are HTTP/1.1 (docs/mesh.md)
+            decided = answer_of(CONNECT_NOT_SERVED)
+        else:
+            decided = await self._decide(
+                method=request.method,
+                request_target=request.path,
+                host=request.authority,
+                headers=request.headers,
+                query_params=None,
+                scheme=request.scheme,
+                exchange=exchange,
+            )
         if isinstance(decided, Answer):
             reason = await send_answer(responder, decided, with_detail=True)
         else:

@@ -1,0 +1,241 @@
+"""HTTP/2 attacks on the edge and on the mesh listener, with a real h2 client on a raw socket.
+
+* Rapid reset (CVE-2023-44487): a client that opens streams and resets them at once makes the
+  server start a handler per stream for the cost of two frames; the patched servers count the
+  resets of each connection and close it past a budget. Both listeners now send GOAWAY with
+  ``ENHANCE_YOUR_CALM`` and close the connection; a client under the budget is served.
+* ``CONNECT`` over HTTP/2 was relayed to the backend as a malformed ``CONNECT /``: it is
+  refused (405 ``connect-not-served``) and the backend is never contacted.
+* ``:scheme https`` on plaintext h2c reached the backend as ``X-Forwarded-Proto: https``: the
+  scheme is the connection's, as for HTTP/1.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import pytest
+
+from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.edge.limits import EdgeLimits
+from interlock.mailbox import ActorSystem
+from interlock.mesh.server import MeshServer, MeshSettings
+from interlock.mesh.upstreams import MeshUpstreams
+
+from .conftest import HOST, CountingBackend, Edge, running_edge, serve_host
+
+_FOREVER = 120.0
+"""Deadline of a read that must end (a failure, not a wait that passes)."""
+
+
+@dataclass
+class H2Raw:
+    """An h2c connection (prior knowledge) whose frames the test writes as it likes."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    h2: h2.connection.H2Connection
+    events: list[h2.events.Event] = field(default_factory=list)
+    closed: bool = False
+
+    @classmethod
+    async def open(cls, address: tuple[str, int]) -> H2Raw:
+        reader, writer = await asyncio.open_connection(*address)
+        connection = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="latin-1")
+        )
+        connection.initiate_connection()
+        writer.write(connection.data_to_send())
+        return cls(reader, writer, connection)
+
+    def flush(self) -> None:
+        self.writer.write(self.h2.data_to_send())
+
+    def headers(self, authority: str, *, path: str = "/", method: str = "GET") -> int:
+        stream_id = self.h2.get_next_available_stream_id()
+        pseudo = [(":method", method), (":authority", authority)]
+        if method != "CONNECT":
+            pseudo += [(":scheme", "http"), (":path", path)]
+        self.h2.send_headers(stream_id, pseudo, end_stream=method != "CONNECT")
+        return stream_id
+
+    async def receive(self) -> None:
+        data = await asyncio.wait_for(self.reader.read(65536), _FOREVER)
+        if not data:
+            self.closed = True
+            return
+        with contextlib.suppress(h2.exceptions.ProtocolError):
+            self.events.extend(self.h2.receive_data(data))
+        self.flush()
+
+    async def until(self, done: type[h2.events.Event]) -> h2.events.Event | None:
+        """Read until an event of type ``done`` (returned) or the server closes (None)."""
+        while not self.closed:
+            for event in self.events:
+                if isinstance(event, done):
+                    return event
+            await self.receive()
+        return None
+
+    async def answer(self, stream_id: int) -> tuple[int, dict[str, str], bytes]:
+        status, headers, body = 0, {}, b""
+        while not self.closed:
+            for event in self.events:
+                if getattr(event, "stream_id", None) != stream_id:
+                    continue
+                if isinstance(event, h2.events.ResponseReceived):
+                    headers = dict(event.headers or ())
+                    status = int(headers.pop(":status"))
+                elif isinstance(event, h2.events.DataReceived):
+                    body += event.data or b""
+                    self.h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
+                elif isinstance(event, h2.events.StreamEnded | h2.events.StreamReset):
+                    return status, headers, body
+            self.events.clear()
+            self.flush()
+            await self.receive()
+        raise ConnectionError("the server closed the connection before answering")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def rapid_reset(address: tuple[str, int], authority: str, pairs: int) -> H2Raw:
+    """``pairs`` HEADERS+RST_STREAM on one connection, then a PING; read until the PING's ack
+    or the end of the connection."""
+    client = await H2Raw.open(address)
+    for _ in range(pairs):
+        stream_id = client.headers(authority)
+        client.h2.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        if stream_id % 101 == 0:
+            client.flush()
+    client.h2.ping(b"12345678")
+    client.flush()
+    await client.until(h2.events.PingAckReceived)
+    return client
+
+
+def goaway_of(client: H2Raw) -> h2.events.ConnectionTerminated | None:
+    return next((e for e in client.events if isinstance(e, h2.events.ConnectionTerminated)), None)
+
+
+@pytest.fixture
+async def hanging(counting_backends: tuple[CountingBackend, CountingBackend]) -> CountingBackend:
+    return counting_backends[0]
+
+
+async def test_rapid_reset_at_the_edge_gets_goaway_and_the_connection_closed(
+    edge: Edge, hanging: CountingBackend
+) -> None:
+    await serve_host(edge, host=HOST, service="hang", address=hanging.address)
+    attacker = await rapid_reset(edge.address, HOST, 2000)
+    try:
+        goaway = goaway_of(attacker)
+        assert goaway is not None, "no GOAWAY after 2,000 resets"
+        assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        while not attacker.closed:  # the server closes the connection
+            await attacker.receive()
+    finally:
+        attacker.close()
+    other = await H2Raw.open(edge.address)
+    try:
+        status, _, body = await other.answer(other.headers(HOST))
+    finally:
+        other.close()
+    assert (status, body) == (200, b"backend-a")
+
+
+async def test_resets_under_the_budget_keep_the_connection() -> None:
+    async with running_edge(limits=EdgeLimits(http2_resets=50)) as edge:
+        client = await rapid_reset(edge.address, HOST, 40)
+        try:
+            assert goaway_of(client) is None
+            assert any(isinstance(e, h2.events.PingAckReceived) for e in client.events)
+            status, _, _ = await client.answer(client.headers(HOST))
+            assert status == 404  # served: no route for this host in this edge
+        finally:
+            client.close()
+        attacker = await rapid_reset(edge.address, HOST, 60)
+        attacker.close()
+        assert goaway_of(attacker) is not None
+
+
+@pytest.fixture
+async def mesh() -> AsyncIterator[MeshServer]:
+    system = ActorSystem()
+    watches = ServicePortWatches(system, grace=30.0)
+    upstreams = MeshUpstreams(system=system, watches=watches, client_namespace="default")
+    upstreams.start()
+    server = MeshServer(upstreams=upstreams, settings=MeshSettings(policy_wait=1.0))
+    await server.start(addr="127.0.0.1:0")
+    try:
+        yield server
+    finally:
+        await server.stop()
+        watches.close()
+        await upstreams.close()
+        await system.shutdown()
+
+
+async def test_rapid_reset_at_the_mesh_listener_gets_goaway(mesh: MeshServer) -> None:
+    assert mesh.address is not None
+    attacker = await rapid_reset(mesh.address, "web.default.svc.cluster.local", 2000)
+    attacker.close()
+    goaway = goaway_of(attacker)
+    assert goaway is not None, "no GOAWAY after 2,000 resets"
+    assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+
+
+async def test_connect_over_http2_is_refused_at_the_edge(
+    edge: Edge, hanging: CountingBackend
+) -> None:
+    await serve_host(edge, host=HOST, service="hang", address=hanging.address)
+    client = await H2Raw.open(edge.address)
+    try:
+        status, headers, body = await client.answer(client.headers(HOST, method="CONNECT"))
+    finally:
+        client.close()
+    assert status == 405
+    assert headers["x-interlock-reason"] == "connect-not-served"
+    assert body.startswith(b"connect-not-served: ")
+    assert hanging.finished == hanging.active == 0  # never contacted
+
+
+async def test_connect_over_http2_is_refused_at_the_mesh_listener(mesh: MeshServer) -> None:
+    assert mesh.address is not None
+    client = await H2Raw.open(mesh.address)
+    try:
+        stream_id = client.headers("web.default.svc.cluster.local:80", method="CONNECT")
+        status, headers, _ = await client.answer(stream_id)
+    finally:
+        client.close()
+    assert status == 405
+    assert headers["x-interlock-reason"] == "connect-not-served"
+
+
+async def test_scheme_https_on_plaintext_h2c_does_not_reach_the_backend_as_https(
+    edge: Edge, header_backend: tuple[str, int]
+) -> None:
+    await serve_host(edge, host=HOST, service="echo", address=header_backend)
+    client = await H2Raw.open(edge.address)
+    try:
+        stream_id = client.h2.get_next_available_stream_id()
+        client.h2.send_headers(
+            stream_id,
+            [(":method", "GET"), (":scheme", "https"), (":authority", HOST), (":path", "/")],
+            end_stream=True,
+        )
+        client.flush()
+        status, _, body = await client.answer(stream_id)
+    finally:
+        client.close()
+    assert status == 200
+    assert json.loads(body)["x-forwarded-proto"] == ["http"]
