@@ -275,6 +275,7 @@ class EdgeHalf:
         addresses = await self.server.start(
             addr=str(addr), tls_addr=None if tls_addr is None else str(tls_addr)
         )
+        assert addresses.http is not None  # a plain address was given
         self.address = Address(host=addr.host, port=addresses.http[1])
         if tls_addr is not None and addresses.https is not None:
             self.tls_address = Address(host=tls_addr.host, port=addresses.https[1])

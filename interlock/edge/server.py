@@ -115,7 +115,8 @@ def parse_host_port(value: str) -> tuple[str, int]:
 class EdgeAddresses:
     """Where the data plane listens (ports as bound, so port 0 shows the chosen one)."""
 
-    http: tuple[str, int]
+    http: tuple[str, int] | None
+    """None when only HTTPS was asked for (a Gateway's HTTPS port)."""
     https: tuple[str, int] | None
 
 
@@ -166,7 +167,7 @@ class EdgeServer:
             raise RuntimeError("the edge server is not started")
         return self._addresses
 
-    async def start(self, *, addr: str, tls_addr: str | None = None) -> EdgeAddresses:
+    async def start(self, *, addr: str | None, tls_addr: str | None = None) -> EdgeAddresses:
         """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port."""
         await self._forwarder.start()
         server = GuardedServer(
@@ -230,12 +231,14 @@ class EdgeServer:
             )
 
         try:
-            host, port = parse_host_port(addr)
-            self._listener = await asyncio.get_running_loop().create_server(
-                either("http"), host, port, reuse_address=True
-            )
-            bound = self._listener.sockets[0].getsockname()
-            http = (str(bound[0]), int(bound[1]))
+            http = None
+            if addr is not None:
+                host, port = parse_host_port(addr)
+                self._listener = await asyncio.get_running_loop().create_server(
+                    either("http"), host, port, reuse_address=True
+                )
+                bound = self._listener.sockets[0].getsockname()
+                http = (str(bound[0]), int(bound[1]))
             https = None
             if tls_addr is not None:
                 # Its own accept loop: each host's TLS context is chosen from the ClientHello

@@ -96,6 +96,7 @@ async def run_standalone_edge(
         admin_token=admin_token, trusted_proxies=trusted_proxies, limits=limits
     )
     addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
+    assert addresses.edge.http is not None  # ``listen`` is a plain address
     http_host, http_port = addresses.edge.http
     print(f"edge listening on http://{_url_host(http_host)}:{http_port}", flush=True)
     if addresses.edge.https is not None:

@@ -1,0 +1,137 @@
+"""HTTPS listeners of a Gateway: TLS terminated with the listener's certificate (both lanes).
+
+A listener's certificate is the Secret its ``tls.certificateRefs`` names; the connection's
+server name chooses the listener. A listener whose certificate is missing says so
+(``ResolvedRefs`` False, ``InvalidCertificateRef``; not Programmed) while the Gateway's other
+listeners keep serving; one naming a Secret in another namespace needs a ReferenceGrant
+(``RefNotPermitted`` until there is one).
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from typing import Any
+
+import aiohttp
+from e2e_clients import eventually
+from gateway_env import GROUP, Env, gateway_obj, route_obj
+from gateway_env import env as env
+from tls_certs import self_signed
+
+
+def tls_secret(name: str, host: str, *, namespace: str = "default") -> tuple[dict[str, Any], str]:
+    cert, key = self_signed(host)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {
+            "tls.crt": base64.b64encode(cert.encode()).decode(),
+            "tls.key": base64.b64encode(key.encode()).decode(),
+        },
+    }
+    return secret, cert
+
+
+def https_listener(name: str, hostname: str, *refs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "port": 443,
+        "protocol": "HTTPS",
+        "hostname": hostname,
+        "tls": {"mode": "Terminate", "certificateRefs": list(refs)},
+    }
+
+
+async def https_backend(env: Env, address: str, host: str, cert: str) -> object:
+    context = ssl.create_default_context(cadata=cert)
+    try:
+        async with env.http.get(
+            f"https://{address}/", headers={"Host": host}, ssl=context, server_hostname=host
+        ) as response:
+            return response.headers.get("X-Echo") or response.status
+    except (aiohttp.ClientError, ssl.SSLError) as error:
+        return repr(error)
+
+
+def listener_conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, tuple[str, str]]]:
+    return {
+        entry["name"]: {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+        for entry in (obj or {}).get("status", {}).get("listeners", [])
+    }
+
+
+async def test_https_listener_terminates_tls_and_a_broken_one_says_why(env: Env) -> None:
+    secret, cert = tls_secret("secure-cert", "secure.example")
+    await env.cluster.apply(secret)
+    await env.cluster.apply(
+        gateway_obj(
+            "one",
+            https_listener("secure", "secure.example", {"name": "secure-cert"}),
+            https_listener("broken", "broken.example", {"name": "no-such-secret"}),
+        )
+    )
+    await env.cluster.apply(route_obj("secure-route", [{"name": "one"}], "blue"))
+    address = await env.address("one")
+
+    async def served() -> bool:
+        return await https_backend(env, address, "secure.example", cert) == "blue"
+
+    await eventually(served, message="secure.example is served over HTTPS by its listener")
+
+    async def broken_reported() -> bool:
+        listeners = listener_conditions(await env.read("Gateway", "one"))
+        return (
+            listeners.get("broken", {}).get("ResolvedRefs") == ("False", "InvalidCertificateRef")
+            and listeners["broken"].get("Programmed", ("", ""))[0] == "False"
+            and listeners.get("secure", {}).get("Programmed") == ("True", "Programmed")
+        )
+
+    await eventually(broken_reported, message="the listener without its Secret says why")
+    # The broken listener's host is never served with another listener's certificate.
+    assert await https_backend(env, address, "broken.example", cert) != "blue"
+
+
+async def test_certificate_in_another_namespace_needs_a_reference_grant(env: Env) -> None:
+    await env.cluster.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gw-certs"}}
+    )
+    secret, cert = tls_secret("shared-cert", "shared.example", namespace="gw-certs")
+    await env.cluster.apply(secret)
+    await env.cluster.apply(
+        gateway_obj(
+            "one",
+            https_listener(
+                "shared", "shared.example", {"name": "shared-cert", "namespace": "gw-certs"}
+            ),
+        )
+    )
+    await env.cluster.apply(route_obj("shared-route", [{"name": "one"}], "green"))
+
+    async def refused() -> bool:
+        listeners = listener_conditions(await env.read("Gateway", "one"))
+        return listeners.get("shared", {}).get("ResolvedRefs") == ("False", "RefNotPermitted")
+
+    await eventually(refused, message="a certificate in another namespace needs a grant")
+    grant = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "gateways-read-certs", "namespace": "gw-certs"},
+        "spec": {
+            "from": [{"group": GROUP, "kind": "Gateway", "namespace": "default"}],
+            "to": [{"group": "", "kind": "Secret"}],
+        },
+    }
+    await env.cluster.apply(grant)
+    address = await env.address("one")
+    try:
+
+        async def served() -> bool:
+            return await https_backend(env, address, "shared.example", cert) == "green"
+
+        await eventually(served, message="the granted certificate serves shared.example")
+    finally:
+        await env.cluster.delete(grant)
+        await env.cluster.delete(secret)
