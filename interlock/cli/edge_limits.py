@@ -3,7 +3,7 @@
 One definition, so both commands name, default and document each limit the same way
 (``docs/operations.md``, "Edge limits"); the values are :class:`~interlock.edge.limits.EdgeLimits`.
 The flags are a table of (flag, field, help): a count is a whole number (``N``), a timeout a
-duration; the default is the field's value in ``DEFAULT_LIMITS``.
+duration, a switch is off unless given; the default is the field's value in ``DEFAULT_LIMITS``.
 """
 
 from __future__ import annotations
@@ -67,6 +67,13 @@ _DURATIONS: tuple[tuple[str, str, str], ...] = (
         "edge: seconds over which --edge-http2-resets resets are allowed",
     ),
 )
+_SWITCHES: tuple[tuple[str, str, str], ...] = (
+    (
+        "--edge-underscores-in-headers",
+        "underscores_in_headers",
+        "edge: pass request headers whose names hold '_' on (dropped by default, as nginx does)",
+    ),
+)
 
 
 def add_edge_limit_flags(add: EnvDefaults) -> None:
@@ -76,13 +83,15 @@ def add_edge_limit_flags(add: EnvDefaults) -> None:
         add.value(flag, default=str(default), type=int, metavar="N", help=help)
     for flag, field, help in _DURATIONS:
         add.number(flag, default=getattr(DEFAULT_LIMITS, field), help=help)
+    for flag, _field, help in _SWITCHES:
+        add.switch(flag, help=help)
 
 
 def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
     """The :class:`EdgeLimits` the flags describe; a bad value exits naming the problem."""
     values = {
         field: getattr(args, flag.removeprefix("--").replace("-", "_"))
-        for flag, field, _help in _COUNTS + _DURATIONS
+        for flag, field, _help in _COUNTS + _DURATIONS + _SWITCHES
     }
     try:
         return EdgeLimits(**values)

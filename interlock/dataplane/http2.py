@@ -313,12 +313,16 @@ class H2ServerProtocol(asyncio.Protocol):
         closed: Callable[[H2ServerProtocol], None] = lambda _protocol: None,
         idle_timeout: float | None = None,
         resets: ResetBudget | None = None,
+        underscores_in_headers: bool = True,
     ) -> None:
         self._handler = handler
         self._scheme = scheme
         self._closed = closed
         self._idle_timeout = idle_timeout
         self._idle: asyncio.TimerHandle | None = None
+        self._underscores = underscores_in_headers
+        """Whether headers whose names hold ``_`` are kept (the edge drops them by default:
+        ``EdgeLimits.underscores_in_headers``)."""
         self._resets = ResetBudget() if resets is None else resets
         self._reset_tokens = float(self._resets.resets)
         self._reset_at = 0.0
@@ -432,10 +436,11 @@ class H2ServerProtocol(asyncio.Protocol):
         stream_id = event.stream_id
         pseudo: dict[str, str] = {}
         headers: CIMultiDict[str] = CIMultiDict()
+        underscores = self._underscores
         for name, value in _decode(event.headers or ()):
             if name.startswith(":"):
                 pseudo[name] = value
-            else:
+            elif underscores or "_" not in name:
                 headers.add(name, value)
         body = H2Body(self._connection, stream_id)
         if event.stream_ended is not None:

@@ -13,6 +13,7 @@ What a connection is held to (as aiohttp held it, ``EdgeLimits``):
 
 * requests are answered one at a time and in order; pipelined requests wait their turn (reading
   pauses while one waits, so a client cannot queue requests without bound);
+* a header whose name holds ``_`` is dropped unless ``underscores_in_headers`` says otherwise;
 * a request's headers must be complete ``header_timeout`` s after its first byte (408, close),
   at most :data:`MAX_HEADERS` headers of at most :data:`MAX_FIELD_SIZE` bytes each and a
   request line of at most :data:`MAX_LINE_SIZE` bytes (431/414, close);
@@ -486,7 +487,10 @@ class Http1ServerProtocol(asyncio.Protocol):
         headers: CIMultiDict[str] = CIMultiDict()
         length = chunked = False
         expect_continue = False
+        underscores = self._limits.underscores_in_headers
         for raw_name, raw_value in self._headers:
+            if b"_" in raw_name and not underscores:
+                continue  # see EdgeLimits.underscores_in_headers
             name = raw_name.decode("latin-1")
             value = raw_value.decode("latin-1")
             headers.add(name, value)
@@ -683,7 +687,12 @@ class Http1ServerProtocol(asyncio.Protocol):
         method = parser.get_method()
         version = parser.get_http_version().encode()
         head = b"%b %b HTTP/%b\r\n" % (method, self._url, version)
-        head += b"".join(b"%b: %b\r\n" % pair for pair in self._headers)
+        underscores = self._limits.underscores_in_headers
+        head += b"".join(
+            b"%b: %b\r\n" % (name, value)
+            for name, value in self._headers
+            if underscores or b"_" not in name
+        )
         replay = head + b"\r\n" + rest
         self._pause("upgrade")
         if self._task is None and not self._waiting:

@@ -57,6 +57,12 @@ class EdgeLimits:
     http2_reset_window: float = 30.0
     """Seconds over which ``http2_resets`` resets are allowed (Netty's 200 per 30 s)."""
 
+    underscores_in_headers: bool = False
+    """Whether request headers whose names hold ``_`` reach modules and backends. Off: they
+    are dropped as the request is read (nginx's ``underscores_in_headers off``), because CGI,
+    WSGI, PHP and Rack backends read ``X_Client_Cert_Subject`` as ``X-Client-Cert-Subject``
+    — a header the edge sets itself and a client must not be able to pose as."""
+
     def __post_init__(self) -> None:
         for name in (
             "header_timeout",

@@ -222,6 +222,7 @@ class EdgeServer:
                     closed=self._h2_connections.discard,
                     idle_timeout=self._limits.idle_timeout,
                     resets=resets,
+                    underscores_in_headers=self._limits.underscores_in_headers,
                 )
                 self._h2_connections.add(protocol)
                 return protocol
