@@ -719,7 +719,9 @@ def build_outbound_policy(
     resolved routes, those not attached to this port are ignored. A route attaches through a
     Service parentRef naming this Service with this port, with this port's name as its
     sectionName, or with neither. Producer routes (in the Service's namespace) apply to every
-    client; consumer routes (in another namespace) only to clients in the route's own namespace.
+    client; consumer routes (in another namespace) only to clients in the route's own namespace,
+    and a client namespace with consumer routes for the port uses only those
+    (:func:`consumer_precedence`).
     Routes are ordered oldest first, then by namespace/name. A rule without backendRefs sends
     traffic to the parent Service port (unless it redirects). With no attached route, one
     synthesized route of kind ``Default`` forwards everything to the Service port.
@@ -736,6 +738,7 @@ def build_outbound_policy(
                 for p in route.parents
             ):
                 attached.append(route)
+    attached = consumer_precedence(attached, namespace=namespace, client_namespace=client_namespace)
     # Linkerd's precedence between kinds on one port (GRPCRoute > HTTPRoute > TLSRoute >
     # TCPRoute, one TCPRoute): a client speaks one protocol; the losers' status says so.
     attached = served_routes(attached)
@@ -797,6 +800,20 @@ def build_outbound_policy(
         protocol=protocol,
         failure_accrual=accrual,
     )
+
+
+def consumer_precedence(
+    routes: list[ResolvedRoute], *, namespace: str, client_namespace: str
+) -> list[ResolvedRoute]:
+    """The routes that apply to clients in ``client_namespace`` among those attached to a
+    Service port of ``namespace``: GEP-1294 — a namespace with consumer routes for the Service
+    uses only those; producer routes apply where it has none. (Linkerd's controller, and
+    interlock before issue 28, served the union ordered by age, so an older producer route beat
+    the consumer's own.)"""
+    if client_namespace == namespace:
+        return routes
+    consumer = [route for route in routes if route.namespace == client_namespace]
+    return consumer if consumer else routes
 
 
 _ROUTE_PROTOCOLS: dict[str, Protocol] = {

@@ -170,8 +170,9 @@ def route_conflict(
     it (:func:`~interlock.model.route_kinds.beats`: a kind earlier in the precedence, or an
     older TCPRoute) for every client it applies to: a producer route (in the Service's
     namespace) reaches every client namespace, so it loses only to producer routes; a consumer
-    route reaches its own namespace, so it loses to producer routes and to consumer routes of
-    its namespace. ``others`` are the other routes attached to the parent Service (those of
+    route reaches its own namespace, where only that namespace's consumer routes apply
+    (GEP-1294, :func:`~interlock.model.outbound.consumer_precedence`), so it loses only to
+    those. ``others`` are the other routes attached to the parent Service (those of
     other kinds are enough: see :func:`~interlock.model.route_kinds.kinds_that_beat`); a route
     that loses on some of its ports only is served on the rest and is not conflicted.
     """
@@ -179,7 +180,7 @@ def route_conflict(
     covering = [
         other
         for other in others
-        if other.namespace in (parent.namespace, resolved.namespace) and beats(other, resolved)
+        if other.namespace == resolved.namespace and beats(other, resolved)
     ]
     winners: list[RouteAttachment] = []
     for port in ports:

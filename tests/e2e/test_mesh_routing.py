@@ -137,8 +137,9 @@ async def test_a_consumer_route_applies_to_its_own_namespace_only(mesh: MeshEnv)
         ]
 
     # A producer route (every client), a consumer route of the listener's client namespace
-    # (default) and one of another namespace, on disjoint paths: which apply is the point here,
-    # not the precedence between overlapping routes (oldest first, as the policy orders them).
+    # (default) and one of another namespace, on disjoint paths: which apply is the point here.
+    # GEP-1294: a namespace with consumer routes for the Service uses only those, so the
+    # producer route applies to the listener's namespace only once its consumer route is gone.
     routes = [
         route_obj("producer", namespace="mesh-shop", parent="shop", rules=only("/p", "reviews")),
         route_obj(
@@ -162,12 +163,15 @@ async def test_a_consumer_route_applies_to_its_own_namespace_only(mesh: MeshEnv)
             await eventually(
                 lambda route=route: _has_status(mesh, route), message="theirs has a status"
             )
-    # The routes reach the policy in any order: wait for both that apply (the producer route,
-    # applied last, was the one still missing when this read it at once on the real lane).
     await mesh.until_backend("shop.mesh-shop", "canary", "/mine/x")
-    await mesh.until_backend("shop.mesh-shop", "reviews", "/p/1")
     theirs = await mesh.call("shop.mesh-shop", "/theirs/x")
     assert (theirs.status, theirs.headers["X-Interlock-Reason"]) == (404, "no-route")
+    await eventually(lambda: _has_status(mesh, routes[0]), message="the producer has a status")
+    producer = await mesh.call("shop.mesh-shop", "/p/1")
+    assert (producer.status, producer.headers["X-Interlock-Reason"]) == (404, "no-route")
+    # Without its consumer route, the namespace gets the producer route.
+    await mesh.cluster.delete(routes[1])
+    await mesh.until_backend("shop.mesh-shop", "reviews", "/p/1")
 
 
 async def _has_status(mesh: MeshEnv, route: dict[str, object]) -> bool:

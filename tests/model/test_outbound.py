@@ -395,7 +395,7 @@ def test_route_attaches_by_service_parent_and_port(
         assert [r.kind for r in policy.routes] == ["Default"]
 
 
-def test_producer_routes_apply_to_every_client_consumer_routes_only_to_their_namespace() -> None:
+def test_producer_routes_apply_where_the_client_namespace_has_no_consumer_route() -> None:
     producer = route("shop", "producer")
     consumer = route(
         "front",
@@ -409,8 +409,8 @@ def test_producer_routes_apply_to_every_client_consumer_routes_only_to_their_nam
     }
     assert seen == {
         "shop": ["shop/producer"],
-        # Same creation time: ordered by namespace/name.
-        "front": ["front/consumer", "shop/producer"],
+        # GEP-1294: a namespace with consumer routes for the Service uses only those.
+        "front": ["front/consumer"],
         "elsewhere": ["shop/producer"],
     }
 
@@ -424,14 +424,10 @@ def test_routes_are_ordered_oldest_first_then_by_namespace_and_name() -> None:
         route("front", "zeta", parents=parent, created="2024-01-01T00:00:00Z"),
         route("shop", "old", parents=parent, created="2023-01-01T00:00:00Z"),
     )
-    policy = build_outbound_policy(WEB, "shop", "web", 80, "front", routes)
-    assert attached_names(policy.routes) == [
-        "shop/old",
-        "front/zeta",
-        "shop/alpha",
-        "shop/zeta",
-        "shop/new",
-    ]
+    # Seen from the Service's own namespace: its producer routes (front's consumer route
+    # applies to front only, and there alone: see consumer precedence).
+    policy = build_outbound_policy(WEB, "shop", "web", 80, "shop", routes)
+    assert attached_names(policy.routes) == ["shop/old", "shop/alpha", "shop/zeta", "shop/new"]
 
 
 def test_no_route_gives_a_default_route_to_the_service_port() -> None:

@@ -148,14 +148,14 @@ def test_a_consumer_route_takes_a_port_only_for_its_own_namespace() -> None:
     assert accepted(producer_http, [consumer_grpc], db(5432))[0] == "True"
     assert served_names([consumer_grpc, producer_http], db(5432), client="other") == {"h"}
     assert served_names([consumer_grpc, producer_http], db(5432), client="client") == {"g"}
-    # A producer route reaches the consumer's namespace too: there it wins.
+    # A namespace with consumer routes for the port uses only those (GEP-1294): a producer
+    # route of a stronger kind does not take the port from them there.
     producer_grpc, consumer_http = (
         route("GRPCRoute", "g"),
         route("HTTPRoute", "h", namespace="client"),
     )
-    status, reason, _ = accepted(consumer_http, [producer_grpc], db(5432))
-    assert (status, reason) == ("False", "RouteReasonConflicted")
-    assert served_names([producer_grpc, consumer_http], db(5432), client="client") == {"g"}
+    assert accepted(consumer_http, [producer_grpc], db(5432))[0] == "True"
+    assert served_names([producer_grpc, consumer_http], db(5432), client="client") == {"h"}
 
 
 def test_a_parent_that_cannot_take_routes_says_so_rather_than_conflict() -> None:
