@@ -85,6 +85,9 @@ class MetricsSources:
     traffic: Callable[[], TrafficStatistics] | None = None
     """Requests through the edge and the mesh listener (``interlock.dataplane.metrics``)."""
 
+    ready: Callable[[], bool] | None = None
+    """Whether the initial sync is done (what ``/readyz`` answers 200 for)."""
+
 
 class ControllerCollector:
     """A prometheus-client collector reading :class:`MetricsSources` at scrape time."""
@@ -121,6 +124,15 @@ class ControllerCollector:
             yield from _grpc_api_families(sources.grpc_api() if sample else None)
         if sources.traffic is not None:
             yield from _traffic_families(sources.traffic() if sample else None)
+        if sources.ready is not None:
+            ready = _gauge(
+                "ready",
+                "1 once the initial sync is done and this replica serves what it computed "
+                "(/readyz answers 200), else 0.",
+            )
+            if sample:
+                ready.add_metric([], 1 if sources.ready() else 0)
+            yield ready
 
 
 def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
@@ -417,7 +429,15 @@ def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
         "to_upstream).",
         ["front", "target", "direction"],
     )
+    open_connections = _gauge(
+        "connections_open",
+        "Connections relayed now after their handshake, by front door and protocol: websocket, "
+        "upgrade (another protocol, byte for byte) or connect (a mesh CONNECT tunnel).",
+        ["front", "protocol"],
+    )
     if stats is not None:
+        for pair, count in sorted(stats.open_connections.items()):
+            open_connections.add_metric(list(pair), count)
         for labels, count in sorted(stats.requests.items()):
             requests.add_metric(list(labels), count)
         for pair, histogram in sorted(stats.durations.items()):
@@ -436,7 +456,7 @@ def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
             for pair, count in sorted(counts.items()):
                 family.add_metric(list(pair), count)
     yield from (requests, durations, connect_errors, timeouts, retries)
-    yield from (tunnel_durations, tunnel_bytes)
+    yield from (tunnel_durations, tunnel_bytes, open_connections)
 
 
 class EdgeParts(Protocol):
@@ -475,6 +495,9 @@ class ControllerParts(Protocol):
 
     @property
     def traffic(self) -> Traffic: ...
+
+    @property
+    def ready(self) -> bool: ...
 
 
 def controller_sources(controller: ControllerParts) -> MetricsSources:
@@ -515,6 +538,7 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         kube_client=kube_client,
         policy_api=controller.policy_counters.statistics,
         traffic=controller.traffic.statistics,
+        ready=lambda: controller.ready,
     )
 
 

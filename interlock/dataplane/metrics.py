@@ -15,8 +15,9 @@ a client cannot create series by naming hosts.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -80,6 +81,10 @@ class TrafficStatistics:
     tunnel_bytes: dict[tuple[str, str, str], int] = field(default_factory=dict)
     """``(front, target, direction)`` → bytes through tunnels, ``direction`` being
     ``to_client`` or ``to_upstream``."""
+    open_connections: dict[tuple[str, str], int] = field(default_factory=dict)
+    """``(front, protocol)`` → connections being relayed now after the handshake: a WebSocket
+    (``websocket``), another upgraded protocol (``upgrade``) or a mesh ``CONNECT`` tunnel
+    (``connect``). Long-lived by design, so counted while open, not only when finished."""
 
     def record(self, exchange: Exchange) -> None:
         """Count one finished request."""
@@ -114,6 +119,17 @@ class Traffic:
 
     def statistics(self) -> TrafficStatistics:
         return self._statistics
+
+    @contextlib.contextmanager
+    def holding(self, front: Front, protocol: str) -> Iterator[None]:
+        """Count one open ``protocol`` connection of ``front`` while inside."""
+        key = (front, protocol)
+        opened = self._statistics.open_connections
+        opened[key] = opened.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            opened[key] -= 1
 
     async def observe(
         self,

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 
 from aiohttp import web
 from loguru import logger
@@ -67,10 +68,12 @@ async def relay_tunnel(
     protocols: tuple[str, ...],
     handshake_timeout: float | None,
     where: str,
+    hold: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> web.StreamResponse | Answer:
     """Send ``request`` (to ``target``, with ``headers`` — hop-by-hop ones removed, filters
     applied — and the upgrade to ``protocols``) to ``address``; relay the backend's 101 and
-    then bytes both ways, or the answer to give when the backend did not switch."""
+    then bytes both ways, or the answer to give when the backend did not switch. ``hold`` is
+    entered while bytes are relayed (the open-connections gauge)."""
     host, port = address
     sent = CIMultiDict(headers)
     sent["Connection"] = "upgrade"
@@ -108,7 +111,8 @@ async def relay_tunnel(
     response.force_close()
     try:
         await response.prepare(request)
-        await _relay_bytes(request, reader, writer)
+        with hold():
+            await _relay_bytes(request, reader, writer)
     finally:
         writer.close()
         if request.transport is not None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -30,10 +31,11 @@ from loguru import logger
 from multidict import CIMultiDict
 from yarl import URL
 
-from interlock.dataplane.access_log import note_upstream
+from interlock.dataplane.access_log import Front, note_upstream
 from interlock.dataplane.answers import NO_READY_ENDPOINTS, Answer, answer
 from interlock.dataplane.engine import upstream_error_answer
 from interlock.dataplane.filters import apply_all, set_host
+from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward
 from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
 from interlock.dataplane.tunnel import relay_tunnel, upgrade_protocols
@@ -84,9 +86,12 @@ class WebSocketFailed(Exception):
 class Upgrades:
     """The upstream side of relayed upgrades: one client session of their own for WebSockets
     (a WebSocket holds its connection for its whole life, so it takes none from the HTTP pool),
-    a connection of its own for each other protocol."""
+    a connection of its own for each other protocol. Each relayed connection is counted open in
+    ``traffic`` (by ``front`` and protocol) while its bytes flow."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, traffic: Traffic | None = None, front: Front = "edge") -> None:
+        self._traffic = traffic
+        self._front: Front = front
         self._session: aiohttp.ClientSession | None = None
         self._turns: dict[ServicePortRef, itertools.count[int]] = {}
 
@@ -123,6 +128,7 @@ class Upgrades:
                 protocols=upgrade_protocols(request.method, request.headers),
                 handshake_timeout=handshake_timeout,
                 where=where,
+                hold=self._hold("upgrade"),
             )
         if self._session is None:
             self._session = aiohttp.ClientSession(
@@ -140,9 +146,16 @@ class Upgrades:
                 headers=headers,
                 handshake_timeout=handshake_timeout,
                 where=where,
+                hold=self._hold("websocket"),
             )
         except WebSocketFailed as failed:
             return Answer(status=failed.status, reason=failed.reason, detail=str(failed))
+
+    def _hold(self, protocol: str) -> Callable[[], AbstractContextManager[object]]:
+        traffic = self._traffic
+        if traffic is None:
+            return contextlib.nullcontext
+        return lambda: traffic.holding(self._front, protocol)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -160,12 +173,13 @@ async def relay_websocket(
     headers: CIMultiDict[str],
     handshake_timeout: float | None,
     where: str,
+    hold: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> web.WebSocketResponse:
     """Open the upstream WebSocket, then the client's, and relay until one side closes.
 
     ``headers`` are the upstream request headers the front door prepared (hop-by-hop removed,
     filters applied). Raises :class:`WebSocketFailed` when the upstream handshake fails (nothing
-    has been sent to the client then).
+    has been sent to the client then). ``hold`` is entered while messages are relayed.
     """
     host, port = address
     url = URL.build(scheme="ws", host=host, port=port, path=path, query_string=query, encoded=True)
@@ -206,7 +220,8 @@ async def relay_websocket(
     )
     try:
         await client.prepare(request)
-        await _relay_both_ways(client, upstream)
+        with hold():
+            await _relay_both_ways(client, upstream)
     finally:
         await upstream.close()
     return client

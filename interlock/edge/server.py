@@ -137,7 +137,7 @@ class EdgeServer:
         self._edge = edge
         self.traffic = traffic or Traffic()
         """Where finished requests are counted (and logged, with ``--access-log``)."""
-        self._upgrades = Upgrades()
+        self._upgrades = Upgrades(traffic=self.traffic, front="edge")
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
         self._limits = limits

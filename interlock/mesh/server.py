@@ -120,7 +120,7 @@ class MeshServer:
             body_timeout=settings.limits.body_timeout,
             rng=self._rng,
         )
-        self._upgrades = Upgrades()
+        self._upgrades = Upgrades(traffic=self.traffic, front="mesh")
         self._streams = StreamForwarder(
             engine=self._engine,
             forwarder=self._forwarder,

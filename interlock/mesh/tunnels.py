@@ -154,17 +154,18 @@ class MeshTunnels:
         try:
             await response.prepare(request)
             client = take_over(request)
-            if upstream is None:
-                assert plan is not None
-                chosen = await self._by_server_name(client[0], exchange, plan, where)
-                if isinstance(chosen, Answer):
-                    logger.debug("{}: closed: {}", where, chosen.detail)
-                    reason = chosen.reason
-                    return response
-                upstream, hello = chosen
-                upstream[1].write(hello)
-                counts.to_upstream += len(hello)
-            await splice(client, upstream, counts)
+            with self.traffic.holding("mesh", "connect"):
+                if upstream is None:
+                    assert plan is not None
+                    chosen = await self._by_server_name(client[0], exchange, plan, where)
+                    if isinstance(chosen, Answer):
+                        logger.debug("{}: closed: {}", where, chosen.detail)
+                        reason = chosen.reason
+                        return response
+                    upstream, hello = chosen
+                    upstream[1].write(hello)
+                    counts.to_upstream += len(hello)
+                await splice(client, upstream, counts)
         finally:
             if client is not None:
                 client[1].close()
