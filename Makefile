@@ -30,9 +30,11 @@ demo: install
 	@$(BIN)/interlock demo
 
 # The README's second command: the whole test suite. With Go installed it first builds (once,
-# cached) the test OpenID provider the identity tests run against; without Go those tests skip.
+# cached) the test OpenID provider the identity tests run against, and helm and promtool (the
+# chart's and the alerts' checks, tests/charts); without Go those tests skip.
 test: dev
 	@if command -v go >/dev/null 2>&1; then hack/build-idp.sh >/dev/null; fi
+	@if command -v go >/dev/null 2>&1; then hack/build-helm.sh >/dev/null && hack/build-promtool.sh >/dev/null; fi
 	$(BIN)/python -m pytest -q
 
 # The same e2e, kube and reliability tests against a real kube-apiserver and etcd on loopback
@@ -40,7 +42,8 @@ test: dev
 # (hack/build-real-binaries.sh caches them under ~/.cache/interlock; later runs reuse them).
 test-real: dev
 	hack/build-real-binaries.sh >/dev/null
-	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability
+	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability \
+		tests/charts/test_chart_real.py
 
 lint: dev
 	$(BIN)/ruff check .

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds helm from its Go module (helm.sh/helm/v4, cmd/helm) at a pinned release, into the cache
+# outside the checkout keyed by version (like hack/build-real-binaries.sh): the chart's CI checks
+# (helm lint, helm template, helm install / upgrade / uninstall against the real API server) need
+# it, CI has no network but the package registries, and a second run is a no-op.
+#
+# Usage: hack/build-helm.sh        # prints the binary's path on its last line
+# Env:   INTERLOCK_CACHE (default ~/.cache/interlock), HELM_VERSION
+set -euo pipefail
+
+# shellcheck source=hack/go-build.sh
+source "$(dirname "$0")/go-build.sh"
+
+HELM_VERSION="${HELM_VERSION:-v4.3.2}"
+BIN="$CACHE/bin/helm-$HELM_VERSION"
+
+require_go "helm"
+
+if [[ -x "$BIN/helm" ]]; then
+  log "cached: $BIN/helm"
+  echo "$BIN/helm"
+  exit 0
+fi
+
+mkdir -p "$BIN"
+go_scratch
+start=$SECONDS
+
+cd "$work"
+printf 'module interlock.dev/helm\n\ngo 1.26\n' >go.mod
+cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "helm.sh/helm/v4/cmd/helm"
+GO
+log "resolving helm.sh/helm/v4@$HELM_VERSION"
+go get "helm.sh/helm/v4@$HELM_VERSION" >/dev/null 2>"$work/get.log" || { cat "$work/get.log" >&2; die "go get helm.sh/helm/v4@$HELM_VERSION failed"; }
+go mod tidy -e >/dev/null 2>"$work/tidy.log" || { cat "$work/tidy.log" >&2; die "go mod tidy failed in $work"; }
+log "building helm $HELM_VERSION"
+go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+  -o "$BIN/helm.tmp" helm.sh/helm/v4/cmd/helm || die "go build helm.sh/helm/v4/cmd/helm failed"
+mv "$BIN/helm.tmp" "$BIN/helm"
+
+log "built in $((SECONDS - start)) s: $(du -sh "$BIN" | cut -f1) in $BIN"
+echo "$BIN/helm"
