@@ -26,22 +26,8 @@ mkdir -p "$BIN"
 go_scratch
 start=$SECONDS
 
-cd "$work"
-printf 'module interlock.dev/helm\n\ngo 1.26\n' >go.mod
-cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "helm.sh/helm/v4/cmd/helm"
-GO
-log "resolving helm.sh/helm/v4@$HELM_VERSION"
-go get "helm.sh/helm/v4@$HELM_VERSION" >/dev/null 2>"$work/get.log" || { cat "$work/get.log" >&2; die "go get helm.sh/helm/v4@$HELM_VERSION failed"; }
-go mod tidy -e >/dev/null 2>"$work/tidy.log" || { cat "$work/tidy.log" >&2; die "go mod tidy failed in $work"; }
-log "building helm $HELM_VERSION"
-go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
-  -o "$BIN/helm.tmp" helm.sh/helm/v4/cmd/helm || die "go build helm.sh/helm/v4/cmd/helm failed"
-mv "$BIN/helm.tmp" "$BIN/helm"
+go_build_from helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm "$BIN/helm" \
+  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 
 log "built in $((SECONDS - start)) s: $(du -sh "$BIN" | cut -f1) in $BIN"
 echo "$BIN/helm"

@@ -31,25 +31,11 @@ mkdir -p "$BIN"
 go_scratch
 start=$SECONDS
 
-cd "$work"
-printf 'module interlock.dev/promtool\n\ngo 1.26\n' >go.mod
-cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "github.com/prometheus/prometheus/cmd/promtool"
-GO
-log "resolving github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
-go get "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" >/dev/null 2>"$work/get.log" || { cat "$work/get.log" >&2; die "go get github.com/prometheus/prometheus@$PROMETHEUS_VERSION failed"; }
-go mod tidy -e >/dev/null 2>"$work/tidy.log" || { cat "$work/tidy.log" >&2; die "go mod tidy failed in $work"; }
 # 3.MM.P from v0.3MM.P, for `promtool --version`.
 release="3.$((10#${PROMETHEUS_VERSION:4:2})).${PROMETHEUS_VERSION##*.}"
-log "building promtool $release"
-go build -trimpath -tags "netgo remove_all_sd" \
-  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
-  -o "$BIN/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool || die "go build github.com/prometheus/prometheus/cmd/promtool failed"
-mv "$BIN/promtool.tmp" "$BIN/promtool"
+go_build_from github.com/prometheus/prometheus "$PROMETHEUS_VERSION" \
+  github.com/prometheus/prometheus/cmd/promtool "$BIN/promtool" -tags "netgo remove_all_sd" \
+  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release"
 
 log "built in $((SECONDS - start)) s: $(du -sh "$BIN" | cut -f1) in $BIN"
 echo "$BIN/promtool"

@@ -21,3 +21,20 @@ go_scratch() {
   export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
   export CGO_ENABLED=0
 }
+
+# go_build_from MODULE VERSION PACKAGE OUTPUT [go build flags...]: build PACKAGE of MODULE at
+# VERSION from a scratch module that requires it (its go.mod's versions are what is resolved),
+# into OUTPUT (written whole or not at all). Call go_scratch first.
+go_build_from() {
+  local module=$1 version=$2 package=$3 output=$4
+  shift 4
+  mkdir -p "$work/module" && cd "$work/module"
+  printf 'module interlock.dev/%s\n\ngo 1.26\n' "$(basename "$output")" >go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$package" >tools.go
+  log "resolving $module@$version"
+  go get "$module@$version" >/dev/null 2>"$work/get.log" || { cat "$work/get.log" >&2; die "go get $module@$version failed"; }
+  go mod tidy -e >/dev/null 2>"$work/tidy.log" || { cat "$work/tidy.log" >&2; die "go mod tidy failed in $work/module"; }
+  log "building $package"
+  go build -trimpath "$@" -o "$output.tmp" "$package" || die "go build $package failed"
+  mv "$output.tmp" "$output"
+}
