@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from interlock.cli.announce import announcer
 from interlock.cli.env import EnvDefaults
-from interlock.cli.signals import serve_until_signalled
+from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import parse_address
 from interlock.logs import configure_logging
 
@@ -66,12 +67,14 @@ async def _serve_until_signalled(args: argparse.Namespace) -> int:
             port=address.port,
             kubeconfig_path=args.write_kubeconfig,
             manifests=[str(SHIPPED_CRDS), *args.manifests],
+            announce=announcer(args.log_format, logger="cli.apiserver"),
         )
     )
 
 
 def apiserver_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, format=args.log_format)
+    announce_with(announcer(args.log_format, logger="cli.apiserver"))
     try:
         return asyncio.run(_serve_until_signalled(args))
     except (ValueError, OSError) as error:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from interlock.cli.announce import announcer
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults
 from interlock.cli.loop import add_loop_flag, run_on_loop
-from interlock.cli.signals import serve_until_signalled
+from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import read_token_file
 from interlock.logs import configure_logging
 from interlock.model.moduleset import SecretValue
@@ -82,6 +83,7 @@ async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretVal
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
             limits=edge_limits_from_args(args),
+            announce=announcer(args.log_format, logger="cli.edge"),
         )
     )
 
@@ -89,6 +91,7 @@ async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretVal
 def edge_command(args: argparse.Namespace) -> int:
     admin_token = _admin_token(args)
     configure_logging(args.log_level, format=args.log_format)
+    announce_with(announcer(args.log_format, logger="cli.edge"))
     return run_on_loop(_edge_until_signalled(args, admin_token), uvloop=not args.no_uvloop)
 
 

@@ -10,7 +10,7 @@ Service that does not exist shows up as a failed name lookup (502).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -82,6 +82,10 @@ class StandaloneEdge:
         await self.server.stop()
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 async def run_standalone_edge(
     *,
     listen: str,
@@ -90,20 +94,22 @@ async def run_standalone_edge(
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
     limits: EdgeLimits = DEFAULT_LIMITS,
+    announce: Callable[[str], None] = _say,
 ) -> None:
-    """Serve until cancelled, printing the bound addresses (the ``interlock edge`` command)."""
+    """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
+    edge`` command: in JSON with ``--log-format json``)."""
     standalone = StandaloneEdge(
         admin_token=admin_token, trusted_proxies=trusted_proxies, limits=limits
     )
     addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
     assert addresses.edge.http is not None  # ``listen`` is a plain address
     http_host, http_port = addresses.edge.http
-    print(f"edge listening on http://{_url_host(http_host)}:{http_port}", flush=True)
+    announce(f"edge listening on http://{_url_host(http_host)}:{http_port}")
     if addresses.edge.https is not None:
         https_host, https_port = addresses.edge.https
-        print(f"edge TLS listening on https://{_url_host(https_host)}:{https_port}", flush=True)
+        announce(f"edge TLS listening on https://{_url_host(https_host)}:{https_port}")
     admin_host, admin_port = addresses.admin
-    print(f"edge admin API on http://{_url_host(admin_host)}:{admin_port}", flush=True)
+    announce(f"edge admin API on http://{_url_host(admin_host)}:{admin_port}")
     try:
         await asyncio.Event().wait()
     finally:

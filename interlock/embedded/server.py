@@ -154,20 +154,26 @@ async def running_api_server(
         await server.stop()
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 async def serve_forever(
     *,
     host: str,
     port: int,
     kubeconfig_path: str | os.PathLike[str] | None,
     manifests: Sequence[str | os.PathLike[str]],
+    announce: Callable[[str], None] = _say,
 ) -> None:
-    """Run an embedded server until cancelled, printing its URL and kubeconfig path."""
+    """Run an embedded server until cancelled, printing its URL and kubeconfig path with
+    ``announce`` (``interlock apiserver``: in JSON with ``--log-format json``)."""
     async with running_api_server(host, port) as server:
         report = await server.apply_manifests(manifests)
         for error in report.errors:
             print(f"manifest error: {error}", file=sys.stderr)
-        print(f"embedded Kubernetes API server: {server.url}", flush=True)
+        announce(f"embedded Kubernetes API server: {server.url}")
         if kubeconfig_path is not None:
             written = server.write_kubeconfig(kubeconfig_path)
-            print(f"kubeconfig: {written} (kubectl --kubeconfig {written} get ns)", flush=True)
+            announce(f"kubeconfig: {written} (kubectl --kubeconfig {written} get ns)")
         await asyncio.Event().wait()

@@ -71,3 +71,35 @@ def test_text_format_prints_plain_lines(tmp_path: Path) -> None:
     finally:
         run.stop()
     assert any(line.startswith("received SIGTERM: stopping") for line in run.lines), run.lines
+
+
+def _json_until_sigterm(argv: list[str], tmp_path: Path, *, first: str) -> list[dict[str, str]]:
+    run = Running(argv, log=tmp_path / "log")
+    try:
+        run.wait_for(first, within=60)
+        run.signal(signal.SIGTERM)
+        assert run.wait(within=60.0) == 0, run.output()
+    finally:
+        run.stop()
+    return [json.loads(line) for line in run.lines]
+
+
+def test_interlock_apiserver_prints_json_too(tmp_path: Path) -> None:
+    kubeconfig = str(tmp_path / "kubeconfig")
+    flags = ("--log-format", "json", "--listen", "127.0.0.1:0", "--write-kubeconfig", kubeconfig)
+    printed = _json_until_sigterm(interlock_argv("apiserver", *flags), tmp_path, first="kubeconfig")
+    assert printed[0]["msg"].startswith("embedded Kubernetes API server: http://127.0.0.1:")
+    assert printed[0]["logger"] == "cli.apiserver" and printed[0]["url"].startswith("http://")
+    assert printed[-1]["msg"].startswith("received SIGTERM: stopping"), printed
+
+
+def test_interlock_edge_prints_json_too(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("a-token-of-32-characters-or-more-0123456789\n")
+    flags = ("--log-format", "json", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+    argv = interlock_argv("edge", *flags, "--admin-token-file", str(token))
+    printed = _json_until_sigterm(argv, tmp_path, first="edge admin API on")
+    messages = [line["msg"] for line in printed]
+    assert messages[0].startswith("edge listening on http://127.0.0.1:"), messages
+    assert all(line["logger"] == "cli.edge" for line in printed), printed
+    assert messages[-1].startswith("received SIGTERM: stopping"), messages
