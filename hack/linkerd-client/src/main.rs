@@ -95,9 +95,20 @@ fn print_status(status: &tonic::Status) -> ! {
     std::process::exit(2)
 }
 
+fn print_policy(policy: &linkerd2_proxy_api::outbound::OutboundPolicy, debug: bool) {
+    let text = format!("{policy:?}");
+    if debug {
+        eprintln!("{text}");
+    }
+    print_line(&debug_json::to_json(&text));
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = parse_args();
+    // LINKERD_CLIENT_DEBUG=1 prints each message's Debug form to stderr too (what the JSON is
+    // made from), for when the JSON reader meets a form it does not know.
+    let debug = std::env::var_os("LINKERD_CLIENT_DEBUG").is_some();
     let mut client = match OutboundPoliciesClient::connect(format!("http://{}", args.server)).await {
         Ok(client) => client,
         Err(error) => {
@@ -108,7 +119,7 @@ async fn main() {
     let spec = TrafficSpec { source_workload: args.source_workload, target: Some(args.target) };
     if args.method == "get" {
         match client.get(spec).await {
-            Ok(reply) => print_line(&debug_json::to_json(&format!("{:?}", reply.into_inner()))),
+            Ok(reply) => print_policy(&reply.into_inner(), debug),
             Err(status) => print_status(&status),
         }
         return;
@@ -121,7 +132,7 @@ async fn main() {
     loop {
         match stream.message().await {
             Ok(Some(policy)) => {
-                print_line(&debug_json::to_json(&format!("{policy:?}")));
+                print_policy(&policy, debug);
                 seen += 1;
                 if args.count.is_some_and(|count| seen >= count) {
                     return;
@@ -232,10 +243,17 @@ mod debug_json {
         fn ident(&mut self) -> String {
             self.skip_space();
             let start = self.at;
-            while self.peek().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                self.at += 1;
+            loop {
+                match self.peek() {
+                    // `r#match`: prost's Debug writes a raw identifier as it is spelled.
+                    Some(c) if c.is_alphanumeric() || c == '_' || c == '#' => self.at += 1,
+                    // A path (`a::B`), never the `:` after a field name.
+                    Some(':') if self.chars.get(self.at + 1) == Some(&':') => self.at += 2,
+                    _ => break,
+                }
             }
-            self.chars[start..self.at].iter().collect()
+            let ident: String = self.chars[start..self.at].iter().collect();
+            ident.strip_prefix("r#").map(str::to_string).unwrap_or(ident)
         }
 
         fn named(&mut self) -> String {
