@@ -110,9 +110,9 @@ def test_network_policy_opens_the_edge_to_all_and_the_rest_to_the_cluster_only()
         for port in rule["ports"]:
             assert port["port"] in named_ports, port
             opened.setdefault(port["port"], []).extend(rule.get("from") or [{"anyone": True}])
-    assert opened.keys() == named_ports == {"edge", "policy", "admin"}
+    assert opened.keys() == named_ports == {"edge", "policy", "grpc", "admin"}
     assert opened["edge"] == [{"anyone": True}]
-    for name in ("policy", "admin"):
+    for name in ("policy", "grpc", "admin"):
         # Pods of the cluster, never an ipBlock (the outside world) nor "anyone".
         assert opened[name] and all(
             peer.keys() <= {"namespaceSelector", "podSelector"} for peer in opened[name]
