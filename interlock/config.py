@@ -145,6 +145,10 @@ class ControllerConfig:
     """The token the admin API at ``edge_admin_url`` requires (``--edge-admin-token-file``),
     sent as ``Authorization: Bearer``; never logged nor shown."""
 
+    ingress_nginx_annotations: bool = False
+    """Serve ingress-nginx's annotations on every Ingress (``--ingress-nginx-annotations``);
+    else only on those whose IngressClass opts in (``docs/ingress-nginx.md``)."""
+
     publish_service: ObjectKey | None = None
     """The Service in front of the edge (``--publish-service NAMESPACE/NAME``): every Ingress's
     ``status.loadBalancer`` is that Service's load-balancer ingress, else its cluster IP. ``None``

@@ -15,6 +15,14 @@ It waits for the retained values of newly subscribed topics before computing (se
 
 Broken rules (no host, no http paths, a resource backend) are logged and reported as an Event on
 the Ingress, naming the field; the other rules are served.
+
+When its class (or ``--ingress-nginx-annotations``) opts in, the Ingress's ingress-nginx
+annotations are translated by :func:`~interlock.model.ingress_nginx.translate` and each one not
+served gets a Warning Event ``AnnotationNotServed`` naming it and why (Ingress has no status
+conditions; Events are where interlock reports an Ingress's problems). Without the opt-in, an
+Ingress carrying them gets one Warning ``AnnotationsIgnored`` listing them: an ignored
+``auth-type`` or ``whitelist-source-range`` serves a route with less protection than its author
+wrote, which nobody should learn from an incident.
 """
 
 from __future__ import annotations
@@ -55,6 +63,14 @@ from interlock.model.edge import (
     ingress_host_routes,
 )
 from interlock.model.ingress import Ingress, IngressClass, is_ours
+from interlock.model.ingress_nginx import (
+    NginxTranslation,
+    Refusal,
+    annotations_enabled,
+    nginx_annotations_of,
+    overridden_by_module_sets,
+    translate,
+)
 from interlock.model.load_balancer import LoadBalancerStatus, published_service_status
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import (
@@ -85,17 +101,25 @@ class IngressActor(Actor):
         edge_actor: EdgeActorFactory,
         load_balancer: Mapping[str, Any] | None = None,
         publish_service: ObjectKey | None = None,
+        ingress_nginx_annotations: bool = False,
     ) -> None:
         """``load_balancer`` is written to ``status.loadBalancer`` of the Ingress while it
         serves at least one host (None: no status is written). With ``publish_service`` it is
         computed from that Service instead (followed like any input, so a load balancer
         provisioned later reaches every Ingress); while the Service does not exist nothing is
         written, and once it is deleted its last address stays: emptying the status would make
-        DNS controllers withdraw records of an edge that still serves."""
+        DNS controllers withdraw records of an edge that still serves.
+        ``ingress_nginx_annotations``: serve every Ingress's ingress-nginx annotations, whatever
+        its class says (``--ingress-nginx-annotations``)."""
         self._key = key
         self._edge_actor = edge_actor
         self._load_balancer = None if load_balancer is None else dict(load_balancer)
         self._publish_service = publish_service
+        self._nginx_flag = ingress_nginx_annotations
+        self._nginx: tuple[tuple[tuple[str, str], ...], NginxTranslation | None] = ((), None)
+        """The ingress-nginx annotations last translated, and their translation (None: not
+        served)."""
+        self._refused: tuple[Refusal, ...] = ()
         self._ingress: Ingress | None = None
         self._classes: dict[str, IngressClass] = {}
         self._module_sets: dict[ObjectKey, ModuleSet] = {}
@@ -197,10 +221,24 @@ class IngressActor(Actor):
             is not None
             and not validate_modules(module_set)
         ]
-        wanted.update(
-            secret_topic(namespace, ref.name) for ref in module_secret_refs(merge_modules(usable))
-        )
+        merged = merge_modules(usable)
+        wanted.update(secret_topic(namespace, ref.name) for ref in module_secret_refs(merged))
+        nginx = self._translation(ingress)
+        if nginx is not None and merged.basic_auth is None:
+            wanted.update(secret_topic(namespace, name) for name in nginx.secret_names())
         return wanted
+
+    def _translation(self, ingress: Ingress) -> NginxTranslation | None:
+        """The translation of the Ingress's ingress-nginx annotations when they are served
+        (kept while they do not change)."""
+        if not annotations_enabled(ingress, self._classes.values(), flag=self._nginx_flag):
+            return None
+        annotations = nginx_annotations_of(ingress.metadata.annotations)
+        if not annotations:
+            return None
+        if self._nginx[0] != annotations or self._nginx[1] is None:
+            self._nginx = (annotations, translate(ingress))
+        return self._nginx[1]
 
     def _follow_inputs(self) -> None:
         """Subscribe to the inputs now needed and drop the others (and what they held)."""
@@ -240,9 +278,14 @@ class IngressActor(Actor):
         if not is_ours(ingress, self._classes.values()):
             self._withdraw()
             self._reported = ()
+            self._refused = ()
             return
         self._report_errors(ingress)
-        host_routes = ingress_host_routes(ingress, self._module_sets, self._secrets, self._services)
+        nginx = self._translation(ingress)
+        self._report_annotations(ingress, nginx)
+        host_routes = ingress_host_routes(
+            ingress, self._module_sets, self._secrets, self._services, nginx=nginx
+        )
         member = str(self._key)
         for host, routes in host_routes.items():
             part = HostPart(ingress=self._key, uid=ingress.metadata.uid, routes=tuple(routes))
@@ -297,6 +340,58 @@ class IngressActor(Actor):
                 ),
             )
         self._reported = errors
+
+    def _report_annotations(self, ingress: Ingress, nginx: NginxTranslation | None) -> None:
+        """A Warning Event per ingress-nginx annotation not served (once per distinct set)."""
+        refused: list[Refusal] = []
+        if nginx is not None:
+            namespace = ingress.metadata.namespace
+            usable = [
+                (name, module_set)
+                for name in ingress.module_set_names()
+                if (module_set := self._module_sets.get(ObjectKey(namespace=namespace, name=name)))
+                is not None
+                and not validate_modules(module_set)
+            ]
+            types = [
+                (
+                    f"{namespace}/{name}",
+                    module_set.spec.modules.model_dump(by_alias=True, exclude_none=True).keys(),
+                )
+                for name, module_set in usable
+            ]
+            refused = [*nginx.refusals, *overridden_by_module_sets(nginx, types)]
+        else:
+            names = [name for name, _ in nginx_annotations_of(ingress.metadata.annotations)]
+            if names:
+                refused = [
+                    Refusal(
+                        ", ".join(names),
+                        "ingress-nginx annotations are not served for this Ingress: its "
+                        "IngressClass needs the annotation "
+                        'interlock.dev/ingress-nginx-annotations: "true" (or run interlock '
+                        "with --ingress-nginx-annotations); see docs/ingress-nginx.md",
+                    )
+                ]
+        current = tuple(refused)
+        if current == self._refused:
+            return
+        reference = ingress_reference(self._key, ingress.metadata.uid)
+        reason = "AnnotationNotServed" if nginx is not None else "AnnotationsIgnored"
+        for refusal in current:
+            if refusal in self._refused:
+                continue
+            logger.warning("Ingress {}: {}", self._key, refusal)
+            self.tell(
+                STATUS_WRITER,
+                RecordEvent(
+                    regarding=reference,
+                    type="Warning",
+                    reason=reason,
+                    message=str(refusal),
+                ),
+            )
+        self._refused = current
 
     def _desired_load_balancer(self) -> LoadBalancerStatus | None:
         if self._publish_service is None:

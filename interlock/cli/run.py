@@ -147,6 +147,12 @@ def add_run_parser(subparsers: Any) -> None:
         shown="no mesh listener",
     )
     add.switch(
+        "--ingress-nginx-annotations",
+        help="serve ingress-nginx's nginx.ingress.kubernetes.io/* annotations on every Ingress "
+        "(else only for IngressClasses annotated interlock.dev/ingress-nginx-annotations: "
+        '"true"; docs/ingress-nginx.md)',
+    )
+    add.switch(
         "--access-log",
         help="log one JSON line per edge and mesh request (no header values, no query string)",
     )
@@ -303,6 +309,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             ),
             cluster_domain=validate_cluster_domain(args.cluster_domain),
             access_log=args.access_log,
+            ingress_nginx_annotations=args.ingress_nginx_annotations,
             publish_service=(
                 parse_publish_service(args.publish_service) if args.publish_service else None
             ),

@@ -252,6 +252,7 @@ class EdgeHalf:
                 edge_actor=edge_actor,
                 load_balancer=load_balancer,
                 publish_service=publish_service,
+                ingress_nginx_annotations=self._config.ingress_nginx_annotations,
             )
 
         if self.upstreams is not None:

@@ -74,6 +74,7 @@ from interlock.edge.http1_server import Http1ServerProtocol
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.edge.proxy import (
@@ -83,6 +84,7 @@ from interlock.edge.proxy import (
     ClientBodyTimeout,
     Forwarder,
     ProxyTimeouts,
+    ResponseHooks,
     body_timed_out,
     parse_trusted_proxies,
     set_forwarded_headers,
@@ -301,7 +303,8 @@ class EdgeServer:
         return target
 
     async def _observed(self, request: web.BaseRequest) -> web.StreamResponse:
-        return await self.traffic.observe("edge", request, self.handle)
+        with holding():  # the limit-connections slot a route's ingressNginx module took
+            return await self.traffic.observe("edge", request, self.handle)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         host_header = request.headers.get("Host", "")
@@ -358,6 +361,9 @@ class EdgeServer:
             peer_certificate=(
                 peer_certificate(request.transport) if chain.needs_peer_certificate else None
             ),
+            scheme=request.scheme,
+            host=host_header,
+            raw_target=request.raw_path,
         )
         # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
         rejection = await chain.admit(
@@ -386,6 +392,10 @@ class EdgeServer:
                 return plain_response(
                     rejection.status, rejection.body, reason=MODULE, headers=rejection.headers
                 )
+        nginx = chain.nginx
+        if nginx is not None:
+            backend = nginx.backend(request.headers, backend)
+            forward_path = nginx.forward_path(path, forward_path)
         if not backend.exists:
             return answer_response(answer(BACKEND_NOT_FOUND))
         target = self.target_of(backend)
@@ -404,6 +414,10 @@ class EdgeServer:
         )
         if isinstance(decision, Answer):
             return self._answer(decision, where)
+        hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
+        if nginx is not None:
+            decision.deadlines = nginx.deadlines(decision.deadlines)
+            hooks = nginx.hooks(hooks, request.headers)
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
         chain.upstream_request_headers(headers, peer_certificate=view.peer_certificate)
@@ -433,7 +447,7 @@ class EdgeServer:
             query=query,
             headers=headers,
             body=body,
-            hooks=chain if admitted is None else admitted.hooks(chain),
+            hooks=hooks,
             where=where,
         )
         if isinstance(result, Answer):

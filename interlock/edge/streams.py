@@ -33,9 +33,11 @@ from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.proxy import (
     MAX_READ_BODY,
     ClientBodyTimeout,
+    ResponseHooks,
     set_forwarded_headers,
     without_hop_by_hop,
 )
@@ -72,7 +74,8 @@ class EdgeStreams:
             path=request.path.partition("?")[0],
             clock=self._server.traffic.clock,
         )
-        reason = await self._handle(request, responder, exchange)
+        with holding():  # the limit-connections slot a route's ingressNginx module took
+            reason = await self._handle(request, responder, exchange)
         self._server.traffic.record(
             exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
         )
@@ -131,6 +134,9 @@ class EdgeStreams:
                 body=body,
                 peer_ip=request.peer,
                 peer_certificate=certificate,
+                scheme=request.scheme,
+                host=host,
+                raw_target=request.path,
             )
             # oauth/oidc after the other checks, before the circuit breaker, as for HTTP/1.1.
             breaker = chain.identity is None
@@ -149,6 +155,10 @@ class EdgeStreams:
                     return await _refuse(
                         responder, rejection.status, rejection.body, rejection.headers
                     )
+        nginx = chain.nginx
+        if nginx is not None:
+            backend = nginx.backend(request.headers, backend)
+            forward_path = nginx.forward_path(path, forward_path)
         if not backend.exists:
             return await _say(responder, reasons.BACKEND_NOT_FOUND)
         target = server.target_of(backend)
@@ -158,6 +168,12 @@ class EdgeStreams:
         decision = server.engine.route(target, info)
         if isinstance(decision, reasons.Answer):
             return await self._answer(responder, decision, where)
+        hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
+        protocol = None
+        if nginx is not None:
+            decision.deadlines = nginx.deadlines(decision.deadlines)
+            hooks = nginx.hooks(hooks, request.headers)
+            protocol = nginx.protocol
         headers = without_hop_by_hop(request.headers)
         headers.popall(EXPECT, None)
         headers[HOST] = host
@@ -174,9 +190,9 @@ class EdgeStreams:
             decision,
             headers=headers,
             query=query,
-            protocol="detect" if plan is None else plan.policy.protocol,
+            protocol=protocol or ("detect" if plan is None else plan.policy.protocol),
             body=body,
-            hooks=chain if admitted is None else admitted.hooks(chain),
+            hooks=hooks,
             where=where,
         )
         if failed is None:

@@ -47,6 +47,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from interlock.model.ingress import Ingress, IngressBackend, IngressClass, is_ours
+from interlock.model.ingress_nginx import (
+    IngressNginxModule,
+    NginxCanary,
+    NginxTranslation,
+    regex_route,
+)
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import (
     Modules,
@@ -131,6 +137,9 @@ class DesiredRoute(_Output):
     module_error: ModuleError | None = None
     tls_secret: ObjectKey | None = None
     """The TLS Secret the owning Ingress names for this route's host, if any."""
+    canary: NginxCanary | None = None
+    """Set on the routes of an ingress-nginx canary Ingress: they serve nothing themselves and
+    join the route of the same host and path of another Ingress (:func:`edge_from_parts`)."""
 
     @field_serializer("secrets")
     def _redact_secrets(self, secrets: dict[tuple[str, str], SecretValue]) -> dict[str, str]:
@@ -205,6 +214,8 @@ class _RouteSpec:
     path_type: PathType
     service: str
     port: _PortRef
+    raw_path: str
+    """The path as written (a regular expression for ingress-nginx's ``use-regex``)."""
 
 
 class _RuleProblem(Exception):
@@ -263,7 +274,9 @@ def _route_specs(ingress: Ingress) -> tuple[list[_RouteSpec], list[IngressError]
                 )
                 continue
             first_field[route] = path_field
-            specs.append(_RouteSpec(host, path, path_type, backend[0], backend[1]))
+            specs.append(
+                _RouteSpec(host, path, path_type, backend[0], backend[1], ingress_path.path)
+            )
 
     if ingress.spec.default_backend is not None:
         field = "spec.defaultBackend"
@@ -281,7 +294,7 @@ def _route_specs(ingress: Ingress) -> tuple[list[_RouteSpec], list[IngressError]
         else:
             for host in hosts:
                 if (host, "Prefix:/") not in first_field:
-                    specs.append(_RouteSpec(host, "/", "Prefix", backend[0], backend[1]))
+                    specs.append(_RouteSpec(host, "/", "Prefix", backend[0], backend[1], "/"))
     return specs, errors
 
 
@@ -352,29 +365,75 @@ def ingress_host_routes(
     module_sets: Mapping[ObjectKey, ModuleSet],
     secrets: Mapping[ObjectKey, Secret],
     services: Mapping[ObjectKey, Service],
+    *,
+    nginx: NginxTranslation | None = None,
 ) -> dict[str, list[DesiredRoute]]:
     """The routes ``ingress`` wants, by host (each list in :func:`route_order`).
 
     Lookups are by :class:`ObjectKey` in the Ingress's namespace; objects of other namespaces in
     the mappings are never used. Pass only Ingresses that are ours (:func:`is_ours`).
+    ``nginx``: the translation of its ingress-nginx annotations, when they are served
+    (:mod:`interlock.model.ingress_nginx`).
     """
     namespace = ingress.metadata.namespace
-    modules, values, module_error = _resolve_modules(ingress, module_sets, secrets)
+    modules, values, module_error = _resolve_modules(
+        ingress, module_sets, secrets, overlay=None if nginx is None else nginx.module_overlay()
+    )
+    if nginx is not None and nginx.fail_closed and module_error is None:
+        module_error = ModuleError(
+            permanent=True,
+            reason="InvalidAnnotation",
+            message="; ".join(f"Ingress {ingress.key}: {r}" for r in nginx.fail_closed),
+        )
     tls = _tls_secrets(ingress)
     routes: dict[str, list[DesiredRoute]] = {}
     for spec in _route_specs(ingress)[0]:
+        route_id = f"{spec.path_type}:{spec.path}"
+        path, route_modules, route_error = spec.path, modules, module_error
+        canary: NginxCanary | None = None
+        backend = _resolve_backend(namespace, spec.service, spec.port, services)
+        if nginx is not None:
+            route_part = nginx.route
+            if nginx.regex_paths and spec.path_type == "Prefix":
+                shape = regex_route(spec.raw_path)
+                path = shape.prefix
+                if shape.pattern != shape.prefix:
+                    route_id = f"Regex:{spec.raw_path}"
+                route_part = route_part.model_copy(update={"path_pattern": shape.pattern})
+                if shape.problem and route_error is None:
+                    route_error = ModuleError(
+                        permanent=True,
+                        reason="InvalidAnnotation",
+                        message=f"Ingress {ingress.key}: path {spec.raw_path} {shape.problem} "
+                        "(nginx.ingress.kubernetes.io/use-regex)",
+                    )
+            if nginx.force_ssl_redirect or (nginx.ssl_redirect and spec.host in tls):
+                route_part = route_part.model_copy(update={"ssl_redirect": True})
+            if route_part != IngressNginxModule():
+                route_modules = modules.model_copy(update={"ingress_nginx": route_part})
+            if nginx.canary is not None:
+                canary = nginx.canary.model_copy(
+                    update={
+                        "namespace": backend.namespace,
+                        "service": backend.service,
+                        "port": backend.port if backend.port >= 1 else 1,
+                        "exists": backend.exists,
+                        "ingress": str(ingress.key),
+                    }
+                )
         routes.setdefault(spec.host, []).append(
             DesiredRoute(
-                route_id=f"{spec.path_type}:{spec.path}",
+                route_id=route_id,
                 ingress=ingress.key,
                 ingress_created=ingress.metadata.creation_timestamp,
-                path=spec.path,
+                path=path,
                 path_type=spec.path_type,
-                backend=_resolve_backend(namespace, spec.service, spec.port, services),
-                modules=modules,
+                backend=backend,
+                modules=route_modules,
                 secrets=values,
-                module_error=module_error,
+                module_error=route_error,
                 tls_secret=tls.get(spec.host),
+                canary=canary,
             )
         )
     return {host: sorted(host_routes, key=route_order) for host, host_routes in routes.items()}
@@ -437,8 +496,13 @@ def _resolve_modules(
     ingress: Ingress,
     module_sets: Mapping[ObjectKey, ModuleSet],
     secrets: Mapping[ObjectKey, Secret],
+    *,
+    overlay: Mapping[str, object] | None = None,
 ) -> tuple[Modules, dict[tuple[str, str], SecretValue], ModuleError | None]:
-    """Merged modules, their Secret values, and why they cannot be applied (if they cannot)."""
+    """Merged modules, their Secret values, and why they cannot be applied (if they cannot).
+
+    ``overlay``: modules (by field name) that come before every ModuleSet (the ingress-nginx
+    annotations'): a ModuleSet's module of the same type replaces one of them."""
     namespace = ingress.metadata.namespace
     usable: list[ModuleSet] = []
     invalid: list[str] = []
@@ -455,6 +519,14 @@ def _resolve_modules(
             continue
         usable.append(module_set)
     modules = merge_modules(usable)
+    if overlay:
+        merged = {name: getattr(modules, name) for name in Modules.model_fields}
+        for name, config in overlay.items():
+            if merged.get(name) is None:
+                merged[name] = config
+        modules = Modules.model_validate(
+            {name: config for name, config in merged.items() if config is not None}
+        )
 
     values: dict[tuple[str, str], SecretValue] = {}
     missing_secrets: list[str] = []
@@ -507,19 +579,25 @@ def edge_from_parts(
     """One host's edge from each Ingress's routes for it, whatever order the parts come in.
 
     For a path claimed by several Ingresses the oldest wins and each other claim is a
-    :class:`Conflict`; the TLS Secret comes from the oldest Ingress that names one.
+    :class:`Conflict`; the TLS Secret comes from the oldest Ingress that names one. A canary
+    route (ingress-nginx's ``canary: "true"``) claims nothing: it joins the winning route of its
+    path as that route's canary (the oldest canary, if several), and serves nothing alone.
     """
     ordered = sorted(
         ((key, routes) for key, routes in parts.items() if routes),
         key=lambda item: _age_order(item[0], item[1][0].ingress_created),
     )
     winners: dict[str, DesiredRoute] = {}
+    canaries: dict[str, NginxCanary] = {}
     conflicts: list[Conflict] = []
     tls_secret: ObjectKey | None = None
     for key, routes in ordered:
         if tls_secret is None:
             tls_secret = next((r.tls_secret for r in routes if r.tls_secret is not None), None)
         for route in routes:
+            if route.canary is not None:
+                canaries.setdefault(route.route_id, route.canary)
+                continue
             winner = winners.get(route.route_id)
             if winner is None:
                 winners[route.route_id] = route
@@ -534,6 +612,14 @@ def edge_from_parts(
                     winner=winner.ingress,
                 )
             )
+    for route_id, canary in canaries.items():
+        main = winners.get(route_id)
+        if main is not None:
+            part = main.modules.ingress_nginx or IngressNginxModule()
+            modules = main.modules.model_copy(
+                update={"ingress_nginx": part.model_copy(update={"canary": canary})}
+            )
+            winners[route_id] = main.model_copy(update={"modules": modules})
     edge = DesiredEdge(
         host=host,
         routes=tuple(sorted(winners.values(), key=route_order)),

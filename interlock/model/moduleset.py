@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from interlock.model.durations import InvalidDuration, parse_duration
+from interlock.model.ingress_nginx import IngressNginxModule
 from interlock.model.meta import (
     KubeModel,
     KubeObject,
@@ -222,6 +223,13 @@ class Modules(KubeModel):
     rate_limit: RateLimitModule | None = Field(None, alias="rateLimit")
     oauth: OAuthModule | None = None
     oidc: OidcModule | None = None
+    ingress_nginx: IngressNginxModule | None = Field(None, alias="ingressNginx")
+    """Not a ModuleSet module: what an Ingress's ingress-nginx annotations ask of a route, set
+    only by :func:`interlock.model.ingress_nginx.translate` (a ModuleSet naming it is invalid)."""
+
+
+INTERNAL_MODULES = frozenset({"ingress_nginx"})
+"""Modules fields no ModuleSet may set (see :attr:`Modules.ingress_nginx`)."""
 
 
 class ModuleProblem(KubeModel):
@@ -286,9 +294,15 @@ def parse_secret(raw: dict[str, Any]) -> Secret:
 # --- sifting spec.modules ----------------------------------------------------------------------
 
 _MODULE_FIELDS: dict[str, str] = {
-    (info.alias or name): name for name, info in Modules.model_fields.items()
+    (info.alias or name): name
+    for name, info in Modules.model_fields.items()
+    if name not in INTERNAL_MODULES
 }
 """Module type as written in YAML (``ipRestriction``) → field name (``ip_restriction``)."""
+
+_INTERNAL_NAMES = frozenset(
+    {*INTERNAL_MODULES, *(Modules.model_fields[name].alias or name for name in INTERNAL_MODULES)}
+)
 
 
 def _module_class(field_name: str) -> type[BaseModel]:
@@ -341,8 +355,10 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
     problems: list[ModuleProblem] = []
     for module, config in modules.items():
         path = f"spec.modules.{module}"
+        if config is None and module in _INTERNAL_NAMES:
+            continue  # a dump of Modules names every field; an empty internal one is no problem
         field_name = _MODULE_FIELDS.get(module) or (
-            module if module in Modules.model_fields else ""
+            module if module in Modules.model_fields and module not in INTERNAL_MODULES else ""
         )
         if not field_name:
             known = ", ".join(sorted(_MODULE_FIELDS))

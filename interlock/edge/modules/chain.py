@@ -25,6 +25,7 @@ from interlock.edge.modules.compression import should_compress
 from interlock.edge.modules.errors import MissingSecretError, ModuleConfigError
 from interlock.edge.modules.headers import Headers
 from interlock.edge.modules.identity_headers import strip_identity_headers
+from interlock.edge.modules.ingress_nginx import IngressNginx
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
@@ -42,6 +43,7 @@ C = TypeVar("C")
 M = TypeVar("M")
 
 ORDER = (
+    "ingressNginx",
     "ipRestriction",
     "mutualTLS",
     "rateLimit",
@@ -54,8 +56,10 @@ ORDER = (
     "headers",
     "compression",
 )
-"""The order modules run in: cheap refusals first, auth before anything reaches the upstream,
-header changes around the proxy, compression last (it needs the final response headers)."""
+"""The order modules run in: ingress-nginx's annotations first (nginx answers its redirects and
+CORS preflights before its access checks), cheap refusals next, auth before anything reaches the
+upstream, header changes around the proxy, compression last (it needs the final response
+headers)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
@@ -77,6 +81,8 @@ class ModuleChain:
     identity: IdentityGate | None
     """The oauth or oidc module: the server asks it (asynchronously) after
     :meth:`check_request` admitted the request; see ``identity.py``."""
+    nginx: IngressNginx | None = None
+    """What the Ingress's ingress-nginx annotations ask (``ingress_nginx.py``)."""
     admits_all: bool = field(init=False)
     """No module looks at a request before it goes upstream (none of the checks above is
     configured): the server skips :meth:`admit` and the :class:`RequestView` it reads."""
@@ -91,6 +97,7 @@ class ModuleChain:
             self.webhook,
             self.circuit_breaker,
             self.identity,
+            self.nginx,
         )
         # Frozen: set once here, as the dataclass's own __init__ sets the other fields.
         object.__setattr__(self, "admits_all", all(check is None for check in checks))
@@ -122,6 +129,7 @@ class ModuleChain:
     def names(self) -> tuple[str, ...]:
         """The configured modules, in the order they run."""
         present = {
+            "ingressNginx": self.nginx,
             "ipRestriction": self.ip_restriction,
             "mutualTLS": self.mutual_tls,
             "rateLimit": self.rate_limit,
@@ -189,10 +197,15 @@ class ModuleChain:
         return self._check_after_auth(view, now=when, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
-        if self.ip_restriction is None and self.rate_limit is None:
-            address = None  # only these two read it: no address parsing on other routes
+        if self.ip_restriction is None and self.rate_limit is None and self.nginx is None:
+            address = None  # only these read it: no address parsing on other routes
         else:
             address = self.trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
+        if self.nginx is not None:
+            client = UNKNOWN_CLIENT if address is None else str(address)
+            rejection = self.nginx.admit(view, client=client)
+            if rejection is not None:
+                return rejection
         if self.ip_restriction is not None:
             rejection = self.ip_restriction.check(address)
             if rejection is not None:
@@ -245,6 +258,8 @@ class ModuleChain:
             strip_identity_headers(headers)
         if self.headers is not None:
             self.headers.request.apply(headers)
+        if self.nginx is not None:
+            self.nginx.upstream_headers(headers)
         if self.mutual_tls is not None:
             self.mutual_tls.upstream_headers(headers, peer_certificate)
 
@@ -268,6 +283,7 @@ class ModuleChain:
         """Module names in order and their non-secret configuration, for ``/debug/edges``."""
         modules: dict[str, object] = {}
         for name, module in (
+            ("ingressNginx", self.nginx),
             ("ipRestriction", self.ip_restriction),
             ("mutualTLS", self.mutual_tls),
             ("rateLimit", self.rate_limit),
@@ -325,6 +341,7 @@ def compile_modules(
             return None
 
     trusted = TrustedProxies(trusted_proxies)
+    nginx = _build(IngressNginx, modules.ingress_nginx)
     ip_restriction = _build(IpRestriction, modules.ip_restriction)
     rate_limit = _build(RateLimit, modules.rate_limit)
     circuit_breaker = _build(CircuitBreaker, modules.circuit_breaker)
@@ -367,6 +384,7 @@ def compile_modules(
         headers=headers,
         compress=modules.compression is not None and modules.compression.enabled,
         identity=identity,
+        nginx=nginx,
     )
 
 

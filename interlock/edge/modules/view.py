@@ -34,6 +34,13 @@ class RequestView:
     """The address of the TCP peer (a proxy when the edge sits behind one)."""
     body: bytes | None = None
     """The raw body; the server reads it only when ``ModuleChain.needs_body`` is true."""
+    scheme: str = "http"
+    """``http`` or ``https``, as the client reached the edge."""
+    host: str = ""
+    """The ``Host`` (or ``:authority``) the client sent, port included."""
+    raw_target: str = ""
+    """The request-target as the client sent it (path and query, encoding kept), for
+    redirects that keep it."""
     peer_certificate: bytes | None = None
     """The client's certificate (DER) as TLS verified it; None over plain HTTP, when the client
     sent none, or when ``ModuleChain.needs_peer_certificate`` is false (the server skips it)."""
