@@ -39,6 +39,16 @@ _COUNTS: tuple[tuple[str, str, str], ...] = (
         "http2_resets",
         "edge: HTTP/2 streams one connection may reset in flight per reset window (then GOAWAY)",
     ),
+    (
+        "--edge-upgrade-connections",
+        "upgrade_connections",
+        "edge: upgraded connections (WebSockets) open at once in all (beyond: 503)",
+    ),
+    (
+        "--edge-upgrade-connections-per-client",
+        "upgrade_connections_per_client",
+        "edge: upgraded connections (WebSockets) open at once from one client (beyond: 429)",
+    ),
 )
 _DURATIONS: tuple[tuple[str, str, str], ...] = (
     (
@@ -65,6 +75,11 @@ _DURATIONS: tuple[tuple[str, str, str], ...] = (
         "--edge-http2-reset-window",
         "http2_reset_window",
         "edge: seconds over which --edge-http2-resets resets are allowed",
+    ),
+    (
+        "--edge-upgrade-idle-timeout",
+        "upgrade_idle_timeout",
+        "edge: seconds an upgraded connection (WebSocket) stays open with no byte either way",
     ),
 )
 _SWITCHES: tuple[tuple[str, str, str], ...] = (

@@ -45,6 +45,8 @@ MODULE: Final = "module"
 NOT_A_TUNNEL: Final = "not-a-tunnel"
 NO_SNI_MATCH: Final = "no-sni-match"
 CONNECT_NOT_SERVED: Final = "connect-not-served"
+TOO_MANY_UPGRADES: Final = "too-many-upgrades"
+UPGRADES_FULL: Final = "upgrades-full"
 
 REASONS: Final[dict[str, tuple[int, str]]] = {
     UNKNOWN_HOST: (404, "no edge or Service is known by this host"),
@@ -70,6 +72,8 @@ REASONS: Final[dict[str, tuple[int, str]]] = {
     NOT_A_TUNNEL: (405, "this Service port is routed by HTTP routes: send requests, not CONNECT"),
     NO_SNI_MATCH: (404, "no TLSRoute of this Service port matches the TLS server name"),
     CONNECT_NOT_SERVED: (405, "CONNECT is not served over HTTP/2; tunnels are HTTP/1.1"),
+    TOO_MANY_UPGRADES: (429, "too many upgraded connections (WebSockets) from this client"),
+    UPGRADES_FULL: (503, "too many upgraded connections (WebSockets) open"),
 }
 """Every reason: its usual status and the sentence a client gets (``docs/answers.md``)."""
 

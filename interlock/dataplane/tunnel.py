@@ -1,4 +1,4 @@
-"""HTTP Upgrade to a protocol other than WebSocket, relayed byte for byte (RFC 9110 §7.8).
+"""HTTP Upgrade (a WebSocket, or another protocol) relayed byte for byte (RFC 9110 §7.8).
 
 A client that sends ``Connection: upgrade`` and ``Upgrade: foo`` asks the server to switch the
 connection to ``foo``; a proxy in between that strips the hop-by-hop headers (as it must for
@@ -7,12 +7,13 @@ forwards them blindly lets a backend's ``101`` reach a client that never asked. 
 what a proxy that supports upgrades does: it sends the request with its upgrade headers to the
 backend on a connection of its own, reads the answer's head, and only when the backend switched
 to a protocol the client offered does the client get the ``101`` — then bytes flow both ways,
-untouched, until either side closes. A backend that does not switch is a 502 (the answer the
-data plane gives to a failed upstream), never a 101 with nothing behind it.
+untouched, until either side closes or no byte went either way for the idle timeout. A
+backend that does not switch is a 502 (the answer the data plane gives to a failed upstream),
+never a 101 with nothing behind it. Why WebSockets are relayed so too: ``websocket.py``.
 
 Not relayed: ``Upgrade: h2c`` (HTTP/2 by upgrade, which RFC 9113 retired: the listeners speak
-h2c with prior knowledge instead), and WebSocket, which ``websocket.py`` relays message by
-message. Such requests go on as plain requests without the upgrade (:func:`upgrade_protocols`).
+h2c with prior knowledge instead); such a request goes on as a plain request without the
+upgrade (:func:`upgrade_protocols`).
 A request with a body is not upgraded either (its body and the new protocol's bytes would share
 the connection).
 """
@@ -37,7 +38,7 @@ from interlock.dataplane.answers import (
 )
 from interlock.dataplane.source import Address
 
-NOT_RELAYED = frozenset({"h2c", "websocket"})
+NOT_RELAYED = frozenset({"h2c"})
 """Upgrade tokens this module does not carry (see the module docstring)."""
 
 MAX_HEAD = 64 * 1024
@@ -67,13 +68,15 @@ async def relay_tunnel(
     headers: CIMultiDict[str],
     protocols: tuple[str, ...],
     handshake_timeout: float | None,
+    idle_timeout: float,
     where: str,
     hold: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> web.StreamResponse | Answer:
     """Send ``request`` (to ``target``, with ``headers`` — hop-by-hop ones removed, filters
     applied — and the upgrade to ``protocols``) to ``address``; relay the backend's 101 and
-    then bytes both ways, or the answer to give when the backend did not switch. ``hold`` is
-    entered while bytes are relayed (the open-connections gauge)."""
+    then bytes both ways until either side ends or none went either way for ``idle_timeout``
+    seconds; or the answer to give when the backend did not switch. ``hold`` is entered while
+    bytes are relayed (the open-connections gauge)."""
     host, port = address
     sent = CIMultiDict(headers)
     sent["Connection"] = "upgrade"
@@ -112,7 +115,9 @@ async def relay_tunnel(
     try:
         await response.prepare(request)
         with hold():
-            await _relay_bytes(request, reader, writer)
+            idled = not await _relay_bytes(request, reader, writer, idle_timeout=idle_timeout)
+        if idled:
+            logger.debug("{}: no byte either way for {:g} s: closed", where, idle_timeout)
     finally:
         writer.close()
         if request.transport is not None:
@@ -142,8 +147,12 @@ class _ToUpstream:
         self._writer = writer
         self._draining: asyncio.Task[None] | None = None
         self.ended = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self.last = self._loop.time()
+        """When a byte last went either way (the relay's idle timeout counts from it)."""
 
     def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        self.last = self._loop.time()
         if self._writer.is_closing():
             return False, b""
         self._writer.write(data)
@@ -174,29 +183,53 @@ class _ToUpstream:
 
 
 async def _relay_bytes(
-    request: web.BaseRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
+    request: web.BaseRequest,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    idle_timeout: float,
+) -> bool:
     """Both directions until either side ends: the backend's bytes to the client (with
-    back-pressure), the client's to the backend (``_ToUpstream``)."""
+    back-pressure), the client's to the backend (``_ToUpstream``); False when it was ended
+    because no byte went either way for ``idle_timeout`` seconds."""
     to_upstream = _ToUpstream(request, writer)
     protocol = request.protocol
     protocol.set_parser(to_upstream)  # type: ignore[arg-type]  # any feed_data/feed_eof
     client = request.transport
     assert client is not None
+    loop = asyncio.get_running_loop()
 
     async def to_client() -> None:
         while data := await reader.read(CHUNK):
+            to_upstream.last = loop.time()
             client.write(data)
             await protocol._drain_helper()
 
-    pumping = asyncio.get_running_loop().create_task(to_client())
-    ended = asyncio.get_running_loop().create_task(to_upstream.ended.wait())
+    idled: asyncio.Future[None] = loop.create_future()
+    timer: asyncio.TimerHandle | None = None
+
+    def check_idle() -> None:
+        # One timer per connection, re-armed only when it fires early (not one per chunk).
+        nonlocal timer
+        left = to_upstream.last + idle_timeout - loop.time()
+        if left > 0:
+            timer = loop.call_later(left, check_idle)
+        elif not idled.done():
+            idled.set_result(None)
+
+    check_idle()
+    pumping = loop.create_task(to_client())
+    ended = loop.create_task(to_upstream.ended.wait())
     try:
-        await asyncio.wait((pumping, ended), return_when=asyncio.FIRST_COMPLETED)
-        if ended.done() and not pumping.done():
+        await asyncio.wait((pumping, ended, idled), return_when=asyncio.FIRST_COMPLETED)
+        if ended.done() and not pumping.done() and not idled.done():
             # The client finished sending: the backend may still answer what it got.
-            await asyncio.wait((pumping,))
+            await asyncio.wait((pumping, idled), return_when=asyncio.FIRST_COMPLETED)
+        return not idled.done() or pumping.done()
     finally:
+        if timer is not None:
+            timer.cancel()
+        idled.cancel()
         for task in (pumping, ended):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -26,7 +26,7 @@ What a connection is held to (as aiohttp held it, ``EdgeLimits``):
   of that body cannot be told from the next request).
 
 A request that asks to upgrade the connection (WebSocket, another protocol) is handed, with
-the rest of the connection, to aiohttp's server (``upgrade``): its WebSocket relay needs
+the rest of the connection, to aiohttp's server (``upgrade``): its upgrade relay needs
 aiohttp's request and response objects, and upgrades are rare next to plain requests. The
 request is replayed to it as parsed (request line and headers), once every request before it
 was answered.

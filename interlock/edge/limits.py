@@ -57,6 +57,19 @@ class EdgeLimits:
     http2_reset_window: float = 30.0
     """Seconds over which ``http2_resets`` resets are allowed (Netty's 200 per 30 s)."""
 
+    upgrade_connections: int = 10_000
+    """Upgraded connections (WebSockets, other protocols) open at once in all; beyond it an
+    upgrade is answered 503. They hold no connection of the HTTP pool
+    (``upstream_connections``): each has an upstream connection of its own."""
+
+    upgrade_connections_per_client: int = 100
+    """Upgraded connections open at once from one client address (the peer's, or the one
+    trusted proxies forwarded); beyond it an upgrade is answered 429."""
+
+    upgrade_idle_timeout: float = 300.0
+    """Seconds an upgraded connection may stay open without a byte either way; then it is
+    closed (an application that keeps a quiet WebSocket open pings within it)."""
+
     underscores_in_headers: bool = False
     """Whether request headers whose names hold ``_`` reach modules and backends. Off: they
     are dropped as the request is read (nginx's ``underscores_in_headers off``), because CGI,
@@ -70,10 +83,18 @@ class EdgeLimits:
             "idle_timeout",
             "drain_timeout",
             "http2_reset_window",
+            "upgrade_idle_timeout",
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"edge limits: {name} must be a positive number of seconds")
-        for name in ("upstream_connections", "password_workers", "password_checks", "http2_resets"):
+        for name in (
+            "upstream_connections",
+            "password_workers",
+            "password_checks",
+            "http2_resets",
+            "upgrade_connections",
+            "upgrade_connections_per_client",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"edge limits: {name} must be at least 1")
         if self.max_connections < 0:

@@ -67,13 +67,14 @@ from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.source import ServicePortRef
 from interlock.dataplane.streams import StreamForwarder
-from interlock.dataplane.websocket import Upgrades, wants_upgrade
+from interlock.dataplane.websocket import UpgradeLimits, Upgrades, wants_upgrade
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.http1_server import Http1ServerProtocol
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.addresses import TrustedProxies
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
@@ -113,6 +114,15 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host, port
 
 
+def upgrade_limits(limits: EdgeLimits) -> UpgradeLimits:
+    """The bounds of upgraded connections (``interlock.dataplane.websocket``) in ``limits``."""
+    return UpgradeLimits(
+        total=limits.upgrade_connections,
+        per_client=limits.upgrade_connections_per_client,
+        idle_timeout=limits.upgrade_idle_timeout,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class EdgeAddresses:
     """Where the data plane listens (ports as bound, so port 0 shows the chosen one)."""
@@ -139,9 +149,10 @@ class EdgeServer:
         self._edge = edge
         self.traffic = traffic or Traffic()
         """Where finished requests are counted (and logged, with ``--access-log``)."""
-        self._upgrades = Upgrades(traffic=self.traffic, front="edge")
+        self._upgrades = Upgrades(upgrade_limits(limits), traffic=self.traffic, front="edge")
         self._upstreams = upstreams
         self._trusted = parse_trusted_proxies(trusted_proxies)
+        self._proxies = TrustedProxies(trusted_proxies)
         self._limits = limits
         self._forwarder = Forwarder(timeouts=timeouts, limits=limits)
         self._connect_timeout = timeouts.connect
@@ -439,6 +450,7 @@ class EdgeServer:
                 headers=headers,
                 handshake_timeout=self._connect_timeout,
                 where=where,
+                client=self._client_of(request),
             )
             return self._answer(relayed, where) if isinstance(relayed, Answer) else relayed
         result = await self.engine.forward(
@@ -453,6 +465,14 @@ class EdgeServer:
         if isinstance(result, Answer):
             return self._answer(result, where)
         return result
+
+    def _client_of(self, request: web.BaseRequest) -> str:
+        """The client's address: the peer's, or the one a trusted proxy forwarded."""
+        peer = request.remote or ""
+        if not self._trusted:
+            return peer
+        address = self._proxies.client_address(peer_ip=peer, headers=request.headers)
+        return peer if address is None else str(address)
 
     @staticmethod
     def _answer(decided: Answer, where: str) -> web.Response:

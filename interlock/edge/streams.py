@@ -14,7 +14,7 @@ to the others), and the modules' request and response header changes and compres
 
 Why one handler for both versions, below the wire: the steps are the security boundary, and two
 copies drift. Only a request that upgrades its connection still takes ``server.py``'s aiohttp
-handler (its WebSocket relay is built on aiohttp's objects).
+handler (its upgrade relay is built on aiohttp's objects).
 """
 
 from __future__ import annotations

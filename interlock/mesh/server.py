@@ -67,7 +67,7 @@ from interlock.edge.connections import GuardedServer
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
 from interlock.edge.routing import split_target
-from interlock.edge.server import parse_host_port
+from interlock.edge.server import parse_host_port, upgrade_limits
 from interlock.edge.upstreams import UpstreamError
 from interlock.mesh.tunnels import MeshTunnels, TunnelSettings
 from interlock.mesh.upstreams import MeshUpstreams, service_exists
@@ -120,7 +120,9 @@ class MeshServer:
             body_timeout=settings.limits.body_timeout,
             rng=self._rng,
         )
-        self._upgrades = Upgrades(traffic=self.traffic, front="mesh")
+        self._upgrades = Upgrades(
+            upgrade_limits(settings.limits), traffic=self.traffic, front="mesh"
+        )
         self._streams = StreamForwarder(
             engine=self._engine,
             forwarder=self._forwarder,
@@ -365,6 +367,7 @@ class MeshServer:
             headers=headers,
             handshake_timeout=self._settings.timeouts.connect,
             where=where,
+            client=request.remote or "",
         )
         return (
             answer_response(relayed, with_detail=True) if isinstance(relayed, Answer) else relayed
