@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -39,7 +40,6 @@ from typing import Any
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
 from interlock.embedded import EmbeddedApiServer
-from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.kube.transport import request_json
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
@@ -151,7 +151,9 @@ async def api_server_main(scale: Scale) -> None:
             server.store.create(backend_service(j))
         for k in range(scale.routes):
             server.store.create(http_route(k, scale, rng))
-        print(f"URL {server.url}", flush=True)
+        # The kubeconfig holds the server's token and certificate authority.
+        kubeconfig = Path(tempfile.mkdtemp(prefix="interlock-load-")) / "kubeconfig"
+        print(f"KUBECONFIG {server.write_kubeconfig(kubeconfig)}", flush=True)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -242,10 +244,10 @@ async def run_load(scale: Scale) -> LoadResult:
     assert process.stdout is not None and process.stdin is not None
     try:
         line = (await asyncio.wait_for(process.stdout.readline(), 300)).decode()
-        if not line.startswith("URL "):
+        if not line.startswith("KUBECONFIG "):
             raise RuntimeError(f"the API server child did not start: {line!r}")
-        with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = str(write_kubeconfig(Path(tmp) / "kubeconfig", line.split()[1]))
+        kubeconfig = line.split(" ", 1)[1].strip()
+        try:
             config = ControllerConfig(
                 kubeconfig=kubeconfig,
                 policy_addr=LOCAL,
@@ -276,6 +278,8 @@ async def run_load(scale: Scale) -> LoadResult:
                 for target, slot in slots.items():
                     controller.watches.close_watch(target, slot)
                 await controller.stop()
+        finally:
+            shutil.rmtree(Path(kubeconfig).parent, ignore_errors=True)
     finally:
         if process.returncode is None:
             process.stdin.write(b"stop\n")

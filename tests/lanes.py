@@ -50,6 +50,7 @@ from aiohttp import web
 from interlock.embedded import EmbeddedApiServer
 from interlock.embedded.faults import Faults
 from interlock.embedded.http import request_verb
+from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.kube.client import make_api_client
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
@@ -440,10 +441,13 @@ async def embedded_cluster(
     server: EmbeddedApiServer, clock: OffsetClock, directory: Path
 ) -> AsyncIterator[TestCluster]:
     kubeconfig = str(server.write_kubeconfig(directory / "kubeconfig"))
-    proxy = FaultProxy(server.url)
+    ca_file = directory / "embedded-ca.crt"
+    ca_file.write_bytes(server.tls.ca_pem)
+    proxy = FaultProxy(server.url, str(ca_file))
     await proxy.start()
-    proxied = str(server.write_kubeconfig(directory / "proxied.kubeconfig"))
-    Path(proxied).write_text(Path(proxied).read_text().replace(server.url, proxy.url))
+    # The proxy is plain HTTP on loopback, as on the real lane; the token still goes with every
+    # request (the embedded server refuses requests without it).
+    proxied = str(write_kubeconfig(directory / "proxied.kubeconfig", proxy.url, token=server.token))
     api = await make_api_client(kubeconfig=kubeconfig, in_cluster=False)
     faults = LaneFaults(
         proxy,

@@ -7,12 +7,19 @@ come and go. Everything else here is content negotiation (JSON, Table, PartialOb
 query parameters as clients really send them (kubernetes-asyncio writes ``True``), fault
 injection and the audit log in front of it all; watch streams are written by
 :mod:`~interlock.embedded.watch_stream`.
+
+Authentication comes first, as in kube-apiserver: a request without ``Authorization: Bearer``
+and the server's token (compared in constant time) is answered 401 with kube-apiserver's
+``Unauthorized`` Status, whatever it asks. Only ``/healthz``, ``/livez``, ``/readyz`` and
+``/version`` answer anyone, as a real server's anonymous access restricted to those paths does:
+they reveal nothing stored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import traceback
 from collections.abc import Callable
@@ -42,6 +49,10 @@ from interlock.embedded.watch_stream import WatchStreams, query_flag
 from interlock.embedded.watches import WatchFilter
 
 JSON = "application/json"
+_PUBLIC_PATHS = frozenset(("/healthz", "/livez", "/readyz", "/version"))
+"""What kube-apiserver's ``system:public-info-viewer`` lets anonymous clients read."""
+UNAUTHORIZED = ApiError(401, "Unauthorized")
+"""kube-apiserver's answer to a request it cannot authenticate (no ``details``)."""
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
 
@@ -136,10 +147,14 @@ class ApiHandler:
     audit: AuditLog
     bookmark_interval: InitVar[float]
     server_address: Callable[[], str]
+    token: str
+    """The bearer token every request but the public probes must carry."""
+    _expected: bytes = field(init=False)
     _watches: WatchStreams = field(init=False)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def __post_init__(self, bookmark_interval: float) -> None:
+        self._expected = self.token.encode()
         self._watches = WatchStreams(store=self.store, bookmark_interval=bookmark_interval)
 
     def reset(self) -> None:
@@ -159,7 +174,10 @@ class ApiHandler:
         query = dict(request.query)
         path = request.path.rstrip("/") or "/"
         verb = request_verb(request.method, path, query)
-        response = await self._answer(request, path, query, verb)
+        if self._authenticated(request) or path in _PUBLIC_PATHS:
+            response = await self._answer(request, path, query, verb)
+        else:
+            response = error_response(UNAUTHORIZED)
         self.audit.record(
             AuditRecord(
                 method=request.method,
@@ -170,6 +188,13 @@ class ApiHandler:
             )
         )
         return response
+
+    def _authenticated(self, request: web.Request) -> bool:
+        # As kube-apiserver's bearer-token authenticator reads the header: the scheme in any
+        # case, the token trimmed.
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        given = token.strip().encode("utf-8", "replace")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given, self._expected)
 
     async def _answer(
         self, request: web.Request, path: str, query: dict[str, str], verb: str

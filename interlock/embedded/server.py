@@ -5,13 +5,22 @@ handler, fault injection and the audit log onto an aiohttp site bound to 127.0.0
 like a fresh cluster: namespaces ``default``, ``kube-system``, ``kube-public`` and
 ``kube-node-lease`` exist and the Gateway API CRDs are installed. ``restart()`` keeps the data
 and the port and drops every connection, as a real API server restart does.
+
+It holds Secrets, so it authenticates as a real one does: every request but the health and
+version probes must carry ``Authorization: Bearer`` with :attr:`EmbeddedApiServer.token` (random
+per server unless given), which the kubeconfig it writes holds; anything else is answered 401.
+It serves HTTPS with a certificate authority of its own (:mod:`interlock.embedded.tls`), also
+in the kubeconfig: kubectl sends credentials to ``https://`` servers only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import ssl
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -27,6 +36,7 @@ from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.embedded.manifests import ManifestReport, apply_manifests
 from interlock.embedded.registry import BUILTIN_TYPES, Registry
 from interlock.embedded.store import ObjectStore
+from interlock.embedded.tls import ServerTls
 
 _INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -43,13 +53,20 @@ class EmbeddedApiServer:
         bookmark_interval: float = 5.0,
         clock: Callable[[], datetime] | None = None,
         gateway_api_constraints: bool = True,
+        token: str | None = None,
     ) -> None:
         """``gateway_api_constraints`` (default on): install the Gateway API route kinds and
         ReferenceGrant with the
         upstream v1.6.1 constraints, defaults and CEL rules (see gateway_schemas.py), so this
         server refuses at admission what a real one refuses; off, schemas that admit any spec
-        (about 5 s less per 1,000 HTTPRoute creates, for benchmarks that load many)."""
+        (about 5 s less per 1,000 HTTPRoute creates, for benchmarks that load many).
+        ``token``: the bearer token clients must send (default: a new random one)."""
         self.host = host
+        self.token = token or secrets.token_urlsafe(32)
+        """What every request must carry as ``Authorization: Bearer``; the kubeconfig holds it."""
+        self.tls = ServerTls.create(host)
+        """The certificate authority clients trust and the certificate the server presents."""
+        self._server_ssl = self.tls.server_context()
         self.port = port
         self.registry = Registry()
         for rtype in BUILTIN_TYPES:
@@ -73,12 +90,22 @@ class EmbeddedApiServer:
             audit=self.audit,
             bookmark_interval=bookmark_interval,
             server_address=lambda: f"{self.host}:{self.port}",
+            token=self.token,
         )
         self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header a client of this server must send."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def client_ssl(self) -> ssl.SSLContext:
+        """An SSL context trusting this server, for clients that call :attr:`url` directly."""
+        return self.tls.client_context()
 
     async def start(self) -> None:
         if self._runner is not None:
@@ -93,7 +120,9 @@ class EmbeddedApiServer:
             handler_cancellation=True,
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            runner, self.host, self.port, reuse_address=True, ssl_context=self._server_ssl
+        )
         try:
             await site.start()
         except BaseException:
@@ -117,10 +146,11 @@ class EmbeddedApiServer:
         await self.start()
 
     def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
-        """Write a kubeconfig for this server (no auth, current-context set); returns its path."""
+        """Write a kubeconfig for this server (its token, current-context set; mode 0600);
+        returns its path."""
         if self._runner is None and self.port == 0:
             raise RuntimeError("start() the server first: its port is not known yet")
-        return write_kubeconfig(path, self.url)
+        return write_kubeconfig(path, self.url, token=self.token, ca_pem=self.tls.ca_pem)
 
     async def apply_manifests(self, paths: Sequence[str | os.PathLike[str]]) -> ManifestReport:
         """Apply YAML files or folders (Namespaces and CRDs first); bad documents are reported."""
@@ -167,13 +197,15 @@ async def serve_forever(
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Run an embedded server until cancelled, printing its URL and kubeconfig path with
-    ``announce`` (``interlock apiserver``: in JSON with ``--log-format json``)."""
+    ``announce`` (``interlock apiserver``: in JSON with ``--log-format json``); the kubeconfig goes
+    to a temporary file when no path is given: it holds the token every client needs."""
     async with running_api_server(host, port) as server:
         report = await server.apply_manifests(manifests)
         for error in report.errors:
             print(f"manifest error: {error}", file=sys.stderr)
         announce(f"embedded Kubernetes API server: {server.url}")
-        if kubeconfig_path is not None:
-            written = server.write_kubeconfig(kubeconfig_path)
+        with tempfile.TemporaryDirectory(prefix="interlock-apiserver-") as directory:
+            target = kubeconfig_path or Path(directory) / "kubeconfig"
+            written = server.write_kubeconfig(target)
             announce(f"kubeconfig: {written} (kubectl --kubeconfig {written} get ns)")
-        await asyncio.Event().wait()
+            await asyncio.Event().wait()

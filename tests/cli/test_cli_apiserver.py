@@ -40,7 +40,7 @@ async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_p
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
             assert line, f"apiserver exited early: {printed}"
             printed += line.decode()
-        assert re.search(r"embedded Kubernetes API server: http://127\.0\.0\.1:\d+", printed)
+        assert re.search(r"embedded Kubernetes API server: https://127\.0\.0\.1:\d+", printed)
 
         code, out, err = await _kubectl(kubeconfig, tmp_path, "get", "crd", "-o", "name")
         assert code == 0, err

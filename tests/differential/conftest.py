@@ -130,6 +130,15 @@ class _EmbeddedThread:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.server = self.run(self._make())
+        self.directory = Path(tempfile.mkdtemp(prefix="interlock-differential-embedded-"))
+        self.ca_file = self.directory / "ca.crt"
+        self.ca_file.write_bytes(self.server.tls.ca_pem)
+
+    def target(self, name: str) -> Target:
+        """How the corpus reaches this server: its URL, token and certificate authority."""
+        return Target(
+            name=name, url=self.server.url, token=self.server.token, ca_file=str(self.ca_file)
+        )
 
     @staticmethod
     async def _make() -> EmbeddedApiServer:
@@ -155,6 +164,7 @@ class _EmbeddedThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=30)
         self.loop.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +172,7 @@ def embedded_server(real_server: Target) -> Iterator[Target]:
     embedded = _EmbeddedThread()
     try:
         embedded.apply([gateway_api_dir(), REPO / "manifests" / "crds"])
-        yield Target(name="embedded", url=embedded.server.url)
+        yield embedded.target("embedded")
     finally:
         embedded.close()
 
@@ -174,7 +184,7 @@ def builtin_server(real_server: Target) -> Iterator[Target]:
     embedded = _EmbeddedThread()
     try:
         embedded.apply([REPO / "manifests" / "crds"])
-        yield Target(name="builtin", url=embedded.server.url)
+        yield embedded.target("builtin")
     finally:
         embedded.close()
 

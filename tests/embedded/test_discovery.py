@@ -21,7 +21,9 @@ async def _get(
     server: EmbeddedApiServer, path: str, accept: str = "application/json"
 ) -> tuple[str, Any]:
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(
+            headers=server.auth_headers(), connector=aiohttp.TCPConnector(ssl=server.client_ssl())
+        ) as session,
         session.get(server.url + path, headers={"Accept": accept}) as response,
     ):
         assert response.status == 200, await response.text()
@@ -126,7 +128,10 @@ async def test_table_watches_define_columns_on_the_first_event_only(
     since = api_server.store.resource_version
     url = f"{api_server.url}/api/v1/namespaces/default/services?watch=1&resourceVersion={since}"
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(
+            headers=api_server.auth_headers(),
+            connector=aiohttp.TCPConnector(ssl=api_server.client_ssl()),
+        ) as session,
         session.get(url, headers={"Accept": accept}) as response,
     ):
         for name in ("a", "b"):

@@ -106,7 +106,10 @@ async def test_restart_keeps_data_and_port_and_drops_connections(
     port = api_server.port
     before = api_server.store.resource_version
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(
+            headers=api_server.auth_headers(),
+            connector=aiohttp.TCPConnector(ssl=api_server.client_ssl()),
+        ) as session,
         session.get(
             f"{api_server.url}/api/v1/services?watch=1&resourceVersion={before}"
         ) as watching,
@@ -125,7 +128,10 @@ async def test_restart_keeps_data_and_port_and_drops_connections(
 async def test_a_client_closing_its_watch_ends_it_on_the_server(
     api_server: EmbeddedApiServer,
 ) -> None:
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(
+        headers=api_server.auth_headers(),
+        connector=aiohttp.TCPConnector(ssl=api_server.client_ssl()),
+    ) as session:
         response = await session.get(f"{api_server.url}/api/v1/services?watch=true")
         await eventually(lambda: api_server.store.statistics()["watches"] == 1)
         response.close()
@@ -153,7 +159,7 @@ async def test_serve_forever_applies_manifests_and_prints_where_it_is(
         with pytest.raises(asyncio.CancelledError):
             await serving
     out = capsys.readouterr().out
-    assert "embedded Kubernetes API server: http://127.0.0.1:" in out
+    assert "embedded Kubernetes API server: https://127.0.0.1:" in out
     assert f"kubeconfig: {kubeconfig}" in out
 
 
@@ -168,7 +174,10 @@ async def test_watch_list_ends_its_initial_events_with_a_bookmark(
         "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
     )
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(
+            headers=api_server.auth_headers(),
+            connector=aiohttp.TCPConnector(ssl=api_server.client_ssl()),
+        ) as session,
         session.get(f"{api_server.url}/api/v1/namespaces/default/services?{query}") as response,
     ):
         lines = [json.loads(await response.content.readline()) for _ in range(3)]
