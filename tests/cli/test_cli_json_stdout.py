@@ -88,8 +88,8 @@ def test_interlock_apiserver_prints_json_too(tmp_path: Path) -> None:
     kubeconfig = str(tmp_path / "kubeconfig")
     flags = ("--log-format", "json", "--listen", "127.0.0.1:0", "--write-kubeconfig", kubeconfig)
     printed = _json_until_sigterm(interlock_argv("apiserver", *flags), tmp_path, first="kubeconfig")
-    assert printed[0]["msg"].startswith("embedded Kubernetes API server: http://127.0.0.1:")
-    assert printed[0]["logger"] == "cli.apiserver" and printed[0]["url"].startswith("http://")
+    assert printed[0]["msg"].startswith("embedded Kubernetes API server: https://127.0.0.1:")
+    assert printed[0]["logger"] == "cli.apiserver" and printed[0]["url"].startswith("https://")
     assert printed[-1]["msg"].startswith("received SIGTERM: stopping"), printed
 
 
