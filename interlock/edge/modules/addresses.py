@@ -96,6 +96,11 @@ class TrustedProxies:
     def cidrs(self) -> list[str]:
         return [str(network) for network in self._networks]
 
+    def trusts(self, peer_ip: str) -> bool:
+        """Whether the peer is a trusted proxy (its ``X-Forwarded-*`` headers are believed)."""
+        peer = parse_address(peer_ip)
+        return peer is not None and in_any(peer, self._networks)
+
     def client_address(self, *, peer_ip: str, headers: Mapping[str, str]) -> IPAddress | None:
         """The client's address, or None when it cannot be known (fail closed on it)."""
         peer = parse_address(peer_ip)

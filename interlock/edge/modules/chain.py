@@ -203,7 +203,13 @@ class ModuleChain:
             address = self.trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)
         if self.nginx is not None:
             client = UNKNOWN_CLIENT if address is None else str(address)
-            rejection = self.nginx.admit(view, client=client)
+            scheme = view.scheme
+            if self.trusted.trusts(view.peer_ip):
+                # Behind a TLS-terminating proxy the edge sees plain HTTP: the proxy says what
+                # the client used (else ssl-redirect would redirect HTTPS clients forever).
+                forwarded = view.headers.get("X-Forwarded-Proto", "").split(",")[0].strip()
+                scheme = forwarded.lower() or scheme
+            rejection = self.nginx.admit(view, client=client, scheme=scheme)
             if rejection is not None:
                 return rejection
         if self.ip_restriction is not None:

@@ -84,8 +84,10 @@ class IngressNginx:
 
     # --- before the other modules -----------------------------------------------------------
 
-    def admit(self, view: RequestView, *, client: str) -> Rejection | None:
-        """The answer nginx gave before its access phase, or None to go on."""
+    def admit(self, view: RequestView, *, client: str, scheme: str = "") -> Rejection | None:
+        """The answer nginx gave before its access phase, or None to go on. ``scheme``: the
+        one the client used (a trusted proxy's ``X-Forwarded-Proto``), else the view's."""
+        scheme = scheme or view.scheme
         config = self._config
         if self._pattern is not None and self._pattern.match(view.path) is None:
             return NOT_MATCHED
@@ -93,12 +95,12 @@ class IngressNginx:
             length = view.headers.get("content-length", "")
             if length.isdigit() and int(length) > config.max_body_size:
                 return TOO_LARGE
-        if config.ssl_redirect and view.scheme == "http":
+        if config.ssl_redirect and scheme == "http":
             return _redirect(308, f"https://{_hostname(view.host)}{_target(view)}")
         if config.redirect is not None:
             return _redirect(config.redirect_status, config.redirect)
         if config.app_root is not None and view.path == "/":
-            return _redirect(302, f"{view.scheme}://{view.host}{config.app_root}")
+            return _redirect(302, f"{scheme}://{view.host}{config.app_root}")
         if config.cors is not None and view.method == "OPTIONS":
             found = self._cors_headers(view.headers)
             if found is not None:

@@ -119,6 +119,18 @@ def test_timeouts_protocol_and_vhost() -> None:
     assert headers["Host"] == "in"
 
 
+def test_ssl_redirect_believes_x_forwarded_proto_only_from_a_trusted_proxy() -> None:
+    chain = compile_modules(
+        Modules.model_validate({"ingressNginx": {"sslRedirect": True}}),
+        {},
+        trusted_proxies=["10.0.0.0/8"],
+    )
+    https = CIMultiDict({"X-Forwarded-Proto": "https"})
+    assert chain.check_request(view(peer_ip="10.1.2.3", headers=https, host="a")) is None
+    spoofed = chain.check_request(view(peer_ip="192.0.2.1", headers=https, host="a"))
+    assert spoofed is not None and spoofed.status == 308
+
+
 def test_the_chain_runs_it_before_ip_restriction() -> None:
     chain = compile_modules(
         Modules.model_validate(
