@@ -26,14 +26,15 @@ costs it nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from loguru import logger
 
-from interlock.actors.edge_messages import SecretData, secret_topic
+from interlock.actors.edge_messages import SecretData, moduleset_topic, secret_topic
 from interlock.actors.gateway_messages import (
     GATEWAY_PARENTS_KEY,
     GATEWAY_SERVING_TOPIC,
@@ -44,7 +45,7 @@ from interlock.actors.gateway_messages import (
     gateway_parents_topic,
 )
 from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
-from interlock.mailbox import Actor, Published, Unpublished
+from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 from interlock.model.gateway import HTTPRoute, ParentReference, ReferenceGrant, parse_http_route
 from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
 from interlock.model.gateway_listeners import (
@@ -55,6 +56,11 @@ from interlock.model.gateway_listeners import (
     listener_problems,
     parse_gateway,
 )
+from interlock.model.gateway_modules import (
+    module_dependencies,
+    resolve_rule_modules,
+    take_module_filters,
+)
 from interlock.model.gateway_routes import (
     GatewayServing,
     GatewayView,
@@ -63,7 +69,7 @@ from interlock.model.gateway_routes import (
     statuses_equal,
 )
 from interlock.model.meta import InvalidObject, ObjectKey, going_away
-from interlock.model.moduleset import SecretValue
+from interlock.model.moduleset import ModuleSet
 from interlock.model.outbound import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
 
@@ -116,7 +122,10 @@ class GatewayTables:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[ObjectKey, Service] = field(default_factory=dict)
     grants: dict[str, dict[str, ReferenceGrant]] = field(default_factory=dict)
-    secrets: dict[ObjectKey, dict[str, SecretValue]] = field(default_factory=dict)
+    secrets: dict[ObjectKey, SecretData] = field(default_factory=dict)
+    module_sets: dict[ObjectKey, ModuleSet] = field(default_factory=dict)
+    module_names: dict[ObjectKey, dict[int, tuple[str, ...]]] = field(default_factory=dict)
+    """Per route: the ModuleSets each rule's ExtensionRef filters name."""
     inputs: set[str] = field(default_factory=set)
     status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
     parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = field(default_factory=dict)
@@ -147,6 +156,8 @@ class GatewayController(Actor):
         self.services = tables.services
         self.grants = tables.grants
         self.secrets = tables.secrets
+        self.module_sets = tables.module_sets
+        self.module_names = tables.module_names
         self.inputs = tables.inputs
         self.sent_status = tables.status
         self.sent_parents = tables.parents
@@ -198,10 +209,16 @@ class GatewayController(Actor):
                 self.namespaces[change.name] = labels
         elif kind == "HTTPRoute":
             if deleted or not names_a_gateway(change.obj):
+                self.module_names.pop(key, None)
                 if self.routes.pop(key, None) is None:
                     return
             else:
-                self.routes[key] = self._parse_route(change.obj)
+                stripped, names = take_module_filters(change.obj)
+                self.routes[key] = self._parse_route(stripped)
+                if names:
+                    self.module_names[key] = names
+                else:
+                    self.module_names.pop(key, None)
         else:
             return
         self.dirty = True
@@ -261,13 +278,23 @@ class GatewayController(Actor):
         elif message.topic.startswith("secret:"):
             namespace, _, name = message.topic.removeprefix("secret:").partition("/")
             key = ObjectKey(namespace=namespace, name=name)
-            values = dict(value.values) if isinstance(value, SecretData) else None
-            if self.secrets.get(key) == values:
+            data = value if isinstance(value, SecretData) else None
+            if self.secrets.get(key) == data:
                 return
-            if values is None:
+            if data is None:
                 self.secrets.pop(key, None)
             else:
-                self.secrets[key] = values
+                self.secrets[key] = data
+        elif message.topic.startswith("moduleset:"):
+            namespace, _, name = message.topic.removeprefix("moduleset:").partition("/")
+            key = ObjectKey(namespace=namespace, name=name)
+            module_set = value if isinstance(value, ModuleSet) else None
+            if self.module_sets.get(key) is module_set:
+                return
+            if module_set is None:
+                self.module_sets.pop(key, None)
+            else:
+                self.module_sets[key] = module_set
         self.dirty = True
 
     def _store(
@@ -287,6 +314,10 @@ class GatewayController(Actor):
                     for key in route_service_dependencies(route)
                 )
                 wanted.update(grants_topic(ns) for ns in route_grant_namespaces(route))
+        for route_key, names in self.module_names.items():
+            sets, secrets = module_dependencies(route_key.namespace, names, self.module_sets)
+            wanted.update(moduleset_topic(key.namespace, key.name) for key in sets)
+            wanted.update(secret_topic(key.namespace, key.name) for key in secrets)
         for gateway in ours.values():
             for key in certificate_dependencies(gateway):
                 wanted.add(secret_topic(key.namespace, key.name))
@@ -308,6 +339,8 @@ class GatewayController(Actor):
             self.services.pop(ObjectKey(namespace=namespace, name=name), None)
         elif kind == "secret":
             self.secrets.pop(ObjectKey(namespace=namespace, name=name), None)
+        elif kind == "moduleset":
+            self.module_sets.pop(ObjectKey(namespace=namespace, name=name), None)
         elif kind == "grants":
             self.grants.pop(rest, None)
 
@@ -325,7 +358,11 @@ class GatewayController(Actor):
         elif kind == "secret":
             for value in retained.values():
                 if isinstance(value, SecretData):
-                    self.secrets[key] = dict(value.values)
+                    self.secrets[key] = value
+        elif kind == "moduleset":
+            for value in retained.values():
+                if isinstance(value, ModuleSet):
+                    self.module_sets[key] = value
         elif kind == "grants":
             self.grants[rest] = {k: v for k, v in retained.items() if isinstance(v, ReferenceGrant)}
 
@@ -342,12 +379,25 @@ class GatewayController(Actor):
             if gateway.spec.gateway_class_name in ours_classes
         }
         self._follow_inputs(ours)
+        # The follow may have loaded ModuleSets naming Secrets not yet followed: once more.
+        self._follow_inputs(ours)
         grants = [grant for table in self.grants.values() for grant in table.values()]
+        certificates = {key: dict(data.values) for key, data in self.secrets.items()}
+        secret_models = {
+            key: data.to_model()
+            for key, data in self.secrets.items()
+            if any(key.namespace == route.namespace for route in self.module_names)
+        }
+        rule_modules = {
+            key: resolve_rule_modules(key.namespace, names, self.module_sets, secret_models)
+            for key, names in self.module_names.items()
+            if key in self.routes
+        }
         addresses = assign_addresses(ours.values(), self.address_pool)
         views = {
             key: GatewayView(
                 gateway=gateway,
-                checks=listener_problems(gateway, secrets=self.secrets, grants=grants),
+                checks=listener_problems(gateway, secrets=certificates, grants=grants),
                 address=addresses[key],
             )
             for key, gateway in ours.items()
@@ -359,6 +409,7 @@ class GatewayController(Actor):
             grants=grants,
             namespace_labels=self.namespaces,
             now=now,
+            rule_modules=rule_modules,
         )
         statuses: dict[str, DesiredGatewayStatus] = {}
         for name, gateway_class in ours_classes.items():
@@ -432,11 +483,25 @@ class GatewayController(Actor):
             self.publish(GATEWAY_SERVING_TOPIC, str(key), served)
 
 
+class AppliedGateway(Protocol):
+    """What applying a Gateway did (``edge/gateway_ports.Applied``)."""
+
+    @property
+    def failures(self) -> Mapping[int, str]:
+        """Ports that could not be opened, with why."""
+        ...
+
+    @property
+    def transient(self) -> bool:
+        """A rule's modules failed in a way worth retrying without an input change."""
+        ...
+
+
 class GatewayFrontDoors(Protocol):
     """What the data-plane actor drives (``edge/gateway_ports.GatewayPorts`` in a controller)."""
 
-    async def apply(self, key: str, serving: GatewayServing) -> dict[int, str]:
-        """Serve a Gateway; the ports that could not be opened, with why."""
+    async def apply(self, key: str, serving: GatewayServing) -> AppliedGateway:
+        """Serve a Gateway."""
         ...
 
     async def remove(self, key: str) -> None:
@@ -444,26 +509,71 @@ class GatewayFrontDoors(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RetryGateway:
+    """The data-plane actor's timer: apply a Gateway again (its modules failed transiently)."""
+
+    key: str
+    attempt: int
+
+
+DEFAULT_GATEWAY_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
+"""Retry delays of modules that failed transiently: 0.5 s doubling to 60 s, plus up to 50 %."""
+
+
 class GatewayDataPlane(Actor):
     """Opens, reprograms and closes the Gateways' listeners as ``gateway-serving`` changes.
 
     One change at a time (opening a socket awaits); a newer value of one Gateway queued behind
     the one being applied replaces it, so the latest configuration is what ends up served.
+    Modules that failed transiently (an identity provider not answering) are applied again
+    after a backoff; other failures wait for an input change, which arrives as a new value.
     """
 
     reconciles = "Gateway"
 
-    def __init__(self, *, front_doors: GatewayFrontDoors) -> None:
+    def __init__(
+        self,
+        *,
+        front_doors: GatewayFrontDoors,
+        backoff: BackoffPolicy = DEFAULT_GATEWAY_BACKOFF,
+        rng: random.Random | None = None,
+    ) -> None:
         self.front_doors = front_doors
+        self.backoff = backoff
+        self.rng = rng or random.Random()
+        self.attempts: dict[str, int] = {}
 
     async def started(self) -> None:
         self.subscribe(GATEWAY_SERVING_TOPIC)
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, Published) and isinstance(message.value, GatewayServing):
-            failures = await self.front_doors.apply(message.key, message.value)
-            for port, why in sorted(failures.items()):
-                logger.warning("Gateway {} port {}: {}", message.key, port, why)
+            self.attempts.pop(message.key, None)
+            await self._apply(message.key, message.value)
+        elif isinstance(message, RetryGateway):
+            if self.attempts.get(message.key) != message.attempt:
+                return None
+            serving = self.system.retained(GATEWAY_SERVING_TOPIC).get(message.key)
+            if isinstance(serving, GatewayServing):
+                await self._apply(message.key, serving)
         elif isinstance(message, Unpublished):
+            self.attempts.pop(message.key, None)
+            self.cancel_timer(("retry", message.key))
             await self.front_doors.remove(message.key)
         return None
+
+    async def _apply(self, key: str, serving: GatewayServing) -> None:
+        applied = await self.front_doors.apply(key, serving)
+        for port, why in sorted(applied.failures.items()):
+            logger.warning("Gateway {} port {}: {}", key, port, why)
+        if applied.transient:
+            attempt = self.attempts.get(key, 0) + 1
+            self.attempts[key] = attempt
+            self.tell_after(
+                self.backoff.delay(attempt, self.rng),
+                RetryGateway(key, attempt),
+                key=("retry", key),
+            )
+        else:
+            self.attempts.pop(key, None)

@@ -34,7 +34,7 @@ from interlock.actors.messages import ObjectChanged
 from interlock.config import ControllerConfig
 from interlock.controller.upstreams import ControllerUpstreams
 from interlock.dataplane.metrics import Traffic
-from interlock.edge.gateway_ports import GatewayPorts
+from interlock.edge.gateway_ports import Applied, GatewayPorts
 from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.resources import GATEWAY, GATEWAY_CLASS, Resource
 from interlock.mailbox import ActorSystem
@@ -49,7 +49,7 @@ class TrackingPorts:
         self.ports = ports
         self._upstreams = upstreams
 
-    async def apply(self, key: str, serving: GatewayServing) -> dict[int, str]:
+    async def apply(self, key: str, serving: GatewayServing) -> Applied:
         for port in serving.ports:
             for listener in port.listeners:
                 for virtual in listener.virtual_hosts:

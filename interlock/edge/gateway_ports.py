@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import ssl
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from loguru import logger
 
@@ -31,16 +32,32 @@ from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.limits import EdgeLimits
-from interlock.edge.modules import compile_modules
+from interlock.edge.modules import (
+    MissingSecretError,
+    ModuleChain,
+    ModuleConfigError,
+    ProviderUnavailableError,
+    compile_modules,
+)
 from interlock.edge.routing import normalize_host
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate
 from interlock.model.edge_plan import BackendTarget
+from interlock.model.gateway_modules import RuleModules
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.moduleset import Modules
-from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound import OutboundPolicy, select_match
 
 GATEWAY_ROUTE_ID = "gateway"
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What applying a Gateway did: ports that could not be opened (with why), and whether a
+    rule's modules failed transiently (an identity provider not answering, say)."""
+
+    failures: Mapping[int, str]
+    transient: bool
 
 
 def _synthetic_target(
@@ -92,43 +109,147 @@ class ListenerCertificates:
         return self._refuse
 
 
+@dataclass(frozen=True, slots=True)
+class _RuleApplied:
+    """What a rule last served successfully: its modules (as configured), chain and policy."""
+
+    modules: RuleModules | None
+    chain: ModuleChain
+    policy: OutboundPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class _VirtualHostState:
+    policy: OutboundPolicy
+    rules: Mapping[int, ServedRoute]
+    """By ``id()`` of the policy's rules (the state holds the policy)."""
+
+
+@dataclass(slots=True)
+class PortUpdate:
+    """What :meth:`GatewayPortEdge.update` did: the synthetic targets' policies to serve, and
+    the rules whose modules failed (``transient``: worth retrying without an input change)."""
+
+    policies: dict[BackendTarget, OutboundPolicy] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    transient: bool = False
+
+
 class GatewayPortEdge(InProcessEdge):
-    """The routes of one Gateway port as the edge server reads them; see the module docstring."""
+    """The routes of one Gateway port as the edge server reads them; see the module docstring.
+
+    A request's host chooses a listener and virtual host (:meth:`routes_of_host`); the route
+    rule it matches (the Gateway API's precedence across the virtual host's routes) is chosen
+    by :meth:`route_for_request`, and that rule is served as a route of its own: its modules
+    (ModuleSets of its ExtensionRef filters; none: a chain that admits everything) and a
+    synthetic backend whose policy holds that one rule. A rule whose modules cannot be applied
+    keeps what it served last; one that never served is reserved (no chain: 503)."""
 
     def __init__(self, *, trusted_proxies: Sequence[str] = ()) -> None:
         super().__init__(trusted_proxies=trusted_proxies)
         self._port: PortServing | None = None
         self._served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
+        self._virtual: dict[str, _VirtualHostState] = {}
+        self._applied: dict[tuple[str, str | None, str, str, int], _RuleApplied] = {}
+        self._empty = compile_modules(Modules(), {})
         self.gateway_certificates = ListenerCertificates()
         self.certificates = self.gateway_certificates  # type: ignore[assignment]
 
-    def update(
-        self, serving: GatewayServing, port: PortServing
-    ) -> dict[BackendTarget, OutboundPolicy]:
-        """Serve ``port`` of ``serving``; the synthetic targets' policies to publish."""
-        chain = compile_modules(Modules(), {})
-        policies: dict[BackendTarget, OutboundPolicy] = {}
+    async def update(self, serving: GatewayServing, port: PortServing) -> PortUpdate:
+        """Serve ``port`` of ``serving`` from now on (the table is replaced whole)."""
+        outcome = PortUpdate()
         served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
+        virtual_states: dict[str, _VirtualHostState] = {}
+        applied: dict[tuple[str, str | None, str, str, int], _RuleApplied] = {}
         for listener in port.listeners:
             for virtual in listener.virtual_hosts:
+                host_id = f"{listener.name}/{virtual.hostname or '*'}"
                 target = _synthetic_target(serving, port.port, listener.name, virtual.hostname)
-                policies[target] = virtual.policy
                 served[(listener.name, virtual.hostname)] = {
                     GATEWAY_ROUTE_ID: ServedRoute(
-                        route_id=f"{listener.name}/{virtual.hostname or '*'}",
+                        route_id=host_id,
                         path="/",
                         path_type="Prefix",
-                        chain=chain,
+                        chain=self._empty,
                         backend=target,
                         modules=Modules(),
                         secrets={},
                     )
                 }
+                rules: dict[int, ServedRoute] = {}
+                for route in virtual.policy.routes:
+                    for index, rule in enumerate(route.rules):
+                        key = (listener.name, virtual.hostname, route.namespace, route.name, index)
+                        wanted = virtual.modules.get((route.namespace, route.name, index))
+                        policy = replace(virtual.policy, routes=(replace(route, rules=(rule,)),))
+                        chain, policy = await self._rule_chain(
+                            key, wanted, policy, applied, outcome
+                        )
+                        rule_target = BackendTarget(
+                            namespace=target.namespace,
+                            service=f"{target.service}/{route.namespace}/{route.name}/{index}",
+                            port=target.port,
+                        )
+                        outcome.policies[rule_target] = policy
+                        rules[id(rule)] = ServedRoute(
+                            route_id=f"{host_id} {route.namespace}/{route.name} rule {index}",
+                            path="/",
+                            path_type="Prefix",
+                            chain=chain,
+                            backend=rule_target if chain is not None else None,
+                            modules=None if wanted is None else wanted.modules,
+                            secrets={},
+                        )
+                virtual_states[host_id] = _VirtualHostState(policy=virtual.policy, rules=rules)
         self._served = served
+        self._virtual = virtual_states
+        self._applied = applied
         self._port = port
         if port.protocol == "HTTPS":
             self.gateway_certificates.update(port)
-        return policies
+        return outcome
+
+    async def _rule_chain(
+        self,
+        key: tuple[str, str | None, str, str, int],
+        wanted: RuleModules | None,
+        policy: OutboundPolicy,
+        applied: dict[tuple[str, str | None, str, str, int], _RuleApplied],
+        outcome: PortUpdate,
+    ) -> tuple[ModuleChain | None, OutboundPolicy]:
+        """The chain and policy a rule serves with: its modules compiled (the chain it has
+        when they did not change, so rate-limit and breaker counters carry on), else its last
+        good ones, else none (reserved)."""
+        before = self._applied.get(key)
+        where = f"{key[2]}/{key[3]} rule {key[4]}"
+        if wanted is None:
+            applied[key] = _RuleApplied(None, self._empty, policy)
+            return self._empty, policy
+        if before is not None and before.modules == wanted:
+            applied[key] = _RuleApplied(wanted, before.chain, policy)
+            return before.chain, policy
+        problem: str | None = None
+        if wanted.error is not None:
+            problem = f"{wanted.error.reason}: {wanted.error.message}"
+        else:
+            try:
+                chain = compile_modules(
+                    wanted.modules, wanted.secrets, trusted_proxies=self._trusted_proxies
+                )
+                await chain.prepare()
+            except ModuleConfigError as error:
+                problem = f"InvalidModuleSet: {error}"
+            except (MissingSecretError, ProviderUnavailableError) as error:
+                problem = f"ModulesUnavailable: {error}"
+                outcome.transient = True
+            else:
+                applied[key] = _RuleApplied(wanted, chain, policy)
+                return chain, policy
+        outcome.failed.append(f"{where}: {problem}")
+        if before is not None:
+            applied[key] = before  # the last good modules and backends
+            return before.chain, before.policy
+        return None, policy
 
     def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
         return self.routes_of_host(normalize_host(host_header))
@@ -144,6 +265,21 @@ class GatewayPortEdge(InProcessEdge):
         if virtual is None:
             return None
         return self._served.get((listener.name, virtual.hostname))
+
+    def route_for_request(
+        self,
+        route: ServedRoute,
+        *,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+    ) -> ServedRoute | None:
+        state = self._virtual.get(route.route_id)
+        if state is None:
+            return None
+        found = select_match(state.policy, method=method, path=path, headers=headers, query=query)
+        return None if found is None else state.rules.get(id(found[1]))
 
 
 class GatewayPolicies:
@@ -189,9 +325,11 @@ class GatewayPorts:
     def sockets(self) -> tuple[tuple[str, int], ...]:
         return tuple(sorted(self._servers))
 
-    async def apply(self, key: str, serving: GatewayServing) -> dict[int, str]:
-        """Serve ``serving`` (the Gateway ``key``); the ports that could not be opened, with why."""
+    async def apply(self, key: str, serving: GatewayServing) -> Applied:
+        """Serve ``serving`` (the Gateway ``key``): the ports that could not be opened, with
+        why, and whether a rule's modules failed in a way worth retrying."""
         failures: dict[int, str] = {}
+        transient = False
         wanted = {(serving.address, port.port) for port in serving.ports}
         for socket in sorted(self._owners.get(key, set()) - wanted):
             await self._close(socket)
@@ -209,8 +347,10 @@ class GatewayPorts:
                     rng=self._rng,
                     traffic=self._traffic,
                 )
-                policies = edge.update(serving, port)
-                self._install(targets, policies)
+                update = await edge.update(serving, port)
+                self._install(targets, update.policies)
+                self._report(key, update)
+                transient = transient or update.transient
                 address = f"{_bracketed(serving.address)}:{port.port}"
                 try:
                     if port.protocol == "HTTPS":
@@ -226,13 +366,20 @@ class GatewayPorts:
                 self._servers[socket] = (server, edge)
                 logger.info("Gateway {} serving {} on {}", key, port.protocol, address)
             else:
-                policies = entry[1].update(serving, port)
-                self._install(targets, policies)
+                update = await entry[1].update(serving, port)
+                self._install(targets, update.policies)
+                self._report(key, update)
+                transient = transient or update.transient
         for stale in self._targets.get(key, set()) - targets:
             self._policies.policies.pop(stale, None)
         self._targets[key] = targets
         self._owners[key] = wanted - {(serving.address, p) for p in failures}
-        return failures
+        return Applied(failures=failures, transient=transient)
+
+    @staticmethod
+    def _report(key: str, update: PortUpdate) -> None:
+        for failed in update.failed:
+            logger.warning("Gateway {}: {}", key, failed)
 
     def _install(
         self, targets: set[ServicePortRef], policies: Mapping[BackendTarget, OutboundPolicy]

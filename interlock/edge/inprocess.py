@@ -85,6 +85,20 @@ class InProcessEdge:
         """:meth:`routes_of` for a host already normalized (``routing.normalize_host``)."""
         return self._hosts.get(host)
 
+    def route_for_request(
+        self,
+        route: ServedRoute,
+        *,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+    ) -> ServedRoute | None:
+        """The route serving a request whose host and path chose ``route``: ``route`` itself
+        here; a Gateway's port narrows it down to the route rule the request matches, whose
+        own modules then apply (``gateway_ports.py``). None: no rule matches (404)."""
+        return route
+
     def match(self, *, host_header: str, path: str) -> ServedRoute | None:
         routes = self.routes_of(host_header)
         return None if routes is None else select_route(routes.values(), path)

@@ -341,6 +341,14 @@ class EdgeServer:
                 with_detail=True,
             )
         route = select_route(routes.values(), path)
+        if route is not None:
+            route = self._edge.route_for_request(
+                route,
+                method=request.method,
+                path=path,
+                headers=request.headers,
+                query=request.query,
+            )
         if route is None:
             return answer_response(answer(NO_ROUTE))
         where = f"edge {host_header} route {route.route_id}"

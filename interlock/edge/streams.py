@@ -97,7 +97,16 @@ class EdgeStreams:
         except ValueError as exc:
             logger.debug("edge {}: refused: {}", host, exc)
             return await _say(responder, reasons.BAD_REQUEST, BAD_PATH)
+        params = (
+            MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+            if query
+            else NO_PARAMS
+        )
         route = select_route(routes.values(), path)
+        if route is not None:
+            route = server._edge.route_for_request(
+                route, method=request.method, path=path, headers=request.headers, query=params
+            )
         if route is None:
             return await _say(responder, reasons.NO_ROUTE)
         where = f"edge {host} route {route.route_id}"
@@ -115,11 +124,6 @@ class EdgeStreams:
                 return await _say(responder, reasons.BODY_TIMEOUT)
             if body is None:
                 return await _say(responder, reasons.BODY_TOO_LARGE)
-        params = (
-            MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
-            if query
-            else NO_PARAMS
-        )
         certificate = None
         admitted = None
         if not chain.admits_all:

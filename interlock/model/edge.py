@@ -82,6 +82,7 @@ __all__ = [
     "ingress_errors",
     "ingress_host_routes",
     "module_secret_refs",
+    "resolve_module_sets",
     "route_order",
 ]
 
@@ -503,11 +504,31 @@ def _resolve_modules(
 
     ``overlay``: modules (by field name) that come before every ModuleSet (the ingress-nginx
     annotations'): a ModuleSet's module of the same type replaces one of them."""
-    namespace = ingress.metadata.namespace
+    return resolve_module_sets(
+        ingress.metadata.namespace,
+        ingress.module_set_names(),
+        module_sets,
+        secrets,
+        overlay=overlay,
+    )
+
+
+def resolve_module_sets(
+    namespace: str,
+    names: Iterable[str],
+    module_sets: Mapping[ObjectKey, ModuleSet],
+    secrets: Mapping[ObjectKey, Secret],
+    *,
+    overlay: Mapping[str, object] | None = None,
+) -> tuple[Modules, dict[tuple[str, str], SecretValue], ModuleError | None]:
+    """The ModuleSets ``names`` of ``namespace`` merged (the last set listed wins per module),
+    the values of the Secret keys they reference, and why they cannot be applied (if they
+    cannot): an Ingress's annotation and a Gateway route rule's ExtensionRef filters both
+    name ModuleSets this way. ``overlay``: see :func:`_resolve_modules`."""
     usable: list[ModuleSet] = []
     invalid: list[str] = []
     missing: list[str] = []
-    for name in ingress.module_set_names():
+    for name in names:
         module_set = module_sets.get(ObjectKey(namespace=namespace, name=name))
         if module_set is None:
             missing.append(f"ModuleSet {namespace}/{name} not found")

@@ -23,7 +23,7 @@ filters, weights, and a backend that cannot be used answering 500.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ from interlock.model.gateway_listeners import (
     ListenerCheck,
     route_kinds_allowed,
 )
+from interlock.model.gateway_modules import RuleModules
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy, OutboundRoute, resolve_route
 from interlock.model.service import Service
@@ -75,12 +76,18 @@ class RejectedRoute:
     stored_parents: tuple[dict[str, Any], ...] = ()
 
 
+RuleKey = tuple[str, str, int]
+"""A route rule: the route's namespace and name, and the rule's index."""
+
+
 @dataclass(frozen=True, slots=True)
 class VirtualHost:
-    """A hostname a listener serves (None: every host it takes) and the policy serving it."""
+    """A hostname a listener serves (None: every host it takes) and the policy serving it;
+    ``modules``: the interlock modules of the rules that name ModuleSets."""
 
     hostname: str | None
     policy: OutboundPolicy
+    modules: Mapping[RuleKey, RuleModules] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +185,13 @@ def attach_routes(
     grants: Iterable[ReferenceGrant],
     namespace_labels: Mapping[str, Mapping[str, str]],
     now: datetime,
+    rule_modules: Mapping[ObjectKey, Mapping[int, RuleModules]] | None = None,
 ) -> RoutesOutcome:
-    """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring."""
+    """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring.
+
+    ``rule_modules``: per route, the modules of its rules that name ModuleSets
+    (:mod:`interlock.model.gateway_modules`)."""
+    modules_of = rule_modules or {}
     grant_list = tuple(grants)
     parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = {}
     attached: dict[ObjectKey, dict[str, int]] = {key: {} for key in gateways}
@@ -198,6 +210,7 @@ def attach_routes(
         entries, attachments = _route_entries(
             route,
             gateways,
+            modules=modules_of.get(route.key, {}),
             services=services,
             grants=grant_list,
             namespace_labels=namespace_labels,
@@ -211,7 +224,7 @@ def attach_routes(
     serving = {
         key: served
         for key, view in gateways.items()
-        if (served := _serving(view, on_listener)) is not None
+        if (served := _serving(view, on_listener, modules_of)) is not None
     }
     return RoutesOutcome(parents=parents, attached=attached, serving=serving)
 
@@ -252,6 +265,7 @@ def _route_entries(
     route: HTTPRoute,
     gateways: Mapping[ObjectKey, GatewayView],
     *,
+    modules: Mapping[int, RuleModules],
     services: Mapping[ObjectKey, Service],
     grants: tuple[ReferenceGrant, ...],
     namespace_labels: Mapping[str, Mapping[str, str]],
@@ -273,6 +287,7 @@ def _route_entries(
         rules=resolved.rules,
     )
     unresolved = resolved.unresolved_backends
+    module_error = next((m.error for _, m in sorted(modules.items()) if m.error is not None), None)
     entries: list[dict[str, Any]] = []
     attachments: dict[tuple[ObjectKey, str], tuple[OutboundRoute, tuple[str, ...]]] = {}
     stored_parents = [dict(p) for p in route.status.parents]
@@ -316,6 +331,10 @@ def _route_entries(
             message = first.failure_injector.message if first.failure_injector is not None else ""
             resolved_condition = make(
                 "ResolvedRefs", False, first.reason or "BackendNotFound", message
+            )
+        elif module_error is not None:
+            resolved_condition = make(
+                "ResolvedRefs", False, module_error.reason, module_error.message
             )
         else:
             resolved_condition = make(
@@ -391,6 +410,7 @@ def _accept(
 def _serving(
     view: GatewayView,
     on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
+    modules_of: Mapping[ObjectKey, Mapping[int, RuleModules]],
 ) -> GatewayServing | None:
     if not isinstance(view.address, str):
         return None
@@ -415,6 +435,13 @@ def _serving(
                     client_namespace=gateway.metadata.namespace,
                     routes=tuple(routes),
                 ),
+                modules={
+                    (route.namespace, route.name, index): rule
+                    for route in routes
+                    for index, rule in modules_of.get(
+                        ObjectKey(namespace=route.namespace, name=route.name), {}
+                    ).items()
+                },
             )
             for hostname, routes in sorted(by_host.items(), key=lambda item: hostname_rank(item[0]))
         )

@@ -1,0 +1,125 @@
+"""interlock's modules on Gateway routes: a ModuleSet named by an HTTPRoute rule's ExtensionRef.
+
+The edge's promises hold for Gateway routes (both lanes): a rule's modules run before any
+backend sees a request and only on that rule; a rule whose ModuleSet is missing serves nothing
+(503) and its route says why (ResolvedRefs False, ModuleSetNotFound) until the ModuleSet
+appears; a ModuleSet that turns invalid leaves the rule serving with its last good modules, and
+the route says InvalidModuleSet.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from e2e_clients import eventually
+from edge_objects import module_set
+from gateway_env import Env, gateway_obj, http_listener
+from gateway_env import env as env
+
+HOST = "app.example"
+
+
+def extension(name: str) -> dict[str, Any]:
+    return {
+        "type": "ExtensionRef",
+        "extensionRef": {"group": "interlock.dev", "kind": "ModuleSet", "name": name},
+    }
+
+
+def rule(path: str, backend: str, *filters: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+        "filters": list(filters),
+        "backendRefs": [{"name": backend, "port": 80}],
+    }
+
+
+def route(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "app", "namespace": "default"},
+        "spec": {"parentRefs": [{"name": "one"}], "hostnames": [HOST], "rules": list(rules)},
+    }
+
+
+async def fetch(env: Env, address: str, path: str) -> tuple[int, dict[str, Any]]:
+    async with env.http.get(f"http://{address}{path}", headers={"Host": HOST}) as response:
+        body = await response.read()
+        try:
+            report = json.loads(body) if response.headers.get("X-Echo") else {}
+        except ValueError:
+            report = {}
+        return response.status, report
+
+
+def reached(env: Env, backend: str, prefix: str) -> int:
+    return sum(1 for r in env.echoes[backend].received if r["path"].startswith(prefix))
+
+
+async def resolved_refs(env: Env) -> tuple[str, str] | None:
+    return (await env.parent_conditions("app", "one")).get("ResolvedRefs")
+
+
+async def test_a_rules_modules_run_before_its_backend_and_only_on_that_rule(env: Env) -> None:
+    await env.cluster.apply(module_set("office-only", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+    await env.cluster.apply(gateway_obj("one", http_listener("http")))
+    await env.cluster.apply(
+        route(rule("/open", "blue"), rule("/admin", "green", extension("office-only")))
+    )
+    address = await env.address("one")
+
+    async def open_served() -> bool:
+        return (await fetch(env, address, "/open"))[0] == 200
+
+    await eventually(open_served, message="the rule without modules serves")
+
+    async def admin_refused() -> bool:
+        return (await fetch(env, address, "/admin"))[0] == 403
+
+    await eventually(admin_refused, message="the rule's ipRestriction refuses this client")
+    assert reached(env, "green", "/admin") == 0
+    assert await resolved_refs(env) == ("True", "ResolvedRefs")
+
+
+async def test_missing_module_set_fails_closed_and_invalid_keeps_the_last_good(env: Env) -> None:
+    await env.cluster.apply(gateway_obj("one", http_listener("http")))
+    await env.cluster.apply(route(rule("/", "blue", extension("team-headers"))))
+    address = await env.address("one")
+
+    async def reserved() -> bool:
+        return (await fetch(env, address, "/"))[0] == 503 and await resolved_refs(env) == (
+            "False",
+            "ModuleSetNotFound",
+        )
+
+    await eventually(reserved, message="a rule whose ModuleSet is missing serves nothing")
+    assert reached(env, "blue", "/") == 0
+
+    await env.cluster.apply(
+        module_set("team-headers", {"headers": {"request": {"add": {"X-Team": "blue"}}}})
+    )
+
+    async def with_header() -> bool:
+        status, report = await fetch(env, address, "/")
+        return status == 200 and report.get("headers", {}).get("x-team") == ["blue"]
+
+    await eventually(with_header, message="once the ModuleSet exists its modules apply")
+
+    await env.cluster.apply(
+        module_set(
+            "team-headers",
+            {
+                "headers": {"request": {"add": {"X-Team": "red"}}},
+                "ipRestriction": {"allow": ["10.0.0.0/33"]},
+            },
+        )
+    )
+
+    async def invalid_reported() -> bool:
+        return await resolved_refs(env) == ("False", "InvalidModuleSet")
+
+    await eventually(invalid_reported, message="the route says its ModuleSet is invalid")
+    status, report = await fetch(env, address, "/")
+    assert status == 200 and report["headers"]["x-team"] == ["blue"]
