@@ -26,6 +26,7 @@ import yaml
 from e2e_clients import eventually
 from echo_backends import local_slice
 from edge_objects import backend_service
+from lanes import ENDPOINT_HOST
 from mesh_env import WsBackend, chat_backend
 from prometheus_client.parser import text_string_to_metric_families
 from test_edge_scenarios import Env, ingress
@@ -117,8 +118,9 @@ async def chat(env: Env) -> AsyncIterator[WsBackend]:
 
 
 def _closed_port() -> int:
+    """A port nothing listens on, where the EndpointSlice's address is."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((ENDPOINT_HOST, 0))
         return int(sock.getsockname()[1])
 
 
