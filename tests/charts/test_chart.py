@@ -56,9 +56,7 @@ def test_the_default_values_render_the_objects_of_the_kustomization() -> None:
         assert chart[object_key] == expected, f"{object_key} differs from manifests/"
 
 
-def test_the_chart_renders_a_deployment_a_kustomization_does_not_have(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_changed_value_is_a_difference_the_comparison_sees() -> None:
     """The control case: the comparison above sees a difference in one field of one object."""
     chart = _by_key([_without_helm_labels(doc) for doc in rendered("--set", "replicas=3")])
     manifests = _by_key(kustomized())
