@@ -137,6 +137,16 @@ def test_without_the_edge_there_is_no_edge_service_port_rule_nor_publish_service
     assert all("from" in rule for rule in policy["spec"]["ingress"])
 
 
+def test_without_linkerd_s_proxy_api_there_is_no_grpc_flag_port_nor_rule() -> None:
+    docs = rendered("--set", "grpc.enabled=false")
+    assert not [a for a in _container(docs)["args"] if a.startswith("--grpc-addr")]
+    assert "grpc" not in {p["name"] for p in _container(docs)["ports"]}
+    policy_service = next(d for d in docs if d["metadata"]["name"] == "interlock-policy")
+    assert [p["name"] for p in policy_service["spec"]["ports"]] == ["policy"]
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert "grpc" not in {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+
+
 def test_optional_objects_are_off_by_default_and_on_when_asked() -> None:
     optional = {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
     assert not optional & {d["kind"] for d in rendered()}
