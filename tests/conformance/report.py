@@ -1,0 +1,360 @@
+"""Reads a conformance run: which tests passed, what each relies on, and what interlock claims.
+
+The suite's ``ConformanceReport`` counts results per profile and names only the tests that failed
+or were skipped, and the suite writes it only when its set-up succeeded. What CI must check —
+every test interlock claims to pass did pass — needs each test by name, so it comes from the
+suite's own ``go test -v`` log (``--- PASS: TestConformance/NAME``), and the features a test relies
+on from the suite's line ``Running NAME, relying on the following features: ...``.
+
+``docs/conformance/claimed-tests.txt`` lists the claimed tests, one a line, each with the features
+it relies on (``NAME FEATURE,FEATURE``), so a bounded CI run can enable just those features.
+
+    python -m tests.conformance.report summary --suite-log LOG --report YAML --claimed FILE --out MD
+    python -m tests.conformance.report check   (the same arguments; exit 1 if a claim failed)
+    python -m tests.conformance.report features --claimed FILE | --all   (features to enable)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# The core features of the GATEWAY-HTTP profile (conformance/utils/suite/profiles.go, v1.6.1).
+CORE_FEATURES = ("Gateway", "HTTPRoute", "ReferenceGrant")
+# Its extended features: GatewayExtendedFeatures, HTTPRouteExtendedFeatures and the
+# BackendTLSPolicy features (pkg/features, v1.6.1).
+EXTENDED_FEATURES = (
+    "GatewayPort8080",
+    "GatewayStaticAddresses",
+    "GatewayHTTPListenerIsolation",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
+    "GatewayInfrastructurePropagation",
+    "GatewayAddressEmpty",
+    "GatewayBackendClientCertificate",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
+    "ListenerSet",
+    "HTTPRouteDestinationPortMatching",
+    "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteSchemeRedirect",
+    "HTTPRoutePathRedirect",
+    "HTTPRouteHostRewrite",
+    "HTTPRoutePathRewrite",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteParentRefPort",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteCORS",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
+    "HTTPRouteRetryConnectionError",
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
+)
+
+_RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): TestConformance/(\S+) \(([\d.]+)s\)")
+_RUNNING = re.compile(r"Running (\S+), relying on the following features: (.*)$")
+_SKIP_REASON = re.compile(r"Skipping (\S+): (.*)$")
+_ERROR = re.compile(r"^\s+(Error|Messages):\s+(.*)$")
+_CONTINUED = re.compile(r"^\s+\t\s+\t(.*)$")
+_RUN = re.compile(r"^=== (?:RUN|CONT|PAUSE)\s+TestConformance/(\S+)")
+
+
+@dataclass
+class TestResult:
+    """One test of the suite as its log tells it."""
+
+    name: str
+    result: str  # PASS, FAIL or SKIP
+    seconds: float = 0.0
+    features: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass
+class SuiteLog:
+    """Everything :func:`parse_suite_log` reads from the suite's ``go test -v`` output."""
+
+    tests: dict[str, TestResult] = field(default_factory=dict)
+    setup_error: str = ""
+
+
+def _feature_names(text: str) -> tuple[str, ...]:
+    # "HTTPRoute-STANDARD, Gateway-STANDARD" -> ("HTTPRoute", "Gateway")
+    return tuple(part.strip().rsplit("-", 1)[0] for part in text.split(",") if part.strip())
+
+
+def parse_suite_log(text: str) -> SuiteLog:
+    """Each test's result, features and first error (or skip reason); the set-up's error when
+    no test ran."""
+    parsed = SuiteLog()
+    features: dict[str, tuple[str, ...]] = {}
+    reasons: dict[str, str] = {}
+    failures: dict[str, list[list[str]]] = {}
+    current: str | None = None
+    setup_errors: list[list[str]] = []
+    # testify writes "Error:" (its first line, then continuation lines) and "Messages:" (what
+    # the suite says it was waiting for): the reason of a test is both, of its first failure.
+    field: list[str] | None = None
+    for line in text.splitlines():
+        continued = _CONTINUED.match(line)
+        if field is not None and continued:
+            field.append(continued.group(1).strip())
+            continue
+        field = None
+        run = _RUN.match(line)
+        if run:
+            current = run.group(1)
+            continue
+        running = _RUNNING.search(line)
+        if running:
+            features[running.group(1)] = _feature_names(running.group(2))
+            continue
+        skip = _SKIP_REASON.search(line)
+        if skip:
+            reasons.setdefault(skip.group(1), skip.group(2).strip())
+            continue
+        error = _ERROR.match(line)
+        if error:
+            field = [error.group(2).strip()]
+            if current is None:
+                setup_errors.append(field)
+            elif error.group(1) == "Error" and current not in failures:
+                failures[current] = [field]
+            elif error.group(1) == "Messages" and len(failures.get(current, ())) == 1:
+                failures[current].append(field)
+            continue
+        result = _RESULT.match(line)
+        if result:
+            kind, name, seconds = result.groups()
+            parsed.tests[name] = TestResult(name, kind, float(seconds))
+    for name, test in parsed.tests.items():
+        test.features = features.get(name, ())
+        failure = failures.get(name)
+        test.reason = _joined(failure) if failure else reasons.get(name, "")
+    if not parsed.tests:
+        parsed.setup_error = _joined(setup_errors) or _last_lines(text)
+    return parsed
+
+
+def _joined(fields: list[list[str]]) -> str:
+    return " / ".join(" ".join(part for part in field if part) for field in fields)
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " / ".join(lines[-count:]) if lines else "the suite wrote nothing"
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    features: tuple[str, ...]
+
+
+def parse_claimed(text: str) -> list[Claim]:
+    """``NAME [FEATURE,FEATURE]`` lines; ``#`` starts a comment."""
+    claims: list[Claim] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, rest = line.partition(" ")
+        claims.append(Claim(name, tuple(f for f in rest.strip().split(",") if f)))
+    return claims
+
+
+def extended_features(claims: Iterable[Claim]) -> list[str]:
+    """The extended features the claimed tests rely on, in the profile's order."""
+    wanted = {f for claim in claims for f in claim.features}
+    return [f for f in EXTENDED_FEATURES if f in wanted]
+
+
+def is_core(test: TestResult) -> bool:
+    return bool(test.features) and all(f in CORE_FEATURES for f in test.features)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a run says about interlock's claims."""
+
+    failed_claims: list[str]
+    new_passes: list[str]
+
+
+def judge(suite: SuiteLog, claims: Iterable[Claim]) -> Verdict:
+    claimed = {claim.name for claim in claims}
+    failed = sorted(
+        name
+        for name in claimed
+        if suite.tests.get(name, TestResult(name, "MISSING")).result != "PASS"
+    )
+    new = sorted(n for n, t in suite.tests.items() if t.result == "PASS" and n not in claimed)
+    return Verdict(failed, new)
+
+
+def summary_markdown(
+    suite: SuiteLog,
+    report: dict[str, Any] | None,
+    claims: list[Claim],
+    *,
+    seconds: int,
+    mode: str,
+) -> str:
+    """The run in a page: set-up, core and extended counts, per extended feature, every test
+    that did not pass with its reason, and the claims."""
+    ran = [t for t in suite.tests.values() if not t.reason.startswith("suite does not support")]
+    core = [t for t in ran if is_core(t)]
+    extended = [t for t in ran if t.features and not is_core(t)]
+    passed = [t for t in suite.tests.values() if t.result == "PASS"]
+    verdict = judge(suite, claims)
+    lines = [
+        f"# Gateway API conformance (v1.6.1, GATEWAY-HTTP): {mode} run",
+        "",
+        f"Suite time: {seconds} s. Reproduce: `sudo hack/conformance/run.sh {mode}`"
+        + (" (`sudo make conformance`)" if mode == "full" else "")
+        + "; how it runs: docs/conformance/README.md.",
+        "",
+    ]
+    if suite.setup_error:
+        lines += [
+            "**The suite's set-up failed; no test ran.** Its error:",
+            "",
+            f"    {suite.setup_error}",
+            "",
+        ]
+    lines += [
+        f"- Core: {sum(t.result == 'PASS' for t in core)} of {len(core)} run passed",
+        f"- Extended: {sum(t.result == 'PASS' for t in extended)} of {len(extended)} run passed",
+        f"- All tests passed: {len(passed)}",
+        f"- Claimed (docs/conformance/claimed-tests.txt): {len(claims)}; "
+        f"failed: {', '.join(verdict.failed_claims) or 'none'}",
+        f"- Passed but not claimed: {', '.join(verdict.new_passes) or 'none'}",
+        "",
+    ]
+    if report is not None:
+        lines += ["## The report's profile summary", ""]
+        for profile in report.get("profiles") or []:
+            lines.append(f"- {profile.get('name')}: {profile.get('summary', '')}")
+            for level in ("core", "extended"):
+                status = profile.get(level) or {}
+                stats = status.get("statistics") or {}
+                if stats:
+                    lines.append(
+                        f"  - {level}: {status.get('result')}: {stats.get('Passed', 0)} passed, "
+                        f"{stats.get('Failed', 0)} failed, {stats.get('Skipped', 0)} skipped"
+                    )
+        lines.append("")
+    by_feature: dict[str, list[TestResult]] = {}
+    for test in extended:
+        for feature in test.features:
+            if feature not in CORE_FEATURES:
+                by_feature.setdefault(feature, []).append(test)
+    if by_feature:
+        lines += ["## Extended features", "", "| feature | passed | run |", "|---|---|---|"]
+        for feature in sorted(
+            by_feature,
+            key=lambda f: (
+                EXTENDED_FEATURES.index(f) if f in EXTENDED_FEATURES else len(EXTENDED_FEATURES)
+            ),
+        ):
+            tests = by_feature[feature]
+            lines.append(f"| {feature} | {sum(t.result == 'PASS' for t in tests)} | {len(tests)} |")
+        lines.append("")
+    not_passed = sorted((t for t in ran if t.result != "PASS"), key=lambda t: t.name)
+    if not_passed:
+        lines += [
+            "## Tests that did not pass",
+            "",
+            "| test | result | features | reason |",
+            "|---|---|---|---|",
+        ]
+        for test in not_passed:
+            reason = test.reason.replace("|", "\\|")[:200]
+            lines.append(f"| {test.name} | {test.result} | {','.join(test.features)} | {reason} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def claimed_lines(suite: SuiteLog) -> str:
+    """``claimed-tests.txt`` lines for every test that passed (what a full run would claim)."""
+    return "".join(
+        f"{t.name} {','.join(t.features)}\n"
+        for t in sorted(suite.tests.values(), key=lambda t: t.name)
+        if t.result == "PASS"
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[SuiteLog, dict[str, Any] | None, list[Claim]]:
+    log_path = Path(args.suite_log)
+    suite = parse_suite_log(log_path.read_text(errors="replace") if log_path.exists() else "")
+    report_path = Path(args.report)
+    report = yaml.safe_load(report_path.read_text()) if report_path.exists() else None
+    claimed_path = Path(args.claimed)
+    claims = parse_claimed(claimed_path.read_text()) if claimed_path.exists() else []
+    return suite, report, claims
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("summary", "check"):
+        one = sub.add_parser(name)
+        one.add_argument("--suite-log", required=True)
+        one.add_argument("--report", required=True)
+        one.add_argument("--claimed", required=True)
+        one.add_argument("--out", required=True)
+        one.add_argument("--seconds", type=int, default=0)
+        one.add_argument("--mode", default="full")
+    features = sub.add_parser("features")
+    choice = features.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--claimed", help="the core features and those the claimed tests need")
+    choice.add_argument("--all", action="store_true", help="every feature of the profile")
+    args = parser.parse_args(argv)
+
+    if args.command == "features":
+        if args.all:
+            print(",".join(CORE_FEATURES + EXTENDED_FEATURES))
+            return 0
+        path = Path(args.claimed)
+        claims = parse_claimed(path.read_text()) if path.exists() else []
+        print(",".join(CORE_FEATURES + tuple(extended_features(claims))))
+        return 0
+    suite, report, claims = _load(args)
+    text = summary_markdown(suite, report, claims, seconds=args.seconds, mode=args.mode)
+    Path(args.out).write_text(text)
+    Path(args.out).with_name("passed-tests.txt").write_text(claimed_lines(suite))
+    print(text)
+    verdict = judge(suite, claims)
+    if verdict.new_passes:
+        print(f"conformance: passed but not claimed: {', '.join(verdict.new_passes)}")
+    if args.command == "check" and verdict.failed_claims:
+        print(
+            f"conformance: claimed tests that did not pass: {', '.join(verdict.failed_claims)}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Reading a conformance run (tests/conformance/report.py): each test's result and features
+from the suite's log, and CI's verdict on interlock's claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conformance import report
+
+RELYING = "relying on the following features:"
+LOG = f"""\
+=== RUN   TestConformance
+=== RUN   TestConformance/HTTPRouteSimpleSameNamespace
+    conformance.go:72: 2026-12-02T06:01:00Z: Applying tests/httproute-simple-same-namespace.yaml
+    conformance.go:80: 2026-12-02T06:01:01Z: Running HTTPRouteSimpleSameNamespace,\
+ {RELYING} Gateway-STANDARD, HTTPRoute-STANDARD
+=== RUN   TestConformance/HTTPRouteQueryParamMatching
+    conformance.go:80: 2026-12-02T06:01:02Z: Running HTTPRouteQueryParamMatching,\
+ {RELYING} Gateway-STANDARD, HTTPRoute-STANDARD,\
+ HTTPRouteQueryParamMatching-STANDARD
+    helpers.go:400:
+        \tError Trace:\t/x/helpers.go:400
+        \tError:      \tReceived unexpected error:
+        \tTest:       \tTestConformance/HTTPRouteQueryParamMatching
+=== RUN   TestConformance/GRPCExactMethodMatching
+    conformance.go:50: Skipping GRPCExactMethodMatching: suite does not support GRPCRoute
+--- FAIL: TestConformance (12.00s)
+    --- PASS: TestConformance/HTTPRouteSimpleSameNamespace (1.50s)
+    --- FAIL: TestConformance/HTTPRouteQueryParamMatching (10.00s)
+    --- SKIP: TestConformance/GRPCExactMethodMatching (0.00s)
+"""
+
+
+def test_the_log_gives_each_tests_result_features_and_reason() -> None:
+    suite = report.parse_suite_log(LOG.replace("\\t", "\t"))
+    simple = suite.tests["HTTPRouteSimpleSameNamespace"]
+    assert (simple.result, simple.features) == ("PASS", ("Gateway", "HTTPRoute"))
+    assert report.is_core(simple)
+    query = suite.tests["HTTPRouteQueryParamMatching"]
+    assert query.result == "FAIL"
+    assert query.features[-1] == "HTTPRouteQueryParamMatching"
+    assert query.reason == "Received unexpected error:"
+    grpc = suite.tests["GRPCExactMethodMatching"]
+    assert (grpc.result, grpc.reason) == ("SKIP", "suite does not support GRPCRoute")
+    assert suite.setup_error == ""
+
+
+def test_a_setup_failure_is_reported_with_its_error() -> None:
+    text = (
+        "=== RUN   TestConformance\n"
+        "    helpers.go:140:\n"
+        "        \tError:      \tReceived unexpected error:\n"
+        "        \t            \tcontext deadline exceeded\n"
+        "        \tTest:       \tTestConformance\n"
+        "        \tMessages:   \terror waiting for interlock GatewayClass to be Accepted\n"
+        "--- FAIL: TestConformance (60.00s)\n"
+    )
+    suite = report.parse_suite_log(text)
+    assert suite.tests == {}
+    assert suite.setup_error == (
+        "Received unexpected error: context deadline exceeded"
+        " / error waiting for interlock GatewayClass to be Accepted"
+    )
+    page = report.summary_markdown(suite, None, [], seconds=60, mode="ci")
+    assert "set-up failed" in page
+
+
+def test_a_claimed_test_that_did_not_pass_fails_the_check(tmp_path: Path) -> None:
+    log = tmp_path / "suite.log"
+    log.write_text(LOG.replace("\\t", "\t"))
+    claimed = tmp_path / "claimed.txt"
+    claimed.write_text("# comment\nHTTPRouteSimpleSameNamespace Gateway,HTTPRoute\n")
+    common = [
+        "--suite-log", str(log), "--report", str(tmp_path / "none.yaml"),
+        "--claimed", str(claimed), "--out", str(tmp_path / "summary.md"),
+    ]  # fmt: skip
+    assert report.main(["check", *common]) == 0
+    passed = (tmp_path / "passed-tests.txt").read_text()
+    assert passed == "HTTPRouteSimpleSameNamespace Gateway,HTTPRoute\n"
+
+    claimed.write_text(
+        "HTTPRouteSimpleSameNamespace Gateway,HTTPRoute\n"
+        "HTTPRouteQueryParamMatching Gateway,HTTPRoute,HTTPRouteQueryParamMatching\n"
+    )
+    assert report.main(["check", *common]) == 1
+    assert "HTTPRouteQueryParamMatching" in (tmp_path / "summary.md").read_text()
+
+
+def test_ci_enables_the_extended_features_of_the_claimed_tests() -> None:
+    claims = report.parse_claimed(
+        "A Gateway,HTTPRoute\nB Gateway,HTTPRoute,HTTPRouteQueryParamMatching,GatewayPort8080\n"
+    )
+    assert report.extended_features(claims) == ["GatewayPort8080", "HTTPRouteQueryParamMatching"]
