@@ -248,6 +248,7 @@ class GatewayController(Actor):
         try:
             return parse_http_route(raw)
         except InvalidObject as error:
+            logger.warning("{}; not served by its Gateways until it is fixed", error)
             found_meta = raw.get("metadata")
             meta: dict[str, Any] = found_meta if isinstance(found_meta, dict) else {}
             status = raw.get("status")

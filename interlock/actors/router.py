@@ -168,7 +168,12 @@ class InformerRouter(Actor):
         try:
             value = RouteSpecified(ROUTE_PARSERS[kind](change.obj))
         except InvalidObject as error:
-            logger.warning("{}; ignored until it is fixed", error)
+            if _names_a_service(change.obj):
+                logger.warning("{}; ignored until it is fixed", error)
+            else:
+                # Only Gateway parents: the Gateway half reads the route its own way (it takes
+                # interlock's ExtensionRef filters out first) and reports what it refuses.
+                logger.debug("{} (as a mesh route)", error)
             value = RouteRejected(change.obj, error, change.resource_version)
         self.publish(topic, ROUTE_KEY, value)
         address = route_address(change.namespace, change.name, kind=kind)
@@ -177,6 +182,16 @@ class InformerRouter(Actor):
             # a lambda with its four cells took about 200 bytes more a route.
             factory = partial(self.factories[kind], change.namespace, change.name, RouteOutputs())
             self.system.spawn(address, factory)
+
+
+def _names_a_service(raw: dict[str, Any]) -> bool:
+    """Whether a raw route's parentRefs name a Service (a mesh route)."""
+    spec = raw.get("spec")
+    refs = spec.get("parentRefs") if isinstance(spec, dict) else None
+    return any(
+        isinstance(ref, dict) and ref.get("kind") == "Service"
+        for ref in (refs if isinstance(refs, list) else ())
+    )
 
 
 def _route_actor_factory(kind: str) -> RouteFactory:

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 NAMESPACE = "default"
 HOST = "demo.localhost"
 """The Ingress host of manifests/examples/ingress.yaml."""
+GATEWAY_HOST = "gateway.localhost"
+GATEWAY_PORT = 8088
+"""The listener of the Gateway of manifests/examples/gateway.yaml (on 127.0.0.1 in the demo)."""
 BACKENDS = ("echo-v1", "echo-v2")
 """The Services of manifests/examples/services.yaml that the echo servers stand in for."""
 CLUSTER_ONLY = frozenset({"backends.yaml"})
@@ -137,6 +140,7 @@ def banner(
         "interlock demo is ready.",
         "",
         f"  edge           {edge_url}  (host {HOST}; user demo, password demo — demo only)",
+        f"  gateway        http://127.0.0.1:{GATEWAY_PORT}  (Gateway demo, host {GATEWAY_HOST})",
         f"  policy API     {policy}",
         f"  admin          {'  '.join(admin_url + path for path in admin_paths)}",
         *(() if mesh is None else (f"  mesh listener  {_url(mesh)}  (HTTP_PROXY for Services)",)),
@@ -146,6 +150,10 @@ def banner(
         "Try:",
         f"  curl -u demo:demo -H 'Host: {HOST}' {edge_url}/hello",
         f"  curl -H 'Host: {HOST}' {edge_url}/hello          # 401: modules run first",
+        f"  curl -H 'Host: {GATEWAY_HOST}' http://127.0.0.1:{GATEWAY_PORT}/hello"
+        "   # the Gateway: 50/50",
+        f"  curl -u demo:demo -H 'Host: {GATEWAY_HOST}' http://127.0.0.1:{GATEWAY_PORT}/private"
+        "   # an ExtensionRef's modules",
         *(
             ()
             if mesh is None
@@ -159,7 +167,7 @@ def banner(
         "",
         "Change things live (and watch the trace below and the policy):",
         *(() if kubectl_found else ("  (kubectl is not on PATH: install it to run these)",)),
-        f"  {kubectl} get httproutes,ingresses,modulesets,services",
+        f"  {kubectl} get gateways,httproutes,ingresses,modulesets,services",
         f"  {kubectl} delete service echo-v2     # policy: echo-v2 exists: false",
         f"  {kubectl} apply -f {examples / 'services.yaml'}   # and back",
         "",
@@ -258,6 +266,7 @@ async def run_demo(
             admin_addr=admin_addr,
             edge_addr=edge_addr,
             mesh_addr=mesh_addr,
+            gateway_addresses=("127.0.0.1",),
             lease_namespace=NAMESPACE,
             log_level="WARNING",
         )

@@ -51,6 +51,9 @@ async def test_the_examples_the_demo_loads_apply_to_the_embedded_api_server_with
         str(result.kind) for result in report.results if result.kind != "CustomResourceDefinition"
     )
     assert kinds == [
+        "Gateway",
+        "GatewayClass",
+        "HTTPRoute",
         "HTTPRoute",
         "Ingress",
         "IngressClass",
