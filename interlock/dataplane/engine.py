@@ -361,6 +361,7 @@ class Engine:
                     data=data,
                     headers_within=timeout,
                     idle=decision.deadlines.idle,
+                    tls=decision.upstream_tls,
                 )
             except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
                 if streamed is not None and streamed.timed_out:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as ssl_module
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import cast
@@ -507,7 +508,17 @@ class _Connection(asyncio.Protocol):
 class UpstreamPool:
     """Keep-alive connections per upstream address, bounded per address and in all."""
 
-    def __init__(self, *, per_address: int, total: int, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        per_address: int,
+        total: int,
+        connect_timeout: float,
+        ssl: ssl_module.SSLContext | None = None,
+    ) -> None:
+        """``ssl``: every connection of this pool speaks TLS with it (a pool of its own, so a
+        plain and a TLS connection to one address are never mixed up)."""
+        self._ssl = ssl
         self._per_address = per_address
         self._total_limit = total
         self._connect_timeout = connect_timeout
@@ -583,7 +594,7 @@ class UpstreamPool:
             connection = _Connection(self, address)
             try:
                 await asyncio.get_running_loop().create_connection(
-                    lambda: connection, address[0], address[1]
+                    lambda: connection, address[0], address[1], ssl=self._ssl
                 )
             except BaseException as exc:
                 if connection.transport is None:  # else connection_lost frees the slot

@@ -716,7 +716,9 @@ class _ClientProtocol(_Connection, asyncio.Protocol):
 class H2Upstreams:
     """h2c connections to upstreams, one per address, shared by the streams sent there."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: connections speak h2 over TLS with it (ALPN ``h2``) instead of h2c."""
+        self._tls = tls
         self._connections: dict[tuple[str, int], _ClientProtocol] = {}
         self._connecting: dict[tuple[str, int], asyncio.Lock] = {}
 
@@ -732,7 +734,8 @@ class H2Upstreams:
         """Send a request's headers to ``address``; raises ``OSError`` when no connection can
         be opened."""
         connection = await self._connection(address)
-        pseudo = [(":method", method), (":scheme", "http"), (":authority", authority)]
+        scheme = "http" if self._tls is None else "https"
+        pseudo = [(":method", method), (":scheme", scheme), (":authority", authority)]
         if method != "CONNECT":
             pseudo.append((":path", path))
         return connection.open_stream([*pseudo, *regular_headers(headers)])
@@ -744,7 +747,9 @@ class H2Upstreams:
             if connection is not None and connection.usable:
                 return connection
             loop = asyncio.get_running_loop()
-            _, protocol = await loop.create_connection(_ClientProtocol, address[0], address[1])
+            _, protocol = await loop.create_connection(
+                _ClientProtocol, address[0], address[1], ssl=self._tls
+            )
             self._connections[address] = protocol
             return protocol
 

@@ -161,6 +161,8 @@ class Forward:
     deadlines: Deadlines
     retry: RetryPlan | None
     accrual: FailureAccrual | None
+    upstream_tls: bool = False
+    """Speak TLS to the upstream (an Ingress's ``backend-protocol: HTTPS``/``GRPCS``)."""
 
 
 @dataclass(slots=True)

@@ -51,6 +51,7 @@ from interlock.dataplane.http2 import (
 )
 from interlock.dataplane.plan import Deadlines, Forward
 from interlock.dataplane.source import Address
+from interlock.dataplane.upstream_tls import unverified_client_context
 from interlock.edge.proxy import Forwarder, ResponseHooks, without_hop_by_hop
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
@@ -106,9 +107,12 @@ class StreamForwarder:
         self._forwarder = forwarder
         self._connect_timeout = connect_timeout
         self._h2 = H2Upstreams()
+        self._h2_tls = H2Upstreams(tls=unverified_client_context(alpn=("h2",)))
+        """h2 over TLS, for ``Forward.upstream_tls`` (an Ingress's ``backend-protocol: GRPCS``)."""
 
     async def close(self) -> None:
         await self._h2.close()
+        await self._h2_tls.close()
 
     async def forward(
         self,
@@ -209,7 +213,7 @@ class StreamForwarder:
                     request,
                     responder,
                     body=replay.chunks(),
-                    upstreams=self._h2,
+                    upstreams=self._h2_tls if decision.upstream_tls else self._h2,
                     address=address,
                     authority=authority,
                     path=decision.path + (f"?{query}" if query else ""),

@@ -35,6 +35,7 @@ from interlock.dataplane.header_names import (
 )
 from interlock.dataplane.http1 import Http1Response, UpstreamPool
 from interlock.dataplane.source import Address
+from interlock.dataplane.upstream_tls import unverified_client_context
 from interlock.dataplane.wire import answer_response
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 
@@ -252,6 +253,8 @@ class Forwarder:
         self._timeouts = timeouts
         self._limits = limits
         self._pool: UpstreamPool | None = None
+        self._tls_pool: UpstreamPool | None = None
+        """Connections that speak TLS (``Forward.upstream_tls``), made on first use."""
 
     async def start(self) -> None:
         if self._pool is None:
@@ -265,6 +268,19 @@ class Forwarder:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._tls_pool is not None:
+            self._tls_pool.close()
+            self._tls_pool = None
+
+    def _tls(self) -> UpstreamPool:
+        if self._tls_pool is None:
+            self._tls_pool = UpstreamPool(
+                per_address=self._limits.upstream_connections,
+                total=self._limits.max_connections,
+                connect_timeout=self._timeouts.connect,
+                ssl=unverified_client_context(alpn=("http/1.1",)),
+            )
+        return self._tls_pool
 
     def open(
         self,
@@ -277,6 +293,7 @@ class Forwarder:
         data: bytes | AsyncIterator[bytes] | None,
         headers_within: float | None = None,
         idle: float | None = None,
+        tls: bool = False,
     ) -> Awaitable[Http1Response]:
         """Send one request to ``address`` and return the upstream's response once its headers
         arrived (the caller relays it with :meth:`relay` or releases it).
@@ -284,12 +301,13 @@ class Forwarder:
         ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` the
         upstream request headers, already rewritten. ``headers_within`` bounds the wait for the
         response headers (``TimeoutError``), ``idle`` replaces the time allowed between two
-        reads. Raises ``aiohttp.ClientError`` subclasses (``interlock.dataplane.http1``),
-        ``TimeoutError`` and ``ClientBodyTimeout``.
+        reads; ``tls``: over TLS (:mod:`interlock.dataplane.upstream_tls`). Raises
+        ``aiohttp.ClientError`` subclasses (``interlock.dataplane.http1``), ``TimeoutError``
+        and ``ClientBodyTimeout``.
         """
         if self._pool is None:
             raise RuntimeError("Forwarder.start() was not called")
-        sent = self._pool.request(
+        sent = (self._tls() if tls else self._pool).request(
             address,
             method,
             f"{path}?{query}" if query else path,

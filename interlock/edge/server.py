@@ -58,6 +58,7 @@ from interlock.dataplane.answers import (
     REASON_HEADER,
     REDIRECT,
     UNKNOWN_HOST,
+    UPSTREAM_FAILED,
     Answer,
     answer,
 )
@@ -436,6 +437,7 @@ class EdgeServer:
         hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
         if nginx is not None:
             decision.deadlines = nginx.deadlines(decision.deadlines)
+            decision.upstream_tls = nginx.upstream_tls
             hooks = nginx.hooks(hooks, request.headers)
         headers = without_hop_by_hop(request.headers)
         headers.popall("Expect", None)
@@ -450,6 +452,12 @@ class EdgeServer:
             trusted=self._trusted,
         )
         if wants_upgrade(request.method, request.headers):
+            if decision.upstream_tls:
+                # The upgrade relay speaks plain TCP upstream: refused rather than sent in clear.
+                return self._answer(
+                    answer(UPSTREAM_FAILED, f"{where}: upgrades to a TLS upstream are not served"),
+                    where,
+                )
             relayed = await self._upgrades.relay_decision(
                 request,
                 decision,

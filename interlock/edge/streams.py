@@ -176,6 +176,7 @@ class EdgeStreams:
         protocol = None
         if nginx is not None:
             decision.deadlines = nginx.deadlines(decision.deadlines)
+            decision.upstream_tls = nginx.upstream_tls
             hooks = nginx.hooks(hooks, request.headers)
             protocol = nginx.protocol
         headers = without_hop_by_hop(request.headers)

@@ -128,7 +128,11 @@ class IngressNginxModule(KubeModel):
     """Bytes; a request declaring a longer body is refused with 413."""
     connect_timeout: float | None = Field(None, alias="connectTimeout")
     read_timeout: float | None = Field(None, alias="readTimeout")
-    backend_protocol: Literal["HTTP", "GRPC"] = Field("HTTP", alias="backendProtocol")
+    backend_protocol: Literal["HTTP", "HTTPS", "GRPC", "GRPCS"] = Field(
+        "HTTP", alias="backendProtocol"
+    )
+    """How the upstream is spoken to: HTTP/1.1 or h2c, over TLS for HTTPS and GRPCS (the
+    upstream's certificate not verified, as ingress-nginx's ``proxy-ssl-verify: off``)."""
     upstream_vhost: str | None = Field(None, alias="upstreamVhost")
     connection_limit: int | None = Field(None, alias="connectionLimit")
     """Requests in flight per client address; more are refused with 503."""
@@ -219,6 +223,11 @@ def annotations_enabled(ingress: Ingress, classes: Iterable[IngressClass], *, fl
     return False
 
 
+_UPSTREAM_TLS = (
+    "not served: backend-protocol HTTPS/GRPCS speaks TLS without client certificates or "
+    "verification"
+)
+
 NOT_SERVED: Mapping[str, str] = {
     "affinity": "session affinity by cookie is not served: the edge balances round-robin",
     "affinity-mode": "session affinity by cookie is not served",
@@ -285,13 +294,13 @@ NOT_SERVED: Mapping[str, str] = {
     "proxy-http-version": "the edge speaks HTTP/1.1 upstream (HTTP/2 for GRPC)",
     "proxy-send-timeout": "not served per route: the edge bounds the time between two reads of "
     "a request body for every route (--edge-body-timeout)",
-    "proxy-ssl-secret": "TLS to upstreams is not served",
-    "proxy-ssl-ciphers": "TLS to upstreams is not served",
-    "proxy-ssl-name": "TLS to upstreams is not served",
-    "proxy-ssl-protocols": "TLS to upstreams is not served",
-    "proxy-ssl-verify": "TLS to upstreams is not served",
-    "proxy-ssl-verify-depth": "TLS to upstreams is not served",
-    "proxy-ssl-server-name": "TLS to upstreams is not served",
+    "proxy-ssl-secret": _UPSTREAM_TLS,
+    "proxy-ssl-ciphers": _UPSTREAM_TLS,
+    "proxy-ssl-name": _UPSTREAM_TLS,
+    "proxy-ssl-protocols": _UPSTREAM_TLS,
+    "proxy-ssl-verify": _UPSTREAM_TLS,
+    "proxy-ssl-verify-depth": _UPSTREAM_TLS,
+    "proxy-ssl-server-name": _UPSTREAM_TLS,
     "enable-rewrite-log": "nginx's rewrite log has no equivalent; the trace shows each route",
     "satisfy": "not served: every configured check must pass",
     "server-alias": "not served: list each host in the Ingress's rules",
@@ -549,18 +558,10 @@ def translate(ingress: Ingress) -> NginxTranslation:
     protocol = values.get("backend-protocol")
     if protocol is not None:
         upper = protocol.strip().upper()
-        if upper in ("HTTP", "GRPC"):
+        if upper in ("HTTP", "HTTPS", "GRPC", "GRPCS"):
             route["backend_protocol"] = upper
-        elif upper in ("HTTPS", "GRPCS"):
-            refuse(
-                "backend-protocol",
-                f"{upper}: TLS to upstreams is not served yet; the "
-                "routes serve nothing until it is HTTP or GRPC (sending in clear what "
-                "was meant to be encrypted would be less safe)",
-                closed=True,
-            )
         else:
-            refuse("backend-protocol", f'"{protocol}" is not served (HTTP and GRPC are)')
+            refuse("backend-protocol", f'"{protocol}" is not served (HTTP, HTTPS, GRPC, GRPCS are)')
     vhost = values.get("upstream-vhost")
     if vhost is not None:
         if _HOST.fullmatch(vhost.strip()):

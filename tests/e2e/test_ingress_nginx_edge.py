@@ -10,13 +10,22 @@ report what reached them.
 from __future__ import annotations
 
 import base64
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import bcrypt
+import grpc
 import pytest
-from dataplane_env import EdgeEnv, Reply, edge_env
+from aiohttp import web
+from dataplane_env import EdgeEnv, Reply, edge_env, service_obj, slice_obj
 from e2e_clients import Cluster, StartController, eventually, object_events
+from echo_backends import Echo
+from grpc_backends import SERVICE, greeter
+from lanes import ENDPOINT_HOST
+from tls_certs import self_signed
 
 from interlock.model.ingress_nginx import CLASS_ANNOTATION, PREFIX
 
@@ -335,3 +344,76 @@ async def test_without_the_opt_in_nothing_changes_but_a_warning(edge: EdgeEnv) -
 
     await eventually(warned, message="AnnotationsIgnored on default/plain")
     assert PREFIX + "app-root" in found[0]["message"]
+
+
+class TlsEcho(Echo):
+    """An echo backend that speaks only HTTPS (a self-signed certificate, as in-cluster
+    backends mostly have)."""
+
+    async def start(self) -> None:
+        cert, key = self_signed("secure.default.svc")
+        with tempfile.TemporaryDirectory() as folder:
+            cert_file, key_file = Path(folder, "tls.crt"), Path(folder, "tls.key")
+            cert_file.write_text(cert)
+            key_file.write_text(key)
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(cert_file, key_file)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, ENDPOINT_HOST, 0, ssl_context=context).start()
+        self.port = int(self.runner.addresses[0][1])
+
+
+async def test_backend_protocol_https_speaks_tls_to_the_upstream(edge: EdgeEnv) -> None:
+    secure = TlsEcho("secure")
+    await secure.start()
+    edge.echoes["secure"] = secure  # stopped with the others
+    await edge.cluster.apply(service_obj("secure"))
+    await edge.cluster.apply(slice_obj("secure", secure.port))
+    reply = await serve(
+        edge,
+        ingress_obj("secure", "secure.bar.com", {"backend-protocol": "HTTPS"}, service="secure"),
+        "/over-tls",
+    )
+    assert reply.echo["backend"] == "secure"
+    assert reply.echo["path"] == "/over-tls"
+
+
+async def test_backend_protocol_grpcs_speaks_h2_over_tls_to_a_grpc_server(edge: EdgeEnv) -> None:
+    cert, key = self_signed("greeter.default.svc")
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((greeter("greeter-tls"),))
+    port = server.add_secure_port(
+        f"{ENDPOINT_HOST}:0", grpc.ssl_server_credentials([(key.encode(), cert.encode())])
+    )
+    await server.start()
+    try:
+        await edge.cluster.apply(service_obj("greeter-tls"))
+        await edge.cluster.apply(slice_obj("greeter-tls", port))
+        await edge.cluster.apply(
+            ingress_obj(
+                "greeter-tls",
+                "grpcs.bar.com",
+                {"backend-protocol": "GRPCS"},
+                service="greeter-tls",
+            )
+        )
+        target = edge.url.removeprefix("http://")
+        options = (("grpc.default_authority", "grpcs.bar.com"),)
+        async with grpc.aio.insecure_channel(target, options=options) as channel:
+            say = channel.unary_unary(f"/{SERVICE}/Say")
+            seen: list[bytes] = []
+
+            async def answered() -> bool:
+                try:
+                    seen.append(await say(b"ann", timeout=30))
+                except grpc.aio.AioRpcError:
+                    return False  # until the edge serves the Ingress
+                return True
+
+            await eventually(answered, message="Say reaches the TLS greeter through the edge")
+            assert seen[-1] == b"greeter-tls: hello ann (-)"
+    finally:
+        await server.stop(None)

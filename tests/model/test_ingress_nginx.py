@@ -131,12 +131,9 @@ def test_basic_auth_waits_for_its_secret() -> None:
             {"auth-type": "basic", "auth-secret": "basic-auth", "auth-secret-type": "auth-map"},
             "auth-secret-type",
         ),
-        ({"backend-protocol": "HTTPS"}, "backend-protocol"),
     ],
 )
-def test_auth_or_encryption_not_served_fails_closed(
-    annotations: dict[str, str], refused_name: str
-) -> None:
+def test_auth_not_served_fails_closed(annotations: dict[str, str], refused_name: str) -> None:
     ingress = annotated(annotations)
     assert refused_name in refused(ingress)
     route = routes_of(ingress)["Prefix:/"]
@@ -270,6 +267,11 @@ def test_forwarding_settings() -> None:
     assert route.max_body_size == 8 * 1024 * 1024
     assert (route.connect_timeout, route.read_timeout) == (15.0, 120.0)
     assert route.backend_protocol == "GRPC"
+    for protocol in ("HTTPS", "GRPCS", "https"):
+        served = translate(annotated({"backend-protocol": protocol}))
+        assert served.route.backend_protocol == protocol.upper()
+        assert served.refusals == () and served.fail_closed == ()
+    assert "backend-protocol" in refused(annotated({"backend-protocol": "AJP"}))
     assert route.upstream_vhost == "internal.example.com"
     assert translate(annotated({"proxy-body-size": "0"})).route.max_body_size is None
 

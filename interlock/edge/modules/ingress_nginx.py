@@ -218,7 +218,12 @@ class IngressNginx:
     @property
     def protocol(self) -> str | None:
         """The upstream protocol ``backend-protocol`` asks for (None: the policy's)."""
-        return "grpc" if self._config.backend_protocol == "GRPC" else None
+        return "grpc" if self._config.backend_protocol in ("GRPC", "GRPCS") else None
+
+    @property
+    def upstream_tls(self) -> bool:
+        """Whether the upstream is spoken to over TLS (``HTTPS``, ``GRPCS``)."""
+        return self._config.backend_protocol in ("HTTPS", "GRPCS")
 
     def summary(self) -> dict[str, object]:
         found = self._config.model_dump(by_alias=True, exclude_none=True)
