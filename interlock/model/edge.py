@@ -51,7 +51,10 @@ from interlock.model.ingress_nginx import (
     IngressNginxModule,
     NginxCanary,
     NginxTranslation,
+    annotations_enabled,
+    nginx_annotations_of,
     regex_route,
+    translate,
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import (
@@ -658,8 +661,13 @@ def desired_edges(
     module_sets: Iterable[ModuleSet],
     secrets: Iterable[Secret],
     services: Iterable[Service],
+    *,
+    ingress_nginx_annotations: bool = False,
 ) -> EdgesResult:
-    """Every edge our Ingresses ask for; the result does not depend on the inputs' order."""
+    """Every edge our Ingresses ask for; the result does not depend on the inputs' order.
+
+    ingress-nginx annotations are translated where the IngressClass opts in, or everywhere
+    with ``ingress_nginx_annotations`` (``--ingress-nginx-annotations``), as the actors do."""
     classes = list(ingress_classes)
     sets_by_key = {module_set.key: module_set for module_set in module_sets}
     secrets_by_key = {secret.key: secret for secret in secrets}
@@ -672,7 +680,15 @@ def desired_edges(
     errors: list[IngressError] = []
     for ingress in ours:
         errors.extend(ingress_errors(ingress))
-        host_routes = ingress_host_routes(ingress, sets_by_key, secrets_by_key, services_by_key)
+        nginx = (
+            translate(ingress)
+            if nginx_annotations_of(ingress.metadata.annotations)
+            and annotations_enabled(ingress, classes, flag=ingress_nginx_annotations)
+            else None
+        )
+        host_routes = ingress_host_routes(
+            ingress, sets_by_key, secrets_by_key, services_by_key, nginx=nginx
+        )
         for host, routes in host_routes.items():
             parts.setdefault(host, {})[ingress.key] = routes
     edges: dict[str, DesiredEdge] = {}

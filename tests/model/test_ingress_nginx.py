@@ -424,3 +424,25 @@ def test_the_documentation_lists_every_annotation_served_or_not() -> None:
     assert {name for name, kind in rows.items() if kind == "not served"} == {
         name for name, reason in NOT_SERVED.items() if reason
     }
+
+
+def test_desired_edges_translates_where_the_actors_do() -> None:
+    from interlock.model.edge import desired_edges
+
+    ingress = annotated({"app-root": "/app1"}, class_name="nginx")
+    opted = parse_ingress_class(
+        {
+            "metadata": {"name": "nginx", "annotations": {CLASS_ANNOTATION: "true"}},
+            "spec": {"controller": CONTROLLER_NAME},
+        }
+    )
+    web = service("web", ("http", 80))
+    (route,) = desired_edges([ingress], [opted], [], [], [web]).edges["app.example.com"].routes
+    assert route.modules.ingress_nginx == IngressNginxModule(appRoot="/app1")
+    plain = opted.model_copy(
+        update={"metadata": opted.metadata.model_copy(update={"annotations": {}})}
+    )
+    (route,) = desired_edges([ingress], [plain], [], [], [web]).edges["app.example.com"].routes
+    assert route.modules.ingress_nginx is None
+    flagged = desired_edges([ingress], [plain], [], [], [web], ingress_nginx_annotations=True)
+    assert flagged.edges["app.example.com"].routes[0].modules.ingress_nginx is not None
