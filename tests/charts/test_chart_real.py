@@ -147,8 +147,9 @@ def test_install_upgrade_and_uninstall(fresh_cluster: str, tmp_path: Path) -> No
         in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     assert _exists(fresh_cluster, mesh)
-    # An upgrade deletes what the new values no longer render.
-    helm("upgrade", "interlock", str(CHART))
+    # An upgrade deletes what the new values no longer render. (--reset-values: without values
+    # given, helm upgrade would reuse the last release's.)
+    helm("upgrade", "interlock", str(CHART), "--reset-values")
     assert _deployment(fresh_cluster)["spec"]["replicas"] == 2
     _until_gone(fresh_cluster, [mesh])
     history = helm("history", "interlock", "-o", "json").stdout
