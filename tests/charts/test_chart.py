@@ -53,7 +53,10 @@ def test_the_default_values_render_the_objects_of_the_kustomization() -> None:
     manifests = _by_key(kustomized())
     assert sorted(chart) == sorted(manifests)
     for object_key, expected in manifests.items():
-        assert chart[object_key] == expected, f"{object_key} differs from manifests/"
+        assert chart[object_key] == expected, (
+            f"{object_key} differs from manifests/: a change to manifests/ goes into "
+            "charts/interlock/templates/ too (or a change to the chart into manifests/)"
+        )
 
 
 def test_a_changed_value_is_a_difference_the_comparison_sees() -> None:
