@@ -64,3 +64,16 @@ class Recompute:
     @property
     def coalesce_key(self) -> str:
         return "recompute"
+
+
+@dataclass(frozen=True, slots=True)
+class PortFailures:
+    """Told by the data-plane actor to the GatewayController: the ports of a Gateway it could
+    not open, with why (empty: every port is open)."""
+
+    gateway: str
+    failures: tuple[tuple[int, str], ...]
+
+    @property
+    def coalesce_key(self) -> tuple[str, str]:
+        return ("port-failures", self.gateway)

@@ -36,11 +36,13 @@ from loguru import logger
 
 from interlock.actors.edge_messages import SecretData, moduleset_topic, secret_topic
 from interlock.actors.gateway_messages import (
+    GATEWAY_CONTROLLER,
     GATEWAY_PARENTS_KEY,
     GATEWAY_SERVING_TOPIC,
     GATEWAY_STATUS_TOPIC,
     DesiredGatewayStatus,
     GatewayParentEntries,
+    PortFailures,
     Recompute,
     gateway_parents_topic,
 )
@@ -130,6 +132,8 @@ class GatewayTables:
     status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
     parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     serving: dict[ObjectKey, GatewayServing] = field(default_factory=dict)
+    port_failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Per Gateway (``ns/name``): the ports the data plane could not open, with why."""
 
 
 class GatewayController(Actor):
@@ -162,6 +166,7 @@ class GatewayController(Actor):
         self.sent_status = tables.status
         self.sent_parents = tables.parents
         self.sent_serving = tables.serving
+        self.port_failures = tables.port_failures
         self.deferred = 0
         self.dirty = True
 
@@ -172,6 +177,15 @@ class GatewayController(Actor):
     async def receive(self, message: object) -> object | None:
         if isinstance(message, ObjectChanged):
             self._take_object(message)
+        elif isinstance(message, PortFailures):
+            failures = dict(message.failures)
+            if self.port_failures.get(message.gateway, {}) == failures:
+                return None
+            if failures:
+                self.port_failures[message.gateway] = failures
+            else:
+                self.port_failures.pop(message.gateway, None)
+            self.dirty = True
         elif isinstance(message, Published | Unpublished):
             self._take_input(message)
         elif not isinstance(message, Recompute):
@@ -432,6 +446,7 @@ class GatewayController(Actor):
                     address=view.address,
                     attached=outcome.attached.get(key, {}),
                     now=now,
+                    port_failures=self.port_failures.get(str(key)),
                 ),
                 stored=view.gateway.status,
                 uid=view.gateway.metadata.uid,
@@ -544,6 +559,8 @@ class GatewayDataPlane(Actor):
         self.backoff = backoff
         self.rng = rng or random.Random()
         self.attempts: dict[str, int] = {}
+        self.reported: dict[str, tuple[tuple[int, str], ...]] = {}
+        """The port failures last told to the GatewayController, per Gateway."""
 
     async def started(self) -> None:
         self.subscribe(GATEWAY_SERVING_TOPIC)
@@ -560,15 +577,20 @@ class GatewayDataPlane(Actor):
                 await self._apply(message.key, serving)
         elif isinstance(message, Unpublished):
             self.attempts.pop(message.key, None)
+            if self.reported.pop(message.key, ()):
+                self.tell(GATEWAY_CONTROLLER, PortFailures(message.key, ()))
             self.cancel_timer(("retry", message.key))
             await self.front_doors.remove(message.key)
         return None
 
     async def _apply(self, key: str, serving: GatewayServing) -> None:
         applied = await self.front_doors.apply(key, serving)
-        for port, why in sorted(applied.failures.items()):
-            logger.warning("Gateway {} port {}: {}", key, port, why)
-        if applied.transient:
+        failures = tuple(sorted(applied.failures.items()))
+        if self.reported.get(key, ()) != failures:
+            self.reported[key] = failures
+            self.tell(GATEWAY_CONTROLLER, PortFailures(key, failures))
+        # A port another process holds may be freed: try again, as for transient modules.
+        if applied.transient or failures:
             attempt = self.attempts.get(key, 0) + 1
             self.attempts[key] = attempt
             self.tell_after(

@@ -115,10 +115,21 @@ class GatewaySpecAddress(KubeModel):
     value: str = ""
 
 
+class LocalParametersReference(KubeModel):
+    group: str = ""
+    kind: str = ""
+    name: str = ""
+
+
+class GatewayInfrastructure(KubeModel):
+    parameters_ref: LocalParametersReference | None = Field(None, alias="parametersRef")
+
+
 class GatewaySpec(KubeModel):
     gateway_class_name: str = Field(alias="gatewayClassName")
     listeners: tuple[Listener, ...] = ()
     addresses: tuple[GatewaySpecAddress, ...] = ()
+    infrastructure: GatewayInfrastructure | None = None
 
 
 class Gateway(KubeObject):
@@ -175,7 +186,8 @@ def _age(gateway: Gateway) -> tuple[float, str, str]:
 
 @dataclass(frozen=True, slots=True)
 class AddressProblem:
-    """Why a Gateway got no address: the condition and reason to report, and a sentence."""
+    """Why a Gateway got no address (and so is not served): the condition and reason to
+    report, and a sentence."""
 
     condition: str
     reason: str
@@ -199,6 +211,16 @@ def assign_addresses(
     result: dict[ObjectKey, str | AddressProblem] = {}
     waiting: list[Gateway] = []
     for gateway in ordered:
+        infrastructure = gateway.spec.infrastructure
+        parameters = None if infrastructure is None else infrastructure.parameters_ref
+        if parameters is not None:
+            result[gateway.key] = AddressProblem(
+                "Accepted",
+                "InvalidParameters",
+                f"spec.infrastructure.parametersRef ({parameters.kind} {parameters.name}): "
+                "interlock reads no parameters; remove parametersRef",
+            )
+            continue
         wanted = gateway.spec.addresses
         if not wanted:
             waiting.append(gateway)
@@ -469,6 +491,7 @@ def _listener_status(
     *,
     attached: int,
     address_ok: bool,
+    port_failure: str | None,
     generation: int,
     stored: Mapping[str, Mapping[str, Any]],
     now: datetime,
@@ -476,6 +499,8 @@ def _listener_status(
     by_condition: dict[str, ListenerProblem] = {}
     for problem in check.problems:
         by_condition.setdefault(problem.condition, problem)
+    if port_failure is not None and "Accepted" not in by_condition:
+        by_condition["Accepted"] = ListenerProblem("Accepted", "PortUnavailable", port_failure)
 
     def make(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
         return condition(
@@ -498,7 +523,7 @@ def _listener_status(
         if resolved is not None
         else make("ResolvedRefs", True, "ResolvedRefs", "every reference is resolved"),
     ]
-    if check.usable and address_ok:
+    if check.usable and address_ok and port_failure is None:
         conditions.append(make("Programmed", True, "Programmed", "the data plane serves it"))
     else:
         why = next(iter(by_condition.values()), None)
@@ -506,7 +531,7 @@ def _listener_status(
             make(
                 "Programmed",
                 False,
-                "Invalid" if check.usable is False else "Pending",
+                "Invalid" if not check.usable or port_failure is not None else "Pending",
                 why.message if why is not None else "the Gateway has no address yet",
             )
         )
@@ -525,12 +550,14 @@ def gateway_status(
     address: str | AddressProblem,
     attached: Mapping[str, int],
     now: datetime,
+    port_failures: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
     """The ``status`` interlock writes on one of its Gateways.
 
-    ``attached``: accepted routes per listener name. The Gateway is ``Accepted`` while one
-    listener is (``ListenersNotValid`` names the others); ``Programmed`` once it has an address
-    and a listener the data plane serves.
+    ``attached``: accepted routes per listener name; ``port_failures``: ports the data plane
+    could not open, with why (their listeners are not Accepted: ``PortUnavailable``). The
+    Gateway is ``Accepted`` while one listener is (``ListenersNotValid`` names the others);
+    ``Programmed`` once it has an address and a listener the data plane serves.
     """
     generation = gateway.metadata.generation
     stored = stored_conditions(gateway.status.get("conditions"))
@@ -546,13 +573,15 @@ def gateway_status(
             check,
             attached=attached.get(check.listener.name, 0),
             address_ok=address_ok,
+            port_failure=(port_failures or {}).get(check.listener.port),
             generation=generation,
             stored=stored_listeners.get(check.listener.name, {}),
             now=now,
         )
         for check in checks
     ]
-    invalid = [c.listener.name for c in checks if not c.usable]
+    failed_ports = port_failures or {}
+    invalid = [c.listener.name for c in checks if not c.usable or c.listener.port in failed_ports]
     usable = len(checks) - len(invalid)
 
     def make(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:

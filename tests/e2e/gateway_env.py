@@ -69,6 +69,7 @@ class Env:
         self.controller = controller
         self.http = http
         self.echoes: dict[str, Echo] = {}
+        self.pool: tuple[str, ...] = controller.config.gateway_addresses
 
     async def serve(self, name: str) -> None:
         echo = Echo(name)

@@ -11,6 +11,8 @@ Gateway API's reasons, and a listener that cannot work does not take the others 
 
 from __future__ import annotations
 
+import socket
+
 from e2e_clients import eventually
 from gateway_env import CLASS, Env, conditions, gateway_obj, http_listener, route_obj
 from gateway_env import env as env
@@ -122,3 +124,46 @@ async def test_routes_that_cannot_attach_say_why(env: Env) -> None:
         return await env.backend_of(address, "web.example") == 500
 
     await eventually(answers_500, message="a route to a missing backend answers 500")
+
+
+async def test_a_port_that_cannot_be_opened_is_reported_and_opened_once_free(env: Env) -> None:
+    # Someone else holds port 8080 of the address the Gateway is about to get.
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind((env.pool[0], 8080))
+    blocker.listen()
+    try:
+        await env.cluster.apply(
+            gateway_obj("one", http_listener("web"), http_listener("alt", port=8080))
+        )
+        await env.cluster.apply(route_obj("to-blue", [{"name": "one"}], "blue"))
+        address = await env.address("one")
+        assert address == env.pool[0]
+
+        async def listener_states() -> dict[str, dict[str, tuple[str, str]]]:
+            obj = await env.read("Gateway", "one")
+            return {
+                entry["name"]: {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+                for entry in (obj or {}).get("status", {}).get("listeners", [])
+            }
+
+        async def refused() -> bool:
+            states = await listener_states()
+            return (
+                states.get("alt", {}).get("Accepted") == ("False", "PortUnavailable")
+                and states.get("web", {}).get("Programmed") == ("True", "Programmed")
+                and await env.backend_of(address, "any.example") == "blue"
+            )
+
+        await eventually(refused, message="the taken port is reported, the other one serves")
+    finally:
+        blocker.close()
+
+    async def opened() -> bool:
+        states = await listener_states()
+        return (
+            states.get("alt", {}).get("Programmed") == ("True", "Programmed")
+            and await env.backend_of(address, "any.example", port=8080) == "blue"
+        )
+
+    await eventually(opened, message="the port is opened once it is free")

@@ -175,3 +175,53 @@ def test_unchanged_conditions_keep_their_transition_time() -> None:
         stored, checks, address="10.0.0.1", attached={}, now=NOW + timedelta(hours=1)
     )
     assert later == first
+
+
+def test_a_port_the_data_plane_cannot_open_is_reported_on_its_listeners_only() -> None:
+    gw = gateway(
+        "ports",
+        {"name": "web", "port": 80, "protocol": "HTTP"},
+        {"name": "alt", "port": 8080, "protocol": "HTTP"},
+    )
+    checks = listener_problems(gw, secrets={}, grants=[])
+    status = gateway_status(
+        gw,
+        checks,
+        address="10.0.0.1",
+        attached={},
+        now=NOW,
+        port_failures={8080: "cannot listen on 10.0.0.1:8080: Address already in use"},
+    )
+    by_name = {
+        entry["name"]: {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+        for entry in status["listeners"]
+    }
+    assert by_name["alt"]["Accepted"] == ("False", "PortUnavailable")
+    assert by_name["alt"]["Programmed"] == ("False", "Invalid")
+    assert by_name["web"]["Programmed"] == ("True", "Programmed")
+    gateway_conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert gateway_conditions["Accepted"] == ("True", "ListenersNotValid")
+    assert gateway_conditions["Programmed"] == ("True", "Programmed")
+
+
+def test_a_gateway_with_parameters_is_not_accepted_and_not_served() -> None:
+    raw_gateway = parse_gateway(
+        {
+            "metadata": {"name": "params", "namespace": "infra", "generation": 1},
+            "spec": {
+                "gatewayClassName": "interlock",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+                "infrastructure": {
+                    "parametersRef": {"group": "invalid.io", "kind": "Params", "name": "x"}
+                },
+            },
+        }
+    )
+    found = assign_addresses([raw_gateway], ("10.0.0.1",))[raw_gateway.key]
+    assert isinstance(found, AddressProblem)
+    checks = listener_problems(raw_gateway, secrets={}, grants=[])
+    status = gateway_status(raw_gateway, checks, address=found, attached={}, now=NOW)
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions["Accepted"] == ("False", "InvalidParameters")
+    assert conditions["Programmed"][0] == "False"
+    assert status["addresses"] == []
