@@ -244,3 +244,18 @@ def test_answers_for_what_is_no_service_port():
     assert forward.backends[0].backend.forward.addr.port == 443
     forbidden = undefined_port("default", "web", 9)
     assert forbidden.protocol.opaque.routes[0].rules[0].filters[0].HasField("forbidden")
+
+
+def test_a_grpc_rule_whose_matches_the_proto_cannot_carry_is_left_out():
+    # A regular-expression method match has no field: served without it, the rule would match
+    # every call; it is left out instead, and the rule after it still matches its own calls.
+    raw = route("GRPCRoute", matches=[{"method": {"type": "RegularExpression", "method": "Get.*"}}])
+    raw["spec"]["rules"].append(
+        {
+            "matches": [{"method": {"service": "shop.v1.Users", "method": "List"}}],
+            "backendRefs": [{"name": "api", "port": 80}],
+        }
+    )
+    encoded = encode_policy(policy_of(web(), routes=(raw,), services=(API,)))
+    [rule] = encoded.protocol.grpc.routes[0].rules
+    assert rule.matches[0].rpc.method == "List"

@@ -266,10 +266,12 @@ class _Encoder:
         return outbound_pb2.GrpcRoute(
             metadata=self.route_metadata(route, "grpc"),
             hosts=[_host_match(h) for h in route.hostnames],
-            rules=[self.grpc_rule(rule) for rule in route.rules],
+            rules=[r for r in (self.grpc_rule(rule) for rule in route.rules) if r is not None],
         )
 
-    def grpc_rule(self, rule: ResolvedRule) -> outbound_pb2.GrpcRoute.Rule:
+    def grpc_rule(self, rule: ResolvedRule) -> outbound_pb2.GrpcRoute.Rule | None:
+        """The rule, or None when every match it has is one the proto cannot carry (served
+        without them it would match every call)."""
         R = outbound_pb2.GrpcRoute
         D = R.Distribution
         timeouts, request = _timeouts(rule)
@@ -279,9 +281,11 @@ class _Encoder:
             if backends
             else D(empty=D.Empty())
         )
-        matches = [_grpc_match(m) for m in rule.grpc_matches or ()]
+        matches = [m for m in (_grpc_match(m) for m in rule.grpc_matches or ()) if m is not None]
+        if rule.grpc_matches and not matches:
+            return None
         return R.Rule(
-            matches=[m for m in matches if m is not None] or [grpc_route_pb2.GrpcRouteMatch()],
+            matches=matches or [grpc_route_pb2.GrpcRouteMatch()],
             filters=[f for f in (_grpc_filter(f) for f in rule.filters) if f is not None],
             backends=distribution,
             requestTimeout=request,
