@@ -9,19 +9,22 @@ report what reached them.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import bcrypt
 import grpc
 import pytest
 from aiohttp import web
 from dataplane_env import EdgeEnv, Reply, edge_env, service_obj, slice_obj
-from e2e_clients import Cluster, StartController, eventually, object_events
+from e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
 from echo_backends import Echo
 from grpc_backends import SERVICE, greeter
 from lanes import ENDPOINT_HOST
@@ -417,3 +420,72 @@ async def test_backend_protocol_grpcs_speaks_h2_over_tls_to_a_grpc_server(edge: 
             assert seen[-1] == b"greeter-tls: hello ann (-)"
     finally:
         await server.stop(None)
+
+
+async def test_ssl_redirect_by_default_on_a_host_with_tls(
+    cluster: Cluster, start_controller: StartController
+) -> None:
+    host = "secure-site.bar.com"
+    async with edge_env(cluster, start_controller, edge_tls_addr=LOCAL) as edge:
+        await cluster.apply(NGINX_CLASS)
+        cert, key = self_signed(host)
+        await cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/tls",
+                "metadata": {"name": "site-tls", "namespace": "default"},
+                "stringData": {"tls.crt": cert, "tls.key": key},
+            }
+        )
+        obj = ingress_obj("site", host, {"enable-cors": "true"})
+        obj["spec"]["tls"] = [{"hosts": [host], "secretName": "site-tls"}]
+        redirected = await serve(edge, obj, "/a?b=1")
+        assert (redirected.status, redirected.headers["Location"]) == (
+            308,
+            f"https://{host}/a?b=1",
+        )
+        inspected = edge.controller.inspect().edge
+        assert inspected is not None and inspected.tls_address is not None
+        url = f"https://127.0.0.1:{inspected.tls_address.port}/a"
+        context = ssl.create_default_context(cadata=cert)
+        replies: list[int] = []
+
+        async def over_https() -> bool:
+            try:
+                async with edge.http.get(
+                    url, headers={"Host": host}, ssl=context, server_hostname=host
+                ) as response:
+                    replies.append(response.status)
+                    return response.headers.get("X-Echo") == "web"
+            except (OSError, aiohttp.ClientError):
+                return False  # until the certificate is served
+
+        await eventually(over_https, message=f"https://{host}/ reaches web")
+        off = ingress_obj("site", host, {"ssl-redirect": "false"})
+        off["spec"]["tls"] = obj["spec"]["tls"]
+        await cluster.apply(off)
+
+        async def plain_served() -> bool:
+            return (await get(edge, host, "/a")).headers.get("X-Echo") == "web"
+
+        await eventually(plain_served, message='ssl-redirect: "false" serves plain HTTP')
+
+
+async def test_limit_connections_refuses_a_second_request_in_flight(edge: EdgeEnv) -> None:
+    await serve(edge, ingress_obj("limited", "limited.bar.com", {"limit-connections": "1"}))
+    stalled = asyncio.create_task(get(edge, "limited.bar.com", "/stall"))
+    try:
+        await eventually(edge.echoes["web"].stalled.is_set, message="the first request stalls")
+        second = await get(edge, "limited.bar.com", "/x")
+        assert second.status == 503
+        assert second.reason == "module"
+    finally:
+        stalled.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stalled
+
+    async def released() -> bool:
+        return (await get(edge, "limited.bar.com", "/x")).headers.get("X-Echo") == "web"
+
+    await eventually(released, message="the slot is given back once the first request ends")
