@@ -100,14 +100,14 @@ async def raw_ws() -> AsyncIterator[RawWsBackend]:
 
 
 async def raw_handshake(
-    address: tuple[str, int], *, extensions: str = ""
+    address: tuple[str, int], *, extensions: str = "", host: str = HOST
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
     reader, writer = await asyncio.open_connection(*address)
     key = base64.b64encode(os.urandom(16)).decode()
     offer = f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else ""
     writer.write(
         (
-            f"GET /ws HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n"
         ).encode()
     )
