@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.logs import LogFormat
+from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
 
@@ -127,6 +128,11 @@ class ControllerConfig:
 
     admin_addr: Address = field(default_factory=lambda: parse_address(DEFAULT_ADMIN_ADDR, flag=""))
     """Where the admin server listens (``/healthz``, ``/readyz``, ``/debug/actors``)."""
+
+    allowed_hosts: AllowedHosts = field(default_factory=AllowedHosts)
+    """``Host`` names the policy API, the admin server and the embedded API server answer
+    besides IP addresses and ``localhost`` (``--allowed-host``; a guard against DNS rebinding,
+    see :mod:`interlock.model.allowed_hosts`): in a cluster, their Services' DNS names."""
 
     debug_from: tuple[str, ...] = ()
     """Networks (CIDRs) whose clients may read ``/debug/*`` besides loopback, which always may;

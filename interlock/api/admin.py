@@ -9,7 +9,8 @@ The admin port is reached by more than people: kubelet probes ``/healthz`` and `
 Pod's IP and Prometheus scrapes ``/metrics``, so the shipped Deployment binds it to every
 interface. ``/debug/*`` lists every namespace's routes, modules and actors: it is served only to
 clients on loopback (a person's ``kubectl port-forward`` arrives there) and the networks
-``--debug-from`` adds, and refused with 403 to anyone else.
+``--debug-from`` adds, and refused with 403 to anyone else. Every path answers only requests
+whose ``Host`` names this server (:mod:`interlock.api.hosts`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiohttp import web
+
+from interlock.api.hosts import host_guard
+from interlock.model.allowed_hosts import AllowedHosts
 
 
 def _json_default(value: object) -> object:
@@ -63,13 +67,19 @@ class AdminApp:
     """``/healthz`` (the process serves HTTP), ``/readyz`` (initial sync done) and ``/debug/*``
     (to loopback clients and those in ``debug_from`` only)."""
 
-    def __init__(self, *, is_ready: Callable[[], bool], debug_from: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        is_ready: Callable[[], bool],
+        debug_from: Iterable[str] = (),
+        allowed_hosts: AllowedHosts | None = None,
+    ) -> None:
         self._is_ready = is_ready
         self._debug_from = tuple(
             ipaddress.ip_network(cidr, strict=False) for cidr in (*LOOPBACK, *debug_from)
         )
         self._debug: dict[str, Callable[[Mapping[str, str]], Any]] = {}
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[host_guard(allowed_hosts or AllowedHosts())])
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/debug/", self._debug_index)

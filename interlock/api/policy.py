@@ -20,11 +20,13 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from interlock.api.hosts import host_guard
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.policy_stream import WatchStreams
 from interlock.api.policy_target import BadRequest, watch_target
 from interlock.api.serving import FRONT
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
+from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 
 NDJSON = "application/x-ndjson"
@@ -109,6 +111,7 @@ def build_policy_app(
     wait_ready: Callable[[], Awaitable[object]] | None = None,
     is_ready: Callable[[], bool] | None = None,
     counters: PolicyApiCounters | None = None,
+    allowed_hosts: AllowedHosts | None = None,
 ) -> web.Application:
     """The aiohttp application of the policy API, reading policies from ``source``.
 
@@ -118,8 +121,10 @@ def build_policy_app(
     cluster. ``is_ready`` says without waiting whether ``wait_ready`` would return at once: a
     watch request that needs no wait is streamed by :mod:`interlock.api.policy_stream` (without
     ``is_ready``, only when there is no ``wait_ready``). ``counters`` (a fresh one by default)
-    counts the answers and the open streams.
+    counts the answers and the open streams. ``allowed_hosts``: the ``Host`` names answered
+    besides IP addresses and localhost (:mod:`interlock.api.hosts`).
     """
+    hosts = allowed_hosts or AllowedHosts()
     counted = counters if counters is not None else PolicyApiCounters()
     answered = counted.answered
 
@@ -214,8 +219,9 @@ def build_policy_app(
         counters=counted,
         open_slots=open_slots,
         is_ready=is_ready if is_ready is not None else lambda: wait_ready is None,
+        allows_host=hosts.allows,
     )
-    app = web.Application()
+    app = web.Application(middlewares=[host_guard(hosts)])
     app[FRONT] = streams.protocol
     app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
     app.router.add_get(SCHEMA_PATH, schema)

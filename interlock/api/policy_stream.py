@@ -44,7 +44,7 @@ class WatchStreams:
     """Serves the lean watch streams of one policy app; :meth:`protocol` is the server's
     protocol factory, ``fallback`` aiohttp's (``web.Server``)."""
 
-    __slots__ = ("connections", "counters", "is_ready", "open_slots", "source")
+    __slots__ = ("allows_host", "connections", "counters", "is_ready", "open_slots", "source")
 
     def __init__(
         self,
@@ -53,7 +53,10 @@ class WatchStreams:
         counters: PolicyApiCounters,
         open_slots: set[LatestValueSlot[PolicyUpdate]],
         is_ready: Callable[[], bool],
+        allows_host: Callable[[str | None], bool],
     ) -> None:
+        self.allows_host = allows_host
+        """Whether a ``Host`` header is answered; aiohttp refuses the others."""
         self.source = source
         self.counters = counters
         self.open_slots = open_slots
@@ -134,12 +137,19 @@ class _Connection(asyncio.Protocol):
         request = lines[0].split(b" ")
         if len(request) != 3 or request[0] != b"GET" or request[2] != b"HTTP/1.1":
             return False
+        host: str | None = None
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
             if not colon or not name or name != name.strip():
                 return False
             if name.lower() in _BODY_HEADERS and value.strip() != b"0":
                 return False
+            if name.lower() == b"host":
+                if host is not None:
+                    return False  # aiohttp refuses two Host headers
+                host = value.strip().decode("latin-1")
+        if not self._streams.allows_host(host):
+            return False  # aiohttp's host guard answers 421
         try:
             path, _, query = request[1].decode("ascii").partition("?")
         except UnicodeDecodeError:

@@ -16,6 +16,7 @@ from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import read_token_file
 from interlock.logs import configure_logging
+from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.moduleset import SecretValue
 
 _HELP = "run the edge data plane alone (programmed through its admin API)"
@@ -47,6 +48,14 @@ def add_edge_parser(subparsers: Any) -> None:
         shown="off (HTTP only)",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the admin API answers besides IP addresses and localhost (NAME or "
+        "*.SUFFIX: the name the controller's --edge-admin-url uses); others get 421; repeatable",
+    )
+    parser.add_argument(
         "--trusted-proxy",
         action="append",
         default=[],
@@ -72,7 +81,9 @@ def _admin_token(args: argparse.Namespace) -> SecretValue:
         raise SystemExit(f"interlock edge: {error}") from None
 
 
-async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretValue) -> int:
+async def _edge_until_signalled(
+    args: argparse.Namespace, admin_token: SecretValue, allowed_hosts: AllowedHosts
+) -> int:
     from interlock.edge.standalone import run_standalone_edge
 
     return await serve_until_signalled(
@@ -80,6 +91,7 @@ async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretVal
             listen=args.listen,
             admin=args.admin,
             admin_token=admin_token,
+            allowed_hosts=allowed_hosts,
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
             limits=edge_limits_from_args(args),
@@ -90,9 +102,15 @@ async def _edge_until_signalled(args: argparse.Namespace, admin_token: SecretVal
 
 def edge_command(args: argparse.Namespace) -> int:
     admin_token = _admin_token(args)
+    try:
+        allowed_hosts = AllowedHosts.parse(args.allowed_host, flag="--allowed-host")
+    except ValueError as error:
+        raise SystemExit(f"interlock edge: {error}") from None
     configure_logging(args.log_level, format=args.log_format)
     announce_with(announcer(args.log_format, logger="cli.edge"))
-    return run_on_loop(_edge_until_signalled(args, admin_token), uvloop=not args.no_uvloop)
+    return run_on_loop(
+        _edge_until_signalled(args, admin_token, allowed_hosts), uvloop=not args.no_uvloop
+    )
 
 
 def register(subparsers: Any) -> None:

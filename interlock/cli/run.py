@@ -30,6 +30,7 @@ from interlock.config import (
     read_token_file,
 )
 from interlock.logs import configure_logging
+from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.authority import parse_namespace, validate_cluster_domain
 from interlock.model.gateway_listeners import parse_address_pool
 from interlock.model.load_balancer import parse_publish_service
@@ -74,6 +75,13 @@ def add_run_parser(subparsers: Any) -> None:
         metavar="HOST:PORT",
         help="admin address: /healthz /readyz /metrics /debug/ (port 0: any free port, "
         "printed; 0.0.0.0:9090 for every interface)",
+    )
+    add.repeated(
+        "--allowed-host",
+        metavar="NAME",
+        help="a Host name the policy API, the admin server and the embedded API server answer "
+        "besides IP addresses and localhost (NAME or *.SUFFIX; in a cluster their Services' DNS "
+        "names); other Hosts get 421 (DNS rebinding)",
     )
     add.repeated(
         "--debug-from",
@@ -227,6 +235,9 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         raise SystemExit("--embedded cannot be combined with --kubeconfig or --in-cluster")
     if not args.embedded and (args.manifests or args.write_kubeconfig):
         raise SystemExit("--manifests and --write-kubeconfig need --embedded")
+    allowed_hosts = (
+        args.allowed_host if args.allowed_host is not None else env_list("--allowed-host")
+    )
     debug_from = args.debug_from if args.debug_from is not None else env_list("--debug-from")
     trusted = args.trusted_proxy if args.trusted_proxy is not None else env_list("--trusted-proxy")
     if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
@@ -280,6 +291,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             policy_addr=parse_address(args.policy_addr, flag="--policy-addr"),
             admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
             debug_from=parse_cidrs(debug_from, flag="--debug-from"),
+            allowed_hosts=AllowedHosts.parse(allowed_hosts, flag="--allowed-host"),
             edge_addr=(
                 parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None
             ),

@@ -315,6 +315,7 @@ class Controller:
                 wait_ready=self._synced.wait,
                 is_ready=self._synced.is_set,
                 counters=self.policy_counters,
+                allowed_hosts=config.allowed_hosts.with_listening(config.policy_addr.host),
             ),
             config.policy_addr,
             flag="--policy-addr",
@@ -355,7 +356,9 @@ class Controller:
     async def _start_embedded(self) -> None:
         from interlock.embedded import EmbeddedApiServer
 
-        self.embedded = EmbeddedApiServer(host="127.0.0.1", port=0)
+        self.embedded = EmbeddedApiServer(
+            host="127.0.0.1", port=0, allowed_hosts=self.config.allowed_hosts
+        )
         await self.embedded.start()
         paths = [str(CRDS_DIR)] if CRDS_DIR.is_dir() else []
         paths.extend(self.config.manifests)
@@ -499,7 +502,11 @@ class Controller:
         self.system.tell(STATUS_WRITER, LeadershipChanged(False))
 
     def _admin(self) -> AdminApp:
-        admin = AdminApp(is_ready=lambda: self.ready, debug_from=self.config.debug_from)
+        admin = AdminApp(
+            is_ready=lambda: self.ready,
+            debug_from=self.config.debug_from,
+            allowed_hosts=self.config.allowed_hosts.with_listening(self.config.admin_addr.host),
+        )
         sources = controller_sources(self)
         if self.config.grpc_addr is not None:
             sources = dataclasses.replace(sources, grpc_api=self.grpc_counters.statistics)

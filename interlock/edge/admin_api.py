@@ -24,7 +24,9 @@ route's basicAuth), so every endpoint but ``/healthz`` needs ``Authorization: Be
 token shared with the controller through a file (a mounted Secret: ``interlock edge
 --admin-token-file``, ``interlock run --edge-admin-token-file``). It is compared in constant time;
 a request without it, or with another, is answered 401 and changes nothing. The token is never
-logged nor echoed.
+logged nor echoed. Before it, the ``Host`` must name this server (an IP address, localhost or a
+name given with ``--allowed-host``; :mod:`interlock.model.allowed_hosts`, against DNS rebinding):
+else 421.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from interlock.edge.provider import (
     PermanentEdgeError,
     TransientEdgeError,
 )
+from interlock.model.allowed_hosts import AllowedHosts, refusal
 from interlock.model.moduleset import Modules, SecretValue
 
 EDGE_KEY: web.AppKey[InProcessEdge] = web.AppKey("edge", InProcessEdge)
@@ -64,11 +67,17 @@ _UNAUTHENTICATED = ("/healthz",)
 """Paths served without the token: they reveal and change nothing."""
 
 
-def _bearer_token(token: SecretValue) -> Middleware:
+def _guard(token: SecretValue, allowed_hosts: AllowedHosts) -> Middleware:
     expected = b"Bearer " + token.reveal()
 
     @web.middleware
     async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        host = request.headers.get("Host")
+        if not allowed_hosts.allows(host):
+            assert host is not None
+            return web.json_response(
+                {"error": refusal(host, flag="--allowed-host").strip()}, status=421
+            )
         if request.path not in _UNAUTHENTICATED:
             given = request.headers.get("Authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, expected):
@@ -86,12 +95,16 @@ def _bearer_token(token: SecretValue) -> Middleware:
     return authenticated
 
 
-def admin_app(edge: InProcessEdge, *, token: SecretValue) -> web.Application:
+def admin_app(
+    edge: InProcessEdge, *, token: SecretValue, allowed_hosts: AllowedHosts | None = None
+) -> web.Application:
     """The admin API over ``edge`` as an aiohttp application; every call but ``/healthz`` must
-    carry ``Authorization: Bearer`` and ``token``."""
+    carry ``Authorization: Bearer`` and ``token``, and every call a ``Host`` that
+    ``allowed_hosts`` allows (besides IP addresses and localhost)."""
     if not token.reveal():
         raise ValueError("the edge admin API token is empty")
-    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[_bearer_token(token)])
+    guard = _guard(token, allowed_hosts or AllowedHosts())
+    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[guard])
     app[EDGE_KEY] = edge
     route = "/v1/hosts/{host}/routes/{route_id}"
     app.router.add_put(route + "/modules", _errors(_put_modules))

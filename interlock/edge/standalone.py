@@ -22,6 +22,7 @@ from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
 from interlock.edge.server import EdgeAddresses, EdgeServer, parse_host_port
 from interlock.edge.upstreams import DnsUpstreams, UpstreamResolver
+from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.moduleset import SecretValue
 
 
@@ -38,6 +39,7 @@ class StandaloneEdge:
         self,
         *,
         admin_token: SecretValue,
+        allowed_hosts: AllowedHosts | None = None,
         trusted_proxies: Sequence[str] = (),
         upstreams: UpstreamResolver | None = None,
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
@@ -52,6 +54,7 @@ class StandaloneEdge:
             limits=limits,
         )
         self._admin_token = admin_token
+        self._allowed_hosts = allowed_hosts or AllowedHosts()
         self._admin: web.AppRunner | None = None
 
     async def start(
@@ -62,7 +65,13 @@ class StandaloneEdge:
         edge = await self.server.start(addr=listen, tls_addr=tls_listen)
         try:
             runner = web.AppRunner(
-                admin_app(self.edge, token=self._admin_token), access_log=None, handle_signals=False
+                admin_app(
+                    self.edge,
+                    token=self._admin_token,
+                    allowed_hosts=self._allowed_hosts.with_listening(admin_host),
+                ),
+                access_log=None,
+                handle_signals=False,
             )
             await runner.setup()
             self._admin = runner
@@ -91,6 +100,7 @@ async def run_standalone_edge(
     listen: str,
     admin: str,
     admin_token: SecretValue,
+    allowed_hosts: AllowedHosts | None = None,
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
     limits: EdgeLimits = DEFAULT_LIMITS,
@@ -99,7 +109,10 @@ async def run_standalone_edge(
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
     edge`` command: in JSON with ``--log-format json``)."""
     standalone = StandaloneEdge(
-        admin_token=admin_token, trusted_proxies=trusted_proxies, limits=limits
+        admin_token=admin_token,
+        allowed_hosts=allowed_hosts,
+        trusted_proxies=trusted_proxies,
+        limits=limits,
     )
     addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
     assert addresses.edge.http is not None  # ``listen`` is a plain address

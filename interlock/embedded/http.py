@@ -8,7 +8,9 @@ query parameters as clients really send them (kubernetes-asyncio writes ``True``
 injection and the audit log in front of it all; watch streams are written by
 :mod:`~interlock.embedded.watch_stream`.
 
-Authentication comes first, as in kube-apiserver: a request without ``Authorization: Bearer``
+Before anything, the ``Host`` must name this server (an IP address, localhost or an allowed
+name; :mod:`interlock.model.allowed_hosts`, against DNS rebinding): else 421 and a Status.
+Authentication comes next, as in kube-apiserver: a request without ``Authorization: Bearer``
 and the server's token (compared in constant time) is answered 401 with kube-apiserver's
 ``Unauthorized`` Status, whatever it asks. Only ``/healthz``, ``/livez``, ``/readyz`` and
 ``/version`` answer anyone, as a real server's anonymous access restricted to those paths does:
@@ -47,6 +49,7 @@ from interlock.embedded.table import (
 )
 from interlock.embedded.watch_stream import WatchStreams, query_flag
 from interlock.embedded.watches import WatchFilter
+from interlock.model.allowed_hosts import AllowedHosts, refusal
 
 JSON = "application/json"
 _PUBLIC_PATHS = frozenset(("/healthz", "/livez", "/readyz", "/version"))
@@ -149,6 +152,7 @@ class ApiHandler:
     server_address: Callable[[], str]
     token: str
     """The bearer token every request but the public probes must carry."""
+    allowed_hosts: AllowedHosts
     _expected: bytes = field(init=False)
     _watches: WatchStreams = field(init=False)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -174,7 +178,14 @@ class ApiHandler:
         query = dict(request.query)
         path = request.path.rstrip("/") or "/"
         verb = request_verb(request.method, path, query)
-        if self._authenticated(request) or path in _PUBLIC_PATHS:
+        host = request.headers.get("Host")
+        response: web.StreamResponse
+        if not self.allowed_hosts.allows(host):
+            assert host is not None
+            response = error_response(
+                ApiError(421, refusal(host, flag="--allowed-host").strip(), reason="BadRequest")
+            )
+        elif self._authenticated(request) or path in _PUBLIC_PATHS:
             response = await self._answer(request, path, query, verb)
         else:
             response = error_response(UNAUTHORIZED)

@@ -37,6 +37,7 @@ from interlock.embedded.manifests import ManifestReport, apply_manifests
 from interlock.embedded.registry import BUILTIN_TYPES, Registry
 from interlock.embedded.store import ObjectStore
 from interlock.embedded.tls import ServerTls
+from interlock.model.allowed_hosts import AllowedHosts
 
 _INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -54,13 +55,16 @@ class EmbeddedApiServer:
         clock: Callable[[], datetime] | None = None,
         gateway_api_constraints: bool = True,
         token: str | None = None,
+        allowed_hosts: AllowedHosts | None = None,
     ) -> None:
         """``gateway_api_constraints`` (default on): install the Gateway API route kinds and
         ReferenceGrant with the
         upstream v1.6.1 constraints, defaults and CEL rules (see gateway_schemas.py), so this
         server refuses at admission what a real one refuses; off, schemas that admit any spec
         (about 5 s less per 1,000 HTTPRoute creates, for benchmarks that load many).
-        ``token``: the bearer token clients must send (default: a new random one)."""
+        ``token``: the bearer token clients must send (default: a new random one).
+        ``allowed_hosts``: ``Host`` names answered besides IP addresses and localhost (and
+        ``host`` when it is a name); others get 421 (DNS rebinding)."""
         self.host = host
         self.token = token or secrets.token_urlsafe(32)
         """What every request must carry as ``Authorization: Bearer``; the kubeconfig holds it."""
@@ -91,6 +95,7 @@ class EmbeddedApiServer:
             bookmark_interval=bookmark_interval,
             server_address=lambda: f"{self.host}:{self.port}",
             token=self.token,
+            allowed_hosts=(allowed_hosts or AllowedHosts()).with_listening(host),
         )
         self._runner: web.AppRunner | None = None
 

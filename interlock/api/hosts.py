@@ -1,0 +1,26 @@
+"""The ``Host`` guard of the policy API and the admin server (see
+:mod:`interlock.model.allowed_hosts` for why): a request naming another host is answered
+``421 Misdirected Request`` before any handler runs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from interlock.model.allowed_hosts import AllowedHosts, refusal
+
+ALLOWED_HOST_FLAG = "--allowed-host"
+
+
+def host_guard(allowed: AllowedHosts) -> Middleware:
+    """Middleware answering 421 to a request whose ``Host`` ``allowed`` does not allow."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        header = request.headers.get("Host")
+        if not allowed.allows(header):
+            assert header is not None
+            return web.Response(status=421, text=refusal(header, flag=ALLOWED_HOST_FLAG))
+        return await handler(request)
+
+    return guard
