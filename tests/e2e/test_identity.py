@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -20,12 +21,15 @@ import aiohttp
 import pytest
 import test_edge_scenarios
 from aiohttp import web
-from e2e_clients import eventually
-from h2_client import h2_get
+from e2e_clients import LOCAL, StartController, eventually
+from h2_client import H2Client, H2Reply, h2_get
 from identity_browser import browser, get, sign_in
 from identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
 from module_checks import until_refused_naming
 from test_edge_scenarios import Env, ingress, module_set, secret
+from tls_certs import self_signed
+
+from interlock.edge.modules.session import REVOKED_SESSIONS
 
 env = test_edge_scenarios.env
 """The edge scenarios' fixture: a controller with an edge, the IngressClass and a backend."""
@@ -274,6 +278,170 @@ async def test_invalid_identity_modules_are_refused_naming_the_field(
 # --- sessions: bound to what admitted them, re-checked, ended by a logout (issue 26) ----------
 
 
+def session_cookie(session: aiohttp.ClientSession, host: str) -> tuple[str, str]:
+    """The edge's session cookie the browser holds for ``host``: (name, sealed value)."""
+    for cookie in session.cookie_jar:
+        if cookie.key.startswith("__interlock_session_") and cookie["domain"] in ("", host):
+            return cookie.key, cookie.value
+    raise AssertionError(f"the browser holds no session cookie for {host}")
+
+
+async def session_name_on(env: Env, host: str) -> str:
+    """The session cookie name ``host`` would set: its login cookie names it (one suffix)."""
+    status, headers, _ = await env.request(host, "/", allow_redirects=False)
+    assert status == 302, status
+    login = headers["Set-Cookie"].partition("=")[0]
+    assert login.startswith("__interlock_login_"), login
+    return login.replace("__interlock_login_", "__interlock_session_")
+
+
+async def test_a_session_from_one_host_is_refused_on_another_with_the_same_provider(
+    env: Env, idp: TestIdp
+) -> None:
+    # Issue 26 item 1: both hosts name the same issuer, client and client secret (so the same
+    # session keys); only the second restricts who may sign in.
+    await env.kube.apply(secret("auth", {"client-secret": CLIENT_SECRET}))
+    await env.kube.apply(module_set("open", oidc(idp, emailDomains=[])))
+    await env.kube.apply(
+        module_set("strict", oidc(idp, emailDomains=[], emailAddresses=[ALICE.email]))
+    )
+    await env.kube.apply(ingress("game", HOST, modules="open"))
+    await env.kube.apply(ingress("other", OTHER_HOST, modules="strict"))
+    await until_redirects_to_provider(env, idp)
+    await env.until_status(OTHER_HOST, 302, allow_redirects=False)
+    backend = env.backends["web"]
+
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), MALLORY)
+        assert page.status == 200, page.text[:300]
+        assert backend.requests[-1]["X-Forwarded-Email"] == MALLORY.email
+        _, sealed = session_cookie(session, HOST)
+
+    # The cookie, replayed on the second host under the name that host reads: no session there.
+    name = await session_name_on(env, OTHER_HOST)
+    before = len(backend.requests)
+    status, headers, _ = await env.request(
+        OTHER_HOST, "/", headers={"Cookie": f"{name}={sealed}"}, allow_redirects=False
+    )
+    assert status == 302, "refused: a new sign-in is required"
+    assert headers["Location"].startswith(idp.issuer)
+    assert len(backend.requests) == before, "the backend never sees the replayed session"
+
+    # A fresh sign-in there is refused as well: Mallory is not on its list.
+    async with open_browser(env) as session:
+        page = await sign_in(session, f"http://{OTHER_HOST}/", MALLORY)
+        assert page.status == 403
+    assert len(backend.requests) == before
+
+
+async def alice_signed_in(env: Env, idp: TestIdp, *, logout: bool = False) -> str:
+    """Alice signs in to HOST's oidc route (and logs out when ``logout``): a copy of her session
+    cookie (``Cookie`` header) taken before any logout."""
+    await publish(env, oidc(idp))
+    await until_redirects_to_provider(env, idp)
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), ALICE)
+        assert page.status == 200, page.text[:300]
+        name, sealed = session_cookie(session, HOST)
+        if logout:
+            page = await get(session, app_url("/_interlock/auth/logout"))
+            assert page.status == 200
+    return f"{name}={sealed}"
+
+
+async def test_tightening_the_allow_list_refuses_live_sessions(env: Env, idp: TestIdp) -> None:
+    # Issue 26 item 4: the lists are checked on every request, not only at the callback.
+    cookie = await alice_signed_in(env, idp)
+    backend = env.backends["web"]
+    await env.kube.apply(
+        module_set("auth", oidc(idp, emailDomains=[], emailAddresses=["bob@example.com"]))
+    )
+
+    async def refused() -> bool:
+        status, _, body = await env.request(
+            HOST, "/", headers={"Cookie": cookie}, allow_redirects=False
+        )
+        return status == 403 and b"not allowed" in body
+
+    await eventually(refused, message="Alice's live session is refused once she is not listed")
+    before = len(backend.requests)
+    status, headers, _ = await env.request(
+        HOST, "/", headers={"Cookie": cookie}, allow_redirects=False
+    )
+    assert status == 403
+    assert "Max-Age=0" in headers["Set-Cookie"], "the refused session's cookie is cleared"
+    assert len(backend.requests) == before
+
+
+async def test_a_logged_out_session_is_refused_even_from_a_copied_cookie(
+    env: Env, idp: TestIdp
+) -> None:
+    # Issue 26 item 14: the logout records the session as ended (docs/modules.md, Sessions).
+    cookie = await alice_signed_in(env, idp, logout=True)
+    backend = env.backends["web"]
+    before = len(backend.requests)
+    status, headers, _ = await env.request(
+        HOST, "/", headers={"Cookie": cookie}, allow_redirects=False
+    )
+    assert status == 302 and headers["Location"].startswith(idp.issuer)
+    assert len(backend.requests) == before
+
+
+async def test_the_redirect_uri_names_the_http2_authority(
+    env: Env, idp: TestIdp, start_controller: StartController
+) -> None:
+    # Issue 26 item 3: HTTP/2 requests carry :authority, no Host. First h2c (prior knowledge).
+    await publish(env, oidc(idp))
+    await until_redirects_to_provider(env, idp)
+    reply = await h2_get(env.edge_url, authority=HOST)
+    assert reply.status == 302, reply
+    query = parse_qs(urlsplit(reply.headers["location"]).query)
+    assert query["redirect_uri"] == [CALLBACK_URI]
+
+    # With a port, the port is kept (the browser comes back to where it started).
+    reply = await h2_get(env.edge_url, authority=f"{HOST}:8080")
+    assert reply.status == 302, reply
+    query = parse_qs(urlsplit(reply.headers["location"]).query)
+    assert query["redirect_uri"] == [f"http://{HOST}:8080/_interlock/auth/callback"]
+
+    # An authority that is not a host and port is no redirect target.
+    reply = await h2_get(env.edge_url, authority=f"{HOST}:x@evil.test")
+    assert reply.status in (400, 404), reply
+
+    # Then h2 over TLS, chosen by ALPN: a second controller with a TLS listener.
+    tls_controller = await start_controller(
+        lease_identity="tls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
+    )
+    assert tls_controller.edge is not None and tls_controller.edge.tls_address is not None
+    port = tls_controller.edge.tls_address.port
+    cert, key = self_signed(HOST)
+    tls_secret = secret("app-tls", {"tls.crt": cert, "tls.key": key})
+    tls_secret["type"] = "kubernetes.io/tls"
+    await env.kube.apply(tls_secret)
+    secured = ingress("game", HOST, modules="auth")
+    secured["spec"]["tls"] = [{"hosts": [HOST], "secretName": "app-tls"}]
+    await env.kube.apply(secured)
+    context = ssl.create_default_context(cadata=cert)
+    context.set_alpn_protocols(["h2"])
+    replies: list[H2Reply] = []
+
+    async def redirected() -> bool:
+        try:
+            client = await H2Client.connect("127.0.0.1", port, tls=context, server_hostname=HOST)
+        except (OSError, ssl.SSLError):
+            return False  # until the certificate is served
+        try:
+            assert client.alpn == "h2"
+            replies.append(await client.request(authority=HOST, scheme="https"))
+        finally:
+            await client.close()
+        return replies[-1].status == 302
+
+    await eventually(redirected, message=f"https://{HOST}/ redirects over h2")
+    query = parse_qs(urlsplit(replies[-1].headers["location"]).query)
+    assert query["redirect_uri"] == [f"https://{HOST}/_interlock/auth/callback"]
+
+
 async def test_identity_headers_from_a_client_never_reach_a_backend_without_identity_module(
     env: Env,
 ) -> None:
@@ -381,3 +549,38 @@ async def test_an_endless_provider_answer_is_refused_past_the_bound(
         assert status == 503, "fail closed"
     finally:
         await provider.stop()
+
+
+async def test_a_logout_ends_the_session_on_other_replicas_at_their_next_recheck(
+    env: Env, idp: TestIdp, start_controller: StartController
+) -> None:
+    # Issue 26 item 14, with two replicas: the logout on one revokes the session's tokens at
+    # the provider, so the other refuses the copied cookie at its next authCheckInterval.
+    await publish(env, oidc(idp, authCheckInterval="1s"))
+    await until_redirects_to_provider(env, idp)
+    replica = await start_controller(lease_identity="second-replica", edge_addr=LOCAL)
+    assert replica.edge is not None and replica.edge.url is not None
+    second = replica.edge.url
+    async with open_browser(env) as session:
+        page = await sign_in(session, app_url("/"), ALICE)
+        assert page.status == 200, page.text[:300]
+        name, sealed = session_cookie(session, HOST)
+        copied = {"Host": HOST, "Cookie": f"{name}={sealed}"}
+
+        async def status_on_second() -> int:
+            async with env.http.get(second, headers=copied, allow_redirects=False) as response:
+                return response.status
+
+        async def served() -> bool:
+            return await status_on_second() == 200
+
+        # The other replica accepts the session (same keys).
+        await eventually(served, message="the second replica serves Alice")
+        page = await get(session, app_url("/_interlock/auth/logout"))
+        assert page.status == 200
+
+    # Both replicas run in this test's process, where the logout's record is shared; a real
+    # second replica is another process, which never saw it.
+    REVOKED_SESSIONS._until.clear()
+    await asyncio.sleep(1.1)  # past authCheckInterval: the next request re-checks
+    assert await status_on_second() == 302, "the provider no longer knows the session's tokens"

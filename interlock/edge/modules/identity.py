@@ -84,6 +84,7 @@ from interlock.edge.modules.oidc import (
     discover,
     probe_client,
     provider_request,
+    revoke_token,
     token_request,
     validate_id_token,
 )
@@ -325,7 +326,7 @@ class IdentityGate:
         if view.path == prefix + CALLBACK:
             return await self._callback(view, provider, names, scheme=scheme)
         if view.path == prefix + LOGOUT:
-            self._revoke(view, names)
+            await self._revoke(view, provider, names)
             return IdentityReply(
                 200,
                 (
@@ -360,8 +361,10 @@ class IdentityGate:
             return None
         return self.sealer.open(raw, now=now, max_age=self.settings.maximum + SEAL_SLACK_SECONDS)
 
-    def _revoke(self, view: RequestView, names: _Names) -> None:
-        """Logout: the session's id is refused from now until the session would have ended."""
+    async def _revoke(self, view: RequestView, provider: _Provider, names: _Names) -> None:
+        """Logout: the session's id is refused from now until the session would have ended, and
+        its tokens are revoked at the provider when it has a revocation endpoint (so that other
+        replicas refuse the session at their next ``authCheckInterval`` re-check)."""
         now = self.wall_clock()
         session = self._open_session(view, names, now=now)
         if session is None or not isinstance(session.get("i"), str):
@@ -372,6 +375,23 @@ class IdentityGate:
             return
         until = login + self.settings.maximum + SEAL_SLACK_SECONDS
         self.revoked.revoke(session["i"], until=until, now=now)
+        if provider.endpoints.revocation_url is None:
+            return
+        for key, hint in (("r", "refresh_token"), ("a", "access_token")):
+            token = session.get(key)
+            if not isinstance(token, str):
+                continue
+            try:
+                await revoke_token(
+                    provider.endpoints,
+                    token,
+                    hint,
+                    client_id=self.settings.client_id,
+                    client_secret=self._secret(),
+                )
+            except (ProviderUnavailableError, ProviderAnswerTooLarge) as exc:
+                logger.info("{}: a logout's tokens were not revoked: {}", self.settings.field, exc)
+                return
 
     async def _reachable(self, provider: _Provider) -> bool:
         """After a failure: whether the provider answers at all again (any status will do)."""

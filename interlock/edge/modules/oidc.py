@@ -89,6 +89,9 @@ class ProviderEndpoints:
     issuer: str | None = None
     jwks_uri: str | None = None
     token_auth: Literal["basic", "post"] = "basic"
+    revocation_url: str | None = None
+    """RFC 7009's endpoint (discovery's ``revocation_endpoint``): a logout revokes the
+    session's tokens there, so that every replica's next re-check refuses the session."""
 
 
 async def provider_request(
@@ -177,12 +180,18 @@ async def discover(issuer: str, *, field: str) -> ProviderEndpoints:
             raise ModuleConfigError(field, f"discovery at {url} has no {name}")
         endpoints[name] = value
     userinfo = document.get("userinfo_endpoint")
+    revocation = document.get("revocation_endpoint")
     return ProviderEndpoints(
         authorize_url=endpoints["authorization_endpoint"],
         token_url=endpoints["token_endpoint"],
         userinfo_url=userinfo if isinstance(userinfo, str) else None,
         issuer=issuer,
         jwks_uri=endpoints["jwks_uri"],
+        revocation_url=(
+            revocation
+            if isinstance(revocation, str) and revocation.startswith(("https://", "http://"))
+            else None
+        ),
     )
 
 
@@ -193,16 +202,46 @@ async def token_request(
 
     Raises :class:`ProviderRefusedError` when the provider answers with an OAuth error.
     """
+    status, answer = await _client_post(
+        endpoints, endpoints.token_url, form, client_id=client_id, client_secret=client_secret
+    )
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if status != 200 or error is not None or not isinstance(answer, dict):
+        raise ProviderRefusedError(status, str(error or "no_token"))
+    return answer
+
+
+async def revoke_token(
+    endpoints: ProviderEndpoints, token: str, hint: str, *, client_id: str, client_secret: str
+) -> bool:
+    """Revoke ``token`` (RFC 7009; ``hint``: ``refresh_token`` or ``access_token``); whether
+    the provider said it is done (200). Raises what :func:`provider_request` raises."""
+    assert endpoints.revocation_url is not None
+    status, _ = await _client_post(
+        endpoints,
+        endpoints.revocation_url,
+        {"token": token, "token_type_hint": hint},
+        client_id=client_id,
+        client_secret=client_secret,
+    )
+    return status == 200
+
+
+async def _client_post(
+    endpoints: ProviderEndpoints,
+    url: str,
+    form: dict[str, str],
+    *,
+    client_id: str,
+    client_secret: str,
+) -> tuple[int, Any]:
+    """POST ``form`` to ``url`` authenticated as the client, the way the provider wants it."""
     client: tuple[str, str] | None = None
     if endpoints.token_auth == "basic":
         client = (client_id, client_secret)
     else:
         form = {**form, "client_id": client_id, "client_secret": client_secret}
-    status, answer = await provider_request(endpoints.token_url, data=form, client=client)
-    error = answer.get("error") if isinstance(answer, dict) else None
-    if status != 200 or error is not None or not isinstance(answer, dict):
-        raise ProviderRefusedError(status, str(error or "no_token"))
-    return answer
+    return await provider_request(url, data=form, client=client)
 
 
 CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client", "incorrect_client_credentials"})
