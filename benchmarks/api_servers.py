@@ -15,6 +15,7 @@ is brought down; one it was pointed at with ``--cluster-dir`` is left running).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 import sys
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL_CLUSTER_SH = ROOT / "hack" / "real-cluster.sh"
@@ -49,6 +51,11 @@ def collection_path(obj: dict[str, Any]) -> str:
 class Response:
     status: int
     body: str
+
+
+def _kubeconfig_cluster(path: Path) -> dict[str, str]:
+    cluster: dict[str, str] = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    return cluster
 
 
 @dataclass
@@ -92,7 +99,7 @@ class EmbeddedServer:
                 process.terminate()
                 await process.wait()
             raise
-        base = kubeconfig.read_text().split("server: ")[1].split()[0]
+        base = _kubeconfig_cluster(kubeconfig)["server"]
         return cls(process=process, kubeconfig=kubeconfig, base=base)
 
     @property
@@ -100,7 +107,14 @@ class EmbeddedServer:
         return str(self.kubeconfig)
 
     def session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(base_url=self.base)
+        # The kubeconfig's token and certificate authority: the server refuses anyone else.
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        ca = base64.b64decode(_kubeconfig_cluster(self.kubeconfig)["certificate-authority-data"])
+        return aiohttp.ClientSession(
+            base_url=self.base,
+            headers={"Authorization": f"Bearer {config['users'][0]['user']['token']}"},
+            connector=aiohttp.TCPConnector(ssl=ssl.create_default_context(cadata=ca.decode())),
+        )
 
     async def request(
         self, http: aiohttp.ClientSession, method: str, path: str, body: Any = None
