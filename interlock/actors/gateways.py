@@ -48,7 +48,7 @@ from interlock.actors.gateway_messages import (
 )
 from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
-from interlock.model.gateway import HTTPRoute, ParentReference, ReferenceGrant, parse_http_route
+from interlock.model.gateway import ParentReference, ReferenceGrant, parse_http_route
 from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
 from interlock.model.gateway_listeners import (
     Gateway,
@@ -64,16 +64,25 @@ from interlock.model.gateway_modules import (
     take_module_filters,
 )
 from interlock.model.gateway_routes import (
+    GatewayRoute,
     GatewayServing,
     GatewayView,
     RejectedRoute,
+    RouteId,
     attach_routes,
     statuses_equal,
 )
+from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey, going_away
 from interlock.model.moduleset import ModuleSet
 from interlock.model.outbound import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
+
+ROUTE_PARSERS: Mapping[str, Callable[[dict[str, Any]], GatewayRoute]] = {
+    "HTTPRoute": parse_http_route,
+    "GRPCRoute": parse_grpc_route,
+}
+"""The route kinds HTTP and HTTPS listeners carry, each with its parser."""
 
 MAX_DEFERRED = 256
 """Changes a recompute may wait behind before it runs anyway (a mailbox that never empties)."""
@@ -120,17 +129,17 @@ class GatewayTables:
 
     classes: dict[str, GatewayClass] = field(default_factory=dict)
     gateways: dict[ObjectKey, Gateway] = field(default_factory=dict)
-    routes: dict[ObjectKey, HTTPRoute | RejectedRoute] = field(default_factory=dict)
+    routes: dict[RouteId, GatewayRoute | RejectedRoute] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[ObjectKey, Service] = field(default_factory=dict)
     grants: dict[str, dict[str, ReferenceGrant]] = field(default_factory=dict)
     secrets: dict[ObjectKey, SecretData] = field(default_factory=dict)
     module_sets: dict[ObjectKey, ModuleSet] = field(default_factory=dict)
-    module_names: dict[ObjectKey, dict[int, tuple[str, ...]]] = field(default_factory=dict)
+    module_names: dict[RouteId, dict[int, tuple[str, ...]]] = field(default_factory=dict)
     """Per route: the ModuleSets each rule's ExtensionRef filters name."""
     inputs: set[str] = field(default_factory=set)
     status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
-    parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    parents: dict[RouteId, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     serving: dict[ObjectKey, GatewayServing] = field(default_factory=dict)
     port_failures: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per Gateway (``ns/name``): the ports the data plane could not open, with why."""
@@ -221,18 +230,21 @@ class GatewayController(Actor):
                 self.namespaces.pop(change.name, None)
             else:
                 self.namespaces[change.name] = labels
-        elif kind == "HTTPRoute":
+        elif kind in ROUTE_PARSERS:
+            route = (kind, key)
             if deleted or not names_a_gateway(change.obj):
-                self.module_names.pop(key, None)
-                if self.routes.pop(key, None) is None:
+                self.module_names.pop(route, None)
+                if self.routes.pop(route, None) is None:
                     return
             else:
-                stripped, names = take_module_filters(change.obj)
-                self.routes[key] = self._parse_route(stripped)
+                stripped, names = (
+                    take_module_filters(change.obj) if kind == "HTTPRoute" else (change.obj, {})
+                )
+                self.routes[route] = self._parse_route(kind, stripped)
                 if names:
-                    self.module_names[key] = names
+                    self.module_names[route] = names
                 else:
-                    self.module_names.pop(key, None)
+                    self.module_names.pop(route, None)
         else:
             return
         self.dirty = True
@@ -258,9 +270,9 @@ class GatewayController(Actor):
             self.gateways.pop(key, None)
 
     @staticmethod
-    def _parse_route(raw: dict[str, Any]) -> HTTPRoute | RejectedRoute:
+    def _parse_route(kind: str, raw: dict[str, Any]) -> GatewayRoute | RejectedRoute:
         try:
-            return parse_http_route(raw)
+            return ROUTE_PARSERS[kind](raw)
         except InvalidObject as error:
             logger.warning("{}; not served by its Gateways until it is fixed", error)
             found_meta = raw.get("metadata")
@@ -273,6 +285,7 @@ class GatewayController(Actor):
                 parent_refs=_parent_refs(raw),
                 message=str(error),
                 stored_parents=tuple(p for p in stored or () if isinstance(p, dict)),
+                kind=kind,
             )
 
     def _take_input(self, message: Published | Unpublished) -> None:
@@ -323,13 +336,13 @@ class GatewayController(Actor):
     def _follow_inputs(self, ours: dict[ObjectKey, Gateway]) -> None:
         wanted: set[str] = set()
         for route in self.routes.values():
-            if isinstance(route, HTTPRoute):
+            if not isinstance(route, RejectedRoute):
                 wanted.update(
                     service_topic(key.namespace, key.name)
                     for key in route_service_dependencies(route)
                 )
                 wanted.update(grants_topic(ns) for ns in route_grant_namespaces(route))
-        for route_key, names in self.module_names.items():
+        for (_, route_key), names in self.module_names.items():
             sets, secrets = module_dependencies(route_key.namespace, names, self.module_sets)
             wanted.update(moduleset_topic(key.namespace, key.name) for key in sets)
             wanted.update(secret_topic(key.namespace, key.name) for key in secrets)
@@ -401,10 +414,10 @@ class GatewayController(Actor):
         secret_models = {
             key: data.to_model()
             for key, data in self.secrets.items()
-            if any(key.namespace == route.namespace for route in self.module_names)
+            if any(key.namespace == route.namespace for _, route in self.module_names)
         }
         rule_modules = {
-            key: resolve_rule_modules(key.namespace, names, self.module_sets, secret_models)
+            key: resolve_rule_modules(key[1].namespace, names, self.module_sets, secret_models)
             for key, names in self.module_names.items()
             if key in self.routes
         }
@@ -470,11 +483,11 @@ class GatewayController(Actor):
             self.sent_status[key] = desired
             self.publish(GATEWAY_STATUS_TOPIC, key, desired)
 
-    def _publish_parents(self, parents: dict[ObjectKey, tuple[dict[str, Any], ...]]) -> None:
+    def _publish_parents(self, parents: dict[RouteId, tuple[dict[str, Any], ...]]) -> None:
         wanted = {key: entries for key, entries in parents.items() if entries}
         for key in sorted(set(self.sent_parents) - set(wanted), key=str):
             self.unpublish(
-                gateway_parents_topic("HTTPRoute", key.namespace, key.name), GATEWAY_PARENTS_KEY
+                gateway_parents_topic(key[0], key[1].namespace, key[1].name), GATEWAY_PARENTS_KEY
             )
             del self.sent_parents[key]
         for key, entries in wanted.items():
@@ -483,7 +496,7 @@ class GatewayController(Actor):
                 continue
             self.sent_parents[key] = entries
             self.publish(
-                gateway_parents_topic("HTTPRoute", key.namespace, key.name),
+                gateway_parents_topic(key[0], key[1].namespace, key[1].name),
                 GATEWAY_PARENTS_KEY,
                 GatewayParentEntries(entries),
             )

@@ -140,7 +140,7 @@ class RouteActor(Actor):
     async def started(self) -> None:
         topic = self.route_topic
         self.subscribe(topic)
-        if self.kind == "HTTPRoute":
+        if self.kind in ("HTTPRoute", "GRPCRoute"):
             # Retained values only for routes naming one of interlock's Gateways: an empty
             # topic costs nothing until published.
             self.subscribe(gateway_parents_topic(self.kind, self.namespace, self.name))

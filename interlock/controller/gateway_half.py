@@ -88,7 +88,7 @@ class GatewayHalf:
             traffic=traffic,
         )
         self._front_doors = TrackingPorts(self.ports, upstreams)
-        self._told_routes: set[ObjectKey] = set()
+        self._told_routes: set[tuple[str, ObjectKey]] = set()
 
     async def resources(self, api: Any) -> list[Resource]:
         served = []
@@ -119,7 +119,7 @@ class GatewayHalf:
         told = self._told_routes
 
         def route(change: ObjectChanged) -> None:
-            key = ObjectKey(namespace=change.namespace, name=change.name)
+            key = (change.kind, ObjectKey(namespace=change.namespace, name=change.name))
             if not change.deleted and names_a_gateway(change.obj):
                 told.add(key)
             elif key in told:
@@ -131,7 +131,7 @@ class GatewayHalf:
         def namespace(change: ObjectChanged) -> None:
             system.tell(GATEWAY_CONTROLLER, change)
 
-        return {"HTTPRoute": route, "Namespace": namespace}
+        return {"HTTPRoute": route, "GRPCRoute": route, "Namespace": namespace}
 
     def start(self) -> None:
         """Spawn the controller and data-plane actors (before the informers run)."""

@@ -33,13 +33,14 @@ from interlock.model.meta import KubeModel, KubeObject, ObjectKey, parse_namespa
 from interlock.model.moduleset import SecretValue
 
 HTTP_ROUTE_KIND = (GATEWAY_GROUP, "HTTPRoute")
+GRPC_ROUTE_KIND = (GATEWAY_GROUP, "GRPCRoute")
 
 CertificatePair = tuple[SecretValue, SecretValue]
 """A listener certificate: ``(tls.crt, tls.key)`` PEM, never printed."""
 
 PROTOCOL_ROUTE_KINDS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    "HTTP": (HTTP_ROUTE_KIND,),
-    "HTTPS": (HTTP_ROUTE_KIND,),
+    "HTTP": (HTTP_ROUTE_KIND, GRPC_ROUTE_KIND),
+    "HTTPS": (HTTP_ROUTE_KIND, GRPC_ROUTE_KIND),
 }
 """The listener protocols interlock serves, each with the route kinds it carries."""
 

@@ -51,6 +51,7 @@ from interlock.model.gateway_listeners import (
     route_kinds_allowed,
 )
 from interlock.model.gateway_modules import RuleModules
+from interlock.model.grpc_route import GRPCRoute
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy, OutboundRoute, resolve_route
 from interlock.model.service import Service
@@ -65,6 +66,19 @@ class GatewayView:
     address: str | AddressProblem
 
 
+RouteId = tuple[str, ObjectKey]
+"""A route of a Gateway: its kind (``HTTPRoute``, ``GRPCRoute``) and namespace/name."""
+
+GatewayRoute = HTTPRoute | GRPCRoute
+"""The route kinds HTTP and HTTPS listeners carry."""
+
+
+def route_id(route: GatewayRoute | RejectedRoute) -> RouteId:
+    if isinstance(route, RejectedRoute):
+        return (route.kind, route.key)
+    return ("GRPCRoute" if isinstance(route, GRPCRoute) else "HTTPRoute", route.key)
+
+
 @dataclass(frozen=True, slots=True)
 class RejectedRoute:
     """A route that could not be parsed: its parents still hear why (``UnsupportedValue``)."""
@@ -74,6 +88,7 @@ class RejectedRoute:
     parent_refs: tuple[ParentReference, ...]
     message: str
     stored_parents: tuple[dict[str, Any], ...] = ()
+    kind: str = "HTTPRoute"
 
 
 RuleKey = tuple[str, str, int]
@@ -136,7 +151,7 @@ class GatewayServing:
 class RoutesOutcome:
     """:func:`attach_routes`' result."""
 
-    parents: Mapping[ObjectKey, tuple[dict[str, Any], ...]]
+    parents: Mapping[RouteId, tuple[dict[str, Any], ...]]
     """Per route: its ``status.parents`` entries for our Gateways (possibly none)."""
     attached: Mapping[ObjectKey, Mapping[str, int]]
     """Per Gateway: accepted routes per listener name."""
@@ -168,7 +183,7 @@ def _stored_entry(
     return {}
 
 
-def _route_age(route: HTTPRoute) -> tuple[float, str, str]:
+def _route_age(route: GatewayRoute) -> tuple[float, str, str]:
     created = route.metadata.creation_timestamp
     return (
         0.0 if created is None else created.timestamp(),
@@ -179,13 +194,13 @@ def _route_age(route: HTTPRoute) -> tuple[float, str, str]:
 
 def attach_routes(
     gateways: Mapping[ObjectKey, GatewayView],
-    routes: Iterable[HTTPRoute | RejectedRoute],
+    routes: Iterable[GatewayRoute | RejectedRoute],
     *,
     services: Mapping[ObjectKey, Service],
     grants: Iterable[ReferenceGrant],
     namespace_labels: Mapping[str, Mapping[str, str]],
     now: datetime,
-    rule_modules: Mapping[ObjectKey, Mapping[int, RuleModules]] | None = None,
+    rule_modules: Mapping[RouteId, Mapping[int, RuleModules]] | None = None,
 ) -> RoutesOutcome:
     """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring.
 
@@ -193,7 +208,7 @@ def attach_routes(
     (:mod:`interlock.model.gateway_modules`)."""
     modules_of = rule_modules or {}
     grant_list = tuple(grants)
-    parents: dict[ObjectKey, tuple[dict[str, Any], ...]] = {}
+    parents: dict[RouteId, tuple[dict[str, Any], ...]] = {}
     attached: dict[ObjectKey, dict[str, int]] = {key: {} for key in gateways}
     # (gateway, listener name) → [(route, effective hostnames)]
     on_listener: dict[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]] = {}
@@ -205,18 +220,18 @@ def attach_routes(
     )
     for route in ordered:
         if isinstance(route, RejectedRoute):
-            parents[route.key] = _rejected_entries(route, gateways, now=now)
+            parents[route_id(route)] = _rejected_entries(route, gateways, now=now)
             continue
         entries, attachments = _route_entries(
             route,
             gateways,
-            modules=modules_of.get(route.key, {}),
+            modules=modules_of.get(route_id(route), {}),
             services=services,
             grants=grant_list,
             namespace_labels=namespace_labels,
             now=now,
         )
-        parents[route.key] = entries
+        parents[route_id(route)] = entries
         for (gateway_key, listener_name), (outbound, hostnames) in attachments.items():
             counts = attached[gateway_key]
             counts[listener_name] = counts.get(listener_name, 0) + 1
@@ -262,7 +277,7 @@ def _rejected_entries(
 
 
 def _route_entries(
-    route: HTTPRoute,
+    route: GatewayRoute,
     gateways: Mapping[ObjectKey, GatewayView],
     *,
     modules: Mapping[int, RuleModules],
@@ -278,7 +293,7 @@ def _route_entries(
     generation = route.metadata.generation
     resolved = resolve_route(route, services, grants, parents=())
     outbound = OutboundRoute(
-        kind="HTTPRoute",
+        kind=route_id(route)[0],
         group=GATEWAY_GROUP,
         namespace=namespace,
         name=route.metadata.name,
@@ -351,7 +366,7 @@ def _route_entries(
 
 
 def _accept(
-    route: HTTPRoute,
+    route: GatewayRoute,
     ref: ParentReference,
     view: GatewayView,
     *,
@@ -360,6 +375,7 @@ def _accept(
     """The listeners ``route`` attaches to through ``ref`` (name, served hostnames) and a
     sentence; with no listener the sentence is ``Reason: message``."""
     gateway = view.gateway
+    kind = route_id(route)[0]
     where = f"parentRef Gateway {gateway.key}"
     candidates = [
         check
@@ -378,7 +394,7 @@ def _accept(
         check
         for check in candidates
         if check.accepted
-        and (GATEWAY_GROUP, "HTTPRoute") in check.supported_kinds
+        and (GATEWAY_GROUP, kind) in check.supported_kinds
         and route_kinds_allowed(
             check.listener,
             route_namespace=route.metadata.namespace,
@@ -388,7 +404,7 @@ def _accept(
     ]
     if not allowed:
         return (
-            f"NotAllowedByListeners: {where}: no listener admits HTTPRoutes from namespace "
+            f"NotAllowedByListeners: {where}: no listener admits {kind}s from namespace "
             f"{route.metadata.namespace} (see its allowedRoutes)",
             [],
         )
@@ -410,7 +426,7 @@ def _accept(
 def _serving(
     view: GatewayView,
     on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
-    modules_of: Mapping[ObjectKey, Mapping[int, RuleModules]],
+    modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
 ) -> GatewayServing | None:
     if not isinstance(view.address, str):
         return None
@@ -439,7 +455,7 @@ def _serving(
                     (route.namespace, route.name, index): rule
                     for route in routes
                     for index, rule in modules_of.get(
-                        ObjectKey(namespace=route.namespace, name=route.name), {}
+                        (route.kind, ObjectKey(namespace=route.namespace, name=route.name)), {}
                     ).items()
                 },
             )
