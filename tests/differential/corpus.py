@@ -8,12 +8,14 @@ bodies, per server, so a case can send the resourceVersion that server gave it. 
 merge|strategic|json`` sets the patch content type, ``accept: table`` asks for a server-side
 Table, ``watch: N`` reads N events (``watch: initial-events-end`` reads until that bookmark),
 ``resources`` keeps only the named resources of a discovery APIResourceList (the real server
-serves many kinds the embedded one does not), ``ignore`` drops dotted paths of the normalized
+serves many kinds the embedded one does not), ``token`` sends that bearer token instead of the
+server's own (authentication cases), ``ignore`` drops dotted paths of the normalized
 response before comparing (only for what cannot match between two servers).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +103,8 @@ def _dig(body: Any, path: str) -> Any:
 
 def run_step(target: Target, step: dict[str, Any], variables: dict[str, Any]) -> Response:
     watch = step.get("watch")
+    if "token" in step:
+        target = dataclasses.replace(target, token=step["token"])
     response = send(
         target,
         method=step.get("method", "GET"),
