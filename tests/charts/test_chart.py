@@ -116,6 +116,21 @@ def test_values_reach_the_deployment() -> None:
     assert container["resources"]["limits"]["memory"] == "1Gi"
 
 
+def test_the_allowed_hosts_follow_the_namespace() -> None:
+    docs = rendered(
+        "--set", "namespace.name=edge,clusterDomain=corp.internal,extraAllowedHosts[0]=policy.corp"
+    )
+    allowed = [a.partition("=")[2] for a in _container(docs)["args"] if "--allowed-host=" in a]
+    assert allowed == [
+        "interlock-policy",
+        "interlock-metrics",
+        "*.edge",
+        "*.edge.svc",
+        "*.edge.svc.corp.internal",
+        "policy.corp",
+    ]
+
+
 def test_the_mesh_listener_gets_its_flag_port_service_and_network_policy_rule() -> None:
     docs = rendered("--set", "mesh.enabled=true,mesh.clientNamespace=apps")
     args = _container(docs)["args"]
