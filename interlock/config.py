@@ -161,6 +161,10 @@ class ControllerConfig:
     writes where the edge listens instead, and nothing for a wildcard address (see
     :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
+    lax_reference_grants: bool = False
+    """Linkerd's reading of ReferenceGrants (``--lax-reference-grants``): a producer route's
+    cross-namespace backend needs no grant (``docs/policy-api.md``, "ReferenceGrants")."""
+
     grpc_addr: Address | None = None
     """Where Linkerd's proxy API (``io.linkerd.proxy.outbound.OutboundPolicies``, gRPC) listens
     (``--grpc-addr``); ``None`` serves none (see ``docs/linkerd.md``)."""

@@ -100,6 +100,10 @@ MAX_DEFERRED = 64
 class RouteActor(Actor):
     """Keeps one route's (HTTPRoute or GRPCRoute) resolved output and status up to date."""
 
+    require_grants = True
+    """False with ``--lax-reference-grants`` (set on the instance only then: no per-actor cost
+    in the default)."""
+
     def __init__(
         self,
         *,
@@ -328,7 +332,9 @@ class RouteActor(Actor):
         route = self.route
         if route is None:
             return
-        by_parent = resolve_route_by_parent(route, self.services, self._all_grants())
+        by_parent = resolve_route_by_parent(
+            route, self.services, self._all_grants(), require_grants=self.require_grants
+        )
         for left in [key for key in self.published if key not in by_parent]:
             self.unpublish(parent_topic(left.namespace, left.name), self.identity)
             del self.published[left]

@@ -136,6 +136,11 @@ def add_run_parser(subparsers: Any) -> None:
         help="edge HTTPS address, certificates from the Ingresses' TLS Secrets by SNI",
         shown="HTTP only",
     )
+    add.switch(
+        "--lax-reference-grants",
+        help="as Linkerd's controller: producer routes may send to Services of other namespaces "
+        "without a ReferenceGrant (GEP-1294 asks for one; docs/policy-api.md)",
+    )
     add.value(
         "--grpc-addr",
         default=None,
@@ -310,6 +315,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 if args.edge_tls_addr
                 else None
             ),
+            lax_reference_grants=args.lax_reference_grants,
             grpc_addr=(
                 parse_address(args.grpc_addr, flag="--grpc-addr") if args.grpc_addr else None
             ),

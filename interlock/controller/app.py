@@ -453,7 +453,7 @@ class Controller:
 
         def route_factory(kind: str) -> RouteFactory:
             def route_actor(namespace: str, name: str, outputs: RouteOutputs) -> RouteActor:
-                return RouteActor(
+                actor = RouteActor(
                     namespace=namespace,
                     name=name,
                     controller_name=config.controller_name,
@@ -461,6 +461,9 @@ class Controller:
                     outputs=outputs,
                     kind=kind,
                 )
+                if config.lax_reference_grants:
+                    actor.require_grants = False
+                return actor
 
             return route_actor
 

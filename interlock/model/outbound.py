@@ -490,6 +490,7 @@ def resolve_route(
     grants: Iterable[ReferenceGrant],
     *,
     parents: Iterable[ServiceParent] | None = None,
+    require_grants: bool = True,
 ) -> ResolvedRoute:
     """Resolve every backendRef of ``route`` against the current Services and grants.
 
@@ -501,7 +502,8 @@ def resolve_route(
     would expose that namespace's Service to everyone who reaches the parent — the broader
     scope GEP-1294 excepts — and needs a grant. The grant is required as soon as one of
     ``parents`` is a producer parent (use :func:`resolve_route_by_parent` to keep the two
-    apart), and when there is no Service parent at all.
+    apart), and when there is no Service parent at all. ``require_grants=False`` is Linkerd's
+    reading (``--lax-reference-grants``): a producer route's cross-namespace backend needs none.
 
     Only ``services`` entries for the route's dependencies matter, so a caller may pass just
     those (see :func:`route_service_dependencies`). Backends keep their rule and list order.
@@ -512,7 +514,7 @@ def resolve_route(
         if parents is None
         else tuple(parents)
     )
-    needs_grant = not served or any(p.is_producer_of(own) for p in served)
+    needs_grant = require_grants and (not served or any(p.is_producer_of(own) for p in served))
     grant_list = tuple(grants)
     kind = route_kind(route)
     grpc = isinstance(route, GRPCRoute)
@@ -603,6 +605,8 @@ def resolve_route_by_parent(
     route: MeshRoute,
     services: Mapping[ObjectKey, Service],
     grants: Iterable[ReferenceGrant],
+    *,
+    require_grants: bool = True,
 ) -> dict[ObjectKey, ResolvedRoute]:
     """The resolution each Service parent of ``route`` gets, by parent Service.
 
@@ -618,7 +622,9 @@ def resolve_route_by_parent(
         group = tuple(p for p in everyone if p.is_producer_of(own) == producer)
         if not group:
             continue
-        resolved = resolve_route(route, services, grant_list, parents=group)
+        resolved = resolve_route(
+            route, services, grant_list, parents=group, require_grants=require_grants
+        )
         for parent in group:
             by_parent[parent.key] = resolved
     return by_parent
