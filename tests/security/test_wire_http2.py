@@ -22,6 +22,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import hyperframe.frame
 import pytest
 
 from interlock.actors.service_port_watch import ServicePortWatches
@@ -151,6 +152,29 @@ async def test_rapid_reset_at_the_edge_gets_goaway_and_the_connection_closed(
     finally:
         other.close()
     assert (status, body) == (200, b"backend-a")
+
+
+async def test_resets_the_server_makes_for_the_clients_errors_count_too(
+    edge: Edge, hanging: CountingBackend
+) -> None:
+    """MadeYouReset (CVE-2025-8671): a WINDOW_UPDATE that overflows a stream's window makes
+    the server reset the stream itself — the same handler started and cancelled."""
+    await serve_host(edge, host=HOST, service="hang", address=hanging.address)
+    attacker = await H2Raw.open(edge.address)
+    try:
+        for _ in range(2000):
+            stream_id = attacker.headers(HOST, path="/hang")
+            attacker.flush()
+            overflow = hyperframe.frame.WindowUpdateFrame(stream_id, window_increment=0x7FFFFFFF)
+            attacker.writer.write(overflow.serialize())
+        attacker.h2.ping(b"12345678")
+        attacker.flush()
+        await attacker.until(h2.events.PingAckReceived)
+    finally:
+        attacker.close()
+    goaway = goaway_of(attacker)
+    assert goaway is not None, "no GOAWAY after 2,000 streams reset for the client's errors"
+    assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
 
 
 async def test_resets_under_the_budget_keep_the_connection() -> None:
