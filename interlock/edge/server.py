@@ -382,7 +382,6 @@ class EdgeServer:
                 peer_certificate(request.transport) if chain.needs_peer_certificate else None
             ),
             scheme=request.scheme,
-            host=host_header,
             raw_target=request.raw_path,
         )
         # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).

@@ -139,7 +139,6 @@ class EdgeStreams:
                 peer_ip=request.peer,
                 peer_certificate=certificate,
                 scheme=request.scheme,
-                host=host,
                 raw_target=request.path,
             )
             # oauth/oidc after the other checks, before the circuit breaker, as for HTTP/1.1.

@@ -96,11 +96,11 @@ class IngressNginx:
             if length.isdigit() and int(length) > config.max_body_size:
                 return TOO_LARGE
         if config.ssl_redirect and scheme == "http":
-            return _redirect(308, f"https://{_hostname(view.host)}{_target(view)}")
+            return _redirect(308, f"https://{_hostname(view.authority)}{_target(view)}")
         if config.redirect is not None:
             return _redirect(config.redirect_status, config.redirect)
         if config.app_root is not None and view.path == "/":
-            return _redirect(302, f"{scheme}://{view.host}{config.app_root}")
+            return _redirect(302, f"{scheme}://{view.authority}{config.app_root}")
         if config.cors is not None and view.method == "OPTIONS":
             found = self._cors_headers(view.headers)
             if found is not None:

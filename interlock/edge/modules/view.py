@@ -36,8 +36,6 @@ class RequestView:
     """The raw body; the server reads it only when ``ModuleChain.needs_body`` is true."""
     scheme: str = "http"
     """``http`` or ``https``, as the client reached the edge."""
-    host: str = ""
-    """The ``Host`` (or ``:authority``) the client sent, port included."""
     raw_target: str = ""
     """The request-target as the client sent it (path and query, encoding kept), for
     redirects that keep it."""

@@ -44,7 +44,7 @@ def test_a_path_the_pattern_does_not_match_is_not_found() -> None:
 
 def test_redirects() -> None:
     ssl = module(sslRedirect=True).admit(
-        view("/a", scheme="http", host="shop.example:8080", raw_target="/a?b=1"), client="c"
+        view("/a", scheme="http", authority="shop.example:8080", raw_target="/a?b=1"), client="c"
     )
     assert ssl is not None and (ssl.status, ssl.headers["Location"]) == (
         308,
@@ -57,7 +57,7 @@ def test_redirects() -> None:
         "https://www.google.com",
     )
     root = module(appRoot="/app1")
-    found = root.admit(view("/", host="approot.bar.com"), client="c")
+    found = root.admit(view("/", authority="approot.bar.com"), client="c")
     assert found is not None and found.headers["Location"] == "http://approot.bar.com/app1"
     assert root.admit(view("/app1"), client="c") is None
 
@@ -126,8 +126,8 @@ def test_ssl_redirect_believes_x_forwarded_proto_only_from_a_trusted_proxy() -> 
         trusted_proxies=["10.0.0.0/8"],
     )
     https = CIMultiDict({"X-Forwarded-Proto": "https"})
-    assert chain.check_request(view(peer_ip="10.1.2.3", headers=https, host="a")) is None
-    spoofed = chain.check_request(view(peer_ip="192.0.2.1", headers=https, host="a"))
+    assert chain.check_request(view(peer_ip="10.1.2.3", headers=https, authority="a")) is None
+    spoofed = chain.check_request(view(peer_ip="192.0.2.1", headers=https, authority="a"))
     assert spoofed is not None and spoofed.status == 308
 
 
