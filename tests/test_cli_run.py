@@ -229,3 +229,12 @@ async def test_run_reports_what_to_fix_when_it_cannot_start(tmp_path):
     finally:
         busy.close()
         await busy.wait_closed()
+
+
+def test_linkerd_flags_build_the_config():
+    config = parse(["run", "--grpc-addr", "0.0.0.0:8091", "--lax-reference-grants"])
+    assert config.grpc_addr == Address("0.0.0.0", 8091)
+    assert config.lax_reference_grants
+    plain = parse(["run"])
+    assert plain.grpc_addr is None
+    assert not plain.lax_reference_grants
