@@ -7,6 +7,8 @@ The annotation values are those of ingress-nginx's own documentation
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_edge_builders import NS, OUR_CLASS, path, rule, secret, service
 
 from interlock.model.edge import ingress_host_routes
@@ -446,3 +448,21 @@ def test_desired_edges_translates_where_the_actors_do() -> None:
     assert route.modules.ingress_nginx is None
     flagged = desired_edges([ingress], [plain], [], [], [web], ingress_nginx_annotations=True)
     assert flagged.edges["app.example.com"].routes[0].modules.ingress_nginx is not None
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from([*SERVED, *NOT_SERVED, "configuration-snippet", "made-up"]),
+        st.text(max_size=40),
+        max_size=12,
+    )
+)
+def test_translate_is_total_and_every_annotation_is_served_or_refused(
+    annotations: dict[str, str],
+) -> None:
+    ingress = annotated(annotations)
+    nginx = translate(ingress)  # never raises, whatever the values
+    refused_names = {r.annotation.removeprefix(PREFIX) for r in nginx.refusals}
+    for name in annotations:
+        assert name in SERVED or name in refused_names, name
+    routes_of(ingress)  # and the routes are computed from it without raising
