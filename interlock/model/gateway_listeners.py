@@ -200,11 +200,12 @@ def assign_addresses(
 ) -> dict[ObjectKey, str | AddressProblem]:
     """An address from ``pool`` for each Gateway, or why it has none.
 
-    Oldest Gateways choose first. A Gateway asking for addresses (``spec.addresses``) gets the
-    first one it asks for that is in the pool and free; one asking for another type than
-    ``IPAddress`` is not accepted. The others keep the address their status holds while it is
-    in the pool and free, else take the first free one: a Gateway's address survives restarts
-    and the arrival of other Gateways.
+    Oldest Gateways choose first. A Gateway asking for addresses (``spec.addresses``) is served
+    on the first of them when every one is in the pool and free (else it is not programmed:
+    ``AddressNotUsable``); one asking for another type than ``IPAddress`` is not accepted; an
+    ``IPAddress`` without a value asks for any address. The others keep the address their
+    status holds while it is in the pool and free, else take the first free one: a Gateway's
+    address survives restarts and the arrival of other Gateways.
     """
     ordered = sorted(gateways, key=_age)
     in_pool = set(pool)
@@ -222,11 +223,8 @@ def assign_addresses(
                 "interlock reads no parameters; remove parametersRef",
             )
             continue
-        wanted = gateway.spec.addresses
-        if not wanted:
-            waiting.append(gateway)
-            continue
-        bad_type = next((a.type for a in wanted if a.type != "IPAddress"), None)
+        requested = gateway.spec.addresses
+        bad_type = next((a.type for a in requested if a.type != "IPAddress"), None)
         if bad_type is not None:
             result[gateway.key] = AddressProblem(
                 "Accepted",
@@ -234,19 +232,23 @@ def assign_addresses(
                 f"spec.addresses: type {bad_type} is not supported; use IPAddress",
             )
             continue
-        usable = next(
-            (a.value for a in wanted if a.value in in_pool and a.value not in taken), None
-        )
-        if usable is None:
-            values = ", ".join(a.value for a in wanted)
+        # An IPAddress without a value asks for an address, any one: as if none was asked for.
+        wanted = [a.value for a in requested if a.value]
+        if not wanted:
+            waiting.append(gateway)
+            continue
+        unusable = [value for value in wanted if value not in in_pool or value in taken]
+        if unusable:
             result[gateway.key] = AddressProblem(
                 "Programmed",
                 "AddressNotUsable",
-                f"spec.addresses: {values}: not in interlock's address pool (--gateway-addresses) "
-                "or used by another Gateway",
+                f"spec.addresses: {', '.join(unusable)}: not in interlock's address pool "
+                "(--gateway-addresses) or used by another Gateway",
             )
             continue
-        taken.add(usable)
+        # The data plane serves a Gateway on one address: the first it asks for.
+        usable = wanted[0]
+        taken.update(wanted)
         result[gateway.key] = usable
     later: list[Gateway] = []
     for gateway in waiting:

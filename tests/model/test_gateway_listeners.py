@@ -225,3 +225,23 @@ def test_a_gateway_with_parameters_is_not_accepted_and_not_served() -> None:
     assert conditions["Accepted"] == ("False", "InvalidParameters")
     assert conditions["Programmed"][0] == "False"
     assert status["addresses"] == []
+
+
+def test_requested_addresses_must_all_be_usable_and_an_empty_value_asks_for_any() -> None:
+    pool = ("10.0.0.1", "10.0.0.2", "10.0.0.254")
+    mixed = gateway(
+        "mixed",
+        age=1,
+        addresses=[
+            {"type": "IPAddress", "value": "192.0.2.1"},
+            {"type": "IPAddress", "value": "10.0.0.254"},
+        ],
+    )
+    usable = gateway("usable", age=2, addresses=[{"type": "IPAddress", "value": "10.0.0.254"}])
+    empty = gateway("empty", age=3, addresses=[{"type": "IPAddress", "value": ""}])
+    result = assign_addresses([mixed, usable, empty], pool)
+    assert isinstance(problem := result[mixed.key], AddressProblem)
+    assert (problem.condition, problem.reason) == ("Programmed", "AddressNotUsable")
+    assert "192.0.2.1" in problem.message
+    assert result[usable.key] == "10.0.0.254"
+    assert result[empty.key] == "10.0.0.1"
