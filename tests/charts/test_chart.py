@@ -82,7 +82,8 @@ def test_helm_lint_passes_with_every_option_on() -> None:
     run([helm, "lint", "--strict", CHART])
     everything = (
         "mesh.enabled=true,serviceMonitor.enabled=true,prometheusRule.enabled=true,"
-        "grafanaDashboard.enabled=true,logFormat=json,ingressClass.default=true"
+        "grafanaDashboard.enabled=true,logFormat=json,ingressClass.default=true,"
+        "gatewayClass.create=true"
     )
     run([helm, "lint", "--strict", CHART, "--set", everything])
 
@@ -185,6 +186,14 @@ def test_optional_objects_are_off_by_default_and_on_when_asked() -> None:
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped = json.loads((CHART / "files" / "dashboards" / "interlock.json").read_text())
     assert json.loads(dashboard["data"]["interlock.json"]) == shipped
+
+
+def test_the_gateway_class_is_asked_for() -> None:
+    assert "GatewayClass" not in {d["kind"] for d in rendered()}
+    docs = rendered("--set", "gatewayClass.create=true,gatewayClass.name=edge")
+    gateway_class = next(d for d in docs if d["kind"] == "GatewayClass")
+    assert gateway_class["metadata"]["name"] == "edge"
+    assert gateway_class["spec"] == {"controllerName": "interlock.dev/gateway-controller"}
 
 
 def test_the_dashboard_in_docs_is_the_chart_s() -> None:

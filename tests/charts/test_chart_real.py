@@ -44,7 +44,10 @@ def test_the_rendered_chart_is_accepted_by_the_real_server(
 ) -> None:
     """``helm template … | kubectl apply --dry-run=server -f -``, every object accepted."""
     assert control_plane is not None
-    for flags in ((), ("--set", "mesh.enabled=true,ingressClass.default=true,logFormat=json")):
+    everything = (
+        "mesh.enabled=true,ingressClass.default=true,logFormat=json,gatewayClass.create=true"
+    )
+    for flags in ((), ("--set", everything)):
         manifest = helm_template(*flags).stdout
         result = subprocess.run(
             ["kubectl", "--kubeconfig", control_plane.admin_kubeconfig, "apply", *DRY_RUN],
@@ -139,19 +142,21 @@ def test_install_upgrade_and_uninstall(fresh_cluster: str, tmp_path: Path) -> No
     assert "condition met" in established.stdout
 
     mesh = ("v1", "Service", NAMESPACE, "interlock-mesh")
-    helm("upgrade", "interlock", str(CHART), "--set", "replicas=3,mesh.enabled=true")
+    gateway_class = ("gateway.networking.k8s.io/v1", "GatewayClass", "", "interlock")
+    more = "replicas=3,mesh.enabled=true,gatewayClass.create=true"
+    helm("upgrade", "interlock", str(CHART), "--set", more)
     deployment = _deployment(fresh_cluster)
     assert deployment["spec"]["replicas"] == 3
     assert (
         "--mesh-addr=0.0.0.0:8081"
         in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     )
-    assert _exists(fresh_cluster, mesh)
+    assert _exists(fresh_cluster, mesh) and _exists(fresh_cluster, gateway_class)
     # An upgrade deletes what the new values no longer render. (--reset-values: without values
     # given, helm upgrade would reuse the last release's.)
     helm("upgrade", "interlock", str(CHART), "--reset-values")
     assert _deployment(fresh_cluster)["spec"]["replicas"] == 2
-    _until_gone(fresh_cluster, [mesh])
+    _until_gone(fresh_cluster, [mesh, gateway_class])
     history = helm("history", "interlock", "-o", "json").stdout
     assert history.count('"revision"') == 3, history
 
