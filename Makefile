@@ -42,6 +42,7 @@ test: dev
 # (hack/build-real-binaries.sh caches them under ~/.cache/interlock; later runs reuse them).
 test-real: dev
 	hack/build-real-binaries.sh >/dev/null
+	hack/build-helm.sh >/dev/null
 	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability \
 		tests/charts/test_chart_real.py
 
