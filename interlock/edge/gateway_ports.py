@@ -181,7 +181,13 @@ class GatewayPortEdge(InProcessEdge):
                     for index, rule in enumerate(route.rules):
                         key = (listener.name, virtual.hostname, route.namespace, route.name, index)
                         wanted = virtual.modules.get((route.namespace, route.name, index))
-                        policy = replace(virtual.policy, routes=(replace(route, rules=(rule,)),))
+                        policy = replace(
+                            virtual.policy,
+                            routes=(replace(route, rules=(rule,)),),
+                            protocol=virtual.protocols.get(
+                                (route.namespace, route.name, index), "detect"
+                            ),
+                        )
                         chain, policy = await self._rule_chain(
                             key, wanted, policy, applied, outcome
                         )

@@ -53,7 +53,13 @@ from interlock.model.gateway_listeners import (
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.grpc_route import GRPCRoute
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import OutboundPolicy, OutboundRoute, resolve_route
+from interlock.model.outbound import (
+    OutboundPolicy,
+    OutboundRoute,
+    ResolvedRule,
+    resolve_route,
+)
+from interlock.model.policy_annotations import Protocol, port_protocol
 from interlock.model.service import Service
 
 
@@ -103,6 +109,9 @@ class VirtualHost:
     hostname: str | None
     policy: OutboundPolicy
     modules: Mapping[RuleKey, RuleModules] = field(default_factory=dict)
+    protocols: Mapping[RuleKey, Protocol] = field(default_factory=dict)
+    """The upstream protocol of the rules whose backends all speak one other than HTTP/1.1
+    (``appProtocol: kubernetes.io/h2c``): every request of such a rule goes up in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +248,7 @@ def attach_routes(
     serving = {
         key: served
         for key, view in gateways.items()
-        if (served := _serving(view, on_listener, modules_of)) is not None
+        if (served := _serving(view, on_listener, modules_of, services)) is not None
     }
     return RoutesOutcome(parents=parents, attached=attached, serving=serving)
 
@@ -427,6 +436,7 @@ def _serving(
     view: GatewayView,
     on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
     modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
+    services: Mapping[ObjectKey, Service],
 ) -> GatewayServing | None:
     if not isinstance(view.address, str):
         return None
@@ -458,6 +468,12 @@ def _serving(
                         (route.kind, ObjectKey(namespace=route.namespace, name=route.name)), {}
                     ).items()
                 },
+                protocols={
+                    (route.namespace, route.name, index): protocol
+                    for route in routes
+                    for index, rule in enumerate(route.rules)
+                    if (protocol := _rule_protocol(rule, services)) != "detect"
+                },
             )
             for hostname, routes in sorted(by_host.items(), key=lambda item: hostname_rank(item[0]))
         )
@@ -482,6 +498,23 @@ def _serving(
             for port, listeners in sorted(ports.items())
         ),
     )
+
+
+def _rule_protocol(rule: ResolvedRule, services: Mapping[ObjectKey, Service]) -> Protocol:
+    """What the rule's backends speak, when they agree on HTTP/2 (h2c) or gRPC; else
+    ``detect`` (HTTP/1.1, and h2c for gRPC calls)."""
+    found: set[Protocol] = set()
+    for backend in rule.backends:
+        if not backend.exists or backend.port is None:
+            continue
+        service = services.get(backend.key)
+        port = None if service is None else service.port_by_number(backend.port)
+        found.add(
+            port_protocol(app_protocol=None if port is None else port.app_protocol, opaque=False)
+        )
+    if len(found) == 1 and (only := found.pop()) in ("http2", "grpc"):
+        return only
+    return "detect"
 
 
 def statuses_equal(a: Any, b: Any) -> bool:

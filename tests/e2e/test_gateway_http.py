@@ -11,11 +11,16 @@ Gateway API's reasons, and a listener that cannot work does not take the others 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
+from dataplane_env import service_obj, slice_obj
 from e2e_clients import eventually
 from gateway_env import CLASS, Env, conditions, gateway_obj, http_listener, route_obj
 from gateway_env import env as env
+from lanes import ENDPOINT_HOST
+
+from interlock.dataplane.http2 import H2Request, H2ServerProtocol, Responder
 
 
 async def test_class_accepted_gateway_addressed_and_route_served(env: Env) -> None:
@@ -167,3 +172,30 @@ async def test_a_port_that_cannot_be_opened_is_reported_and_opened_once_free(env
         )
 
     await eventually(opened, message="the port is opened once it is free")
+
+
+async def test_a_backend_port_of_app_protocol_h2c_is_reached_over_h2c(env: Env) -> None:
+    """An HTTP/1.1 client, an ``appProtocol: kubernetes.io/h2c`` backend port: HTTP/2 upstream."""
+
+    async def answer(request: H2Request, responder: Responder) -> None:
+        responder.send_headers(200, [("x-echo", "h2c"), ("x-path", request.path)], end=True)
+
+    server = await asyncio.get_running_loop().create_server(
+        lambda: H2ServerProtocol(answer, scheme="http"), ENDPOINT_HOST, 0
+    )
+    try:
+        port = server.sockets[0].getsockname()[1]
+        service = service_obj("h2c-only")
+        service["spec"]["ports"][0]["appProtocol"] = "kubernetes.io/h2c"
+        await env.cluster.apply(service)
+        await env.cluster.apply(slice_obj("h2c-only", port))
+        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        await env.cluster.apply(route_obj("to-h2c", [{"name": "one"}], "h2c-only"))
+        address = await env.address("one")
+
+        async def reached() -> bool:
+            return await env.backend_of(address, "any.example", "/over-h2c") == "h2c"
+
+        await eventually(reached, message="the HTTP/1.1 request reaches the h2c-only backend")
+    finally:
+        server.close()
