@@ -161,6 +161,11 @@ class ControllerConfig:
     writes where the edge listens instead, and nothing for a wildcard address (see
     :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
+    cluster_networks: tuple[str, ...] = ()
+    """The pod and service networks (``--cluster-network``, Linkerd's ``clusterNetworks``): the
+    gRPC API answers an address outside them that is no Service's as egress; empty: Linkerd's
+    default (the private ranges)."""
+
     lax_reference_grants: bool = False
     """Linkerd's reading of ReferenceGrants (``--lax-reference-grants``): a producer route's
     cross-namespace backend needs no grant (``docs/policy-api.md``, "ReferenceGrants")."""

@@ -232,9 +232,22 @@ async def test_run_reports_what_to_fix_when_it_cannot_start(tmp_path):
 
 
 def test_linkerd_flags_build_the_config():
-    config = parse(["run", "--grpc-addr", "0.0.0.0:8091", "--lax-reference-grants"])
+    config = parse(
+        [
+            "run",
+            "--grpc-addr",
+            "0.0.0.0:8091",
+            "--lax-reference-grants",
+            "--cluster-network",
+            "10.96.0.0/12",
+            "--cluster-network",
+            "fd00::/8",
+        ]
+    )
     assert config.grpc_addr == Address("0.0.0.0", 8091)
+    assert config.cluster_networks == ("10.96.0.0/12", "fd00::/8")
     assert config.lax_reference_grants
     plain = parse(["run"])
     assert plain.grpc_addr is None
     assert not plain.lax_reference_grants
+    assert plain.cluster_networks == ()

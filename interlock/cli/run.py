@@ -136,6 +136,13 @@ def add_run_parser(subparsers: Any) -> None:
         help="edge HTTPS address, certificates from the Ingresses' TLS Secrets by SNI",
         shown="HTTP only",
     )
+    add.repeated(
+        "--cluster-network",
+        metavar="CIDR",
+        help="a pod or service network, as Linkerd's clusterNetworks: the gRPC API answers an "
+        "address outside them that is no Service's as egress (default: Linkerd's, the private "
+        "ranges)",
+    )
     add.switch(
         "--lax-reference-grants",
         help="as Linkerd's controller: producer routes may send to Services of other namespaces "
@@ -244,6 +251,9 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         args.allowed_host if args.allowed_host is not None else env_list("--allowed-host")
     )
     debug_from = args.debug_from if args.debug_from is not None else env_list("--debug-from")
+    networks = (
+        args.cluster_network if args.cluster_network is not None else env_list("--cluster-network")
+    )
     trusted = args.trusted_proxy if args.trusted_proxy is not None else env_list("--trusted-proxy")
     if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
         raise SystemExit(
@@ -315,6 +325,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                 if args.edge_tls_addr
                 else None
             ),
+            cluster_networks=parse_cidrs(networks, flag="--cluster-network"),
             lax_reference_grants=args.lax_reference_grants,
             grpc_addr=(
                 parse_address(args.grpc_addr, flag="--grpc-addr") if args.grpc_addr else None

@@ -328,6 +328,7 @@ class Controller:
         # Imported only when asked for: grpcio and protobuf are RSS a controller without
         # --grpc-addr never uses.
         from interlock.api.grpc.server import GrpcPolicyServer
+        from interlock.api.grpc.target import DEFAULT_CLUSTER_NETWORKS
 
         assert self.service_addresses is not None
         server = GrpcPolicyServer(
@@ -336,6 +337,7 @@ class Controller:
             wait_ready=self._synced.wait,
             counters=self.grpc_counters,
             cluster_domain=self.config.cluster_domain,
+            cluster_networks=self.config.cluster_networks or DEFAULT_CLUSTER_NETWORKS,
         )
         try:
             await server.start(address)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import grpc
@@ -242,3 +244,40 @@ async def test_stopping_ends_every_watch_with_ok(server, source, stub):
     assert await stream.code() == grpc.StatusCode.OK
     assert server.counters.handled[("Watch", "OK")] == 1
     assert source.readers(WEB) == 0
+
+
+def test_grpc_is_imported_only_when_the_grpc_api_is_served():
+    # Memory at rest (issue 15): grpcio and protobuf are ~15 MiB of RSS a controller without
+    # --grpc-addr never uses. Checked in a fresh interpreter: this one has imported them.
+    code = """
+import json, sys
+from interlock.config import Address, ControllerConfig
+from interlock.controller.app import Controller
+Controller(ControllerConfig())
+Controller(ControllerConfig(grpc_addr=Address("127.0.0.1", 0)))
+before = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
+import interlock.api.grpc.server  # what Controller.start() imports for --grpc-addr
+after = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
+print(json.dumps([before, after]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(out.stdout) == [[], ["google.protobuf", "grpc"]]
+
+
+async def test_the_cluster_networks_decide_what_is_egress(source, addresses):
+    server = GrpcPolicyServer(
+        source=source, addresses=addresses, cluster_networks=("192.0.2.0/24",)
+    )
+    address = await server.start(Address(host="127.0.0.1", port=0))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{address.port}") as channel:
+            stub = outbound_pb2_grpc.OutboundPoliciesStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.Get(by_address(ipv4("192.0.2.7"), 443))
+            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+            egress = await stub.Get(by_address(ipv4("10.1.2.3"), 443))
+            assert egress.metadata.default == "egress-fallback"
+    finally:
+        await server.stop(grace=1.0)

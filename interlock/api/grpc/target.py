@@ -99,4 +99,4 @@ def ip_from_fields(ipv4: int | None, ipv6: tuple[int, int] | None) -> str:
 
 def in_networks(ip: str, networks: tuple[str, ...]) -> bool:
     address = ipaddress.ip_address(ip)
-    return any(address in ipaddress.ip_network(network) for network in networks)
+    return any(address in ipaddress.ip_network(network, strict=False) for network in networks)
