@@ -18,6 +18,7 @@ from interlock.cli.env import EnvDefaults
 from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import parse_address
 from interlock.logs import configure_logging
+from interlock.model.allowed_hosts import AllowedHosts
 
 SHIPPED_CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
@@ -47,6 +48,14 @@ def register(subparsers: Any) -> None:
         shown="none written",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the server answers besides IP addresses and localhost (NAME or "
+        "*.SUFFIX); others get 421 (DNS rebinding); repeatable",
+    )
+    parser.add_argument(
         "--manifests",
         action="append",
         default=[],
@@ -68,6 +77,7 @@ async def _serve_until_signalled(args: argparse.Namespace) -> int:
             kubeconfig_path=args.write_kubeconfig,
             manifests=[str(SHIPPED_CRDS), *args.manifests],
             announce=announcer(args.log_format, logger="cli.apiserver"),
+            allowed_hosts=AllowedHosts.parse(args.allowed_host, flag="--allowed-host"),
         )
     )
 

@@ -177,10 +177,16 @@ async def running_api_server(
     history_size: int = 10_000,
     bookmark_interval: float = 5.0,
     clock: Callable[[], datetime] | None = None,
+    allowed_hosts: AllowedHosts | None = None,
 ) -> AsyncIterator[EmbeddedApiServer]:
     """An :class:`EmbeddedApiServer`, started for the ``async with`` block and stopped after."""
     server = EmbeddedApiServer(
-        host, port, history_size=history_size, bookmark_interval=bookmark_interval, clock=clock
+        host,
+        port,
+        history_size=history_size,
+        bookmark_interval=bookmark_interval,
+        clock=clock,
+        allowed_hosts=allowed_hosts,
     )
     await server.start()
     try:
@@ -200,11 +206,12 @@ async def serve_forever(
     kubeconfig_path: str | os.PathLike[str] | None,
     manifests: Sequence[str | os.PathLike[str]],
     announce: Callable[[str], None] = _say,
+    allowed_hosts: AllowedHosts | None = None,
 ) -> None:
     """Run an embedded server until cancelled, printing its URL and kubeconfig path with
     ``announce`` (``interlock apiserver``: in JSON with ``--log-format json``); the kubeconfig goes
     to a temporary file when no path is given: it holds the token every client needs."""
-    async with running_api_server(host, port) as server:
+    async with running_api_server(host, port, allowed_hosts=allowed_hosts) as server:
         report = await server.apply_manifests(manifests)
         for error in report.errors:
             print(f"manifest error: {error}", file=sys.stderr)

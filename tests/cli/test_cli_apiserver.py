@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import signal
+import ssl
 from pathlib import Path
 
+import yaml
 from cli_process import interlock_argv
 
 
@@ -67,3 +70,45 @@ async def test_apiserver_rejects_a_bad_listen_address() -> None:
     _, err = await asyncio.wait_for(proc.communicate(), timeout=90)
     assert proc.returncode == 1
     assert "--listen: 'nowhere' is not HOST:PORT" in err.decode()
+
+
+async def test_apiserver_answers_allowed_host_names_only(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = await asyncio.create_subprocess_exec(
+        *interlock_argv(
+            "apiserver",
+            *("--listen", "127.0.0.1:0", "--write-kubeconfig", str(kubeconfig)),
+            *("--allowed-host", "api.example.internal"),
+        ),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        while "kubeconfig:" not in printed:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
+            assert line, f"apiserver exited early: {printed}"
+            printed += line.decode()
+        url = re.search(r"https://127\.0\.0\.1:(\d+)", printed)
+        assert url is not None, printed
+        port = int(url[1])
+        config = yaml.safe_load(kubeconfig.read_text())
+        ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+        tls = ssl.create_default_context(cadata=ca.decode())
+
+        async def status(host: str) -> int:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=tls, server_hostname="127.0.0.1"
+            )
+            writer.write(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            line = await asyncio.wait_for(reader.readline(), 30)
+            writer.close()
+            return int(line.split()[1])
+
+        assert await status("api.example.internal:6443") == 200
+        assert await status(f"127.0.0.1:{port}") == 200
+        assert await status("evil.example") == 421
+    finally:
+        proc.kill()
+        await proc.wait()
