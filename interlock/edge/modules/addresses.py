@@ -98,6 +98,8 @@ class TrustedProxies:
 
     def trusts(self, peer_ip: str) -> bool:
         """Whether the peer is a trusted proxy (its ``X-Forwarded-*`` headers are believed)."""
+        if not self._networks:
+            return False
         peer = parse_address(peer_ip)
         return peer is not None and in_any(peer, self._networks)
 

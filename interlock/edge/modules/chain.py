@@ -87,6 +87,10 @@ class ModuleChain:
     """No module looks at a request before it goes upstream (none of the checks above is
     configured): the server skips :meth:`admit` and the :class:`RequestView` it reads."""
 
+    @property
+    def _nginx_client(self) -> bool:
+        return self.nginx is not None and self.nginx.needs_client
+
     def __post_init__(self) -> None:
         checks = (
             self.ip_restriction,
@@ -197,7 +201,7 @@ class ModuleChain:
         return self._check_after_auth(view, now=when, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
-        if self.ip_restriction is None and self.rate_limit is None and self.nginx is None:
+        if self.ip_restriction is None and self.rate_limit is None and not self._nginx_client:
             address = None  # only these read it: no address parsing on other routes
         else:
             address = self.trusted.client_address(peer_ip=view.peer_ip, headers=view.headers)

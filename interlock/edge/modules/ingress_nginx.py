@@ -37,6 +37,9 @@ TOO_LARGE = reject(413, "request body too large\n")
 TOO_MANY_CONNECTIONS = reject(503, "too many requests in flight from this address\n")
 
 _GROUP = re.compile(r"\$(\d)")
+_SLASHES = re.compile("/{2,}")
+_SAFE = "/!$&'()*+,;=:@-._~%"
+_UNSAFE = re.compile(r"[^A-Za-z0-9/!$&'()*+,;=:@\-._~%]")
 
 _held: ContextVar[list[Callable[[], None]] | None] = ContextVar("ingress_nginx_held", default=None)
 
@@ -113,6 +116,11 @@ class IngressNginx:
             return self._hold(client, config.connection_limit)
         return None
 
+    @property
+    def needs_client(self) -> bool:
+        """Whether :meth:`admit` reads the client's address (``limit-connections``)."""
+        return self._config.connection_limit is not None
+
     def _hold(self, client: str, limit: int) -> Rejection | None:
         releases = _held.get()
         if releases is None:
@@ -169,10 +177,12 @@ class IngressNginx:
             value = groups[index - 1] if 0 < index <= len(groups) else None
             return value or ""
 
-        rewritten = _GROUP.sub(group, target)
-        rewritten = re.sub("/{2,}", "/", "/" + rewritten.lstrip("/"))
+        rewritten = _GROUP.sub(group, target) if "$" in target else target
+        rewritten = _SLASHES.sub("/", "/" + rewritten.lstrip("/"))
+        if _UNSAFE.search(rewritten) is None:
+            return rewritten
         # The groups come from the decoded path: encode again what must not travel raw.
-        return quote(rewritten, safe="/!$&'()*+,;=:@-._~%")
+        return quote(rewritten, safe=_SAFE)
 
     def backend(self, headers: Mapping[str, str], main: BackendTarget) -> BackendTarget:
         """``main``, or the canary's backend (by header first, else by weight)."""
