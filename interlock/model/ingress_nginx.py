@@ -380,6 +380,8 @@ _SNIPPET_REASON = (
     "served"
 )
 _TRUE = "true"
+_NUMBER = re.compile(r"[0-9]{1,10}")
+"""A whole number as ingress-nginx reads one (``str.isdigit`` also takes ``²``)."""
 _SIZE = re.compile(r"(?i)(\d+)([kmg]?)")
 _ORIGIN = re.compile(r"(?i)(https?)://(\*\.)?[a-z0-9.-]+(:\d{1,5})?")
 _METHOD_LIST = re.compile(r"[A-Za-z]+(\s*,\s*[A-Za-z]+)*")
@@ -437,7 +439,7 @@ def translate(ingress: Ingress) -> NginxTranslation:
         if raw is None:
             return None
         text = raw.strip()
-        if not text.isdigit() or int(text) == 0:
+        if not _NUMBER.fullmatch(text) or int(text) == 0:
             refuse(name, f'"{raw}" is not a whole number of seconds above zero')
             return None
         return float(text)
@@ -622,7 +624,7 @@ def _count(values: Mapping[str, str], name: str, refuse: _Refuse) -> int | None:
     if raw is None:
         return None
     text = raw.strip()
-    if not text.isdigit():
+    if not _NUMBER.fullmatch(text):
         refuse(name, f'"{raw}" is not a whole number')
         return None
     # 0 turns the limit off in ingress-nginx.
@@ -724,7 +726,7 @@ def _cors(values: Mapping[str, str], refuse: _Refuse) -> NginxCors:
             refuse("cors-allow-credentials", f'"{credentials}" is not "true" or "false"')
     max_age = values.get("cors-max-age")
     if max_age is not None:
-        if max_age.strip().isdigit():
+        if _NUMBER.fullmatch(max_age.strip()):
             config["maxAge"] = int(max_age.strip())
         else:
             refuse("cors-max-age", f'"{max_age}" is not a whole number of seconds')
@@ -736,7 +738,7 @@ def _canary(values: Mapping[str, str], refuse: _Refuse) -> NginxCanary:
     total = 100
     raw_total = values.get("canary-weight-total")
     if raw_total is not None:
-        if raw_total.strip().isdigit() and int(raw_total) > 0:
+        if _NUMBER.fullmatch(raw_total.strip()) and int(raw_total) > 0:
             total = int(raw_total)
         else:
             refuse(
@@ -745,7 +747,7 @@ def _canary(values: Mapping[str, str], refuse: _Refuse) -> NginxCanary:
             )
     raw_weight = values.get("canary-weight")
     if raw_weight is not None:
-        if raw_weight.strip().isdigit() and int(raw_weight) <= total:
+        if _NUMBER.fullmatch(raw_weight.strip()) and int(raw_weight) <= total:
             weight = int(raw_weight)
         else:
             refuse(

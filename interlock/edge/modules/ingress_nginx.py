@@ -38,6 +38,7 @@ TOO_MANY_CONNECTIONS = reject(503, "too many requests in flight from this addres
 
 _GROUP = re.compile(r"\$(\d)")
 _SLASHES = re.compile("/{2,}")
+_LENGTH = re.compile(r"[0-9]+")
 _SAFE = "/!$&'()*+,;=:@-._~%"
 _UNSAFE = re.compile(r"[^A-Za-z0-9/!$&'()*+,;=:@\-._~%]")
 
@@ -96,7 +97,7 @@ class IngressNginx:
             return NOT_MATCHED
         if config.max_body_size is not None:
             length = view.headers.get("content-length", "")
-            if length.isdigit() and int(length) > config.max_body_size:
+            if _LENGTH.fullmatch(length) and int(length) > config.max_body_size:
                 return TOO_LARGE
         if config.ssl_redirect and scheme == "http":
             return _redirect(308, f"https://{_hostname(view.authority)}{_target(view)}")
