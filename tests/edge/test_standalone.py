@@ -10,6 +10,7 @@ import pytest
 
 from interlock.dataplane import ServicePortRef
 from interlock.edge.upstreams import DnsUpstreams
+from interlock.model.moduleset import SecretValue
 
 
 async def test_run_standalone_edge_prints_bound_addresses_and_serves(
@@ -17,7 +18,12 @@ async def test_run_standalone_edge_prints_bound_addresses_and_serves(
 ) -> None:
     from interlock.edge.standalone import run_standalone_edge
 
-    task = asyncio.create_task(run_standalone_edge(listen="127.0.0.1:0", admin="127.0.0.1:0"))
+    token = "standalone-test-token"
+    task = asyncio.create_task(
+        run_standalone_edge(
+            listen="127.0.0.1:0", admin="127.0.0.1:0", admin_token=SecretValue(token.encode())
+        )
+    )
     output = ""
     try:
         async with asyncio.timeout(60):
@@ -29,7 +35,11 @@ async def test_run_standalone_edge_prints_bound_addresses_and_serves(
         assert edge_url is not None
         assert admin_url is not None
         async with aiohttp.ClientSession() as client:
-            async with client.get(admin_url.group(1) + "/v1/snapshot") as response:
+            snapshot = admin_url.group(1) + "/v1/snapshot"
+            async with client.get(snapshot) as response:
+                assert response.status == 401
+            bearer = {"Authorization": f"Bearer {token}"}
+            async with client.get(snapshot, headers=bearer) as response:
                 assert response.status == 200
                 assert await response.json() == {"hosts": []}
             async with client.get(edge_url.group(1) + "/", headers={"Host": "x.test"}) as response:

@@ -23,6 +23,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
 
 from interlock.controller.app import Controller
+from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 JWKS_MARKER = "planted-jwks-Wq8r"
@@ -137,8 +139,13 @@ async def scenario(tmp: Path, plane: ControlPlane | None) -> Collected:
             await write(server, INGRESS_CLASS)
             kubeconfig = server.controller_kubeconfig
             config = replica_config(kubeconfig, "security")
+            # A Gateway address of its own (a loopback address no other run picks), so the
+            # scenario also uses the gatewayclasses/status and gateways/status grants.
+            pool = (f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.7",)
             controller = Controller(
-                type(config)(**{**_fields(config), "trace_file": str(trace_file)})
+                type(config)(
+                    **{**_fields(config), "trace_file": str(trace_file), "gateway_addresses": pool}
+                )
             )
             await controller.start()
             try:
@@ -228,6 +235,27 @@ async def run_requests(
                 },
             },
         )
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "interlock-security"},
+            "spec": {"controllerName": GATEWAY_CONTROLLER_NAME},
+        },
+    )
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "web-gateway", "namespace": "default"},
+            "spec": {
+                "gatewayClassName": "interlock-security",
+                "listeners": [{"name": "http", "port": 18080, "protocol": "HTTP"}],
+            },
+        },
+    )
     await write(server, secret("users", {"htpasswd": HTPASSWD}))
     await write(server, secret("hook", {"key": PLANTED_SECRET_MARKER}))
     await write(server, secret("jwks", {"jwks.json": '{"keys": [' + JWKS_MARKER}))
