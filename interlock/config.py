@@ -75,6 +75,9 @@ def read_token_file(path: str, *, flag: str) -> SecretValue:
         raise ValueError(f"{flag} {path}: cannot read it ({error.strerror})") from None
     if not text:
         raise ValueError(f"{flag} {path}: the file is empty; it must hold the token")
+    if not all(0x21 <= byte < 0x7F for byte in text):
+        # It travels in an HTTP header: printable ASCII, no spaces (base64 or hex is).
+        raise ValueError(f"{flag} {path}: the token must be printable ASCII without spaces")
     return SecretValue(text)
 
 

@@ -85,6 +85,12 @@ def test_edge_admin_url_needs_the_token_file(tmp_path: Path) -> None:
         parse(["run", "--edge-admin-url", "http://edge:9091"])
     empty = tmp_path / "empty"
     empty.write_text("\n")
+    spaced = tmp_path / "spaced"
+    spaced.write_text("two words\n")
+    with pytest.raises(SystemExit, match="printable ASCII without spaces"):
+        parse(
+            ["run", "--edge-admin-url", "http://edge:9091", "--edge-admin-token-file", str(spaced)]
+        )
     with pytest.raises(SystemExit, match="the file is empty"):
         parse(
             ["run", "--edge-admin-url", "http://edge:9091", "--edge-admin-token-file", str(empty)]
