@@ -48,7 +48,12 @@ from interlock.actors.gateway_messages import (
 )
 from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
-from interlock.model.gateway import ParentReference, ReferenceGrant, parse_http_route
+from interlock.model.gateway import (
+    HTTPRequestMirrorFilter,
+    ParentReference,
+    ReferenceGrant,
+    parse_http_route,
+)
 from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
 from interlock.model.gateway_listeners import (
     Gateway,
@@ -57,6 +62,11 @@ from interlock.model.gateway_listeners import (
     gateway_status,
     listener_problems,
     parse_gateway,
+)
+from interlock.model.gateway_mirrors import (
+    mirror_dependencies,
+    resolve_mirrors,
+    take_mirror_filters,
 )
 from interlock.model.gateway_modules import (
     module_dependencies,
@@ -137,6 +147,10 @@ class GatewayTables:
     module_sets: dict[ObjectKey, ModuleSet] = field(default_factory=dict)
     module_names: dict[RouteId, dict[int, tuple[str, ...]]] = field(default_factory=dict)
     """Per route: the ModuleSets each rule's ExtensionRef filters name."""
+    mirror_filters: dict[RouteId, dict[int, tuple[HTTPRequestMirrorFilter | str, ...]]] = field(
+        default_factory=dict
+    )
+    """Per route: each rule's RequestMirror filters (as written, or why they do not parse)."""
     inputs: set[str] = field(default_factory=set)
     status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
     parents: dict[RouteId, tuple[dict[str, Any], ...]] = field(default_factory=dict)
@@ -171,6 +185,7 @@ class GatewayController(Actor):
         self.secrets = tables.secrets
         self.module_sets = tables.module_sets
         self.module_names = tables.module_names
+        self.mirror_filters = tables.mirror_filters
         self.inputs = tables.inputs
         self.sent_status = tables.status
         self.sent_parents = tables.parents
@@ -234,13 +249,21 @@ class GatewayController(Actor):
             route = (kind, key)
             if deleted or not names_a_gateway(change.obj):
                 self.module_names.pop(route, None)
+                self.mirror_filters.pop(route, None)
                 if self.routes.pop(route, None) is None:
                     return
             else:
                 stripped, names = (
                     take_module_filters(change.obj) if kind == "HTTPRoute" else (change.obj, {})
                 )
+                stripped, mirrors = (
+                    take_mirror_filters(stripped) if kind == "HTTPRoute" else (stripped, {})
+                )
                 self.routes[route] = self._parse_route(kind, stripped)
+                if mirrors:
+                    self.mirror_filters[route] = mirrors
+                else:
+                    self.mirror_filters.pop(route, None)
                 if names:
                     self.module_names[route] = names
                 else:
@@ -342,6 +365,10 @@ class GatewayController(Actor):
                     for key in route_service_dependencies(route)
                 )
                 wanted.update(grants_topic(ns) for ns in route_grant_namespaces(route))
+        for (_, route_key), mirrors in self.mirror_filters.items():
+            mirror_services, mirror_grants = mirror_dependencies(route_key.namespace, mirrors)
+            wanted.update(service_topic(key.namespace, key.name) for key in mirror_services)
+            wanted.update(grants_topic(namespace) for namespace in mirror_grants)
         for (_, route_key), names in self.module_names.items():
             sets, secrets = module_dependencies(route_key.namespace, names, self.module_sets)
             wanted.update(moduleset_topic(key.namespace, key.name) for key in sets)
@@ -421,6 +448,13 @@ class GatewayController(Actor):
             for key, names in self.module_names.items()
             if key in self.routes
         }
+        mirrors = {
+            key: resolve_mirrors(
+                key[0], key[1].namespace, filters, services=self.services, grants=grants
+            )
+            for key, filters in self.mirror_filters.items()
+            if key in self.routes
+        }
         addresses = assign_addresses(ours.values(), self.address_pool)
         views = {
             key: GatewayView(
@@ -438,6 +472,8 @@ class GatewayController(Actor):
             namespace_labels=self.namespaces,
             now=now,
             rule_modules=rule_modules,
+            rule_mirrors={key: found[0] for key, found in mirrors.items()},
+            mirror_problems={key: found[1] for key, found in mirrors.items() if found[1]},
         )
         statuses: dict[str, DesiredGatewayStatus] = {}
         for name, gateway_class in ours_classes.items():

@@ -21,11 +21,15 @@ request never mixes two configurations.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from urllib.parse import quote, urlencode
 
+import aiohttp
 from loguru import logger
 
 from interlock.dataplane.metrics import Traffic
@@ -43,6 +47,7 @@ from interlock.edge.routing import normalize_host
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate
 from interlock.model.edge_plan import BackendTarget
+from interlock.model.gateway_mirrors import RuleMirror
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.moduleset import Modules
@@ -109,6 +114,101 @@ class ListenerCertificates:
         return self._refuse
 
 
+MIRROR_IN_FLIGHT = 256
+"""RequestMirror copies in flight at most; more are dropped (a mirror is best effort and must
+not let a burst of traffic pile up connections to the mirror backend)."""
+
+MIRROR_TIMEOUT = 10.0
+"""Seconds a mirrored copy may take before it is abandoned."""
+
+_NOT_COPIED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "expect",
+    }
+)
+
+
+class MirrorSender:
+    """Sends RequestMirror copies: each to one ready endpoint of the mirror's Service port,
+    answers ignored. Only requests without a body are copied (a body streams once, to the real
+    backend)."""
+
+    def __init__(self, upstreams: PolicySource, *, rng: random.Random | None = None) -> None:
+        self._upstreams = upstreams
+        self._rng = rng or random.Random()
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.sent = 0
+        self.dropped = 0
+
+    def copy(
+        self,
+        mirrors: Sequence[RuleMirror],
+        *,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+    ) -> None:
+        lowered = {name.lower(): value for name, value in headers.items()}
+        if "transfer-encoding" in lowered or lowered.get("content-length", "0") != "0":
+            return
+        for mirror in mirrors:
+            if mirror.fraction < 1.0 and self._rng.random() >= mirror.fraction:
+                continue
+            if len(self._tasks) >= MIRROR_IN_FLIGHT:
+                self.dropped += 1
+                continue
+            target = ServicePortRef(mirror.namespace, mirror.service, mirror.port)
+            found = self._upstreams.addresses(target)
+            if isinstance(found, UpstreamError) or not found:
+                self.dropped += 1
+                continue
+            host, port = found[self._rng.randrange(len(found))]
+            url = f"http://{_bracketed(host)}:{port}{quote(path, safe=_PATH_SAFE)}"
+            if query:
+                url += "?" + urlencode(list(query.items()))
+            copied = [(k, v) for k, v in headers.items() if k.lower() not in _NOT_COPIED]
+            task = asyncio.get_running_loop().create_task(self._send(method, url, copied))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, method: str, url: str, headers: list[tuple[str, str]]) -> None:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=MIRROR_TIMEOUT), auto_decompress=False
+            )
+        try:
+            async with self._session.request(
+                method, url, headers=headers, allow_redirects=False
+            ) as response:
+                await response.release()
+                self.sent += 1
+        except (aiohttp.ClientError, TimeoutError) as error:
+            logger.debug("RequestMirror copy to {} failed: {!r}", url, error)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+
+
 @dataclass(frozen=True, slots=True)
 class _RuleApplied:
     """What a rule last served successfully: its modules (as configured), chain and policy."""
@@ -123,6 +223,8 @@ class _VirtualHostState:
     policy: OutboundPolicy
     rules: Mapping[int, ServedRoute]
     """By ``id()`` of the policy's rules (the state holds the policy)."""
+    mirrors: Mapping[int, tuple[RuleMirror, ...]]
+    """The rules' RequestMirror targets, by ``id()`` of the rule."""
 
 
 @dataclass(slots=True)
@@ -145,8 +247,12 @@ class GatewayPortEdge(InProcessEdge):
     synthetic backend whose policy holds that one rule. A rule whose modules cannot be applied
     keeps what it served last; one that never served is reserved (no chain: 503)."""
 
-    def __init__(self, *, trusted_proxies: Sequence[str] = ()) -> None:
+    def __init__(
+        self, *, trusted_proxies: Sequence[str] = (), mirror: MirrorSender | None = None
+    ) -> None:
+        """``mirror``: where the rules' RequestMirror copies are sent from (None: not sent)."""
         super().__init__(trusted_proxies=trusted_proxies)
+        self._mirror = mirror
         self._port: PortServing | None = None
         self._served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
         self._virtual: dict[str, _VirtualHostState] = {}
@@ -177,6 +283,7 @@ class GatewayPortEdge(InProcessEdge):
                     )
                 }
                 rules: dict[int, ServedRoute] = {}
+                rule_mirrors: dict[int, tuple[RuleMirror, ...]] = {}
                 for route in virtual.policy.routes:
                     for index, rule in enumerate(route.rules):
                         key = (listener.name, virtual.hostname, route.namespace, route.name, index)
@@ -197,6 +304,9 @@ class GatewayPortEdge(InProcessEdge):
                             port=target.port,
                         )
                         outcome.policies[rule_target] = policy
+                        found_mirrors = virtual.mirrors.get((route.namespace, route.name, index))
+                        if found_mirrors:
+                            rule_mirrors[id(rule)] = found_mirrors
                         rules[id(rule)] = ServedRoute(
                             route_id=f"{host_id} {route.namespace}/{route.name} rule {index}",
                             path="/",
@@ -206,7 +316,9 @@ class GatewayPortEdge(InProcessEdge):
                             modules=None if wanted is None else wanted.modules,
                             secrets={},
                         )
-                virtual_states[host_id] = _VirtualHostState(policy=virtual.policy, rules=rules)
+                virtual_states[host_id] = _VirtualHostState(
+                    policy=virtual.policy, rules=rules, mirrors=rule_mirrors
+                )
         self._served = served
         self._virtual = virtual_states
         self._applied = applied
@@ -285,7 +397,12 @@ class GatewayPortEdge(InProcessEdge):
         if state is None:
             return None
         found = select_match(state.policy, method=method, path=path, headers=headers, query=query)
-        return None if found is None else state.rules.get(id(found[1]))
+        if found is None:
+            return None
+        mirrors = state.mirrors.get(id(found[1]))
+        if mirrors and self._mirror is not None:
+            self._mirror.copy(mirrors, method=method, path=path, query=query, headers=headers)
+        return state.rules.get(id(found[1]))
 
 
 class GatewayPolicies:
@@ -319,6 +436,7 @@ class GatewayPorts:
         traffic: Traffic | None = None,
     ) -> None:
         self._policies = GatewayPolicies(upstreams)
+        self._mirrors = MirrorSender(upstreams, rng=rng)
         self._limits = limits
         self._trusted = tuple(trusted_proxies)
         self._rng = rng
@@ -344,7 +462,7 @@ class GatewayPorts:
             socket = (serving.address, port.port)
             entry = self._servers.get(socket)
             if entry is None:
-                edge = GatewayPortEdge(trusted_proxies=self._trusted)
+                edge = GatewayPortEdge(trusted_proxies=self._trusted, mirror=self._mirrors)
                 server = EdgeServer(
                     edge=edge,
                     upstreams=self._policies,
@@ -408,6 +526,7 @@ class GatewayPorts:
             await entry[0].stop()
 
     async def close(self) -> None:
+        await self._mirrors.close()
         for socket in sorted(self._servers):
             await self._close(socket)
         self._owners.clear()

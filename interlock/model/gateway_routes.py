@@ -50,6 +50,7 @@ from interlock.model.gateway_listeners import (
     ListenerCheck,
     route_kinds_allowed,
 )
+from interlock.model.gateway_mirrors import MirrorProblem, RuleMirror
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.grpc_route import GRPCRoute
 from interlock.model.meta import ObjectKey
@@ -110,6 +111,8 @@ class VirtualHost:
     policy: OutboundPolicy
     modules: Mapping[RuleKey, RuleModules] = field(default_factory=dict)
     protocols: Mapping[RuleKey, Protocol] = field(default_factory=dict)
+    mirrors: Mapping[RuleKey, tuple[RuleMirror, ...]] = field(default_factory=dict)
+    """Where the rules' RequestMirror filters copy requests to."""
     """The upstream protocol of the rules whose backends all speak one other than HTTP/1.1
     (``appProtocol: kubernetes.io/h2c``): every request of such a rule goes up in it."""
 
@@ -210,12 +213,27 @@ def attach_routes(
     namespace_labels: Mapping[str, Mapping[str, str]],
     now: datetime,
     rule_modules: Mapping[RouteId, Mapping[int, RuleModules]] | None = None,
+    rule_mirrors: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]] | None = None,
+    mirror_problems: Mapping[RouteId, MirrorProblem] | None = None,
 ) -> RoutesOutcome:
     """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring.
 
     ``rule_modules``: per route, the modules of its rules that name ModuleSets
     (:mod:`interlock.model.gateway_modules`)."""
     modules_of = rule_modules or {}
+    mirrors_of: dict[RouteId, dict[int, tuple[RuleMirror, ...]]] = {}
+    mirror_problem_of = dict(mirror_problems or {})
+    for key, by_rule in (rule_mirrors or {}).items():
+        # Copied when the rule is chosen, before its modules admit the request: not together.
+        both = sorted(set(by_rule) & set(modules_of.get(key, {})))
+        mirrors_of[key] = {i: m for i, m in by_rule.items() if i not in both}
+        if both:
+            mirror_problem_of[key] = MirrorProblem(
+                "IncompatibleFilters",
+                f"{key[0]} {key[1]}: rule {both[0]}: a RequestMirror filter cannot be combined "
+                "with interlock's ModuleSet filters on one rule (copies would leave before the "
+                "modules admit the request)",
+            )
     grant_list = tuple(grants)
     parents: dict[RouteId, tuple[dict[str, Any], ...]] = {}
     attached: dict[ObjectKey, dict[str, int]] = {key: {} for key in gateways}
@@ -235,6 +253,7 @@ def attach_routes(
             route,
             gateways,
             modules=modules_of.get(route_id(route), {}),
+            mirror_problem=mirror_problem_of.get(route_id(route)),
             services=services,
             grants=grant_list,
             namespace_labels=namespace_labels,
@@ -248,7 +267,7 @@ def attach_routes(
     serving = {
         key: served
         for key, view in gateways.items()
-        if (served := _serving(view, on_listener, modules_of, services)) is not None
+        if (served := _serving(view, on_listener, modules_of, mirrors_of, services)) is not None
     }
     return RoutesOutcome(parents=parents, attached=attached, serving=serving)
 
@@ -290,6 +309,7 @@ def _route_entries(
     gateways: Mapping[ObjectKey, GatewayView],
     *,
     modules: Mapping[int, RuleModules],
+    mirror_problem: MirrorProblem | None = None,
     services: Mapping[ObjectKey, Service],
     grants: tuple[ReferenceGrant, ...],
     namespace_labels: Mapping[str, Mapping[str, str]],
@@ -359,6 +379,10 @@ def _route_entries(
         elif module_error is not None:
             resolved_condition = make(
                 "ResolvedRefs", False, module_error.reason, module_error.message
+            )
+        elif mirror_problem is not None:
+            resolved_condition = make(
+                "ResolvedRefs", False, mirror_problem.reason, mirror_problem.message
             )
         else:
             resolved_condition = make(
@@ -436,6 +460,7 @@ def _serving(
     view: GatewayView,
     on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
     modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
+    mirrors_of: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]],
     services: Mapping[ObjectKey, Service],
 ) -> GatewayServing | None:
     if not isinstance(view.address, str):
@@ -465,6 +490,13 @@ def _serving(
                     (route.namespace, route.name, index): rule
                     for route in routes
                     for index, rule in modules_of.get(
+                        (route.kind, ObjectKey(namespace=route.namespace, name=route.name)), {}
+                    ).items()
+                },
+                mirrors={
+                    (route.namespace, route.name, index): mirrors
+                    for route in routes
+                    for index, mirrors in mirrors_of.get(
                         (route.kind, ObjectKey(namespace=route.namespace, name=route.name)), {}
                     ).items()
                 },

@@ -199,3 +199,25 @@ async def test_a_backend_port_of_app_protocol_h2c_is_reached_over_h2c(env: Env) 
         await eventually(reached, message="the HTTP/1.1 request reaches the h2c-only backend")
     finally:
         server.close()
+
+
+async def test_request_mirror_copies_requests_to_another_backend(env: Env) -> None:
+    route = route_obj("mirrored", [{"name": "one"}], "blue")
+    route["spec"]["rules"][0]["filters"] = [
+        {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "green", "port": 80}}}
+    ]
+    await env.cluster.apply(gateway_obj("one", http_listener("http")))
+    await env.cluster.apply(route)
+    address = await env.address("one")
+
+    async def mirrored() -> bool:
+        answered = await env.backend_of(address, "any.example", "/copied")
+        return answered == "blue" and any(
+            r["path"] == "/copied" for r in env.echoes["green"].received
+        )
+
+    await eventually(mirrored, message="blue answers and green gets a copy")
+    assert await env.parent_conditions("mirrored", "one") == {
+        "Accepted": ("True", "Accepted"),
+        "ResolvedRefs": ("True", "ResolvedRefs"),
+    }
