@@ -805,6 +805,14 @@ def regex_route(path: str) -> RegexRoute:
         return RegexRoute(
             prefix=path, pattern=path, problem=f"is not a valid regular expression ({exc})"
         )
+    if _repeats_a_repetition(path):
+        return RegexRoute(
+            prefix=path,
+            pattern=path,
+            problem="repeats a group that itself repeats or alternates (as in (a+)+ or (a|b)*): "
+            "matching it can take exponential time on a crafted path, on an edge every host "
+            "shares; write it without the outer repetition",
+        )
     found = _META.search(path)
     literal = path if found is None else path[: found.start()]
     rest = "" if found is None else path[found.start() :]
@@ -812,6 +820,42 @@ def regex_route(path: str) -> RegexRoute:
         literal = literal[: literal.rfind("/") + 1]
     prefix = literal.rstrip("/") or "/"
     return RegexRoute(prefix=prefix, pattern=path)
+
+
+def _repeats_a_repetition(pattern: str) -> bool:
+    """Whether a group that holds a repetition (``*``, ``+``, ``{n,m}``) or an alternation is
+    itself repeated: the shape of backtracking blow-ups (ReDoS). Character classes and escapes
+    are skipped; ``?`` is not a repetition."""
+    risky: list[bool] = []  # per open group: holds a repetition or an alternation
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":
+            end = index + 1
+            if end < len(pattern) and pattern[end] == "^":
+                end += 1
+            if end < len(pattern) and pattern[end] == "]":
+                end += 1
+            while end < len(pattern) and pattern[end] != "]":
+                end += 2 if pattern[end] == "\\" else 1
+            index = end + 1
+            continue
+        following = pattern[index + 1] if index + 1 < len(pattern) else ""
+        if char == "(":
+            risky.append(False)
+        elif char == ")" and risky:
+            inner = risky.pop()
+            if inner and following in ("*", "+", "{"):
+                return True
+            if risky and (inner or following in ("*", "+", "{")):
+                risky[-1] = True
+        elif char in "*+{|" and risky:
+            risky[-1] = True
+        index += 1
+    return False
 
 
 def overridden_by_module_sets(

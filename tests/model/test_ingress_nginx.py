@@ -184,6 +184,28 @@ def test_regex_route_prefix(written: str, prefix: str) -> None:
     assert regex_route(written).prefix == prefix
 
 
+@pytest.mark.parametrize(
+    ("written", "refused"),
+    [
+        ("/(a+)+$", True),
+        ("/(a|b)*c", True),
+        ("/(x(y)+z)+", True),
+        ("/(a*){2,}", True),
+        ("/something(/|$)(.*)", False),
+        ("/foo/?(.*)", False),
+        ("/([a-z]+)?/(.*)", False),
+        ("/([(]+)x", False),
+        ("/(ab){2}", False),
+    ],
+)
+def test_a_repeated_repetition_is_refused_as_a_redos_risk(written: str, refused: bool) -> None:
+    assert bool(regex_route(written).problem) is refused
+    if refused:
+        ingress = annotated({"use-regex": "true"}, rule("a.example.com", path(written)))
+        route = next(iter(routes_of(ingress).values()))
+        assert route.module_error is not None and "exponential" in route.module_error.message
+
+
 def test_an_invalid_regex_path_serves_nothing() -> None:
     ingress = annotated({"use-regex": "true"}, rule("a.example.com", path("/x(")))
     route = next(iter(routes_of(ingress).values()))
