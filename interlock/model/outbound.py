@@ -745,6 +745,11 @@ def build_outbound_policy(
             ):
                 attached.append(route)
     attached = consumer_precedence(attached, namespace=namespace, client_namespace=client_namespace)
+    protocol, accrual, _ = service_port_settings(service, port)
+    if protocol == "opaque":
+        # Linkerd: an opaque port is never parsed as HTTP, gRPC or TLS; only a TCPRoute applies
+        # (the others' status says so: route_status.route_conflict).
+        attached = [route for route in attached if route.kind in OPAQUE_PORT_KINDS]
     # Linkerd's precedence between kinds on one port (GRPCRoute > HTTPRoute > TLSRoute >
     # TCPRoute, one TCPRoute): a client speaks one protocol; the losers' status says so.
     attached = served_routes(attached)
@@ -794,7 +799,6 @@ def build_outbound_policy(
                 ),
             ),
         )
-    protocol, accrual, _ = service_port_settings(service, port)
     if protocol != "opaque" and attached:
         protocol = _ROUTE_PROTOCOLS.get(attached[0].kind, protocol)
     return OutboundPolicy(
@@ -820,6 +824,15 @@ def consumer_precedence(
         return routes
     consumer = [route for route in routes if route.namespace == client_namespace]
     return consumer if consumer else routes
+
+
+OPAQUE_PORT_KINDS = frozenset({"TCPRoute"})
+"""The route kinds an opaque port (``appProtocol: linkerd.io/opaque``, opaque-ports) serves."""
+
+
+def is_opaque_port(service: Service, port: int) -> bool:
+    """Whether the Service's ``port`` is opaque (its appProtocol or an opaque-ports annotation)."""
+    return service_port_settings(service, port)[0] == "opaque"
 
 
 _ROUTE_PROTOCOLS: dict[str, Protocol] = {

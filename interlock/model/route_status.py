@@ -27,11 +27,13 @@ from pydantic import Field, ValidationError
 from interlock.model.gateway import ParentReference, RouteStatus
 from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
 from interlock.model.outbound import (
+    OPAQUE_PORT_KINDS,
     MeshRoute,
     ResolvedRoute,
     RouteAttachment,
     ServiceParent,
     attached_ports,
+    is_opaque_port,
     parent_problem,
     service_annotation_problems,
     service_parents,
@@ -177,27 +179,42 @@ def route_conflict(
     that loses on some of its ports only is served on the rest and is not conflicted.
     """
     ports = attached_ports(parent, service)
+    opaque = {port for port in ports if is_opaque_port(service, port)}
     covering = [
         other
         for other in others
         if other.namespace == resolved.namespace and beats(other, resolved)
     ]
     winners: list[RouteAttachment] = []
+    lost_ports: list[int] = []
+    hidden: list[int] = []
     for port in ports:
+        if port in opaque and resolved.kind not in OPAQUE_PORT_KINDS:
+            hidden.append(port)  # an opaque port serves TCPRoutes only
+            continue
         on_port = [
             other
             for other in covering
-            if any(
+            if (port not in opaque or other.kind in OPAQUE_PORT_KINDS)
+            and any(
                 p.key == parent.key and port in attached_ports(p, service) for p in other.parents
             )
         ]
         if not on_port:
             return None
         winners.append(min(on_port, key=lambda r: (kind_rank(r.kind), age_order(r))))
+        lost_ports.append(port)
     if not winners:
-        return None
+        if not hidden:
+            return None
+        shown = ", ".join(str(p) for p in hidden)
+        return (
+            f"Service {parent.namespace}/{parent.name} port {shown} is opaque (appProtocol "
+            f"linkerd.io/opaque or config.linkerd.io/opaque-ports): only a TCPRoute is served "
+            f"there, as Linkerd's proxies never parse its traffic"
+        )
     winner = min(winners, key=lambda r: (kind_rank(r.kind), age_order(r)))
-    lost = [port for port, w in zip(ports, winners, strict=True) if w is winner]
+    lost = [port for port, w in zip(lost_ports, winners, strict=True) if w is winner]
     return conflict_message(
         winner, resolved, parent=f"Service {parent.namespace}/{parent.name}", ports=lost
     )
@@ -272,7 +289,7 @@ def route_status(
             )
         ]
         reason = "Accepted" if problem is None else "NoMatchingParent"
-        if problem is None and parent_service is not None and competitors:
+        if problem is None and parent_service is not None and competitors is not None:
             conflict = route_conflict(
                 by_parent[parent.key].attachment,
                 parent,

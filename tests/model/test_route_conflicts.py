@@ -27,11 +27,13 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 DB = ObjectKey(namespace="shop", name="db")
 
 
-def db(*ports: int) -> Service:
+def db(*ports: int, opaque: bool = False) -> Service:
+    """Service shop/db; ``opaque``: every port is ``appProtocol: linkerd.io/opaque``."""
+    extra = {"appProtocol": "linkerd.io/opaque"} if opaque else {}
     return parse_service(
         {
             "metadata": {"name": "db", "namespace": "shop"},
-            "spec": {"ports": [{"port": p, "name": f"p{p}"} for p in ports]},
+            "spec": {"ports": [{"port": p, "name": f"p{p}", **extra} for p in ports]},
         }
     )
 
@@ -184,15 +186,16 @@ def test_a_route_reads_only_the_kinds_that_can_beat_it() -> None:
         max_size=6,
     ),
     st.randoms(use_true_random=False),
+    st.booleans(),
 )
 def test_status_says_conflicted_exactly_when_the_policy_does_not_serve_the_route(
-    specs: list[tuple[str, int, str, int | None]], rng: Any
+    specs: list[tuple[str, int, str, int | None]], rng: Any, opaque: bool
 ) -> None:
     routes = [
         route(kind, f"r{i}", created=f"2024-01-0{day}T00:00:00Z", namespace=ns, port=port)
         for i, (kind, day, ns, port) in enumerate(specs)
     ]
-    service = db(5432)
+    service = db(5432, opaque=opaque)
     shuffled = routes[:]
     rng.shuffle(shuffled)
     for client in ("shop", "client"):
@@ -204,3 +207,17 @@ def test_status_says_conflicted_exactly_when_the_policy_does_not_serve_the_route
         clients = ("shop", "client") if subject.metadata.namespace == "shop" else ("client",)
         served = any(subject.metadata.name in served_names(routes, service, c) for c in clients)
         assert conflicted == (not served), subject.metadata.name
+
+
+def test_an_opaque_port_serves_its_tcp_route_and_says_why_the_others_are_not():
+    opaque = db(5432, opaque=True)
+    http, tcp = route("HTTPRoute", "h"), route("TCPRoute", "t", created="2024-02-01T00:00:00Z")
+    # Linkerd's proxies never parse an opaque port's traffic: no HTTP route applies there.
+    assert served_names([http, tcp], opaque) == {"t"}
+    status, reason, message = accepted(http, [tcp], opaque)
+    assert (status, reason) == ("False", "RouteReasonConflicted")
+    assert "port 5432 is opaque" in message
+    assert accepted(tcp, [http], opaque)[0] == "True"
+    # Alone, the HTTPRoute is still not served: the port's Default route is.
+    assert "h" not in served_names([http], opaque)
+    assert accepted(http, [], opaque)[1] == "RouteReasonConflicted"
