@@ -43,6 +43,7 @@ test: dev
 test-real: dev
 	hack/build-real-binaries.sh >/dev/null
 	hack/build-helm.sh >/dev/null
+	hack/fetch-monitoring-crds.sh >/dev/null
 	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability \
 		tests/charts/test_chart_real.py
 

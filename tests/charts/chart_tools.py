@@ -1,4 +1,5 @@
-"""The Go-built tools the chart's tests run: helm and promtool, cached by version.
+"""The Go-built tools the chart's tests run (helm and promtool) and the prometheus-operator CRDs
+they install, cached by version.
 
 ``hack/build-helm.sh`` and ``hack/build-promtool.sh`` build them from their Go modules into
 ``~/.cache/interlock/bin/<tool>-<version>/`` (CI runs both first); the version is read from the
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +45,35 @@ def _pinned(script: Path, variable: str) -> str:
 
 def tool(name: str) -> Path:
     """The cached ``helm`` or ``promtool`` binary (see the module docstring)."""
-    script = REPO / "hack" / f"build-{name}.sh"
     variable = {"helm": "HELM_VERSION", "promtool": "PROMETHEUS_VERSION"}[name]
+    return _cached(f"build-{name}.sh", variable, lambda version: f"bin/{name}-{version}/{name}")
+
+
+def monitoring_crds() -> Path:
+    """prometheus-operator's ServiceMonitor and PrometheusRule CRDs (a folder), fetched from its
+    Go module by ``hack/fetch-monitoring-crds.sh``."""
+    crds = _cached(
+        "fetch-monitoring-crds.sh",
+        "PROMETHEUS_OPERATOR_VERSION",
+        lambda version: (
+            f"crds/prometheus-operator-{version}/monitoring.coreos.com_servicemonitors.yaml"
+        ),
+    )
+    return crds.parent
+
+
+def _cached(script_name: str, variable: str, where: Callable[[str], str]) -> Path:
+    script = REPO / "hack" / script_name
     cache = Path(os.environ.get("INTERLOCK_CACHE", Path.home() / ".cache" / "interlock"))
-    binary = cache / "bin" / f"{name}-{_pinned(script, variable)}" / name
-    if os.access(binary, os.X_OK):
-        return binary
+    found = cache / where(_pinned(script, variable))
+    if found.exists():
+        return found
     if shutil.which("go") is None:
-        message = f"{name} needs Go to build ({binary} is missing): {script}"
+        message = f"{found} needs Go to fetch or build: {script}"
         if os.environ.get("INTERLOCK_REQUIRE_BINARIES") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    pytest.fail(f"{name} is not built ({binary} is missing): run {script}")
+    pytest.fail(f"{found} is missing: run {script}")
 
 
 def run(argv: list[str | Path], *, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_tools import CHART, documents, helm_template, key, rendered, run, tool
+from chart_tools import (
+    CHART,
+    documents,
+    helm_template,
+    key,
+    monitoring_crds,
+    rendered,
+    run,
+    tool,
+)
 from lanes import REAL, ControlPlane, start_control_plane
 
 pytestmark = pytest.mark.skipif(
@@ -170,3 +179,45 @@ def test_install_upgrade_and_uninstall(fresh_cluster: str, tmp_path: Path) -> No
     _until_gone(fresh_cluster, [k for k in objects if k != crd])
     assert _exists(fresh_cluster, crd), "Helm keeps a chart's CRDs"
     assert helm("status", "interlock", check=False).returncode != 0
+
+
+def test_the_service_monitor_and_the_prometheus_rule_fit_prometheus_operator_s_crds(
+    fresh_cluster: str,
+) -> None:
+    """With prometheus-operator's own CRDs installed, the server checks the chart's
+    ServiceMonitor and PrometheusRule (the alerts) against their schemas."""
+    _kubectl(fresh_cluster, "apply", "--server-side", "-f", str(monitoring_crds()))
+    _kubectl(fresh_cluster, "wait", "--for", "condition=established", "crd", "--all")
+    # The namespaced objects' dry run needs their namespace to exist (the Namespace's own is
+    # not stored): create it unless the install test left it.
+    if not _exists(fresh_cluster, ("v1", "Namespace", "", NAMESPACE)):
+        _kubectl(fresh_cluster, "create", "namespace", NAMESPACE)
+    flags = "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"
+    manifest = helm_template("--set", flags).stdout
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", fresh_cluster, "apply", *DRY_RUN],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for accepted in (
+        "servicemonitor.monitoring.coreos.com/interlock",
+        "prometheusrule.monitoring.coreos.com/interlock",
+        "configmap/interlock-dashboard",
+    ):
+        assert accepted in result.stdout, result.stdout
+    # The control case: a rule the CRD's schema refuses is refused.
+    broken = manifest.replace("for: 10m", "for: ten minutes", 1)
+    assert broken != manifest
+    refused = subprocess.run(
+        ["kubectl", "--kubeconfig", fresh_cluster, "apply", *DRY_RUN],
+        input=broken,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode != 0 and "for" in refused.stderr, refused.stderr
