@@ -47,6 +47,7 @@ NO_SNI_MATCH: Final = "no-sni-match"
 CONNECT_NOT_SERVED: Final = "connect-not-served"
 TOO_MANY_UPGRADES: Final = "too-many-upgrades"
 UPGRADES_FULL: Final = "upgrades-full"
+MISDIRECTED: Final = "misdirected-request"
 
 REASONS: Final[dict[str, tuple[int, str]]] = {
     UNKNOWN_HOST: (404, "no edge or Service is known by this host"),
@@ -74,6 +75,10 @@ REASONS: Final[dict[str, tuple[int, str]]] = {
     CONNECT_NOT_SERVED: (405, "CONNECT is not served over HTTP/2; tunnels are HTTP/1.1"),
     TOO_MANY_UPGRADES: (429, "too many upgraded connections (WebSockets) from this client"),
     UPGRADES_FULL: (503, "too many upgraded connections (WebSockets) open"),
+    MISDIRECTED: (
+        421,
+        "this connection's TLS server name belongs to another listener than the Host",
+    ),
 }
 """Every reason: its usual status and the sentence a client gets (``docs/answers.md``)."""
 

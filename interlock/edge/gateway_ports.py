@@ -32,6 +32,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 from loguru import logger
 
+from interlock.dataplane.answers import MISDIRECTED, Answer, answer
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
@@ -47,6 +48,8 @@ from interlock.edge.routing import normalize_host
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate
 from interlock.model.edge_plan import BackendTarget
+from interlock.model.gateway_conditions import hostname_matches
+from interlock.model.gateway_listeners import CertificatePair
 from interlock.model.gateway_mirrors import RuleMirror
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
@@ -77,40 +80,57 @@ def _synthetic_target(
 
 
 class ListenerCertificates:
-    """An HTTPS port's certificates by listener hostname (``context_for`` of the TLS listener)."""
+    """An HTTPS port's certificates by listener hostname (``context_for`` of the TLS listener).
+
+    Each listener has its own context, kept while its hostname and certificate are unchanged,
+    so a connection's context tells which listener its TLS server name chose
+    (:meth:`listener_of`): a request whose ``Host`` belongs to another listener is misdirected
+    (421), or a client could present one listener's name and reach another's routes.
+    """
 
     def __init__(self) -> None:
-        self._listeners: tuple[tuple[str | None, ssl.SSLContext], ...] = ()
+        self._listeners: tuple[tuple[str | None, str, ssl.SSLContext], ...] = ()
+        self._built: dict[tuple[str | None, str, CertificatePair], ssl.SSLContext] = {}
+        self._names: dict[int, str] = {}
         self._refuse = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 
     def update(self, port: PortServing) -> None:
-        contexts: list[tuple[str | None, ssl.SSLContext]] = []
+        contexts: list[tuple[str | None, str, ssl.SSLContext]] = []
+        built: dict[tuple[str | None, str, CertificatePair], ssl.SSLContext] = {}
         for listener in port.listeners:
             if not listener.certificates:
                 continue
-            cert, key = listener.certificates[0]
-            try:
-                context = load_certificate(
-                    host=listener.hostname or "*", cert_pem=cert, key_pem=key
-                )
-            except TlsConfigError as error:
-                logger.warning("Gateway listener {}: {}", listener.name, error)
-                continue
-            context.set_alpn_protocols(["h2", "http/1.1"])
-            contexts.append((listener.hostname, context))
+            pair = listener.certificates[0]
+            key = (listener.hostname, listener.name, pair)
+            context = self._built.get(key)
+            if context is None:
+                try:
+                    context = load_certificate(
+                        host=listener.hostname or "*", cert_pem=pair[0], key_pem=pair[1]
+                    )
+                except TlsConfigError as error:
+                    logger.warning("Gateway listener {}: {}", listener.name, error)
+                    continue
+                context.set_alpn_protocols(["h2", "http/1.1"])
+            built[key] = context
+            contexts.append((listener.hostname, listener.name, context))
+        self._built = built
         self._listeners = tuple(contexts)
+        self._names = {id(context): name for _, name, context in contexts}
+
+    def listener_of(self, context: object) -> str | None:
+        """The listener whose context ``context`` is (None: not one of this port's now)."""
+        return self._names.get(id(context))
 
     def context_for(self, server_name: str | None) -> ssl.SSLContext:
-        from interlock.model.gateway_conditions import hostname_matches
-
         name = normalize_host(server_name or "")
-        for hostname, context in self._listeners:
+        for hostname, _, context in self._listeners:
             if not name and hostname is None:
                 return context
             if name and hostname_matches(hostname, name):
                 return context
         if not name and self._listeners:
-            return self._listeners[0][1]
+            return self._listeners[0][2]
         return self._refuse
 
 
@@ -369,6 +389,15 @@ class GatewayPortEdge(InProcessEdge):
             return before.chain, before.policy
         return None, policy
 
+    def _tls_listener(self, transport: object) -> str | None:
+        """The listener the connection's TLS server name chose (None: not known)."""
+        get_extra_info = getattr(transport, "get_extra_info", None)
+        ssl_object = None if get_extra_info is None else get_extra_info("ssl_object")
+        context = getattr(ssl_object, "context", None)
+        if context is None:
+            return None
+        return self.gateway_certificates.listener_of(context)
+
     def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
         return self.routes_of_host(normalize_host(host_header))
 
@@ -392,10 +421,19 @@ class GatewayPortEdge(InProcessEdge):
         path: str,
         headers: Mapping[str, str],
         query: Mapping[str, str],
-    ) -> ServedRoute | None:
+        transport: object = None,
+    ) -> ServedRoute | Answer | None:
         state = self._virtual.get(route.route_id)
         if state is None:
             return None
+        if self._port is not None and self._port.protocol == "HTTPS":
+            chosen = self._tls_listener(transport)
+            listener = route.route_id.split("/", 1)[0]
+            if chosen is not None and chosen != listener:
+                return answer(
+                    MISDIRECTED,
+                    f"TLS server name chose listener {chosen}, the Host listener {listener}",
+                )
         found = select_match(state.policy, method=method, path=path, headers=headers, query=query)
         if found is None:
             return None

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from interlock.dataplane.answers import Answer
 from interlock.edge.modules import (
     MissingSecretError,
     ModuleChain,
@@ -93,10 +94,12 @@ class InProcessEdge:
         path: str,
         headers: Mapping[str, str],
         query: Mapping[str, str],
-    ) -> ServedRoute | None:
+        transport: object = None,
+    ) -> ServedRoute | Answer | None:
         """The route serving a request whose host and path chose ``route``: ``route`` itself
         here; a Gateway's port narrows it down to the route rule the request matches, whose
-        own modules then apply (``gateway_ports.py``). None: no rule matches (404)."""
+        own modules then apply, or answers itself (``gateway_ports.py``: a misdirected HTTPS
+        request, 421). None: no rule matches (404). ``transport``: the client connection's."""
         return route
 
     def match(self, *, host_header: str, path: str) -> ServedRoute | None:

@@ -72,7 +72,7 @@ from interlock.dataplane.websocket import UpgradeLimits, Upgrades, wants_upgrade
 from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
 from interlock.edge.connections import GuardedServer
 from interlock.edge.http1_server import Http1ServerProtocol
-from interlock.edge.inprocess import InProcessEdge
+from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 from interlock.edge.modules import IdentityReply, RequestView
 from interlock.edge.modules.addresses import TrustedProxies
@@ -341,15 +341,19 @@ class EdgeServer:
                 ),
                 with_detail=True,
             )
-        route = select_route(routes.values(), path)
-        if route is not None:
+        selected = select_route(routes.values(), path)
+        route: ServedRoute | Answer | None = selected
+        if selected is not None:
             route = self._edge.route_for_request(
-                route,
+                selected,
                 method=request.method,
                 path=path,
                 headers=request.headers,
                 query=request.query,
+                transport=request.transport,
             )
+        if isinstance(route, Answer):
+            return answer_response(route)
         if route is None:
             return answer_response(answer(NO_ROUTE))
         where = f"edge {host_header} route {route.route_id}"

@@ -45,6 +45,7 @@ from interlock.edge.routing import normalize_host, select_route, split_target
 from interlock.edge.tls import peer_certificate
 
 if TYPE_CHECKING:
+    from interlock.edge.inprocess import ServedRoute
     from interlock.edge.server import EdgeServer
 
 NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
@@ -102,11 +103,19 @@ class EdgeStreams:
             if query
             else NO_PARAMS
         )
-        route = select_route(routes.values(), path)
-        if route is not None:
+        selected = select_route(routes.values(), path)
+        route: ServedRoute | reasons.Answer | None = selected
+        if selected is not None:
             route = server._edge.route_for_request(
-                route, method=request.method, path=path, headers=request.headers, query=params
+                selected,
+                method=request.method,
+                path=path,
+                headers=request.headers,
+                query=params,
+                transport=request.transport,
             )
+        if isinstance(route, reasons.Answer):
+            return await _say(responder, route.reason)
         if route is None:
             return await _say(responder, reasons.NO_ROUTE)
         where = f"edge {host} route {route.route_id}"

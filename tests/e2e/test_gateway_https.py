@@ -135,3 +135,36 @@ async def test_certificate_in_another_namespace_needs_a_reference_grant(env: Env
     finally:
         await env.cluster.delete(grant)
         await env.cluster.delete(secret)
+
+
+async def test_a_host_of_another_listener_than_the_server_name_is_misdirected(env: Env) -> None:
+    secure, secure_cert = tls_secret("secure-cert", "secure.example")
+    other, other_cert = tls_secret("other-cert", "other.example")
+    await env.cluster.apply(secure)
+    await env.cluster.apply(other)
+    await env.cluster.apply(
+        gateway_obj(
+            "one",
+            https_listener("secure", "secure.example", {"name": "secure-cert"}),
+            https_listener("other", "other.example", {"name": "other-cert"}),
+        )
+    )
+    await env.cluster.apply(route_obj("both", [{"name": "one"}], "blue"))
+    address = await env.address("one")
+
+    async def served() -> bool:
+        return (
+            await https_backend(env, address, "secure.example", secure_cert) == "blue"
+            and await https_backend(env, address, "other.example", other_cert) == "blue"
+        )
+
+    await eventually(served, message="both listeners serve their own hosts")
+    context = ssl.create_default_context(cadata=secure_cert)
+    async with env.http.get(
+        f"https://{address}/",
+        headers={"Host": "other.example"},
+        ssl=context,
+        server_hostname="secure.example",
+    ) as response:
+        assert response.status == 421
+        assert response.headers["X-Interlock-Reason"] == "misdirected-request"
