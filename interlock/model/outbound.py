@@ -746,10 +746,11 @@ def build_outbound_policy(
                 attached.append(route)
     attached = consumer_precedence(attached, namespace=namespace, client_namespace=client_namespace)
     protocol, accrual, _ = service_port_settings(service, port)
-    if protocol == "opaque":
-        # Linkerd: an opaque port is never parsed as HTTP, gRPC or TLS; only a TCPRoute applies
-        # (the others' status says so: route_status.route_conflict).
-        attached = [route for route in attached if route.kind in OPAQUE_PORT_KINDS]
+    kinds = PORT_ROUTE_KINDS.get(protocol)
+    if kinds is not None:
+        # Linkerd: a port's appProtocol (or opaque-ports) decides which route kinds can apply;
+        # the others' status says so (route_status.route_conflict).
+        attached = [route for route in attached if route.kind in kinds]
     # Linkerd's precedence between kinds on one port (GRPCRoute > HTTPRoute > TLSRoute >
     # TCPRoute, one TCPRoute): a client speaks one protocol; the losers' status says so.
     attached = served_routes(attached)
@@ -826,13 +827,27 @@ def consumer_precedence(
     return consumer if consumer else routes
 
 
-OPAQUE_PORT_KINDS = frozenset({"TCPRoute"})
-"""The route kinds an opaque port (``appProtocol: linkerd.io/opaque``, opaque-ports) serves."""
+PORT_ROUTE_KINDS: dict[Protocol, frozenset[str]] = {
+    "opaque": frozenset({"TCPRoute"}),
+    "http1": frozenset({"HTTPRoute"}),
+    "http2": frozenset({"GRPCRoute", "HTTPRoute"}),
+}
+"""The route kinds a port serves when its protocol is known (Linkerd's outbound index): an
+opaque port (``appProtocol: linkerd.io/opaque``, opaque-ports) is never parsed, so only a
+TCPRoute; ``appProtocol: http`` is HTTP/1, which carries no gRPC; ``kubernetes.io/h2c`` HTTP/2.
+A ``detect`` port serves every kind (by the kind precedence)."""
+
+PORT_PROTOCOL_WHY: dict[Protocol, str] = {
+    "opaque": "opaque (appProtocol linkerd.io/opaque or config.linkerd.io/opaque-ports)",
+    "http1": "HTTP/1 (appProtocol http)",
+    "http2": "HTTP/2 (appProtocol kubernetes.io/h2c)",
+}
 
 
-def is_opaque_port(service: Service, port: int) -> bool:
-    """Whether the Service's ``port`` is opaque (its appProtocol or an opaque-ports annotation)."""
-    return service_port_settings(service, port)[0] == "opaque"
+def port_route_kinds(service: Service, port: int) -> tuple[Protocol, frozenset[str] | None]:
+    """The Service port's protocol and the route kinds it serves (None: every kind)."""
+    protocol = service_port_settings(service, port)[0]
+    return protocol, PORT_ROUTE_KINDS.get(protocol)
 
 
 _ROUTE_PROTOCOLS: dict[str, Protocol] = {

@@ -27,14 +27,14 @@ from pydantic import Field, ValidationError
 from interlock.model.gateway import ParentReference, RouteStatus
 from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
 from interlock.model.outbound import (
-    OPAQUE_PORT_KINDS,
+    PORT_PROTOCOL_WHY,
     MeshRoute,
     ResolvedRoute,
     RouteAttachment,
     ServiceParent,
     attached_ports,
-    is_opaque_port,
     parent_problem,
+    port_route_kinds,
     service_annotation_problems,
     service_parents,
 )
@@ -179,7 +179,7 @@ def route_conflict(
     that loses on some of its ports only is served on the rest and is not conflicted.
     """
     ports = attached_ports(parent, service)
-    opaque = {port for port in ports if is_opaque_port(service, port)}
+    allowed = {port: port_route_kinds(service, port) for port in ports}
     covering = [
         other
         for other in others
@@ -189,13 +189,14 @@ def route_conflict(
     lost_ports: list[int] = []
     hidden: list[int] = []
     for port in ports:
-        if port in opaque and resolved.kind not in OPAQUE_PORT_KINDS:
-            hidden.append(port)  # an opaque port serves TCPRoutes only
+        kinds = allowed[port][1]
+        if kinds is not None and resolved.kind not in kinds:
+            hidden.append(port)  # the port's protocol serves no route of this kind
             continue
         on_port = [
             other
             for other in covering
-            if (port not in opaque or other.kind in OPAQUE_PORT_KINDS)
+            if (kinds is None or other.kind in kinds)
             and any(
                 p.key == parent.key and port in attached_ports(p, service) for p in other.parents
             )
@@ -207,11 +208,12 @@ def route_conflict(
     if not winners:
         if not hidden:
             return None
+        protocol, kinds = allowed[hidden[0]]
         shown = ", ".join(str(p) for p in hidden)
+        served = " and ".join(f"{kind}s" for kind in sorted(kinds or ()))
         return (
-            f"Service {parent.namespace}/{parent.name} port {shown} is opaque (appProtocol "
-            f"linkerd.io/opaque or config.linkerd.io/opaque-ports): only a TCPRoute is served "
-            f"there, as Linkerd's proxies never parse its traffic"
+            f"Service {parent.namespace}/{parent.name} port {shown} is "
+            f"{PORT_PROTOCOL_WHY[protocol]}: only {served} are served there, as Linkerd serves it"
         )
     winner = min(winners, key=lambda r: (kind_rank(r.kind), age_order(r)))
     lost = [port for port, w in zip(lost_ports, winners, strict=True) if w is winner]

@@ -27,9 +27,9 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 DB = ObjectKey(namespace="shop", name="db")
 
 
-def db(*ports: int, opaque: bool = False) -> Service:
-    """Service shop/db; ``opaque``: every port is ``appProtocol: linkerd.io/opaque``."""
-    extra = {"appProtocol": "linkerd.io/opaque"} if opaque else {}
+def db(*ports: int, app_protocol: str | None = None) -> Service:
+    """Service shop/db; every port with ``app_protocol`` when given."""
+    extra = {"appProtocol": app_protocol} if app_protocol else {}
     return parse_service(
         {
             "metadata": {"name": "db", "namespace": "shop"},
@@ -186,16 +186,16 @@ def test_a_route_reads_only_the_kinds_that_can_beat_it() -> None:
         max_size=6,
     ),
     st.randoms(use_true_random=False),
-    st.booleans(),
+    st.sampled_from([None, "linkerd.io/opaque", "http", "kubernetes.io/h2c"]),
 )
 def test_status_says_conflicted_exactly_when_the_policy_does_not_serve_the_route(
-    specs: list[tuple[str, int, str, int | None]], rng: Any, opaque: bool
+    specs: list[tuple[str, int, str, int | None]], rng: Any, app_protocol: str | None
 ) -> None:
     routes = [
         route(kind, f"r{i}", created=f"2024-01-0{day}T00:00:00Z", namespace=ns, port=port)
         for i, (kind, day, ns, port) in enumerate(specs)
     ]
-    service = db(5432, opaque=opaque)
+    service = db(5432, app_protocol=app_protocol)
     shuffled = routes[:]
     rng.shuffle(shuffled)
     for client in ("shop", "client"):
@@ -210,14 +210,29 @@ def test_status_says_conflicted_exactly_when_the_policy_does_not_serve_the_route
 
 
 def test_an_opaque_port_serves_its_tcp_route_and_says_why_the_others_are_not():
-    opaque = db(5432, opaque=True)
+    opaque = db(5432, app_protocol="linkerd.io/opaque")
     http, tcp = route("HTTPRoute", "h"), route("TCPRoute", "t", created="2024-02-01T00:00:00Z")
     # Linkerd's proxies never parse an opaque port's traffic: no HTTP route applies there.
     assert served_names([http, tcp], opaque) == {"t"}
     status, reason, message = accepted(http, [tcp], opaque)
     assert (status, reason) == ("False", "RouteReasonConflicted")
-    assert "port 5432 is opaque" in message
+    assert "port 5432 is opaque" in message and "only TCPRoutes are served" in message
     assert accepted(tcp, [http], opaque)[0] == "True"
     # Alone, the HTTPRoute is still not served: the port's Default route is.
     assert "h" not in served_names([http], opaque)
     assert accepted(http, [], opaque)[1] == "RouteReasonConflicted"
+
+
+def test_an_http1_port_serves_http_routes_not_grpc_routes():
+    # Linkerd: appProtocol http is HTTP/1, which carries no gRPC; the HTTPRoute is served even
+    # though a GRPCRoute would win a port of unknown protocol.
+    http1 = db(5432, app_protocol="http")
+    http, grpc = route("HTTPRoute", "h"), route("GRPCRoute", "g")
+    assert served_names([http, grpc], http1) == {"h"}
+    assert accepted(http, [grpc], http1)[0] == "True"
+    status, reason, message = accepted(grpc, [http], http1)
+    assert (status, reason) == ("False", "RouteReasonConflicted")
+    assert "is HTTP/1 (appProtocol http)" in message
+    # On HTTP/2 (h2c) both kinds can be served: the GRPCRoute wins, as on a detect port.
+    h2c = db(5432, app_protocol="kubernetes.io/h2c")
+    assert served_names([http, grpc], h2c) == {"g"}
