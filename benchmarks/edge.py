@@ -1,29 +1,37 @@
 """Edge data plane throughput and tail latency, against nginx, Caddy and HAProxy in one run.
 
-Every target runs in its own process, all on this machine, in front of one aiohttp backend: our
-edge with modules off; our edge with ipRestriction + basicAuth (the bcrypt check cached after the
-first request) + headers; our mesh listener (an embedded controller with ``--mesh-addr``, a
-Service and EndpointSlice pointing at the backend, requests with ``Host: echo.default``); and,
-each when installed (a peer that is not is skipped and the report says so), nginx (one worker,
-upstream keepalive) — the ceiling —, Caddy (``reverse_proxy``, ``GOMAXPROCS=1``) and HAProxy (one
-thread, ``http-reuse always``); the backend called directly for reference. The load generator is
-``wrk`` when installed (else an aiohttp client with the same number of connections). Rounds
-alternate the order of the targets so drift on a shared machine hits them alike; figures are
-medians over rounds with their spread (lowest to highest), and ratios are taken within a round.
+Every target runs in its own process, all on this machine, in front of one backend that is not
+the bottleneck: nginx returning a fixed 92-byte body (``return 200``, one worker), a server in C
+that carries several times what any proxy in front of it can. The targets: our edge with modules
+off; our edge with ipRestriction + basicAuth (the bcrypt check cached after the first request) +
+headers; our mesh listener (an embedded controller with ``--mesh-addr``, a Service and
+EndpointSlice pointing at the backend, requests with ``Host: echo.default``); and, each when
+installed (a peer that is not is skipped and the report says so), nginx (one worker, upstream
+keepalive), Caddy (``reverse_proxy``, ``GOMAXPROCS=1``) and HAProxy (one thread,
+``http-reuse always``); the backend called directly. The load generator is ``wrk`` when
+installed (else an aiohttp client with the same number of connections). Rounds alternate the
+order of the targets so drift on a shared machine hits them alike; figures are medians over
+rounds with their spread (lowest to highest), and ratios are taken within a round.
+
+Why the backend is nginx and the run checks it: with one aiohttp backend behind every proxy
+(this benchmark before issue 29) the backend's own rate capped every target near it, nginx and
+HAProxy included, and the ratios were compressed toward 1 — the benchmark measured the backend.
+A ratio between proxies means something only when each proxy is the bottleneck of its own
+measurement, so the report checks it: the backend called directly (through the same load
+generator, on the same CPUs) must carry at least :data:`VALID_HEADROOM` times the fastest
+proxy's requests/s, or the report says in its first lines that its ratios are not valid.
 
 Why CPUs are pinned: unpinned, the load generator, the proxy and the backend fight over the same
-CPUs, and "backend direct" (one process fewer in the fight) stopped being an upper bound — nginx
-beat it. With ``taskset`` each proxy under test gets a CPU of its own, the load generator and the
-backend share the others (``--no-pin`` turns this off). On a machine with fewer than three CPUs
-the backend called directly still shares its CPU with the load generator, so it is not a
-ceiling there; nginx, a proxy in C in the same seat as ours, is the ceiling the figures compare
-against, and the report says which seat each process had.
+CPUs. With ``taskset`` each proxy under test gets a CPU of its own and the load generator and
+the backend share the others (``--no-pin`` turns this off). On a machine with two CPUs the
+backend and the load generator share CPU 0, so "backend direct" is what that CPU can supply:
+the ceiling of every proxied measurement, the figure the validity check reads.
 
     .venv/bin/python benchmarks/edge.py [--rounds 5] [--seconds 4] [--connections 32]
         [--no-pin] [--no-mesh] [--write-docs]
 
 Prints a table; with ``--write-docs`` it rewrites the ``## Edge`` section of
-``docs/benchmarks.md``.
+``docs/benchmarks.md``. Needs nginx (``apt-get install nginx``) for the backend.
 """
 
 from __future__ import annotations
@@ -56,6 +64,11 @@ AUTHORIZATION = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decod
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
 BODY = b"hello from the backend\n" * 4
+VALID_HEADROOM = 3.0
+"""The backend called directly must carry this many times the fastest proxy's requests/s for
+the run's ratios to be read as the proxies' (else the backend, not the proxy, may be what was
+measured)."""
+NGINX = "/usr/sbin/nginx"
 
 
 def free_port() -> int:
@@ -80,6 +93,9 @@ def run_edge_child(main: Coroutine[Any, Any, None]) -> None:
 
 
 async def serve_backend(port: int) -> None:
+    """An aiohttp backend answering :data:`BODY`: the one ``edge_profile.py`` runs (it counts the
+    edge's instructions only, so the backend's speed does not matter there); this benchmark's
+    backend is nginx (:func:`start_backend`)."""
     from aiohttp import web
 
     async def handle(request: web.BaseRequest) -> web.Response:
@@ -237,6 +253,48 @@ http {{
   }}
 }}
 """
+
+
+BACKEND_CONF = """
+worker_processes 1;
+pid {prefix}/backend.pid;
+error_log {prefix}/backend-error.log error;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {prefix}/backend-body;
+  proxy_temp_path {prefix}/backend-proxy;
+  fastcgi_temp_path {prefix}/backend-fastcgi;
+  uwsgi_temp_path {prefix}/backend-uwsgi;
+  scgi_temp_path {prefix}/backend-scgi;
+  keepalive_requests 1000000;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      default_type text/plain;
+      return 200 "{body}";
+    }}
+  }}
+}}
+"""
+"""The backend: nginx answering every request with :data:`BODY` (``\\n`` is a newline in an
+nginx string)."""
+
+
+def start_backend(prefix: str, port: int, cpus: list[str]) -> subprocess.Popen[bytes]:
+    """nginx as the backend on ``port`` (its config and files under ``prefix``)."""
+    if not os.path.exists(NGINX):
+        raise SystemExit(
+            f"benchmarks/edge.py needs nginx for its backend ({NGINX}): apt-get install nginx"
+        )
+    config = Path(prefix) / "backend.conf"
+    body = BODY.decode().replace("\n", "\\n")
+    config.write_text(BACKEND_CONF.format(prefix=prefix, port=port, body=body))
+    return subprocess.Popen(
+        [*cpus, NGINX, "-p", prefix, "-c", str(config), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 # ---- load generation -------------------------------------------------------------------------
@@ -448,6 +506,7 @@ PEERS = (
 EDGE = "interlock edge"
 EDGE_MODULES = "interlock edge + modules"
 MESH = "interlock mesh listener"
+BACKEND = "backend direct"
 
 
 def main() -> int:
@@ -462,16 +521,11 @@ def main() -> int:
         "--no-pin", action="store_true", help="do not pin processes to CPUs with taskset"
     )
     parser.add_argument("--no-mesh", action="store_true", help="leave the mesh listener out")
-    parser.add_argument(
-        "--child", choices=["backend", "edge", "edge-modules", "mesh"], help=argparse.SUPPRESS
-    )
+    parser.add_argument("--child", choices=["edge", "edge-modules", "mesh"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    if args.child == "backend":
-        asyncio.run(serve_backend(args.port))
-        return 0
     if args.child in ("edge", "edge-modules"):
         run_edge_child(serve_edge(args.port, args.backend_port, args.child == "edge-modules"))
         return 0
@@ -481,7 +535,7 @@ def main() -> int:
 
     seats = plan_seats(sorted(os.sched_getaffinity(0)), pin=not args.no_pin)
     print(seats.describe(), flush=True)
-    load_before = os.getloadavg()[0]
+    load_before = load_high = os.getloadavg()[0]
     processes: list[subprocess.Popen[bytes]] = []
     prefix = tempfile.mkdtemp(prefix="interlock-bench-peers-")
     skipped: list[str] = []
@@ -489,16 +543,16 @@ def main() -> int:
         backend_port = free_port()
 
         def child(role: str, port: int) -> subprocess.Popen[bytes]:
-            cpus = seats.backend if role == "backend" else seats.proxy
             argv = [sys.executable, __file__, "--child", role, "--port", str(port)]
-            if role != "backend":
-                argv += ["--backend-port", str(backend_port)]
-            process = subprocess.Popen([*seats.prefix(cpus), *argv], cwd=ROOT)
+            argv += ["--backend-port", str(backend_port)]
+            process = subprocess.Popen([*seats.prefix(seats.proxy), *argv], cwd=ROOT)
             processes.append(process)
             return process
 
-        wait_listening(backend_port, child("backend", backend_port))
-        targets = [Target("backend direct", backend_port)]
+        backend = start_backend(prefix, backend_port, seats.prefix(seats.backend))
+        processes.append(backend)
+        wait_answering(Target(BACKEND, backend_port), backend, timeout=30)
+        targets = [Target(BACKEND, backend_port)]
         roles = [(EDGE, "edge", HOST), (EDGE_MODULES, "edge-modules", HOST)]
         if not args.no_mesh:
             roles.append((MESH, "mesh", MESH_HOST))
@@ -540,6 +594,7 @@ def main() -> int:
                     target, seconds=args.seconds, connections=args.connections, seats=seats
                 )
                 results[target.name].append(result)
+                load_high = max(load_high, os.getloadavg()[0])
                 print(
                     f"round {round_ + 1} {target.name:<26} {result.rps:>9.0f} req/s  "
                     f"p99 {result.p99_ms:>7.2f} ms  errors {result.errors}",
@@ -556,7 +611,8 @@ def main() -> int:
         shutil.rmtree(prefix, ignore_errors=True)
 
     generator = "wrk" if shutil.which("wrk") else "aiohttp"
-    load = (load_before, os.getloadavg()[0])
+    load_after = os.getloadavg()[0]
+    load = (load_before, load_after, max(load_high, load_after))
     section = render(
         results, args=args, generator=generator, seats=seats, load=load, skipped=skipped
     )
@@ -572,30 +628,77 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{format(min(values), fmt)} to {format(max(values), fmt)}"
 
 
+def validity(results: dict[str, list[Result]], *, load: float, cpus: int) -> tuple[bool, str]:
+    """Whether the run's ratios are the proxies' and why: the backend carried at least
+    :data:`VALID_HEADROOM` times the fastest proxy, and the machine's load average stayed at or
+    under its CPU count (above it, each proxy shared its CPU with other processes)."""
+    backend = statistics.median(r.rps for r in results[BACKEND])
+    proxies = {name: statistics.median(r.rps for r in runs) for name, runs in results.items()}
+    del proxies[BACKEND]
+    fastest = max(proxies, key=proxies.__getitem__)
+    headroom = backend / proxies[fastest]
+    said = (
+        f"the backend called directly carried {backend:,.0f} req/s, {headroom:.1f}x the fastest "
+        f"proxy ({fastest}, {proxies[fastest]:,.0f} req/s)"
+    )
+    problems = []
+    if headroom < VALID_HEADROOM:
+        bound = [name for name, rps in proxies.items() if backend >= VALID_HEADROOM * rps]
+        problems.append(
+            f"{said}, under the {VALID_HEADROOM:g}x this benchmark requires: the backend and "
+            "the load generator (sharing their CPU) may have capped the faster proxies"
+            + (
+                f" (the rows it carried {VALID_HEADROOM:g}x of: {', '.join(bound)})"
+                if bound
+                else ""
+            )
+        )
+    if load > cpus:
+        problems.append(
+            f"the machine's load average reached {load:.1f} on {cpus} CPUs: every proxy shared "
+            "its CPU with other processes, so no row is a proxy's capacity, and a Python proxy "
+            "loses more to that sharing than nginx does"
+        )
+    if not problems:
+        return True, (
+            f"**Valid**: {said}, at least {VALID_HEADROOM:g}x, and the load average stayed at "
+            f"or under {cpus}: each proxy was the bottleneck of its own measurement."
+        )
+    if headroom >= VALID_HEADROOM:
+        problems.insert(0, f"the backend check passed ({said})")
+    return False, (
+        "**NOT VALID — do not read these ratios as the proxies'**: " + "; ".join(problems) + "."
+    )
+
+
 def render(
     results: dict[str, list[Result]],
     *,
     args: argparse.Namespace,
     generator: str,
     seats: Seats,
-    load: tuple[float, float],
+    load: tuple[float, float, float],
     skipped: list[str],
 ) -> str:
     nginx = next((name for name in results if name.startswith("nginx")), None)
     ceiling = nginx or EDGE
+    valid, verdict = validity(results, load=load[2], cpus=len(os.sched_getaffinity(0)))
     lines = [
         "## Edge",
         "",
-        "Requests per second and p99 latency of a small GET (92-byte body) to a local aiohttp",
-        "backend through: the edge data plane with modules off; the edge with ipRestriction +",
-        "basicAuth (bcrypt, cached after the first check) + headers; the mesh listener (an",
-        "embedded controller, `Host: echo.default`); nginx (one worker, upstream keepalive) — the",
-        "ceiling: a proxy in C in the same seat as ours —, Caddy (`reverse_proxy`,",
-        "`GOMAXPROCS=1`) and HAProxy (one thread, `http-reuse always`); and, for reference, the",
-        "backend called directly. Every target runs in its own process, all in one run, rounds",
-        "alternating the order; the edge and the mesh listener run on uvloop, as `interlock",
-        f"run`/`edge` do. Load: `{generator}`, {args.connections} connections, {args.seconds} s "
-        f"per measurement, median of {args.rounds} rounds (spread: lowest to highest round).",
+        verdict,
+        "",
+        "Requests per second and p99 latency of a small GET (92-byte body) through: the edge",
+        "data plane with modules off; the edge with ipRestriction + basicAuth (bcrypt, cached",
+        "after the first check) + headers; the mesh listener (an embedded controller, `Host:",
+        "echo.default`); nginx (one worker, upstream keepalive), Caddy (`reverse_proxy`,",
+        "`GOMAXPROCS=1`) and HAProxy (one thread, `http-reuse always`); and the backend called",
+        "directly. The backend is nginx answering a fixed body (`return 200`, one worker), not the",
+        "bottleneck when the check above says so. Every target runs in its own process, all in",
+        "one run, rounds alternating the order; the edge and the mesh listener run on uvloop, as",
+        f"`interlock run`/`edge` do. Load: `{generator}`, {args.connections} connections, "
+        f"{args.seconds} s per measurement, median of {args.rounds} rounds (spread: lowest to "
+        "highest round).",
         "",
         "```",
         f".venv/bin/python benchmarks/edge.py --rounds {args.rounds} --seconds {args.seconds} "
@@ -605,8 +708,8 @@ def render(
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs; {seats.describe()}; load average {load[0]:.1f} at the start "
-        f"of the run and {load[1]:.1f} at its end (other engineers' test runs and a stress test "
-        "share the machine: read the ratios, not the absolute figures).",
+        f"of the run, {load[1]:.1f} at its end, {load[2]:.1f} at its highest between "
+        "measurements (other engineers' test runs share the machine).",
         "",
         f"| target | req/s (median) | req/s spread | p99 ms (median) | p99 spread | errors "
         f"| req/s vs {ceiling} | p99 vs {ceiling} |",
@@ -625,14 +728,13 @@ def render(
         )
     lines += [
         "",
-        "Ratios within each round (the figure is their median; each round in brackets):",
+        "Ratios within each round (the figure is their median; each round in brackets)"
+        + ("" if valid else " — not valid, see the first line of this section")
+        + ":",
         "",
     ]
-    backend_is_ceiling = bool(seats.backend) and seats.backend != seats.load
     ours = [name for name in (EDGE, EDGE_MODULES, MESH) if name in results]
-    others = [name for name in results if name not in ours and name != "backend direct"]
-    if backend_is_ceiling:
-        others.append("backend direct")
+    others = [name for name in results if name not in ours and name != BACKEND]
     pairs = [(mine, other) for mine in ours for other in others]
     pairs.append((EDGE_MODULES, EDGE))
     for mine, other in pairs:
@@ -646,11 +748,6 @@ def render(
             f"[{', '.join(f'{r:.1f}' for r in tail)}]"
         )
     lines += [f"- {line}." for line in skipped]
-    if not backend_is_ceiling:
-        lines.append(
-            "- backend direct is listed for reference only: it shared its CPU with the load "
-            "generator (or nothing was pinned), so it bounds nothing; nginx is the ceiling."
-        )
     lines += NOTE
     return "\n".join(lines) + "\n"
 
@@ -662,8 +759,8 @@ NOTE = [
     "decision, an exchange on a pooled keep-alive connection (`interlock/dataplane/http1.py`:",
     "one `write`, llhttp parsing the answer) and the relay; nginx, Caddy and HAProxy do the same",
     "work in C or Go. Instructions per request (below) are the repeatable measure of our own",
-    "cost; requests/s on this shared machine move between rounds, hence the ratios within a",
-    "round.",
+    "cost; requests/s on this shared machine move between rounds and with the machine's load,",
+    "hence the ratios within a round.",
 ]
 
 
