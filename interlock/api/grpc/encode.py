@@ -163,7 +163,8 @@ class _Encoder:
         routes = policy.routes
         kind = routes[0].kind if routes else DEFAULT_ROUTE_KIND
         if policy.protocol == "opaque" and kind != "TCPRoute":
-            # Linkerd: an opaque port is never parsed as HTTP, whatever routes attach to it.
+            # The model serves an opaque port its TCPRoute or its Default route (never HTTP,
+            # gRPC or TLS routes); the Default route of an opaque port is Linkerd's opaque one.
             return P(opaque=P.Opaque(routes=[self.default_opaque_route()]))
         if kind == "GRPCRoute":
             grpc = [self.grpc_route(r) for r in routes]
