@@ -14,10 +14,12 @@ import grpc
 import pytest
 from grpc_policies import policy_of
 from outbound_objects import service
+from prometheus_client import generate_latest
 
 from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.grpc.proto import net_pb2, outbound_pb2, outbound_pb2_grpc
 from interlock.api.grpc.server import GrpcPolicyServer
+from interlock.api.metrics import MetricsSources, metrics_registry
 from interlock.api.policy import PolicySource
 from interlock.config import Address
 from interlock.mailbox.slot import LatestValueSlot
@@ -281,3 +283,21 @@ async def test_the_cluster_networks_decide_what_is_egress(source, addresses):
             assert egress.metadata.default == "egress-fallback"
     finally:
         await server.stop(grace=1.0)
+
+
+async def test_metrics_count_calls_by_method_and_code(server, source, stub):
+    source.set(WEB, parent=service("web"), client_namespace="shop")
+    await stub.Get(by_authority("web.default.svc.cluster.local:80"))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.Get(by_authority("example.com:443"))
+    registry = metrics_registry(MetricsSources(grpc_api=server.counters.statistics), process=False)
+    text = generate_latest(registry).decode()
+    service_ = 'grpc_service="io.linkerd.proxy.outbound.OutboundPolicies"'
+    for code, count in (("OK", 1), ("NOT_FOUND", 1)):
+        line = (
+            f'interlock_grpc_server_handled_total{{grpc_code="{code}",grpc_method="Get",'
+            f'{service_},grpc_type="unary"}} {count}.0'
+        )
+        assert line in text, text
+    assert f'interlock_grpc_server_started_total{{grpc_method="Get",{service_}' in text
+    assert "interlock_grpc_watches_open 0.0" in text
