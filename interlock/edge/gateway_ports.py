@@ -275,6 +275,8 @@ class GatewayPortEdge(InProcessEdge):
         self._mirror = mirror
         self._port: PortServing | None = None
         self._served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
+        self._unrouted: dict[str, Mapping[str, ServedRoute]] = {}
+        """Per listener: the route of hosts it takes that no route serves (a 404 — or a 421)."""
         self._virtual: dict[str, _VirtualHostState] = {}
         self._applied: dict[tuple[str, str | None, str, str, int], _RuleApplied] = {}
         self._empty = compile_modules(Modules(), {})
@@ -340,6 +342,20 @@ class GatewayPortEdge(InProcessEdge):
                     policy=virtual.policy, rules=rules, mirrors=rule_mirrors
                 )
         self._served = served
+        self._unrouted = {
+            listener.name: {
+                GATEWAY_ROUTE_ID: ServedRoute(
+                    route_id=f"{listener.name}/",
+                    path="/",
+                    path_type="Prefix",
+                    chain=self._empty,
+                    backend=None,
+                    modules=Modules(),
+                    secrets={},
+                )
+            }
+            for listener in port.listeners
+        }
         self._virtual = virtual_states
         self._applied = applied
         self._port = port
@@ -410,7 +426,9 @@ class GatewayPortEdge(InProcessEdge):
             return None
         virtual = listener.virtual_host(host)
         if virtual is None:
-            return None
+            # The listener takes the host but no route serves it: 404 from route_for_request,
+            # after it checked that the host belongs to the TLS server name's listener (421).
+            return self._unrouted.get(listener.name)
         return self._served.get((listener.name, virtual.hostname))
 
     def route_for_request(
@@ -424,8 +442,6 @@ class GatewayPortEdge(InProcessEdge):
         transport: object = None,
     ) -> ServedRoute | Answer | None:
         state = self._virtual.get(route.route_id)
-        if state is None:
-            return None
         if self._port is not None and self._port.protocol == "HTTPS":
             chosen = self._tls_listener(transport)
             listener = route.route_id.split("/", 1)[0]
@@ -434,6 +450,8 @@ class GatewayPortEdge(InProcessEdge):
                     MISDIRECTED,
                     f"TLS server name chose listener {chosen}, the Host listener {listener}",
                 )
+        if state is None:
+            return None
         found = select_match(state.policy, method=method, path=path, headers=headers, query=query)
         if found is None:
             return None

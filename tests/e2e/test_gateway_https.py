@@ -147,9 +147,17 @@ async def test_a_host_of_another_listener_than_the_server_name_is_misdirected(en
             "one",
             https_listener("secure", "secure.example", {"name": "secure-cert"}),
             https_listener("other", "other.example", {"name": "other-cert"}),
+            {
+                "name": "any",
+                "port": 443,
+                "protocol": "HTTPS",
+                "tls": {"certificateRefs": [{"name": "other-cert"}]},
+            },
         )
     )
-    await env.cluster.apply(route_obj("both", [{"name": "one"}], "blue"))
+    route = route_obj("both", [{"name": "one"}], "blue")
+    route["spec"]["hostnames"] = ["secure.example", "other.example"]
+    await env.cluster.apply(route)
     address = await env.address("one")
 
     async def served() -> bool:
@@ -168,3 +176,11 @@ async def test_a_host_of_another_listener_than_the_server_name_is_misdirected(en
     ) as response:
         assert response.status == 421
         assert response.headers["X-Interlock-Reason"] == "misdirected-request"
+    # A host no route serves, of another listener (the catch-all): misdirected too, not a 404.
+    async with env.http.get(
+        f"https://{address}/",
+        headers={"Host": "unknown.example"},
+        ssl=context,
+        server_hostname="secure.example",
+    ) as response:
+        assert response.status == 421
