@@ -31,6 +31,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "ReferenceGrant",
             "GatewayAddressEmpty",
             "GatewayHTTPListenerIsolation",
+            "GatewayHTTPSListenerDetectMisdirectedRequests",
             "GatewayPort8080",
             "GatewayStaticAddresses",
             "HTTPRouteBackendProtocolH2C",
