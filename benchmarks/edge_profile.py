@@ -3,15 +3,22 @@
 A wall-clock benchmark on a shared, loaded machine moves by tens of percent between runs; the
 instructions the edge process executes per request do not. This runs the backend (plain aiohttp)
 and the edge (empty module chain, as ``benchmarks/edge.py``'s "edge" row) in their own processes,
-the edge under ``valgrind --tool=callgrind``, sends N and then 3N sequential keep-alive requests
-in two separate runs, and reports ``(I(3N) - I(N)) / 2N``: start-up and shutdown cancel out.
+the edge under ``valgrind --tool=callgrind --instr-atstart=no``: once it listens, it is warmed up
+with ``--warmup`` requests, callgrind's instrumentation is switched on (``callgrind_control -i
+on``), N sequential keep-alive requests are sent, and it is switched off before the edge stops,
+so start-up and shutdown are not counted and the figure is ``I(N) / N``. (Before issue 29 this
+ran the edge twice, N and 3N requests, every instruction counted, and reported
+``(I(3N) - I(N)) / 2N``: the same quantity, but two instrumented start-ups of a few billion
+instructions each took over half an hour on this machine under load.)
 ``--profile`` instead runs the edge under cProfile and prints its top functions.
 ``--tree DIR`` runs the edge from another checkout (a before/after in the same run). The edge
 runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``. ``--modules``
 profiles ``edge.py``'s "edge + modules" row instead (ipRestriction + basicAuth, cached + headers).
+``--keep DIR`` keeps the callgrind file; ``callgrind_annotate --inclusive=no`` on it gives the
+instructions by function.
 
-    .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--tree DIR] [--keep DIR]
-        [--profile] [--modules]
+    .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--warmup 200] [--tree DIR]
+        [--keep DIR] [--profile] [--modules]
 """
 
 from __future__ import annotations
@@ -73,6 +80,8 @@ def run_edge(
     wrapper: list[str],
     pyargs: list[str],
     modules: bool,
+    warmup: int = 0,
+    instrument: bool = False,
 ) -> None:
     port = free_port()
     env = dict(os.environ)
@@ -93,7 +102,13 @@ def run_edge(
     )
     try:
         wait_port(port, time.monotonic() + 900)
+        if warmup:
+            drive(port, warmup)
+        if instrument:
+            callgrind_control(edge.pid, "on")
         drive(port, count)
+        if instrument:
+            callgrind_control(edge.pid, "off")
     finally:
         edge.send_signal(signal.SIGTERM)
         edge.wait(timeout=900)
@@ -130,9 +145,20 @@ def print_split(stats: pstats.Stats) -> None:
         print(f"  {100 * seconds / whole:5.1f}%  {name}")
 
 
+def callgrind_control(pid: int, instrumentation: str) -> None:
+    """Switch callgrind's instrumentation of process ``pid`` on or off (and wait for it)."""
+    subprocess.run(
+        ["callgrind_control", "-i", instrumentation, str(pid)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
 def callgrind_total(path: Path) -> int:
+    # "totals": what was counted; "summary" is 0 when instrumentation started off.
     for line in path.read_text().splitlines():
-        if line.startswith(("summary:", "totals:")):
+        if line.startswith("totals:"):
             return int(line.split()[1])
     raise RuntimeError(f"{path}: no totals")
 
@@ -140,6 +166,7 @@ def callgrind_total(path: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200, help="requests before counting")
     parser.add_argument("--tree", default=None, help="run the edge from this checkout")
     parser.add_argument("--profile", action="store_true", help="cProfile instead of callgrind")
     parser.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
@@ -175,24 +202,28 @@ def main() -> None:
                 )
                 print_split(stats)
                 return
-            totals = []
-            for count in (args.requests, 3 * args.requests):
-                out = Path(args.keep or tmp) / f"callgrind.{count}"
-                wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "-q"]
-                run_edge(
-                    backend_port,
-                    count,
-                    tree=args.tree,
-                    wrapper=wrapper,
-                    pyargs=[],
-                    modules=args.modules,
-                )
-                totals.append(callgrind_total(out))
-            per_request = (totals[1] - totals[0]) / (2 * args.requests)
+            out = Path(args.keep or tmp) / f"callgrind.{args.requests}"
+            wrapper = [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                f"--callgrind-out-file={out}",
+                "-q",
+            ]
+            run_edge(
+                backend_port,
+                args.requests,
+                tree=args.tree,
+                wrapper=wrapper,
+                pyargs=[],
+                modules=args.modules,
+                warmup=args.warmup,
+                instrument=True,
+            )
+            total = callgrind_total(out)
             print(
-                f"edge instructions: {totals[0]:,} for {args.requests} requests, "
-                f"{totals[1]:,} for {3 * args.requests}; "
-                f"{per_request:,.0f} instructions per request"
+                f"edge instructions: {total:,} for {args.requests} requests (after "
+                f"{args.warmup} not counted); {total / args.requests:,.0f} instructions per request"
             )
     finally:
         backend.terminate()
