@@ -131,6 +131,9 @@ class CorsPlan:
         )
         if headers:
             found.append(("Access-Control-Allow-Headers", headers))
+        if self.expose:
+            # Also on the preflight, as the Gateway API's conformance suite expects.
+            found.append(("Access-Control-Expose-Headers", ", ".join(self.expose)))
         found.append(("Access-Control-Max-Age", str(self.max_age)))
         found.append(("Vary", "Origin"))
         return tuple(found)

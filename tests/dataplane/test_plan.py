@@ -245,6 +245,7 @@ def test_cors_preflight_is_answered_by_the_filter() -> None:
         "Access-Control-Allow-Credentials": "true",
         "Access-Control-Allow-Methods": "GET, PUT",
         "Access-Control-Allow-Headers": "X-Token",
+        "Access-Control-Expose-Headers": "X-Total",
         "Access-Control-Max-Age": "60",
         "Vary": "Origin",
     }
