@@ -44,6 +44,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "HTTPRouteBackendProtocolWebSocket",
             "HTTPRouteBackendRequestHeaderModification",
             "HTTPRouteBackendTimeout",
+            "HTTPRouteCORS",
             "HTTPRouteDestinationPortMatching",
             "HTTPRouteHostRewrite",
             "HTTPRouteMethodMatching",
