@@ -26,6 +26,7 @@ LOG = f"""\
     conformance.go:50: Skipping GRPCExactMethodMatching: suite does not support GRPCRoute
 --- FAIL: TestConformance (12.00s)
     --- PASS: TestConformance/HTTPRouteSimpleSameNamespace (1.50s)
+        --- PASS: TestConformance/HTTPRouteSimpleSameNamespace/Simple_HTTP_request (1.00s)
     --- FAIL: TestConformance/HTTPRouteQueryParamMatching (10.00s)
     --- SKIP: TestConformance/GRPCExactMethodMatching (0.00s)
 """
@@ -43,6 +44,11 @@ def test_the_log_gives_each_tests_result_features_and_reason() -> None:
     grpc = suite.tests["GRPCExactMethodMatching"]
     assert (grpc.result, grpc.reason) == ("SKIP", "suite does not support GRPCRoute")
     assert suite.setup_error == ""
+    assert sorted(suite.tests) == [
+        "GRPCExactMethodMatching",
+        "HTTPRouteQueryParamMatching",
+        "HTTPRouteSimpleSameNamespace",
+    ]
 
 
 def test_a_setup_failure_is_reported_with_its_error() -> None:
@@ -73,6 +79,7 @@ def test_a_claimed_test_that_did_not_pass_fails_the_check(tmp_path: Path) -> Non
     common = [
         "--suite-log", str(log), "--report", str(tmp_path / "none.yaml"),
         "--claimed", str(claimed), "--out", str(tmp_path / "summary.md"),
+        "--passed", str(tmp_path / "passed-tests.txt"),
     ]  # fmt: skip
     assert report.main(["check", *common]) == 0
     passed = (tmp_path / "passed-tests.txt").read_text()
@@ -91,3 +98,32 @@ def test_ci_enables_the_extended_features_of_the_claimed_tests() -> None:
         "A Gateway,HTTPRoute\nB Gateway,HTTPRoute,HTTPRouteQueryParamMatching,GatewayPort8080\n"
     )
     assert report.extended_features(claims) == ["GatewayPort8080", "HTTPRouteQueryParamMatching"]
+
+
+def test_the_corrected_report_counts_a_parallel_test_that_failed() -> None:
+    # The suite wrote this report before its parallel tests ran: all counted passed.
+    written = {
+        "kind": "ConformanceReport",
+        "profiles": [
+            {
+                "name": "GATEWAY-HTTP",
+                "summary": "Core tests succeeded. Extended tests succeeded.",
+                "core": {"result": "success", "statistics": {"Passed": 1}},
+                "extended": {
+                    "result": "success",
+                    "statistics": {"Passed": 1},
+                    "supportedFeatures": ["HTTPRouteQueryParamMatching"],
+                },
+            }
+        ],
+    }
+    suite = report.parse_suite_log(LOG.replace("\\t", "\t"))
+    fixed = report.corrected_report(written, suite)["profiles"][0]
+    assert fixed["core"] == {
+        "result": "success",
+        "statistics": {"Failed": 0, "Passed": 1, "Skipped": 0},
+    }
+    assert fixed["extended"]["result"] == "failure"
+    assert fixed["extended"]["failedTests"] == ["HTTPRouteQueryParamMatching"]
+    assert fixed["extended"]["supportedFeatures"] == ["HTTPRouteQueryParamMatching"]
+    assert fixed["summary"] == "Core tests succeeded. Extended tests failed with 1 test failures."
