@@ -233,6 +233,7 @@ class _Connection(asyncio.Protocol):
         self._header_list: list[tuple[bytes, bytes]] = []
         self._reason = b""
         self._head_size = 0
+        """Bytes read of the answer while its headers were incomplete (its body's too, perhaps)."""
         self._informational = False
         self._answered = False
         self._body_sent = True
@@ -256,6 +257,10 @@ class _Connection(asyncio.Protocol):
             return
         self._last_read = self._loop.time()
         self._answered = True
+        if self._response is None:
+            # Read while the headers are incomplete: a bound on the head's size, exact enough
+            # to skip counting each header of the usual small answer.
+            self._head_size += len(data)
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -267,12 +272,14 @@ class _Connection(asyncio.Protocol):
                 self._fail(UpstreamProtocolError(f"upstream {self._where()}: not HTTP/1.1: {exc}"))
                 self.close()
             return
-        if self._response is None and self._parser is not None:
+        if (
+            self._response is None
+            and self._parser is not None
+            and self._head_size > MAX_RESPONSE_HEAD
+        ):
             # Still no headers: httptools holds a header until it is whole, so the bytes read
             # while waiting for them are bounded too (1xx answers count).
-            self._head_size += len(data)
-            if self._head_size > MAX_RESPONSE_HEAD:
-                self._head_too_large()
+            self._head_too_large()
 
     def _head_too_large(self) -> None:
         self._fail(
@@ -320,21 +327,24 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._header_list = []
         self._reason = b""
-        self._fields_size = 0
 
     def on_status(self, status: bytes) -> None:
         self._reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._fields_size += len(name) + len(value)
-        if self._fields_size > MAX_RESPONSE_HEAD:
-            raise _HeadTooLarge
         self._header_list.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self._parser
         if parser is None:
             return  # bytes after a finished answer: the connection is closed with them
+        if self._head_size > MAX_RESPONSE_HEAD and (
+            sum(len(name) + len(value) for name, value in self._header_list) + len(self._reason)
+            > MAX_RESPONSE_HEAD
+        ):
+            # Only when that many bytes came with the head (its body too, perhaps) are the
+            # headers themselves counted.
+            raise _HeadTooLarge
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self._informational = True  # 103 Early Hints and the like: wait for the answer

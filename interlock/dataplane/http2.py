@@ -96,8 +96,9 @@ class _Connection:
 
     def flush(self) -> None:
         data = self.h2.data_to_send()
-        if data and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+        transport = self.transport
+        if data and not self.closed and transport is not None and not transport.is_closing():
+            transport.write(data)
 
     def window_changed(self) -> None:
         self._window_open.set()
@@ -292,6 +293,11 @@ async def finish_answer(responder: Responder) -> None:
         await responder.send_data(b"", end=True)
 
 
+LINGER = 2.0
+"""Seconds a connection refused with GOAWAY stays open, reading and dropping what the client
+still sends, before it is closed."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResetBudget:
     """How many streams a client may reset on one connection while their handlers run:
@@ -326,6 +332,8 @@ class H2ServerProtocol(asyncio.Protocol):
         self._resets = ResetBudget() if resets is None else resets
         self._reset_tokens = float(self._resets.resets)
         self._reset_at = 0.0
+        self._refused = False
+        """Sent GOAWAY for too many resets: what the client still sends is read and dropped."""
         self._connection = _Connection(client_side=False)
         self._bodies: dict[int, H2Body] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -367,6 +375,8 @@ class H2ServerProtocol(asyncio.Protocol):
             self._idle = None
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         connection = self._connection
         try:
             events = connection.h2.receive_data(data)
@@ -378,7 +388,7 @@ class H2ServerProtocol(asyncio.Protocol):
             return
         for event in events:
             self._event(event)
-            if connection.transport is None or connection.transport.is_closing():
+            if self._refused or connection.transport is None or connection.transport.is_closing():
                 return  # refused (too many resets) or terminated: no more streams start
         connection.flush()
 
@@ -429,8 +439,17 @@ class H2ServerProtocol(asyncio.Protocol):
         with contextlib.suppress(h2.exceptions.H2Error):
             connection.h2.close_connection(error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
             connection.flush()
-        if connection.transport is not None:
-            connection.transport.close()
+        self._refused = True
+        connection.close_all()  # nothing more is written
+        for task in list(self._tasks.values()):
+            task.cancel()
+        transport = connection.transport
+        if transport is not None:
+            # A lingering close: closing with the client's frames unread would send a TCP
+            # reset, which can discard the GOAWAY before the client reads it.
+            if transport.can_write_eof():
+                transport.write_eof()
+            asyncio.get_running_loop().call_later(LINGER, transport.close)
 
     def _request(self, event: h2.events.RequestReceived) -> None:
         stream_id = event.stream_id

@@ -69,7 +69,10 @@ class H2Raw:
         return stream_id
 
     async def receive(self) -> None:
-        data = await asyncio.wait_for(self.reader.read(65536), _FOREVER)
+        try:
+            data = await asyncio.wait_for(self.reader.read(65536), _FOREVER)
+        except ConnectionResetError:
+            data = b""
         if not data:
             self.closed = True
             return
