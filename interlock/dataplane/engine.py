@@ -222,7 +222,13 @@ class Engine:
         """Where ``request`` to ``target`` goes (:func:`~interlock.dataplane.plan.decide`), by
         ``policy`` when the front door has it already (the mesh listener waits for it), else by
         the source's."""
-        plan = self.plan(target, policy)
+        return self.route_by(self.plan(target, policy), target, request)
+
+    def route_by(
+        self, plan: PolicyPlan | None, target: ServicePortRef, request: RequestInfo
+    ) -> Forward | Answer:
+        """Where ``request`` to ``target`` goes by ``plan`` (:meth:`plan`, which a front door
+        that needs the plan itself looks up once), or by none yet (the Service port itself)."""
         if plan is None:
             return unrouted(target, request)
         return decide(plan, request, self._rng.random())

@@ -144,13 +144,33 @@ class StreamForwarder:
         if isinstance(prepared, Answer):
             return prepared
         found, hooks = prepared
-        replay = ReplayableBody(request.body, body)
-        budget = self._engine.retries(decision, deadline=self._engine.deadline(decision))
+        deadline = self._engine.deadline(decision)
         if upstream_http2(request.headers, protocol):
             return await self._http2(
-                request, responder, decision, found, replay, budget, headers, query, hooks, where
+                request,
+                responder,
+                decision,
+                found,
+                ReplayableBody(request.body, body),
+                self._engine.retries(decision, deadline=deadline),
+                headers,
+                query,
+                hooks,
+                where,
             )
+        # Without a retry the request is sent once: no budget, nothing kept to replay (most
+        # requests: the policy names no retry), and a body read already goes as it is.
+        budget = (
+            None if decision.retry is None else self._engine.retries(decision, deadline=deadline)
+        )
+        replay = None if budget is None else ReplayableBody(request.body, body)
+        whole = body or None
+        streamed = (
+            None if body is not None or request.body.empty else ReplayableBody(request.body, None)
+        )
         while True:
+            if replay is not None:
+                whole, streamed = replay.body, replay.streamed
             outcome = await self._engine.attempt(
                 request.method,
                 decision,
@@ -160,11 +180,13 @@ class StreamForwarder:
                 # Not changed by the client: it frames the body in a copy of its own (chunked
                 # while streaming, a length once replayed).
                 headers=headers,
-                body=replay.body,
-                streamed=replay.streamed,
-                deadline=budget.deadline,
+                body=whole,
+                streamed=streamed,
+                deadline=deadline,
                 where=where,
             )
+            if budget is None or replay is None:
+                break
             grpc = None if isinstance(outcome, Answer) else outcome.headers.get(GRPC_STATUS)
             wait = budget.next_wait(outcome.status, grpc, replayable=replay.replayable)
             if wait is None:

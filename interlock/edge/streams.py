@@ -177,7 +177,8 @@ class EdgeStreams:
         info = RequestInfo(
             request.method, path, forward_path, query, params, request.headers, request.scheme, host
         )
-        decision = server.engine.route(target, info)
+        plan = server.engine.plan(target)
+        decision = server.engine.route_by(plan, target, info)
         if isinstance(decision, reasons.Answer):
             return await self._answer(responder, decision, where)
         hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
@@ -196,7 +197,6 @@ class EdgeStreams:
         set_forwarded_headers(
             headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=server._trusted
         )
-        plan = server.engine.plan(target)
         failed = await self.forwarder.forward(
             request,
             responder,

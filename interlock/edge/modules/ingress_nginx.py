@@ -16,10 +16,9 @@ took is given back when it closes.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from contextvars import ContextVar
 from urllib.parse import quote
 
@@ -45,16 +44,22 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9/!$&'()*+,;=:@\-._~%]")
 _held: ContextVar[list[Callable[[], None]] | None] = ContextVar("ingress_nginx_held", default=None)
 
 
-@contextlib.contextmanager
-def holding() -> Iterator[None]:
-    """Around one request: the ``limit-connections`` slots it takes are given back at the end."""
-    releases: list[Callable[[], None]] = []
-    token = _held.set(releases)
-    try:
-        yield
-    finally:
-        _held.reset(token)
-        for release in releases:
+class holding:  # lower case: used as the function it was, ``with holding():``
+    """Around one request: the ``limit-connections`` slots it takes are given back at the end.
+
+    A class, not a ``contextlib.contextmanager``: every request through the edge enters one,
+    and a generator-based context manager costs a generator, its frame and a StopIteration
+    on each."""
+
+    __slots__ = ("_releases", "_token")
+
+    def __enter__(self) -> None:
+        self._releases: list[Callable[[], None]] = []
+        self._token = _held.set(self._releases)
+
+    def __exit__(self, *exc: object) -> None:
+        _held.reset(self._token)
+        for release in self._releases:
             release()
 
 
