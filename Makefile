@@ -45,7 +45,7 @@ test-real: dev
 	hack/build-helm.sh >/dev/null
 	hack/fetch-monitoring-crds.sh >/dev/null
 	INTERLOCK_TEST_CLUSTER=real $(BIN)/python -m pytest -q tests/e2e tests/kube tests/reliability \
-		tests/charts/test_chart_real.py
+		tests/charts/test_chart_real.py tests/manifests/test_server_side_validation.py
 
 lint: dev
 	$(BIN)/ruff check .
