@@ -421,6 +421,8 @@ class Engine:
     def _candidates(self, addresses: Sequence[Address], first: int, accrual: bool) -> list[Address]:
         count = len(addresses)
         if not accrual or not len(self.accrual):
+            if count == 1:
+                return [addresses[0]]  # one endpoint (often: a Service's cluster address)
             return [addresses[(first + i) % count] for i in range(min(count, MAX_ADDRESS_TRIES))]
         now = self._clock()
         ordered = (addresses[(first + i) % count] for i in range(count))

@@ -280,11 +280,17 @@ def compile_policy(policy: OutboundPolicy) -> PolicyPlan:
 def unrouted(target: ServicePortRef, request: RequestInfo) -> Forward:
     """The decision while no policy is known for ``target``: the Service port itself, as the
     policy would send it with no route attached."""
+    return unrouted_path(target, request.forward_path)
+
+
+def unrouted_path(target: ServicePortRef, forward_path: str) -> Forward:
+    """:func:`unrouted` for a front door that has not built a :class:`RequestInfo` (it needs
+    none while ``target`` has no policy: the edge's most common case)."""
     return Forward(
         target=target,
         rule=None,
         filters=EMPTY_FILTERS,
-        path=request.forward_path,
+        path=forward_path,
         deadlines=NO_DEADLINES,
         retry=None,
         accrual=None,

@@ -30,7 +30,7 @@ from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.header_names import EXPECT, HOST
 from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
-from interlock.dataplane.plan import RequestInfo
+from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules import IdentityReply, RequestView
 from interlock.edge.modules.ingress_nginx import holding
@@ -174,11 +174,21 @@ class EdgeStreams:
         if not backend.exists:
             return await _say(responder, reasons.BACKEND_NOT_FOUND)
         target = server.target_of(backend)
-        info = RequestInfo(
-            request.method, path, forward_path, query, params, request.headers, request.scheme, host
-        )
         plan = server.engine.plan(target)
-        decision = server.engine.route_by(plan, target, info)
+        if plan is None:
+            decision: Forward | reasons.Answer = unrouted_path(target, forward_path)
+        else:
+            info = RequestInfo(
+                request.method,
+                path,
+                forward_path,
+                query,
+                params,
+                request.headers,
+                request.scheme,
+                host,
+            )
+            decision = server.engine.route_by(plan, target, info)
         if isinstance(decision, reasons.Answer):
             return await self._answer(responder, decision, where)
         hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
