@@ -243,6 +243,8 @@ class _Connection(asyncio.Protocol):
         self._read_timeout = 0.0
         self._last_read = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        """When :attr:`_timer` fires (on the loop's clock)."""
 
     # ---- asyncio.Protocol ----
 
@@ -430,7 +432,7 @@ class _Connection(asyncio.Protocol):
             if chunked and self.transport is not None and not self._lost:
                 self.transport.write(b"0\r\n\r\n")
             self._body_sent = True
-            if self._parser is not None and self._timer is None and not self.reading_paused:
+            if self._parser is not None and not self.reading_paused:
                 self._start_timer()
         except asyncio.CancelledError:
             raise
@@ -460,7 +462,9 @@ class _Connection(asyncio.Protocol):
         response = self._response
         self._parser = None
         self._response = None
-        self._stop_timer()
+        # The read timer stays armed: it finds no exchange when it fires, and the next
+        # exchange on this connection keeps it (a timer made and cancelled per exchange
+        # was most of what the upstream read timeout cost).
         if response is not None:
             response._finish()
         if keep_alive and self._body_sent:
@@ -482,10 +486,11 @@ class _Connection(asyncio.Protocol):
 
     def _check_read(self) -> None:
         self._timer = None
-        if self._parser is None or self.reading_paused:
-            return
+        if self._parser is None or self.reading_paused or not self._body_sent:
+            return  # no exchange, or none being timed (the body is still going out)
         deadline = self._last_read + self._read_timeout
         if self._loop.time() < deadline:
+            self._timer_at = deadline
             self._timer = self._loop.call_at(deadline, self._check_read)
             return
         self._fail(
@@ -494,8 +499,17 @@ class _Connection(asyncio.Protocol):
         self.close()
 
     def _start_timer(self) -> None:
-        self._last_read = self._loop.time()
-        self._timer = self._loop.call_at(self._last_read + self._read_timeout, self._check_read)
+        """The read timeout starts now. A timer already armed to fire no later than it is kept
+        (:meth:`_check_read` re-arms itself until the deadline really passed)."""
+        now = self._last_read = self._loop.time()
+        deadline = now + self._read_timeout
+        timer = self._timer
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return
+            timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._check_read)
 
     def _stop_timer(self) -> None:
         timer, self._timer = self._timer, None

@@ -313,3 +313,33 @@ async def test_an_answer_before_the_whole_body_ends_the_upload_and_its_connectio
         response.release()
         await asyncio.wait_for(closed.wait(), 30)
         p.close()
+
+
+async def test_a_slow_body_on_a_pooled_connection_is_not_timed_as_a_read() -> None:
+    """The read timeout starts once the request body has gone, also on a connection whose
+    previous exchange left its read timer armed: a client uploading slowly to a pooled
+    connection is not cut off as if the upstream were silent."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await upstream.head(reader)
+            if b"chunked" in head:
+                await reader.readuntil(b"0\r\n\r\n")
+            writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    async def slow_body() -> AsyncIterator[bytes]:
+        yield b"a"
+        await asyncio.sleep(0.6)  # three read timeouts: the client is slow, not the upstream
+        yield b"b"
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        first = await p.request(address, "GET", "/", headers(), None, read_timeout=0.2)
+        assert first.status == 204
+        first.release()
+        response = await p.request(address, "PUT", "/", headers(), slow_body(), read_timeout=0.2)
+        assert response.status == 204
+        response.release()
+        p.close()
+    assert upstream.connections == 1  # the second request went on the pooled connection
