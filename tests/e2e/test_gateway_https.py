@@ -184,3 +184,83 @@ async def test_a_host_of_another_listener_than_the_server_name_is_misdirected(en
         server_hostname="secure.example",
     ) as response:
         assert response.status == 421
+
+
+def secret_grant(name: str, namespace: str, **changes: Any) -> dict[str, Any]:
+    """A ReferenceGrant in ``namespace`` for Gateways of ``default`` to the Secret shared-cert,
+    with ``changes`` (from_group, from_kind, from_namespace, to_group, to_kind, to_name)."""
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "from": [
+                {
+                    "group": changes.get("from_group", GROUP),
+                    "kind": changes.get("from_kind", "Gateway"),
+                    "namespace": changes.get("from_namespace", "default"),
+                }
+            ],
+            "to": [
+                {
+                    "group": changes.get("to_group", ""),
+                    "kind": changes.get("to_kind", "Secret"),
+                    "name": changes.get("to_name", "shared-cert"),
+                }
+            ],
+        },
+    }
+
+
+async def test_grants_that_do_not_permit_the_secret_leave_it_refused_after_one_that_did(
+    env: Env,
+) -> None:
+    # Conformance's GatewaySecretInvalidReferenceGrant: grants that each miss the reference by
+    # one field. The suite runs it beside GatewaySecretReferenceGrantSpecific, whose grant does
+    # permit Gateways of the same namespace to read the same Secret while it exists: once that
+    # grant is deleted the listener must be refused again.
+    for namespace in ("gw-certs", "gw-elsewhere"):
+        await env.cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+    secret, _ = tls_secret("shared-cert", "shared.example", namespace="gw-certs")
+    await env.cluster.apply(secret)
+    misses = [
+        secret_grant("wrong-namespace", "gw-elsewhere"),
+        secret_grant("wrong-from-group", "gw-certs", from_group="not-the-group"),
+        secret_grant("wrong-from-kind", "gw-certs", from_kind="HTTPRoute"),
+        secret_grant("wrong-from-namespace", "gw-certs", from_namespace="not-the-namespace"),
+        secret_grant("wrong-to-group", "gw-certs", to_group="not-the-group", to_name="other"),
+        secret_grant("wrong-to-kind", "gw-certs", to_kind="Service"),
+        secret_grant("wrong-to-name", "gw-certs", to_name="not-the-certificate"),
+    ]
+    permits = secret_grant("specific", "gw-certs")
+    try:
+        for grant in misses:
+            await env.cluster.apply(grant)
+        await env.cluster.apply(
+            gateway_obj(
+                "one",
+                https_listener(
+                    "shared", "shared.example", {"name": "shared-cert", "namespace": "gw-certs"}
+                ),
+            )
+        )
+
+        def resolved(want: tuple[str, str]) -> Any:
+            async def check() -> bool:
+                listeners = listener_conditions(await env.read("Gateway", "one"))
+                return listeners.get("shared", {}).get("ResolvedRefs") == want
+
+            return check
+
+        refused = ("False", "RefNotPermitted")
+        await eventually(resolved(refused), message="no grant permits the Secret")
+        await env.cluster.apply(permits)
+        await eventually(resolved(("True", "ResolvedRefs")), message="the grant permits it")
+        await env.cluster.delete(permits)
+        await eventually(resolved(refused), message="refused again once its grant is deleted")
+    finally:
+        for grant in misses:
+            await env.cluster.delete(grant)
+        await env.cluster.delete(secret)
