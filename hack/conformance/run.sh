@@ -221,5 +221,11 @@ The suite's own report: build/conformance/full/report.yaml."
     fi
   fi
 else
-  "$PYTHON" -m tests.conformance.report check "${summary_args[@]}" --out "$OUT/summary.md"
+  # On a failed claim the CI output is all there is afterwards: the check prints the suite's log
+  # of each failed test; interlock's warnings and errors of the run follow.
+  "$PYTHON" -m tests.conformance.report check "${summary_args[@]}" --out "$OUT/summary.md" || {
+    log "interlock's log, its last 40 warnings and errors:"
+    grep -E '^\S+ (WARN|ERROR) ' "$OUT/logs/interlock.log" | tail -n 40 >&2 || true
+    exit 1
+  }
 fi

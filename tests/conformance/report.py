@@ -79,6 +79,8 @@ _SKIP_REASON = re.compile(r"Skipping (\S+): (.*)$")
 _ERROR = re.compile(r"^\s+(Error|Messages):\s+(.*)$")
 _CONTINUED = re.compile(r"^\s+\t\s+\t(.*)$")
 _RUN = re.compile(r"^=== (?:RUN|CONT|PAUSE|NAME)\s+TestConformance/([^/\s]+)")
+_HEADER = re.compile(r"^=== (?:RUN|CONT|PAUSE|NAME)\s+(TestConformance/\S+)")
+_ANY_RESULT = re.compile(r"^\s*--- (?:PASS|FAIL|SKIP): (TestConformance/\S+)")
 
 
 @dataclass
@@ -153,9 +155,32 @@ def parse_suite_log(text: str) -> SuiteLog:
         test.features = features.get(name, ())
         failure = failures.get(name)
         test.reason = _joined(failure) if failure else reasons.get(name, "")
+        if test.result == "FAIL" and not test.reason:
+            # A failure by t.Fatalf (not testify's Error:) is the last line the test logged.
+            said = [
+                line.strip()
+                for line in logged_by(text, name, last=20)
+                if line.strip() and not _HEADER.match(line) and not _ANY_RESULT.match(line)
+            ]
+            test.reason = said[-1] if said else ""
     if not parsed.tests:
         parsed.setup_error = _joined(setup_errors) or _last_lines(text)
     return parsed
+
+
+def logged_by(text: str, name: str, last: int = 60) -> list[str]:
+    """The last ``last`` lines the suite logged for test ``name`` and its subtests (go test -v
+    interleaves parallel tests: a line belongs to the test of the header before it)."""
+    prefix = f"TestConformance/{name}"
+    mine: list[str] = []
+    current = ""
+    for line in text.splitlines():
+        header = _HEADER.match(line) or _ANY_RESULT.match(line)
+        if header:
+            current = header.group(1)
+        if current == prefix or current.startswith(prefix + "/"):
+            mine.append(line)
+    return mine[-last:]
 
 
 def _joined(fields: list[list[str]]) -> str:
@@ -437,6 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     if verdict.new_passes:
         print(f"conformance: passed but not claimed: {', '.join(verdict.new_passes)}")
     if args.command == "check" and verdict.failed_claims:
+        # What the suite logged for each, so the CI output alone tells why (its logs directory
+        # does not outlive the run there).
+        log_path = Path(args.suite_log)
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        for name in verdict.failed_claims:
+            print(f"conformance: the suite's log of {name} (its last 60 lines):")
+            print("\n".join(logged_by(log_text, name)))
         print(
             f"conformance: claimed tests that did not pass: {', '.join(verdict.failed_claims)}",
             file=sys.stderr,

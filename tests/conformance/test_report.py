@@ -93,6 +93,30 @@ def test_a_claimed_test_that_did_not_pass_fails_the_check(tmp_path: Path) -> Non
     assert "HTTPRouteQueryParamMatching" in (tmp_path / "summary.md").read_text()
 
 
+def test_a_failed_tests_log_is_its_own_lines_and_its_subtests() -> None:
+    # Parallel subtests interleave: each line belongs to the test of the header before it.
+    text = """\
+=== RUN   TestConformance/GatewayHTTPListenerIsolation
+=== RUN   TestConformance/GatewayHTTPListenerIsolation/hostnames/0_request
+=== PAUSE TestConformance/GatewayHTTPListenerIsolation/hostnames/0_request
+=== RUN   TestConformance/HTTPRouteSimpleSameNamespace
+    other.go:1: not mine
+=== CONT  TestConformance/GatewayHTTPListenerIsolation/hostnames/0_request
+    http.go:9: Response expectation failed for request: 404 != 200
+=== NAME  TestConformance/HTTPRouteSimpleSameNamespace
+    other.go:2: still not mine
+    --- FAIL: TestConformance/GatewayHTTPListenerIsolation/hostnames/0_request (15.00s)
+"""
+    lines = report.logged_by(text, "GatewayHTTPListenerIsolation")
+    assert any("404 != 200" in line for line in lines)
+    assert lines[-1].strip().startswith("--- FAIL: TestConformance/GatewayHTTPListenerIsolation")
+    assert not any("mine" in line for line in lines)
+    assert report.logged_by(text, "GatewayHTTPListenerIsolation", last=1) == lines[-1:]
+    failed = text + "    --- FAIL: TestConformance/GatewayHTTPListenerIsolation (20.00s)\n"
+    reason = report.parse_suite_log(failed).tests["GatewayHTTPListenerIsolation"].reason
+    assert reason == "http.go:9: Response expectation failed for request: 404 != 200"
+
+
 def test_ci_enables_the_extended_features_of_the_claimed_tests() -> None:
     claims = report.parse_claimed(
         "A Gateway,HTTPRoute\nB Gateway,HTTPRoute,HTTPRouteQueryParamMatching,GatewayPort8080\n"
