@@ -157,6 +157,8 @@ class GatewayTables:
     serving: dict[ObjectKey, GatewayServing] = field(default_factory=dict)
     port_failures: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per Gateway (``ns/name``): the ports the data plane could not open, with why."""
+    addresses: dict[ObjectKey, str] = field(default_factory=dict)
+    """Per Gateway: the address it was last given (kept before its status's, which lags)."""
 
 
 class GatewayController(Actor):
@@ -191,6 +193,7 @@ class GatewayController(Actor):
         self.sent_parents = tables.parents
         self.sent_serving = tables.serving
         self.port_failures = tables.port_failures
+        self.assigned_addresses = tables.addresses
         self.deferred = 0
         self.dirty = True
 
@@ -455,7 +458,11 @@ class GatewayController(Actor):
             for key, filters in self.mirror_filters.items()
             if key in self.routes
         }
-        addresses = assign_addresses(ours.values(), self.address_pool)
+        addresses = assign_addresses(ours.values(), self.address_pool, self.assigned_addresses)
+        self.assigned_addresses.clear()
+        self.assigned_addresses.update(
+            (key, found) for key, found in addresses.items() if isinstance(found, str)
+        )
         views = {
             key: GatewayView(
                 gateway=gateway,

@@ -498,6 +498,8 @@ class GatewayPorts:
         self._rng = rng
         self._traffic = traffic
         self._servers: dict[tuple[str, int], tuple[EdgeServer, GatewayPortEdge]] = {}
+        self._protocols: dict[tuple[str, int], str] = {}
+        """Per open socket: HTTP or HTTPS (whether it speaks TLS is chosen when it opens)."""
         self._owners: dict[str, set[tuple[str, int]]] = {}
         self._targets: dict[str, set[ServicePortRef]] = {}
 
@@ -516,6 +518,9 @@ class GatewayPorts:
         targets: set[ServicePortRef] = set()
         for port in serving.ports:
             socket = (serving.address, port.port)
+            self._take_over(key, socket)
+            if self._protocols.get(socket, port.protocol) != port.protocol:
+                await self._close(socket)
             entry = self._servers.get(socket)
             if entry is None:
                 edge = GatewayPortEdge(trusted_proxies=self._trusted, mirror=self._mirrors)
@@ -544,6 +549,7 @@ class GatewayPorts:
                     logger.warning("Gateway {}: {}", key, failures[port.port])
                     continue
                 self._servers[socket] = (server, edge)
+                self._protocols[socket] = port.protocol
                 logger.info("Gateway {} serving {} on {}", key, port.protocol, address)
             else:
                 update = await entry[1].update(serving, port)
@@ -555,6 +561,16 @@ class GatewayPorts:
         self._targets[key] = targets
         self._owners[key] = wanted - {(serving.address, p) for p in failures}
         return Applied(failures=failures, transient=transient)
+
+    def _take_over(self, key: str, socket: tuple[str, int]) -> None:
+        """``socket`` is the Gateway ``key``'s from now on. Addresses are unique among the
+        Gateways served at any one time, but the changes that move one from a Gateway to
+        another arrive one Gateway at a time: the Gateway that had it must not close it when
+        its own change (another address, or its removal) is applied after this one."""
+        for other, sockets in self._owners.items():
+            if other != key and socket in sockets:
+                sockets.discard(socket)
+                logger.info("Gateway {} takes {}:{} over from Gateway {}", key, *socket, other)
 
     @staticmethod
     def _report(key: str, update: PortUpdate) -> None:
@@ -578,6 +594,7 @@ class GatewayPorts:
 
     async def _close(self, socket: tuple[str, int]) -> None:
         entry = self._servers.pop(socket, None)
+        self._protocols.pop(socket, None)
         if entry is not None:
             await entry[0].stop()
 

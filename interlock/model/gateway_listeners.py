@@ -196,7 +196,9 @@ class AddressProblem:
 
 
 def assign_addresses(
-    gateways: Iterable[Gateway], pool: Sequence[str]
+    gateways: Iterable[Gateway],
+    pool: Sequence[str],
+    assigned: Mapping[ObjectKey, str] | None = None,
 ) -> dict[ObjectKey, str | AddressProblem]:
     """An address from ``pool`` for each Gateway, or why it has none.
 
@@ -205,8 +207,12 @@ def assign_addresses(
     ``AddressNotUsable``); one asking for another type than ``IPAddress`` is not accepted; an
     ``IPAddress`` without a value asks for any address. The others keep the address their
     status holds while it is in the pool and free, else take the first free one: a Gateway's
-    address survives restarts and the arrival of other Gateways.
+    address survives restarts and the arrival of other Gateways. ``assigned``: what the last call
+    gave each Gateway, kept before the status's address, which lags it (written, then seen in a
+    watch event): a Gateway whose address is in flight must not move when another one leaves and
+    frees an address before its own.
     """
+    earlier = assigned or {}
     ordered = sorted(gateways, key=_age)
     in_pool = set(pool)
     taken: set[str] = set()
@@ -252,7 +258,7 @@ def assign_addresses(
         result[gateway.key] = usable
     later: list[Gateway] = []
     for gateway in waiting:
-        kept = gateway.stored_address()
+        kept = earlier.get(gateway.key) or gateway.stored_address()
         if kept is not None and kept in in_pool and kept not in taken:
             taken.add(kept)
             result[gateway.key] = kept

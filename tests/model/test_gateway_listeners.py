@@ -91,6 +91,20 @@ def test_addresses_are_stable_unique_and_the_oldest_gateway_chooses_first() -> N
     assert later == {ObjectKey("infra", "b"): "10.0.0.2", ObjectKey("infra", "c"): "10.0.0.1"}
 
 
+def test_an_address_not_yet_in_the_status_stays_when_an_older_gateway_leaves() -> None:
+    # "b" was given 10.0.0.2 and its status written, but the watch has not shown it yet; "a"
+    # goes, freeing 10.0.0.1. A client that read b's status already sends to 10.0.0.2.
+    pool = ("10.0.0.1", "10.0.0.2", "10.0.0.3")
+    first = assign_addresses([gateway("a", age=1), gateway("b", age=2)], pool)
+    assert first[ObjectKey("infra", "b")] == "10.0.0.2"
+    given = {key: found for key, found in first.items() if isinstance(found, str)}
+    later = assign_addresses([gateway("b", age=2), gateway("c", age=3)], pool, given)
+    assert later == {ObjectKey("infra", "b"): "10.0.0.2", ObjectKey("infra", "c"): "10.0.0.1"}
+    # Without what was given, the status is all there is, and "b" would move.
+    moved = assign_addresses([gateway("b", age=2), gateway("c", age=3)], pool)
+    assert moved[ObjectKey("infra", "b")] == "10.0.0.1"
+
+
 def test_a_full_pool_and_unusable_requested_addresses_are_reported() -> None:
     result = assign_addresses(
         [
