@@ -110,10 +110,10 @@ async def serve_backend(port: int) -> None:
 async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     from loguru import logger
 
+    from interlock.dataplane.upstreams import StaticUpstreams
     from interlock.edge.inprocess import InProcessEdge
     from interlock.edge.provider import ApplyModules, BackendTarget
     from interlock.edge.server import EdgeServer
-    from interlock.edge.upstreams import StaticUpstreams
     from interlock.model.moduleset import Modules, SecretValue
 
     logger.remove()
@@ -755,9 +755,10 @@ def render(
 NOTE = [
     "",
     "Reading the figures: the edge is a Python proxy on one event loop (uvloop), so each request",
-    "costs its parsing (`interlock/edge/http1_server.py`: llhttp), the module chain, the engine's",
-    "decision, an exchange on a pooled keep-alive connection (`interlock/dataplane/http1.py`:",
-    "one `write`, llhttp parsing the answer) and the relay; nginx, Caddy and HAProxy do the same",
+    "costs its parsing (`interlock/dataplane/http1_server.py`: llhttp), the module chain, the",
+    "engine's decision, an exchange on a pooled keep-alive connection",
+    "(`interlock/dataplane/http1.py`: one `write`, llhttp parsing the answer) and the relay;",
+    "nginx, Caddy and HAProxy do the same",
     "work in C or Go. Instructions per request (below) are the repeatable measure of our own",
     "cost; requests/s on this shared machine move between rounds and with the machine's load,",
     "hence the ratios within a round.",

@@ -30,13 +30,13 @@ import bcrypt
 from aiohttp import web
 from bench_report import write_section
 
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
 from interlock.edge.modules.view import Rejection
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules, SecretValue
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"

@@ -116,7 +116,7 @@ def run_edge(
 
 AREAS = (
     ("aiohttp", "/aiohttp/"),
-    ("the edge's HTTP/1.1 server", "interlock/edge/http1_server"),
+    ("the HTTP/1.1 server", "interlock/dataplane/http1_server"),
     ("the upstream client", "interlock/dataplane/http1"),
     ("the edge's steps", "interlock/edge/"),
     ("the engine and the rest of the data plane", "interlock/dataplane/"),

@@ -69,8 +69,8 @@ def guarded_modules(version: int) -> Modules:
 
 
 async def edge_main(backend_port: int) -> None:
+    from interlock.dataplane.upstreams import StaticUpstreams
     from interlock.edge.standalone import StandaloneEdge
-    from interlock.edge.upstreams import StaticUpstreams
 
     upstreams = StaticUpstreams({("default", "web", 80): [("127.0.0.1", backend_port)]})
     standalone = StandaloneEdge(admin_token=ADMIN_TOKEN, upstreams=upstreams)

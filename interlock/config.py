@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.logs import LogFormat
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.meta import ObjectKey
@@ -209,9 +209,9 @@ class ControllerConfig:
     ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
     rateLimit; from any other peer the header is ignored, so it cannot be forged."""
 
-    edge_limits: EdgeLimits = DEFAULT_LIMITS
+    edge_limits: ProxyLimits = DEFAULT_LIMITS
     """Bounds on what one client may hold of the edge served here: per-upstream connections,
-    client header, body and idle timeouts (see :class:`~interlock.edge.limits.EdgeLimits`)."""
+    client header, body and idle timeouts (see :class:`~interlock.dataplane.limits.ProxyLimits`)."""
 
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""

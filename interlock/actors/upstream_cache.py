@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import AboutObject, service_topic
-from interlock.edge.upstreams import Address, UpstreamError
+from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
 from interlock.model.service import EndpointSlice, Service, ready_addresses

@@ -1,7 +1,8 @@
 """The edge's limit flags, shared by ``interlock run`` (its data plane) and ``interlock edge``.
 
 One definition, so both commands name, default and document each limit the same way
-(``docs/operations.md``, "Edge limits"); the values are :class:`~interlock.edge.limits.EdgeLimits`.
+(``docs/operations.md``, "Edge limits"); the values are
+:class:`~interlock.dataplane.limits.ProxyLimits`.
 The flags are a table of (flag, field, help): a count is a whole number (``N``), a timeout a
 duration, a switch is off unless given; the default is the field's value in ``DEFAULT_LIMITS``.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from interlock.cli.env import EnvDefaults
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 
 _COUNTS: tuple[tuple[str, str, str], ...] = (
     (
@@ -102,13 +103,13 @@ def add_edge_limit_flags(add: EnvDefaults) -> None:
         add.switch(flag, help=help)
 
 
-def edge_limits_from_args(args: argparse.Namespace) -> EdgeLimits:
-    """The :class:`EdgeLimits` the flags describe; a bad value exits naming the problem."""
+def edge_limits_from_args(args: argparse.Namespace) -> ProxyLimits:
+    """The :class:`ProxyLimits` the flags describe; a bad value exits naming the problem."""
     values = {
         field: getattr(args, flag.removeprefix("--").replace("-", "_"))
         for flag, field, _help in _COUNTS + _DURATIONS + _SWITCHES
     }
     try:
-        return EdgeLimits(**values)
+        return ProxyLimits(**values)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None

@@ -5,7 +5,7 @@ there: the endpoints of the chosen Service port (from a :class:`PolicySource`), 
 among those failure accrual has not taken out, the rule's request filters, per-attempt and
 whole-request deadlines (504), retries of the statuses the policy names while the body can be
 sent again, and the answer streamed back through the rule's response filters. The HTTP client
-is the edge's :class:`~interlock.edge.proxy.Forwarder` (one connection pool: hop-by-hop headers,
+is :class:`~interlock.dataplane.proxy.Forwarder` (one connection pool: hop-by-hop headers,
 streaming, bounded body reads), not a second one.
 
 What a front door does before calling it: find the target Service port (the edge by its route's
@@ -55,8 +55,8 @@ from interlock.dataplane.plan import (
     decide,
     unrouted,
 )
+from interlock.dataplane.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
 from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
-from interlock.edge.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
 from interlock.model.outbound import OutboundPolicy
 
 RETRY_BUFFER = 64 * 1024
@@ -79,7 +79,7 @@ class StreamedBody(Protocol):
 
 
 class NoHooks:
-    """The :class:`~interlock.edge.proxy.ResponseHooks` of a front door without modules."""
+    """The :class:`~interlock.dataplane.proxy.ResponseHooks` of a front door without modules."""
 
     def should_compress(
         self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]

@@ -6,8 +6,9 @@ and response objects, a URL, a timer context, a payload writer, a stream reader 
 callbacks, for a request whose head and headers the proxy already has in hand). This client
 does only what a reverse proxy needs: write the head it is given in one ``write``, parse the
 answer with ``httptools`` (llhttp, the parser in C that Node.js and uvicorn use), and stream both
-bodies with back-pressure. The duties stay those of ``interlock.edge.proxy``: the caller removes
-hop-by-hop headers; this module frames the body (``Content-Length`` as given or ``chunked``).
+bodies with back-pressure. The duties stay those of ``interlock.dataplane.proxy``: the caller
+removes hop-by-hop headers; this module frames the body (``Content-Length`` as given or
+``chunked``).
 
 Bounds, as aiohttp's connector had them: connections per upstream address (in use, pooled or
 being opened) and in all; a request that finds its address at the limit waits for a connection
@@ -84,7 +85,7 @@ class _Stale(Exception):
 class BufferedBody:
     """Body bytes buffered as they arrive and taken by one reader that waits for more: what an
     upstream's answer (:class:`Http1Response`) and a client's request body at the edge
-    (``interlock.edge.http1_server``) share."""
+    (``interlock.dataplane.http1_server``) share."""
 
     __slots__ = ("_parts", "_size", "_waiter")
 

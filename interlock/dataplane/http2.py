@@ -133,7 +133,7 @@ class _Connection:
 
 class RequestBody(Protocol):
     """A client's request body as the front door's handler reads it: an HTTP/2 stream's
-    (:class:`H2Body`) or an HTTP/1.1 request's (``interlock.edge.http1_server``)."""
+    (:class:`H2Body`) or an HTTP/1.1 request's (``interlock.dataplane.http1_server``)."""
 
     @property
     def empty(self) -> bool:
@@ -150,7 +150,7 @@ class RequestBody(Protocol):
 
 class Responder(Protocol):
     """How a handler answers one request, whatever the wire: headers, data, trailers or the
-    end (:class:`H2Responder`, or ``interlock.edge.http1_server.Http1Responder``)."""
+    end (:class:`H2Responder`, or ``interlock.dataplane.http1_server.Http1Responder``)."""
 
     @property
     def status(self) -> int | None: ...
@@ -328,7 +328,7 @@ class H2ServerProtocol(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
         self._underscores = underscores_in_headers
         """Whether headers whose names hold ``_`` are kept (the edge drops them by default:
-        ``EdgeLimits.underscores_in_headers``)."""
+        ``ProxyLimits.underscores_in_headers``)."""
         self._resets = ResetBudget() if resets is None else resets
         self._reset_tokens = float(self._resets.resets)
         self._reset_at = 0.0

@@ -50,9 +50,9 @@ from interlock.dataplane.http2 import (
     relay_h2,
 )
 from interlock.dataplane.plan import Deadlines, Forward
+from interlock.dataplane.proxy import Forwarder, ResponseHooks, without_hop_by_hop
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import unverified_client_context
-from interlock.edge.proxy import Forwarder, ResponseHooks, without_hop_by_hop
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
 """Policy ``protocol`` values whose upstreams speak HTTP/2."""

@@ -50,6 +50,7 @@ from interlock.dataplane.answers import (
 )
 from interlock.dataplane.engine import upstream_error_answer
 from interlock.dataplane.filters import apply_all, set_host
+from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward
 from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
@@ -83,6 +84,15 @@ class UpgradeLimits:
     """Upgraded connections open at once from one client address."""
     idle_timeout: float = 300.0
     """Seconds an upgraded connection may stay open with no byte either way."""
+
+
+def upgrade_limits(limits: ProxyLimits) -> UpgradeLimits:
+    """The bounds of upgraded connections (:class:`UpgradeLimits`) in ``limits``."""
+    return UpgradeLimits(
+        total=limits.upgrade_connections,
+        per_client=limits.upgrade_connections_per_client,
+        idle_timeout=limits.upgrade_idle_timeout,
+    )
 
 
 class Upgrades:

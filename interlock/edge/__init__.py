@@ -6,6 +6,7 @@ pull in the HTTP server. The server lives in ``interlock.edge.server``, the in-p
 ``interlock.edge.inprocess``, the remote one in ``interlock.edge.http_provider``.
 """
 
+from interlock.dataplane.upstreams import Address, UpstreamError, UpstreamResolver
 from interlock.edge.provider import (
     ApplyModules,
     BackendTarget,
@@ -18,7 +19,6 @@ from interlock.edge.provider import (
     RouteSnapshot,
     TransientEdgeError,
 )
-from interlock.edge.upstreams import Address, UpstreamError, UpstreamResolver
 
 __all__ = [
     "Address",

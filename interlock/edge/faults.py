@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from interlock.dataplane.request_target import normalize_host
 from interlock.edge.provider import (
     BackendTarget,
     EdgeCall,
@@ -25,7 +26,6 @@ from interlock.edge.provider import (
     PermanentEdgeError,
     TransientEdgeError,
 )
-from interlock.edge.routing import normalize_host
 
 Method = EdgeMethod
 FaultKind = Literal["transient", "permanent"]

@@ -33,10 +33,11 @@ import aiohttp
 from loguru import logger
 
 from interlock.dataplane.answers import MISDIRECTED, Answer, answer
+from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.metrics import Traffic
+from interlock.dataplane.request_target import normalize_host
 from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
-from interlock.edge.limits import EdgeLimits
 from interlock.edge.modules import (
     MissingSecretError,
     ModuleChain,
@@ -44,7 +45,6 @@ from interlock.edge.modules import (
     ProviderUnavailableError,
     compile_modules,
 )
-from interlock.edge.routing import normalize_host
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate
 from interlock.model.edge_plan import BackendTarget
@@ -486,7 +486,7 @@ class GatewayPorts:
         self,
         *,
         upstreams: PolicySource,
-        limits: EdgeLimits,
+        limits: ProxyLimits,
         trusted_proxies: Sequence[str] = (),
         rng: random.Random | None = None,
         traffic: Traffic | None = None,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from interlock.dataplane.answers import Answer
+from interlock.dataplane.request_target import normalize_host
 from interlock.edge.modules import (
     MissingSecretError,
     ModuleChain,
@@ -41,7 +42,7 @@ from interlock.edge.provider import (
     RouteSnapshot,
     TransientEdgeError,
 )
-from interlock.edge.routing import normalize_host, select_route
+from interlock.edge.routing import select_route
 from interlock.edge.tls import SniCertificates, TlsConfigError
 from interlock.model.moduleset import Modules, SecretValue
 
@@ -83,7 +84,7 @@ class InProcessEdge:
         return self._hosts.get(normalize_host(host_header))
 
     def routes_of_host(self, host: str) -> Mapping[str, ServedRoute] | None:
-        """:meth:`routes_of` for a host already normalized (``routing.normalize_host``)."""
+        """:meth:`routes_of` for a host already normalized (``request_target.normalize_host``)."""
         return self._hosts.get(host)
 
     def route_for_request(

@@ -6,7 +6,7 @@ host of the edge for seconds. The checks run here instead, in a small thread poo
 the no-threads rule of the actor runtime is about actor state, and a bcrypt check touches none
 (it is a pure function of a password and a hash; the answer is cached back on the event loop).
 
-Checks in flight (queued or running) are capped: beyond :attr:`EdgeLimits.password_checks`, a
+Checks in flight (queued or running) are capped: beyond :attr:`ProxyLimits.password_checks`, a
 request is refused at once with 503 and ``Retry-After`` instead of queueing without bound, so a
 guesser fills at most the queue, not the process's memory and every worker for minutes. A
 check counts until its thread finishes, even when its client left (bcrypt cannot be

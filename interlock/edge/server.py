@@ -5,7 +5,7 @@ Each request is decided in one fixed order, and every refusal happens before the
 contacted:
 
 1. the edge, by ``Host`` (port stripped, case-insensitive) — unknown host → 404;
-2. the path the backend will act on (``routing.clean_path``) — ambiguous → 400;
+2. the path the backend will act on (``request_target.clean_path``) — ambiguous → 400;
 3. the route, by that path (Exact, then the longest Prefix by whole segments) — none → 404;
 4. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
 5. the route's module chain (ipRestriction, mutualTLS, rateLimit, auth — bcrypt in a thread pool —,
@@ -32,7 +32,7 @@ Every answer the edge makes itself has the format of ``docs/answers.md`` (an
 The route is read once, at step 3, as one immutable value: a request never mixes two
 configurations, which is what makes module swaps atomic (see ``inprocess.py``). What one client
 may hold — connections per upstream, time to send headers and body, idle connections, the
-drain on stop — is bounded by :class:`~interlock.edge.limits.EdgeLimits`.
+drain on stop — is bounded by :class:`~interlock.dataplane.limits.ProxyLimits`.
 """
 
 from __future__ import annotations
@@ -62,24 +62,15 @@ from interlock.dataplane.answers import (
     Answer,
     answer,
 )
+from interlock.dataplane.connections import GuardedServer
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.http2 import H2ServerProtocol, ResetBudget, SniffingProtocol
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
+from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import RequestInfo
-from interlock.dataplane.source import ServicePortRef
-from interlock.dataplane.streams import StreamForwarder
-from interlock.dataplane.websocket import UpgradeLimits, Upgrades, wants_upgrade
-from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
-from interlock.edge.connections import GuardedServer
-from interlock.edge.http1_server import Http1ServerProtocol
-from interlock.edge.inprocess import InProcessEdge, ServedRoute
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
-from interlock.edge.modules import IdentityReply, RequestView
-from interlock.edge.modules.addresses import TrustedProxies
-from interlock.edge.modules.ingress_nginx import holding
-from interlock.edge.passwords import PasswordChecker
-from interlock.edge.provider import BackendTarget
-from interlock.edge.proxy import (
+from interlock.dataplane.proxy import (
     DEFAULT_TIMEOUTS,
     MAX_READ_BODY,
     ClientBody,
@@ -92,36 +83,22 @@ from interlock.edge.proxy import (
     set_forwarded_headers,
     without_hop_by_hop,
 )
-from interlock.edge.routing import clean_path, normalize_host, select_route
+from interlock.dataplane.request_target import clean_path, normalize_host
+from interlock.dataplane.source import ServicePortRef
+from interlock.dataplane.streams import StreamForwarder
+from interlock.dataplane.upstreams import UpstreamResolver
+from interlock.dataplane.websocket import Upgrades, upgrade_limits, wants_upgrade
+from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
+from interlock.edge.inprocess import InProcessEdge, ServedRoute
+from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.addresses import TrustedProxies
+from interlock.edge.modules.ingress_nginx import holding
+from interlock.edge.passwords import PasswordChecker
+from interlock.edge.provider import BackendTarget
+from interlock.edge.routing import select_route
 from interlock.edge.streams import EdgeStreams
 from interlock.edge.tls import peer_certificate
 from interlock.edge.tls_listener import TlsListener
-from interlock.edge.upstreams import UpstreamResolver
-
-
-def parse_host_port(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) → (host, port); raises ValueError naming it."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"address {value!r}: HOST:PORT is required")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"address {value!r}: port {port_text!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"address {value!r}: port {port} is out of range")
-    return host, port
-
-
-def upgrade_limits(limits: EdgeLimits) -> UpgradeLimits:
-    """The bounds of upgraded connections (``interlock.dataplane.websocket``) in ``limits``."""
-    return UpgradeLimits(
-        total=limits.upgrade_connections,
-        per_client=limits.upgrade_connections_per_client,
-        idle_timeout=limits.upgrade_idle_timeout,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +120,7 @@ class EdgeServer:
         upstreams: UpstreamResolver,
         trusted_proxies: Sequence[str] = (),
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
-        limits: EdgeLimits = DEFAULT_LIMITS,
+        limits: ProxyLimits = DEFAULT_LIMITS,
         rng: random.Random | None = None,
         traffic: Traffic | None = None,
     ) -> None:

@@ -2,7 +2,7 @@
 
 Running the edge apart from the controller lets it scale and restart on its own; the controller
 then programs it with :class:`~interlock.edge.http_provider.HttpEdge`. Without the controller's
-state, upstreams resolve through cluster DNS (:class:`~interlock.edge.upstreams.DnsUpstreams`:
+state, upstreams resolve through cluster DNS (:class:`~interlock.dataplane.upstreams.DnsUpstreams`:
 ``{service}.{namespace}.svc`` on the Service port), so kube-proxy picks the pod and a backend
 Service that does not exist shows up as a failed name lookup (502).
 """
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from aiohttp import web
 from loguru import logger
 
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
+from interlock.dataplane.listen import parse_host_port
+from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
+from interlock.dataplane.upstreams import DnsUpstreams, UpstreamResolver
 from interlock.edge.admin_api import admin_app
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
-from interlock.edge.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
-from interlock.edge.server import EdgeAddresses, EdgeServer, parse_host_port
-from interlock.edge.upstreams import DnsUpstreams, UpstreamResolver
+from interlock.edge.server import EdgeAddresses, EdgeServer
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.moduleset import SecretValue
 
@@ -43,7 +44,7 @@ class StandaloneEdge:
         trusted_proxies: Sequence[str] = (),
         upstreams: UpstreamResolver | None = None,
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
-        limits: EdgeLimits = DEFAULT_LIMITS,
+        limits: ProxyLimits = DEFAULT_LIMITS,
     ) -> None:
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
         self.server = EdgeServer(
@@ -103,7 +104,7 @@ async def run_standalone_edge(
     allowed_hosts: AllowedHosts | None = None,
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
-    limits: EdgeLimits = DEFAULT_LIMITS,
+    limits: ProxyLimits = DEFAULT_LIMITS,
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock

@@ -31,17 +31,18 @@ from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.header_names import EXPECT, HOST
 from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
 from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
-from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
-from interlock.edge.modules import IdentityReply, RequestView
-from interlock.edge.modules.ingress_nginx import holding
-from interlock.edge.proxy import (
+from interlock.dataplane.proxy import (
     MAX_READ_BODY,
     ClientBodyTimeout,
     ResponseHooks,
     set_forwarded_headers,
     without_hop_by_hop,
 )
-from interlock.edge.routing import normalize_host, select_route, split_target
+from interlock.dataplane.request_target import normalize_host, split_target
+from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
+from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.ingress_nginx import holding
+from interlock.edge.routing import select_route
 from interlock.edge.tls import peer_certificate
 
 if TYPE_CHECKING:

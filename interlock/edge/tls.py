@@ -25,7 +25,7 @@ import os
 import ssl
 import tempfile
 
-from interlock.edge.routing import normalize_host
+from interlock.dataplane.request_target import normalize_host
 from interlock.model.moduleset import SecretValue
 
 

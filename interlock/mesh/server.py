@@ -7,7 +7,7 @@ client namespace sees it — the policy a Linkerd proxy would enforce in that na
 request is decided in one fixed order, every refusal before an upstream is contacted:
 
 1. the authority (:func:`~interlock.model.authority.mesh_target`) — names no Service → 404;
-2. the path the backend will act on (``edge.routing.clean_path``) — ambiguous → 400;
+2. the path the backend will act on (``dataplane.request_target.clean_path``) — ambiguous → 400;
 3. the Service port's policy (:class:`~interlock.mesh.upstreams.MeshUpstreams`; the first
    request of a Service port waits for it, bounded) — a Service that does not exist has the
    Default route whose backend's failure injector answers 500, as the Gateway API requires;
@@ -15,7 +15,7 @@ request is decided in one fixed order, every refusal before an upstream is conta
    method, path, headers and query (none → 404), redirects, the backend by weight (its failure
    injector's status and message when it cannot be used), its ready endpoints (EndpointSlices;
    none → 503), filters, timeouts (504), retries and failure accrual, over the edge's
-   :class:`~interlock.edge.proxy.Forwarder` (hop-by-hop headers dropped, bodies streamed both
+   :class:`~interlock.dataplane.proxy.Forwarder` (hop-by-hop headers dropped, bodies streamed both
    ways, 502 on failures).
 
 The port speaks HTTP/1.1 and h2c (gRPC): an HTTP/2 stream is decided by the same steps and sent
@@ -50,6 +50,7 @@ from interlock.dataplane.answers import (
     UNKNOWN_HOST,
 )
 from interlock.dataplane.answers import answer as answer_of
+from interlock.dataplane.connections import GuardedServer
 from interlock.dataplane.engine import Engine
 from interlock.dataplane.http2 import (
     H2Request,
@@ -58,17 +59,16 @@ from interlock.dataplane.http2 import (
     Responder,
     SniffingProtocol,
 )
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
+from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
+from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
+from interlock.dataplane.request_target import split_target
 from interlock.dataplane.source import Address
 from interlock.dataplane.streams import StreamForwarder, send_answer
-from interlock.dataplane.websocket import Upgrades, wants_upgrade
+from interlock.dataplane.upstreams import UpstreamError
+from interlock.dataplane.websocket import Upgrades, upgrade_limits, wants_upgrade
 from interlock.dataplane.wire import answer_response
-from interlock.edge.connections import GuardedServer
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
-from interlock.edge.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
-from interlock.edge.routing import split_target
-from interlock.edge.server import parse_host_port, upgrade_limits
-from interlock.edge.upstreams import UpstreamError
 from interlock.mesh.tunnels import MeshTunnels, TunnelSettings
 from interlock.mesh.upstreams import MeshUpstreams, service_exists
 from interlock.model.authority import (
@@ -89,7 +89,7 @@ class MeshSettings:
 
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     """The cluster's DNS domain (``NAME.NAMESPACE.svc.<this>``), canonical form."""
-    limits: EdgeLimits = DEFAULT_LIMITS
+    limits: ProxyLimits = DEFAULT_LIMITS
     """Per-upstream connections and client timeouts, as for the edge."""
     timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS
     """Upstream connect and read timeouts."""

@@ -44,7 +44,7 @@ from interlock.actors.upstream_cache import (
     UpstreamCache,
     UpstreamTables,
 )
-from interlock.edge.upstreams import Address, UpstreamError
+from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.authority import ServiceAuthority

@@ -444,8 +444,8 @@ def ingress_host_routes(
 
 
 def _normalize_host(host: str) -> str:
-    # As the edge reads a Host header (interlock.edge.routing.normalize_host): case and a final
-    # dot do not make a different host.
+    # As the edge reads a Host header (interlock.dataplane.request_target.normalize_host): case
+    # and a final dot do not make a different host.
     return host.strip().lower().rstrip(".")
 
 

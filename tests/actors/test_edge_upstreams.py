@@ -12,7 +12,7 @@ from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.controller.upstreams import ControllerUpstreams
 from interlock.dataplane import Answer, RequestInfo, ServicePortRef, compile_policy, decide
-from interlock.edge.upstreams import UpstreamError
+from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
 from interlock.model.service import parse_endpoint_slice, parse_service

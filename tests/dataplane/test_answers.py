@@ -30,9 +30,9 @@ async def test_detail_only_when_asked() -> None:
 async def test_a_malformed_request_gets_the_format_without_a_banner() -> None:
     import asyncio
 
+    from interlock.dataplane.upstreams import StaticUpstreams
     from interlock.edge.inprocess import InProcessEdge
     from interlock.edge.server import EdgeServer
-    from interlock.edge.upstreams import StaticUpstreams
 
     server = EdgeServer(edge=InProcessEdge(), upstreams=StaticUpstreams())
     host, port = (await server.start(addr="127.0.0.1:0")).http

@@ -18,9 +18,9 @@ from echo_backends import Echo
 
 from interlock.dataplane import REASON_HEADER, Answer, RequestInfo, ServicePortRef
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.proxy import Forwarder, without_hop_by_hop
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.dataplane.wire import answer_response
-from interlock.edge.proxy import Forwarder, without_hop_by_hop
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.outbound import OutboundPolicy
 from tests.dataplane.policies import policy
 

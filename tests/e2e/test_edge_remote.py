@@ -28,9 +28,9 @@ from interlock.cli.run import config_from_args
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
 from interlock.controller.edge_half import EdgeHalf
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import ActorSystem, BackoffPolicy

@@ -18,7 +18,7 @@ from mesh_env import mesh as mesh  # the fixture
 from security.test_wire_websocket import RawWsBackend, client_frame, raw_handshake
 
 from interlock.controller.app import Controller
-from interlock.edge.limits import EdgeLimits
+from interlock.dataplane.limits import ProxyLimits
 
 SERVICE = "raw.default.svc"
 
@@ -28,7 +28,7 @@ async def listener(cluster: Cluster, start_controller: StartController) -> Contr
     return await start_controller(
         lease_identity="mesh-ws",
         mesh_addr=LOCAL,
-        edge_limits=EdgeLimits(upgrade_connections_per_client=2),
+        edge_limits=ProxyLimits(upgrade_connections_per_client=2),
     )
 
 

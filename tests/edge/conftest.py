@@ -14,11 +14,11 @@ from aiohttp import web
 from edge_routes import serve_route
 from yarl import URL
 
+from interlock.dataplane.proxy import ProxyTimeouts
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
-from interlock.edge.proxy import ProxyTimeouts
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules
 
 HOST = "app.example.com"

@@ -8,9 +8,9 @@ import socket
 import ssl
 from collections.abc import Sequence
 
+from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.source import UpstreamError
 from interlock.edge.gateway_ports import GatewayPorts
-from interlock.edge.limits import EdgeLimits
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
@@ -66,7 +66,7 @@ async def status_line(port: int, *, tls: bool = False) -> bytes:
 
 async def test_an_address_moved_to_another_gateway_survives_the_first_ones_removal() -> None:
     port = free_port()
-    ports = GatewayPorts(upstreams=NoUpstreams(), limits=EdgeLimits())  # type: ignore[arg-type]
+    ports = GatewayPorts(upstreams=NoUpstreams(), limits=ProxyLimits())  # type: ignore[arg-type]
     try:
         assert not (await ports.apply("infra/a", serving("a", port))).failures
         # "b" is given the address "a" had before "a"'s own change (its removal) is applied.
@@ -82,7 +82,7 @@ async def test_an_address_moved_to_another_gateway_survives_the_first_ones_remov
 
 async def test_a_port_that_turns_https_speaks_tls_from_then_on() -> None:
     port = free_port()
-    ports = GatewayPorts(upstreams=NoUpstreams(), limits=EdgeLimits())  # type: ignore[arg-type]
+    ports = GatewayPorts(upstreams=NoUpstreams(), limits=ProxyLimits())  # type: ignore[arg-type]
     try:
         await ports.apply("infra/a", serving("a", port))
         assert (await status_line(port)).startswith(b"HTTP/1.1 404")

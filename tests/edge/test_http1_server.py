@@ -1,4 +1,4 @@
-"""The edge's HTTP/1.1 server on the wire (``interlock.edge.http1_server``): keep-alive and
+"""The edge's HTTP/1.1 server on the wire (``interlock.dataplane.http1_server``): keep-alive and
 pipelining order, chunked and length-framed bodies both ways, 100-continue, HEAD, HTTP/1.0,
 the header limits, and a malformed request's 400 — spoken byte for byte over a socket, as a
 client that is not aiohttp would."""

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from edge_routes import serve_route
 
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.http_provider import HttpEdge, parse_retry_after
 from interlock.edge.provider import (
     ApplyModules,
@@ -18,7 +19,6 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.edge.standalone import StandaloneEdge
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules, SecretValue
 
 from .conftest import BACKEND, HOST, Backend

@@ -1,4 +1,4 @@
-"""The edge limit flags reach :class:`EdgeLimits`, for ``interlock run`` and ``interlock edge``
+"""The edge limit flags reach :class:`ProxyLimits`, for ``interlock run`` and ``interlock edge``
 alike, and a bad value is refused naming the limit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from interlock.cli import build_parser
 from interlock.cli.edge_limits import edge_limits_from_args
 from interlock.cli.run import config_from_args
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 
 FLAGS = [
     "--edge-upstream-connections=7",
@@ -20,7 +20,7 @@ FLAGS = [
     "--edge-password-checks=5",
     "--edge-idle-timeout=4",
 ]
-EXPECTED = EdgeLimits(
+EXPECTED = ProxyLimits(
     upstream_connections=7,
     max_connections=70,
     header_timeout=2,
@@ -42,7 +42,7 @@ def test_run_flags_set_the_limits() -> None:
 def test_edge_flags_set_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INTERLOCK_EDGE_IDLE_TIMEOUT", "9")
     args = build_parser().parse_args(["edge", *FLAGS[:-1]])
-    assert edge_limits_from_args(args) == EdgeLimits(
+    assert edge_limits_from_args(args) == ProxyLimits(
         upstream_connections=7,
         max_connections=70,
         header_timeout=2,

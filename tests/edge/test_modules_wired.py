@@ -39,8 +39,8 @@ async def test_forged_forwarded_for_does_not_bypass_ip_restriction(
 
 
 async def test_trusted_proxy_forwarded_for_is_honoured(backend: Backend) -> None:
+    from interlock.dataplane.upstreams import StaticUpstreams
     from interlock.edge.server import EdgeServer
-    from interlock.edge.upstreams import StaticUpstreams
 
     edge = InProcessEdge(trusted_proxies=["127.0.0.1/32"])
     upstreams = StaticUpstreams({("default", "web", 80): [backend.address]})

@@ -13,10 +13,10 @@ import pytest
 from edge_routes import serve_route
 from tls_certs import Issued, TestCa, self_signed
 
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.mutual_tls import SUBJECT_HEADER
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules, SecretValue
 
 from .conftest import BACKEND, HOST, Backend, body_json

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from interlock.dataplane.request_target import clean_path, normalize_host
 from interlock.edge.provider import PathType
-from interlock.edge.routing import clean_path, normalize_host, path_matches, select_route
+from interlock.edge.routing import path_matches, select_route
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import socket
 import aiohttp
 import pytest
 
+from interlock.dataplane.proxy import ProxyTimeouts
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
-from interlock.edge.proxy import ProxyTimeouts
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import Modules
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness, body_json

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from interlock.dataplane import ServicePortRef
-from interlock.edge.upstreams import DnsUpstreams
+from interlock.dataplane.upstreams import DnsUpstreams
 from interlock.model.moduleset import SecretValue
 
 

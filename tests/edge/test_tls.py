@@ -10,10 +10,10 @@ import pytest
 from edge_routes import serve_route
 from tls_certs import self_signed as self_signed_text
 
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import PermanentEdgeError
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.model.moduleset import SecretValue
 
 from .conftest import BACKEND, HOST, Backend, body_json

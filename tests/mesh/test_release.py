@@ -12,7 +12,7 @@ import pytest
 
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.edge.upstreams import UpstreamError
+from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_until
 from interlock.mesh.upstreams import MeshUpstreams

@@ -36,11 +36,11 @@ from typing import Any
 import pytest
 from edge_routes import serve_route
 
+from interlock.dataplane.proxy import ProxyTimeouts
+from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
-from interlock.edge.proxy import ProxyTimeouts
 from interlock.edge.server import EdgeServer
-from interlock.edge.upstreams import StaticUpstreams
 from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.moduleset import IpRestrictionModule, Modules
 

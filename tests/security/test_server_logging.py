@@ -52,7 +52,7 @@ async def test_malformed_requests_log_through_interlock_without_header_values(
     assert "s3cr3t-cookie-value" not in stderr
     logged = debug.getvalue()
     assert "s3cr3t-cookie-value" not in logged
-    assert "interlock.edge" in logged  # through interlock's logger, at DEBUG
+    assert "interlock.dataplane.http1_server" in logged  # through interlock's logger, at DEBUG
     with loguru_at("INFO") as info:
         await send_raw(edge.address, request_bytes)
     assert "malformed" not in info.getvalue()  # --log-level INFO: not shown

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from interlock.edge.limits import EdgeLimits
-from interlock.edge.proxy import ProxyTimeouts
+from interlock.dataplane.limits import ProxyLimits
+from interlock.dataplane.proxy import ProxyTimeouts
 
 from .conftest import (
     CountingBackend,
@@ -64,7 +64,7 @@ async def test_slow_uploads_to_one_host_leave_the_other_hosts_served(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     slow, other = counting_backends
-    limits = EdgeLimits(upstream_connections=5, max_connections=6, body_timeout=300.0)
+    limits = ProxyLimits(upstream_connections=5, max_connections=6, body_timeout=300.0)
     async with running_edge(limits=limits, timeouts=SLOW) as edge:
         await serve_host(edge, host="a.example.com", service="a", address=slow.address)
         await serve_host(edge, host="b.example.com", service="b", address=other.address)
@@ -104,7 +104,7 @@ async def test_headers_sent_too_slowly_get_408_and_the_connection_closed(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with _serving_a(backend, limits=EdgeLimits(header_timeout=1.0)) as edge:
+    async with _serving_a(backend, limits=ProxyLimits(header_timeout=1.0)) as edge:
         async with _connection(edge.address) as (reader, writer):
             writer.write(b"GET / HTTP/1.1\r\nHost: a.example.com\r\nX-Slow: ")
             loop = asyncio.get_running_loop()
@@ -132,7 +132,7 @@ async def test_a_connection_that_sends_nothing_is_closed(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with _serving_a(backend, limits=EdgeLimits(idle_timeout=1.0)) as edge:
+    async with _serving_a(backend, limits=ProxyLimits(idle_timeout=1.0)) as edge:
         async with _connection(edge.address) as (reader, writer):
             assert await _read_until_closed(reader) == b""
         # And a keep-alive connection is closed once idle after its request.
@@ -147,7 +147,7 @@ async def test_a_stalled_body_gets_408_and_releases_the_upstream(
     counting_backends: tuple[CountingBackend, CountingBackend],
 ) -> None:
     backend, _ = counting_backends
-    async with _serving_a(backend, limits=EdgeLimits(body_timeout=1.0), timeouts=SLOW) as edge:
+    async with _serving_a(backend, limits=ProxyLimits(body_timeout=1.0), timeouts=SLOW) as edge:
         async with _connection(edge.address) as (reader, writer):
             writer.write(_upload_headers("a.example.com", length=1000) + b"x" * 10)
             await writer.drain()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from interlock.edge.limits import EdgeLimits
+from interlock.dataplane.limits import ProxyLimits
 
 from .conftest import HOST, Edge, headers_seen, running_edge, serve_host
 from .test_wire_http2 import H2Raw
@@ -94,7 +94,7 @@ async def test_an_upgrade_request_loses_them_too(edge: Edge) -> None:
 
 
 async def test_the_switch_lets_them_through(header_backend: tuple[str, int]) -> None:
-    async with running_edge(limits=EdgeLimits(underscores_in_headers=True)) as edge:
+    async with running_edge(limits=ProxyLimits(underscores_in_headers=True)) as edge:
         await serve_host(edge, host=HOST, service="echo", address=header_backend)
         seen = await headers_seen(edge, POSING)
     assert seen["x_client_cert_subject"] == ["CN=admin"]

@@ -26,7 +26,7 @@ import hyperframe.frame
 import pytest
 
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.edge.limits import EdgeLimits
+from interlock.dataplane.limits import ProxyLimits
 from interlock.mailbox import ActorSystem
 from interlock.mesh.server import MeshServer, MeshSettings
 from interlock.mesh.upstreams import MeshUpstreams
@@ -181,7 +181,7 @@ async def test_resets_the_server_makes_for_the_clients_errors_count_too(
 
 
 async def test_resets_under_the_budget_keep_the_connection() -> None:
-    async with running_edge(limits=EdgeLimits(http2_resets=50)) as edge:
+    async with running_edge(limits=ProxyLimits(http2_resets=50)) as edge:
         client = await rapid_reset(edge.address, HOST, 40)
         try:
             assert goaway_of(client) is None

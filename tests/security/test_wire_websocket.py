@@ -24,7 +24,7 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
-from interlock.edge.limits import EdgeLimits
+from interlock.dataplane.limits import ProxyLimits
 
 from .conftest import HOST, Edge, parse_answer, running_edge, serve_host, wait_until
 
@@ -280,7 +280,7 @@ async def test_a_hundred_idle_websockets_of_one_client_do_not_lock_another_out(
 
 
 async def test_upgraded_connections_in_all_are_bounded(echo_ws: EchoWs) -> None:
-    limits = EdgeLimits(upgrade_connections=2, upgrade_connections_per_client=2)
+    limits = ProxyLimits(upgrade_connections=2, upgrade_connections_per_client=2)
     async with (
         running_edge(trusted_proxies=["127.0.0.1/32"], limits=limits) as edge,
         websockets() as (session, held),
@@ -295,7 +295,7 @@ async def test_upgraded_connections_in_all_are_bounded(echo_ws: EchoWs) -> None:
 
 
 async def test_an_idle_websocket_is_closed_and_its_slot_freed(echo_ws: EchoWs) -> None:
-    limits = EdgeLimits(upgrade_idle_timeout=0.5, upgrade_connections_per_client=1)
+    limits = ProxyLimits(upgrade_idle_timeout=0.5, upgrade_connections_per_client=1)
     async with running_edge(limits=limits) as edge:
         await serve_host(edge, host=HOST, service="echo", address=echo_ws.address)
         reader, writer, head = await raw_handshake(edge.address)

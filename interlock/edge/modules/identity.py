@@ -65,6 +65,7 @@ from urllib.parse import urlencode
 from loguru import logger
 from multidict import CIMultiDict
 
+from interlock.dataplane.proxy import ResponseHooks
 from interlock.edge.modules.errors import (
     ModuleConfigError,
     ProviderUnavailableError,
@@ -96,7 +97,6 @@ from interlock.edge.modules.session import (
     session_keys,
 )
 from interlock.edge.modules.view import IdentityReply, RequestView
-from interlock.edge.proxy import ResponseHooks
 from interlock.model.moduleset import Modules, OAuthProviderSettings, SecretValue
 
 RESERVED_PREFIX = "/_interlock/auth"

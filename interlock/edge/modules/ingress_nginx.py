@@ -25,10 +25,10 @@ from urllib.parse import quote
 from interlock.dataplane.engine import FilteredHooks
 from interlock.dataplane.filters import HeaderEdits
 from interlock.dataplane.plan import Deadlines
+from interlock.dataplane.proxy import ResponseHooks
 from interlock.edge.modules.errors import ModuleConfigError
 from interlock.edge.modules.view import Rejection, RequestView, reject
 from interlock.edge.provider import BackendTarget
-from interlock.edge.proxy import ResponseHooks
 from interlock.model.ingress_nginx import IngressNginxModule, NginxCanary
 
 NOT_MATCHED = reject(404, "not found\n")

@@ -1,4 +1,4 @@
-"""How much of the edge one client may hold, and for how long: :class:`EdgeLimits`.
+"""How much of the edge one client may hold, and for how long: :class:`ProxyLimits`.
 
 A proxy's resources are shared by every host it serves. Without these bounds one client can take
 what all the others need: a few hundred slow uploads to one host hold every pooled upstream
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EdgeLimits:
+class ProxyLimits:
     """Per-connection and per-upstream bounds of the data plane; every default is safe."""
 
     upstream_connections: int = 100
@@ -101,4 +101,4 @@ class EdgeLimits:
             raise ValueError("edge limits: max_connections must be 0 (no limit) or more")
 
 
-DEFAULT_LIMITS = EdgeLimits()
+DEFAULT_LIMITS = ProxyLimits()

@@ -9,7 +9,7 @@ uvicorn) parses the requests, each becomes an :class:`~interlock.dataplane.http2
 :class:`Http1Responder` to the same handler as an HTTP/2 stream (``interlock.edge.streams``):
 the same steps in the same order, one code path for both versions.
 
-What a connection is held to (as aiohttp held it, ``EdgeLimits``):
+What a connection is held to (as aiohttp held it, ``ProxyLimits``):
 
 * requests are answered one at a time and in order; pipelined requests wait their turn (reading
   pauses while one waits, so a client cannot queue requests without bound);
@@ -50,8 +50,8 @@ from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ER
 from interlock.dataplane.header_names import HOST
 from interlock.dataplane.http1 import BufferedBody
 from interlock.dataplane.http2 import H2Handler, H2Request, finish_answer
-from interlock.edge.limits import EdgeLimits
-from interlock.edge.proxy import ClientBodyTimeout
+from interlock.dataplane.limits import ProxyLimits
+from interlock.dataplane.proxy import ClientBodyTimeout
 
 MAX_LINE_SIZE = 8190
 """Longest request line (aiohttp's ``max_line_size``); longer → 414."""
@@ -118,7 +118,7 @@ class Http1Body(BufferedBody):
         self._wake()
 
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
-        """The body as it arrives; :class:`~interlock.edge.proxy.ClientBodyTimeout` when no
+        """The body as it arrives; :class:`~interlock.dataplane.proxy.ClientBodyTimeout` when no
         byte came for ``within`` seconds (the edge's body timeout by default)."""
         timeout = self._timeout if within is None else within
         if self._expect_continue:
@@ -314,7 +314,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         handler: H2Handler,
         *,
         scheme: str,
-        limits: EdgeLimits,
+        limits: ProxyLimits,
         upgrade: Callable[[], asyncio.Protocol],
         closed: Callable[[Http1ServerProtocol], None] = lambda _protocol: None,
     ) -> None:
@@ -490,7 +490,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         underscores = self._limits.underscores_in_headers
         for raw_name, raw_value in self._headers:
             if b"_" in raw_name and not underscores:
-                continue  # see EdgeLimits.underscores_in_headers
+                continue  # see ProxyLimits.underscores_in_headers
             name = raw_name.decode("latin-1")
             value = raw_value.decode("latin-1")
             headers.add(name, value)

@@ -7,7 +7,7 @@ stream both ways so a large upload or download costs a buffer, not its size, and
 upstream must turn into 504/502 instead of a hung client. All upstream traffic goes through one
 pool of keep-alive HTTP/1.1 connections (``interlock/dataplane/http1.py``: no cookies — they
 belong to clients, not to the proxy — no redirects followed, no decompression). The pool is
-bounded per upstream address (``EdgeLimits.upstream_connections``) so that one slow or flooded
+bounded per upstream address (``ProxyLimits.upstream_connections``) so that one slow or flooded
 backend cannot hold the connections every other backend needs, and a request body is read from
 the client with a bound between two reads (:class:`ClientBody`), so a client that stops sending
 releases its upstream.
@@ -34,10 +34,10 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_PROTO,
 )
 from interlock.dataplane.http1 import Http1Response, UpstreamPool
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import unverified_client_context
 from interlock.dataplane.wire import answer_response
-from interlock.edge.limits import DEFAULT_LIMITS, EdgeLimits
 
 HOP_BY_HOP = frozenset(
     {
@@ -194,7 +194,7 @@ MAX_READ_BODY = 1024 * 1024
 
 
 class ClientBodyTimeout(Exception):
-    """The client sent no byte of its request body for ``EdgeLimits.body_timeout`` seconds."""
+    """The client sent no byte of its request body for ``ProxyLimits.body_timeout`` seconds."""
 
 
 class ClientBody:
@@ -248,7 +248,7 @@ class Forwarder:
     """Sends requests upstream over one connection pool and streams the responses back."""
 
     def __init__(
-        self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, limits: EdgeLimits = DEFAULT_LIMITS
+        self, *, timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS, limits: ProxyLimits = DEFAULT_LIMITS
     ) -> None:
         self._timeouts = timeouts
         self._limits = limits
