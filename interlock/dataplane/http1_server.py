@@ -4,7 +4,7 @@ aiohttp's server was most of what a plain proxied request cost the edge: its req
 wrapper, ``web.BaseRequest`` and ``web.StreamResponse`` objects, the payload writer, the
 handler machinery — built per request for a proxy that needs a method, a target, headers and
 a body stream. This protocol does only that: llhttp (``httptools``, the C parser of Node.js and
-uvicorn) parses the requests, each becomes an :class:`~interlock.dataplane.http2.H2Request`
+uvicorn) parses the requests, each becomes an :class:`~interlock.dataplane.request_stream.H2Request`
 (the wire-neutral request the HTTP/2 streams already use) handed with an
 :class:`Http1Responder` to the same handler as an HTTP/2 stream (``interlock.edge.streams``):
 the same steps in the same order, one code path for both versions.
@@ -49,9 +49,9 @@ from multidict import CIMultiDict
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.header_names import HOST
 from interlock.dataplane.http1 import BufferedBody
-from interlock.dataplane.http2 import H2Handler, H2Request, finish_answer
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import ClientBodyTimeout
+from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
 
 MAX_LINE_SIZE = 8190
 """Longest request line (aiohttp's ``max_line_size``); longer → 414."""

@@ -1,7 +1,7 @@
 """HTTP/2 streams through the engine: from a decision to an upstream answer, for both front doors.
 
 :class:`~interlock.dataplane.engine.Engine` forwards aiohttp's HTTP/1.1 requests; a client's
-HTTP/2 stream (``interlock.dataplane.http2``) needs the same steps on another wire — the chosen
+HTTP/2 stream (``http2_server.py``) needs the same steps on another wire — the chosen
 Service port's endpoints (round-robin, failure accrual skipping the failing ones), the rule's
 request filters and host rewrite, the deadlines (504), the answer relayed through the rule's
 response filters and the front door's hooks (the edge's modules). Without this module the edge
@@ -40,17 +40,11 @@ from interlock.dataplane.engine import (
 )
 from interlock.dataplane.header_names import CONTENT_LENGTH, CONTENT_TYPE_LOWER, GRPC_STATUS
 from interlock.dataplane.http1 import Http1Response
-from interlock.dataplane.http2 import (
-    H2Failure,
-    H2Request,
-    H2Upstreams,
-    Headers,
-    RequestBody,
-    Responder,
-    relay_h2,
-)
+from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
+from interlock.dataplane.http2_frames import Headers
 from interlock.dataplane.plan import Deadlines, Forward
 from interlock.dataplane.proxy import Forwarder, ResponseHooks, without_hop_by_hop
+from interlock.dataplane.request_stream import H2Request, RequestBody, Responder
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import unverified_client_context
 

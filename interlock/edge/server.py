@@ -65,7 +65,7 @@ from interlock.dataplane.answers import (
 from interlock.dataplane.connections import GuardedServer
 from interlock.dataplane.engine import Engine
 from interlock.dataplane.http1_server import Http1ServerProtocol
-from interlock.dataplane.http2 import H2ServerProtocol, ResetBudget, SniffingProtocol
+from interlock.dataplane.http2_server import H2ServerProtocol, ResetBudget, SniffingProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
@@ -193,7 +193,7 @@ class EdgeServer:
         def either(scheme: str) -> Callable[[], SniffingProtocol]:
             """HTTP/1.1 (``http1_server.py``; aiohttp's handler once a request upgrades) or
             HTTP/2, as each connection's first bytes (or its ALPN) say:
-            ``interlock.dataplane.http2.SniffingProtocol``."""
+            ``interlock.dataplane.http2_server.SniffingProtocol``."""
 
             def http1() -> Http1ServerProtocol:
                 protocol = Http1ServerProtocol(

@@ -1,8 +1,8 @@
 """The edge's requests: the steps of ``server.py`` for an HTTP/1.1 request or an HTTP/2 stream.
 
 The edge's listeners serve HTTP/1.1 (``http1_server.py``) and HTTP/2 (h2c with prior knowledge
-on the plain port, h2 by ALPN on the TLS port: ``interlock.dataplane.http2.SniffingProtocol``).
-Both hand each request here as an :class:`~interlock.dataplane.http2.H2Request` with a
+on the plain port, h2 by ALPN on the TLS port: ``dataplane.http2_server.SniffingProtocol``).
+Both hand each request here as an :class:`~interlock.dataplane.request_stream.H2Request` with a
 responder for its wire, and it is decided by the steps of ``server.py``'s module docstring, in
 that order: the edge by ``Host``/``:authority`` (404), the path (400), the route (404), its
 backend attached (503), its modules — ipRestriction, mutualTLS, rateLimit, auth,
@@ -29,7 +29,7 @@ from multidict import MultiDict, MultiDictProxy
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.header_names import EXPECT, HOST
-from interlock.dataplane.http2 import H2BodyTimeout, H2Request, Responder
+from interlock.dataplane.http2_server import H2BodyTimeout
 from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
 from interlock.dataplane.proxy import (
     MAX_READ_BODY,
@@ -38,6 +38,7 @@ from interlock.dataplane.proxy import (
     set_forwarded_headers,
     without_hop_by_hop,
 )
+from interlock.dataplane.request_stream import H2Request, Responder
 from interlock.dataplane.request_target import normalize_host, split_target
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules import IdentityReply, RequestView

@@ -19,7 +19,7 @@ request is decided in one fixed order, every refusal before an upstream is conta
    ways, 502 on failures).
 
 The port speaks HTTP/1.1 and h2c (gRPC): an HTTP/2 stream is decided by the same steps and sent
-upstream over h2c (``interlock.dataplane.http2``; :meth:`MeshServer.handle_h2`). A ``CONNECT``
+upstream over h2c (``dataplane.http2_client``; :meth:`MeshServer.handle_h2`). A ``CONNECT``
 request opens a byte tunnel routed by the port's TCPRoute or TLSRoute instead
 (:class:`~interlock.mesh.tunnels.MeshTunnels`).
 
@@ -52,17 +52,12 @@ from interlock.dataplane.answers import (
 from interlock.dataplane.answers import answer as answer_of
 from interlock.dataplane.connections import GuardedServer
 from interlock.dataplane.engine import Engine
-from interlock.dataplane.http2 import (
-    H2Request,
-    H2ServerProtocol,
-    ResetBudget,
-    Responder,
-    SniffingProtocol,
-)
+from interlock.dataplane.http2_server import H2ServerProtocol, ResetBudget, SniffingProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, Forwarder, ProxyTimeouts, without_hop_by_hop
+from interlock.dataplane.request_stream import H2Request, Responder
 from interlock.dataplane.request_target import split_target
 from interlock.dataplane.source import Address
 from interlock.dataplane.streams import StreamForwarder, send_answer
@@ -299,7 +294,7 @@ class MeshServer:
 
     async def handle_h2(self, request: H2Request, responder: Responder) -> None:
         """One HTTP/2 stream (a gRPC call, say): decided as an HTTP/1.1 request is, then sent
-        upstream over h2c and relayed frame by frame (``interlock.dataplane.http2``)."""
+        upstream over h2c and relayed frame by frame (``interlock.dataplane.http2_client``)."""
         exchange = begin(
             "mesh",
             host=request.authority,

@@ -20,7 +20,8 @@ from gateway_env import CLASS, Env, conditions, gateway_obj, http_listener, rout
 from gateway_env import env as env
 from lanes import ENDPOINT_HOST
 
-from interlock.dataplane.http2 import H2Request, H2ServerProtocol, Responder
+from interlock.dataplane.http2_server import H2ServerProtocol
+from interlock.dataplane.request_stream import H2Request, Responder
 
 
 async def test_class_accepted_gateway_addressed_and_route_served(env: Env) -> None:

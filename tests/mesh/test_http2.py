@@ -1,6 +1,7 @@
-"""The HTTP/2 machinery alone (interlock.dataplane.http2): a real gRPC client (grpcio) through a
-listener that sniffs the protocol, relayed over h2c to a real gRPC server — unary and streaming
-calls, metadata, trailers with an error status — and HTTP/1.1 on the same port."""
+"""The HTTP/2 machinery alone (interlock.dataplane.http2_server and http2_client): a real gRPC
+client (grpcio) through a listener that sniffs the protocol, relayed over h2c to a real gRPC
+server — unary and streaming calls, metadata, trailers with an error status — and HTTP/1.1 on
+the same port."""
 
 from __future__ import annotations
 
@@ -12,14 +13,9 @@ import grpc
 import pytest
 from aiohttp import web
 
-from interlock.dataplane.http2 import (
-    H2Request,
-    H2Responder,
-    H2ServerProtocol,
-    H2Upstreams,
-    SniffingProtocol,
-    relay_h2,
-)
+from interlock.dataplane.http2_client import H2Upstreams, relay_h2
+from interlock.dataplane.http2_server import H2Responder, H2ServerProtocol, SniffingProtocol
+from interlock.dataplane.request_stream import H2Request
 
 SERVICE = "demo.Echo"
 
