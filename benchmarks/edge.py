@@ -57,6 +57,8 @@ from typing import Any
 
 from bench_report import write_section
 
+from interlock.model.service import ServicePortKey
+
 HOST = "bench.local"
 MESH_HOST = "echo.default"
 USER, PASSWORD = "bench", "bench-password"
@@ -146,7 +148,7 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
         )
     )
     await edge.attach_backend(
-        host=HOST, route_id="bench", backend=BackendTarget("bench", "backend", 80)
+        host=HOST, route_id="bench", backend=BackendTarget(ServicePortKey("bench", "backend", 80))
     )
     upstreams = StaticUpstreams({("bench", "backend", 80): [("127.0.0.1", backend_port)]})
     server = EdgeServer(edge=edge, upstreams=upstreams)

@@ -38,6 +38,7 @@ from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 COST = 10
@@ -76,7 +77,7 @@ async def one_round(*, checker: PasswordChecker, guesses: int, htpasswd: bytes) 
     upstreams = StaticUpstreams({("default", "web", 80): [("127.0.0.1", backend_port)]})
     server = EdgeServer(edge=edge, upstreams=upstreams)
     server.passwords = checker
-    target = BackendTarget(namespace="default", service="web", port=80)
+    target = BackendTarget(ServicePortKey("default", "web", 80))
     for host, modules in (
         (
             "login.example",

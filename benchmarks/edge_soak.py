@@ -47,11 +47,12 @@ from bench_report import rss_mib, slope_mib_per_hour
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "web.soak.example"
 GUARD = "X-Soak-Guard"
-BACKEND = BackendTarget(namespace="default", service="web", port=80)
+BACKEND = BackendTarget(ServicePortKey("default", "web", 80))
 ADMIN_TOKEN = SecretValue(b"soak-admin-token")
 
 

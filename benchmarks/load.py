@@ -46,7 +46,7 @@ from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import build_outbound_policy, resolve_route
 from interlock.model.policy_watch import WatchTarget
-from interlock.model.service import parse_service
+from interlock.model.service import ServicePortKey, parse_service
 
 LOCAL = Address("127.0.0.1", 0)
 PORTS = (80, 8080)
@@ -211,12 +211,12 @@ async def expected_policies(api: Any, targets: list[WatchTarget]) -> dict[WatchT
             by_parent.setdefault((parent.name, parent.port or 0), []).append(route)
     return {
         t: build_outbound_policy(
-            services.get(ObjectKey(namespace=t.namespace, name=t.service)),
-            t.namespace,
-            t.service,
-            t.port,
+            services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
+            t.key.namespace,
+            t.key.name,
+            t.key.port,
             t.client_namespace,
-            by_parent.get((t.service, t.port), []),
+            by_parent.get((t.key.name, t.key.port), []),
         ).to_json()
         for t in targets
     }
@@ -259,9 +259,7 @@ async def run_load(scale: Scale) -> LoadResult:
             started = time.perf_counter()
             await controller.start()
             targets = [
-                WatchTarget(
-                    namespace="default", service=f"svc-{i}", port=port, client_namespace="default"
-                )
+                WatchTarget(ServicePortKey("default", f"svc-{i}", port), client_namespace="default")
                 for i in range(scale.services)
                 for port in PORTS
             ]

@@ -67,7 +67,7 @@ from interlock.model.outbound import (
     resolve_route,
 )
 from interlock.model.policy_watch import WatchTarget
-from interlock.model.service import Service, parse_service
+from interlock.model.service import Service, ServicePortKey, parse_service
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Outbound"
@@ -208,7 +208,9 @@ async def open_watches(controller: Controller, n: int) -> list[LatestValueSlot[A
     """A policy watch on each ``svc-i:80`` (client namespace ``default``), each with its first
     policy once this returns."""
     slots = [
-        controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
+        controller.watches.open_watch(
+            WatchTarget(ServicePortKey("default", f"svc-{i}", 80), "default")
+        )
         for i in range(n)
     ]
     await idle(controller)
@@ -240,10 +242,10 @@ class RewalkIndex:
         self.watches: list[RewalkWatch] = []
         for target, routes in watches:
             policy = build_outbound_policy(
-                services.get(ObjectKey(namespace=target.namespace, name=target.service)),
-                target.namespace,
-                target.service,
-                target.port,
+                services.get(ObjectKey(namespace=target.key.namespace, name=target.key.name)),
+                target.key.namespace,
+                target.key.name,
+                target.key.port,
                 target.client_namespace,
                 routes,
             )
@@ -274,11 +276,11 @@ class RewalkIndex:
                 ]
                 watch.policy = build_outbound_policy(
                     services.get(
-                        ObjectKey(namespace=watch.target.namespace, name=watch.target.service)
+                        ObjectKey(namespace=watch.target.key.namespace, name=watch.target.key.name)
                     ),
-                    watch.target.namespace,
-                    watch.target.service,
-                    watch.target.port,
+                    watch.target.key.namespace,
+                    watch.target.key.name,
+                    watch.target.key.port,
                     watch.target.client_namespace,
                     watch.routes,
                 )
@@ -323,7 +325,7 @@ def build_rewalk(n: int) -> RewalkIndex:
     watches = []
     for i in range(n):
         route = resolve_route(parse_http_route(route_obj(i, n)), services, [])
-        watches.append((WatchTarget("default", f"svc-{i}", 80, "default"), [route]))
+        watches.append((WatchTarget(ServicePortKey("default", f"svc-{i}", 80), "default"), [route]))
     return RewalkIndex(services, watches)
 
 

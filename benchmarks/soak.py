@@ -87,6 +87,7 @@ from interlock.cli.malloc import malloc_statistics, pin_mmap_threshold  # noqa: 
 from interlock.controller.app import Controller  # noqa: E402
 from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
 from interlock.model.policy_watch import WatchTarget  # noqa: E402
+from interlock.model.service import ServicePortKey  # noqa: E402
 
 Obj = dict[str, Any]
 WEB_HOST = "web.soak.example"
@@ -795,16 +796,14 @@ class Soak:
     def watch_targets(self) -> list[WatchTarget]:
         return [
             WatchTarget(
-                namespace="default",
-                service=f"p-{i // 2}",
-                port=PORTS[i % 2],
-                client_namespace="default",
+                ServicePortKey("default", f"p-{i // 2}", PORTS[i % 2]), client_namespace="default"
             )
             for i in range(self.s.watches)
         ]
 
     async def watch_stream(self, session: aiohttp.ClientSession, target: WatchTarget) -> None:
-        url = f"{self.urls['policy']}/v1/outbound/{target.namespace}/{target.service}/{target.port}"
+        key = target.key
+        url = f"{self.urls['policy']}/v1/outbound/{key.namespace}/{key.name}/{key.port}"
         params = {"clientNamespace": target.client_namespace, "watch": "true"}
         while True:
             try:

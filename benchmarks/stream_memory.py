@@ -33,6 +33,7 @@ from bench_report import quiet_logs
 from outbound import follower, idle, objects, rss_mib
 
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 
 async def hold_streams(url: str, n: int) -> None:
@@ -71,7 +72,9 @@ async def measure(n: int, *, trace: bool) -> None:
             await controller.start()
             await controller.wait_ready(within=900)
             slots = [
-                controller.watches.open_watch(WatchTarget("default", f"svc-{i}", 80, "default"))
+                controller.watches.open_watch(
+                    WatchTarget(ServicePortKey("default", f"svc-{i}", 80), "default")
+                )
                 for i in range(n)
             ]
             await idle(controller)

@@ -123,7 +123,7 @@ class ReportMissing:
 
 
 def _describe_backend(target: BackendTarget) -> str:
-    text = f"{target.namespace}/{target.service}:{target.port}"
+    text = str(target.key)
     return text if target.exists else f"{text} (does not exist)"
 
 
@@ -386,12 +386,12 @@ class EdgeActor(Actor):
                     route, "Normal", "BackendAttached", f"{where}: backend {backend} attached"
                 )
             else:
-                target = step.target
+                service = step.target.key.service_key()
                 self._event(
                     route,
                     "Warning",
                     "BackendNotFound",
-                    f"{where}: backend Service {target.namespace}/{target.service} does not "
+                    f"{where}: backend Service {service} does not "
                     f"exist; the route answers 500 until it is created",
                 )
         elif step.kind == "remove":

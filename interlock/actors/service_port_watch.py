@@ -53,10 +53,11 @@ class GraceExpired:
 
 def target_address(target: WatchTarget) -> str:
     """The address of the :class:`ServicePortWatch` of ``target``."""
+    key = target.key
     return watch_address(
-        namespace=target.namespace,
-        service=target.service,
-        port=target.port,
+        namespace=key.namespace,
+        service=key.name,
+        port=key.port,
         client_namespace=target.client_namespace,
     )
 
@@ -71,22 +72,22 @@ class ServicePortWatch(Actor):
         self.routes: dict[str, ResolvedRoute] = {}
 
     async def started(self) -> None:
-        target = self.entry.target
+        target = self.entry.target.key
         for topic in (
-            service_topic(target.namespace, target.service),
-            parent_topic(target.namespace, target.service),
+            service_topic(target.namespace, target.name),
+            parent_topic(target.namespace, target.name),
         ):
             self.subscribe(topic)
         # Build from the snapshot now so the first reader gets a complete policy at once; the
         # notifications the subscriptions queued carry the same objects and change nothing.
-        service = self.system.retained(service_topic(target.namespace, target.service)).get(
+        service = self.system.retained(service_topic(target.namespace, target.name)).get(
             SERVICE_KEY
         )
         self.service = service if isinstance(service, Service) else None
         self.routes = {
             key: route
             for key, route in self.system.retained(
-                parent_topic(target.namespace, target.service)
+                parent_topic(target.namespace, target.name)
             ).items()
             if isinstance(route, ResolvedRoute)
         }
@@ -117,9 +118,9 @@ class ServicePortWatch(Actor):
         target = self.entry.target
         policy: OutboundPolicy = build_outbound_policy(
             self.service,
-            target.namespace,
-            target.service,
-            target.port,
+            target.key.namespace,
+            target.key.name,
+            target.key.port,
             target.client_namespace,
             self.routes.values(),
         )

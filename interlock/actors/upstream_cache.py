@@ -16,12 +16,9 @@ from interlock.actors.messages import AboutObject, service_topic
 from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
-from interlock.model.service import EndpointSlice, Service, ready_addresses
+from interlock.model.service import EndpointSlice, Service, ServicePortKey, ready_addresses
 
 UPSTREAM_CACHE = "edge-upstreams"
-
-ServicePort = tuple[str, str, int]
-"""``(namespace, service, port number)``."""
 
 
 @dataclass(slots=True)
@@ -32,20 +29,20 @@ class UpstreamTables:
     """Services whose topics were subscribed and whose retained values have been read."""
     services: dict[ObjectKey, Service] = field(default_factory=dict)
     slices: dict[ObjectKey, dict[str, EndpointSlice]] = field(default_factory=dict)
-    addresses: dict[ServicePort, list[Address]] = field(default_factory=dict)
+    addresses: dict[ServicePortKey, list[Address]] = field(default_factory=dict)
     """Ready addresses per Service port that exists (an empty list: none ready)."""
 
-    def unavailable(self, namespace: str, service: str, port: int) -> UpstreamError:
+    def unavailable(self, target: ServicePortKey) -> UpstreamError:
         """Why a Service port has no ready address: endpoints not known yet (503), the Service
         or its port does not exist (500), or no endpoint is ready (503). The resolvers' slow
         path, once their fast ``addresses`` lookup found nothing."""
-        key = ObjectKey(namespace=namespace, name=service)
-        where = f"Service {namespace}/{service} port {port}"
-        if (namespace, service, port) not in self.addresses:
+        key = target.service_key()
+        where = target.describe()
+        if target not in self.addresses:
             if key not in self.known:
                 return UpstreamError(503, f"{where}: endpoints not known yet")
             if key not in self.services:
-                return UpstreamError(500, f"Service {namespace}/{service} does not exist")
+                return UpstreamError(500, f"Service {key} does not exist")
             return UpstreamError(500, f"{where} does not exist")
         return UpstreamError(503, f"{where} has no ready endpoint")
 
@@ -137,13 +134,13 @@ class UpstreamCache(Actor):
 
     def _recompute(self, key: ObjectKey) -> None:
         tables = self._tables
-        for port in [p for p in tables.addresses if (p[0], p[1]) == (key.namespace, key.name)]:
+        for port in [p for p in tables.addresses if p.service_key() == key]:
             del tables.addresses[port]
         service = tables.services.get(key)
         if service is None:
             return
         slices = list(tables.slices.get(key, {}).values())
         for service_port in service.spec.ports:
-            tables.addresses[(key.namespace, key.name, service_port.port)] = ready_addresses(
-                slices, service_port.name
+            tables.addresses[ServicePortKey(key.namespace, key.name, service_port.port)] = (
+                ready_addresses(slices, service_port.name)
             )

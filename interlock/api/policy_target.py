@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 # RFC 1123 labels, as Kubernetes requires for namespace and Service names.
 # Used with fullmatch: "$" alone also matches before a final newline ("default\n").
@@ -36,5 +37,5 @@ def watch_target(
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
         raise BadRequest(f"port {port_text!r} must be a number in 1..65535")
     return WatchTarget(
-        namespace=namespace, service=service, port=int(port_text), client_namespace=client_namespace
+        ServicePortKey(namespace, service, int(port_text)), client_namespace=client_namespace
     )

@@ -30,18 +30,18 @@ import contextlib
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.upstream_cache import (
     UPSTREAM_CACHE,
-    ServicePort,
     TrackService,
     UpstreamCache,
     UpstreamTables,
 )
-from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, UpstreamError
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
+from interlock.model.service import ServicePortKey
 
 
 class ControllerUpstreams:
@@ -56,8 +56,8 @@ class ControllerUpstreams:
         self._system = system
         self._watches = watches
         self.tables = UpstreamTables()
-        self._policies: dict[ServicePort, OutboundPolicy] = {}
-        self._followers: dict[ServicePort, asyncio.Task[None]] = {}
+        self._policies: dict[ServicePortKey, OutboundPolicy] = {}
+        self._followers: dict[ServicePortKey, asyncio.Task[None]] = {}
         self._requested: set[ObjectKey] = set()
         self._closed = False
 
@@ -65,18 +65,15 @@ class ControllerUpstreams:
         """Spawn the cache actor (call once, before requests arrive)."""
         self._system.spawn(UPSTREAM_CACHE, lambda: UpstreamCache(tables=self.tables))
 
-    def track(self, *, namespace: str, service: str, port: int) -> None:
+    def track(self, target: ServicePortKey) -> None:
         """Follow this Service port's policy and its Service's endpoints (idempotent)."""
-        self._track_service(ObjectKey(namespace=namespace, name=service))
-        target = (namespace, service, port)
+        self._track_service(target.service_key())
         if target in self._followers or self._closed:
             return
-        watch = WatchTarget(
-            namespace=namespace, service=service, port=port, client_namespace=namespace
-        )
+        watch = WatchTarget(target, client_namespace=target.namespace)
         slot = self._watches.open_watch(watch)
         self._followers[target] = asyncio.get_running_loop().create_task(
-            self._follow(target, watch, slot), name=f"upstream policy {namespace}/{service}:{port}"
+            self._follow(target, watch, slot), name=f"upstream policy {target}"
         )
 
     def track_endpoints(self, key: ObjectKey) -> None:
@@ -90,7 +87,7 @@ class ControllerUpstreams:
             self._system.tell(UPSTREAM_CACHE, TrackService(key))
 
     async def _follow(
-        self, target: ServicePort, watch: WatchTarget, slot: LatestValueSlot[PolicyUpdate]
+        self, target: ServicePortKey, watch: WatchTarget, slot: LatestValueSlot[PolicyUpdate]
     ) -> None:
         version = 0
         try:
@@ -118,37 +115,32 @@ class ControllerUpstreams:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         """The policy of ``target`` as its own namespace sees it; None until it arrived (and
         tracking starts on the first ask)."""
-        key = (target.namespace, target.service, target.port)
-        policy = self._policies.get(key)
+        policy = self._policies.get(target)
         if policy is None:
-            self.track(namespace=target.namespace, service=target.service, port=target.port)
+            self.track(target)
         return policy
 
-    def addresses(self, target: ServicePortRef) -> list[Address] | UpstreamError:
-        return self._addresses((target.namespace, target.service, target.port))
-
-    def _addresses(self, target: ServicePort) -> list[Address] | UpstreamError:
+    def addresses(self, target: ServicePortKey) -> list[Address] | UpstreamError:
         addresses = self.tables.addresses.get(target)
         if addresses:
             return addresses
         # The slow path: why there is no address (building keys and messages costs time).
-        namespace, service, port = target
-        self._track_service(ObjectKey(namespace=namespace, name=service))
-        return self.tables.unavailable(namespace, service, port)
+        self._track_service(target.service_key())
+        return self.tables.unavailable(target)
 
     def debug(self) -> list[dict[str, object]]:
         """One line per tracked Service port, for ``/debug/edges``."""
         lines: list[dict[str, object]] = []
-        for namespace, service, port in sorted(self._followers):
-            policy = self._policies.get((namespace, service, port))
+        for target in sorted(self._followers):
+            policy = self._policies.get(target)
             lines.append(
                 {
-                    "service": f"{namespace}/{service}:{port}",
+                    "service": str(target),
                     "routes": None if policy is None else len(policy.routes),
-                    "addresses": len(self.tables.addresses.get((namespace, service, port), [])),
+                    "addresses": len(self.tables.addresses.get(target, [])),
                 }
             )
         return lines
@@ -168,6 +160,4 @@ class TrackingProvider(ForwardingEdge):
     async def before(self, call: EdgeCall) -> None:
         backend = call.backend
         if backend is not None and backend.exists:
-            self._upstreams.track(
-                namespace=backend.namespace, service=backend.service, port=backend.port
-            )
+            self._upstreams.track(backend.key)

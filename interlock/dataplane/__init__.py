@@ -10,7 +10,7 @@ they run in the edge before the engine, and the mesh listener has none.
 The API, in the order a request meets it::
 
     engine = Engine(source=my_source, forwarder=forwarder, body_timeout=30.0)
-    target = ServicePortRef("shop", "web", 80)           # which Service port
+    target = ServicePortKey("shop", "web", 80)           # which Service port
     info = RequestInfo(method=..., path=..., forward_path=..., query=..., query_params=...,
                        headers=..., scheme=..., host=...)  # what the request is
     decision = engine.route(target, info)                # pure: Forward | Answer
@@ -50,7 +50,8 @@ from interlock.dataplane.plan import (
     compile_policy,
     decide,
 )
-from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, PolicySource, UpstreamError
+from interlock.model.service import ServicePortKey
 
 __all__ = [
     "REASONS",
@@ -63,7 +64,7 @@ __all__ = [
     "PolicySource",
     "RequestInfo",
     "RetryPlan",
-    "ServicePortRef",
+    "ServicePortKey",
     "UpstreamError",
     "answer",
     "compile_policy",

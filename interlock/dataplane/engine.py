@@ -56,8 +56,9 @@ from interlock.dataplane.plan import (
     unrouted,
 )
 from interlock.dataplane.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
-from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 
 RETRY_BUFFER = 64 * 1024
 """Largest request body read whole so that a request can be retried (Linkerd's limit too);
@@ -198,12 +199,12 @@ class Engine:
         self._body_timeout = body_timeout
         self._rng = rng or random.Random()
         self._clock = clock
-        self._plans: dict[tuple[ServicePortRef, str], PolicyPlan] = {}
-        self._round_robin: dict[ServicePortRef, itertools.count[int]] = {}
+        self._plans: dict[tuple[ServicePortKey, str], PolicyPlan] = {}
+        self._round_robin: dict[ServicePortKey, itertools.count[int]] = {}
         self.accrual = FailureAccrualTable(rng=self._rng.random)
 
     def plan(
-        self, target: ServicePortRef, policy: OutboundPolicy | None = None
+        self, target: ServicePortKey, policy: OutboundPolicy | None = None
     ) -> PolicyPlan | None:
         """The compiled policy of ``target`` (compiled again only when the policy changed)."""
         if policy is None:
@@ -217,7 +218,7 @@ class Engine:
         return plan
 
     def route(
-        self, target: ServicePortRef, request: RequestInfo, *, policy: OutboundPolicy | None = None
+        self, target: ServicePortKey, request: RequestInfo, *, policy: OutboundPolicy | None = None
     ) -> Forward | Answer:
         """Where ``request`` to ``target`` goes (:func:`~interlock.dataplane.plan.decide`), by
         ``policy`` when the front door has it already (the mesh listener waits for it), else by
@@ -225,7 +226,7 @@ class Engine:
         return self.route_by(self.plan(target, policy), target, request)
 
     def route_by(
-        self, plan: PolicyPlan | None, target: ServicePortRef, request: RequestInfo
+        self, plan: PolicyPlan | None, target: ServicePortKey, request: RequestInfo
     ) -> Forward | Answer:
         """Where ``request`` to ``target`` goes by ``plan`` (:meth:`plan`, which a front door
         that needs the plan itself looks up once), or by none yet (the Service port itself)."""
@@ -243,7 +244,7 @@ class Engine:
         if isinstance(found, UpstreamError):
             return upstream_error_answer(found)
         if not found:
-            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
+            return answer(NO_READY_ENDPOINTS, f"{decision.target.describe()} has no ready endpoint")
         filters = decision.filters
         apply_all(filters.request_headers, headers)
         if filters.rewrite is not None and filters.rewrite.hostname is not None:
@@ -344,7 +345,9 @@ class Engine:
         accrual = decision.accrual
         candidates = self._candidates(addresses, first, accrual is not None)
         if not candidates:
-            return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+            return answer(
+                ENDPOINTS_FAILING, f"{decision.target.describe()}: every endpoint is failing"
+            )
         attempt_timeout = decision.deadlines.attempt
         last: Answer | None = None
         for address in candidates[:MAX_ADDRESS_TRIES]:
@@ -402,7 +405,7 @@ class Engine:
         """How often, and after how long, ``decision``'s request may be sent again."""
         return RetryBudget(decision.retry, deadline=deadline, clock=self._clock)
 
-    def turn(self, target: ServicePortRef) -> int:
+    def turn(self, target: ServicePortKey) -> int:
         """The next round-robin position among ``target``'s endpoints."""
         counter = self._round_robin.get(target)
         if counter is None:

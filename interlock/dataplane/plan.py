@@ -45,7 +45,6 @@ from interlock.dataplane.filters import (
     modified_path,
     redirect_location,
 )
-from interlock.dataplane.source import ServicePortRef
 from interlock.model.gateway import HTTPRouteMatch, parse_gateway_duration
 from interlock.model.outbound import (
     Backend,
@@ -56,6 +55,7 @@ from interlock.model.outbound import (
     select_match,
 )
 from interlock.model.policy_annotations import FailureAccrual, Retry
+from interlock.model.service import ServicePortKey
 
 GRPC_CODES = {
     "cancelled": 1,
@@ -110,7 +110,7 @@ class BackendPlan:
     """A backend and the filters requests sent to it get (its rule's, then its own)."""
 
     backend: Backend
-    target: ServicePortRef | None
+    target: ServicePortKey | None
     """Where it sends (None for a backend that cannot carry traffic)."""
     filters: FilterPlan
 
@@ -152,7 +152,7 @@ class Forward:
     Built per request and never shared, so not frozen: a frozen dataclass costs two to three
     times as much to construct, on the path every request takes."""
 
-    target: ServicePortRef
+    target: ServicePortKey
     rule: RulePlan | None
     """None when no policy is known yet (sent to the Service port itself, unfiltered)."""
     filters: FilterPlan
@@ -235,7 +235,7 @@ def _compile_rule(route: OutboundRoute, rule: ResolvedRule) -> RulePlan:
         backends=tuple(
             BackendPlan(
                 backend=backend,
-                target=ServicePortRef(backend.namespace, backend.name, backend.port)
+                target=ServicePortKey(backend.namespace, backend.name, backend.port)
                 if backend.exists and backend.port is not None
                 else None,
                 filters=filters.then(compile_filters(backend.filters))
@@ -277,13 +277,13 @@ def compile_policy(policy: OutboundPolicy) -> PolicyPlan:
     return PolicyPlan(policy=policy, rules=rules, only=only, accrual=policy.failure_accrual)
 
 
-def unrouted(target: ServicePortRef, request: RequestInfo) -> Forward:
+def unrouted(target: ServicePortKey, request: RequestInfo) -> Forward:
     """The decision while no policy is known for ``target``: the Service port itself, as the
     policy would send it with no route attached."""
     return unrouted_path(target, request.forward_path)
 
 
-def unrouted_path(target: ServicePortRef, forward_path: str) -> Forward:
+def unrouted_path(target: ServicePortKey, forward_path: str) -> Forward:
     """:func:`unrouted` for a front door that has not built a :class:`RequestInfo` (it needs
     none while ``target`` has no policy: the edge's most common case)."""
     return Forward(

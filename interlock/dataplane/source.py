@@ -13,21 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 
 Address = tuple[str, int]
 """An endpoint: host (an IP address or a name the connector resolves) and port."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServicePortRef:
-    """The Service port a request is sent to (a route's backend, or the mesh's target)."""
-
-    namespace: str
-    service: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"Service {self.namespace}/{self.service} port {self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +31,11 @@ class UpstreamError:
 class PolicySource(Protocol):
     """Which policy and which endpoints; neither call may await (see the module doc)."""
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         """The target's policy as this front door's clients see it; None while unknown (the
         request then goes to the Service port itself, as with no route attached)."""
         ...
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+    def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
         """The ready endpoints of a Service port, or why there are none."""
         ...

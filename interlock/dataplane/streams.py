@@ -221,7 +221,9 @@ class StreamForwarder:
         while True:
             candidates = self._engine.candidates(decision, addresses)
             if not candidates:
-                return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+                return answer(
+                    ENDPOINTS_FAILING, f"{decision.target.describe()}: every endpoint is failing"
+                )
             failed: H2Failure | None = None
             for address in candidates[:MAX_ADDRESS_TRIES]:
                 note_upstream(*address)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 
 UpstreamResolver = PolicySource
 """The edge's name for the engine's boundary."""
@@ -39,29 +40,29 @@ class StaticUpstreams:
     """
 
     def __init__(self, table: Mapping[tuple[str, str, int], Sequence[Address]] | None = None):
-        self._table: dict[tuple[str, str, int], list[Address]] = {
-            key: list(addresses) for key, addresses in (table or {}).items()
+        self._table: dict[ServicePortKey, list[Address]] = {
+            ServicePortKey(*key): list(addresses) for key, addresses in (table or {}).items()
         }
-        self._policies: dict[tuple[str, str, int], OutboundPolicy] = {}
+        self._policies: dict[ServicePortKey, OutboundPolicy] = {}
 
     def set(self, *, namespace: str, service: str, port: int, addresses: Sequence[Address]) -> None:
-        self._table[(namespace, service, port)] = list(addresses)
+        self._table[ServicePortKey(namespace, service, port)] = list(addresses)
 
     def remove(self, *, namespace: str, service: str, port: int) -> None:
-        self._table.pop((namespace, service, port), None)
+        self._table.pop(ServicePortKey(namespace, service, port), None)
 
     def set_policy(self, policy: OutboundPolicy) -> None:
-        self._policies[(policy.namespace, policy.service, policy.port)] = policy
+        self._policies[ServicePortKey(policy.namespace, policy.service, policy.port)] = policy
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
-        return self._policies.get((target.namespace, target.service, target.port))
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
+        return self._policies.get(target)
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
-        addresses = self._table.get((target.namespace, target.service, target.port))
+    def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
+        addresses = self._table.get(target)
         if addresses is None:
-            return UpstreamError(500, f"{target} does not exist")
+            return UpstreamError(500, f"{target.describe()} does not exist")
         if not addresses:
-            return UpstreamError(503, f"{target} has no ready endpoint")
+            return UpstreamError(503, f"{target.describe()} has no ready endpoint")
         return addresses
 
 
@@ -71,8 +72,8 @@ class DnsUpstreams:
     def __init__(self, *, cluster_domain: str | None = None) -> None:
         self._suffix = "svc" if not cluster_domain else f"svc.{cluster_domain.strip('.')}"
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         return None
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
-        return [(f"{target.service}.{target.namespace}.{self._suffix}", target.port)]
+    def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
+        return [(f"{target.name}.{target.namespace}.{self._suffix}", target.port)]

@@ -53,8 +53,9 @@ from interlock.dataplane.filters import apply_all, set_host
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward
-from interlock.dataplane.source import Address, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, UpstreamError
 from interlock.dataplane.tunnel import relay_tunnel, upgrade_protocols
+from interlock.model.service import ServicePortKey
 
 
 def wants_websocket(method: str, headers: Mapping[str, str]) -> bool:
@@ -110,7 +111,7 @@ class Upgrades:
         self._limits = limits
         self._traffic = traffic
         self._front: Front = front
-        self._turns: dict[ServicePortRef, itertools.count[int]] = {}
+        self._turns: dict[ServicePortKey, itertools.count[int]] = {}
         self._open = 0
         self._per_client: dict[str, int] = {}
 
@@ -138,7 +139,7 @@ class Upgrades:
         if isinstance(addresses, UpstreamError):
             return upstream_error_answer(addresses)
         if not addresses:
-            return answer(NO_READY_ENDPOINTS, f"{decision.target} has no ready endpoint")
+            return answer(NO_READY_ENDPOINTS, f"{decision.target.describe()} has no ready endpoint")
         limits = self._limits
         held = self._per_client.get(client, 0)
         if held >= limits.per_client:

@@ -36,7 +36,7 @@ from interlock.dataplane.answers import MISDIRECTED, Answer, answer
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.request_target import normalize_host
-from interlock.dataplane.source import Address, PolicySource, ServicePortRef, UpstreamError
+from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.modules import (
     MissingSecretError,
@@ -55,6 +55,7 @@ from interlock.model.gateway_modules import RuleModules
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.moduleset import Modules
 from interlock.model.outbound import OutboundPolicy, select_match
+from interlock.model.service import ServicePortKey
 
 GATEWAY_ROUTE_ID = "gateway"
 
@@ -73,9 +74,11 @@ def _synthetic_target(
 ) -> BackendTarget:
     # Service names hold no "/": this can never name a real Service port.
     return BackendTarget(
-        namespace=serving.gateway.namespace,
-        service=f"gateway/{serving.gateway.name}/{listener}/{host or '*'}",
-        port=port,
+        ServicePortKey(
+            serving.gateway.namespace,
+            f"gateway/{serving.gateway.name}/{listener}/{host or '*'}",
+            port,
+        )
     )
 
 
@@ -187,7 +190,7 @@ class MirrorSender:
             if len(self._tasks) >= MIRROR_IN_FLIGHT:
                 self.dropped += 1
                 continue
-            target = ServicePortRef(mirror.namespace, mirror.service, mirror.port)
+            target = ServicePortKey(mirror.namespace, mirror.service, mirror.port)
             found = self._upstreams.addresses(target)
             if isinstance(found, UpstreamError) or not found:
                 self.dropped += 1
@@ -321,9 +324,9 @@ class GatewayPortEdge(InProcessEdge):
                             key, wanted, policy, applied, outcome
                         )
                         rule_target = BackendTarget(
-                            namespace=target.namespace,
-                            service=f"{target.service}/{route.namespace}/{route.name}/{index}",
-                            port=target.port,
+                            target.key._replace(
+                                name=f"{target.key.name}/{route.namespace}/{route.name}/{index}"
+                            )
                         )
                         outcome.policies[rule_target] = policy
                         found_mirrors = virtual.mirrors.get((route.namespace, route.name, index))
@@ -467,15 +470,15 @@ class GatewayPolicies:
 
     def __init__(self, upstreams: PolicySource) -> None:
         self._upstreams = upstreams
-        self.policies: dict[ServicePortRef, OutboundPolicy] = {}
+        self.policies: dict[ServicePortKey, OutboundPolicy] = {}
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         found = self.policies.get(target)
-        if found is not None or target.service.startswith("gateway/"):
+        if found is not None or target.name.startswith("gateway/"):
             return found
         return self._upstreams.policy(target)
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
+    def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
         return self._upstreams.addresses(target)
 
 
@@ -501,7 +504,7 @@ class GatewayPorts:
         self._protocols: dict[tuple[str, int], str] = {}
         """Per open socket: HTTP or HTTPS (whether it speaks TLS is chosen when it opens)."""
         self._owners: dict[str, set[tuple[str, int]]] = {}
-        self._targets: dict[str, set[ServicePortRef]] = {}
+        self._targets: dict[str, set[ServicePortKey]] = {}
 
     @property
     def sockets(self) -> tuple[tuple[str, int], ...]:
@@ -515,7 +518,7 @@ class GatewayPorts:
         wanted = {(serving.address, port.port) for port in serving.ports}
         for socket in sorted(self._owners.get(key, set()) - wanted):
             await self._close(socket)
-        targets: set[ServicePortRef] = set()
+        targets: set[ServicePortKey] = set()
         for port in serving.ports:
             socket = (serving.address, port.port)
             self._take_over(key, socket)
@@ -578,12 +581,11 @@ class GatewayPorts:
             logger.warning("Gateway {}: {}", key, failed)
 
     def _install(
-        self, targets: set[ServicePortRef], policies: Mapping[BackendTarget, OutboundPolicy]
+        self, targets: set[ServicePortKey], policies: Mapping[BackendTarget, OutboundPolicy]
     ) -> None:
         for backend, policy in policies.items():
-            ref = ServicePortRef(backend.namespace, backend.service, backend.port)
-            self._policies.policies[ref] = policy
-            targets.add(ref)
+            self._policies.policies[backend.key] = policy
+            targets.add(backend.key)
 
     async def remove(self, key: str) -> None:
         """Stop serving the Gateway ``key``."""

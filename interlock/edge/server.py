@@ -84,7 +84,6 @@ from interlock.dataplane.proxy import (
     without_hop_by_hop,
 )
 from interlock.dataplane.request_target import clean_path, normalize_host
-from interlock.dataplane.source import ServicePortRef
 from interlock.dataplane.streams import StreamForwarder
 from interlock.dataplane.upstreams import UpstreamResolver
 from interlock.dataplane.websocket import Upgrades, upgrade_limits, wants_upgrade
@@ -94,7 +93,6 @@ from interlock.edge.modules import IdentityReply, RequestView
 from interlock.edge.modules.addresses import TrustedProxies
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.passwords import PasswordChecker
-from interlock.edge.provider import BackendTarget
 from interlock.edge.routing import select_route
 from interlock.edge.streams import EdgeStreams
 from interlock.edge.tls import peer_certificate
@@ -143,7 +141,6 @@ class EdgeServer:
         )
         """Runs basicAuth's bcrypt checks off the event loop (a test may replace it before
         :meth:`start`)."""
-        self._targets: dict[BackendTarget, ServicePortRef] = {}
         self._streams: EdgeStreams | None = None
         self._h2_connections: set[H2ServerProtocol] = set()
         self._http1_connections: set[Http1ServerProtocol] = set()
@@ -282,15 +279,6 @@ class EdgeServer:
         self.passwords.close()
         self._addresses = None
 
-    def target_of(self, backend: BackendTarget) -> ServicePortRef:
-        """The Service port of a route's backend (one value per backend, made once)."""
-        target = self._targets.get(backend)
-        if target is None:
-            target = self._targets[backend] = ServicePortRef(
-                backend.namespace, backend.service, backend.port
-            )
-        return target
-
     async def _observed(self, request: web.BaseRequest) -> web.StreamResponse:
         with holding():  # the limit-connections slot a route's ingressNginx module took
             return await self.traffic.observe("edge", request, self.handle)
@@ -398,7 +386,7 @@ class EdgeServer:
             forward_path = nginx.forward_path(path, forward_path)
         if not backend.exists:
             return answer_response(answer(BACKEND_NOT_FOUND))
-        target = self.target_of(backend)
+        target = backend.key
         decision = self.engine.route(
             target,
             RequestInfo(

@@ -175,7 +175,7 @@ class EdgeStreams:
             forward_path = nginx.forward_path(path, forward_path)
         if not backend.exists:
             return await _say(responder, reasons.BACKEND_NOT_FOUND)
-        target = server.target_of(backend)
+        target = backend.key
         plan = server.engine.plan(target)
         if plan is None:
             decision: Forward | reasons.Answer = unrouted_path(target, forward_path)

@@ -41,7 +41,7 @@ from aiohttp import web
 from loguru import logger
 from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
-from interlock.dataplane import Answer, Forward, RequestInfo, ServicePortRef
+from interlock.dataplane import Answer, Forward, RequestInfo
 from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.access_log import current as current_exchange
 from interlock.dataplane.answers import (
@@ -69,10 +69,10 @@ from interlock.mesh.upstreams import MeshUpstreams, service_exists
 from interlock.model.authority import (
     DEFAULT_CLUSTER_DOMAIN,
     NotAService,
-    ServiceAuthority,
     mesh_target,
 )
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 
 POLICY_WAIT = 10.0
 """Seconds the first request of a Service port waits for its policy and endpoints."""
@@ -249,7 +249,7 @@ class MeshServer:
         query_params: Mapping[str, str] | None,
         scheme: str,
         exchange: Exchange,
-    ) -> tuple[Forward, ServiceAuthority, str, str, str] | Answer:
+    ) -> tuple[Forward, ServicePortKey, str, str, str] | Answer:
         """Steps 1-5 of the module docstring, for either protocol: the engine's decision,
         the Service named, the raw query, the log prefix and the policy's ``protocol`` — or the
         answer to give."""
@@ -269,7 +269,7 @@ class MeshServer:
         if query_params is None:
             query_params = MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
         decision = self._engine.route(
-            ServicePortRef(authority.namespace, authority.name, authority.port),
+            authority,
             RequestInfo(
                 method=method,
                 path=path,
@@ -302,7 +302,7 @@ class MeshServer:
             path=request.path.partition("?")[0],
             clock=self.traffic.clock,
         )
-        decided: tuple[Forward, ServiceAuthority, str, str, str] | Answer
+        decided: tuple[Forward, ServicePortKey, str, str, str] | Answer
         if request.method == "CONNECT":  # tunnels are HTTP/1.1 (docs/mesh.md)
             decided = answer_of(CONNECT_NOT_SERVED)
         else:
@@ -328,7 +328,7 @@ class MeshServer:
         request: H2Request,
         responder: Responder,
         decision: Forward,
-        authority: ServiceAuthority,
+        authority: ServicePortKey,
         query: str,
         where: str,
         protocol: str,
@@ -353,11 +353,7 @@ class MeshServer:
         relayed = await self._upgrades.relay_decision(
             request,
             decision,
-            addresses=self._upstreams.addresses(
-                namespace=decision.target.namespace,
-                service=decision.target.service,
-                port=decision.target.port,
-            ),
+            addresses=self._upstreams.addresses(decision.target),
             query=query,
             headers=headers,
             handshake_timeout=self._settings.timeouts.connect,
@@ -376,13 +372,11 @@ class _MeshSource:
     def __init__(self, upstreams: MeshUpstreams) -> None:
         self._upstreams = upstreams
 
-    def policy(self, target: ServicePortRef) -> OutboundPolicy | None:
+    def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         return None
 
-    def addresses(self, target: ServicePortRef) -> Sequence[Address] | UpstreamError:
-        return self._upstreams.addresses(
-            namespace=target.namespace, service=target.service, port=target.port
-        )
+    def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
+        return self._upstreams.addresses(target)
 
 
 def _host_header(name: str, namespace: str, request: web.BaseRequest) -> str:

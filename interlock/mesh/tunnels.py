@@ -51,7 +51,7 @@ from interlock.dataplane.client_hello import RECORD_HEADER, NotTls, record_lengt
 from interlock.dataplane.engine import MAX_ADDRESS_TRIES, NO_HOOKS, Engine
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward, PolicyPlan
-from interlock.dataplane.source import ServicePortRef, UpstreamError
+from interlock.dataplane.source import UpstreamError
 from interlock.dataplane.splice import CHUNK, Spliced, splice, take_over
 from interlock.dataplane.tunnel_plan import decide_tunnel, needs_server_name
 from interlock.dataplane.wire import TunnelEstablished, answer_response
@@ -121,8 +121,7 @@ class MeshTunnels:
         if service_exists(policy):
             # A label value from the cluster, not from the client (docs/mesh.md).
             exchange.target = str(authority)
-        ref = ServicePortRef(authority.namespace, authority.name, authority.port)
-        plan = self.engine.plan(ref, policy)
+        plan = self.engine.plan(authority, policy)
         assert plan is not None, "a policy was given"
         return plan, f"mesh tunnel to Service {authority}"
 
@@ -209,7 +208,9 @@ class MeshTunnels:
             return prepared
         candidates = self.engine.candidates(decision, prepared[0])
         if not candidates:
-            return answer(ENDPOINTS_FAILING, f"{decision.target}: every endpoint is failing")
+            return answer(
+                ENDPOINTS_FAILING, f"{decision.target.describe()}: every endpoint is failing"
+            )
         failed = answer(UPSTREAM_UNREACHABLE, f"{where}: no endpoint could be tried")
         for address in candidates[:MAX_ADDRESS_TRIES]:
             note_upstream(*address)

@@ -47,10 +47,10 @@ from interlock.actors.upstream_cache import (
 from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
-from interlock.model.authority import ServiceAuthority
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
+from interlock.model.service import ServicePortKey
 
 MESH_UPSTREAM_CACHE = "mesh-upstreams"
 """The address of the mesh listener's endpoint cache (the edge has its own)."""
@@ -90,7 +90,7 @@ class MeshUpstreams:
     """The injected clock and sleep of the idle sweep."""
     tables: UpstreamTables = field(default_factory=UpstreamTables, init=False)
     """The endpoints of the backends followed, as the endpoint cache keeps them."""
-    _followed: dict[ServiceAuthority, _Followed] = field(default_factory=dict, init=False)
+    _followed: dict[ServicePortKey, _Followed] = field(default_factory=dict, init=False)
     _tracked: set[ObjectKey] = field(default_factory=set, init=False)
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
@@ -107,7 +107,7 @@ class MeshUpstreams:
             await self.sleep(self.idle_release / 4)
             self.release_idle()
 
-    def release_idle(self) -> list[ServiceAuthority]:
+    def release_idle(self) -> list[ServicePortKey]:
         """Release the Service ports no request named for :attr:`idle_release` seconds."""
         now = self.clock()
         idle = [t for t, f in self._followed.items() if now - f.used >= self.idle_release]
@@ -115,7 +115,7 @@ class MeshUpstreams:
             self._release(target)
         return idle
 
-    def _release(self, target: ServiceAuthority) -> None:
+    def _release(self, target: ServicePortKey) -> None:
         """Stop following ``target``: its watch, and the endpoints only it needed."""
         followed = self._followed.pop(target, None)
         if followed is None:
@@ -129,7 +129,7 @@ class MeshUpstreams:
             self.system.tell(MESH_UPSTREAM_CACHE, UntrackService(key))
 
     async def policy(
-        self, target: ServiceAuthority, *, within: float
+        self, target: ServicePortKey, *, within: float
     ) -> OutboundPolicy | UpstreamError:
         """The policy of ``target`` as the client namespace sees it, once its backends'
         endpoints are known too; waits at most ``within`` seconds the first time."""
@@ -155,11 +155,9 @@ class MeshUpstreams:
                 return UpstreamError(503, f"Service {target}: its policy is not known yet")
         return followed.policy
 
-    async def _follow(self, target: ServiceAuthority, followed: _Followed) -> None:
+    async def _follow(self, target: ServicePortKey, followed: _Followed) -> None:
         watch = WatchTarget(
-            namespace=target.namespace,
-            service=target.name,
-            port=target.port,
+            ServicePortKey(target.namespace, target.name, target.port),
             client_namespace=self.client_namespace,
         )
         slot: LatestValueSlot[PolicyUpdate] = self.watches.open_watch(watch)
@@ -194,14 +192,12 @@ class MeshUpstreams:
         except Exception as error:  # the cache restarts; later requests find the endpoints
             logger.warning("mesh: cannot follow the endpoints of Service {}: {!r}", key, error)
 
-    def addresses(
-        self, *, namespace: str, service: str, port: int
-    ) -> list[Address] | UpstreamError:
+    def addresses(self, target: ServicePortKey) -> list[Address] | UpstreamError:
         """The ready addresses of a backend Service port, or why there are none."""
-        addresses = self.tables.addresses.get((namespace, service, port))
+        addresses = self.tables.addresses.get(target)
         if addresses:
             return addresses
-        return self.tables.unavailable(namespace, service, port)
+        return self.tables.unavailable(target)
 
     async def close(self) -> None:
         """Stop following (the controller is stopping)."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from interlock.model.service import ServicePortKey
+
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 DEFAULT_PORT = 80
 
@@ -29,18 +31,6 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 """An RFC 1123 label, as Kubernetes requires of a namespace name."""
 _SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 """An RFC 1035 label, as Kubernetes requires of a Service name (it starts with a letter)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceAuthority:
-    """A Service port named by a request's authority."""
-
-    namespace: str
-    name: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +45,7 @@ class MeshTarget:
     """What a mesh request asks for: the authority it names and the origin-form target
     (``/path?query``, still percent-encoded) to send on."""
 
-    authority: ServiceAuthority | NotAService
+    authority: ServicePortKey | NotAService
     target: str
 
 
@@ -78,7 +68,7 @@ def parse_namespace(value: str, *, flag: str) -> str:
 
 def parse_authority(
     authority: str, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
-) -> ServiceAuthority | NotAService:
+) -> ServicePortKey | NotAService:
     """The Service port ``authority`` (``host[:port]``) names, or why it names none.
 
     ``cluster_domain`` must be canonical (:func:`validate_cluster_domain`).
@@ -106,7 +96,7 @@ def parse_authority(
                 return NotAService(
                     f"authority {shown!r}: {namespace[:70]!r} is not a namespace name"
                 )
-            return ServiceAuthority(namespace=namespace, name=name, port=port)
+            return ServicePortKey(namespace=namespace, name=name, port=port)
     return NotAService(
         f"authority {shown!r} names no Service: expected NAME.NAMESPACE, NAME.NAMESPACE.svc "
         f"or NAME.NAMESPACE.svc.{cluster_domain} (with an optional :PORT)"
@@ -166,7 +156,7 @@ def mesh_target(
 
 def connect_target(
     request_target: str, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
-) -> ServiceAuthority | NotAService:
+) -> ServicePortKey | NotAService:
     """The Service port a ``CONNECT`` request names: its request-target is the authority form
     ``HOST:PORT`` (RFC 9110 §9.3.6), a port required — a tunnel has no scheme to default one."""
     host, port = _split_port(request_target.strip())

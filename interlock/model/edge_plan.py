@@ -16,11 +16,12 @@ last) and drops a key the planner has nothing for, so a step costs O(1), not O(r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from interlock.model.edge import DesiredRoute, EdgeBackend
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 TLS_KEY = ""
 """The planner key of the host's TLS certificate (no route id is empty)."""
@@ -37,14 +38,18 @@ TlsPair = tuple[SecretValue, SecretValue]
 class BackendTarget:
     """The Service port a route forwards to; ``exists=False`` makes the route answer 500."""
 
-    namespace: str
-    service: str
-    port: int
+    key: ServicePortKey
     exists: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The admin API form: the fields by name."""
-        return asdict(self)
+        key = self.key
+        return {
+            "namespace": key.namespace,
+            "service": key.name,
+            "port": key.port,
+            "exists": self.exists,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BackendTarget:
@@ -59,7 +64,7 @@ class BackendTarget:
             raise ValueError("backend.port: an integer between 1 and 65535 is required")
         if not isinstance(exists, bool):
             raise ValueError("backend.exists: a boolean is required")
-        return cls(namespace=namespace, service=service, port=port, exists=exists)
+        return cls(ServicePortKey(namespace, service, port), exists=exists)
 
 
 def backend_target(backend: EdgeBackend) -> BackendTarget:
@@ -68,7 +73,7 @@ def backend_target(backend: EdgeBackend) -> BackendTarget:
     # Service port resolves to 0, which no provider accepts, so it is sent as 1.
     port = backend.port if backend.port >= 1 or backend.exists else 1
     return BackendTarget(
-        namespace=backend.namespace, service=backend.service, port=port, exists=backend.exists
+        ServicePortKey(backend.namespace, backend.service, port), exists=backend.exists
     )
 
 

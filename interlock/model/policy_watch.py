@@ -12,19 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 
 
 @dataclass(frozen=True, slots=True)
 class WatchTarget:
     """A Service port as seen from a client namespace."""
 
-    namespace: str
-    service: str
-    port: int
+    key: ServicePortKey
     client_namespace: str
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.service}:{self.port} (client {self.client_namespace})"
+        return f"{self.key} (client {self.client_namespace})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ malformed object from the API server (or a typo in an embedded-mode manifest) is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -24,11 +24,41 @@ from interlock.model.meta import (
 ServiceKey = ObjectKey
 """A Service is identified by its namespace and name."""
 
+
+class ServicePortKey(NamedTuple):
+    """A Service port: which Service (namespace, name) and which of its port numbers.
+
+    The one key for "a Service port" everywhere: a route's backend, what a mesh request names,
+    a policy watch's target (with its client namespace), an upstream table's row. A
+    ``NamedTuple`` — immutable, no ``__dict__``, hashable — rather than a slotted dataclass,
+    because the data plane looks it up in dicts on every request: a tuple's hash and equality
+    run in C, a dataclass's in Python (a dict hit costs about a fifth as much).
+    """
+
+    namespace: str
+    name: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}:{self.port}"
+
+    def service_key(self) -> ObjectKey:
+        """The Service this port belongs to."""
+        return ObjectKey(namespace=self.namespace, name=self.name)
+
+    def describe(self) -> str:
+        """The key as the data plane's answers name it: ``Service NS/NAME port N``."""
+        return f"Service {self.namespace}/{self.name} port {self.port}"
+
+
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label that ties an EndpointSlice to its Service."""
 
 
-class ServicePort(KubeModel):
+class ServiceSpecPort(KubeModel):
+    """One entry of a Service's ``spec.ports`` (what it exposes, not a key: see
+    :class:`ServicePortKey`)."""
+
     name: str = ""
     port: int = Field(ge=1, le=65535)
     # Kubernetes' IntOrString: a number, or the name of a container port.
@@ -51,7 +81,7 @@ class ServiceSpec(KubeModel):
     cluster_ips: tuple[str, ...] = Field((), alias="clusterIPs")
     external_ips: tuple[str, ...] = Field((), alias="externalIPs")
     external_name: str | None = Field(None, alias="externalName")
-    ports: tuple[ServicePort, ...] = ()
+    ports: tuple[ServiceSpecPort, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -137,14 +167,14 @@ class Service(KubeObject):
     def is_external_name(self) -> bool:
         return self.spec.type == "ExternalName"
 
-    def port_by_number(self, port: int) -> ServicePort | None:
+    def port_by_number(self, port: int) -> ServiceSpecPort | None:
         """The Service port numbered ``port``, or None when the Service does not expose it."""
         for candidate in self.spec.ports:
             if candidate.port == port:
                 return candidate
         return None
 
-    def port_by_name(self, name: str) -> ServicePort | None:
+    def port_by_name(self, name: str) -> ServiceSpecPort | None:
         """The Service port named ``name``, or None when there is none."""
         for candidate in self.spec.ports:
             if candidate.name == name:

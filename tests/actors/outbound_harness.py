@@ -25,6 +25,7 @@ from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import RecordingActor, wait_idle
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -56,10 +57,7 @@ class Outbound:
         self, service: str, port: int = 80, *, namespace: str = "default", client: str | None = None
     ) -> tuple[WatchTarget, LatestValueSlot[Any]]:
         target = WatchTarget(
-            namespace=namespace,
-            service=service,
-            port=port,
-            client_namespace=client or namespace,
+            ServicePortKey(namespace, service, port), client_namespace=client or namespace
         )
         return target, self.watches.open_watch(target)
 

@@ -45,7 +45,7 @@ from interlock.model.edge_board import EdgeBoard
 from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set, parse_secret
-from interlock.model.service import parse_service
+from interlock.model.service import ServicePortKey, parse_service
 
 HOST = "shop.example"
 BACKOFF = BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5)
@@ -166,7 +166,7 @@ async def test_modules_are_applied_before_the_backend_is_attached(edge: Edge) ->
     assert [c.method for c in served] == ["apply_modules", "attach_backend"]
     assert served[0].applied and served[0].backend is None
     assert served[1].modules == served[0].modules
-    assert edge.route().backend == BackendTarget(namespace="default", service="web", port=80)
+    assert edge.route().backend == BackendTarget(ServicePortKey("default", "web", 80))
     await wait_idle(edge.system)
     assert edge.reasons() == ["ModulesApplied", "BackendAttached"]
     events = [e for e in edge.events if isinstance(e, RecordEvent)]

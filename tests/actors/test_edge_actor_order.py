@@ -125,7 +125,7 @@ def test_the_served_edge_is_the_desired_edge_whatever_the_order(sequence: list[O
     assert set(served_routes) == {r.route_id for r in desired.routes}
     for route in desired.routes:
         got = served_routes[route.route_id]
-        assert got.backend is not None and got.backend.service == "web"
+        assert got.backend is not None and got.backend.key.name == "web"
         wanted = route.modules.headers
         assert wanted is not None
         assert got.modules["modules"]["headers"]["request"]["add"] == wanted.request.add

@@ -11,11 +11,11 @@ from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.controller.upstreams import ControllerUpstreams
-from interlock.dataplane import Answer, RequestInfo, ServicePortRef, compile_policy, decide
+from interlock.dataplane import Answer, RequestInfo, compile_policy, decide
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
-from interlock.model.service import parse_endpoint_slice, parse_service
+from interlock.model.service import ServicePortKey, parse_endpoint_slice, parse_service
 
 GET = RequestInfo(
     method="GET",
@@ -38,7 +38,7 @@ class Running:
         self, service: str = "web", port: int = 80
     ) -> list[tuple[str, int]] | UpstreamError:
         """What the engine would send a GET / to: the policy's backend's addresses."""
-        target = ServicePortRef("default", service, port)
+        target = ServicePortKey("default", service, port)
         policy = self.upstreams.policy(target)
         if policy is not None:
             decided = decide(compile_policy(policy), GET, 0.5)
@@ -91,7 +91,7 @@ async def running() -> AsyncIterator[Running]:
 async def test_ready_endpoints_of_the_named_port(running: Running) -> None:
     running.service()
     running.endpoints(ready=False)
-    running.upstreams.track(namespace="default", service="web", port=80)
+    running.upstreams.track(ServicePortKey("default", "web", 80))
     await wait_until(lambda: running.resolve() == [("10.0.0.2", 8080)])
     running.endpoints(ready=True)
     await wait_until(lambda: running.resolve() == [("10.0.0.1", 8080), ("10.0.0.2", 8080)])

@@ -26,10 +26,10 @@ from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import eventually
 from interlock.model.cluster_ips import ServiceAddresses
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
-from interlock.model.service import parse_service
+from interlock.model.service import ServicePortKey, parse_service
 
 WORKLOAD = json.dumps({"ns": "shop", "pod": "client-0"})
-WEB = WatchTarget(namespace="default", service="web", port=80, client_namespace="shop")
+WEB = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="shop")
 
 
 class ControlledSource(PolicySource):
@@ -142,7 +142,7 @@ async def test_get_by_authority_answers_the_policy_of_the_workloads_namespace(so
     ],
 )
 async def test_source_workload_names_the_client_namespace(source, stub, workload, namespace):
-    target = WatchTarget(namespace="default", service="web", port=8080, client_namespace=namespace)
+    target = WatchTarget(ServicePortKey("default", "web", 8080), client_namespace=namespace)
     source.set(target, parent=service("web", ports=(8080,)), port=8080)
     await stub.Get(by_authority("web.default.svc.cluster.local:8080", workload))
     assert source.asked == [target]

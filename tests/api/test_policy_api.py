@@ -17,6 +17,7 @@ from interlock.config import Address
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
+from interlock.model.service import ServicePortKey
 
 
 class ControlledSource(PolicySource):
@@ -46,7 +47,7 @@ class ControlledSource(PolicySource):
         return len(self.open.get(target, []))
 
 
-WEB = WatchTarget(namespace="default", service="web", port=80, client_namespace="default")
+WEB = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ async def test_get_returns_the_current_policy(site, source, http):
 async def test_client_namespace_defaults_to_the_service_namespace_and_can_be_set(
     site, source, http
 ):
-    other = WatchTarget(namespace="default", service="web", port=80, client_namespace="shop")
+    other = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="shop")
     source.set(WEB, {"client": "default"})
     source.set(other, {"client": "shop"})
     async with http.get(f"{site.url}/v1/outbound/default/web/80?clientNamespace=shop") as r:

@@ -16,15 +16,16 @@ import pytest
 from aiohttp import web
 from echo_backends import Echo
 
-from interlock.dataplane import REASON_HEADER, Answer, RequestInfo, ServicePortRef
+from interlock.dataplane import REASON_HEADER, Answer, RequestInfo
 from interlock.dataplane.engine import Engine
 from interlock.dataplane.proxy import Forwarder, without_hop_by_hop
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.dataplane.wire import answer_response
 from interlock.model.outbound import OutboundPolicy
+from interlock.model.service import ServicePortKey
 from tests.dataplane.policies import policy
 
-WEB = ServicePortRef("shop", "web", 80)
+WEB = ServicePortKey("shop", "web", 80)
 
 
 @dataclass

@@ -56,7 +56,7 @@ def policy(*routes: Any) -> OutboundPolicy:
 
 def to(decided: Forward | Answer) -> str:
     assert isinstance(decided, Forward), decided
-    return decided.target.service
+    return decided.target.name
 
 
 def test_a_tcp_route_splits_by_weight() -> None:

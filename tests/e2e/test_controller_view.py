@@ -17,8 +17,9 @@ from edge_objects import INGRESS_CLASS_OBJ, ingress
 from test_publish_service import create
 
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
-TARGET = WatchTarget(namespace="default", service="web", port=80, client_namespace="default")
+TARGET = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
 
 
 async def test_the_view_says_what_the_parts_say(

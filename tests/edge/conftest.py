@@ -20,9 +20,10 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules
+from interlock.model.service import ServicePortKey
 
 HOST = "app.example.com"
-BACKEND = BackendTarget(namespace="default", service="web", port=80)
+BACKEND = BackendTarget(ServicePortKey("default", "web", 80))
 
 
 @dataclass

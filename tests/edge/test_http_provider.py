@@ -20,6 +20,7 @@ from interlock.edge.provider import (
 )
 from interlock.edge.standalone import StandaloneEdge
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 from .conftest import BACKEND, HOST, Backend
 from .secrets_kit import BASIC_AUTH, PASSWORD, SECRETS, basic_header
@@ -196,7 +197,7 @@ async def test_unreachable_admin_api_is_transient() -> None:
     async with HttpEdge(base_url=f"http://127.0.0.1:{port}", token=None, timeout=2) as provider:
         with pytest.raises(TransientEdgeError):
             await provider.attach_backend(
-                host=HOST, route_id="r", backend=BackendTarget("default", "web", 80)
+                host=HOST, route_id="r", backend=BackendTarget(ServicePortKey("default", "web", 80))
             )
 
 

@@ -15,6 +15,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules
+from interlock.model.service import ServicePortKey
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness, body_json
 
@@ -57,14 +58,14 @@ async def test_detached_backend_is_503_again(harness: EdgeHarness, backend: Back
 async def test_backend_service_that_does_not_exist_is_500(
     harness: EdgeHarness, backend: Backend
 ) -> None:
-    missing = BackendTarget(namespace="default", service="ghost", port=80, exists=False)
+    missing = BackendTarget(ServicePortKey("default", "ghost", 80), exists=False)
     await harness.serve(backend=missing)
     assert (await harness.get("/"))[0] == 500
     assert backend.seen == []
 
 
 async def test_resolver_errors_become_the_answer(harness: EdgeHarness, backend: Backend) -> None:
-    await harness.serve(backend=BackendTarget(namespace="default", service="unknown", port=80))
+    await harness.serve(backend=BackendTarget(ServicePortKey("default", "unknown", 80)))
     assert (await harness.get("/"))[0] == 500
     harness.upstreams.set(namespace="default", service="unknown", port=80, addresses=[])
     assert (await harness.get("/"))[0] == 503
@@ -80,7 +81,7 @@ async def test_path_routing_exact_then_longest_prefix_by_segment(
         harness.upstreams.set(
             namespace="default", service="api", port=80, addresses=[other.address]
         )
-        api = BackendTarget(namespace="default", service="api", port=80)
+        api = BackendTarget(ServicePortKey("default", "api", 80))
         await harness.serve(route_id="root", path="/", backend=BACKEND)
         await harness.serve(route_id="api", path="/api", backend=api)
         await harness.serve(route_id="api-exact", path="/api/v1", path_type="Exact", backend=None)

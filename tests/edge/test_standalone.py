@@ -8,9 +8,9 @@ import re
 import aiohttp
 import pytest
 
-from interlock.dataplane import ServicePortRef
 from interlock.dataplane.upstreams import DnsUpstreams
 from interlock.model.moduleset import SecretValue
+from interlock.model.service import ServicePortKey
 
 
 async def test_run_standalone_edge_prints_bound_addresses_and_serves(
@@ -51,8 +51,8 @@ async def test_run_standalone_edge_prints_bound_addresses_and_serves(
 
 
 def test_dns_upstreams_name_the_service() -> None:
-    assert DnsUpstreams().addresses(ServicePortRef("shop", "web", 8080)) == [("web.shop.svc", 8080)]
+    assert DnsUpstreams().addresses(ServicePortKey("shop", "web", 8080)) == [("web.shop.svc", 8080)]
     assert DnsUpstreams(cluster_domain="cluster.local.").addresses(
-        ServicePortRef("shop", "web", 80)
+        ServicePortKey("shop", "web", 80)
     ) == [("web.shop.svc.cluster.local", 80)]
-    assert DnsUpstreams().policy(ServicePortRef("shop", "web", 80)) is None
+    assert DnsUpstreams().policy(ServicePortKey("shop", "web", 80)) is None

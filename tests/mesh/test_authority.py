@@ -9,33 +9,33 @@ from hypothesis import strategies as st
 from interlock.model.authority import (
     MeshTarget,
     NotAService,
-    ServiceAuthority,
     connect_target,
     mesh_target,
     parse_authority,
     parse_namespace,
     validate_cluster_domain,
 )
+from interlock.model.service import ServicePortKey
 
 
 @pytest.mark.parametrize(
     ("authority", "expected"),
     [
-        ("web.shop.svc.cluster.local", ServiceAuthority("shop", "web", 80)),
-        ("web.shop.svc.cluster.local:8080", ServiceAuthority("shop", "web", 8080)),
-        ("web.shop.svc.cluster.local.", ServiceAuthority("shop", "web", 80)),
-        ("web.shop.svc.cluster.local.:81", ServiceAuthority("shop", "web", 81)),
-        ("web.shop.svc", ServiceAuthority("shop", "web", 80)),
-        ("web.shop.svc:9000", ServiceAuthority("shop", "web", 9000)),
-        ("web.shop", ServiceAuthority("shop", "web", 80)),
-        ("web.shop:1", ServiceAuthority("shop", "web", 1)),
-        ("web.shop:65535", ServiceAuthority("shop", "web", 65535)),
-        ("WEB.Shop.SVC.Cluster.Local", ServiceAuthority("shop", "web", 80)),
-        ("a-b.1ns.svc", ServiceAuthority("1ns", "a-b", 80)),
+        ("web.shop.svc.cluster.local", ServicePortKey("shop", "web", 80)),
+        ("web.shop.svc.cluster.local:8080", ServicePortKey("shop", "web", 8080)),
+        ("web.shop.svc.cluster.local.", ServicePortKey("shop", "web", 80)),
+        ("web.shop.svc.cluster.local.:81", ServicePortKey("shop", "web", 81)),
+        ("web.shop.svc", ServicePortKey("shop", "web", 80)),
+        ("web.shop.svc:9000", ServicePortKey("shop", "web", 9000)),
+        ("web.shop", ServicePortKey("shop", "web", 80)),
+        ("web.shop:1", ServicePortKey("shop", "web", 1)),
+        ("web.shop:65535", ServicePortKey("shop", "web", 65535)),
+        ("WEB.Shop.SVC.Cluster.Local", ServicePortKey("shop", "web", 80)),
+        ("a-b.1ns.svc", ServicePortKey("1ns", "a-b", 80)),
     ],
 )
 def test_the_forms_kubernetes_dns_answers_name_a_service_port(
-    authority: str, expected: ServiceAuthority
+    authority: str, expected: ServicePortKey
 ) -> None:
     assert parse_authority(authority) == expected
 
@@ -74,7 +74,7 @@ def test_the_cluster_domain_is_configurable() -> None:
     domain = validate_cluster_domain(".Corp.Example.")
     assert domain == "corp.example"
     assert parse_authority("web.shop.svc.corp.example:81", cluster_domain=domain) == (
-        ServiceAuthority("shop", "web", 81)
+        ServicePortKey("shop", "web", 81)
     )
     refused = parse_authority("web.shop.svc.cluster.local", cluster_domain=domain)
     assert isinstance(refused, NotAService)
@@ -99,15 +99,15 @@ def test_the_client_namespace_must_be_a_namespace_name() -> None:
         (
             "/x?a=1",
             "web.shop.svc:8080",
-            MeshTarget(ServiceAuthority("shop", "web", 8080), "/x?a=1"),
+            MeshTarget(ServicePortKey("shop", "web", 8080), "/x?a=1"),
         ),
         (
             "http://web.shop.svc:8080/x?a=1",
             "ignored.other",
-            MeshTarget(ServiceAuthority("shop", "web", 8080), "/x?a=1"),
+            MeshTarget(ServicePortKey("shop", "web", 8080), "/x?a=1"),
         ),
-        ("http://web.shop", None, MeshTarget(ServiceAuthority("shop", "web", 80), "/")),
-        ("HTTP://web.shop?q", None, MeshTarget(ServiceAuthority("shop", "web", 80), "/?q")),
+        ("http://web.shop", None, MeshTarget(ServicePortKey("shop", "web", 80), "/")),
+        ("HTTP://web.shop?q", None, MeshTarget(ServicePortKey("shop", "web", 80), "/?q")),
     ],
 )
 def test_the_authority_comes_from_an_absolute_target_else_from_host(
@@ -157,7 +157,7 @@ def test_every_dns_form_of_a_service_port_parses_back_to_it(
     host = f"{name}.{namespace}{suffix}" + ("" if port is None else f":{port}")
     if upper:
         host = host.upper()
-    expected = ServiceAuthority(namespace=namespace, name=name, port=port or 80)
+    expected = ServicePortKey(namespace=namespace, name=name, port=port or 80)
     if absolute:
         got = mesh_target(f"http://{host}/p", host="other.ns")
     else:
@@ -168,7 +168,7 @@ def test_every_dns_form_of_a_service_port_parses_back_to_it(
 @given(st.text(max_size=80))
 def test_any_text_is_a_service_port_or_a_reason_never_an_error(text: str) -> None:
     answer = parse_authority(text)
-    if isinstance(answer, ServiceAuthority):
+    if isinstance(answer, ServicePortKey):
         assert 0 < answer.port <= 65535
         assert answer.name and answer.namespace
     else:
@@ -176,7 +176,7 @@ def test_any_text_is_a_service_port_or_a_reason_never_an_error(text: str) -> Non
 
 
 def test_a_connect_target_needs_a_port() -> None:
-    assert connect_target("db.shop.svc:5432") == ServiceAuthority("shop", "db", 5432)
+    assert connect_target("db.shop.svc:5432") == ServicePortKey("shop", "db", 5432)
     refused = connect_target("db.shop.svc")
     assert isinstance(refused, NotAService)
     assert "needs a port" in refused.reason

@@ -16,14 +16,13 @@ from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_until
 from interlock.mesh.upstreams import MeshUpstreams
-from interlock.model.authority import ServiceAuthority
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.policy_watch import WatchTarget
-from interlock.model.service import parse_service
+from interlock.model.service import ServicePortKey, parse_service
 
-WEB = ServiceAuthority(name="web", namespace="default", port=80)
-WEB_WATCH = WatchTarget(namespace="default", service="web", port=80, client_namespace="default")
+WEB = ServicePortKey(name="web", namespace="default", port=80)
+WEB_WATCH = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
 WEB_KEY = ObjectKey(namespace="default", name="web")
 IDLE = 600.0
 
@@ -45,7 +44,7 @@ class Mesh:
         )
         self.system.publish(service_topic("default", name), SERVICE_KEY, service)
 
-    async def policy(self, target: ServiceAuthority = WEB) -> OutboundPolicy:
+    async def policy(self, target: ServicePortKey = WEB) -> OutboundPolicy:
         found = await self.upstreams.policy(target, within=30.0)
         assert not isinstance(found, UpstreamError), found
         return found
@@ -113,7 +112,7 @@ async def test_a_deleted_service_is_released(mesh: Mesh) -> None:
     mesh.service()
     mesh.service("other")
     await mesh.policy()
-    other = ServiceAuthority(name="other", namespace="default", port=80)
+    other = ServicePortKey(name="other", namespace="default", port=80)
     await mesh.policy(other)
     await wait_until(lambda: WEB_KEY in mesh.upstreams.tables.known)
     mesh.system.unpublish(service_topic("default", "web"), SERVICE_KEY)

@@ -18,11 +18,12 @@ from interlock.model.edge_plan import (
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 HEADERS = Modules.model_validate({"headers": {"request": {"add": {"X-Team": "blue"}}}})
 OTHER = Modules.model_validate({"compression": {"enabled": True}})
 WEB = EdgeBackend(namespace="default", service="web", port=80)
-TARGET = BackendTarget(namespace="default", service="web", port=80)
+TARGET = BackendTarget(ServicePortKey("default", "web", 80))
 CERT = (SecretValue(b"cert"), SecretValue(b"key"))
 NEW_CERT = (SecretValue(b"cert2"), SecretValue(b"key2"))
 BROKEN = ModuleError(permanent=True, reason="InvalidModuleSet", message="bad CIDR")
@@ -72,7 +73,7 @@ CASES: list[tuple[str, DesiredRoute | None, ServedRoute | None, dict[Any, StepFa
         route(backend=EdgeBackend(namespace="default", service="gone", port=0, exists=False)),
         served(backend=None),
         {},
-        ("backend", BackendTarget(namespace="default", service="gone", port=1, exists=False)),
+        ("backend", BackendTarget(ServicePortKey("default", "gone", 1), exists=False)),
     ),
     ("an undesired route is removed", None, served(), {}, ("remove", None)),
     ("neither desired nor served: nothing", None, None, {}, None),

@@ -68,14 +68,14 @@ from interlock.model.moduleset import (
 from interlock.model.outbound import build_outbound_policy, resolve_route
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.route_status import route_status
-from interlock.model.service import Service, parse_service
+from interlock.model.service import Service, ServicePortKey, parse_service
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 LOCAL = Address("127.0.0.1", 0)
 CONTROLLER_NAME = "interlock.dev/policy-controller"
 
 WATCHED: tuple[WatchTarget, ...] = tuple(
-    WatchTarget(namespace=ns, service=svc, port=port, client_namespace=client)
+    WatchTarget(ServicePortKey(ns, svc, port), client_namespace=client)
     for ns, svc, port, client in (
         ("default", "svc-a", 80, "default"),
         ("default", "svc-a", 8080, "default"),
@@ -440,10 +440,10 @@ def expected_policies(
     resolved = [resolve_route(route, state.services, state.grants) for route in state.routes]
     return {
         str(t): build_outbound_policy(
-            state.services.get(ObjectKey(namespace=t.namespace, name=t.service)),
-            t.namespace,
-            t.service,
-            t.port,
+            state.services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
+            t.key.namespace,
+            t.key.name,
+            t.key.port,
             t.client_namespace,
             resolved,
         ).to_json()
@@ -477,10 +477,7 @@ def expected_served(state: ClusterState) -> dict[str, dict[str, Any]]:
                 "applied": True,
                 "modules": compile_modules(route.modules, route.secrets).summary(),
                 "backend": BackendTarget(
-                    namespace=backend.namespace,
-                    service=backend.service,
-                    port=port,
-                    exists=backend.exists,
+                    ServicePortKey(backend.namespace, backend.service, port), exists=backend.exists
                 ).to_json(),
             }
         if routes:
@@ -761,7 +758,7 @@ class RunProcess:
     async def policies(self) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for t in WATCHED:
-            path = f"/v1/outbound/{t.namespace}/{t.service}/{t.port}"
+            path = f"/v1/outbound/{t.key.namespace}/{t.key.name}/{t.key.port}"
             result[str(t)] = await self.get(
                 "policy", f"{path}?clientNamespace={t.client_namespace}"
             )

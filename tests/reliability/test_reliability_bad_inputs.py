@@ -34,10 +34,11 @@ from interlock.controller.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.store import WriteOptions
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-GOOD_TARGET = WatchTarget(namespace="default", service="good", port=80, client_namespace="default")
+GOOD_TARGET = WatchTarget(ServicePortKey("default", "good", 80), client_namespace="default")
 
 GOOD_OBJECTS: list[dict[str, Any]] = [
     {

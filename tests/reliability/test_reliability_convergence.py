@@ -69,6 +69,7 @@ from reliability_objects import UNIVERSE, build
 
 from interlock.edge.faults import ServedConfig
 from interlock.edge.provider import BackendTarget
+from interlock.model.service import ServicePortKey
 
 EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
 EXPLORE = "INTERLOCK_RELIABILITY_EXAMPLES" in os.environ
@@ -251,7 +252,9 @@ async def served_over_http(replica: Replica) -> dict[str, Any]:
     result: dict[str, Any] = {}
     async with aiohttp.ClientSession() as http:
         for target in WATCHED:
-            url = f"{site.url}/v1/outbound/{target.namespace}/{target.service}/{target.port}"
+            url = (
+                f"{site.url}/v1/outbound/{target.key.namespace}/{target.key.name}/{target.key.port}"
+            )
             params = {"clientNamespace": target.client_namespace}
             async with http.get(url, params=params) as response:
                 assert response.status == 200, await response.text()
@@ -461,7 +464,7 @@ def test_the_fail_closed_monitor_flags_a_backend_served_without_its_modules() ->
         claims={("h0.example", "Prefix:/"): {("ms-0",)}},
         set_types={"ms-0": {frozenset({"basicAuth"}), None}},
     )
-    backend = BackendTarget(namespace="default", service="svc-a", port=80)
+    backend = BackendTarget(ServicePortKey("default", "svc-a", 80))
 
     def served(applied: bool, order: list[str]) -> ServedConfig:
         modules = {"order": order} if applied else {}

@@ -39,6 +39,7 @@ from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])
@@ -86,7 +87,7 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
 ) -> None:
     """Found by the harness: the router is fed by ``tell``, so a crash lost the event it was
     handling and the Service's policy stayed stale. Fixed in 6f28001 (journal and replay)."""
-    target = WatchTarget(namespace="default", service="late", port=80, client_namespace="default")
+    target = WatchTarget(ServicePortKey("default", "late", 80), client_namespace="default")
 
     async def scenario() -> None:
         crashes = CrashPlan()

@@ -31,6 +31,7 @@ from interlock.actors.messages import ObjectChanged
 from interlock.actors.router import InformerRouter
 from interlock.controller.app import Controller
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 SERVICE = {
     "apiVersion": "v1",
@@ -38,7 +39,7 @@ SERVICE = {
     "metadata": {"name": "late", "namespace": "default"},
     "spec": {"ports": [{"name": "http", "port": 80}]},
 }
-TARGET = WatchTarget(namespace="default", service="late", port=80, client_namespace="default")
+TARGET = WatchTarget(ServicePortKey("default", "late", 80), client_namespace="default")
 
 
 @contextlib.contextmanager

@@ -16,9 +16,10 @@ from reliability_objects import build
 
 from interlock.model.meta import going_away
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
 
 HOLD = "example.com/hold"
-TARGET = WatchTarget(namespace="default", service="svc-a", port=80, client_namespace="default")
+TARGET = WatchTarget(ServicePortKey("default", "svc-a", 80), client_namespace="default")
 
 
 def test_a_route_and_an_ingress_being_deleted_stop_applying_at_once(

@@ -43,9 +43,10 @@ from interlock.edge.provider import BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.moduleset import IpRestrictionModule, Modules
+from interlock.model.service import ServicePortKey
 
 HOST = "app.example.com"
-BACKEND = BackendTarget(namespace="default", service="web", port=80)
+BACKEND = BackendTarget(ServicePortKey("default", "web", 80))
 SECRET = b"TOP SECRET"
 DENY_ALL = Modules(ip_restriction=IpRestrictionModule(allow=[], deny=["0.0.0.0/0", "::/0"]))
 
@@ -310,7 +311,7 @@ async def counting_backends() -> AsyncIterator[tuple[CountingBackend, CountingBa
 async def serve_host(edge: Edge, *, host: str, service: str, address: tuple[str, int]) -> None:
     """One open route ``/`` on ``host`` to its own Service at ``address``."""
     edge.upstreams.set(namespace="default", service=service, port=80, addresses=[address])
-    backend = BackendTarget(namespace="default", service=service, port=80)
+    backend = BackendTarget(ServicePortKey("default", service, 80))
     await serve_route(edge.edge, host=host, backend=backend)
 
 

@@ -23,6 +23,7 @@ from cli.cli_process import Running, http_get, interlock_argv, wait_http
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 from .test_control_edge_admin import HTPASSWD, STRIPPED
 
@@ -161,7 +162,9 @@ async def test_the_edge_admin_api_refuses_a_rebound_host(tmp_path: Path) -> None
                 )
             )
             await controller.attach_backend(
-                host=host, route_id=route, backend=BackendTarget("default", "web", 80)
+                host=host,
+                route_id=route,
+                backend=BackendTarget(ServicePortKey("default", "web", 80)),
             )
         assert http_get(f"{data_plane}/", headers={"Host": host})[0] == 401
         admin = _address(admin_url)

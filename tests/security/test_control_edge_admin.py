@@ -22,6 +22,7 @@ from cli.cli_process import Running, http_get, interlock_argv
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget, PermanentEdgeError
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 TOKEN = "pl4nted-edge-admin-token-0123456789"
 HOST = "shop.example"
@@ -83,7 +84,9 @@ async def test_the_admin_api_refuses_calls_without_its_token(tmp_path: Path) -> 
                 )
             )
             await controller.attach_backend(
-                host=HOST, route_id=ROUTE, backend=BackendTarget("default", "web", 80)
+                host=HOST,
+                route_id=ROUTE,
+                backend=BackendTarget(ServicePortKey("default", "web", 80)),
             )
         assert http_get(f"{data_plane}/", headers={"Host": HOST})[0] == 401
         modules_url = f"{admin}/v1/hosts/{HOST}/routes/{ROUTE.replace('/', '%2F')}/modules"

@@ -18,6 +18,7 @@ from edge_routes import serve_route
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.service import ServicePortKey
 
 from .conftest import Answer, CountingBackend, Edge, running_edge, send_raw, serve_host, wait_until
 
@@ -61,7 +62,7 @@ async def _protect(edge: Edge, backend: CountingBackend, checker: PasswordChecke
         host=PROTECTED,
         modules=MODULES,
         secrets={("users", "htpasswd"): SecretValue(b"alice:" + HASH + b"\n")},
-        backend=BackendTarget(namespace="default", service="login", port=80),
+        backend=BackendTarget(ServicePortKey("default", "login", 80)),
     )
 
 

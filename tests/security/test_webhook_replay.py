@@ -12,6 +12,7 @@ from edge_routes import serve_route
 
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set, validate_modules
+from interlock.model.service import ServicePortKey
 
 from .conftest import CountingBackend, Edge, running_edge, send_raw
 
@@ -47,7 +48,7 @@ async def _serve(edge: Edge, backend: CountingBackend, *, replay_window: str | N
         host=HOST,
         modules=Modules.model_validate({"webhookVerification": config}),
         secrets={("hook", "secret"): SecretValue(KEY)},
-        backend=BackendTarget(namespace="default", service="hook", port=80),
+        backend=BackendTarget(ServicePortKey("default", "hook", 80)),
     )
 
 

@@ -30,6 +30,7 @@ from interlock.edge.modules.errors import ModuleConfigError
 from interlock.edge.modules.view import Rejection, RequestView, reject
 from interlock.edge.provider import BackendTarget
 from interlock.model.ingress_nginx import IngressNginxModule, NginxCanary
+from interlock.model.service import ServicePortKey
 
 NOT_MATCHED = reject(404, "not found\n")
 TOO_LARGE = reject(413, "request body too large\n")
@@ -259,7 +260,7 @@ class IngressNginx:
 
 def _canary_target(canary: NginxCanary) -> BackendTarget:
     return BackendTarget(
-        namespace=canary.namespace, service=canary.service, port=canary.port, exists=canary.exists
+        ServicePortKey(canary.namespace, canary.service, canary.port), exists=canary.exists
     )
 
 

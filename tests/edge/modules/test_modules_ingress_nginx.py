@@ -13,8 +13,9 @@ from interlock.edge.modules.ingress_nginx import IngressNginx, holding
 from interlock.edge.provider import BackendTarget
 from interlock.model.ingress_nginx import IngressNginxModule
 from interlock.model.moduleset import Modules
+from interlock.model.service import ServicePortKey
 
-MAIN = BackendTarget(namespace="shop", service="web", port=80)
+MAIN = BackendTarget(ServicePortKey("shop", "web", 80))
 
 
 def module(*, rng: Callable[[], float] = lambda: 0.5, **config: Any) -> IngressNginx:
@@ -86,12 +87,12 @@ def test_cors_any_origin_answers_every_preflight_and_a_list_only_its_origins() -
 def test_canary_by_header_then_by_weight() -> None:
     canary = {"namespace": "shop", "service": "web-canary", "port": 80, "header": "X-Canary"}
     nginx = module(canary={**canary, "weight": 10}, rng=lambda: 0.05)
-    assert nginx.backend({"X-Canary": "always"}, MAIN).service == "web-canary"
+    assert nginx.backend({"X-Canary": "always"}, MAIN).key.name == "web-canary"
     assert nginx.backend({"X-Canary": "never"}, MAIN) is MAIN
-    assert nginx.backend({}, MAIN).service == "web-canary"  # 0.05 * 100 < 10
+    assert nginx.backend({}, MAIN).key.name == "web-canary"  # 0.05 * 100 < 10
     assert module(canary={**canary, "weight": 10}, rng=lambda: 0.5).backend({}, MAIN) is MAIN
     valued = module(canary={**canary, "headerValue": "beta"})
-    assert valued.backend({"X-Canary": "beta"}, MAIN).service == "web-canary"
+    assert valued.backend({"X-Canary": "beta"}, MAIN).key.name == "web-canary"
     assert valued.backend({"X-Canary": "always"}, MAIN) is MAIN
 
 
