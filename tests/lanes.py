@@ -62,6 +62,7 @@ from interlock.kube.resources import (
     INGRESS,
     INGRESS_CLASS,
     LEASE,
+    LISTENER_SET,
     MODULE_SET,
     REFERENCE_GRANT,
     REFERENCE_GRANT_V1BETA1,
@@ -131,6 +132,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         CONFIG_MAP,
         GATEWAY,
         GATEWAY_CLASS,
+        LISTENER_SET,
     )
 }
 
@@ -144,6 +146,7 @@ SWEPT = (
     TLS_ROUTE,
     TCP_ROUTE,
     REFERENCE_GRANT,
+    LISTENER_SET,
     INGRESS,
     INGRESS_CLASS,
     MODULE_SET,

@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
@@ -56,10 +56,12 @@ from interlock.model.gateway import (
 )
 from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
 from interlock.model.gateway_listeners import (
+    AddressProblem,
     Gateway,
     assign_addresses,
     certificate_dependencies,
     gateway_status,
+    listener_certificate_dependencies,
     listener_problems,
     parse_gateway,
 )
@@ -83,8 +85,15 @@ from interlock.model.gateway_routes import (
     statuses_equal,
 )
 from interlock.model.grpc_route import parse_grpc_route
+from interlock.model.listener_sets import (
+    ListenerSet,
+    listener_set_outcomes,
+    listener_set_status,
+    parent_accepted,
+    parse_listener_set,
+)
 from interlock.model.meta import InvalidObject, ObjectKey, going_away
-from interlock.model.moduleset import ModuleSet
+from interlock.model.moduleset import ModuleSet, SecretValue
 from interlock.model.outbound import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
 
@@ -93,6 +102,9 @@ ROUTE_PARSERS: Mapping[str, Callable[[dict[str, Any]], GatewayRoute]] = {
     "GRPCRoute": parse_grpc_route,
 }
 """The route kinds HTTP and HTTPS listeners carry, each with its parser."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 MAX_DEFERRED = 256
 """Changes a recompute may wait behind before it runs anyway (a mailbox that never empties)."""
@@ -120,13 +132,14 @@ def _parent_refs(raw: dict[str, Any]) -> tuple[ParentReference, ...]:
 
 
 def names_a_gateway(raw: dict[str, Any]) -> bool:
-    """Whether a raw route's parentRefs name a Gateway (group and kind default to Gateway's)."""
+    """Whether a raw route's parentRefs name a Gateway or a ListenerSet (group and kind
+    default to Gateway's)."""
     spec = raw.get("spec")
     refs = spec.get("parentRefs") if isinstance(spec, dict) else None
     for ref in refs if isinstance(refs, list) else ():
         if (
             isinstance(ref, dict)
-            and ref.get("kind", "Gateway") == "Gateway"
+            and ref.get("kind", "Gateway") in ("Gateway", "ListenerSet")
             and ref.get("group", "gateway.networking.k8s.io") == "gateway.networking.k8s.io"
         ):
             return True
@@ -139,6 +152,7 @@ class GatewayTables:
 
     classes: dict[str, GatewayClass] = field(default_factory=dict)
     gateways: dict[ObjectKey, Gateway] = field(default_factory=dict)
+    listener_sets: dict[ObjectKey, ListenerSet] = field(default_factory=dict)
     routes: dict[RouteId, GatewayRoute | RejectedRoute] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     services: dict[ObjectKey, Service] = field(default_factory=dict)
@@ -180,6 +194,7 @@ class GatewayController(Actor):
         tables = tables or GatewayTables()
         self.classes = tables.classes
         self.gateways = tables.gateways
+        self.listener_sets = tables.listener_sets
         self.routes = tables.routes
         self.namespaces = tables.namespaces
         self.services = tables.services
@@ -232,10 +247,13 @@ class GatewayController(Actor):
         kind = change.kind
         key = ObjectKey(namespace=change.namespace, name=change.name)
         deleted = change.deleted or going_away(kind, change.obj)
+        raw = None if deleted else change.obj
         if kind == "GatewayClass":
-            self._store_class(change.name, None if deleted else change.obj)
+            self._store_parsed(self.classes, change.name, raw, parse_gateway_class)
         elif kind == "Gateway":
-            self._store_gateway(key, None if deleted else change.obj)
+            self._store_parsed(self.gateways, key, raw, parse_gateway)
+        elif kind == "ListenerSet":
+            self._store_parsed(self.listener_sets, key, raw, parse_listener_set)
         elif kind == "Namespace":
             labels = None
             if not deleted:
@@ -275,25 +293,22 @@ class GatewayController(Actor):
             return
         self.dirty = True
 
-    def _store_class(self, name: str, raw: dict[str, Any] | None) -> None:
+    @staticmethod
+    def _store_parsed(
+        table: dict[_K, _V],
+        key: _K,
+        raw: dict[str, Any] | None,
+        parse: Callable[[dict[str, Any]], _V],
+    ) -> None:
+        """Keep the object parsed, or forget it (deleted, or invalid: logged)."""
         if raw is None:
-            self.classes.pop(name, None)
+            table.pop(key, None)
             return
         try:
-            self.classes[name] = parse_gateway_class(raw)
+            table[key] = parse(raw)
         except InvalidObject as error:
             logger.warning("{}; ignored until it is fixed", error)
-            self.classes.pop(name, None)
-
-    def _store_gateway(self, key: ObjectKey, raw: dict[str, Any] | None) -> None:
-        if raw is None:
-            self.gateways.pop(key, None)
-            return
-        try:
-            self.gateways[key] = parse_gateway(raw)
-        except InvalidObject as error:
-            logger.warning("{}; ignored until it is fixed", error)
-            self.gateways.pop(key, None)
+            table.pop(key, None)
 
     @staticmethod
     def _parse_route(kind: str, raw: dict[str, Any]) -> GatewayRoute | RejectedRoute:
@@ -381,6 +396,14 @@ class GatewayController(Actor):
                 wanted.add(secret_topic(key.namespace, key.name))
                 if key.namespace != gateway.metadata.namespace:
                     wanted.add(grants_topic(key.namespace))
+        for listener_set in self.listener_sets.values():
+            if listener_set.parent() not in ours:
+                continue
+            namespace = listener_set.metadata.namespace
+            for key in listener_certificate_dependencies(namespace, listener_set.spec.listeners):
+                wanted.add(secret_topic(key.namespace, key.name))
+                if key.namespace != namespace:
+                    wanted.add(grants_topic(key.namespace))
         for topic in self.inputs - wanted:
             self.unsubscribe(topic)
             self._forget(topic)
@@ -464,11 +487,7 @@ class GatewayController(Actor):
             (key, found) for key, found in addresses.items() if isinstance(found, str)
         )
         views = {
-            key: GatewayView(
-                gateway=gateway,
-                checks=listener_problems(gateway, secrets=certificates, grants=grants),
-                address=addresses[key],
-            )
+            key: self._view(gateway, addresses[key], certificates, grants)
             for key, gateway in ours.items()
         }
         outcome = attach_routes(
@@ -503,13 +522,56 @@ class GatewayController(Actor):
                     attached=outcome.attached.get(key, {}),
                     now=now,
                     port_failures=self.port_failures.get(str(key)),
+                    attached_listener_sets=sum(
+                        1 for found in view.listener_sets.values() if found.accepted
+                    ),
                 ),
                 stored=view.gateway.status,
                 uid=view.gateway.metadata.uid,
             )
+            for set_key, found in view.listener_sets.items():
+                listener_set = self.listener_sets[set_key]
+                statuses[_status_key("ListenerSet", set_key)] = DesiredGatewayStatus(
+                    kind="ListenerSet",
+                    key=set_key,
+                    status=listener_set_status(
+                        listener_set,
+                        found,
+                        address=view.address,
+                        attached=outcome.listener_set_attached.get(set_key, {}),
+                        now=now,
+                        port_failures=self.port_failures.get(str(key)),
+                    ),
+                    stored=listener_set.status,
+                    uid=listener_set.metadata.uid,
+                )
         self._publish_statuses(statuses)
         self._publish_parents(dict(outcome.parents))
         self._publish_serving(dict(outcome.serving))
+
+    def _view(
+        self,
+        gateway: Gateway,
+        address: str | AddressProblem,
+        certificates: Mapping[ObjectKey, Mapping[str, SecretValue]],
+        grants: Sequence[ReferenceGrant],
+    ) -> GatewayView:
+        """A Gateway with its listeners checked and the ListenerSets naming it."""
+        checks = listener_problems(gateway, secrets=certificates, grants=grants)
+        return GatewayView(
+            gateway=gateway,
+            checks=checks,
+            address=address,
+            listener_sets=listener_set_outcomes(
+                gateway,
+                checks,
+                (ls for ls in self.listener_sets.values() if ls.parent() == gateway.key),
+                accepted=parent_accepted(checks, address, self.port_failures.get(str(gateway.key))),
+                namespace_labels=self.namespaces,
+                secrets=certificates,
+                grants=grants,
+            ),
+        )
 
     def _publish_statuses(self, statuses: dict[str, DesiredGatewayStatus]) -> None:
         for key in sorted(set(self.sent_status) - set(statuses)):

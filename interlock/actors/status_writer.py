@@ -79,6 +79,7 @@ StatusKind = Literal[
     "ModuleSet",
     "Gateway",
     "GatewayClass",
+    "ListenerSet",
 ]
 ROUTE_STATUS_KINDS: tuple[StatusKind, ...] = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")
 StatusKey = tuple[StatusKind, str, str]
@@ -457,7 +458,7 @@ class StatusWriter(Actor):
 def _same_status(key: StatusKey, a: dict[str, Any], b: dict[str, Any]) -> bool:
     if key[0] in ROUTE_STATUS_KINDS:
         return status_equal_ignoring_timestamps(a.get("parents", []), b.get("parents", []))
-    if key[0] in ("Gateway", "GatewayClass"):
+    if key[0] in ("Gateway", "GatewayClass", "ListenerSet"):
         return bool(without_timestamps(a) == without_timestamps(b))
     return a == b
 
@@ -476,7 +477,9 @@ def _desired(
         stored = None if value.stored is None else {"loadBalancer": value.stored}
         return key, {"loadBalancer": value.load_balancer}, stored, value.uid
     if isinstance(value, DesiredGatewayStatus):
-        gateway_kind: StatusKind = "GatewayClass" if value.kind == "GatewayClass" else "Gateway"
+        gateway_kind: StatusKind = next(
+            (k for k in ("GatewayClass", "ListenerSet") if k == value.kind), "Gateway"
+        )
         key = (gateway_kind, value.key.namespace, value.key.name)
         return key, value.status, value.stored, value.uid
     if isinstance(value, DesiredModuleSetStatus):

@@ -3,9 +3,9 @@
 Added to a controller that runs an in-process edge (``--edge-addr``) and given addresses
 (``--gateway-addresses``). It brings:
 
-* the informers for GatewayClass and Gateway (only if the cluster serves them), and the informer
-  router's handlers: GatewayClass and Gateway events, and — tapped beside their usual handling —
-  HTTPRoutes naming a Gateway and Namespaces (their labels), all told to the one
+* the informers for GatewayClass, Gateway and ListenerSet (only if the cluster serves them),
+  and the informer router's handlers: their events, and — tapped beside their usual handling —
+  HTTPRoutes naming a Gateway or ListenerSet and Namespaces (their labels), all told to the one
   :class:`~interlock.actors.gateways.GatewayController`;
 * the :class:`~interlock.actors.gateways.GatewayDataPlane` actor and the sockets it drives
   (:class:`~interlock.edge.gateway_ports.GatewayPorts`, sharing the edge's upstreams: the
@@ -36,7 +36,7 @@ from interlock.controller.upstreams import ControllerUpstreams
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.gateway_ports import Applied, GatewayPorts
 from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.resources import GATEWAY, GATEWAY_CLASS, Resource
+from interlock.kube.resources import GATEWAY, GATEWAY_CLASS, LISTENER_SET, Resource
 from interlock.mailbox import ActorSystem
 from interlock.model.gateway_routes import GatewayServing
 from interlock.model.meta import ObjectKey
@@ -102,19 +102,30 @@ class GatewayHalf:
                     resource.kind,
                     resource.api_version,
                 )
+        # Gateway API before v1.5 has no ListenerSet (v1): Gateways work without it.
+        if served and await is_served(api, LISTENER_SET, retry=DiscoveryRetry()):
+            served.append(LISTENER_SET)
+        elif served:
+            logger.info(
+                "{} ({}): not served by this cluster (Gateway API v1.5 or later has it); "
+                "Gateways take no ListenerSets",
+                LISTENER_SET.kind,
+                LISTENER_SET.api_version,
+            )
         return served
 
     def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The router's ``extra`` handlers: GatewayClass and Gateway."""
+        """The router's ``extra`` handlers: GatewayClass, Gateway and ListenerSet."""
         system = self._system
 
         def tell(change: ObjectChanged) -> None:
             system.tell(GATEWAY_CONTROLLER, change)
 
-        return {"GatewayClass": tell, "Gateway": tell}
+        return {"GatewayClass": tell, "Gateway": tell, "ListenerSet": tell}
 
     def router_taps(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The router's taps: HTTPRoutes that name (or named) a Gateway, and Namespaces."""
+        """The router's taps: HTTPRoutes that name (or named) a Gateway or a ListenerSet, and
+        Namespaces."""
         system = self._system
         told = self._told_routes
 

@@ -26,6 +26,7 @@ from interlock.kube.resources import (
     GATEWAY_CLASS,
     GRPC_ROUTE,
     INGRESS,
+    LISTENER_SET,
     MODULE_SET,
     TCP_ROUTE,
     TLS_ROUTE,
@@ -52,6 +53,7 @@ class KubeStatusSink:
             "ModuleSet": MODULE_SET,
             "Gateway": GATEWAY,
             "GatewayClass": GATEWAY_CLASS,
+            "ListenerSet": LISTENER_SET,
         }
 
     async def write_status(

@@ -119,6 +119,19 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
             _PERMISSIVE_SCHEMA,
         ),
         _crd(
+            "ListenerSet",
+            ["v1"],
+            [
+                {
+                    "name": "Accepted",
+                    "type": "string",
+                    "jsonPath": '.status.conditions[?(@.type=="Accepted")].status',
+                },
+                _AGE,
+            ],
+            _PERMISSIVE_SCHEMA,
+        ),
+        _crd(
             "ReferenceGrant",
             ["v1", "v1beta1"],
             [_AGE],

@@ -91,6 +91,8 @@ REFERENCE_GRANT_VERSIONS: tuple[Resource, ...] = (REFERENCE_GRANT, REFERENCE_GRA
 """ReferenceGrant versions in order of preference (v1 is newer than many installed CRDs)."""
 GATEWAY = Resource(GATEWAY_GROUP, "v1", "gateways", "Gateway", namespaced=True)
 GATEWAY_CLASS = Resource(GATEWAY_GROUP, "v1", "gatewayclasses", "GatewayClass", namespaced=False)
+LISTENER_SET = Resource(GATEWAY_GROUP, "v1", "listenersets", "ListenerSet", namespaced=True)
+"""ListenerSet: v1 in the standard channel since Gateway API v1.5."""
 GRPC_ROUTE = Resource(GATEWAY_GROUP, "v1", "grpcroutes", "GRPCRoute", namespaced=True)
 """GRPCRoute: served at v1 only (Gateway API v1.1 and later)."""
 TLS_ROUTE = Resource(GATEWAY_GROUP, "v1", "tlsroutes", "TLSRoute", namespaced=True)

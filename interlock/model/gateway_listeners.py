@@ -126,11 +126,25 @@ class GatewayInfrastructure(KubeModel):
     parameters_ref: LocalParametersReference | None = Field(None, alias="parametersRef")
 
 
+class ListenerNamespaces(KubeModel):
+    """``allowedListeners.namespaces``: where attached ListenerSets may live (``None``: none)."""
+
+    from_: str = Field("None", alias="from")
+    selector: LabelSelector | None = None
+
+
+class AllowedListeners(KubeModel):
+    namespaces: ListenerNamespaces = Field(default_factory=ListenerNamespaces)
+
+
 class GatewaySpec(KubeModel):
     gateway_class_name: str = Field(alias="gatewayClassName")
     listeners: tuple[Listener, ...] = ()
     addresses: tuple[GatewaySpecAddress, ...] = ()
     infrastructure: GatewayInfrastructure | None = None
+    allowed_listeners: AllowedListeners = Field(
+        default_factory=AllowedListeners, alias="allowedListeners"
+    )
 
 
 class Gateway(KubeObject):
@@ -304,6 +318,8 @@ class ListenerCheck:
     supported_kinds: tuple[tuple[str, str], ...]
     problems: tuple[ListenerProblem, ...]
     certificates: tuple[CertificatePair, ...] = ()
+    owner: ObjectKey | None = None
+    """The ListenerSet declaring the listener; None: the Gateway itself."""
 
     @property
     def accepted(self) -> bool:
@@ -353,6 +369,7 @@ def _certificates(
     *,
     secrets: Mapping[ObjectKey, Mapping[str, SecretValue]],
     grants: Iterable[ReferenceGrant],
+    from_kind: str,
 ) -> tuple[tuple[CertificatePair, ...], list[ListenerProblem]]:
     tls = listener.tls
     if tls is None or tls.mode != "Terminate" or not tls.certificate_refs:
@@ -383,7 +400,7 @@ def _certificates(
         if key.namespace != namespace and not any(
             grant.permits(
                 from_group=GATEWAY_GROUP,
-                from_kind="Gateway",
+                from_kind=from_kind,
                 from_namespace=namespace,
                 to_group="",
                 to_kind="Secret",
@@ -397,7 +414,7 @@ def _certificates(
                     "ResolvedRefs",
                     "RefNotPermitted",
                     f"{field}: Secret {key}: no ReferenceGrant in namespace {key.namespace} "
-                    f"permits references from Gateways in namespace {namespace}",
+                    f"permits references from {from_kind}s in namespace {namespace}",
                 )
             )
             continue
@@ -433,15 +450,21 @@ def listener_problems(
     *,
     secrets: Mapping[ObjectKey, Mapping[str, SecretValue]],
     grants: Iterable[ReferenceGrant],
+    from_kind: str = "Gateway",
+    owner: ObjectKey | None = None,
 ) -> tuple[ListenerCheck, ...]:
-    """Each listener of ``gateway`` checked on its own (and against the others on its port)."""
+    """Each listener of ``gateway`` checked on its own (and against the others on its port).
+
+    A ListenerSet's listeners are checked as those of a Gateway holding them in the
+    ListenerSet's namespace (``model/listener_sets.py``): ``from_kind`` ``ListenerSet`` (what
+    a ReferenceGrant for their certificates must permit), ``owner`` its key."""
     protocols_by_port: dict[int, set[str]] = {}
     for listener in gateway.spec.listeners:
         protocols_by_port.setdefault(listener.port, set()).add(listener.protocol)
     grant_list = tuple(grants)
     checks: list[ListenerCheck] = []
     for index, listener in enumerate(gateway.spec.listeners):
-        where = f"Gateway {gateway.key}: spec.listeners[{index}] ({listener.name})"
+        where = f"{from_kind} {gateway.key}: spec.listeners[{index}] ({listener.name})"
         problems: list[ListenerProblem] = []
         if listener.protocol not in PROTOCOL_ROUTE_KINDS:
             problems.append(
@@ -452,7 +475,7 @@ def listener_problems(
                     f"use {' or '.join(PROTOCOL_ROUTE_KINDS)}",
                 )
             )
-            checks.append(ListenerCheck(listener, (), tuple(problems)))
+            checks.append(ListenerCheck(listener, (), tuple(problems), owner=owner))
             continue
         if len(protocols_by_port[listener.port]) > 1:
             others = sorted(protocols_by_port[listener.port] - {listener.protocol})
@@ -469,24 +492,30 @@ def listener_problems(
         certificates: tuple[CertificatePair, ...] = ()
         if listener.protocol == "HTTPS":
             certificates, cert_problems = _certificates(
-                gateway, listener, where, secrets=secrets, grants=grant_list
+                gateway, listener, where, secrets=secrets, grants=grant_list, from_kind=from_kind
             )
             problems.extend(cert_problems)
-        checks.append(ListenerCheck(listener, kinds, tuple(problems), certificates))
+        checks.append(ListenerCheck(listener, kinds, tuple(problems), certificates, owner))
     return tuple(checks)
 
 
 def certificate_dependencies(gateway: Gateway) -> tuple[ObjectKey, ...]:
     """The Secrets the Gateway's HTTPS listeners name (to follow them)."""
+    return listener_certificate_dependencies(gateway.metadata.namespace, gateway.spec.listeners)
+
+
+def listener_certificate_dependencies(
+    namespace: str, listeners: Iterable[Listener]
+) -> tuple[ObjectKey, ...]:
+    """The Secrets ``listeners`` declared in ``namespace`` (a Gateway's or a ListenerSet's)
+    name."""
     found: list[ObjectKey] = []
-    for listener in gateway.spec.listeners:
+    for listener in listeners:
         if listener.tls is None:
             continue
         for ref in listener.tls.certificate_refs:
             if normalize_group(ref.group) == "" and ref.kind == "Secret":
-                key = ObjectKey(
-                    namespace=ref.namespace or gateway.metadata.namespace, name=ref.name
-                )
+                key = ObjectKey(namespace=ref.namespace or namespace, name=ref.name)
                 if key not in found:
                     found.append(key)
     return tuple(found)
@@ -495,7 +524,7 @@ def certificate_dependencies(gateway: Gateway) -> tuple[ObjectKey, ...]:
 # --- status --------------------------------------------------------------------------------
 
 
-def _listener_status(
+def listener_status(
     check: ListenerCheck,
     *,
     attached: int,
@@ -519,11 +548,13 @@ def _listener_status(
     accepted = by_condition.get("Accepted")
     conflicted = by_condition.get("Conflicted")
     resolved = by_condition.get("ResolvedRefs")
+    # A conflicted listener is refused for its conflict, whatever else is wrong with it: the
+    # conflict is what its owner must resolve first (another listener has its port).
     conditions = [
-        make("Accepted", False, accepted.reason, accepted.message)
-        if accepted is not None
-        else make("Accepted", False, "PortUnavailable", conflicted.message)
+        make("Accepted", False, conflicted.reason, conflicted.message)
         if conflicted is not None
+        else make("Accepted", False, accepted.reason, accepted.message)
+        if accepted is not None
         else make("Accepted", True, "Accepted", "the listener is valid"),
         make("Conflicted", True, conflicted.reason, conflicted.message)
         if conflicted is not None
@@ -535,12 +566,16 @@ def _listener_status(
     if check.usable and address_ok and port_failure is None:
         conditions.append(make("Programmed", True, "Programmed", "the data plane serves it"))
     else:
-        why = next(iter(by_condition.values()), None)
+        why = conflicted or next(iter(by_condition.values()), None)
         conditions.append(
             make(
                 "Programmed",
                 False,
-                "Invalid" if not check.usable or port_failure is not None else "Pending",
+                conflicted.reason
+                if conflicted is not None
+                else "Invalid"
+                if not check.usable or port_failure is not None
+                else "Pending",
                 why.message if why is not None else "the Gateway has no address yet",
             )
         )
@@ -552,6 +587,17 @@ def _listener_status(
     }
 
 
+def stored_listener_conditions(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored ``status.listeners``' conditions by listener name, then by type."""
+    found: dict[str, Any] = {}
+    raw_listeners = status.get("listeners")
+    if isinstance(raw_listeners, list):
+        for entry in raw_listeners:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                found[entry["name"]] = stored_conditions(entry.get("conditions"))
+    return found
+
+
 def gateway_status(
     gateway: Gateway,
     checks: Sequence[ListenerCheck],
@@ -560,8 +606,12 @@ def gateway_status(
     attached: Mapping[str, int],
     now: datetime,
     port_failures: Mapping[int, str] | None = None,
+    attached_listener_sets: int = 0,
 ) -> dict[str, Any]:
     """The ``status`` interlock writes on one of its Gateways.
+
+    ``checks``: those of its own listeners (ListenerSets' listeners are reported on the
+    ListenerSets); ``attached_listener_sets``: the accepted ListenerSets attached to it.
 
     ``attached``: accepted routes per listener name; ``port_failures``: ports the data plane
     could not open, with why (their listeners are not Accepted: ``PortUnavailable``). The
@@ -570,15 +620,10 @@ def gateway_status(
     """
     generation = gateway.metadata.generation
     stored = stored_conditions(gateway.status.get("conditions"))
-    stored_listeners: dict[str, Any] = {}
-    raw_listeners = gateway.status.get("listeners")
-    if isinstance(raw_listeners, list):
-        for entry in raw_listeners:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                stored_listeners[entry["name"]] = stored_conditions(entry.get("conditions"))
+    stored_listeners = stored_listener_conditions(gateway.status)
     address_ok = isinstance(address, str)
     listeners = [
-        _listener_status(
+        listener_status(
             check,
             attached=attached.get(check.listener.name, 0),
             address_ok=address_ok,
@@ -619,7 +664,11 @@ def gateway_status(
         programmed = make("Programmed", False, "Invalid", "no listener can be served")
     else:
         programmed = make("Programmed", True, "Programmed", f"served at {address}")
-    status: dict[str, Any] = {"conditions": [accepted, programmed], "listeners": listeners}
+    status: dict[str, Any] = {
+        "conditions": [accepted, programmed],
+        "listeners": listeners,
+        "attachedListenerSets": attached_listener_sets,
+    }
     status["addresses"] = (
         [{"type": "IPAddress", "value": address}] if isinstance(address, str) else []
     )
@@ -635,14 +684,29 @@ def route_kinds_allowed(
 ) -> bool:
     """Whether ``allowedRoutes.namespaces`` lets a route of ``route_namespace`` attach."""
     rule = listener.allowed_routes.namespaces
-    if rule.from_ == "All":
+    return namespace_admitted(
+        rule.from_,
+        rule.selector,
+        namespace=route_namespace,
+        home=gateway_namespace,
+        labels=namespace_labels,
+    )
+
+
+def namespace_admitted(
+    from_: str,
+    selector: LabelSelector | None,
+    *,
+    namespace: str,
+    home: str,
+    labels: Mapping[str, str] | None,
+) -> bool:
+    """A ``namespaces.from`` rule (``All``, ``Same`` as ``home``, ``Selector`` on the
+    namespace's ``labels``, anything else: none) applied to ``namespace``."""
+    if from_ == "All":
         return True
-    if rule.from_ == "Same":
-        return route_namespace == gateway_namespace
-    if rule.from_ == "Selector":
-        return (
-            rule.selector is not None
-            and namespace_labels is not None
-            and rule.selector.matches(namespace_labels)
-        )
+    if from_ == "Same":
+        return namespace == home
+    if from_ == "Selector":
+        return selector is not None and labels is not None and selector.matches(labels)
     return False

@@ -53,6 +53,7 @@ from interlock.model.gateway_listeners import (
 from interlock.model.gateway_mirrors import MirrorProblem, RuleMirror
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.grpc_route import GRPCRoute
+from interlock.model.listener_sets import ListenerSetOutcome
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import (
     OutboundPolicy,
@@ -66,11 +67,21 @@ from interlock.model.service import Service
 
 @dataclass(frozen=True, slots=True)
 class GatewayView:
-    """One of our Gateways as the route side needs it: checked listeners and its address."""
+    """One of our Gateways as the route side needs it: checked listeners and its address;
+    ``listener_sets``: the ListenerSets naming it (attached or refused) and their listeners."""
 
     gateway: Gateway
     checks: tuple[ListenerCheck, ...]
     address: str | AddressProblem
+    listener_sets: Mapping[ObjectKey, ListenerSetOutcome] = field(default_factory=dict)
+
+    def attached_checks(self) -> tuple[ListenerCheck, ...]:
+        """Every listener it serves: its own, then its attached ListenerSets'."""
+        merged = list(self.checks)
+        for outcome in self.listener_sets.values():
+            if outcome.refused is None:
+                merged.extend(outcome.checks)
+        return tuple(merged)
 
 
 RouteId = tuple[str, ObjectKey]
@@ -166,13 +177,24 @@ class RoutesOutcome:
     parents: Mapping[RouteId, tuple[dict[str, Any], ...]]
     """Per route: its ``status.parents`` entries for our Gateways (possibly none)."""
     attached: Mapping[ObjectKey, Mapping[str, int]]
-    """Per Gateway: accepted routes per listener name."""
+    """Per Gateway: accepted routes per listener name (its own listeners)."""
+    listener_set_attached: Mapping[ObjectKey, Mapping[str, int]]
+    """Per ListenerSet attached to one of our Gateways: accepted routes per listener name."""
     serving: Mapping[ObjectKey, GatewayServing]
     """Per Gateway with an address: what the data plane serves."""
 
 
 def is_gateway_ref(ref: ParentReference) -> bool:
     return normalize_group(ref.group) == GATEWAY_GROUP and ref.kind == "Gateway"
+
+
+def is_listener_set_ref(ref: ParentReference) -> bool:
+    return normalize_group(ref.group) == GATEWAY_GROUP and ref.kind == "ListenerSet"
+
+
+ListenerSlot = tuple[ObjectKey, ObjectKey | None, str]
+"""A listener of a Gateway: the Gateway, the ListenerSet declaring it (None: the Gateway
+itself) and its name (unique within its declaring object only)."""
 
 
 def gateway_parents(route_namespace: str, refs: Iterable[ParentReference]) -> tuple[ObjectKey, ...]:
@@ -237,21 +259,31 @@ def attach_routes(
     grant_list = tuple(grants)
     parents: dict[RouteId, tuple[dict[str, Any], ...]] = {}
     attached: dict[ObjectKey, dict[str, int]] = {key: {} for key in gateways}
-    # (gateway, listener name) → [(route, effective hostnames)]
-    on_listener: dict[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]] = {}
+    set_attached: dict[ObjectKey, dict[str, int]] = {
+        key: {}
+        for view in gateways.values()
+        for key, o in view.listener_sets.items()
+        if o.refused is None
+    }
+    # listener → [(route, effective hostnames)]
+    on_listener: dict[ListenerSlot, list[tuple[OutboundRoute, tuple[str, ...]]]] = {}
     ordered = sorted(
         routes,
         key=lambda r: (
             (0.0, r.key.namespace, r.key.name) if isinstance(r, RejectedRoute) else _route_age(r)
         ),
     )
+    set_parents = {
+        key: gateway_key for gateway_key, view in gateways.items() for key in view.listener_sets
+    }
     for route in ordered:
         if isinstance(route, RejectedRoute):
-            parents[route_id(route)] = _rejected_entries(route, gateways, now=now)
+            parents[route_id(route)] = _rejected_entries(route, gateways, set_parents, now=now)
             continue
         entries, attachments = _route_entries(
             route,
             gateways,
+            set_parents,
             modules=modules_of.get(route_id(route), {}),
             mirror_problem=mirror_problem_of.get(route_id(route)),
             services=services,
@@ -260,27 +292,49 @@ def attach_routes(
             now=now,
         )
         parents[route_id(route)] = entries
-        for (gateway_key, listener_name), (outbound, hostnames) in attachments.items():
-            counts = attached[gateway_key]
+        for slot, (outbound, hostnames) in attachments.items():
+            gateway_key, owner, listener_name = slot
+            counts = attached[gateway_key] if owner is None else set_attached[owner]
             counts[listener_name] = counts.get(listener_name, 0) + 1
-            on_listener.setdefault((gateway_key, listener_name), []).append((outbound, hostnames))
+            on_listener.setdefault(slot, []).append((outbound, hostnames))
     serving = {
         key: served
         for key, view in gateways.items()
         if (served := _serving(view, on_listener, modules_of, mirrors_of, services)) is not None
     }
-    return RoutesOutcome(parents=parents, attached=attached, serving=serving)
+    return RoutesOutcome(
+        parents=parents, attached=attached, listener_set_attached=set_attached, serving=serving
+    )
+
+
+def _our_parent(
+    ref: ParentReference,
+    route_namespace: str,
+    gateways: Mapping[ObjectKey, GatewayView],
+    set_parents: Mapping[ObjectKey, ObjectKey],
+) -> tuple[GatewayView, ObjectKey | None] | None:
+    """The Gateway a parentRef reaches and the ListenerSet it names (None: the Gateway itself);
+    None when neither is ours (another controller's, or nobody's)."""
+    key = ObjectKey(namespace=ref.namespace or route_namespace, name=ref.name)
+    if is_gateway_ref(ref):
+        view = gateways.get(key)
+        return None if view is None else (view, None)
+    if is_listener_set_ref(ref):
+        gateway_key = set_parents.get(key)
+        return None if gateway_key is None else (gateways[gateway_key], key)
+    return None
 
 
 def _rejected_entries(
-    route: RejectedRoute, gateways: Mapping[ObjectKey, GatewayView], *, now: datetime
+    route: RejectedRoute,
+    gateways: Mapping[ObjectKey, GatewayView],
+    set_parents: Mapping[ObjectKey, ObjectKey],
+    *,
+    now: datetime,
 ) -> tuple[dict[str, Any], ...]:
     entries: list[dict[str, Any]] = []
     for ref in route.parent_refs:
-        if not is_gateway_ref(ref):
-            continue
-        key = ObjectKey(namespace=ref.namespace or route.key.namespace, name=ref.name)
-        if key not in gateways:
+        if _our_parent(ref, route.key.namespace, gateways, set_parents) is None:
             continue
         written = ref.as_written()
         stored = _stored_entry(route.stored_parents, written)
@@ -307,6 +361,7 @@ def _rejected_entries(
 def _route_entries(
     route: GatewayRoute,
     gateways: Mapping[ObjectKey, GatewayView],
+    set_parents: Mapping[ObjectKey, ObjectKey],
     *,
     modules: Mapping[int, RuleModules],
     mirror_problem: MirrorProblem | None = None,
@@ -316,7 +371,7 @@ def _route_entries(
     now: datetime,
 ) -> tuple[
     tuple[dict[str, Any], ...],
-    dict[tuple[ObjectKey, str], tuple[OutboundRoute, tuple[str, ...]]],
+    dict[ListenerSlot, tuple[OutboundRoute, tuple[str, ...]]],
 ]:
     namespace = route.metadata.namespace
     generation = route.metadata.generation
@@ -333,16 +388,14 @@ def _route_entries(
     unresolved = resolved.unresolved_backends
     module_error = next((m.error for _, m in sorted(modules.items()) if m.error is not None), None)
     entries: list[dict[str, Any]] = []
-    attachments: dict[tuple[ObjectKey, str], tuple[OutboundRoute, tuple[str, ...]]] = {}
+    attachments: dict[ListenerSlot, tuple[OutboundRoute, tuple[str, ...]]] = {}
     stored_parents = [dict(p) for p in route.status.parents]
     seen: list[dict[str, Any]] = []
     for ref in route.spec.parent_refs:
-        if not is_gateway_ref(ref):
-            continue
-        key = ObjectKey(namespace=ref.namespace or namespace, name=ref.name)
-        view = gateways.get(key)
-        if view is None:
+        found = _our_parent(ref, namespace, gateways, set_parents)
+        if found is None:
             continue  # not one of ours (or not there): another controller's, or nobody's
+        view, owner = found
         written = ref.as_written()
         if written in seen:
             continue
@@ -361,11 +414,11 @@ def _route_entries(
             )
 
         accepted, listeners = _accept(
-            route, ref, view, namespace_labels=namespace_labels.get(namespace)
+            route, ref, view, owner, namespace_labels=namespace_labels.get(namespace)
         )
         if listeners:
             for listener_name, hostnames in listeners:
-                attachments[(key, listener_name)] = (outbound, hostnames)
+                attachments[(view.gateway.key, owner, listener_name)] = (outbound, hostnames)
             accepted_condition = make("Accepted", True, "Accepted", accepted)
         else:
             reason, _, message = accepted.partition(": ")
@@ -402,17 +455,34 @@ def _accept(
     route: GatewayRoute,
     ref: ParentReference,
     view: GatewayView,
+    owner: ObjectKey | None,
     *,
     namespace_labels: Mapping[str, str] | None,
 ) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
     """The listeners ``route`` attaches to through ``ref`` (name, served hostnames) and a
-    sentence; with no listener the sentence is ``Reason: message``."""
+    sentence; with no listener the sentence is ``Reason: message``. ``owner``: the ListenerSet
+    ``ref`` names (its listeners only), None for the Gateway (its own listeners only)."""
     gateway = view.gateway
     kind = route_id(route)[0]
-    where = f"parentRef Gateway {gateway.key}"
+    if owner is None:
+        where = f"parentRef Gateway {gateway.key}"
+        checks = view.checks
+        # allowedRoutes "Same" means the namespace of the object declaring the listener.
+        home = gateway.metadata.namespace
+    else:
+        where = f"parentRef ListenerSet {owner}"
+        outcome = view.listener_sets[owner]
+        if outcome.refused is not None:
+            return (
+                f"NotAllowedByListeners: {where}: the ListenerSet is not attached to Gateway "
+                f"{gateway.key} ({outcome.refused[0]}; see the ListenerSet's status)",
+                [],
+            )
+        checks = outcome.checks
+        home = owner.namespace
     candidates = [
         check
-        for check in view.checks
+        for check in checks
         if (ref.section_name is None or check.listener.name == ref.section_name)
         and (ref.port is None or check.listener.port == ref.port)
     ]
@@ -431,7 +501,7 @@ def _accept(
         and route_kinds_allowed(
             check.listener,
             route_namespace=route.metadata.namespace,
-            gateway_namespace=gateway.metadata.namespace,
+            gateway_namespace=home,
             namespace_labels=namespace_labels,
         )
     ]
@@ -453,12 +523,13 @@ def _accept(
             [],
         )
     names = ", ".join(name for name, _ in listeners)
-    return f"attached to listener(s) {names} of Gateway {gateway.key}", listeners
+    of = f"Gateway {gateway.key}" if owner is None else f"ListenerSet {owner}"
+    return f"attached to listener(s) {names} of {of}", listeners
 
 
 def _serving(
     view: GatewayView,
-    on_listener: Mapping[tuple[ObjectKey, str], list[tuple[OutboundRoute, tuple[str, ...]]]],
+    on_listener: Mapping[ListenerSlot, list[tuple[OutboundRoute, tuple[str, ...]]]],
     modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
     mirrors_of: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]],
     services: Mapping[ObjectKey, Service],
@@ -468,12 +539,14 @@ def _serving(
     gateway = view.gateway
     ports: dict[int, list[ListenerServing]] = {}
     protocols: dict[int, str] = {}
-    for check in view.checks:
+    for check in view.attached_checks():
         if not check.usable:
             continue
         listener = check.listener
+        # Unique on the Gateway: a ListenerSet may reuse a name the Gateway (or another) uses.
+        name = listener.name if check.owner is None else f"{check.owner}/{listener.name}"
         by_host: dict[str | None, list[OutboundRoute]] = {}
-        for outbound, hostnames in on_listener.get((gateway.key, listener.name), []):
+        for outbound, hostnames in on_listener.get((gateway.key, check.owner, listener.name), []):
             for hostname in hostnames or (None,):
                 by_host.setdefault(hostname, []).append(outbound)
         virtual_hosts = tuple(
@@ -481,7 +554,7 @@ def _serving(
                 hostname=hostname,
                 policy=OutboundPolicy(
                     namespace=gateway.metadata.namespace,
-                    service=f"{gateway.metadata.name}/{listener.name}/{hostname or '*'}",
+                    service=f"{gateway.metadata.name}/{name}/{hostname or '*'}",
                     port=listener.port,
                     client_namespace=gateway.metadata.namespace,
                     routes=tuple(routes),
@@ -511,7 +584,7 @@ def _serving(
         )
         ports.setdefault(listener.port, []).append(
             ListenerServing(
-                name=listener.name,
+                name=name,
                 hostname=listener.hostname,
                 certificates=check.certificates,
                 virtual_hosts=virtual_hosts,

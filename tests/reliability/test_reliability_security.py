@@ -140,7 +140,8 @@ async def scenario(tmp: Path, plane: ControlPlane | None) -> Collected:
             kubeconfig = server.controller_kubeconfig
             config = replica_config(kubeconfig, "security")
             # A Gateway address of its own (a loopback address no other run picks), so the
-            # scenario also uses the gatewayclasses/status and gateways/status grants.
+            # scenario also uses the gatewayclasses/status, gateways/status and
+            # listenersets/status grants.
             pool = (f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.7",)
             controller = Controller(
                 type(config)(
@@ -253,6 +254,22 @@ async def run_requests(
             "spec": {
                 "gatewayClassName": "interlock-security",
                 "listeners": [{"name": "http", "port": 18080, "protocol": "HTTP"}],
+                "allowedListeners": {"namespaces": {"from": "Same"}},
+            },
+        },
+    )
+    # A ListenerSet on it, so the scenario uses the listenersets/status grant too.
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "ListenerSet",
+            "metadata": {"name": "web-listeners", "namespace": "default"},
+            "spec": {
+                "parentRef": {"name": "web-gateway"},
+                "listeners": [
+                    {"name": "team", "port": 18080, "protocol": "HTTP", "hostname": "team.test"}
+                ],
             },
         },
     )
