@@ -12,9 +12,12 @@ and records its outcome. The actor combines the Ingresses' parts of its host
 3. attach its backend;
 4. install the host's TLS certificate.
 
-One provider call per handled message, then a :class:`Reconcile` reminder goes to the back of
-the mailbox. Newer desired states queued meanwhile (coalesced per Ingress) are handled before the
-next step, so every step is chosen from the latest desired state, never a stale one.
+The actor is a :class:`~interlock.mailbox.Reconciler` keyed by route id (and
+:data:`~interlock.model.edge_plan.TLS_KEY`): a route whose desired value changed is requested,
+and each reconcile takes one step for its route, then requests it again to look once more. The
+runtime reconciles one key per message, with its reminder at the back of the mailbox: newer
+desired states queued meanwhile (coalesced per Ingress) are handled before the next step, so
+every step is chosen from the latest desired state, never a stale one.
 
 What a failure does:
 
@@ -24,19 +27,19 @@ What a failure does:
   modules and backend it has;
 * a :class:`PermanentEdgeError` (or a permanent ``ModuleError``) is recorded, reported as an
   Event and not retried until the step's inputs change;
-* a :class:`TransientEdgeError` is retried after the :class:`BackoffPolicy` delay with jitter
-  (or the provider's ``retry_after``); a changed input retries at once. A missing Secret or
-  ModuleSet needs no timer: it arrives as a new desired state the moment it appears.
+* a :class:`TransientEdgeError` is retried by the runtime after the :class:`BackoffPolicy` delay
+  with jitter (or the provider's ``retry_after``); a changed input retries at once. A missing
+  Secret or ModuleSet needs no timer: it arrives as a new desired state the moment it appears.
 
-Per-route state (applied modules, backend, last error, next retry) is kept on an
-:class:`EdgeBoard` shared with ``/debug/edges``; it never holds a Secret value.
+What failed on which inputs is the planner's to know (:class:`StepFailure`); when to try again
+is the runtime's (attempts, backoff, timers). Per-route state (applied modules, backend, last
+error, next retry) is kept on an :class:`EdgeBoard` shared with ``/debug/edges``; it never holds
+a Secret value.
 """
 
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,9 +47,8 @@ from loguru import logger
 
 from interlock.actors.edge_messages import (
     HostPart,
-    Reconcile,
+    PartsChanged,
     RecordEvent,
-    RetryDue,
     SecretData,
     host_topic,
     ingress_reference,
@@ -61,7 +63,17 @@ from interlock.edge.provider import (
     PermanentEdgeError,
     TransientEdgeError,
 )
-from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.mailbox import (
+    DONE,
+    BackoffPolicy,
+    Published,
+    ReconcileError,
+    Reconciler,
+    TerminalError,
+    TransientError,
+    Unpublished,
+)
+from interlock.mailbox.reconciler import Result
 from interlock.model.edge import Conflict, DesiredEdge, DesiredRoute, edge_from_parts
 from interlock.model.edge_board import STEP_OUTCOMES, EdgeBoard, HostState, RouteState
 from interlock.model.edge_plan import (
@@ -86,9 +98,6 @@ class EdgeSettings:
     board: EdgeBoard
     backoff: BackoffPolicy = DEFAULT_EDGE_BACKOFF
     rng: random.Random = field(default_factory=random.Random)
-    clock: Callable[[], float] = time.monotonic
-    """Tells when a retry is due, for ``/debug/edges`` (the retry itself is a runtime timer,
-    waited out by the actor system's injected timer sleep)."""
     adopt_on_spawn: bool = False
     """Read what the provider serves for the host when an EdgeActor is first spawned, not only
     after a restart: for a data plane that outlives the controller (``HttpEdge``), whose routes
@@ -100,11 +109,6 @@ class EdgeSettings:
 
 
 # --- the actor -------------------------------------------------------------------------------
-
-
-def _retry_timer(slot: tuple[str, str]) -> tuple[str, str, str]:
-    """The name of a slot's retry timer (one per slot: re-arming replaces it)."""
-    return ("retry", *slot)
 
 
 def _module_names(modules: Modules) -> tuple[str, ...]:
@@ -127,10 +131,11 @@ def _describe_backend(target: BackendTarget) -> str:
     return text if target.exists else f"{text} (does not exist)"
 
 
-class EdgeActor(Actor):
+class EdgeActor(Reconciler[str]):
     """Reconciles one host's edge; see the module docstring."""
 
     def __init__(self, *, host: str, settings: EdgeSettings) -> None:
+        super().__init__(backoff=settings.backoff, rng=settings.rng)
         self._host = host
         self._settings = settings
         self._provider = settings.provider
@@ -138,9 +143,6 @@ class EdgeActor(Actor):
         self._parts_changed = False
         self._desired = DesiredEdge(host=host, routes=())
         self._desired_by_id: dict[str, DesiredRoute] = {}
-        # Route ids (and TLS_KEY) that may need a step, in the order they are looked at: a route in
-        # sync is dropped once looked at, so a step costs O(1) amortized, not O(routes).
-        self._pending: dict[str, None] = {}
         self._conflicts: tuple[Conflict, ...] = ()
         self._served: dict[str, ServedRoute] = {}
         self._failures: dict[tuple[str, str], StepFailure] = {}
@@ -151,7 +153,6 @@ class EdgeActor(Actor):
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
         self._tls_served: tuple[SecretValue, SecretValue] | None = None
-        self._next_retry: dict[tuple[str, str], float] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -174,35 +175,30 @@ class EdgeActor(Actor):
             )
         # Take a step even if no retained value arrives: when the predecessor crashed handling
         # the last part's removal, nothing else would make this one remove the routes.
-        self._pending.update(dict.fromkeys(sorted(self._served)))
-        self.tell(self.address, Reconcile())
+        for route_id in sorted(self._served):
+            self.request(route_id)
+        self.request(TLS_KEY)  # with nothing served, the look that lets the actor stop
 
-    async def receive(self, message: object) -> object | None:
+    async def handle(self, message: object) -> object | None:
         if isinstance(message, Published | Unpublished):
             if message.topic == host_topic(self._host):
                 self._take_part(message)
+                self.tell(self.address, PartsChanged())
             elif message.topic == self._tls_topic:
                 self._take_tls(message)
-            self.tell(self.address, Reconcile())
             return None
-        if self._parts_changed:
-            # Once per burst of parts (the Reconcile queued behind them), not once per part:
-            # combining is O(routes of the host), and a host may have many Ingresses.
-            self._combine_parts()
+        self._combine_if_changed()
         if isinstance(message, ReportMissing):
             self._in_grace.pop(message.route_id, None)
             self._report_model_errors()
-            return None
-        if isinstance(message, RetryDue):
-            failure = self._failures.get(message.slot)
-            if failure is not None and failure.attempts == message.attempt:
-                failure.waiting = False
-            self._next_retry.pop(message.slot, None)
-            self._pending[message.slot[1]] = None
-        elif not isinstance(message, Reconcile):
-            return None
-        await self._step()
         return None
+
+    def _combine_if_changed(self) -> None:
+        if self._parts_changed:
+            # Once per burst of parts (the PartsChanged queued behind them, or the next
+            # reconcile, whichever comes first), not once per part: combining is O(routes of
+            # the host), and a host may have many Ingresses.
+            self._combine_parts()
 
     # --- desired state ------------------------------------------------------------------------
 
@@ -236,7 +232,8 @@ class EdgeActor(Actor):
                 self.cancel_timer(("report-missing", route_id))
             if route_id not in self._served:
                 self._forget_failures(route_id)
-        self._pending.update(dict.fromkeys([*left, *changed, TLS_KEY]))
+        for route_id in [*left, *changed, TLS_KEY]:
+            self.request(route_id)
         self._report_conflicts(tuple(conflicts))
         self._report_model_errors()
         self._follow_tls_secret()
@@ -260,7 +257,7 @@ class EdgeActor(Actor):
             self.subscribe(topic)
 
     def _take_tls(self, message: Published | Unpublished) -> None:
-        self._pending[TLS_KEY] = None
+        self.request(TLS_KEY)
         value = message.value if isinstance(message, Published) else None
         state = self.board_host()
         secret = self._desired.tls_secret
@@ -278,45 +275,87 @@ class EdgeActor(Actor):
 
     # --- steps --------------------------------------------------------------------------------
 
-    def _next_step(self) -> EdgeStep | None:
-        """The next step towards the desired edge, as the planner (``model.edge_plan.plan``)
-        chooses it: removals first, then routes in matching order, then TLS. A pending key the
-        planner has no step for is dropped; it comes back when the desired state changes or its
-        retry timer fires."""
-        while self._pending:
-            key = next(iter(self._pending))
-            step = plan(
-                key,
-                desired=self._desired_by_id,
-                served=self._served,
-                failures=self._failures,
-                tls_wanted=self._tls_wanted,
-                tls_served=self._tls_served,
-            )
-            if step is not None:
-                return step
-            del self._pending[key]
-        return None
+    def _plan(self, key: str) -> EdgeStep | None:
+        """The step ``key`` needs, as the planner (``model.edge_plan.plan``) chooses it."""
+        return plan(
+            key,
+            desired=self._desired_by_id,
+            served=self._served,
+            failures=self._failures,
+            tls_wanted=self._tls_wanted,
+            tls_served=self._tls_served,
+        )
 
-    async def _step(self) -> None:
-        step = self._next_step()
+    async def reconcile(self, key: str) -> Result:
+        """One step for ``key``; after a success the key is requested again (more may be due,
+        and the last step of the host may let the actor stop)."""
+        self._combine_if_changed()
+        # The runtime calls this when the key's retry is due or its inputs changed: whatever
+        # failed before may run again (on unchanged inputs, a permanent failure still may not).
+        for slot, failure in self._failures.items():
+            if slot[1] == key:
+                failure.waiting = False
+        step = self._plan(key)
         if step is None:
-            self._maybe_stop()
-            return
+            if not self.requested():
+                self._maybe_stop()
+            return DONE
+        error = await self._attempt(step)
+        if error is None:
+            self.request(key)
+            return DONE
+        if step.kind == "modules" and step.route_id not in self._served:
+            # Failed modules on a new route: the planner reserves its path (fail closed) at
+            # once, before the retry, so it cannot fall through to a shorter prefix meanwhile.
+            reserve = self._plan(key)
+            if reserve is not None and reserve.kind == "reserve":
+                failed = await self._attempt(reserve)
+                if isinstance(failed, TransientError):
+                    error = failed
+        raise error
+
+    async def _attempt(self, step: EdgeStep) -> TransientError | TerminalError | None:
+        """Run ``step`` and record what came of it; the error to raise when it failed."""
+        failure: TransientError | TerminalError | None
         try:
             await self._run(step)
         except PermanentEdgeError as error:
             outcome = "failed_permanent"
-            self._failed(step, error, permanent=True, retry_after=None)
+            self._failed(step, error, permanent=True)
+            failure = TerminalError(f"{step.kind} {step.route_id}: {error.message}")
         except TransientEdgeError as error:
             outcome = "failed_transient"
-            self._failed(step, error, permanent=False, retry_after=error.retry_after)
+            self._failed(step, error, permanent=False)
+            failure = TransientError(
+                f"{step.kind} {step.route_id}: {error.message}", retry_after=error.retry_after
+            )
         else:
             outcome = STEP_OUTCOMES[step.kind]
+            failure = None
             self._succeeded(step)
         self._settings.board.reconciles[outcome] += 1
         self._update_route_board(step.route_id)
-        self.tell(self.address, Reconcile())
+        return failure
+
+    def reconcile_failed(
+        self, key: str, error: ReconcileError, *, attempt: int, retry_in: float | None
+    ) -> None:
+        if retry_in is None:
+            logger.warning(
+                "edge {} {}: permanent failure, not retried until its inputs change",
+                self._host,
+                error.message,
+            )
+        else:
+            logger.warning(
+                "edge {} {}: transient failure (attempt {}), retrying in {:.2f} s",
+                self._host,
+                error.message,
+                attempt,
+                retry_in,
+            )
+        # The board shows when the retry is due, known only now.
+        self._update_route_board(key)
 
     async def _run(self, step: EdgeStep) -> None:
         host, route_id, route = self._host, step.route_id, step.route
@@ -363,14 +402,12 @@ class EdgeActor(Actor):
 
     def _clear_failure(self, slot: tuple[str, str]) -> None:
         self._failures.pop(slot, None)
-        self.cancel_timer(_retry_timer(slot))
-        self._next_retry.pop(slot, None)
 
     def _succeeded(self, step: EdgeStep) -> None:
         self._clear_failure(step.slot)
         if step.kind == "modules":
             # Applied modules supersede a reservation of the same route that failed meanwhile:
-            # its failure (and retry timer) would otherwise be reported on a healthy route.
+            # its failure would otherwise be reported on a healthy route.
             self._clear_failure(("reserve", step.route_id))
         route = step.route
         where = f"edge {self._host} route {step.route_id}"
@@ -400,48 +437,15 @@ class EdgeActor(Actor):
         elif step.kind == "tls":
             self.board_host().tls_error = None
 
-    def _failed(
-        self, step: EdgeStep, error: EdgeError, *, permanent: bool, retry_after: float | None
-    ) -> None:
+    def _failed(self, step: EdgeStep, error: EdgeError, *, permanent: bool) -> None:
         previous = self._failures.get(step.slot)
-        attempts = 1
-        if previous is not None and previous.inputs == step.inputs:
-            attempts = previous.attempts + 1
-        failure = StepFailure(
-            inputs=step.inputs,
-            permanent=permanent,
-            message=error.message,
-            attempts=attempts,
-            waiting=not permanent,
+        first = previous is None or previous.inputs != step.inputs
+        self._failures[step.slot] = StepFailure(
+            inputs=step.inputs, permanent=permanent, message=error.message, waiting=not permanent
         )
-        self._failures[step.slot] = failure
-        kind = "permanent" if permanent else "transient"
-        if not permanent:
-            delay = retry_after
-            if delay is None:
-                delay = self._settings.backoff.delay(attempts - 1, self._settings.rng)
-            self._arm_timer(step.slot, attempts, delay)
-            logger.warning(
-                "edge {} {} {}: {} failure (attempt {}), retrying in {:.2f} s: {}",
-                self._host,
-                step.kind,
-                step.route_id,
-                kind,
-                attempts,
-                delay,
-                error.message,
-            )
-        else:
-            logger.warning(
-                "edge {} {} {}: permanent failure, not retried until its inputs change: {}",
-                self._host,
-                step.kind,
-                step.route_id,
-                error.message,
-            )
         if step.kind == "tls":
             self.board_host().tls_error = error.message
-        if step.kind in ("modules", "reserve") and step.route is not None and attempts == 1:
+        if step.kind in ("modules", "reserve") and step.route is not None and first:
             keeps = (
                 "it keeps serving its previous modules and backend"
                 if self._served.get(step.route_id, ServedRoute(None, {}, None)).backend is not None
@@ -457,12 +461,6 @@ class EdgeActor(Actor):
         it comes back it is a new route, tried at once (and reserved if it fails again)."""
         for slot in [slot for slot in self._failures if slot[1] == route_id]:
             del self._failures[slot]
-            self._next_retry.pop(slot, None)
-            self.cancel_timer(_retry_timer(slot))
-
-    def _arm_timer(self, slot: tuple[str, str], attempt: int, delay: float) -> None:
-        self._next_retry[slot] = self._settings.clock() + delay
-        self.tell_after(delay, RetryDue(slot=slot, attempt=attempt), key=_retry_timer(slot))
 
     def _maybe_stop(self) -> None:
         # Stop only when nothing is served and no Ingress claims the host any more. The topic is
@@ -607,6 +605,8 @@ class EdgeActor(Actor):
         elif failure is not None:
             entry.last_error = failure.message
             entry.permanent = failure.permanent
-            entry.attempts = failure.attempts
-            entry.next_retry = self._next_retry.get(slot) if slot is not None else None
+            retry = self.retry_state(route_id)
+            if retry is not None:
+                entry.attempts = max(1, retry.attempts)
+                entry.next_retry = retry.due
         return entry

@@ -192,28 +192,13 @@ class InputsSettled:
 
 
 @dataclass(frozen=True, slots=True)
-class Reconcile:
-    """An EdgeActor's reminder to take its next step (queued behind newer desired states)."""
+class PartsChanged:
+    """An EdgeActor's reminder to combine the parts of its host (queued behind a burst of
+    them, so the burst costs one combination)."""
 
     @property
     def coalesce_key(self) -> str:
-        return "reconcile"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryDue:
-    """An EdgeActor's retry timer for one step slot (``(kind, route_id)``) fired.
-
-    ``attempt`` names the failure it was armed for: a timer of an older failure of the slot
-    (whose inputs changed since) does not release a newer one early.
-    """
-
-    slot: tuple[str, str]
-    attempt: int
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str]:
-        return ("retry", *self.slot)
+        return "parts-changed"
 
 
 EventType = Literal["Normal", "Warning"]

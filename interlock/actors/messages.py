@@ -286,12 +286,3 @@ class LeadershipChanged:
     @property
     def coalesce_key(self) -> str:
         return "leadership"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryStatusWrites:
-    """Time to retry the status writes that failed transiently."""
-
-    @property
-    def coalesce_key(self) -> str:
-        return "retry"

@@ -3,8 +3,7 @@
 Every replica computes every object's desired status, but only the holder of the Lease writes,
 and only when the content changed: two writers would fight, and rewriting an unchanged status
 bumps resourceVersions and wakes every watcher for nothing. Keeping this in one actor gives one
-queue of writes, one retry schedule, one set of rules for every kind, and one answer to "what
-is pending".
+queue of writes, one set of rules for every kind, and one answer to "what is pending".
 
 What it writes, keyed by ``(kind, namespace, name)``: HTTPRoute ``status.parents`` (from the
 RouteActors, on ``status:httproute``), Ingress ``status.loadBalancer`` (``status:ingress``) and
@@ -15,19 +14,22 @@ raises restarts this actor empty, and the runtime then re-delivers every retaine
 pending status is lost (what was already written is skipped again, by the comparison with the
 stored status and by the patcher's cache).
 
-Writes run as a few concurrent tasks (at most one per object, so they cannot overtake each
+The writer is a :class:`~interlock.mailbox.Reconciler` keyed by object: a changed desired
+status requests its object, and reconciling an object writes its status if it needs one. The
+reconciles run as a few concurrent tasks (at most one per object, so they cannot overtake each
 other); the actor itself never waits on the API server, so a new leader with thousands of
-objects to write stays responsive, and the controller's readiness does not wait for them. Each
-finished write comes back as a message. A write that fails transiently (no connection, 5xx,
-429) stays pending and is retried with exponential backoff and jitter; a rejected one (4xx) is
-logged and dropped until the object's inputs change.
+objects to write stays responsive, and the controller's readiness does not wait for them. A
+write that fails transiently (no connection, 5xx, 429) is retried by the runtime with
+exponential backoff and jitter, per object; a rejected one (4xx) is a terminal failure, logged
+and not retried until the object's desired status changes.
 
 A write once sent cannot be taken back: the API server may apply it after this replica has
 written a newer status (found by the harness on the real server: a StatusWriter crashed with a
 write held by a slow request; its restarted successor wrote the right status; then the held one
 landed and stayed for good, the successor believing its own write). So a stopping instance lets
-its writes run to the end, and their ``WriteFinished`` reaches the successor at the same
-address, which then stops trusting what it wrote to that object and checks it again. A stored
+its writes run to the end, and their outcome reaches the successor at the same address
+(``reconciled_elsewhere``), which then stops trusting what it wrote to that object and checks
+it again. A stored
 status that changed and differs from this replica's last write (another writer's, landed after
 it: a predecessor's, or an old leader's after a Lease handover) is trusted over that write.
 
@@ -41,7 +43,6 @@ that was leading then has reported them.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import time
 from collections import deque
@@ -64,9 +65,18 @@ from interlock.actors.messages import (
     ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
     LeadershipChanged,
-    RetryStatusWrites,
 )
-from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.mailbox import (
+    DONE,
+    BackoffPolicy,
+    Published,
+    ReconcileError,
+    Reconciler,
+    TerminalError,
+    TransientError,
+    Unpublished,
+)
+from interlock.mailbox.reconciler import Result
 from interlock.model.gateway_conditions import without_timestamps
 from interlock.model.route_status import status_equal_ignoring_timestamps
 
@@ -91,9 +101,6 @@ STATUS_TOPICS: tuple[str, ...] = (
     MODULESET_STATUS_TOPIC,
     GATEWAY_STATUS_TOPIC,
 )
-
-_INSTANCES = itertools.count(1)
-"""Numbers StatusWriter instances: a restarted one tells its predecessor's writes from its own."""
 
 
 class StatusSink(Protocol):
@@ -122,27 +129,6 @@ class StatusSink(Protocol):
 
 class TransientStatusError(Exception):
     """The write could not be made now (no connection, 5xx, 429); retry later."""
-
-
-@dataclass(frozen=True, slots=True)
-class WriteFinished:
-    """A status write task ended (at most one per object and instance is in flight, hence the
-    key): ``instance`` is the StatusWriter instance that started it."""
-
-    kind: StatusKind
-    namespace: str
-    name: str
-    status: dict[str, Any]
-    outcome: Literal["written", "rejected", "transient"]
-    error: str = ""
-    instance: int = 0
-
-    @property
-    def coalesce_key(self) -> tuple[str, str, str, str, int]:
-        return ("write-finished", self.kind, self.namespace, self.name, self.instance)
-
-    def trace_summary(self) -> str:
-        return f"WriteFinished {self.kind} {self.namespace}/{self.name} {self.outcome}"
 
 
 @dataclass(slots=True)
@@ -175,7 +161,7 @@ class StatusWriterStatistics:
     """Events dropped because this replica was not leading within their grace period."""
 
 
-class StatusWriter(Actor):
+class StatusWriter(Reconciler[StatusKey]):
     """Writes desired statuses and records Events while this replica leads, each change once."""
 
     def __init__(
@@ -191,28 +177,16 @@ class StatusWriter(Actor):
         max_held_events: int = 256,
     ) -> None:
         """``event_grace``: how long an Event raised while not leading is kept in case this
-        replica gains the Lease (at most ``max_held_events`` of them, the newest)."""
+        replica gains the Lease (at most ``max_held_events`` of them, the newest); ``concurrency``:
+        how many writes may be in flight (at least one)."""
+        super().__init__(backoff=backoff, rng=rng, concurrency=max(1, concurrency))
         self.sink = sink
         self.is_leader = is_leader
-        self.backoff = backoff
-        self.concurrency = concurrency
-        self.rng = rng or random.Random()
         self.clock = clock
         self.event_grace = event_grace
-        self.instance = next(_INSTANCES)
         self.objects: dict[StatusKey, _Desired] = {}
         self.identities: dict[tuple[str, str], StatusKey] = {}
         """(topic, key) of a desired status → its object, to forget it when unpublished."""
-        # Objects to (re)check, in arrival order: a deque to pop from and a set for membership
-        # (an object dropped from the set is skipped when its stale deque entry comes up). Each
-        # message costs O(1) however many objects wait, even on a follower holding all of them.
-        self.queue: deque[StatusKey] = deque()
-        self.pending: set[StatusKey] = set()
-        self.recheck: set[StatusKey] = set()
-        """Objects that changed while their write was in flight: re-checked when it ends."""
-        self.in_flight: dict[StatusKey, asyncio.Task[None]] = {}
-        self.attempt = 0
-        self.retry_scheduled = False
         self.events: deque[tuple[float, RecordEvent]] = deque()
         """Events to record now, in order (while leading)."""
         self.held: deque[tuple[float, RecordEvent]] = deque(maxlen=max_held_events)
@@ -234,7 +208,7 @@ class StatusWriter(Actor):
         for topic in STATUS_TOPICS:
             self.subscribe(topic)
 
-    async def receive(self, message: object) -> object | None:
+    async def handle(self, message: object) -> object | None:
         if isinstance(message, Published):
             desired = _desired(message.value)
             if desired is None:
@@ -250,20 +224,17 @@ class StatusWriter(Actor):
                     entry.uid = uid
                 entry.status = status
                 entry.stored = stored
-            self._enqueue(key)
+            self._check(key)
         elif isinstance(message, Unpublished):
             gone = self.identities.pop((message.topic, message.key), None)
             if gone is not None:
                 self.objects.pop(gone, None)
-                self.pending.discard(gone)
-                self.recheck.discard(gone)
+                self.forget(gone)
                 kind, namespace, name = gone
                 self.sink.forget(kind=kind, namespace=namespace, name=name)
             return None
         elif isinstance(message, RecordEvent):
             self.held.append((self.clock(), message))
-        elif isinstance(message, WriteFinished):
-            self._finished(message)
         elif isinstance(message, LeadershipChanged):
             if not message.leading:
                 # Another replica may write from now on: what this one wrote proves nothing
@@ -273,19 +244,17 @@ class StatusWriter(Actor):
                     if entry.stored is not None:
                         entry.written = None
             for key in self.objects:
-                self._enqueue(key)
-        elif isinstance(message, RetryStatusWrites):
-            self.retry_scheduled = False
+                self._check(key)
         else:
             return None
         if self.is_leader():
             self._release_events()
-        self._flush()
         return None
 
     async def stopped(self) -> None:
-        # The status writes in flight are left to finish (see the module docstring): cancelling
-        # one would not stop the API server applying it, only hide from the successor when.
+        # The status writes in flight are left to finish (the runtime does not cancel them, see
+        # the module docstring): cancelling one would not stop the API server applying it, only
+        # hide from the successor when.
         if self.event_task is not None:
             self.event_task.cancel()
 
@@ -313,97 +282,78 @@ class StatusWriter(Actor):
         kind, namespace, name = key
         self.sink.forget(kind=kind, namespace=namespace, name=name)
 
-    def _enqueue(self, key: StatusKey) -> None:
-        if key in self.in_flight:
-            self.recheck.add(key)
-        elif key not in self.pending:
-            self.pending.add(key)
-            self.queue.append(key)
+    def _check(self, key: StatusKey) -> None:
+        """Have the object's status checked (and written if it must be) while leading; a
+        follower checks every object when it gains the Lease."""
+        if self.is_leader():
+            self.request(key)
 
-    def _flush(self) -> None:
-        """Start writes of pending objects, up to ``concurrency`` in flight, while leading."""
-        while self.queue and len(self.in_flight) < self.concurrency:
-            # Checked before each write: the Lease may be lost meanwhile (a stopping replica
-            # releases it before its actors drain), and a status queued here may be older than
-            # what the new leader has already written.
-            if self.retry_scheduled or not self.is_leader():
-                return
-            key = self.queue.popleft()
-            if key not in self.pending:
-                continue  # dropped (deleted object) after it was queued
-            self.pending.discard(key)
-            entry = self.objects.get(key)
-            if entry is None:
-                continue
-            if not self._needs_write(key, entry):
-                self.skipped += 1
-                continue
-            self.in_flight[key] = asyncio.get_running_loop().create_task(
-                self._write(key, entry.status, entry.uid, self.instance)
-            )
-
-    async def _write(self, key: StatusKey, status: dict[str, Any], uid: str, instance: int) -> None:
+    async def reconcile(self, key: StatusKey) -> Result:
+        """Write the object's desired status if it needs writing (a task beside the mailbox:
+        it reads the object's entry when it starts and records only what it wrote)."""
+        entry = self.objects.get(key)
+        # Checked before each write: the Lease may be lost meanwhile (a stopping replica
+        # releases it before its actors drain), and a status checked now may be older than what
+        # the new leader has already written.
+        if entry is None or not self.is_leader():
+            return DONE
+        if not self._needs_write(key, entry):
+            self.skipped += 1
+            return DONE
         kind, namespace, name = key
-        outcome: Literal["written", "rejected", "transient"]
-        error = ""
+        status = entry.status
         try:
             ok = await self.sink.write_status(
-                kind=kind, namespace=namespace, name=name, status=status, uid=uid
+                kind=kind, namespace=namespace, name=name, status=status, uid=entry.uid
             )
-            outcome = "written" if ok else "rejected"
-        except TransientStatusError as exc:
-            outcome, error = "transient", str(exc)
-        except Exception as exc:
+        except TransientStatusError as error:
+            self.failures += 1
+            raise TransientError(str(error)) from error
+        except Exception as error:
             # Not foreseen (a bug, an answer nobody expected): the object must not stay "in
             # flight" forever, so it is retried like a transient failure, and logged.
             logger.exception("{} {}/{}: status write raised", kind, namespace, name)
-            outcome, error = "transient", f"{type(exc).__name__}: {exc}"
-        finished = WriteFinished(kind, namespace, name, status, outcome, error, instance)
-        self.system.tell(self.address, finished)
-
-    def _finished(self, message: WriteFinished) -> None:
-        key: StatusKey = (message.kind, message.namespace, message.name)
-        if message.instance != self.instance:
-            # A predecessor's write, ended now: whatever this instance wrote to the object
-            # before may have been overwritten by it, so the object is checked again.
-            entry = self.objects.get(key)
-            if entry is not None:
-                self._distrust(key, entry)
-                self._enqueue(key)
-            return
-        self.in_flight.pop(key, None)
-        if key in self.recheck:
-            self.recheck.discard(key)
-            self._enqueue(key)
-        entry = self.objects.get(key)
-        if message.outcome == "transient":
             self.failures += 1
-            logger.warning(
-                "{} {}/{}: status write failed, will retry: {}",
-                message.kind,
-                message.namespace,
-                message.name,
-                message.error,
-            )
-            if entry is not None:
-                self._enqueue(key)
-            self._schedule_retry()
-            return
-        self.attempt = 0
-        if message.outcome == "written":
-            self.writes += 1
-            if entry is not None:
-                entry.written = message.status
-        else:
+            raise TransientError(f"{type(error).__name__}: {error}") from error
+        if not ok:
             self.rejected += 1
+            raise TerminalError("rejected by the API server")
+        self.writes += 1
+        current = self.objects.get(key)
+        if current is not None:
+            current.written = status
+        return DONE
 
-    def _schedule_retry(self) -> None:
-        if self.retry_scheduled:
-            return
-        self.retry_scheduled = True
-        delay = self.backoff.delay(self.attempt, self.rng)
-        self.attempt += 1
-        self.tell_after(delay, RetryStatusWrites(), key="retry")
+    def reconcile_failed(
+        self, key: StatusKey, error: ReconcileError, *, attempt: int, retry_in: float | None
+    ) -> None:
+        kind, namespace, name = key
+        if retry_in is None:
+            logger.warning(
+                "{} {}/{}: status write {}; not retried until the status changes",
+                kind,
+                namespace,
+                name,
+                error.message,
+            )
+        else:
+            logger.warning(
+                "{} {}/{}: status write failed (attempt {}), retrying in {:.2f} s: {}",
+                kind,
+                namespace,
+                name,
+                attempt,
+                retry_in,
+                error.message,
+            )
+
+    def reconciled_elsewhere(self, key: StatusKey) -> None:
+        # A predecessor's write, ended now: whatever this instance wrote to the object before
+        # may have been overwritten by it, so the object is checked again.
+        entry = self.objects.get(key)
+        if entry is not None:
+            self._distrust(key, entry)
+            self._check(key)
 
     # --- Events -------------------------------------------------------------------------------
 
@@ -443,8 +393,8 @@ class StatusWriter(Actor):
         return StatusWriterStatistics(
             leading=self.is_leader(),
             objects=len(self.objects),
-            pending=len(self.pending),
-            in_flight=len(self.in_flight),
+            pending=self.requested(),
+            in_flight=len(self.reconciling()),
             writes=self.writes,
             skipped=self.skipped,
             failures=self.failures,

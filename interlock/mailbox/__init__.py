@@ -31,6 +31,10 @@ The contract in brief (details in each docstring):
   names the timer per recipient (a new one replaces it); an actor's timers survive its restarts
   and are cancelled when it stops. ``wait_idle()`` waits until no actor has work (pending
   timers are not work).
+- ``Reconciler`` is the actor kind for keeping keys up to date: ``reconcile(key)`` returns
+  ``Done`` or ``RequeueAfter`` or raises ``TransientError`` (retried with per-key backoff and
+  jitter) or ``TerminalError`` (not retried until the key is requested again); ``request(key)``
+  supersedes a pending retry. The runtime owns the timers (``reconciler.py``).
 - Messages are values: never mutate one after sending it (it may be queued, coalesced, shared
   by every subscriber of a publish, and summarized for the trace once).
 """
@@ -51,6 +55,16 @@ from interlock.mailbox.errors import (
     SystemShuttingDown,
 )
 from interlock.mailbox.messages import Published, Unpublished
+from interlock.mailbox.reconciler import (
+    DONE,
+    Done,
+    KeyRetry,
+    ReconcileError,
+    Reconciler,
+    RequeueAfter,
+    TerminalError,
+    TransientError,
+)
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.mailbox.statistics import ActorStatistics, KindStatistics, SystemStatistics
 from interlock.mailbox.summary import summarize
@@ -59,6 +73,7 @@ from interlock.mailbox.timers import Timer
 from interlock.mailbox.tracing import Record, Tracer
 
 __all__ = [
+    "DONE",
     "EXTERNAL",
     "Actor",
     "ActorExists",
@@ -70,7 +85,9 @@ __all__ = [
     "AskCycle",
     "AskTimeout",
     "BackoffPolicy",
+    "Done",
     "Envelope",
+    "KeyRetry",
     "KindStatistics",
     "LatestValueSlot",
     "MailboxConfig",
@@ -78,13 +95,18 @@ __all__ = [
     "MailboxFull",
     "Overflow",
     "Published",
+    "ReconcileError",
+    "Reconciler",
     "Record",
+    "RequeueAfter",
     "SlotClosed",
     "SupervisionPolicy",
     "SystemShuttingDown",
     "SystemStatistics",
+    "TerminalError",
     "Timer",
     "Tracer",
+    "TransientError",
     "Unpublished",
     "summarize",
 ]

@@ -97,9 +97,9 @@ class StepFailure:
     inputs: object
     permanent: bool
     message: str
-    attempts: int
     waiting: bool
-    """A transient failure whose retry timer has not fired yet."""
+    """A transient failure whose retry is not due yet (the runtime's timer has not fired, and
+    no changed input superseded it)."""
 
 
 @dataclass(frozen=True, slots=True)

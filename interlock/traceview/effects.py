@@ -71,9 +71,9 @@ class EffectNamer:
             return f"Service {_after_type(message)} changed"
         if message.type == "ServiceDeleted":
             return f"Service {_after_type(message)} deleted"
-        if message.type == "WriteFinished":
+        if message.type == "ReconcileFinished":
             parts = _after_type(message).rsplit(" ", 1)
-            return f"{parts[0]} status {parts[1]}" if len(parts) == 2 else "status written"
+            return f"{parts[0]} reconciled: {parts[1]}" if len(parts) == 2 else "reconciled"
         if message.type == "RecordEvent":
             parts = _after_type(message).split(" ")
             if len(parts) >= 4:

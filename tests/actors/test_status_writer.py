@@ -82,16 +82,17 @@ class Harness:
             lambda: (
                 self.system.statistics().busy == 0
                 and self.writer is not None
-                and not self.writer.in_flight
+                and not self.writer.reconciling()
             )
         )
 
-    async def fire_retry(self) -> float:
-        """Wait for the writer's next retry timer, fire it and return its delay."""
+    async def fire_retry(self, name: str = "a") -> float:
+        """Wait for the writer's next retry timer (of route ``name``), fire it and return its
+        delay."""
         await wait_until(lambda: len(self.timer_sleep.delays) > self.fired)
         delay = self.timer_sleep.delays[self.fired]
         self.fired += 1
-        timer = self.system.timer("status-writer", "retry")
+        timer = self.system.timer("status-writer", ("reconcile", ("HTTPRoute", "default", name)))
         assert timer is not None
         self.timer_sleep.release()
         await wait_until(lambda: not timer.pending)  # its message is in the mailbox now

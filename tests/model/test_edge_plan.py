@@ -57,7 +57,7 @@ def modules_inputs(desired: DesiredRoute) -> object:
 
 
 def failed(inputs: object, *, permanent: bool = False, waiting: bool = True) -> StepFailure:
-    return StepFailure(inputs=inputs, permanent=permanent, message="x", attempts=1, waiting=waiting)
+    return StepFailure(inputs=inputs, permanent=permanent, message="x", waiting=waiting)
 
 
 R = route()

@@ -189,7 +189,9 @@ class CrashPlan:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[CrashPlan]:
-        originals = {kind: cls.__dict__["receive"] for kind, cls in CRASHABLE.items()}
+        # A Reconciler subclass inherits its ``receive`` (the runtime's): wrapped all the same,
+        # so a crash may hit a reconcile as well as an input, and removed again after.
+        originals = {kind: cls.__dict__.get("receive") for kind, cls in CRASHABLE.items()}
 
         def wrap(kind: str, original: Any) -> Any:
             async def receive(actor: Actor, message: object) -> object | None:
@@ -210,12 +212,16 @@ class CrashPlan:
             return receive
 
         for kind, cls in CRASHABLE.items():
-            setattr(cls, "receive", wrap(kind, originals[kind]))  # noqa: B010
+            setattr(cls, "receive", wrap(kind, cls.receive))  # noqa: B010
         try:
             yield self
         finally:
             for kind, cls in CRASHABLE.items():
-                setattr(cls, "receive", originals[kind])  # noqa: B010
+                original = originals[kind]
+                if original is None:
+                    delattr(cls, "receive")
+                else:
+                    setattr(cls, "receive", original)  # noqa: B010
 
 
 # --- replicas -----------------------------------------------------------------------------------
