@@ -37,10 +37,10 @@ GRANTS_DIRECTORY = "grants"
 STATUS_WRITER = "status-writer"
 INFORMER_ROUTER = "informer-router"
 
-ROUTE_STATUS_TOPIC = "status:httproute"
-"""Each RouteActor's :class:`DesiredRouteStatus`, retained under its route identity (unpublished
-when the route is deleted); the StatusWriter subscribes, so a restarted writer gets every
-pending status back."""
+ROUTE_STATUS_TOPIC = "status:route"
+"""Each RouteActor's :class:`DesiredRouteStatus` (of an HTTPRoute, GRPCRoute, TLSRoute or
+TCPRoute), retained under its route identity (unpublished when the route is deleted); the
+StatusWriter subscribes, so a restarted writer gets every pending status back."""
 
 
 def service_topic(namespace: str, name: str) -> str:
@@ -59,10 +59,6 @@ def attachment_topic(kind: str, namespace: str, name: str) -> str:
     """Where routes of ``kind`` publish their :class:`RouteAttachment` to Service
     ``namespace/name``, keyed by route identity: what routes that can lose to them read."""
     return f"attach:{kind}:{namespace}/{name}"
-
-
-def httproute_topic(namespace: str, name: str) -> str:
-    return f"httproute:{namespace}/{name}"
 
 
 def route_topic(kind: str, namespace: str, name: str) -> str:

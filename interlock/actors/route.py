@@ -21,7 +21,7 @@ route that takes every port it attaches to makes its ``Accepted`` False
 the same decision the policy makes (:mod:`interlock.model.route_kinds`). Attachments change
 only when a route's kind, age or parents do, so a Service event still wakes only the routes
 that reference the Service. It publishes its desired ``status.parents`` on
-``status:httproute`` (retained, so a restarted StatusWriter gets it back) on its first computation
+``status:route`` (retained, so a restarted StatusWriter gets it back) on its first computation
 and whenever it changed, and unpublishes it when the route is deleted.
 
 Its own route arrives as the retained value of ``httproute:<ns>/<name>`` (published by the

@@ -5,14 +5,15 @@ and only when the content changed: two writers would fight, and rewriting an unc
 bumps resourceVersions and wakes every watcher for nothing. Keeping this in one actor gives one
 queue of writes, one set of rules for every kind, and one answer to "what is pending".
 
-What it writes, keyed by ``(kind, namespace, name)``: HTTPRoute ``status.parents`` (from the
-RouteActors, on ``status:httproute``), Ingress ``status.loadBalancer`` (``status:ingress``) and
-ModuleSet ``status.conditions`` (``status:moduleset``). It remembers the latest desired status
-of each object whether leading or not, so that on gaining leadership it writes everything that
-differs at once. The desired statuses are retained values, not told messages: a handler that
-raises restarts this actor empty, and the runtime then re-delivers every retained value, so no
-pending status is lost (what was already written is skipped again, by the comparison with the
-stored status and by the patcher's cache).
+What it writes, keyed by ``(kind, namespace, name)``: route ``status.parents`` (HTTPRoute,
+GRPCRoute, TLSRoute, TCPRoute, from the RouteActors, on ``status:route``), Ingress
+``status.loadBalancer`` (``status:ingress``), ModuleSet ``status.conditions``
+(``status:moduleset``) and Gateway and GatewayClass status (``status:gateway``). It remembers
+the latest desired status of each object whether leading or not, so that on gaining
+leadership it writes everything that differs at once. The desired statuses are retained
+values, not told messages: a handler that raises restarts this actor empty, and the runtime
+then re-delivers every retained value, so no pending status is lost (what was already written
+is skipped again, by the comparison with the stored status and by the patcher's cache).
 
 The writer is a :class:`~interlock.mailbox.Reconciler` keyed by object: a changed desired
 status requests its object, and reconciling an object writes its status if it needs one. The
