@@ -53,6 +53,7 @@ from interlock.embedded.http import request_verb
 from interlock.embedded.kubeconfig import write_kubeconfig
 from interlock.kube.client import make_api_client
 from interlock.kube.resources import (
+    BACKEND_TLS_POLICY,
     ENDPOINT_SLICE,
     EVENT,
     GATEWAY,
@@ -133,6 +134,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         GATEWAY,
         GATEWAY_CLASS,
         LISTENER_SET,
+        BACKEND_TLS_POLICY,
     )
 }
 

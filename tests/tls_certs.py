@@ -83,10 +83,12 @@ class TestCa:
         dns: tuple[str, ...] = (),
         emails: tuple[str, ...] = (),
         ips: tuple[str, ...] = (),
+        uris: tuple[str, ...] = (),
         valid_from: datetime.datetime | None = None,
         valid_until: datetime.datetime | None = None,
     ) -> Issued:
-        """A client certificate for ``common_name`` (valid for a day unless told otherwise)."""
+        """A certificate for ``common_name`` (valid for a day unless told otherwise): a client's,
+        or a server's with ``dns`` and ``uris`` names."""
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         if organization is not None:
@@ -104,6 +106,7 @@ class TestCa:
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         names += [x509.RFC822Name(e) for e in emails]
         names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        names += [x509.UniformResourceIdentifier(u) for u in uris]
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         certificate = builder.sign(self._key, hashes.SHA256())

@@ -77,3 +77,24 @@ class PortFailures:
     @property
     def coalesce_key(self) -> tuple[str, str]:
         return ("port-failures", self.gateway)
+
+
+CA_BUNDLE_DIRECTORY = "ca-bundle-directory"
+"""The address of the directory publishing the ConfigMaps' ``ca.crt`` (BackendTLSPolicy)."""
+CA_BUNDLE_KEY = "ca-bundle"
+
+
+def ca_bundle_topic(namespace: str, name: str) -> str:
+    """``ca-bundle:<ns>/<name>``, key ``ca-bundle``: the ConfigMap's :class:`CABundle`."""
+    return f"ca-bundle:{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class CABundle:
+    """What interlock reads of a ConfigMap: its ``ca.crt`` (None: it has no such key)."""
+
+    key: ObjectKey
+    pem: str | None
+
+    def trace_summary(self) -> str:
+        return f"CABundle {self.key} {'ca.crt' if self.pem is not None else 'no ca.crt'}"

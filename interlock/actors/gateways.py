@@ -36,25 +36,44 @@ from loguru import logger
 
 from interlock.actors.edge_messages import SecretData, moduleset_topic, secret_topic
 from interlock.actors.gateway_messages import (
+    CA_BUNDLE_KEY,
     GATEWAY_CONTROLLER,
     GATEWAY_PARENTS_KEY,
     GATEWAY_SERVING_TOPIC,
     GATEWAY_STATUS_TOPIC,
+    CABundle,
     DesiredGatewayStatus,
     GatewayParentEntries,
     PortFailures,
     Recompute,
+    ca_bundle_topic,
     gateway_parents_topic,
 )
 from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.model.backend_tls import (
+    BackendTLSPolicy,
+    backend_tls_status,
+    ca_dependencies,
+    client_certificate,
+    client_certificate_dependency,
+    parse_backend_tls_policy,
+    resolve_backend_tls,
+    serve_backend_tls,
+    serving_backends,
+)
 from interlock.model.gateway import (
     HTTPRequestMirrorFilter,
     ParentReference,
     ReferenceGrant,
     parse_http_route,
 )
-from interlock.model.gateway_class import GatewayClass, gateway_class_status, parse_gateway_class
+from interlock.model.gateway_class import (
+    GATEWAY_CONTROLLER_NAME,
+    GatewayClass,
+    gateway_class_status,
+    parse_gateway_class,
+)
 from interlock.model.gateway_listeners import (
     AddressProblem,
     Gateway,
@@ -173,6 +192,9 @@ class GatewayTables:
     """Per Gateway (``ns/name``): the ports the data plane could not open, with why."""
     addresses: dict[ObjectKey, str] = field(default_factory=dict)
     """Per Gateway: the address it was last given (kept before its status's, which lags)."""
+    backend_tls_policies: dict[ObjectKey, BackendTLSPolicy] = field(default_factory=dict)
+    ca_bundles: dict[ObjectKey, str | None] = field(default_factory=dict)
+    """The ``ca.crt`` of the ConfigMaps the policies name (None: it has none)."""
 
 
 class GatewayController(Actor):
@@ -209,6 +231,8 @@ class GatewayController(Actor):
         self.sent_serving = tables.serving
         self.port_failures = tables.port_failures
         self.assigned_addresses = tables.addresses
+        self.backend_tls_policies = tables.backend_tls_policies
+        self.ca_bundles = tables.ca_bundles
         self.deferred = 0
         self.dirty = True
 
@@ -254,6 +278,8 @@ class GatewayController(Actor):
             self._store_parsed(self.gateways, key, raw, parse_gateway)
         elif kind == "ListenerSet":
             self._store_parsed(self.listener_sets, key, raw, parse_listener_set)
+        elif kind == "BackendTLSPolicy":
+            self._store_parsed(self.backend_tls_policies, key, raw, parse_backend_tls_policy)
         elif kind == "Namespace":
             labels = None
             if not deleted:
@@ -354,6 +380,17 @@ class GatewayController(Actor):
                 self.secrets.pop(key, None)
             else:
                 self.secrets[key] = data
+        elif message.topic.startswith("ca-bundle:"):
+            namespace, _, name = message.topic.removeprefix("ca-bundle:").partition("/")
+            key = ObjectKey(namespace=namespace, name=name)
+            if isinstance(value, CABundle):
+                if key in self.ca_bundles and self.ca_bundles[key] == value.pem:
+                    return
+                self.ca_bundles[key] = value.pem
+            elif key in self.ca_bundles:
+                del self.ca_bundles[key]
+            else:
+                return
         elif message.topic.startswith("moduleset:"):
             namespace, _, name = message.topic.removeprefix("moduleset:").partition("/")
             key = ObjectKey(namespace=namespace, name=name)
@@ -392,7 +429,8 @@ class GatewayController(Actor):
             wanted.update(moduleset_topic(key.namespace, key.name) for key in sets)
             wanted.update(secret_topic(key.namespace, key.name) for key in secrets)
         for gateway in ours.values():
-            for key in certificate_dependencies(gateway):
+            client = client_certificate_dependency(gateway)
+            for key in (*certificate_dependencies(gateway), *(() if client is None else (client,))):
                 wanted.add(secret_topic(key.namespace, key.name))
                 if key.namespace != gateway.metadata.namespace:
                     wanted.add(grants_topic(key.namespace))
@@ -404,6 +442,10 @@ class GatewayController(Actor):
                 wanted.add(secret_topic(key.namespace, key.name))
                 if key.namespace != namespace:
                     wanted.add(grants_topic(key.namespace))
+        for policy in self.backend_tls_policies.values():
+            wanted.update(
+                ca_bundle_topic(key.namespace, key.name) for key in ca_dependencies(policy)
+            )
         for topic in self.inputs - wanted:
             self.unsubscribe(topic)
             self._forget(topic)
@@ -422,6 +464,8 @@ class GatewayController(Actor):
             self.secrets.pop(ObjectKey(namespace=namespace, name=name), None)
         elif kind == "moduleset":
             self.module_sets.pop(ObjectKey(namespace=namespace, name=name), None)
+        elif kind == "ca-bundle":
+            self.ca_bundles.pop(ObjectKey(namespace=namespace, name=name), None)
         elif kind == "grants":
             self.grants.pop(rest, None)
 
@@ -444,6 +488,10 @@ class GatewayController(Actor):
             for value in retained.values():
                 if isinstance(value, ModuleSet):
                     self.module_sets[key] = value
+        elif kind == "ca-bundle":
+            found = retained.get(CA_BUNDLE_KEY)
+            if isinstance(found, CABundle):
+                self.ca_bundles[key] = found.pem
         elif kind == "grants":
             self.grants[rest] = {k: v for k, v in retained.items() if isinstance(v, ReferenceGrant)}
 
@@ -511,7 +559,12 @@ class GatewayController(Actor):
                 stored=gateway_class.status,
                 uid=gateway_class.metadata.uid,
             )
+        clients = {
+            key: client_certificate(gateway, secrets=certificates, grants=grants)
+            for key, gateway in ours.items()
+        }
         for key, view in views.items():
+            client = clients[key]
             statuses[_status_key("Gateway", key)] = DesiredGatewayStatus(
                 kind="Gateway",
                 key=key,
@@ -524,6 +577,9 @@ class GatewayController(Actor):
                     port_failures=self.port_failures.get(str(key)),
                     attached_listener_sets=sum(
                         1 for found in view.listener_sets.values() if found.accepted
+                    ),
+                    resolved_refs=(
+                        None if client is None else (client.resolved, client.reason, client.message)
                     ),
                 ),
                 stored=view.gateway.status,
@@ -545,9 +601,38 @@ class GatewayController(Actor):
                     stored=listener_set.status,
                     uid=listener_set.metadata.uid,
                 )
+        resolution = resolve_backend_tls(
+            self.backend_tls_policies.values(), services=self.services, ca_bundles=self.ca_bundles
+        )
+        backends = {key: serving_backends(served) for key, served in outcome.serving.items()}
+        for key, policy in self.backend_tls_policies.items():
+            status = backend_tls_status(
+                policy, resolution, services=self.services, gateway_backends=backends, now=now
+            )
+            if status == {"ancestors": policy.status.get("ancestors", [])} and not any(
+                entry.get("controllerName") == GATEWAY_CONTROLLER_NAME
+                for entry in status["ancestors"]
+            ):
+                continue  # none of ours, now or stored: not ours to write
+            statuses[_status_key("BackendTLSPolicy", key)] = DesiredGatewayStatus(
+                kind="BackendTLSPolicy",
+                key=key,
+                status=status,
+                stored={"ancestors": policy.status.get("ancestors", [])},
+                uid=policy.metadata.uid,
+            )
         self._publish_statuses(statuses)
         self._publish_parents(dict(outcome.parents))
-        self._publish_serving(dict(outcome.serving))
+        self._publish_serving(
+            {
+                key: serve_backend_tls(
+                    served,
+                    resolution,
+                    None if (client := clients.get(key)) is None else client.pair,
+                )
+                for key, served in outcome.serving.items()
+            }
+        )
 
     def _view(
         self,

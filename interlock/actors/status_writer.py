@@ -91,6 +91,7 @@ StatusKind = Literal[
     "Gateway",
     "GatewayClass",
     "ListenerSet",
+    "BackendTLSPolicy",
 ]
 ROUTE_STATUS_KINDS: tuple[StatusKind, ...] = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")
 StatusKey = tuple[StatusKind, str, str]
@@ -409,7 +410,7 @@ class StatusWriter(Reconciler[StatusKey]):
 def _same_status(key: StatusKey, a: dict[str, Any], b: dict[str, Any]) -> bool:
     if key[0] in ROUTE_STATUS_KINDS:
         return status_equal_ignoring_timestamps(a.get("parents", []), b.get("parents", []))
-    if key[0] in ("Gateway", "GatewayClass", "ListenerSet"):
+    if key[0] in ("Gateway", "GatewayClass", "ListenerSet", "BackendTLSPolicy"):
         return bool(without_timestamps(a) == without_timestamps(b))
     return a == b
 
@@ -429,7 +430,8 @@ def _desired(
         return key, {"loadBalancer": value.load_balancer}, stored, value.uid
     if isinstance(value, DesiredGatewayStatus):
         gateway_kind: StatusKind = next(
-            (k for k in ("GatewayClass", "ListenerSet") if k == value.kind), "Gateway"
+            (k for k in ("GatewayClass", "ListenerSet", "BackendTLSPolicy") if k == value.kind),
+            "Gateway",
         )
         key = (gateway_kind, value.key.namespace, value.key.name)
         return key, value.status, value.stored, value.uid

@@ -174,6 +174,7 @@ class Controller:
                 system=self.system,
                 upstreams=self.edge.upstreams,
                 traffic=self.traffic,
+                resync_object=self._resync_object,
             )
         self.mesh: MeshHalf | None = None
         if config.mesh_addr is not None:

@@ -23,7 +23,13 @@ from typing import Any
 
 from loguru import logger
 
-from interlock.actors.gateway_messages import GATEWAY_CONTROLLER, GATEWAY_DATA_PLANE
+from interlock.actors.ca_bundles import CABundleDirectory
+from interlock.actors.durable import ResyncObject, durable_mailbox
+from interlock.actors.gateway_messages import (
+    CA_BUNDLE_DIRECTORY,
+    GATEWAY_CONTROLLER,
+    GATEWAY_DATA_PLANE,
+)
 from interlock.actors.gateways import (
     GatewayController,
     GatewayDataPlane,
@@ -36,7 +42,14 @@ from interlock.controller.upstreams import ControllerUpstreams
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.gateway_ports import Applied, GatewayPorts
 from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.resources import GATEWAY, GATEWAY_CLASS, LISTENER_SET, Resource
+from interlock.kube.resources import (
+    BACKEND_TLS_POLICY,
+    CONFIG_MAP,
+    GATEWAY,
+    GATEWAY_CLASS,
+    LISTENER_SET,
+    Resource,
+)
 from interlock.mailbox import ActorSystem
 from interlock.model.gateway_routes import GatewayServing
 from interlock.model.meta import ObjectKey
@@ -75,8 +88,12 @@ class GatewayHalf:
         upstreams: ControllerUpstreams,
         rng: random.Random | None = None,
         traffic: Traffic | None = None,
+        resync_object: ResyncObject | None = None,
     ) -> None:
+        """``resync_object``: how a directory's durable mailbox re-reads an object it was
+        handling when it crashed (None: the directory's mailbox is an ordinary one)."""
         self._config = config
+        self._directory_mailbox = None if resync_object is None else durable_mailbox(resync_object)
         self._system = system
         self.tables = GatewayTables()
         """The controller's inputs and outputs, kept across its restarts."""
@@ -92,7 +109,7 @@ class GatewayHalf:
 
     async def resources(self, api: Any) -> list[Resource]:
         served = []
-        for resource in (GATEWAY_CLASS, GATEWAY):
+        for resource in (GATEWAY_CLASS, GATEWAY, BACKEND_TLS_POLICY, CONFIG_MAP):
             if await is_served(api, resource, retry=DiscoveryRetry()):
                 served.append(resource)
             else:
@@ -115,13 +132,23 @@ class GatewayHalf:
         return served
 
     def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The router's ``extra`` handlers: GatewayClass, Gateway and ListenerSet."""
+        """The router's ``extra`` handlers: GatewayClass, Gateway, ListenerSet and
+        BackendTLSPolicy (to the GatewayController), ConfigMap (to the CA bundle directory)."""
         system = self._system
 
         def tell(change: ObjectChanged) -> None:
             system.tell(GATEWAY_CONTROLLER, change)
 
-        return {"GatewayClass": tell, "Gateway": tell, "ListenerSet": tell}
+        def config_map(change: ObjectChanged) -> None:
+            system.tell(CA_BUNDLE_DIRECTORY, change)
+
+        return {
+            "GatewayClass": tell,
+            "Gateway": tell,
+            "ListenerSet": tell,
+            "BackendTLSPolicy": tell,
+            "ConfigMap": config_map,
+        }
 
     def router_taps(self) -> dict[str, Callable[[ObjectChanged], None]]:
         """The router's taps: HTTPRoutes that name (or named) a Gateway or a ListenerSet, and
@@ -155,6 +182,12 @@ class GatewayHalf:
         self._system.spawn(
             GATEWAY_DATA_PLANE, lambda: GatewayDataPlane(front_doors=self._front_doors)
         )
+        if self._directory_mailbox is None:
+            self._system.spawn(CA_BUNDLE_DIRECTORY, CABundleDirectory)
+        else:
+            self._system.spawn(
+                CA_BUNDLE_DIRECTORY, CABundleDirectory, mailbox=self._directory_mailbox
+            )
 
     async def stop(self) -> None:
         await self.ports.close()

@@ -22,6 +22,7 @@ from interlock.actors.edge_messages import EventType
 from interlock.actors.status_writer import StatusKind, TransientStatusError
 from interlock.kube.events import EventRecorder
 from interlock.kube.resources import (
+    BACKEND_TLS_POLICY,
     GATEWAY,
     GATEWAY_CLASS,
     GRPC_ROUTE,
@@ -54,6 +55,7 @@ class KubeStatusSink:
             "Gateway": GATEWAY,
             "GatewayClass": GATEWAY_CLASS,
             "ListenerSet": LISTENER_SET,
+            "BackendTLSPolicy": BACKEND_TLS_POLICY,
         }
 
     async def write_status(

@@ -371,6 +371,7 @@ class Engine:
                     headers_within=timeout,
                     idle=decision.deadlines.idle,
                     tls=decision.upstream_tls,
+                    backend_tls=decision.backend_tls,
                 )
             except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
                 if streamed is not None and streamed.timed_out:

@@ -30,8 +30,8 @@ import asyncio
 import contextlib
 import ssl as ssl_module
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import cast
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
 
 import aiohttp
 import httptools
@@ -540,10 +540,17 @@ class UpstreamPool:
         total: int,
         connect_timeout: float,
         ssl: ssl_module.SSLContext | None = None,
+        server_hostname: str | None = None,
+        peer_check: Callable[[dict[str, Any] | None], str | None] | None = None,
     ) -> None:
         """``ssl``: every connection of this pool speaks TLS with it (a pool of its own, so a
-        plain and a TLS connection to one address are never mixed up)."""
+        plain and a TLS connection to one address are never mixed up), sending
+        ``server_hostname`` as SNI (and checking it, if the context checks hostnames);
+        ``peer_check``: why the verified peer certificate (``getpeercert()``) is refused, or
+        None (a connection it refuses is closed before anything is sent)."""
         self._ssl = ssl
+        self._server_hostname = server_hostname
+        self._peer_check = peer_check
         self._per_address = per_address
         self._total_limit = total
         self._connect_timeout = connect_timeout
@@ -619,7 +626,11 @@ class UpstreamPool:
             connection = _Connection(self, address)
             try:
                 await asyncio.get_running_loop().create_connection(
-                    lambda: connection, address[0], address[1], ssl=self._ssl
+                    lambda: connection,
+                    address[0],
+                    address[1],
+                    ssl=self._ssl,
+                    server_hostname=self._server_hostname if self._ssl is not None else None,
                 )
             except BaseException as exc:
                 if connection.transport is None:  # else connection_lost frees the slot
@@ -628,6 +639,13 @@ class UpstreamPool:
                 if isinstance(exc, OSError):
                     raise UpstreamConnectError(address, exc) from None
                 raise
+            if self._peer_check is not None and connection.transport is not None:
+                problem = self._peer_check(connection.transport.get_extra_info("peercert"))
+                if problem is not None:
+                    connection.close()  # its connection_lost frees the slot
+                    raise UpstreamConnectError(
+                        address, ssl_module.SSLCertVerificationError(problem)
+                    )
         return connection
 
     def _has_room(self, address: Address) -> bool:

@@ -45,6 +45,7 @@ from interlock.dataplane.filters import (
     modified_path,
     redirect_location,
 )
+from interlock.model.backend_tls import BackendTLS
 from interlock.model.gateway import HTTPRouteMatch, parse_gateway_duration
 from interlock.model.outbound import (
     Backend,
@@ -163,6 +164,8 @@ class Forward:
     accrual: FailureAccrual | None
     upstream_tls: bool = False
     """Speak TLS to the upstream (an Ingress's ``backend-protocol: HTTPS``/``GRPCS``)."""
+    backend_tls: BackendTLS | None = None
+    """Speak TLS to the upstream and verify it (a Gateway backend's BackendTLSPolicy)."""
 
 
 @dataclass(slots=True)
@@ -354,6 +357,7 @@ def decide(plan: PolicyPlan, request: RequestInfo, rng_value: float) -> Forward 
         deadlines=rule_plan.deadlines,
         retry=rule_plan.retry,
         accrual=plan.accrual,
+        backend_tls=backend.backend.tls,
     )
 
 

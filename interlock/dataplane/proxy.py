@@ -16,6 +16,8 @@ releases its upstream.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
@@ -33,11 +35,16 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_HOST,
     X_FORWARDED_PROTO,
 )
-from interlock.dataplane.http1 import Http1Response, UpstreamPool
+from interlock.dataplane.http1 import Http1Response, UpstreamConnectError, UpstreamPool
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.source import Address
-from interlock.dataplane.upstream_tls import unverified_client_context
+from interlock.dataplane.upstream_tls import (
+    peer_problem,
+    unverified_client_context,
+    verified_client_context,
+)
 from interlock.dataplane.wire import answer_response
+from interlock.model.backend_tls import BackendTLS
 
 HOP_BY_HOP = frozenset(
     {
@@ -244,6 +251,10 @@ def body_timed_out() -> web.Response:
     return response
 
 
+MAX_VERIFIED_POOLS = 256
+"""Verified TLS settings with a connection pool of their own at once (BackendTLSPolicy)."""
+
+
 class Forwarder:
     """Sends requests upstream over one connection pool and streams the responses back."""
 
@@ -255,6 +266,9 @@ class Forwarder:
         self._pool: UpstreamPool | None = None
         self._tls_pool: UpstreamPool | None = None
         """Connections that speak TLS (``Forward.upstream_tls``), made on first use."""
+        self._verified: dict[BackendTLS, UpstreamPool] = {}
+        """Connections verified as a BackendTLSPolicy says (``Forward.backend_tls``): a pool
+        per setting, made on first use (at most :data:`MAX_VERIFIED_POOLS`)."""
 
     async def start(self) -> None:
         if self._pool is None:
@@ -271,6 +285,9 @@ class Forwarder:
         if self._tls_pool is not None:
             self._tls_pool.close()
             self._tls_pool = None
+        for pool in self._verified.values():
+            pool.close()
+        self._verified.clear()
 
     def _tls(self) -> UpstreamPool:
         if self._tls_pool is None:
@@ -281,6 +298,33 @@ class Forwarder:
                 ssl=unverified_client_context(alpn=("http/1.1",)),
             )
         return self._tls_pool
+
+    def _verified_pool(self, tls: BackendTLS, address: Address) -> UpstreamPool:
+        pool = self._verified.get(tls)
+        if pool is not None:
+            return pool
+        try:
+            context = verified_client_context(tls, alpn=("http/1.1",))
+        except ssl.SSLError as error:
+            # Neither the CA bundle's nor the key's content: only what could not be loaded.
+            raise UpstreamConnectError(
+                address, ssl.SSLError(f"TLS to the backend cannot be set up ({error.reason})")
+            ) from None
+        if len(self._verified) >= MAX_VERIFIED_POOLS:
+            # Settings no longer served (a policy or certificate that changed): start afresh.
+            for stale in self._verified.values():
+                stale.close()
+            self._verified.clear()
+        pool = UpstreamPool(
+            per_address=self._limits.upstream_connections,
+            total=self._limits.max_connections,
+            connect_timeout=self._timeouts.connect,
+            ssl=context,
+            server_hostname=tls.hostname,
+            peer_check=functools.partial(peer_problem, tls),
+        )
+        self._verified[tls] = pool
+        return pool
 
     def open(
         self,
@@ -294,6 +338,7 @@ class Forwarder:
         headers_within: float | None = None,
         idle: float | None = None,
         tls: bool = False,
+        backend_tls: BackendTLS | None = None,
     ) -> Awaitable[Http1Response]:
         """Send one request to ``address`` and return the upstream's response once its headers
         arrived (the caller relays it with :meth:`relay` or releases it).
@@ -301,13 +346,17 @@ class Forwarder:
         ``path`` and ``query`` are what to request, still percent-encoded; ``headers`` the
         upstream request headers, already rewritten. ``headers_within`` bounds the wait for the
         response headers (``TimeoutError``), ``idle`` replaces the time allowed between two
-        reads; ``tls``: over TLS (:mod:`interlock.dataplane.upstream_tls`). Raises
-        ``aiohttp.ClientError`` subclasses (``interlock.dataplane.http1``), ``TimeoutError``
-        and ``ClientBodyTimeout``.
+        reads; ``tls``: over TLS (:mod:`interlock.dataplane.upstream_tls`), ``backend_tls``:
+        over TLS verified as it says. Raises ``aiohttp.ClientError`` subclasses
+        (``interlock.dataplane.http1``), ``TimeoutError`` and ``ClientBodyTimeout``.
         """
         if self._pool is None:
             raise RuntimeError("Forwarder.start() was not called")
-        sent = (self._tls() if tls else self._pool).request(
+        if backend_tls is not None:
+            pool = self._verified_pool(backend_tls, address)
+        else:
+            pool = self._tls() if tls else self._pool
+        sent = pool.request(
             address,
             method,
             f"{path}?{query}" if query else path,

@@ -27,6 +27,7 @@ from interlock.dataplane.access_log import note_upstream
 from interlock.dataplane.answers import (
     ENDPOINTS_FAILING,
     REASON_HEADER,
+    UPSTREAM_FAILED,
     UPSTREAM_UNREACHABLE,
     Answer,
     answer,
@@ -211,6 +212,9 @@ class StreamForwarder:
         """The stream over h2c: an answer the policy retries is held back (not relayed) while
         the request can be sent again; a connection that cannot be opened moves on to the next
         address, as :meth:`Engine.attempt` does."""
+        if decision.backend_tls is not None:
+            # Verified TLS (BackendTLSPolicy) is spoken over HTTP/1.1 only: never sent in clear.
+            return answer(UPSTREAM_FAILED, f"{where}: h2 to a BackendTLSPolicy backend")
         authority = headers.popone("Host", request.authority)
         if request.headers.get("te", "").strip().lower() == "trailers":
             headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it

@@ -21,11 +21,10 @@ certificate it is sent); each route then checks its own CAs (``edge/modules/mutu
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
-import tempfile
 
 from interlock.dataplane.request_target import normalize_host
+from interlock.dataplane.upstream_tls import load_key_pair
 from interlock.model.moduleset import SecretValue
 
 
@@ -37,20 +36,13 @@ def load_certificate(*, host: str, cert_pem: SecretValue, key_pem: SecretValue) 
     """A server context for ``host`` from a PEM certificate chain and its private key."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    with tempfile.TemporaryDirectory(prefix="interlock-tls-") as folder:
-        cert_path = os.path.join(folder, "tls.crt")
-        key_path = os.path.join(folder, "tls.key")
-        for path, value in ((cert_path, cert_pem), (key_path, key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(value.reveal())
-        try:
-            context.load_cert_chain(cert_path, key_path)
-        except (ssl.SSLError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or type(exc).__name__
-            raise TlsConfigError(
-                f"TLS for host {host}: tls.crt/tls.key cannot be loaded ({reason})"
-            ) from None
+    try:
+        load_key_pair(context, cert_pem, key_pem)
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        raise TlsConfigError(
+            f"TLS for host {host}: tls.crt/tls.key cannot be loaded ({reason})"
+        ) from None
     return context
 
 

@@ -133,6 +133,8 @@ NAMESPACE = _kind(
 
 SECRET = _kind(data=_map(), stringData=_map(), type=_STRING, immutable=_BOOLEAN)
 
+CONFIG_MAP = _kind(data=_map(), binaryData=_map(), immutable=_BOOLEAN)
+
 EVENT = _kind(
     action=_STRING,
     count=_INTEGER,

@@ -92,9 +92,9 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
     the upstream constraints of
     :mod:`~interlock.embedded.gateway_schemas`, else a schema that admits any spec.
 
-    GatewayClass and Gateway are served with a schema that admits any spec (interlock applies
-    their defaults and checks their listeners itself); applying the upstream bundle replaces
-    them with the real schemas."""
+    GatewayClass, Gateway and BackendTLSPolicy are served with a schema that admits any spec
+    (interlock applies their defaults and checks them itself); applying the upstream bundle
+    replaces them with the real schemas."""
 
     def schema(make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return make() if constrained else _PERMISSIVE_SCHEMA
@@ -137,6 +137,13 @@ def gateway_api_crds(*, constrained: bool) -> list[dict[str, Any]]:
             [_AGE],
             schema(referencegrant_schema),
             status=False,
+        ),
+        _crd(
+            "BackendTLSPolicy",
+            ["v1"],
+            [_AGE],
+            _PERMISSIVE_SCHEMA,
+            plural="backendtlspolicies",
         ),
     ]
 

@@ -334,6 +334,19 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ),
     _builtin(
         "",
+        "ConfigMap",
+        "configmaps",
+        builtin_schemas.CONFIG_MAP,
+        namespaced=True,
+        short_names=("cm",),
+        columns=(
+            name_column(),
+            _column("Data", lambda o, _n: len(o.get("data") or {}), column_type="string"),
+            age_column(),
+        ),
+    ),
+    _builtin(
+        "",
         "Event",
         "events",
         builtin_schemas.EVENT,

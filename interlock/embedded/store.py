@@ -81,6 +81,7 @@ _WITHOUT_GENERATION = frozenset(
     {
         ("", "services"),
         ("", "secrets"),
+        ("", "configmaps"),
         ("", "namespaces"),
         ("", "events"),
         ("coordination.k8s.io", "leases"),

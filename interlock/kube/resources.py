@@ -93,6 +93,12 @@ GATEWAY = Resource(GATEWAY_GROUP, "v1", "gateways", "Gateway", namespaced=True)
 GATEWAY_CLASS = Resource(GATEWAY_GROUP, "v1", "gatewayclasses", "GatewayClass", namespaced=False)
 LISTENER_SET = Resource(GATEWAY_GROUP, "v1", "listenersets", "ListenerSet", namespaced=True)
 """ListenerSet: v1 in the standard channel since Gateway API v1.5."""
+BACKEND_TLS_POLICY = Resource(
+    GATEWAY_GROUP, "v1", "backendtlspolicies", "BackendTLSPolicy", namespaced=True
+)
+"""BackendTLSPolicy: v1 in the standard channel since Gateway API v1.4."""
+CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+"""ConfigMaps: read for the CA bundles BackendTLSPolicies name (key ``ca.crt``)."""
 GRPC_ROUTE = Resource(GATEWAY_GROUP, "v1", "grpcroutes", "GRPCRoute", namespaced=True)
 """GRPCRoute: served at v1 only (Gateway API v1.1 and later)."""
 TLS_ROUTE = Resource(GATEWAY_GROUP, "v1", "tlsroutes", "TLSRoute", namespaced=True)

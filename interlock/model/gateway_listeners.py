@@ -137,6 +137,14 @@ class AllowedListeners(KubeModel):
     namespaces: ListenerNamespaces = Field(default_factory=ListenerNamespaces)
 
 
+class GatewayBackendTLS(KubeModel):
+    client_certificate_ref: SecretObjectReference | None = Field(None, alias="clientCertificateRef")
+
+
+class GatewaySpecTLS(KubeModel):
+    backend: GatewayBackendTLS | None = None
+
+
 class GatewaySpec(KubeModel):
     gateway_class_name: str = Field(alias="gatewayClassName")
     listeners: tuple[Listener, ...] = ()
@@ -145,6 +153,7 @@ class GatewaySpec(KubeModel):
     allowed_listeners: AllowedListeners = Field(
         default_factory=AllowedListeners, alias="allowedListeners"
     )
+    tls: GatewaySpecTLS | None = None
 
 
 class Gateway(KubeObject):
@@ -397,18 +406,7 @@ def _certificates(
             )
             continue
         key = ObjectKey(namespace=ref.namespace or namespace, name=ref.name)
-        if key.namespace != namespace and not any(
-            grant.permits(
-                from_group=GATEWAY_GROUP,
-                from_kind=from_kind,
-                from_namespace=namespace,
-                to_group="",
-                to_kind="Secret",
-                to_namespace=key.namespace,
-                to_name=key.name,
-            )
-            for grant in grant_list
-        ):
+        if not secret_reference_permitted(from_kind, namespace, key, grant_list):
             problems.append(
                 ListenerProblem(
                     "ResolvedRefs",
@@ -419,7 +417,7 @@ def _certificates(
             )
             continue
         values = secrets.get(key)
-        pair = None if values is None else _tls_pair(values)
+        pair = None if values is None else tls_pair(values)
         if pair is None:
             problems.append(
                 ListenerProblem(
@@ -434,7 +432,27 @@ def _certificates(
     return tuple(usable), problems
 
 
-def _tls_pair(values: Mapping[str, SecretValue]) -> CertificatePair | None:
+def secret_reference_permitted(
+    from_kind: str, namespace: str, key: ObjectKey, grants: Iterable[ReferenceGrant]
+) -> bool:
+    """Whether a ``from_kind`` (Gateway, ListenerSet) in ``namespace`` may use the Secret
+    ``key``: one of its own namespace, or one a ReferenceGrant of the Secret's namespace lets
+    that kind refer to."""
+    return key.namespace == namespace or any(
+        grant.permits(
+            from_group=GATEWAY_GROUP,
+            from_kind=from_kind,
+            from_namespace=namespace,
+            to_group="",
+            to_kind="Secret",
+            to_namespace=key.namespace,
+            to_name=key.name,
+        )
+        for grant in grants
+    )
+
+
+def tls_pair(values: Mapping[str, SecretValue]) -> CertificatePair | None:
     cert, key = values.get("tls.crt"), values.get("tls.key")
     if cert is None or key is None:
         return None
@@ -607,6 +625,7 @@ def gateway_status(
     now: datetime,
     port_failures: Mapping[int, str] | None = None,
     attached_listener_sets: int = 0,
+    resolved_refs: tuple[bool, str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``status`` interlock writes on one of its Gateways.
 
@@ -617,6 +636,9 @@ def gateway_status(
     could not open, with why (their listeners are not Accepted: ``PortUnavailable``). The
     Gateway is ``Accepted`` while one listener is (``ListenersNotValid`` names the others);
     ``Programmed`` once it has an address and a listener the data plane serves.
+    ``resolved_refs``: the Gateway's own references (its backend client certificate,
+    ``interlock.model.backend_tls.client_certificate``) as ``(status, reason, message)``; a
+    ``ResolvedRefs`` condition only when it has some.
     """
     generation = gateway.metadata.generation
     stored = stored_conditions(gateway.status.get("conditions"))
@@ -664,8 +686,11 @@ def gateway_status(
         programmed = make("Programmed", False, "Invalid", "no listener can be served")
     else:
         programmed = make("Programmed", True, "Programmed", f"served at {address}")
+    conditions = [accepted, programmed]
+    if resolved_refs is not None:
+        conditions.append(make("ResolvedRefs", *resolved_refs))
     status: dict[str, Any] = {
-        "conditions": [accepted, programmed],
+        "conditions": conditions,
         "listeners": listeners,
         "attachedListenerSets": attached_listener_sets,
     }

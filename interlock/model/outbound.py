@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from interlock.model.gateway import (
     CORE_GROUP,
@@ -71,6 +71,9 @@ from interlock.model.policy_annotations import (
 from interlock.model.route_kinds import age_order, served_routes
 from interlock.model.service import Service
 from interlock.model.stream_routes import StreamRouteRule, TCPRoute, TLSRoute
+
+if TYPE_CHECKING:
+    from interlock.model.backend_tls import BackendTLS
 
 BackendReason = Literal["BackendNotFound", "InvalidKind", "RefNotPermitted"]
 """Why a backend cannot carry traffic; the Gateway API ``ResolvedRefs`` reasons."""
@@ -135,6 +138,9 @@ class Backend:
     reason: BackendReason | None = None
     filters: tuple[RouteFilter, ...] = ()
     """The backendRef's own filters: applied only to requests sent to this backend."""
+    tls: BackendTLS | None = None
+    """How a Gateway speaks TLS to it (its BackendTLSPolicy, :mod:`interlock.model.backend_tls`);
+    None: plain. Not part of the outbound policy API."""
 
     @property
     def key(self) -> ObjectKey:

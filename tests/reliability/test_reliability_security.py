@@ -42,6 +42,7 @@ from loguru import logger
 from outbound_objects import service
 from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
+from tls_certs import self_signed
 
 from interlock.controller.app import Controller
 from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
@@ -270,6 +271,46 @@ async def run_requests(
                 "listeners": [
                     {"name": "team", "port": 18080, "protocol": "HTTP", "hostname": "team.test"}
                 ],
+            },
+        },
+    )
+    # A route of that Gateway to a Service a BackendTLSPolicy names, its CA in a ConfigMap: the
+    # configmaps, backendtlspolicies and backendtlspolicies/status grants (the policy's status
+    # names the Gateway).
+    await write(server, service("tls-web", ports=(443,), port_names=("https",)))
+    await write(
+        server,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "tls-web-ca", "namespace": "default"},
+            "data": {"ca.crt": self_signed("tls-web.example")[0]},
+        },
+    )
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "tls-web-route", "namespace": "default"},
+            "spec": {
+                "parentRefs": [{"name": "web-gateway"}],
+                "rules": [{"backendRefs": [{"name": "tls-web", "port": 443}]}],
+            },
+        },
+    )
+    await write(
+        server,
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "BackendTLSPolicy",
+            "metadata": {"name": "tls-web", "namespace": "default"},
+            "spec": {
+                "targetRefs": [{"group": "", "kind": "Service", "name": "tls-web"}],
+                "validation": {
+                    "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "tls-web-ca"}],
+                    "hostname": "tls-web.example",
+                },
             },
         },
     )

@@ -1,0 +1,291 @@
+"""BackendTLSPolicy and a Gateway's backend client certificate (both lanes, the real CRDs).
+
+A Service named by a BackendTLSPolicy is reached over TLS, verified: the backend's chain must
+end in the policy's CA (a ConfigMap's ``ca.crt``), its certificate must be valid for the
+policy's hostname (sent as SNI) or carry one of its subject alternative names; a backend that
+fails the check is never sent the request (502). A policy whose CA cannot be read is refused
+with the spec's reasons and its backend answers 500, never contacted; the policy's status
+names the Gateway (``status.ancestors``), and changes to the ConfigMap are followed. A Gateway's
+``spec.tls.backend.clientCertificateRef`` is the certificate presented to such backends; a
+reference that cannot be used is reported on the Gateway (``ResolvedRefs`` False).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from e2e_clients import eventually
+from echo_backends import local_slice
+from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener
+from gateway_env import env as env
+from lanes import ENDPOINT_HOST
+from tls_certs import TestCa
+
+CRD = (
+    Path(__file__).resolve().parents[3]
+    / "shared/gateway-api/v1.6.1/standard/gateway.networking.k8s.io_backendtlspolicies.yaml"
+)
+HOST = "abc.example.com"
+SPIFFE = "spiffe://abc.example.com/test-identity"
+
+
+class TlsEcho:
+    """An HTTPS backend with a certificate from ``ca`` that answers with the server name it was
+    sent and the client certificate's common name (when ``client_ca`` asks for one)."""
+
+    def __init__(self, ca: TestCa, *, client_ca: TestCa | None = None) -> None:
+        self.ca = ca
+        self.client_ca = client_ca
+        self.requests = 0
+        self.port = 0
+        self._names: dict[int, str | None] = {}
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        issued = self.ca.issue(HOST, dns=(HOST, "other.example.com"), uris=(SPIFFE,))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as folder:
+            cert, key = Path(folder, "crt"), Path(folder, "key")
+            cert.write_text(issued.cert_pem)
+            key.write_text(issued.key_pem)
+            context.load_cert_chain(str(cert), str(key))
+        if self.client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cadata=self.client_ca.pem)
+
+        def sni(ssl_object: ssl.SSLObject, name: str | None, _: ssl.SSLContext) -> None:
+            self._names[id(ssl_object)] = name
+
+        context.sni_callback = sni  # type: ignore[assignment]
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, ENDPOINT_HOST, 0, ssl_context=context)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        transport = request.transport
+        ssl_object = None if transport is None else transport.get_extra_info("ssl_object")
+        peer = None if ssl_object is None else ssl_object.getpeercert()
+        client = None
+        if peer:
+            client = dict(item for rdn in peer["subject"] for item in rdn).get("commonName")
+        name = None if ssl_object is None else self._names.get(id(ssl_object))
+        return web.json_response({"sni": name, "client": client})
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP"}]},
+    }
+
+
+def config_map(name: str, ca_pem: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {} if ca_pem is None else {"ca.crt": ca_pem},
+    }
+
+
+def policy(name: str, target: str, ca: str, **validation: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "BackendTLSPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": target}],
+            "validation": {
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca}],
+                "hostname": HOST,
+                **validation,
+            },
+        },
+    }
+
+
+def route(paths: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "secure", "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": "one"}],
+            "hostnames": [HOST],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "Exact", "value": path}}],
+                    "backendRefs": [{"name": backend, "port": 443}],
+                }
+                for path, backend in paths.items()
+            ],
+        },
+    }
+
+
+async def policy_conditions(env: Env, name: str) -> dict[str, tuple[str, str]]:
+    obj = await env.read("BackendTLSPolicy", name)
+    for entry in (obj or {}).get("status", {}).get("ancestors", []):
+        if entry["ancestorRef"]["name"] == "one" and entry["ancestorRef"]["kind"] == "Gateway":
+            generation = (obj or {})["metadata"]["generation"]
+            if any(c["observedGeneration"] != generation for c in entry["conditions"]):
+                return {}
+            return {c["type"]: (c["status"], c["reason"]) for c in entry["conditions"]}
+    return {}
+
+
+async def answer(env: Env, address: str, path: str) -> tuple[int, Any]:
+    async with env.http.get(f"http://{address}{path}", headers={"Host": HOST}) as response:
+        body = await response.read()
+        if response.status == 200:
+            return 200, json.loads(body)
+        return response.status, None
+
+
+async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -> None:
+    await env.cluster.apply_manifests([CRD])
+    ca, stranger = TestCa("backend CA"), TestCa("another CA")
+    echo = TlsEcho(ca)
+    await echo.start()
+    try:
+        names = ("verified", "wrong-host", "wrong-ca", "san-uri", "san-miss", "no-ca", "plain")
+        for name in names:
+            await env.cluster.apply(service(name))
+            await env.cluster.apply(local_slice(name, {"https": echo.port}, name=f"{name}-slice"))
+        await env.cluster.apply(config_map("ca", ca.pem))
+        await env.cluster.apply(config_map("stranger", stranger.pem))
+        await env.cluster.apply(policy("verified", "verified", "ca"))
+        await env.cluster.apply(policy("wrong-host", "wrong-host", "ca", hostname="x.example"))
+        await env.cluster.apply(policy("wrong-ca", "wrong-ca", "stranger"))
+        uri = [{"type": "URI", "uri": SPIFFE}]
+        await env.cluster.apply(policy("san-uri", "san-uri", "ca", subjectAltNames=uri))
+        miss = [{"type": "Hostname", "hostname": "dce.example.com"}]
+        await env.cluster.apply(policy("san-miss", "san-miss", "ca", subjectAltNames=miss))
+        await env.cluster.apply(policy("no-ca", "no-ca", "ca-later"))
+        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        await env.cluster.apply(route({f"/{name}": name for name in names}))
+        address = await env.address("one")
+
+        async def verified() -> bool:
+            return (await answer(env, address, "/verified")) == (
+                200,
+                {"sni": HOST, "client": None},
+            )
+
+        await eventually(verified, message="the verified backend answers over TLS with its SNI")
+        assert (await answer(env, address, "/san-uri"))[0] == 200
+        for name in ("verified", "wrong-host", "wrong-ca", "san-uri", "san-miss"):
+            assert await policy_conditions(env, name) == {
+                "Accepted": ("True", "Accepted"),
+                "ResolvedRefs": ("True", "ResolvedRefs"),
+            }, name
+        served = echo.requests
+        for path in ("/wrong-host", "/wrong-ca", "/san-miss"):
+            assert (await answer(env, address, path))[0] == 502, path
+        assert echo.requests == served  # refused during the handshake: nothing was sent
+        # A backend no policy names is sent to in clear (and a TLS backend refuses that).
+        assert (await answer(env, address, "/plain"))[0] != 200
+
+        # A policy whose ConfigMap does not exist: refused, its backend never contacted.
+        async def refused() -> bool:
+            return await policy_conditions(env, "no-ca") == {
+                "Accepted": ("False", "NoValidCACertificate"),
+                "ResolvedRefs": ("False", "InvalidCACertificateRef"),
+            }
+
+        await eventually(refused, message="no-ca is refused")
+        assert (await answer(env, address, "/no-ca"))[0] == 500
+        assert echo.requests == served
+
+        # The ConfigMap appears: accepted and served; emptied: refused again.
+        await env.cluster.apply(config_map("ca-later", ca.pem))
+
+        async def resolved() -> bool:
+            return (await answer(env, address, "/no-ca"))[0] == 200
+
+        await eventually(resolved, message="no-ca is served once its ConfigMap exists")
+        await env.cluster.apply(config_map("ca-later", None))
+        await eventually(refused, message="no-ca is refused once its ConfigMap has no ca.crt")
+        assert (await answer(env, address, "/no-ca"))[0] == 500
+    finally:
+        await echo.stop()
+
+
+def tls_secret(name: str, cert_pem: str, key_pem: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {
+            "tls.crt": base64.b64encode(cert_pem.encode()).decode(),
+            "tls.key": base64.b64encode(key_pem.encode()).decode(),
+        },
+    }
+
+
+async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one(
+    env: Env,
+) -> None:
+    await env.cluster.apply_manifests([CRD])
+    ca, clients = TestCa("backend CA"), TestCa("client CA")
+    echo = TlsEcho(ca, client_ca=clients)
+    await echo.start()
+    try:
+        issued = clients.issue("gateway-one")
+        await env.cluster.apply(tls_secret("client", issued.cert_pem, issued.key_pem))
+        await env.cluster.apply(service("mtls"))
+        await env.cluster.apply(local_slice("mtls", {"https": echo.port}, name="mtls-slice"))
+        await env.cluster.apply(config_map("ca", ca.pem))
+        await env.cluster.apply(policy("mtls", "mtls", "ca"))
+        gateway = gateway_obj("one", http_listener("http"))
+        gateway["spec"]["tls"] = {"backend": {"clientCertificateRef": {"name": "client"}}}
+        await env.cluster.apply(gateway)
+        await env.cluster.apply(route({"/": "mtls"}))
+        address = await env.address("one")
+
+        async def presented() -> bool:
+            return (await answer(env, address, "/")) == (
+                200,
+                {"sni": HOST, "client": "gateway-one"},
+            )
+
+        await eventually(presented, message="the backend sees the Gateway's client certificate")
+        gateway_conditions = conditions(await env.read("Gateway", "one"))
+        assert gateway_conditions["ResolvedRefs"] == ("True", "ResolvedRefs")
+        assert gateway_conditions["Accepted"] == ("True", "Accepted")
+
+        gateway["spec"]["tls"] = {"backend": {"clientCertificateRef": {"name": "missing"}}}
+        await env.cluster.apply(gateway)
+
+        async def reported() -> bool:
+            found = conditions(await env.read("Gateway", "one"))
+            return found.get("ResolvedRefs") == (
+                "False",
+                "InvalidClientCertificateRef",
+            ) and found.get("Accepted") == ("True", "Accepted")
+
+        await eventually(reported, message="the missing client certificate is reported")
+        # Without a certificate to present, the backend (which requires one) refuses.
+        assert (await answer(env, address, "/"))[0] == 502
+    finally:
+        await echo.stop()
