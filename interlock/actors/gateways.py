@@ -5,9 +5,9 @@ entangled: a Gateway's address depends on the other Gateways (one pool), a liste
 ``attachedRoutes`` on every route naming it, a route's status on the Gateway's listeners and on
 its namespace's labels. So one actor holds the GatewayClasses, Gateways, the routes that name a
 Gateway, and the Namespaces' labels (told by the informer router), follows the Services,
-ReferenceGrants and Secrets those reference (subscribed, so each arrives with its current value
-and every change after), and on every change recomputes the whole picture with the pure
-functions of ``model/gateway_class.py``, ``gateway_listeners.py`` and ``gateway_routes.py``. A
+ReferenceGrants, Secrets and ConfigMaps those reference (subscribed, so each arrives with its
+current value and every change after), and on every change recomputes the whole picture with the
+pure functions of ``model/gateway_class.py``, ``gateway_listeners.py`` and ``gateway_routes.py``. A
 burst of changes costs one recompute: while more messages wait in its mailbox the recompute
 waits for them.
 
@@ -79,6 +79,7 @@ from interlock.model.gateway_listeners import (
     Gateway,
     assign_addresses,
     certificate_dependencies,
+    frontend_ca_dependencies,
     gateway_status,
     listener_certificate_dependencies,
     listener_problems,
@@ -434,6 +435,10 @@ class GatewayController(Actor):
                 wanted.add(secret_topic(key.namespace, key.name))
                 if key.namespace != gateway.metadata.namespace:
                     wanted.add(grants_topic(key.namespace))
+            for key in frontend_ca_dependencies(gateway):
+                wanted.add(ca_bundle_topic(key.namespace, key.name))
+                if key.namespace != gateway.metadata.namespace:
+                    wanted.add(grants_topic(key.namespace))
         for listener_set in self.listener_sets.values():
             if listener_set.parent() not in ours:
                 continue
@@ -642,7 +647,9 @@ class GatewayController(Actor):
         grants: Sequence[ReferenceGrant],
     ) -> GatewayView:
         """A Gateway with its listeners checked and the ListenerSets naming it."""
-        checks = listener_problems(gateway, secrets=certificates, grants=grants)
+        checks = listener_problems(
+            gateway, secrets=certificates, grants=grants, ca_bundles=self.ca_bundles
+        )
         return GatewayView(
             gateway=gateway,
             checks=checks,

@@ -13,7 +13,8 @@ is a synthetic Service port. :class:`GatewayPolicies` answers the engine's polic
 that port with the virtual host's :class:`~interlock.model.outbound.OutboundPolicy` — the
 routes attached there, decided by the same engine as the edge and the mesh — and every other
 question (endpoints of the real backends) through the controller's upstreams. An HTTPS port
-chooses its certificate by the ClientHello's server name among its listeners' hostnames.
+chooses its certificate by the ClientHello's server name among its listeners' hostnames, and
+with it whether a client certificate is required (the Gateway's ``spec.tls.frontend``).
 
 The table a socket serves is replaced whole on every change (a request reads it once), so a
 request never mixes two configurations.
@@ -46,9 +47,10 @@ from interlock.edge.modules import (
     compile_modules,
 )
 from interlock.edge.server import EdgeServer
-from interlock.edge.tls import TlsConfigError, load_certificate
+from interlock.edge.tls import TlsConfigError, load_certificate, trust_client_cas
 from interlock.model.edge_plan import BackendTarget
 from interlock.model.gateway_conditions import hostname_matches
+from interlock.model.gateway_frontend import ClientValidation
 from interlock.model.gateway_listeners import CertificatePair
 from interlock.model.gateway_mirrors import RuleMirror
 from interlock.model.gateway_modules import RuleModules
@@ -85,33 +87,40 @@ def _synthetic_target(
 class ListenerCertificates:
     """An HTTPS port's certificates by listener hostname (``context_for`` of the TLS listener).
 
-    Each listener has its own context, kept while its hostname and certificate are unchanged,
-    so a connection's context tells which listener its TLS server name chose
-    (:meth:`listener_of`): a request whose ``Host`` belongs to another listener is misdirected
-    (421), or a client could present one listener's name and reach another's routes.
+    Each listener has its own context, kept while its hostname, certificate and client
+    validation are unchanged, so a connection's context tells which listener its TLS server
+    name chose (:meth:`listener_of`): a request whose ``Host`` belongs to another listener is
+    misdirected (421), or a client could present one listener's name and reach another's
+    routes. A listener validating clients (``AllowValidOnly``) requires a certificate that
+    verifies against its CAs in the handshake; without one the handshake fails, so no request
+    is read. ``AllowInsecureFallback`` asks for none: Python's ``ssl`` cannot request a
+    certificate and then let a client whose certificate fails verification in, and that mode
+    lets every client in (the Gateway's ``InsecureFrontendValidationMode`` condition says so).
     """
 
     def __init__(self) -> None:
         self._listeners: tuple[tuple[str | None, str, ssl.SSLContext], ...] = ()
-        self._built: dict[tuple[str | None, str, CertificatePair], ssl.SSLContext] = {}
+        self._built: dict[_ContextKey, ssl.SSLContext] = {}
         self._names: dict[int, str] = {}
         self._refuse = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 
     def update(self, port: PortServing) -> None:
         contexts: list[tuple[str | None, str, ssl.SSLContext]] = []
-        built: dict[tuple[str | None, str, CertificatePair], ssl.SSLContext] = {}
+        built: dict[_ContextKey, ssl.SSLContext] = {}
         for listener in port.listeners:
             if not listener.certificates:
                 continue
             pair = listener.certificates[0]
-            key = (listener.hostname, listener.name, pair)
+            key = (listener.hostname, listener.name, pair, listener.client_validation)
             context = self._built.get(key)
             if context is None:
                 try:
                     context = load_certificate(
                         host=listener.hostname or "*", cert_pem=pair[0], key_pem=pair[1]
                     )
+                    _validate_clients(context, listener.hostname, listener.client_validation)
                 except TlsConfigError as error:
+                    # Not served at all: a listener must never serve without its validation.
                     logger.warning("Gateway listener {}: {}", listener.name, error)
                     continue
                 context.set_alpn_protocols(["h2", "http/1.1"])
@@ -135,6 +144,20 @@ class ListenerCertificates:
         if not name and self._listeners:
             return self._listeners[0][2]
         return self._refuse
+
+
+_ContextKey = tuple[str | None, str, CertificatePair, ClientValidation | None]
+"""A listener context's inputs: hostname, listener name, certificate, client validation."""
+
+
+def _validate_clients(
+    context: ssl.SSLContext, hostname: str | None, validation: ClientValidation | None
+) -> None:
+    """Require client certificates issued by the validation's CAs (``AllowValidOnly``)."""
+    if validation is None or validation.insecure_fallback:
+        return
+    trust_client_cas(context, host=hostname or "*", ca_bundles=(validation.ca_bundle,))
+    context.verify_mode = ssl.CERT_REQUIRED
 
 
 MIRROR_IN_FLIGHT = 256

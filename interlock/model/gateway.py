@@ -17,7 +17,7 @@ route with ``spec.rules[0].filters[1].type: unsupported ...`` is the honest alte
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from interlock.model.meta import (
     KubeModel,
     KubeObject,
+    ObjectKey,
     parse_namespaced,
 )
 
@@ -729,6 +730,31 @@ class ReferenceGrant(KubeObject):
             and t.name in (None, "", to_name)
             for t in self.spec.to
         )
+
+
+def reference_permitted(
+    grants: Iterable[ReferenceGrant],
+    *,
+    from_kind: str,
+    from_namespace: str,
+    kind: str,
+    target: ObjectKey,
+) -> bool:
+    """Whether a ``from_kind`` of the Gateway API group in ``from_namespace`` (a Gateway, a
+    ListenerSet) may refer to the core object ``kind`` ``target``: one in its own namespace,
+    or one a ReferenceGrant there permits."""
+    return target.namespace == from_namespace or any(
+        grant.permits(
+            from_group=GATEWAY_GROUP,
+            from_kind=from_kind,
+            from_namespace=from_namespace,
+            to_group=CORE_GROUP,
+            to_kind=kind,
+            to_namespace=target.namespace,
+            to_name=target.name,
+        )
+        for grant in grants
+    )
 
 
 def parse_http_route(raw: dict[str, Any]) -> HTTPRoute:

@@ -33,6 +33,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "BackendTLSPolicySANValidation",
             "GatewayBackendClientCertificate",
             "GatewayAddressEmpty",
+            "GatewayFrontendClientCertificateValidation",
             "GatewayHTTPListenerIsolation",
             "GatewayHTTPSListenerDetectMisdirectedRequests",
             "GatewayPort8080",

@@ -8,7 +8,8 @@ function of its inputs:
 
 * each listener's problems (:func:`listener_problems`): an unsupported protocol, route kinds it
   cannot carry, a TLS certificate it cannot use (missing, not permitted by a ReferenceGrant,
-  not a TLS Secret), a port whose listeners disagree on the protocol;
+  not a TLS Secret), client certificate validation it cannot build (``gateway_frontend.py``),
+  a port whose listeners disagree on the protocol;
 * the address of each Gateway from the configured pool (:func:`assign_addresses`): stable —
   a Gateway keeps the address its status already holds while that is free — and never shared,
   because the data plane tells Gateways apart by the local address a connection arrived on;
@@ -27,8 +28,19 @@ from typing import Any
 
 from pydantic import Field
 
-from interlock.model.gateway import GATEWAY_GROUP, ReferenceGrant, normalize_group
+from interlock.model.gateway import (
+    GATEWAY_GROUP,
+    ReferenceGrant,
+    normalize_group,
+    reference_permitted,
+)
 from interlock.model.gateway_conditions import condition, stored_conditions
+from interlock.model.gateway_frontend import (
+    ClientValidation,
+    FrontendTLSConfig,
+    ca_certificate_dependencies,
+    client_validation,
+)
 from interlock.model.meta import KubeModel, KubeObject, ObjectKey, parse_namespaced
 from interlock.model.moduleset import SecretValue
 
@@ -142,7 +154,11 @@ class GatewayBackendTLS(KubeModel):
 
 
 class GatewaySpecTLS(KubeModel):
+    """``spec.tls``: ``backend``, the client certificate presented to TLS backends, and
+    ``frontend``, the client certificates HTTPS listeners ask for."""
+
     backend: GatewayBackendTLS | None = None
+    frontend: FrontendTLSConfig | None = None
 
 
 class GatewaySpec(KubeModel):
@@ -154,6 +170,10 @@ class GatewaySpec(KubeModel):
         default_factory=AllowedListeners, alias="allowedListeners"
     )
     tls: GatewaySpecTLS | None = None
+
+    @property
+    def frontend(self) -> FrontendTLSConfig | None:
+        return None if self.tls is None else self.tls.frontend
 
 
 class Gateway(KubeObject):
@@ -321,7 +341,8 @@ class ListenerProblem:
 @dataclass(frozen=True, slots=True)
 class ListenerCheck:
     """What a listener can do: the route kinds it carries, its problems, its usable
-    certificates (Secret keys, in ``certificateRefs`` order)."""
+    certificates (Secret keys, in ``certificateRefs`` order) and the client certificates it
+    asks for (HTTPS, ``spec.tls.frontend``)."""
 
     listener: Listener
     supported_kinds: tuple[tuple[str, str], ...]
@@ -329,6 +350,7 @@ class ListenerCheck:
     certificates: tuple[CertificatePair, ...] = ()
     owner: ObjectKey | None = None
     """The ListenerSet declaring the listener; None: the Gateway itself."""
+    client_validation: ClientValidation | None = None
 
     @property
     def accepted(self) -> bool:
@@ -438,17 +460,8 @@ def secret_reference_permitted(
     """Whether a ``from_kind`` (Gateway, ListenerSet) in ``namespace`` may use the Secret
     ``key``: one of its own namespace, or one a ReferenceGrant of the Secret's namespace lets
     that kind refer to."""
-    return key.namespace == namespace or any(
-        grant.permits(
-            from_group=GATEWAY_GROUP,
-            from_kind=from_kind,
-            from_namespace=namespace,
-            to_group="",
-            to_kind="Secret",
-            to_namespace=key.namespace,
-            to_name=key.name,
-        )
-        for grant in grants
+    return reference_permitted(
+        grants, from_kind=from_kind, from_namespace=namespace, kind="Secret", target=key
     )
 
 
@@ -470,8 +483,11 @@ def listener_problems(
     grants: Iterable[ReferenceGrant],
     from_kind: str = "Gateway",
     owner: ObjectKey | None = None,
+    ca_bundles: Mapping[ObjectKey, str | None] | None = None,
 ) -> tuple[ListenerCheck, ...]:
-    """Each listener of ``gateway`` checked on its own (and against the others on its port).
+    """Each listener of ``gateway`` checked on its own (and against the others on its port);
+    ``ca_bundles``: the ``ca.crt`` of the ConfigMaps known (None: it has none), for the client
+    certificate validation of HTTPS listeners.
 
     A ListenerSet's listeners are checked as those of a Gateway holding them in the
     ListenerSet's namespace (``model/listener_sets.py``): ``from_kind`` ``ListenerSet`` (what
@@ -508,13 +524,32 @@ def listener_problems(
         kinds, kind_problems = _kinds(listener, where)
         problems.extend(kind_problems)
         certificates: tuple[CertificatePair, ...] = ()
+        validation: ClientValidation | None = None
         if listener.protocol == "HTTPS":
             certificates, cert_problems = _certificates(
                 gateway, listener, where, secrets=secrets, grants=grant_list, from_kind=from_kind
             )
             problems.extend(cert_problems)
-        checks.append(ListenerCheck(listener, kinds, tuple(problems), certificates, owner))
+            validation, frontend_problems = client_validation(
+                gateway.spec.frontend,
+                namespace=gateway.metadata.namespace,
+                port=listener.port,
+                where=where,
+                ca_bundles=ca_bundles or {},
+                grants=grant_list,
+            )
+            problems.extend(
+                ListenerProblem(p.condition, p.reason, p.message) for p in frontend_problems
+            )
+        checks.append(
+            ListenerCheck(listener, kinds, tuple(problems), certificates, owner, validation)
+        )
     return tuple(checks)
+
+
+def frontend_ca_dependencies(gateway: Gateway) -> tuple[ObjectKey, ...]:
+    """The ConfigMaps the Gateway's client certificate validation names (to follow them)."""
+    return ca_certificate_dependencies(gateway.spec.frontend, namespace=gateway.metadata.namespace)
 
 
 def certificate_dependencies(gateway: Gateway) -> tuple[ObjectKey, ...]:
@@ -689,6 +724,25 @@ def gateway_status(
     conditions = [accepted, programmed]
     if resolved_refs is not None:
         conditions.append(make("ResolvedRefs", *resolved_refs))
+    insecure = sorted(
+        {
+            check.listener.port
+            for check in checks
+            if check.client_validation is not None and check.client_validation.insecure_fallback
+        }
+    )
+    if insecure:
+        # The spec: present while a listener lets clients in unchecked, removed once none does.
+        conditions.append(
+            make(
+                "InsecureFrontendValidationMode",
+                True,
+                "ConfigurationChanged",
+                "spec.tls.frontend: mode AllowInsecureFallback on port "
+                + ", ".join(str(port) for port in insecure)
+                + ": clients are let in without a valid certificate",
+            )
+        )
     status: dict[str, Any] = {
         "conditions": conditions,
         "listeners": listeners,

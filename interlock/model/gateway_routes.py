@@ -43,6 +43,7 @@ from interlock.model.gateway_conditions import (
     stored_conditions,
     without_timestamps,
 )
+from interlock.model.gateway_frontend import ClientValidation
 from interlock.model.gateway_listeners import (
     AddressProblem,
     CertificatePair,
@@ -130,12 +131,14 @@ class VirtualHost:
 
 @dataclass(frozen=True, slots=True)
 class ListenerServing:
-    """One usable listener: its hostname, certificates (HTTPS) and virtual hosts."""
+    """One usable listener: its hostname, certificates and client validation (HTTPS) and
+    virtual hosts."""
 
     name: str
     hostname: str | None
     certificates: tuple[CertificatePair, ...]
     virtual_hosts: tuple[VirtualHost, ...]
+    client_validation: ClientValidation | None = None
 
     def virtual_host(self, host: str) -> VirtualHost | None:
         """The most specific virtual host covering ``host`` (lower case, no port)."""
@@ -588,6 +591,7 @@ def _serving(
                 hostname=listener.hostname,
                 certificates=check.certificates,
                 virtual_hosts=virtual_hosts,
+                client_validation=check.client_validation,
             )
         )
         protocols[listener.port] = listener.protocol
