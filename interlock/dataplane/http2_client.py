@@ -17,7 +17,7 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import h2.config
 import h2.connection
@@ -175,9 +175,19 @@ class _ClientProtocol(FlowControlledConnection, asyncio.Protocol):
 class H2Upstreams:
     """h2c connections to upstreams, one per address, shared by the streams sent there."""
 
-    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
-        """``tls``: connections speak h2 over TLS with it (ALPN ``h2``) instead of h2c."""
+    def __init__(
+        self,
+        *,
+        tls: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        peer_check: Callable[[dict[str, Any] | None], str | None] | None = None,
+    ) -> None:
+        """``tls``: connections speak h2 over TLS with it (ALPN ``h2``) instead of h2c, sending
+        ``server_hostname`` as SNI; ``peer_check``: why the verified peer certificate is
+        refused, or None (as :class:`~interlock.dataplane.http1.UpstreamPool`'s)."""
         self._tls = tls
+        self._server_hostname = server_hostname
+        self._peer_check = peer_check
         self._connections: dict[tuple[str, int], _ClientProtocol] = {}
         self._connecting: dict[tuple[str, int], asyncio.Lock] = {}
 
@@ -206,9 +216,18 @@ class H2Upstreams:
             if connection is not None and connection.usable:
                 return connection
             loop = asyncio.get_running_loop()
-            _, protocol = await loop.create_connection(
-                _ClientProtocol, address[0], address[1], ssl=self._tls
+            transport, protocol = await loop.create_connection(
+                _ClientProtocol,
+                address[0],
+                address[1],
+                ssl=self._tls,
+                server_hostname=self._server_hostname if self._tls is not None else None,
             )
+            if self._peer_check is not None:
+                problem = self._peer_check(transport.get_extra_info("peercert"))
+                if problem is not None:
+                    transport.close()
+                    raise ssl.SSLCertVerificationError(problem)
             self._connections[address] = protocol
             return protocol
 

@@ -39,6 +39,7 @@ from interlock.dataplane.http1 import Http1Response, UpstreamConnectError, Upstr
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import (
+    MAX_VERIFIED_SETTINGS,
     peer_problem,
     unverified_client_context,
     verified_client_context,
@@ -251,10 +252,6 @@ def body_timed_out() -> web.Response:
     return response
 
 
-MAX_VERIFIED_POOLS = 256
-"""Verified TLS settings with a connection pool of their own at once (BackendTLSPolicy)."""
-
-
 class Forwarder:
     """Sends requests upstream over one connection pool and streams the responses back."""
 
@@ -268,7 +265,8 @@ class Forwarder:
         """Connections that speak TLS (``Forward.upstream_tls``), made on first use."""
         self._verified: dict[BackendTLS, UpstreamPool] = {}
         """Connections verified as a BackendTLSPolicy says (``Forward.backend_tls``): a pool
-        per setting, made on first use (at most :data:`MAX_VERIFIED_POOLS`)."""
+        per setting, made on first use (at most
+        :data:`~interlock.dataplane.upstream_tls.MAX_VERIFIED_SETTINGS`)."""
 
     async def start(self) -> None:
         if self._pool is None:
@@ -310,7 +308,7 @@ class Forwarder:
             raise UpstreamConnectError(
                 address, ssl.SSLError(f"TLS to the backend cannot be set up ({error.reason})")
             ) from None
-        if len(self._verified) >= MAX_VERIFIED_POOLS:
+        if len(self._verified) >= MAX_VERIFIED_SETTINGS:
             # Settings no longer served (a policy or certificate that changed): start afresh.
             for stale in self._verified.values():
                 stale.close()

@@ -16,6 +16,8 @@ chose h2 by ALPN reaches an HTTP/1.1 backend as before, through the edge's ``For
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -47,7 +49,13 @@ from interlock.dataplane.plan import Deadlines, Forward
 from interlock.dataplane.proxy import Forwarder, ResponseHooks, without_hop_by_hop
 from interlock.dataplane.request_stream import H2Request, RequestBody, Responder
 from interlock.dataplane.source import Address
-from interlock.dataplane.upstream_tls import unverified_client_context
+from interlock.dataplane.upstream_tls import (
+    MAX_VERIFIED_SETTINGS,
+    peer_problem,
+    unverified_client_context,
+    verified_client_context,
+)
+from interlock.model.backend_tls import BackendTLS
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
 """Policy ``protocol`` values whose upstreams speak HTTP/2."""
@@ -104,10 +112,35 @@ class StreamForwarder:
         self._h2 = H2Upstreams()
         self._h2_tls = H2Upstreams(tls=unverified_client_context(alpn=("h2",)))
         """h2 over TLS, for ``Forward.upstream_tls`` (an Ingress's ``backend-protocol: GRPCS``)."""
+        self._h2_verified: dict[BackendTLS, H2Upstreams] = {}
+        """h2 over TLS verified as a BackendTLSPolicy says (``Forward.backend_tls``), per
+        setting (at most :data:`MAX_VERIFIED_SETTINGS`)."""
 
     async def close(self) -> None:
         await self._h2.close()
         await self._h2_tls.close()
+        for upstreams in self._h2_verified.values():
+            await upstreams.close()
+        self._h2_verified.clear()
+
+    async def _verified(self, tls: BackendTLS) -> H2Upstreams:
+        """The h2 connections of one verified setting (raises ``ssl.SSLError`` when its CA
+        bundle or client certificate cannot be loaded)."""
+        found = self._h2_verified.get(tls)
+        if found is not None:
+            return found
+        context = verified_client_context(tls, alpn=("h2",))
+        if len(self._h2_verified) >= MAX_VERIFIED_SETTINGS:
+            for stale in self._h2_verified.values():
+                await stale.close()
+            self._h2_verified.clear()
+        found = H2Upstreams(
+            tls=context,
+            server_hostname=tls.hostname,
+            peer_check=functools.partial(peer_problem, tls),
+        )
+        self._h2_verified[tls] = found
+        return found
 
     async def forward(
         self,
@@ -213,8 +246,16 @@ class StreamForwarder:
         the request can be sent again; a connection that cannot be opened moves on to the next
         address, as :meth:`Engine.attempt` does."""
         if decision.backend_tls is not None:
-            # Verified TLS (BackendTLSPolicy) is spoken over HTTP/1.1 only: never sent in clear.
-            return answer(UPSTREAM_FAILED, f"{where}: h2 to a BackendTLSPolicy backend")
+            try:
+                upstreams = await self._verified(decision.backend_tls)
+            except ssl.SSLError as error:
+                # Neither the CA bundle's nor the key's content: only what could not be loaded.
+                return answer(
+                    UPSTREAM_FAILED,
+                    f"{where}: TLS to the backend cannot be set up ({error.reason})",
+                )
+        else:
+            upstreams = self._h2_tls if decision.upstream_tls else self._h2
         authority = headers.popone("Host", request.authority)
         if request.headers.get("te", "").strip().lower() == "trailers":
             headers["te"] = "trailers"  # hop-by-hop, yet gRPC servers require it
@@ -235,7 +276,7 @@ class StreamForwarder:
                     request,
                     responder,
                     body=replay.chunks(),
-                    upstreams=self._h2_tls if decision.upstream_tls else self._h2,
+                    upstreams=upstreams,
                     address=address,
                     authority=authority,
                     path=decision.path + (f"?{query}" if query else ""),

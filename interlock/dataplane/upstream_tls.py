@@ -26,6 +26,10 @@ from typing import Any
 from interlock.model.backend_tls import BackendTLS
 from interlock.model.moduleset import SecretValue
 
+MAX_VERIFIED_SETTINGS = 256
+"""Verified TLS settings (BackendTLSPolicy) with connections of their own at once, per client
+(HTTP/1.1 pools, h2 connections); past it they start afresh (settings no longer served)."""
+
 
 def unverified_client_context(*, alpn: tuple[str, ...]) -> ssl.SSLContext:
     """A client context offering ``alpn``, TLS 1.2 or newer, that does not verify the server's

@@ -46,6 +46,7 @@ from interlock.model.gateway_listeners import (
     secret_reference_permitted,
     tls_pair,
 )
+from interlock.model.gateway_mirrors import RuleMirror
 from interlock.model.gateway_routes import GatewayServing
 from interlock.model.meta import KubeModel, KubeObject, ObjectKey, parse_namespaced
 from interlock.model.moduleset import SecretValue
@@ -437,7 +438,8 @@ def serve_backend_tls(
     client: CertificatePair | None,
 ) -> GatewayServing:
     """What a Gateway serves, each backend with its TLS settings (:func:`apply_backend_tls`,
-    ``client``: the Gateway's backend client certificate)."""
+    ``client``: the Gateway's backend client certificate); RequestMirror copies to a Service
+    port a policy names are not sent (copies go in clear)."""
     if not resolution.by_port:
         return serving
     return replace(
@@ -452,6 +454,11 @@ def serve_backend_tls(
                             replace(
                                 virtual,
                                 policy=apply_backend_tls(virtual.policy, resolution, client),
+                                mirrors={
+                                    rule: kept
+                                    for rule, mirrors in virtual.mirrors.items()
+                                    if (kept := _plain_mirrors(mirrors, resolution))
+                                },
                             )
                             for virtual in listener.virtual_hosts
                         ),
@@ -461,6 +468,19 @@ def serve_backend_tls(
             )
             for port in serving.ports
         ),
+    )
+
+
+def _plain_mirrors(
+    mirrors: tuple[RuleMirror, ...], resolution: BackendTLSResolution
+) -> tuple[RuleMirror, ...]:
+    """The mirrors no policy names: copies are sent in clear, so a Service port a
+    BackendTLSPolicy names gets none (rather than the request's headers unencrypted)."""
+    return tuple(
+        mirror
+        for mirror in mirrors
+        if (ObjectKey(namespace=mirror.namespace, name=mirror.service), mirror.port)
+        not in resolution.by_port
     )
 
 

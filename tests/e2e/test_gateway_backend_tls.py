@@ -19,11 +19,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import grpc
+import pytest
 from aiohttp import web
 from e2e_clients import eventually
 from echo_backends import local_slice
 from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener
 from gateway_env import env as env
+from grpc_backends import SERVICE, greeter
 from lanes import ENDPOINT_HOST
 from tls_certs import TestCa
 
@@ -289,3 +292,59 @@ async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one
         assert (await answer(env, address, "/"))[0] == 502
     finally:
         await echo.stop()
+
+
+async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None:
+    await env.cluster.apply_manifests([CRD])
+    ca, stranger = TestCa("backend CA"), TestCa("another CA")
+    issued = ca.issue(HOST, dns=(HOST,))
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((greeter("greeter"),))
+    credentials = grpc.ssl_server_credentials([(issued.key_pem.encode(), issued.cert_pem.encode())])
+    port = server.add_secure_port(f"{ENDPOINT_HOST}:0", credentials)
+    await server.start()
+    try:
+        for name in ("grpc-verified", "grpc-stranger"):
+            await env.cluster.apply(service(name))
+            await env.cluster.apply(local_slice(name, {"https": port}, name=f"{name}-slice"))
+        await env.cluster.apply(config_map("ca", ca.pem))
+        await env.cluster.apply(config_map("stranger", stranger.pem))
+        await env.cluster.apply(policy("grpc-verified", "grpc-verified", "ca"))
+        await env.cluster.apply(policy("grpc-stranger", "grpc-stranger", "stranger"))
+        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        rules = [
+            {
+                "matches": [{"method": {"service": SERVICE, "method": method}}],
+                "backendRefs": [{"name": backend, "port": 443}],
+            }
+            for method, backend in (("Say", "grpc-verified"), ("Count", "grpc-stranger"))
+        ]
+        await env.cluster.apply(
+            {
+                "apiVersion": f"{GROUP}/v1",
+                "kind": "GRPCRoute",
+                "metadata": {"name": "greeter", "namespace": "default"},
+                "spec": {"parentRefs": [{"name": "one"}], "hostnames": [HOST], "rules": rules},
+            }
+        )
+        address = await env.address("one")
+        options = [("grpc.default_authority", HOST)]
+        async with grpc.aio.insecure_channel(f"{address}:80", options=options) as channel:
+            say = channel.unary_unary(f"/{SERVICE}/Say")
+
+            async def verified() -> bool:
+                try:
+                    reply: bytes = await say(b"there", timeout=10)
+                except grpc.aio.AioRpcError:
+                    return False
+                return reply.startswith(b"greeter:")
+
+            await eventually(verified, message="Say reaches the verified TLS greeter")
+            count = channel.unary_stream(f"/{SERVICE}/Count")
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                async for _ in count(b"3", timeout=10):
+                    pass
+            # The greeter's certificate is not from the policy's CA: never reached.
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await server.stop(None)

@@ -14,12 +14,15 @@ from interlock.model.backend_tls import (
     client_certificate,
     parse_backend_tls_policy,
     resolve_backend_tls,
+    serve_backend_tls,
 )
 from interlock.model.gateway import ReferenceGrant
 from interlock.model.gateway_listeners import parse_gateway
+from interlock.model.gateway_mirrors import RuleMirror
+from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing, VirtualHost
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
-from interlock.model.outbound import Backend
+from interlock.model.outbound import Backend, OutboundPolicy
 from interlock.model.service import Service, parse_service
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -295,3 +298,34 @@ def test_client_certificate_references_resolve_or_say_why() -> None:
     )
     assert check is not None and check.pair == (PEM_PAIR["tls.crt"], PEM_PAIR["tls.key"])
     assert "BEGIN" not in repr(check)
+
+
+def test_mirror_copies_to_a_port_a_policy_names_are_not_sent_in_clear() -> None:
+    found = policy("ok", "two", refs=[config_map("ca")])
+    resolution = resolve_backend_tls([found], services=SERVICES, ca_bundles=BUNDLES)
+    to_tls = RuleMirror(namespace=NS, service="two", port=443, fraction=1.0)
+    to_plain = RuleMirror(namespace=NS, service="one", port=443, fraction=1.0)
+    virtual = VirtualHost(
+        hostname=None,
+        policy=OutboundPolicy(
+            namespace=NS, service="gw/http/*", port=80, client_namespace=NS, routes=()
+        ),
+        mirrors={(NS, "r", 0): (to_tls, to_plain), (NS, "r", 1): (to_tls,)},
+    )
+    serving = GatewayServing(
+        gateway=GW,
+        address="127.0.0.1",
+        ports=(
+            PortServing(
+                port=80,
+                protocol="HTTP",
+                listeners=(
+                    ListenerServing(
+                        name="http", hostname=None, certificates=(), virtual_hosts=(virtual,)
+                    ),
+                ),
+            ),
+        ),
+    )
+    served = serve_backend_tls(serving, resolution, None)
+    assert served.ports[0].listeners[0].virtual_hosts[0].mirrors == {(NS, "r", 0): (to_plain,)}
