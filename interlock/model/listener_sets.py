@@ -9,11 +9,12 @@ the Gateway takes them only if its ``spec.allowedListeners`` admits the Listener
 a parentRef naming the Gateway reaches only the Gateway's own listeners.
 
 The merged listeners follow the spec's precedence: the Gateway's first, then the ListenerSets,
-oldest first, ties by ``namespace/name``. A listener that wants a port an earlier listener
-serves with another protocol is ``Conflicted`` (``ProtocolConflict``); one repeating an earlier
-listener's port, protocol and hostname is ``Conflicted`` (``HostnameConflict``). Both are
-refused (``Accepted`` and ``Programmed`` False with that reason) while the earlier one keeps
-serving: adding a ListenerSet can never take traffic away from a listener that had it.
+oldest first, ties by ``namespace/name``, each in its own order. A listener that wants a port
+an earlier listener serves with another protocol is ``Conflicted`` (``ProtocolConflict``); one
+repeating an earlier listener's port, protocol and hostname is ``Conflicted``
+(``HostnameConflict``). Both are refused (``Accepted`` and ``Programmed`` False with that
+reason) while the earlier one keeps serving: adding a ListenerSet can never take traffic away
+from a listener that had it.
 
 This module decides, as pure functions: whether a Gateway admits a ListenerSet
 (:func:`admits`), the merged checks with those conflicts (:func:`merge_listener_sets`), and
@@ -137,24 +138,27 @@ def merge_listener_sets(
     protocols: dict[int, str] = {}
     hostnames: set[tuple[int, str, str | None]] = set()
 
-    def claim(checks: Sequence[ListenerCheck]) -> None:
-        for check in checks:
-            if check.accepted:
-                listener = check.listener
-                protocols.setdefault(listener.port, listener.protocol)
-                hostnames.add((listener.port, listener.protocol, listener.hostname))
+    def claim(check: ListenerCheck) -> None:
+        if check.accepted:
+            listener = check.listener
+            protocols.setdefault(listener.port, listener.protocol)
+            hostnames.add((listener.port, listener.protocol, listener.hostname))
 
-    claim(gateway_checks)
+    for check in gateway_checks:
+        claim(check)
     merged: dict[ObjectKey, tuple[ListenerCheck, ...]] = {}
     for key, checks in listener_sets:
         found: list[ListenerCheck] = []
         for check in checks:
+            # In the merged list the first listener of a port keeps it, within a ListenerSet
+            # too: its own rule for a Gateway (every listener of a port wanted with two
+            # protocols is conflicted) gives way to that order.
+            others = tuple(p for p in check.problems if p.condition != "Conflicted")
             problem = _conflict(check, protocols, hostnames)
             # The conflict comes first: it is what the listener is refused for.
-            found.append(
-                check if problem is None else replace(check, problems=(problem, *check.problems))
-            )
-        claim(found)
+            kept = replace(check, problems=others if problem is None else (problem, *others))
+            claim(kept)
+            found.append(kept)
         merged[key] = tuple(found)
     return merged
 

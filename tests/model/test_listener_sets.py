@@ -170,6 +170,30 @@ def test_conflicts_follow_the_spec_precedence_gateway_then_age_then_name() -> No
     assert [key.name for key, o in found.items() if o.accepted] == ["a-first"]
 
 
+def test_within_a_listener_set_the_first_listener_of_a_port_keeps_it() -> None:
+    gw = gateway(http("web", "gw.example"), allowed={"from": "Same"})
+    ls = listener_set(
+        "mixed",
+        http("before", "before.example"),
+        http("tcp", protocol="TCP"),  # port 80 is the Gateway's, in HTTP
+        http("after", "after.example"),
+        {"name": "alt", "port": 8080, "protocol": "HTTP"},
+        {"name": "alt-tcp", "port": 8080, "protocol": "TCP"},  # 8080 is "alt"'s, in HTTP
+    )
+    _, found = outcomes(gw, ls)
+    states = listener_conditions(
+        listener_set_status(ls, found[ls.key], address="10.0.0.1", attached={}, now=NOW)
+    )
+    assert {name: state["Accepted"] for name, state in states.items()} == {
+        "before": ("True", "Accepted"),
+        "tcp": ("False", "ProtocolConflict"),
+        "after": ("True", "Accepted"),
+        "alt": ("True", "Accepted"),
+        "alt-tcp": ("False", "ProtocolConflict"),
+    }
+    assert found[ls.key].accepted
+
+
 def test_a_listener_set_of_a_gateway_not_accepted_is_refused() -> None:
     gw = gateway(http("bad", protocol="UDP"), allowed={"from": "All"})
     ls = listener_set("ls", http("fine", "fine.example"))
