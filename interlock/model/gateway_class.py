@@ -61,6 +61,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "HTTPRouteRequestTimeout",
             "HTTPRouteResponseHeaderModification",
             "HTTPRouteSchemeRedirect",
+            "ListenerSet",
         )
     )
 )
