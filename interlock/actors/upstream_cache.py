@@ -1,10 +1,16 @@
-"""UpstreamCache: the ready addresses of every Service port the edge forwards to, kept current.
+"""UpstreamCache: the ready addresses of every Service port the data plane forwards to.
 
-The edge's upstream resolver (``interlock.controller.upstreams.ControllerUpstreams``) answers
-on every request and must never await; it reads :class:`UpstreamTables`. This actor writes them: it
-subscribes to the ``service:`` and ``endpoints:`` topics of each Service it is asked to track
-and recomputes that Service's ready addresses per port when either changes. Subscriptions are
-kept by the runtime across a restart, and their retained values re-delivered.
+The edge and the mesh listener answer on every request and must never await, so they read
+:class:`UpstreamTables`; this actor, one per controller, writes them. It subscribes to the
+``service:`` and ``endpoints:`` topics of each Service someone follows and recomputes that
+Service's ready addresses per port when either changes. One cache serves both front doors
+(each through its own :class:`~interlock.controller.upstreams.UpstreamIndex`): an EndpointSlice
+is held once, however many of them send to it.
+
+Each follower (``"edge"``, ``"mesh"``) follows and releases Services on its own; a Service is
+subscribed while one follower still follows it. Who follows what lives in the tables, not in
+the actor, so that a restart keeps it; the subscriptions are kept by the runtime across a
+restart, and their retained values re-delivered.
 """
 
 from __future__ import annotations
@@ -12,19 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from interlock.actors.edge_messages import endpoints_topic
-from interlock.actors.messages import AboutObject, service_topic
+from interlock.actors.messages import service_topic
 from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
 from interlock.model.service import EndpointSlice, Service, ServicePortKey, ready_addresses
 
-UPSTREAM_CACHE = "edge-upstreams"
+UPSTREAM_CACHE = "upstreams"
+"""The address of the controller's one cache."""
 
 
 @dataclass(slots=True)
 class UpstreamTables:
-    """What the resolver reads; written only by the :class:`UpstreamCache` actor."""
+    """What the indexes read; written only by the :class:`UpstreamCache` actor."""
 
+    followers: dict[ObjectKey, set[str]] = field(default_factory=dict)
+    """Who follows each Service (never an empty set: the last to leave removes the row)."""
     known: set[ObjectKey] = field(default_factory=set)
     """Services whose topics were subscribed and whose retained values have been read."""
     services: dict[ObjectKey, Service] = field(default_factory=dict)
@@ -34,7 +43,7 @@ class UpstreamTables:
 
     def unavailable(self, target: ServicePortKey) -> UpstreamError:
         """Why a Service port has no ready address: endpoints not known yet (503), the Service
-        or its port does not exist (500), or no endpoint is ready (503). The resolvers' slow
+        or its port does not exist (500), or no endpoint is ready (503). The indexes' slow
         path, once their fast ``addresses`` lookup found nothing."""
         key = target.service_key()
         where = target.describe()
@@ -48,17 +57,27 @@ class UpstreamTables:
 
 
 @dataclass(frozen=True, slots=True)
-class TrackService(AboutObject):
-    """Ask the cache to follow a Service and its EndpointSlices."""
+class TrackService:
+    """``follower`` follows a Service and its EndpointSlices."""
 
-    coalesce_prefix = "track"
+    key: ObjectKey
+    follower: str
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str, str]:
+        return ("track", self.follower, self.key.namespace, self.key.name)
 
 
 @dataclass(frozen=True, slots=True)
-class UntrackService(AboutObject):
-    """Ask the cache to stop following a Service (its rows leave the tables)."""
+class UntrackService:
+    """``follower`` no longer follows a Service (its rows leave the tables with the last)."""
 
-    coalesce_prefix = "track"  # the latest of track/untrack wins
+    key: ObjectKey
+    follower: str
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str, str]:
+        return ("track", self.follower, self.key.namespace, self.key.name)  # the latest wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,41 +92,47 @@ class UpstreamCache(Actor):
 
     def __init__(self, *, tables: UpstreamTables) -> None:
         self._tables = tables
-        self._followed: set[ObjectKey] = set()
         self._untracked: set[ObjectKey] = set()
-
-    async def started(self) -> None:
-        # After a restart the subscriptions are kept by the system and their retained values
-        # re-delivered; the set of followed Services is rebuilt from the tables.
-        self._followed = set(self._tables.known)
 
     async def receive(self, message: object) -> object | None:
         if isinstance(message, TrackService):
-            key = message.key
-            self._untracked.discard(key)
-            if key not in self._followed:
-                self._followed.add(key)
-                self.subscribe(service_topic(key.namespace, key.name))
-                self.subscribe(endpoints_topic(key.namespace, key.name))
-                self.tell(self.address, ServiceTracked(key))
+            self._track(message.key, message.follower)
         elif isinstance(message, UntrackService):
-            key = message.key
-            if key in self._followed:
-                self._followed.discard(key)
-                self._untracked.add(key)
-                self.unsubscribe(service_topic(key.namespace, key.name))
-                self.unsubscribe(endpoints_topic(key.namespace, key.name))
-                tables = self._tables
-                tables.known.discard(key)
-                tables.services.pop(key, None)
-                tables.slices.pop(key, None)
-                self._recompute(key)
+            self._untrack(message.key, message.follower)
         elif isinstance(message, ServiceTracked):
-            if message.key not in self._untracked:
+            if message.key in self._tables.followers:
                 self._tables.known.add(message.key)
         elif isinstance(message, Published | Unpublished):
             self._take(message)
         return None
+
+    def _track(self, key: ObjectKey, follower: str) -> None:
+        followers = self._tables.followers.get(key)
+        if followers is not None:
+            followers.add(follower)
+            return
+        self._tables.followers[key] = {follower}
+        self._untracked.discard(key)
+        self.subscribe(service_topic(key.namespace, key.name))
+        self.subscribe(endpoints_topic(key.namespace, key.name))
+        self.tell(self.address, ServiceTracked(key))
+
+    def _untrack(self, key: ObjectKey, follower: str) -> None:
+        tables = self._tables
+        followers = tables.followers.get(key)
+        if followers is None or follower not in followers:
+            return
+        followers.discard(follower)
+        if followers:
+            return  # another follower still needs it
+        del tables.followers[key]
+        self._untracked.add(key)
+        self.unsubscribe(service_topic(key.namespace, key.name))
+        self.unsubscribe(endpoints_topic(key.namespace, key.name))
+        tables.known.discard(key)
+        tables.services.pop(key, None)
+        tables.slices.pop(key, None)
+        self._recompute(key)
 
     def _take(self, message: Published | Unpublished) -> None:
         kind, _, rest = message.topic.partition(":")
@@ -141,6 +166,5 @@ class UpstreamCache(Actor):
             return
         slices = list(tables.slices.get(key, {}).values())
         for service_port in service.spec.ports:
-            tables.addresses[ServicePortKey(key.namespace, key.name, service_port.port)] = (
-                ready_addresses(slices, service_port.name)
-            )
+            target = ServicePortKey(key.namespace, key.name, service_port.port)
+            tables.addresses[target] = ready_addresses(slices, service_port.name)

@@ -11,8 +11,9 @@ reads a :class:`~interlock.config.ControllerConfig` to open connections or spawn
   half (the Ingress/ModuleSet directories and edge actors, and the data plane they program);
 * :mod:`.mesh_half` — :class:`~interlock.controller.mesh_half.MeshHalf`, the mesh half
   (``--mesh-addr``): the mesh listener and, without an edge, the EndpointSlice informer;
-* :mod:`.upstreams` — :class:`~interlock.controller.upstreams.ControllerUpstreams`, how the
-  in-process data plane resolves a backend Service port from policies and endpoints;
+* :mod:`.upstreams` — :class:`~interlock.controller.upstreams.UpstreamIndex`, how the
+  in-process edge and the mesh listener resolve a Service port from policies and endpoints
+  (an instance each, over the controller's one upstream cache);
 * :mod:`.status_sink` — :class:`~interlock.controller.status_sink.KubeStatusSink`, the status
   writer's one sink (``/status`` merge patches and Events).
 

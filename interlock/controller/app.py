@@ -48,6 +48,7 @@ from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.status_sink import KubeStatusSink
+from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.controller.view import ControllerView
 from interlock.dataplane.metrics import Traffic
 from interlock.kube.client import close_api_client, make_api_client
@@ -149,6 +150,9 @@ class Controller:
         self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
         self.traffic = Traffic(access_log=config.access_log)
         """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
+        self.upstream_cache = SharedUpstreamCache(self.system)
+        """The one endpoint cache the edge's and the mesh listener's upstream indexes read
+        (spawned by the first of them to start)."""
         self.edge: EdgeHalf | None = None
         if config.edge_addr is not None or config.edge_admin_url is not None:
             # Imported only for an edge: its data plane (HTTP/1 and HTTP/2 servers, edge
@@ -159,6 +163,7 @@ class Controller:
                 config=config,
                 system=self.system,
                 watches=self.watches,
+                upstream_cache=self.upstream_cache,
                 status_statistics=lambda: (
                     None if self.status_writer is None else self.status_writer.statistics()
                 ),
@@ -184,6 +189,7 @@ class Controller:
                 config=config,
                 system=self.system,
                 watches=self.watches,
+                upstream_cache=self.upstream_cache,
                 endpoints_from_edge=self.edge is not None,
                 traffic=self.traffic,
                 resync_object=self._resync_object,

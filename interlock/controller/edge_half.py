@@ -8,11 +8,11 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   IngressClass, ModuleSet, Secret, EndpointSlice), each only if the cluster serves it;
 * :meth:`EdgeHalf.router_handlers` — the informer router's handlers for those kinds (each hands
   the change to its directory, keeping the informer event as the trace's correlation);
-* :meth:`EdgeHalf.start` — spawn the directories and the upstream cache,
-  and start the data plane server on ``--edge-addr``; :meth:`EdgeHalf.stop`;
-  with ``--edge-admin-url`` it starts no data plane: the edge actors program one running as
-  its own process (``interlock edge``) through :class:`HttpEdge`, and since that process
-  resolves upstreams itself (cluster DNS), the policy-following upstream cache is not built;
+* :meth:`EdgeHalf.start` — spawn the directories and start the edge's upstream index (over
+  the controller's one upstream cache) and the data plane server on ``--edge-addr``;
+  :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
+  program one running as its own process (``interlock edge``) through :class:`HttpEdge`, and
+  since that process resolves upstreams itself (cluster DNS), no upstream index is built;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
 
@@ -51,7 +51,7 @@ from interlock.actors.ingress import IngressActor
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
-from interlock.controller.upstreams import ControllerUpstreams, TrackingProvider
+from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.controller.view import EdgeView
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.http_provider import HttpEdge
@@ -116,6 +116,23 @@ class UntilStopped(ForwardingEdge):
             raise TransientEdgeError("edge admin API: the controller is stopping")
 
 
+class TrackingProvider(ForwardingEdge):
+    """An :class:`EdgeProvider` that starts following a backend before attaching it.
+
+    By the time a route forwards, its backend's policy and endpoints are (almost always)
+    already in the tables, so the first requests do not see "endpoints not known yet".
+    """
+
+    def __init__(self, inner: EdgeProvider, *, upstreams: UpstreamIndex) -> None:
+        super().__init__(inner)
+        self._upstreams = upstreams
+
+    async def before(self, call: EdgeCall) -> None:
+        backend = call.backend
+        if backend is not None and backend.exists:
+            self._upstreams.follow(backend.key)
+
+
 class EdgeHalf:
     """Everything the edge adds to a controller; see the module docstring."""
 
@@ -125,13 +142,15 @@ class EdgeHalf:
         config: ControllerConfig,
         system: ActorSystem,
         watches: ServicePortWatches,
+        upstream_cache: SharedUpstreamCache,
         status_statistics: Callable[[], object] = lambda: None,
         rng: random.Random | None = None,
         resync_object: ResyncObject | None = None,
         traffic: Traffic | None = None,
     ) -> None:
-        """``status_statistics``: the status writer's, shown in ``/debug/edges``; ``traffic``:
-        where the data plane counts (and logs) requests."""
+        """``upstream_cache``: the controller's one endpoint cache (the in-process data plane's
+        upstream index reads it); ``status_statistics``: the status writer's, shown in
+        ``/debug/edges``; ``traffic``: where the data plane counts (and logs) requests."""
         if config.edge_addr is None and config.edge_admin_url is None:
             raise ValueError(
                 "EdgeHalf: config.edge_addr or config.edge_admin_url is required to run an edge"
@@ -161,7 +180,7 @@ class EdgeHalf:
         this process serves the data plane."""
         self.data_plane: InProcessEdge | None = None
         """The data plane served from this process (``edge_addr``); ``None`` when remote."""
-        self.upstreams: ControllerUpstreams | None = None
+        self.upstreams: UpstreamIndex | None = None
         self.server: EdgeServer | None = None
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
@@ -173,7 +192,7 @@ class EdgeHalf:
             self.provider = self.remote
         else:
             self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
-            self.upstreams = ControllerUpstreams(system=system, watches=watches)
+            self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
             self.server = EdgeServer(
                 edge=self.data_plane,
                 upstreams=self.upstreams,

@@ -38,7 +38,7 @@ from interlock.actors.gateways import (
 )
 from interlock.actors.messages import ObjectChanged
 from interlock.config import ControllerConfig
-from interlock.controller.upstreams import ControllerUpstreams
+from interlock.controller.upstreams import UpstreamIndex
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.gateway_ports import Applied, GatewayPorts
 from interlock.kube.discovery import DiscoveryRetry, is_served
@@ -58,7 +58,7 @@ from interlock.model.meta import ObjectKey
 class TrackingPorts:
     """:class:`GatewayPorts` that first tracks the endpoints of every backend it will serve."""
 
-    def __init__(self, ports: GatewayPorts, upstreams: ControllerUpstreams) -> None:
+    def __init__(self, ports: GatewayPorts, upstreams: UpstreamIndex) -> None:
         self.ports = ports
         self._upstreams = upstreams
 
@@ -70,7 +70,7 @@ class TrackingPorts:
                         for rule in route.rules:
                             for backend in rule.backends:
                                 if backend.exists:
-                                    self._upstreams.track_endpoints(backend.key)
+                                    self._upstreams.endpoints(backend.key)
         return await self.ports.apply(key, serving)
 
     async def remove(self, key: str) -> None:
@@ -85,7 +85,7 @@ class GatewayHalf:
         *,
         config: ControllerConfig,
         system: ActorSystem,
-        upstreams: ControllerUpstreams,
+        upstreams: UpstreamIndex,
         rng: random.Random | None = None,
         traffic: Traffic | None = None,
         resync_object: ResyncObject | None = None,

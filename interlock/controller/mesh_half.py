@@ -24,12 +24,17 @@ from interlock.actors.edge_messages import ENDPOINTS_DIRECTORY
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
+from interlock.controller.upstreams import (
+    DEFAULT_IDLE_RELEASE,
+    DEFAULT_MAX_TARGETS,
+    SharedUpstreamCache,
+    UpstreamIndex,
+)
 from interlock.dataplane.metrics import Traffic
 from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.resources import ENDPOINT_SLICE, Resource
 from interlock.mailbox import ActorSystem
 from interlock.mesh.server import MeshServer, MeshSettings
-from interlock.mesh.upstreams import MeshUpstreams
 
 
 class MeshHalf:
@@ -41,6 +46,7 @@ class MeshHalf:
         config: ControllerConfig,
         system: ActorSystem,
         watches: ServicePortWatches,
+        upstream_cache: SharedUpstreamCache,
         endpoints_from_edge: bool,
         traffic: Traffic,
         resync_object: ResyncObject | None = None,
@@ -52,8 +58,13 @@ class MeshHalf:
         self._system = system
         self._endpoints_from_edge = endpoints_from_edge
         self._mailbox = durable_mailbox(resync_object)
-        self.upstreams = MeshUpstreams(
-            system=system, watches=watches, client_namespace=config.mesh_client_namespace
+        self.upstreams = UpstreamIndex(
+            cache=upstream_cache,
+            watches=watches,
+            follower="mesh listener",
+            client_namespace=config.mesh_client_namespace,
+            max_targets=DEFAULT_MAX_TARGETS,
+            idle_release=DEFAULT_IDLE_RELEASE,
         )
         self.server = MeshServer(
             upstreams=self.upstreams,
@@ -81,7 +92,9 @@ class MeshHalf:
         return {"EndpointSlice": lambda change: system.tell(ENDPOINTS_DIRECTORY, change)}
 
     async def start(self) -> None:
-        """Spawn the endpoint cache (and directory) and listen (before the informers run)."""
+        """Spawn the endpoints directory (without an edge), start the upstream index (and the
+        controller's one upstream cache unless the edge started it) and listen (before the
+        informers run)."""
         if not self._endpoints_from_edge:
             self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=self._mailbox)
         self.upstreams.start()

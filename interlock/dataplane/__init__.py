@@ -22,7 +22,7 @@ The API, in the order a request meets it::
 
 * :class:`PolicySource` — the boundary: ``policy(target)`` (None while unknown: the request
   goes to the Service port itself) and ``addresses(target)`` (ready endpoints, or an
-  ``UpstreamError``). Neither awaits. The controller's is ``ControllerUpstreams``.
+  ``UpstreamError``). Neither awaits. The controller's is ``UpstreamIndex``.
 * :mod:`~interlock.dataplane.plan` — pure: :func:`compile_policy` once per policy change,
   :func:`decide` per request (rule by the Gateway API's precedence, RequestRedirect, weighted
   backend with an injected random number, failure injector, URL rewrite).

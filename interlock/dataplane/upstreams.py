@@ -5,7 +5,7 @@ the outbound policy of that port (weighted splits, filters, a missing backend Se
 its ready endpoints — controller state the data plane must not own. The boundary is the
 engine's :class:`~interlock.dataplane.source.PolicySource` (``policy`` and ``addresses`` of a
 Service port); the controller implements it from its ServicePortWatch subscriptions and
-EndpointSlices (``interlock.controller.upstreams.ControllerUpstreams``); this module ships the two
+EndpointSlices (``interlock.controller.upstreams.UpstreamIndex``); this module ships the two
 resolvers that need no controller:
 
 * :class:`StaticUpstreams` — a table (and optionally policies), for tests, benchmarks, demos;

@@ -8,6 +8,6 @@ spawns and wires this package) is :mod:`interlock.controller.mesh_half`.
 """
 
 from interlock.mesh.server import MeshServer, MeshSettings
-from interlock.mesh.upstreams import MESH_UPSTREAM_CACHE, MeshUpstreams
+from interlock.mesh.upstreams import MeshUpstreams
 
-__all__ = ["MESH_UPSTREAM_CACHE", "MeshServer", "MeshSettings", "MeshUpstreams"]
+__all__ = ["MeshServer", "MeshSettings", "MeshUpstreams"]

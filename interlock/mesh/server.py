@@ -65,13 +65,13 @@ from interlock.dataplane.upstreams import UpstreamError
 from interlock.dataplane.websocket import Upgrades, upgrade_limits, wants_upgrade
 from interlock.dataplane.wire import answer_response
 from interlock.mesh.tunnels import MeshTunnels, TunnelSettings
-from interlock.mesh.upstreams import MeshUpstreams, service_exists
+from interlock.mesh.upstreams import MeshUpstreams
 from interlock.model.authority import (
     DEFAULT_CLUSTER_DOMAIN,
     NotAService,
     mesh_target,
 )
-from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound import OutboundPolicy, service_exists
 from interlock.model.service import ServicePortKey
 
 POLICY_WAIT = 10.0
@@ -263,7 +263,7 @@ class MeshServer:
             path, forward_path, query = split_target(target.target)
         except ValueError as exc:
             return Answer(status=400, reason=BAD_REQUEST, detail=f"Service {authority}: {exc}")
-        policy = await self._upstreams.policy(authority, within=self._settings.policy_wait)
+        policy = await self._upstreams.ready(authority, within=self._settings.policy_wait)
         if isinstance(policy, UpstreamError):
             return Answer(status=policy.status, reason="policy-unknown", detail=policy.message)
         if query_params is None:

@@ -55,8 +55,9 @@ from interlock.dataplane.source import UpstreamError
 from interlock.dataplane.splice import CHUNK, Spliced, splice, take_over
 from interlock.dataplane.tunnel_plan import decide_tunnel, needs_server_name
 from interlock.dataplane.wire import TunnelEstablished, answer_response
-from interlock.mesh.upstreams import MeshUpstreams, service_exists
+from interlock.mesh.upstreams import MeshUpstreams
 from interlock.model.authority import NotAService, connect_target
+from interlock.model.outbound import service_exists
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -115,7 +116,7 @@ class MeshTunnels:
         authority = connect_target(target, cluster_domain=self.settings.cluster_domain)
         if isinstance(authority, NotAService):
             return answer(UNKNOWN_HOST, authority.reason)
-        policy = await self.upstreams.policy(authority, within=self.settings.policy_wait)
+        policy = await self.upstreams.ready(authority, within=self.settings.policy_wait)
         if isinstance(policy, UpstreamError):
             return Answer(status=policy.status, reason="policy-unknown", detail=policy.message)
         if service_exists(policy):

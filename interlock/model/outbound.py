@@ -359,6 +359,15 @@ class OutboundPolicy:
         }
 
 
+def service_exists(policy: OutboundPolicy) -> bool:
+    """Whether the policy's Service exists: only a missing one has a Default route whose
+    backend (the Service itself) does not exist."""
+    routes = policy.routes
+    if len(routes) != 1 or routes[0].kind != "Default":
+        return True
+    return all(b.exists for rule in routes[0].rules for b in rule.backends)
+
+
 def _rfc3339(moment: datetime | None) -> str | None:
     if moment is None:
         return None

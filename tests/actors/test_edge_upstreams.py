@@ -1,4 +1,7 @@
-"""ControllerUpstreams: edge upstreams from policies and EndpointSlices, read synchronously."""
+"""UpstreamIndex as the edge uses it: upstreams from policies and EndpointSlices, read
+synchronously; and beside it the mesh listener's, over the same UpstreamCache: an EndpointSlice
+is cached once, a change of it reaches both, and one index releasing a Service does not take
+its endpoints from the other."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import pytest
 from interlock.actors.edge_messages import endpoints_topic
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.controller.upstreams import ControllerUpstreams
+from interlock.actors.upstream_cache import UPSTREAM_CACHE
+from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane import Answer, RequestInfo, compile_policy, decide
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
+from interlock.model.meta import ObjectKey
 from interlock.model.service import ServicePortKey, parse_endpoint_slice, parse_service
 
 GET = RequestInfo(
@@ -32,7 +37,8 @@ GET = RequestInfo(
 @dataclass
 class Running:
     system: ActorSystem
-    upstreams: ControllerUpstreams
+    watches: ServicePortWatches
+    upstreams: UpstreamIndex
 
     def resolve(
         self, service: str = "web", port: int = 80
@@ -80,9 +86,9 @@ class Running:
 async def running() -> AsyncIterator[Running]:
     system = ActorSystem()
     watches = ServicePortWatches(system, grace=0.05)
-    upstreams = ControllerUpstreams(system=system, watches=watches)
+    upstreams = UpstreamIndex(cache=SharedUpstreamCache(system), watches=watches, follower="edge")
     upstreams.start()
-    yield Running(system, upstreams)
+    yield Running(system, watches, upstreams)
     watches.close()
     await upstreams.close()
     await system.shutdown()
@@ -91,7 +97,7 @@ async def running() -> AsyncIterator[Running]:
 async def test_ready_endpoints_of_the_named_port(running: Running) -> None:
     running.service()
     running.endpoints(ready=False)
-    running.upstreams.track(ServicePortKey("default", "web", 80))
+    running.upstreams.follow(ServicePortKey("default", "web", 80))
     await wait_until(lambda: running.resolve() == [("10.0.0.2", 8080)])
     running.endpoints(ready=True)
     await wait_until(lambda: running.resolve() == [("10.0.0.1", 8080), ("10.0.0.2", 8080)])
@@ -123,3 +129,58 @@ async def test_no_ready_endpoint_answers_503(running: Running) -> None:
     result = running.resolve()
     assert isinstance(result, UpstreamError) and result.status == 503
     assert running.upstreams.debug()[0]["service"] == "default/web:80"
+
+
+WEB = ServicePortKey("default", "web", 80)
+
+
+@pytest.fixture
+async def mesh(running: Running) -> AsyncIterator[UpstreamIndex]:
+    """The mesh listener's index beside the edge's, as a controller with both runs them."""
+    index = UpstreamIndex(
+        cache=running.upstreams.cache,
+        watches=running.watches,
+        follower="mesh listener",
+        client_namespace="default",
+        idle_release=600.0,
+    )
+    index.start()  # finds the edge's cache running: spawns none
+    yield index
+    await index.close()
+
+
+async def test_one_cache_serves_both_indexes_and_a_slice_change_reaches_both(
+    running: Running, mesh: UpstreamIndex
+) -> None:
+    running.service()
+    running.endpoints(ready=False)
+    assert running.upstreams.policy(WEB) is None  # the first ask follows it
+    policy = await mesh.ready(WEB, within=30.0)
+    assert not isinstance(policy, UpstreamError), policy
+    await wait_until(lambda: running.upstreams.policy(WEB) is not None)
+    # One subscriber of the Service's endpoints: the one cache, holding the slice once.
+    assert running.system.subscribers(endpoints_topic("default", "web")) == [UPSTREAM_CACHE]
+    assert mesh.tables is running.upstreams.tables
+    assert running.upstreams.addresses(WEB) == mesh.addresses(WEB) == [("10.0.0.2", 8080)]
+    running.endpoints(ready=True)
+    both = [("10.0.0.1", 8080), ("10.0.0.2", 8080)]
+    await wait_until(lambda: running.upstreams.addresses(WEB) == both)
+    assert mesh.addresses(WEB) == both
+
+
+async def test_the_mesh_releasing_a_service_leaves_the_edge_its_endpoints(
+    running: Running, mesh: UpstreamIndex
+) -> None:
+    running.service()
+    running.endpoints(ready=False)
+    await mesh.ready(WEB, within=30.0)
+    running.upstreams.follow(WEB)
+    await wait_until(lambda: running.upstreams.policy(WEB) is not None)
+    mesh.release(WEB)
+    running.endpoints(ready=True)  # still followed for the edge: the change arrives
+    both = [("10.0.0.1", 8080), ("10.0.0.2", 8080)]
+    await wait_until(lambda: running.upstreams.addresses(WEB) == both)
+    assert running.system.subscribers(endpoints_topic("default", "web")) == [UPSTREAM_CACHE]
+    assert running.upstreams.tables.followers[ObjectKey(namespace="default", name="web")] == {
+        "edge"
+    }

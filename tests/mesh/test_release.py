@@ -12,10 +12,10 @@ import pytest
 
 from interlock.actors.messages import SERVICE_KEY, service_topic
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_until
-from interlock.mesh.upstreams import MeshUpstreams
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.policy_watch import WatchTarget
@@ -31,7 +31,7 @@ IDLE = 600.0
 class Mesh:
     system: ActorSystem
     watches: ServicePortWatches
-    upstreams: MeshUpstreams
+    upstreams: UpstreamIndex
     clock: ManualClock
     sweep: ManualSleep
 
@@ -45,7 +45,7 @@ class Mesh:
         self.system.publish(service_topic("default", name), SERVICE_KEY, service)
 
     async def policy(self, target: ServicePortKey = WEB) -> OutboundPolicy:
-        found = await self.upstreams.policy(target, within=30.0)
+        found = await self.upstreams.ready(target, within=30.0)
         assert not isinstance(found, UpstreamError), found
         return found
 
@@ -59,9 +59,10 @@ async def mesh() -> AsyncIterator[Mesh]:
     system = ActorSystem(timer_sleep=ManualSleep())
     watches = ServicePortWatches(system, grace=30.0)
     clock, sweep = ManualClock(), ManualSleep(gated=True)
-    upstreams = MeshUpstreams(
-        system=system,
+    upstreams = UpstreamIndex(
+        cache=SharedUpstreamCache(system),
         watches=watches,
+        follower="mesh listener",
         client_namespace="default",
         idle_release=IDLE,
         clock=clock,

@@ -26,10 +26,10 @@ import hyperframe.frame
 import pytest
 
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.limits import ProxyLimits
 from interlock.mailbox import ActorSystem
 from interlock.mesh.server import MeshServer, MeshSettings
-from interlock.mesh.upstreams import MeshUpstreams
 
 from .conftest import HOST, CountingBackend, Edge, running_edge, serve_host
 
@@ -199,7 +199,12 @@ async def test_resets_under_the_budget_keep_the_connection() -> None:
 async def mesh() -> AsyncIterator[MeshServer]:
     system = ActorSystem()
     watches = ServicePortWatches(system, grace=30.0)
-    upstreams = MeshUpstreams(system=system, watches=watches, client_namespace="default")
+    upstreams = UpstreamIndex(
+        cache=SharedUpstreamCache(system),
+        watches=watches,
+        follower="mesh listener",
+        client_namespace="default",
+    )
     upstreams.start()
     server = MeshServer(upstreams=upstreams, settings=MeshSettings(policy_wait=1.0))
     await server.start(addr="127.0.0.1:0")
