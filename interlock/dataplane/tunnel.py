@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from typing import Any
 
 from aiohttp import web
 from loguru import logger
@@ -71,12 +73,17 @@ async def relay_tunnel(
     idle_timeout: float,
     where: str,
     hold: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    tls: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    peer_check: Callable[[dict[str, Any] | None], str | None] | None = None,
 ) -> web.StreamResponse | Answer:
     """Send ``request`` (to ``target``, with ``headers`` — hop-by-hop ones removed, filters
     applied — and the upgrade to ``protocols``) to ``address``; relay the backend's 101 and
     then bytes both ways until either side ends or none went either way for ``idle_timeout``
     seconds; or the answer to give when the backend did not switch. ``hold`` is entered while
-    bytes are relayed (the open-connections gauge)."""
+    bytes are relayed (the open-connections gauge). ``tls``: the upstream connection speaks TLS
+    with it, sending ``server_hostname`` as SNI; ``peer_check`` refuses a verified peer
+    certificate (why, or None) before anything is sent."""
     host, port = address
     sent = CIMultiDict(headers)
     sent["Connection"] = "upgrade"
@@ -88,7 +95,18 @@ async def relay_tunnel(
     )
     try:
         async with asyncio.timeout(handshake_timeout):
-            reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEAD)
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                limit=MAX_HEAD,
+                ssl=tls,
+                server_hostname=server_hostname if tls is not None else None,
+            )
+            if peer_check is not None:
+                problem = peer_check(writer.get_extra_info("peercert"))
+                if problem is not None:
+                    writer.close()
+                    raise ssl.SSLCertVerificationError(problem)
             writer.write(head.encode("utf-8", "surrogateescape"))
             answer_head = await reader.readuntil(b"\r\n\r\n")
     except TimeoutError:

@@ -32,7 +32,9 @@ then 504).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ from interlock.dataplane.answers import (
     NO_READY_ENDPOINTS,
     TOO_MANY_UPGRADES,
     UPGRADES_FULL,
+    UPSTREAM_FAILED,
     Answer,
     answer,
 )
@@ -55,6 +58,12 @@ from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward
 from interlock.dataplane.source import Address, UpstreamError
 from interlock.dataplane.tunnel import relay_tunnel, upgrade_protocols
+from interlock.dataplane.upstream_tls import (
+    MAX_VERIFIED_SETTINGS,
+    peer_problem,
+    verified_client_context,
+)
+from interlock.model.backend_tls import BackendTLS
 from interlock.model.service import ServicePortKey
 
 
@@ -114,6 +123,8 @@ class Upgrades:
         self._turns: dict[ServicePortKey, itertools.count[int]] = {}
         self._open = 0
         self._per_client: dict[str, int] = {}
+        self._verified: dict[BackendTLS, ssl.SSLContext] = {}
+        """Client contexts of the verified settings (BackendTLSPolicy) upgrades went to."""
 
     @property
     def open(self) -> int:
@@ -152,6 +163,20 @@ class Upgrades:
             )
         if self._open >= limits.total:
             return answer(UPGRADES_FULL, f"{where}: {self._open} upgraded connections open")
+        tls = decision.backend_tls
+        context = None
+        if tls is not None:
+            context = self._verified.get(tls)
+            if context is None:
+                try:
+                    context = verified_client_context(tls, alpn=("http/1.1",))
+                except ssl.SSLError as error:
+                    # Neither the CA bundle's nor the key's content: what could not be loaded.
+                    detail = f"{where}: TLS to the backend cannot be set up ({error.reason})"
+                    return answer(UPSTREAM_FAILED, detail)
+                if len(self._verified) >= MAX_VERIFIED_SETTINGS:
+                    self._verified.clear()
+                self._verified[tls] = context
         apply_all(decision.filters.request_headers, headers)
         if decision.filters.rewrite is not None and decision.filters.rewrite.hostname:
             set_host(headers, decision.filters.rewrite.hostname)
@@ -173,6 +198,9 @@ class Upgrades:
                 hold=self._hold(
                     "websocket" if wants_websocket(request.method, request.headers) else "upgrade"
                 ),
+                tls=context,
+                server_hostname=None if tls is None else tls.hostname,
+                peer_check=None if tls is None else functools.partial(peer_problem, tls),
             )
         finally:
             self._open -= 1

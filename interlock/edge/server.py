@@ -420,7 +420,7 @@ class EdgeServer:
             trusted=self._trusted,
         )
         if wants_upgrade(request.method, request.headers):
-            if decision.upstream_tls or decision.backend_tls is not None:
+            if decision.upstream_tls:
                 # The upgrade relay speaks plain TCP upstream: refused rather than sent in clear.
                 return self._answer(
                     answer(UPSTREAM_FAILED, f"{where}: upgrades to a TLS upstream are not served"),

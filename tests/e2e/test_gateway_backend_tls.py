@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 from aiohttp import web
@@ -67,6 +68,7 @@ class TlsEcho:
 
         context.sni_callback = sni  # type: ignore[assignment]
         app = web.Application()
+        app.router.add_get("/ws", self._websocket)
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
@@ -75,6 +77,18 @@ class TlsEcho:
         server = site._server
         assert server is not None and server.sockets
         self.port = server.sockets[0].getsockname()[1]
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """A WebSocket that says the server name it was sent, then echoes."""
+        self.requests += 1
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        transport = request.transport
+        ssl_object = None if transport is None else transport.get_extra_info("ssl_object")
+        await socket.send_str(str(None if ssl_object is None else self._names.get(id(ssl_object))))
+        async for message in socket:
+            await socket.send_str(message.data)
+        return socket
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.requests += 1
@@ -348,3 +362,49 @@ async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None
             assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         await server.stop(None)
+
+
+async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
+    await env.cluster.apply_manifests([CRD])
+    ca, stranger = TestCa("backend CA"), TestCa("another CA")
+    echo = TlsEcho(ca)
+    await echo.start()
+    try:
+        for name, authority in (("ws-verified", "ca"), ("ws-stranger", "stranger")):
+            await env.cluster.apply(service(name))
+            await env.cluster.apply(local_slice(name, {"https": echo.port}, name=f"{name}-slice"))
+            await env.cluster.apply(policy(name, name, authority))
+        await env.cluster.apply(config_map("ca", ca.pem))
+        await env.cluster.apply(config_map("stranger", stranger.pem))
+        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        route_to = route({"/ws": "ws-verified"})
+        await env.cluster.apply(route_to)
+        address = await env.address("one")
+
+        async def upgraded() -> bool:
+            try:
+                async with env.http.ws_connect(
+                    f"http://{address}/ws", headers={"Host": HOST}
+                ) as socket:
+                    said = await socket.receive_str(timeout=5)
+                    await socket.send_str("ping")
+                    return said == HOST and await socket.receive_str(timeout=5) == "ping"
+            except aiohttp.ClientError:
+                return False
+
+        await eventually(upgraded, message="the WebSocket reaches the verified TLS backend")
+        route_to["spec"]["rules"][0]["backendRefs"][0]["name"] = "ws-stranger"
+        await env.cluster.apply(route_to)
+        served = echo.requests
+
+        async def refused() -> bool:
+            try:
+                async with env.http.ws_connect(f"http://{address}/ws", headers={"Host": HOST}):
+                    return False
+            except aiohttp.WSServerHandshakeError as error:
+                return error.status == 502
+
+        await eventually(refused, message="a backend the policy's CA did not sign is refused")
+        assert echo.requests == served
+    finally:
+        await echo.stop()
