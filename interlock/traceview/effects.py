@@ -155,7 +155,7 @@ def _after_type(message: Message) -> str:
 
 def _plain(message: Message) -> str:
     """A summary without the repr's punctuation: ``TrackService(key=ObjectKey(namespace='default',
-    name='echo'))`` → ``TrackService default/echo``."""
+    name='echo'), follower='edge')`` → ``TrackService key=default/echo, follower=edge``."""
     summary = _OBJECT_KEY.sub(r"\1/\2", message.summary)
     if summary == message.type or not summary:
         return message.type
