@@ -50,12 +50,14 @@ from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 JWKS_MARKER = "planted-jwks-Wq8r"
 BAD_LINE_MARKER = "planted-badline-Hn2c"
+CLIENT_KEY_MARKER = "planted-client-key-Vd5m"
 PLANTED = {
     "htpasswd": HTPASSWD,
     "webhook key": PLANTED_SECRET_MARKER,
     "jwks": JWKS_MARKER,
     "bad htpasswd line": BAD_LINE_MARKER,
     "password": PLANTED_PASSWORD,
+    "Gateway client key": CLIENT_KEY_MARKER,
 }
 
 
@@ -256,8 +258,19 @@ async def run_requests(
                 "gatewayClassName": "interlock-security",
                 "listeners": [{"name": "http", "port": 18080, "protocol": "HTTP"}],
                 "allowedListeners": {"namespaces": {"from": "Same"}},
+                # Its backend client certificate: the key travels to the data plane, and must
+                # never reach a log or the trace.
+                "tls": {"backend": {"clientCertificateRef": {"name": "gateway-client"}}},
             },
         },
+    )
+    client_cert, client_key = self_signed("gateway-client")
+    await write(
+        server,
+        secret(
+            "gateway-client",
+            {"tls.crt": client_cert, "tls.key": f"{CLIENT_KEY_MARKER}\n{client_key}"},
+        ),
     )
     # A ListenerSet on it, so the scenario uses the listenersets/status grant too.
     await write(
