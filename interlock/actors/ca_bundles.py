@@ -14,8 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.actors.gateway_messages import CA_BUNDLE_KEY, CABundle, ca_bundle_topic
-from interlock.actors.messages import ObjectChanged
+from interlock.actors.gateway_messages import (
+    CA_BUNDLE_KEY,
+    CABundle,
+)
+from interlock.actors.messages import (
+    ObjectChanged,
+)
+from interlock.actors.topics import (
+    CA_BUNDLE,
+)
 from interlock.mailbox import Actor
 from interlock.model.backend_tls import CA_KEY
 from interlock.model.meta import ObjectKey
@@ -42,7 +50,7 @@ class CABundleDirectory(Actor):
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
             return None
-        topic = ca_bundle_topic(message.namespace, message.name)
+        topic = CA_BUNDLE.topic(ObjectKey(namespace=message.namespace, name=message.name))
         found = None if message.deleted else ca_bundle_of(message.obj)
         retained = self.system.retained(topic)
         if found is None:

@@ -33,24 +33,29 @@ from typing import Any
 from loguru import logger
 
 from interlock.actors.edge_messages import (
-    INGRESS_CLASSES_TOPIC,
     INGRESS_KEY,
     MODULESET_API_VERSION,
     MODULESET_KEY,
-    MODULESET_STATUS_TOPIC,
     SECRET_KEY,
     DesiredModuleSetStatus,
     IngressSpecified,
     RecordEvent,
     SecretData,
-    endpoints_topic,
     ingress_address,
-    ingress_topic,
-    moduleset_topic,
-    secret_topic,
     status_key,
 )
-from interlock.actors.messages import STATUS_WRITER, ObjectChanged
+from interlock.actors.messages import (
+    STATUS_WRITER,
+    ObjectChanged,
+)
+from interlock.actors.topics import (
+    ENDPOINTS,
+    INGRESS,
+    INGRESS_CLASSES_TOPIC,
+    MODULESET,
+    MODULESET_STATUS_TOPIC,
+    SECRET,
+)
 from interlock.mailbox import Actor
 from interlock.model.ingress import parse_ingress, parse_ingress_class
 from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
@@ -135,7 +140,7 @@ class IngressDirectory(_Directory):
             ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)}),
             stored if isinstance(stored, dict) else {},
         )
-        topic = ingress_topic(key.namespace, key.name)
+        topic = INGRESS.topic(key)
         if self.system.retained(topic).get(INGRESS_KEY) == value:
             return
         self.system.spawn_or_get(
@@ -144,7 +149,7 @@ class IngressDirectory(_Directory):
         self.publish(topic, INGRESS_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        self._withdraw_retained(ingress_topic(key.namespace, key.name), INGRESS_KEY)
+        self._withdraw_retained(INGRESS.topic(key), INGRESS_KEY)
 
 
 class IngressClassDirectory(_Directory):
@@ -205,11 +210,11 @@ class ModuleSetDirectory(_Directory):
         value = module_set.model_copy(
             update={"metadata": _identity_meta(module_set.metadata), "status": {}}
         )
-        self._publish_changed(moduleset_topic(key.namespace, key.name), MODULESET_KEY, value)
+        self._publish_changed(MODULESET.topic(key), MODULESET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
         self._want_status(key, None)
-        self._withdraw_retained(moduleset_topic(key.namespace, key.name), MODULESET_KEY)
+        self._withdraw_retained(MODULESET.topic(key), MODULESET_KEY)
 
     def _want_status(
         self, key: ObjectKey, conditions: list[dict[str, Any]] | None, *, uid: str = ""
@@ -240,10 +245,10 @@ class SecretDirectory(_Directory):
 
     def upserted(self, raw: dict[str, Any]) -> None:
         value = SecretData.from_secret(parse_secret(raw))
-        self._publish_changed(secret_topic(value.key.namespace, value.key.name), SECRET_KEY, value)
+        self._publish_changed(SECRET.topic(value.key), SECRET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
-        self._withdraw_retained(secret_topic(key.namespace, key.name), SECRET_KEY)
+        self._withdraw_retained(SECRET.topic(key), SECRET_KEY)
 
 
 class EndpointsDirectory(_Directory):
@@ -274,7 +279,7 @@ class EndpointsDirectory(_Directory):
             return
         if service is None:
             return
-        topic = endpoints_topic(service.namespace, service.name)
+        topic = ENDPOINTS.topic(service)
         value = self.system.retained(topic).get(key.name)
         if isinstance(value, EndpointSlice):
             self._published[key] = (topic, value)
@@ -286,7 +291,7 @@ class EndpointsDirectory(_Directory):
         if service is None:
             self._withdraw(key)
             return
-        topic = endpoints_topic(service.namespace, service.name)
+        topic = ENDPOINTS.topic(service)
         value = endpoint_slice.model_copy(
             update={"metadata": _identity_meta(endpoint_slice.metadata)}
         )

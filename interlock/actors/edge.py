@@ -50,11 +50,15 @@ from interlock.actors.edge_messages import (
     PartsChanged,
     RecordEvent,
     SecretData,
-    host_topic,
     ingress_reference,
-    secret_topic,
 )
-from interlock.actors.messages import STATUS_WRITER
+from interlock.actors.messages import (
+    STATUS_WRITER,
+)
+from interlock.actors.topics import (
+    HOST,
+    SECRET,
+)
 from interlock.edge.provider import (
     ApplyModules,
     BackendTarget,
@@ -157,7 +161,7 @@ class EdgeActor(Reconciler[str]):
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.subscribe(host_topic(self._host))
+        self.subscribe(HOST.topic(self._host))
         # After a restart the provider still serves what the previous instance applied; learn
         # which routes exist so the ones no longer desired are removed, and the others re-applied.
         # A host on the board had an actor before (it is removed from the board on stop).
@@ -181,7 +185,7 @@ class EdgeActor(Reconciler[str]):
 
     async def handle(self, message: object) -> object | None:
         if isinstance(message, Published | Unpublished):
-            if message.topic == host_topic(self._host):
+            if message.topic == HOST.topic(self._host):
                 self._take_part(message)
                 self.tell(self.address, PartsChanged())
             elif message.topic == self._tls_topic:
@@ -244,7 +248,7 @@ class EdgeActor(Reconciler[str]):
 
     def _follow_tls_secret(self) -> None:
         secret = self._desired.tls_secret
-        topic = None if secret is None else secret_topic(secret.namespace, secret.name)
+        topic = None if secret is None else SECRET.topic(secret)
         if topic == self._tls_topic:
             return
         if self._tls_topic is not None:
@@ -468,7 +472,7 @@ class EdgeActor(Reconciler[str]):
         # address is free the moment ``stop_self`` returns.
         if self._served or self._tls_served is not None:
             return
-        if self._parts or self.system.retained(host_topic(self._host)):
+        if self._parts or self.system.retained(HOST.topic(self._host)):
             return
         self._settings.board.forget(self._host)
         self.stop_self()

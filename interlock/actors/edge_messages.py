@@ -5,23 +5,7 @@ one name per concept. Every message says how it is traced (``trace_summary``, ne
 value) and, when it carries state, how it coalesces (``coalesce_key``: a newer message with the
 same key replaces a queued one, so a burst of changes costs one handling of the latest state).
 
-Topics (retained values, see ``docs/design.md``, the flow of a change):
-
-- ``ingress:<ns>/<name>``, key ``ingress``: the parsed :class:`Ingress` as the informer last
-  saw it; its IngressActor subscribes, so a restarted actor gets its Ingress back.
-- ``ingressclasses``, key = class name: every :class:`IngressClass`.
-- ``moduleset:<ns>/<name>``, key ``moduleset``: the :class:`ModuleSet` without its status and
-  resourceVersion (published only when something an edge reads changed).
-- ``secret:<ns>/<name>``, key ``secret``: :class:`SecretData`, the Secret's keys and values.
-- ``endpoints:<ns>/<svc>``, key = EndpointSlice name: each :class:`EndpointSlice` of the Service.
-- ``host:<host>``, key = ``<ns>/<name>`` of an Ingress: that Ingress's :class:`HostPart`.
-- ``ingress-hosts:<ns>/<name>``, key ``hosts``: :class:`IngressHosts`, the hosts an IngressActor
-  has a part on. Only the actor itself subscribes: it is how a restarted actor learns which
-  parts its predecessor published (and must withdraw if they are no longer wanted).
-- ``status:ingress`` and ``status:moduleset``, key ``<ns>/<name>`` (:func:`status_key`): the
-  :class:`DesiredIngressStatus` / :class:`DesiredModuleSetStatus` still to be written,
-  unpublished when the object is gone (or, for a ModuleSet, when its stored status is the
-  desired one). The StatusWriter subscribes, so a restarted writer gets them all back.
+The topics they travel on, with who publishes and who reads them: :mod:`interlock.actors.topics`.
 """
 
 from __future__ import annotations
@@ -40,9 +24,6 @@ INGRESS_KEY = "ingress"
 HOSTS_KEY = "hosts"
 MODULESET_KEY = "moduleset"
 SECRET_KEY = "secret"
-INGRESS_CLASSES_TOPIC = "ingressclasses"
-INGRESS_STATUS_TOPIC = "status:ingress"
-MODULESET_STATUS_TOPIC = "status:moduleset"
 
 INGRESS_DIRECTORY = "ingress-directory"
 INGRESS_CLASS_DIRECTORY = "ingressclass-directory"
@@ -57,30 +38,6 @@ MODULESET_API_VERSION = "interlock.dev/v1alpha1"
 def status_key(key: ObjectKey) -> str:
     """The key of an object's desired status on the status topics: ``<ns>/<name>``."""
     return f"{key.namespace}/{key.name}"
-
-
-def ingress_topic(namespace: str, name: str) -> str:
-    return f"ingress:{namespace}/{name}"
-
-
-def moduleset_topic(namespace: str, name: str) -> str:
-    return f"moduleset:{namespace}/{name}"
-
-
-def secret_topic(namespace: str, name: str) -> str:
-    return f"secret:{namespace}/{name}"
-
-
-def endpoints_topic(namespace: str, service: str) -> str:
-    return f"endpoints:{namespace}/{service}"
-
-
-def host_topic(host: str) -> str:
-    return f"host:{host}"
-
-
-def ingress_hosts_topic(namespace: str, name: str) -> str:
-    return f"ingress-hosts:{namespace}/{name}"
 
 
 def ingress_address(namespace: str, name: str) -> str:

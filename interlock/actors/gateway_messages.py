@@ -1,15 +1,6 @@
 """Messages, topics and addresses of the Gateway API north-south half (GatewayClass, Gateway).
 
-Topics (retained values):
-
-- ``gateway-parents:<Kind>:<ns>/<name>``, key ``gateway``: :class:`GatewayParentEntries`, the
-  ``status.parents`` entries of one route for interlock's Gateways. The route's RouteActor
-  subscribes and writes them beside its Service parents' entries: one writer per route status.
-- ``gateway-serving``, key ``<ns>/<name>`` of a Gateway: its
-  :class:`~interlock.model.gateway_routes.GatewayServing` (what the data plane serves at its
-  address), unpublished when the Gateway has no address or is gone.
-- ``status:gateway``, key ``<Kind>/<ns>/<name>``: :class:`DesiredGatewayStatus` of a
-  GatewayClass or Gateway, for the StatusWriter.
+The topics they travel on, with who publishes and who reads them: :mod:`interlock.actors.topics`.
 """
 
 from __future__ import annotations
@@ -25,12 +16,6 @@ GATEWAY_DATA_PLANE = "gateway-data-plane"
 """The address of the actor that opens and programs the Gateways' listeners."""
 
 GATEWAY_PARENTS_KEY = "gateway"
-GATEWAY_SERVING_TOPIC = "gateway-serving"
-GATEWAY_STATUS_TOPIC = "status:gateway"
-
-
-def gateway_parents_topic(kind: str, namespace: str, name: str) -> str:
-    return f"gateway-parents:{kind}:{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +67,6 @@ class PortFailures:
 CA_BUNDLE_DIRECTORY = "ca-bundle-directory"
 """The address of the directory publishing the ConfigMaps' ``ca.crt`` (BackendTLSPolicy)."""
 CA_BUNDLE_KEY = "ca-bundle"
-
-
-def ca_bundle_topic(namespace: str, name: str) -> str:
-    """``ca-bundle:<ns>/<name>``, key ``ca-bundle``: the ConfigMap's :class:`CABundle`."""
-    return f"ca-bundle:{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,22 +34,34 @@ from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
-from interlock.actors.edge_messages import SecretData, moduleset_topic, secret_topic
+from interlock.actors.edge_messages import (
+    SecretData,
+)
 from interlock.actors.gateway_messages import (
     CA_BUNDLE_KEY,
     GATEWAY_CONTROLLER,
     GATEWAY_PARENTS_KEY,
-    GATEWAY_SERVING_TOPIC,
-    GATEWAY_STATUS_TOPIC,
     CABundle,
     DesiredGatewayStatus,
     GatewayParentEntries,
     PortFailures,
     Recompute,
-    ca_bundle_topic,
-    gateway_parents_topic,
 )
-from interlock.actors.messages import SERVICE_KEY, ObjectChanged, grants_topic, service_topic
+from interlock.actors.messages import (
+    SERVICE_KEY,
+    ObjectChanged,
+)
+from interlock.actors.topics import (
+    CA_BUNDLE,
+    GATEWAY_PARENTS,
+    GATEWAY_SERVING_TOPIC,
+    GATEWAY_STATUS_TOPIC,
+    GRANTS,
+    MODULESET,
+    SECRET,
+    SERVICE,
+    KindKey,
+)
 from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
 from interlock.model.backend_tls import (
     BackendTLSPolicy,
@@ -360,20 +372,18 @@ class GatewayController(Actor):
         if message.topic not in self.inputs:
             return
         value = message.value if isinstance(message, Published) else None
-        if message.topic.startswith("service:"):
-            namespace, _, name = message.topic.removeprefix("service:").partition("/")
-            self._store(self.services, ObjectKey(namespace=namespace, name=name), value, Service)
-        elif message.topic.startswith("grants:"):
-            grants = self.grants.setdefault(message.topic.removeprefix("grants:"), {})
+        topic = message.topic
+        if (key := SERVICE.key_of(topic)) is not None:
+            self._store(self.services, key, value, Service)
+        elif (namespace := GRANTS.key_of(topic)) is not None:
+            grants = self.grants.setdefault(namespace, {})
             if isinstance(value, ReferenceGrant):
                 if grants.get(message.key) is value:
                     return
                 grants[message.key] = value
             elif grants.pop(message.key, None) is None:
                 return
-        elif message.topic.startswith("secret:"):
-            namespace, _, name = message.topic.removeprefix("secret:").partition("/")
-            key = ObjectKey(namespace=namespace, name=name)
+        elif (key := SECRET.key_of(topic)) is not None:
             data = value if isinstance(value, SecretData) else None
             if self.secrets.get(key) == data:
                 return
@@ -381,9 +391,7 @@ class GatewayController(Actor):
                 self.secrets.pop(key, None)
             else:
                 self.secrets[key] = data
-        elif message.topic.startswith("ca-bundle:"):
-            namespace, _, name = message.topic.removeprefix("ca-bundle:").partition("/")
-            key = ObjectKey(namespace=namespace, name=name)
+        elif (key := CA_BUNDLE.key_of(topic)) is not None:
             if isinstance(value, CABundle):
                 if key in self.ca_bundles and self.ca_bundles[key] == value.pem:
                     return
@@ -392,9 +400,7 @@ class GatewayController(Actor):
                 del self.ca_bundles[key]
             else:
                 return
-        elif message.topic.startswith("moduleset:"):
-            namespace, _, name = message.topic.removeprefix("moduleset:").partition("/")
-            key = ObjectKey(namespace=namespace, name=name)
+        elif (key := MODULESET.key_of(topic)) is not None:
             module_set = value if isinstance(value, ModuleSet) else None
             if self.module_sets.get(key) is module_set:
                 return
@@ -416,41 +422,36 @@ class GatewayController(Actor):
         wanted: set[str] = set()
         for route in self.routes.values():
             if not isinstance(route, RejectedRoute):
-                wanted.update(
-                    service_topic(key.namespace, key.name)
-                    for key in route_service_dependencies(route)
-                )
-                wanted.update(grants_topic(ns) for ns in route_grant_namespaces(route))
+                wanted.update(SERVICE.topic(key) for key in route_service_dependencies(route))
+                wanted.update(GRANTS.topic(ns) for ns in route_grant_namespaces(route))
         for (_, route_key), mirrors in self.mirror_filters.items():
             mirror_services, mirror_grants = mirror_dependencies(route_key.namespace, mirrors)
-            wanted.update(service_topic(key.namespace, key.name) for key in mirror_services)
-            wanted.update(grants_topic(namespace) for namespace in mirror_grants)
+            wanted.update(SERVICE.topic(key) for key in mirror_services)
+            wanted.update(GRANTS.topic(namespace) for namespace in mirror_grants)
         for (_, route_key), names in self.module_names.items():
             sets, secrets = module_dependencies(route_key.namespace, names, self.module_sets)
-            wanted.update(moduleset_topic(key.namespace, key.name) for key in sets)
-            wanted.update(secret_topic(key.namespace, key.name) for key in secrets)
+            wanted.update(MODULESET.topic(key) for key in sets)
+            wanted.update(SECRET.topic(key) for key in secrets)
         for gateway in ours.values():
             client = client_certificate_dependency(gateway)
             for key in (*certificate_dependencies(gateway), *(() if client is None else (client,))):
-                wanted.add(secret_topic(key.namespace, key.name))
+                wanted.add(SECRET.topic(key))
                 if key.namespace != gateway.metadata.namespace:
-                    wanted.add(grants_topic(key.namespace))
+                    wanted.add(GRANTS.topic(key.namespace))
             for key in frontend_ca_dependencies(gateway):
-                wanted.add(ca_bundle_topic(key.namespace, key.name))
+                wanted.add(CA_BUNDLE.topic(key))
                 if key.namespace != gateway.metadata.namespace:
-                    wanted.add(grants_topic(key.namespace))
+                    wanted.add(GRANTS.topic(key.namespace))
         for listener_set in self.listener_sets.values():
             if listener_set.parent() not in ours:
                 continue
             namespace = listener_set.metadata.namespace
             for key in listener_certificate_dependencies(namespace, listener_set.spec.listeners):
-                wanted.add(secret_topic(key.namespace, key.name))
+                wanted.add(SECRET.topic(key))
                 if key.namespace != namespace:
-                    wanted.add(grants_topic(key.namespace))
+                    wanted.add(GRANTS.topic(key.namespace))
         for policy in self.backend_tls_policies.values():
-            wanted.update(
-                ca_bundle_topic(key.namespace, key.name) for key in ca_dependencies(policy)
-            )
+            wanted.update(CA_BUNDLE.topic(key) for key in ca_dependencies(policy))
         for topic in self.inputs - wanted:
             self.unsubscribe(topic)
             self._forget(topic)
@@ -461,44 +462,41 @@ class GatewayController(Actor):
         self.inputs.update(wanted)
 
     def _forget(self, topic: str) -> None:
-        kind, _, rest = topic.partition(":")
-        namespace, _, name = rest.partition("/")
-        if kind == "service":
-            self.services.pop(ObjectKey(namespace=namespace, name=name), None)
-        elif kind == "secret":
-            self.secrets.pop(ObjectKey(namespace=namespace, name=name), None)
-        elif kind == "moduleset":
-            self.module_sets.pop(ObjectKey(namespace=namespace, name=name), None)
-        elif kind == "ca-bundle":
-            self.ca_bundles.pop(ObjectKey(namespace=namespace, name=name), None)
-        elif kind == "grants":
-            self.grants.pop(rest, None)
+        if (key := SERVICE.key_of(topic)) is not None:
+            self.services.pop(key, None)
+        elif (key := SECRET.key_of(topic)) is not None:
+            self.secrets.pop(key, None)
+        elif (key := MODULESET.key_of(topic)) is not None:
+            self.module_sets.pop(key, None)
+        elif (key := CA_BUNDLE.key_of(topic)) is not None:
+            self.ca_bundles.pop(key, None)
+        elif (namespace := GRANTS.key_of(topic)) is not None:
+            self.grants.pop(namespace, None)
 
     def _load(self, topic: str) -> None:
         """Read a new subscription's retained values now (their notifications follow and are
         taken again, unchanged)."""
         retained = self.system.retained(topic)
-        kind, _, rest = topic.partition(":")
-        namespace, _, name = rest.partition("/")
-        key = ObjectKey(namespace=namespace, name=name)
-        if kind == "service":
+        if (key := SERVICE.key_of(topic)) is not None:
             service = retained.get(SERVICE_KEY)
             if isinstance(service, Service):
                 self.services[key] = service
-        elif kind == "secret":
+        elif (key := SECRET.key_of(topic)) is not None:
             for value in retained.values():
                 if isinstance(value, SecretData):
                     self.secrets[key] = value
-        elif kind == "moduleset":
+        elif (key := MODULESET.key_of(topic)) is not None:
             for value in retained.values():
                 if isinstance(value, ModuleSet):
                     self.module_sets[key] = value
-        elif kind == "ca-bundle":
+        elif (key := CA_BUNDLE.key_of(topic)) is not None:
             found = retained.get(CA_BUNDLE_KEY)
             if isinstance(found, CABundle):
                 self.ca_bundles[key] = found.pem
-        elif kind == "grants":
-            self.grants[rest] = {k: v for k, v in retained.items() if isinstance(v, ReferenceGrant)}
+        elif (namespace := GRANTS.key_of(topic)) is not None:
+            self.grants[namespace] = {
+                k: v for k, v in retained.items() if isinstance(v, ReferenceGrant)
+            }
 
     # --- outputs ------------------------------------------------------------------------------
 
@@ -683,9 +681,7 @@ class GatewayController(Actor):
     def _publish_parents(self, parents: dict[RouteId, tuple[dict[str, Any], ...]]) -> None:
         wanted = {key: entries for key, entries in parents.items() if entries}
         for key in sorted(set(self.sent_parents) - set(wanted), key=str):
-            self.unpublish(
-                gateway_parents_topic(key[0], key[1].namespace, key[1].name), GATEWAY_PARENTS_KEY
-            )
+            self.unpublish(GATEWAY_PARENTS.topic(KindKey(key[0], key[1])), GATEWAY_PARENTS_KEY)
             del self.sent_parents[key]
         for key, entries in wanted.items():
             sent = self.sent_parents.get(key)
@@ -693,7 +689,7 @@ class GatewayController(Actor):
                 continue
             self.sent_parents[key] = entries
             self.publish(
-                gateway_parents_topic(key[0], key[1].namespace, key[1].name),
+                GATEWAY_PARENTS.topic(KindKey(key[0], key[1])),
                 GATEWAY_PARENTS_KEY,
                 GatewayParentEntries(entries),
             )

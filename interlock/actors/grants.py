@@ -8,7 +8,13 @@ retained value keyed by its name; an unchanged grant (a label edit) is not re-pu
 
 from __future__ import annotations
 
-from interlock.actors.messages import GrantDeleted, GrantUpserted, grants_topic
+from interlock.actors.messages import (
+    GrantDeleted,
+    GrantUpserted,
+)
+from interlock.actors.topics import (
+    GRANTS,
+)
 from interlock.mailbox import Actor
 from interlock.model.gateway import ReferenceGrant
 
@@ -21,10 +27,10 @@ class GrantsDirectory(Actor):
     async def receive(self, message: object) -> object | None:
         if isinstance(message, GrantUpserted):
             grant = message.grant
-            topic = grants_topic(grant.metadata.namespace)
+            topic = GRANTS.topic(grant.metadata.namespace)
             previous = self.system.retained(topic).get(grant.metadata.name)
             if not (isinstance(previous, ReferenceGrant) and previous.spec == grant.spec):
                 self.publish(topic, grant.metadata.name, grant)
         elif isinstance(message, GrantDeleted):
-            self.unpublish(grants_topic(message.key.namespace), message.key.name)
+            self.unpublish(GRANTS.topic(message.key.namespace), message.key.name)
         return None

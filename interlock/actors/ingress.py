@@ -36,8 +36,6 @@ from loguru import logger
 
 from interlock.actors.edge_messages import (
     HOSTS_KEY,
-    INGRESS_CLASSES_TOPIC,
-    INGRESS_STATUS_TOPIC,
     DesiredIngressStatus,
     HostPart,
     IngressHosts,
@@ -46,15 +44,22 @@ from interlock.actors.edge_messages import (
     RecordEvent,
     SecretData,
     edge_address,
-    host_topic,
-    ingress_hosts_topic,
     ingress_reference,
-    ingress_topic,
-    moduleset_topic,
-    secret_topic,
     status_key,
 )
-from interlock.actors.messages import STATUS_WRITER, service_topic
+from interlock.actors.messages import (
+    STATUS_WRITER,
+)
+from interlock.actors.topics import (
+    HOST,
+    INGRESS,
+    INGRESS_CLASSES_TOPIC,
+    INGRESS_HOSTS,
+    INGRESS_STATUS_TOPIC,
+    MODULESET,
+    SECRET,
+    SERVICE,
+)
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.edge import (
     IngressError,
@@ -140,8 +145,8 @@ class IngressActor(Actor):
         namespace, name = self._key.namespace, self._key.name
         # The hosts this Ingress has parts on, as published by a predecessor of this instance
         # (after a restart): they are withdrawn if no longer wanted.
-        self.subscribe(ingress_hosts_topic(namespace, name))
-        self.subscribe(ingress_topic(namespace, name))
+        self.subscribe(INGRESS_HOSTS.topic(ObjectKey(namespace=namespace, name=name)))
+        self.subscribe(INGRESS.topic(ObjectKey(namespace=namespace, name=name)))
         self.subscribe(INGRESS_CLASSES_TOPIC)
         self._await_inputs()
 
@@ -170,37 +175,35 @@ class IngressActor(Actor):
     def _take(self, message: Published | Unpublished) -> bool:
         """Update the inputs; False when the Ingress is gone (the actor has stopped)."""
         value = message.value if isinstance(message, Published) else None
-        kind, _, rest = message.topic.partition(":")
-        namespace, _, name = rest.partition("/")
-        key = ObjectKey(namespace=namespace, name=name)
-        if kind in ("moduleset", "secret", "service"):
+        topic = message.topic
+        if topic in MODULESET or topic in SECRET or topic in SERVICE:
             # Notifications come only from subscribed topics; after a restart the system kept
             # the predecessor's subscriptions, which this instance learns here (and drops the
             # ones it does not want).
-            self._inputs.add(message.topic)
-        if message.topic == INGRESS_CLASSES_TOPIC:
+            self._inputs.add(topic)
+        if topic == INGRESS_CLASSES_TOPIC:
             if isinstance(value, IngressClass):
                 self._classes[message.key] = value
             else:
                 self._classes.pop(message.key, None)
-        elif kind == "ingress-hosts":
+        elif topic in INGRESS_HOSTS:
             member = str(self._key)
             for host in value.hosts if isinstance(value, IngressHosts) else ():
-                part = self.system.retained(host_topic(host)).get(member)
+                part = self.system.retained(HOST.topic(host)).get(member)
                 if isinstance(part, HostPart) and host not in self._published:
                     self._published[host] = part
-        elif kind == "ingress":
+        elif topic in INGRESS:
             if not isinstance(value, IngressSpecified):
                 self._gone()
                 return False
             self._ingress = value.ingress
             self._stored_load_balancer = value.stored_load_balancer
-        elif kind == "moduleset":
+        elif (key := MODULESET.key_of(topic)) is not None:
             _store(self._module_sets, key, value if isinstance(value, ModuleSet) else None)
-        elif kind == "secret":
+        elif (key := SECRET.key_of(topic)) is not None:
             secret = value.to_model() if isinstance(value, SecretData) else None
             _store(self._secrets, key, secret)
-        elif kind == "service":
+        elif (key := SERVICE.key_of(topic)) is not None:
             _store(self._services, key, value if isinstance(value, Service) else None)
         return True
 
@@ -210,10 +213,12 @@ class IngressActor(Actor):
             return set()
         namespace = ingress.metadata.namespace
         module_set_names, services = ingress_dependencies(ingress)
-        wanted = {moduleset_topic(namespace, name) for name in module_set_names}
-        wanted.update(service_topic(namespace, name) for name in services)
+        wanted = {
+            MODULESET.topic(ObjectKey(namespace=namespace, name=name)) for name in module_set_names
+        }
+        wanted.update(SERVICE.topic(ObjectKey(namespace=namespace, name=name)) for name in services)
         if self._publish_service is not None:
-            wanted.add(service_topic(self._publish_service.namespace, self._publish_service.name))
+            wanted.add(SERVICE.topic(self._publish_service))
         usable = [
             module_set
             for name in module_set_names
@@ -222,10 +227,16 @@ class IngressActor(Actor):
             and not validate_modules(module_set)
         ]
         merged = merge_modules(usable)
-        wanted.update(secret_topic(namespace, ref.name) for ref in module_secret_refs(merged))
+        wanted.update(
+            SECRET.topic(ObjectKey(namespace=namespace, name=ref.name))
+            for ref in module_secret_refs(merged)
+        )
         nginx = self._translation(ingress)
         if nginx is not None and merged.basic_auth is None:
-            wanted.update(secret_topic(namespace, name) for name in nginx.secret_names())
+            wanted.update(
+                SECRET.topic(ObjectKey(namespace=namespace, name=name))
+                for name in nginx.secret_names()
+            )
         return wanted
 
     def _translation(self, ingress: Ingress) -> NginxTranslation | None:
@@ -245,14 +256,11 @@ class IngressActor(Actor):
         wanted = self._wanted_inputs()
         for topic in sorted(self._inputs - wanted):
             self.unsubscribe(topic)
-            kind, _, rest = topic.partition(":")
-            namespace, _, name = rest.partition("/")
-            key = ObjectKey(namespace=namespace, name=name)
-            if kind == "moduleset":
+            if (key := MODULESET.key_of(topic)) is not None:
                 self._module_sets.pop(key, None)
-            elif kind == "secret":
+            elif (key := SECRET.key_of(topic)) is not None:
                 self._secrets.pop(key, None)
-            elif kind == "service":
+            elif (key := SERVICE.key_of(topic)) is not None:
                 self._services.pop(key, None)
         added = sorted(wanted - self._inputs)
         self._inputs = wanted
@@ -293,17 +301,17 @@ class IngressActor(Actor):
                 continue
             self._published[host] = part
             self.system.spawn_or_get(edge_address(host), functools.partial(self._edge_actor, host))
-            self.publish(host_topic(host), member, part)
+            self.publish(HOST.topic(host), member, part)
         for host in sorted(set(self._published) - set(host_routes)):
             del self._published[host]
-            self.unpublish(host_topic(host), member)
+            self.unpublish(HOST.topic(host), member)
         self._record_hosts()
         self._write_status()
 
     def _withdraw(self) -> None:
         member = str(self._key)
         for host in sorted(self._published):
-            self.unpublish(host_topic(host), member)
+            self.unpublish(HOST.topic(host), member)
         self._published.clear()
         self._record_hosts()
 
@@ -314,7 +322,7 @@ class IngressActor(Actor):
         self.stop_self()
 
     def _record_hosts(self) -> None:
-        topic = ingress_hosts_topic(self._key.namespace, self._key.name)
+        topic = INGRESS_HOSTS.topic(self._key)
         hosts = tuple(sorted(self._published))
         if not hosts:
             self.unpublish(topic, HOSTS_KEY)

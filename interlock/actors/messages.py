@@ -5,16 +5,7 @@ message states how it is traced (``trace_summary``) and coalesced (``coalesce_ke
 message with the same key replaces a queued one in the mailbox — latest state wins, so a burst
 of changes to one object costs its receiver one handling).
 
-Topics (retained values, see ``docs/design.md``, the flow of a change):
-
-- ``service:<ns>/<name>``, key ``service``: the :class:`~interlock.model.service.Service`,
-  published by the ServiceDirectory only when something routes depend on changed.
-- ``grants:<ns>``, key = grant name: each :class:`~interlock.model.gateway.ReferenceGrant`.
-- ``httproute:<ns>/<name>``, key ``route``: the route as the informer last saw it
-  (:class:`RouteSpecified` or :class:`RouteRejected`); its RouteActor subscribes, so a restarted
-  RouteActor gets its route back like any other retained input.
-- ``parent:<ns>/<svc>``, key = route identity: the
-  :class:`~interlock.model.outbound.ResolvedRoute` of every route with that Service as parent.
+The topics they travel on, with who publishes and who reads them: :mod:`interlock.actors.topics`.
 """
 
 from __future__ import annotations
@@ -36,34 +27,6 @@ SERVICE_DIRECTORY = "service-directory"
 GRANTS_DIRECTORY = "grants"
 STATUS_WRITER = "status-writer"
 INFORMER_ROUTER = "informer-router"
-
-ROUTE_STATUS_TOPIC = "status:route"
-"""Each RouteActor's :class:`DesiredRouteStatus` (of an HTTPRoute, GRPCRoute, TLSRoute or
-TCPRoute), retained under its route identity (unpublished when the route is deleted); the
-StatusWriter subscribes, so a restarted writer gets every pending status back."""
-
-
-def service_topic(namespace: str, name: str) -> str:
-    return f"service:{namespace}/{name}"
-
-
-def grants_topic(namespace: str) -> str:
-    return f"grants:{namespace}"
-
-
-def parent_topic(namespace: str, name: str) -> str:
-    return f"parent:{namespace}/{name}"
-
-
-def attachment_topic(kind: str, namespace: str, name: str) -> str:
-    """Where routes of ``kind`` publish their :class:`RouteAttachment` to Service
-    ``namespace/name``, keyed by route identity: what routes that can lose to them read."""
-    return f"attach:{kind}:{namespace}/{name}"
-
-
-def route_topic(kind: str, namespace: str, name: str) -> str:
-    """Where the router publishes a route of ``kind`` (``httproute:``, ``grpcroute:``)."""
-    return f"{kind.lower()}:{namespace}/{name}"
 
 
 def route_identity(
@@ -218,7 +181,7 @@ class GrantDeleted(AboutObject):
 
 @dataclass(frozen=True, slots=True)
 class RouteSpecified:
-    """The retained value of ``httproute:<ns>/<name>`` (``grpcroute:``…) for a route that parsed."""
+    """The retained value of ``route:<Kind>:<ns>/<name>`` for a route that parsed."""
 
     route: HTTPRoute | GRPCRoute | TLSRoute | TCPRoute
 

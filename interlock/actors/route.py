@@ -37,19 +37,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from interlock.actors.gateway_messages import GatewayParentEntries, gateway_parents_topic
+from interlock.actors.gateway_messages import (
+    GatewayParentEntries,
+)
 from interlock.actors.messages import (
-    ROUTE_STATUS_TOPIC,
     SERVICE_KEY,
     DesiredRouteStatus,
     RouteRejected,
     RouteSpecified,
-    attachment_topic,
-    grants_topic,
-    parent_topic,
     route_identity,
-    route_topic,
-    service_topic,
+)
+from interlock.actors.topics import (
+    ATTACH,
+    GATEWAY_PARENTS,
+    GRANTS,
+    PARENT,
+    ROUTE,
+    ROUTE_STATUS_TOPIC,
+    SERVICE,
+    KindKey,
 )
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.gateway import ReferenceGrant
@@ -118,7 +124,7 @@ class RouteActor(Actor):
         self.name = name
         self.kind = kind
         self.reconciles = kind
-        self.route_topic = route_topic(kind, namespace, name)
+        self.route_topic = ROUTE.topic(KindKey(kind, ObjectKey(namespace=namespace, name=name)))
         self.identity = route_identity(namespace, name, kind=kind)
         self.controller_name = controller_name
         self.now = now
@@ -147,7 +153,8 @@ class RouteActor(Actor):
         if self.kind in ("HTTPRoute", "GRPCRoute"):
             # Retained values only for routes naming one of interlock's Gateways: an empty
             # topic costs nothing until published.
-            self.subscribe(gateway_parents_topic(self.kind, self.namespace, self.name))
+            key = ObjectKey(namespace=self.namespace, name=self.name)
+            self.subscribe(GATEWAY_PARENTS.topic(KindKey(self.kind, key)))
         if not self.system.retained(topic):
             # The route is gone, and its deletion was never handled (the predecessor crashed
             # on it, or the route went before this actor started).
@@ -166,7 +173,7 @@ class RouteActor(Actor):
     # Inputs
 
     def _published(self, topic: str, key: str, value: object) -> None:
-        if topic.startswith("gateway-parents:"):
+        if topic in GATEWAY_PARENTS:
             entries = value.entries if isinstance(value, GatewayParentEntries) else ()
             self._gateway_entries_changed(entries)
             return
@@ -176,16 +183,16 @@ class RouteActor(Actor):
             elif isinstance(value, RouteRejected):
                 self._route_rejected(value)
             return
-        if topic.startswith("service:") and isinstance(value, Service):
+        if topic in SERVICE and isinstance(value, Service):
             if self.services.get(value.key) is value:
                 return  # the retained value this actor already read when it subscribed
             self.services[value.key] = value
-        elif topic.startswith("grants:") and isinstance(value, ReferenceGrant):
+        elif topic in GRANTS and isinstance(value, ReferenceGrant):
             namespace_grants = self.grants.setdefault(value.metadata.namespace, {})
             if namespace_grants.get(key) is value:
                 return
             namespace_grants[key] = value
-        elif topic.startswith("attach:") and isinstance(value, RouteAttachment):
+        elif topic in ATTACH and isinstance(value, RouteAttachment):
             if key == self.identity:
                 return  # its own publication (a TCPRoute reads other TCPRoutes)
             routes = self.competitors.setdefault(topic, {})
@@ -197,20 +204,19 @@ class RouteActor(Actor):
         self._changed()
 
     def _unpublished(self, topic: str, key: str) -> None:
-        if topic.startswith("gateway-parents:"):
+        if topic in GATEWAY_PARENTS:
             self._gateway_entries_changed(())
             return
         if topic == self.route_topic:
             self._route_deleted()
             return
-        if topic.startswith("service:"):
-            namespace, _, name = topic.removeprefix("service:").partition("/")
-            if self.services.pop(ObjectKey(namespace=namespace, name=name), None) is None:
+        if (service := SERVICE.key_of(topic)) is not None:
+            if self.services.pop(service, None) is None:
                 return
-        elif topic.startswith("grants:"):
-            if self.grants.get(topic.removeprefix("grants:"), {}).pop(key, None) is None:
+        elif (namespace := GRANTS.key_of(topic)) is not None:
+            if self.grants.get(namespace, {}).pop(key, None) is None:
                 return
-        elif topic.startswith("attach:"):
+        elif topic in ATTACH:
             if self.competitors.get(topic, {}).pop(key, None) is None:
                 return
         else:
@@ -229,12 +235,12 @@ class RouteActor(Actor):
     def _route_changed(self, route: MeshRoute) -> None:
         self.rejected = None
         self.route = route
-        wanted = {
-            service_topic(key.namespace, key.name) for key in route_service_dependencies(route)
-        } | {grants_topic(namespace) for namespace in route_grant_namespaces(route)}
+        wanted = {SERVICE.topic(key) for key in route_service_dependencies(route)} | {
+            GRANTS.topic(namespace) for namespace in route_grant_namespaces(route)
+        }
         # The routes on its parents that may take its ports: other kinds (older TCPRoutes).
         wanted |= {
-            attachment_topic(kind, parent.namespace, parent.name)
+            ATTACH.topic(KindKey(kind, ObjectKey(namespace=parent.namespace, name=parent.name)))
             for parent in service_parents(
                 route.spec.parent_refs, route_namespace=route.metadata.namespace
             )
@@ -253,11 +259,11 @@ class RouteActor(Actor):
 
     def _load_input(self, topic: str) -> None:
         retained = self.system.retained(topic)
-        if topic.startswith("service:"):
+        if topic in SERVICE:
             service = retained.get(SERVICE_KEY)
             if isinstance(service, Service):
                 self.services[service.key] = service
-        elif topic.startswith("attach:"):
+        elif topic in ATTACH:
             routes = {
                 key: route
                 for key, route in retained.items()
@@ -269,17 +275,17 @@ class RouteActor(Actor):
             grants = {
                 key: grant for key, grant in retained.items() if isinstance(grant, ReferenceGrant)
             }
-            if grants:
-                self.grants[topic.removeprefix("grants:")] = grants
+            namespace = GRANTS.key_of(topic)
+            if grants and namespace is not None:
+                self.grants[namespace] = grants
 
     def _forget_input(self, topic: str) -> None:
-        if topic.startswith("service:"):
-            namespace, _, name = topic.removeprefix("service:").partition("/")
-            self.services.pop(ObjectKey(namespace=namespace, name=name), None)
-        elif topic.startswith("attach:"):
-            self.competitors.pop(topic, None)
+        if (service := SERVICE.key_of(topic)) is not None:
+            self.services.pop(service, None)
+        elif (namespace := GRANTS.key_of(topic)) is not None:
+            self.grants.pop(namespace, None)
         else:
-            self.grants.pop(topic.removeprefix("grants:"), None)
+            self.competitors.pop(topic, None)
 
     def _route_rejected(self, rejected: RouteRejected) -> None:
         # A route we cannot read contributes nothing: better no route than a wrong one. (The
@@ -336,11 +342,11 @@ class RouteActor(Actor):
             route, self.services, self._all_grants(), require_grants=self.require_grants
         )
         for left in [key for key in self.published if key not in by_parent]:
-            self.unpublish(parent_topic(left.namespace, left.name), self.identity)
+            self.unpublish(PARENT.topic(left), self.identity)
             del self.published[left]
         for key, resolved in by_parent.items():
             if self.published.get(key) != resolved:
-                self.publish(parent_topic(key.namespace, key.name), self.identity, resolved)
+                self.publish(PARENT.topic(key), self.identity, resolved)
                 self.published[key] = resolved
         self._publish_attachments(by_parent)
         desired = route_status(
@@ -386,31 +392,27 @@ class RouteActor(Actor):
         # Only what routes of other kinds need (kind, age, parents): a backend coming or going
         # changes none of it, so it wakes nobody.
         for left in [key for key in self.attached if key not in by_parent]:
-            self.unpublish(attachment_topic(self.kind, left.namespace, left.name), self.identity)
+            self.unpublish(ATTACH.topic(KindKey(self.kind, left)), self.identity)
             del self.attached[left]
         for key, resolved in by_parent.items():
             attachment = resolved.attachment
             if self.attached.get(key) != attachment:
-                topic = attachment_topic(self.kind, key.namespace, key.name)
+                topic = ATTACH.topic(KindKey(self.kind, key))
                 self.publish(topic, self.identity, attachment)
                 self.attached[key] = attachment
 
     def _competitors_by_parent(self) -> dict[ObjectKey, list[RouteAttachment]]:
         found: dict[ObjectKey, list[RouteAttachment]] = {}
         for topic, routes in self.competitors.items():
-            found.setdefault(_parent_key(topic), []).extend(routes.values())
+            attached = ATTACH.key_of(topic)
+            if attached is not None:
+                found.setdefault(attached.key, []).extend(routes.values())
         return found
 
     def _unpublish_all(self) -> None:
         for key in list(self.published):
-            self.unpublish(parent_topic(key.namespace, key.name), self.identity)
+            self.unpublish(PARENT.topic(key), self.identity)
         self.published.clear()
         for key in list(self.attached):
-            self.unpublish(attachment_topic(self.kind, key.namespace, key.name), self.identity)
+            self.unpublish(ATTACH.topic(KindKey(self.kind, key)), self.identity)
         self.attached.clear()
-
-
-def _parent_key(topic: str) -> ObjectKey:
-    # attach:<Kind>:<namespace>/<name>
-    namespace, _, name = topic.split(":", 2)[2].partition("/")
-    return ObjectKey(namespace=namespace, name=name)

@@ -40,9 +40,12 @@ from interlock.actors.messages import (
     ServiceDeleted,
     ServiceUpserted,
     route_address,
-    route_topic,
 )
 from interlock.actors.route import RouteActor, RouteOutputs
+from interlock.actors.topics import (
+    ROUTE,
+    KindKey,
+)
 from interlock.mailbox import Actor
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.grpc_route import parse_grpc_route
@@ -159,7 +162,7 @@ class InformerRouter(Actor):
 
     def _route(self, change: ObjectChanged) -> None:
         kind = change.kind
-        topic = route_topic(kind, change.namespace, change.name)
+        topic = ROUTE.topic(KindKey(kind, ObjectKey(namespace=change.namespace, name=change.name)))
         if change.deleted:
             # The route actor sees the value go, unpublishes from its parents and stops.
             self.unpublish(topic, ROUTE_KEY)

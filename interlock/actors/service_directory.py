@@ -23,7 +23,9 @@ from interlock.actors.messages import (
     NamespaceOpaquePorts,
     ServiceDeleted,
     ServiceUpserted,
-    service_topic,
+)
+from interlock.actors.topics import (
+    SERVICE,
 )
 from interlock.mailbox import Actor
 from interlock.model.cluster_ips import ServiceAddresses
@@ -89,7 +91,7 @@ class ServiceDirectory(Actor):
         self.services[key] = service
         if self.addresses is not None:
             self.addresses.upsert(service)
-        topic = service_topic(key.namespace, key.name)
+        topic = SERVICE.topic(key)
         # Compared with the retained value, not with local state: after a restart the topic
         # still holds what was published, and an unchanged Service must stay silent.
         previous = self.system.retained(topic).get(SERVICE_KEY)
@@ -101,6 +103,6 @@ class ServiceDirectory(Actor):
         self.services.pop(key, None)
         if self.addresses is not None:
             self.addresses.delete(key)
-        topic = service_topic(key.namespace, key.name)
+        topic = SERVICE.topic(key)
         if SERVICE_KEY in self.system.retained(topic):
             self.unpublish(topic, SERVICE_KEY)

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 
 from interlock.actors.messages import (
     SERVICE_KEY,
-    parent_topic,
-    service_topic,
     watch_address,
+)
+from interlock.actors.topics import (
+    PARENT,
+    SERVICE,
 )
 from interlock.mailbox import Actor, ActorSystem, LatestValueSlot, Published, Timer, Unpublished
 from interlock.model.outbound import OutboundPolicy, ResolvedRoute, build_outbound_policy
@@ -72,23 +74,19 @@ class ServicePortWatch(Actor):
         self.routes: dict[str, ResolvedRoute] = {}
 
     async def started(self) -> None:
-        target = self.entry.target.key
+        target = self.entry.target.key.service_key()
         for topic in (
-            service_topic(target.namespace, target.name),
-            parent_topic(target.namespace, target.name),
+            SERVICE.topic(target),
+            PARENT.topic(target),
         ):
             self.subscribe(topic)
         # Build from the snapshot now so the first reader gets a complete policy at once; the
         # notifications the subscriptions queued carry the same objects and change nothing.
-        service = self.system.retained(service_topic(target.namespace, target.name)).get(
-            SERVICE_KEY
-        )
+        service = self.system.retained(SERVICE.topic(target)).get(SERVICE_KEY)
         self.service = service if isinstance(service, Service) else None
         self.routes = {
             key: route
-            for key, route in self.system.retained(
-                parent_topic(target.namespace, target.name)
-            ).items()
+            for key, route in self.system.retained(PARENT.topic(target)).items()
             if isinstance(route, ResolvedRoute)
         }
         self._rebuild()
@@ -97,7 +95,7 @@ class ServicePortWatch(Actor):
         if isinstance(message, GraceExpired):
             self._expire(self.entry)
         elif isinstance(message, Published):
-            if message.topic.startswith("service:"):
+            if message.topic in SERVICE:
                 if self.service is message.value or not isinstance(message.value, Service):
                     return None
                 self.service = message.value
@@ -107,7 +105,7 @@ class ServicePortWatch(Actor):
                 self.routes[message.key] = message.value
             self._rebuild()
         elif isinstance(message, Unpublished):
-            if message.topic.startswith("service:"):
+            if message.topic in SERVICE:
                 self.service = None
             elif self.routes.pop(message.key, None) is None:
                 return None

@@ -54,18 +54,23 @@ from typing import Any, Literal, Protocol
 from loguru import logger
 
 from interlock.actors.edge_messages import (
-    INGRESS_STATUS_TOPIC,
-    MODULESET_STATUS_TOPIC,
     DesiredIngressStatus,
     DesiredModuleSetStatus,
     EventType,
     RecordEvent,
 )
-from interlock.actors.gateway_messages import GATEWAY_STATUS_TOPIC, DesiredGatewayStatus
+from interlock.actors.gateway_messages import (
+    DesiredGatewayStatus,
+)
 from interlock.actors.messages import (
-    ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
     LeadershipChanged,
+)
+from interlock.actors.topics import (
+    GATEWAY_STATUS_TOPIC,
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
+    ROUTE_STATUS_TOPIC,
 )
 from interlock.mailbox import (
     DONE,

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from interlock.actors.edge_messages import endpoints_topic
-from interlock.actors.messages import service_topic
+from interlock.actors.topics import (
+    ENDPOINTS,
+    SERVICE,
+)
 from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
@@ -113,8 +115,8 @@ class UpstreamCache(Actor):
             return
         self._tables.followers[key] = {follower}
         self._untracked.discard(key)
-        self.subscribe(service_topic(key.namespace, key.name))
-        self.subscribe(endpoints_topic(key.namespace, key.name))
+        self.subscribe(SERVICE.topic(key))
+        self.subscribe(ENDPOINTS.topic(key))
         self.tell(self.address, ServiceTracked(key))
 
     def _untrack(self, key: ObjectKey, follower: str) -> None:
@@ -127,27 +129,26 @@ class UpstreamCache(Actor):
             return  # another follower still needs it
         del tables.followers[key]
         self._untracked.add(key)
-        self.unsubscribe(service_topic(key.namespace, key.name))
-        self.unsubscribe(endpoints_topic(key.namespace, key.name))
+        self.unsubscribe(SERVICE.topic(key))
+        self.unsubscribe(ENDPOINTS.topic(key))
         tables.known.discard(key)
         tables.services.pop(key, None)
         tables.slices.pop(key, None)
         self._recompute(key)
 
     def _take(self, message: Published | Unpublished) -> None:
-        kind, _, rest = message.topic.partition(":")
-        namespace, _, name = rest.partition("/")
-        key = ObjectKey(namespace=namespace, name=name)
-        if key in self._untracked:
-            return  # queued before the Service was untracked
         value = message.value if isinstance(message, Published) else None
         tables = self._tables
-        if kind == "service":
+        if (key := SERVICE.key_of(message.topic)) is not None:
+            if key in self._untracked:
+                return  # queued before the Service was untracked
             if isinstance(value, Service):
                 tables.services[key] = value
             else:
                 tables.services.pop(key, None)
-        elif kind == "endpoints":
+        elif (key := ENDPOINTS.key_of(message.topic)) is not None:
+            if key in self._untracked:
+                return
             slices = tables.slices.setdefault(key, {})
             if isinstance(value, EndpointSlice):
                 slices[message.key] = value

@@ -24,10 +24,6 @@ _CALL = re.compile(r"^(\w+)\((.*)\)$", re.DOTALL)
 _EVENT = re.compile(r"^(Upserted|Deleted) (\w+) (\S*) rv=(\S*)$")
 
 _TOPIC_KINDS = {
-    "httproute": "HTTPRoute",
-    "grpcroute": "GRPCRoute",
-    "tlsroute": "TLSRoute",
-    "tcproute": "TCPRoute",
     "ingress": "Ingress",
     "moduleset": "ModuleSet",
     "secret": "Secret",
@@ -99,11 +95,17 @@ class EffectNamer:
                 return f"policy {target}: {route} withdrawn"
             return f"policy {target}: {route} resolved"
         if prefix == "status":
-            kind = _TOPIC_KINDS.get(rest, rest)
-            name = _route_name(key) if "/" in key else f"{kind} {key}"
-            if not name.startswith(kind):
-                name = f"{kind} {name}"
+            if rest == "route":  # all four route kinds; the key names which
+                name = _route_name(key)
+            else:
+                kind = _TOPIC_KINDS.get(rest, rest)
+                name = _route_name(key) if "/" in key else f"{kind} {key}"
+                if not name.startswith(kind):
+                    name = f"{kind} {name}"
             return f"{name}: status to write" if published else f"{name}: status dropped"
+        if prefix == "route":  # route:<Kind>:<ns>/<name>
+            kind, _, name = rest.partition(":")
+            return f"{kind} {name} {'changed' if published else 'deleted'}"
         if prefix in _TOPIC_KINDS:
             kind = _TOPIC_KINDS[prefix]
             return f"{kind} {rest} {'changed' if published else 'deleted'}"

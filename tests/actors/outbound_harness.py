@@ -12,7 +12,6 @@ from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
     GRANTS_DIRECTORY,
     INFORMER_ROUTER,
-    ROUTE_STATUS_TOPIC,
     SERVICE_DIRECTORY,
     STATUS_WRITER,
     ObjectChanged,
@@ -21,6 +20,9 @@ from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.topics import (
+    ROUTE_STATUS_TOPIC,
+)
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import RecordingActor, wait_idle

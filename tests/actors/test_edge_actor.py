@@ -13,6 +13,7 @@ from edge_objects import ingress as ingress_json
 from edge_routes import serve_route
 from tls_certs import self_signed
 
+from interlock.actors import topics
 from interlock.actors.edge import EdgeActor, EdgeSettings
 from interlock.actors.edge_messages import (
     SECRET_KEY,
@@ -20,10 +21,10 @@ from interlock.actors.edge_messages import (
     RecordEvent,
     SecretData,
     edge_address,
-    host_topic,
-    secret_topic,
 )
-from interlock.actors.messages import STATUS_WRITER
+from interlock.actors.messages import (
+    STATUS_WRITER,
+)
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import (
@@ -116,11 +117,11 @@ class Edge:
     missing_grace: float = 0.0
 
     def publish(self, value: HostPart) -> None:
-        self.system.publish(host_topic(HOST), str(value.ingress), value)
+        self.system.publish(topics.HOST.topic(HOST), str(value.ingress), value)
         self.system.spawn_or_get(edge_address(HOST), self.actor)
 
     def withdraw(self, value: HostPart) -> None:
-        self.system.unpublish(host_topic(HOST), str(value.ingress))
+        self.system.unpublish(topics.HOST.topic(HOST), str(value.ingress))
 
     def actor(self) -> EdgeActor:
         return EdgeActor(
@@ -445,7 +446,9 @@ async def test_the_tls_secret_of_the_ingress_is_installed_once_it_exists(edge: E
         key=ObjectKey(namespace="default", name="shop-tls"),
         values={"tls.crt": SecretValue(cert.encode()), "tls.key": SecretValue(key.encode())},
     )
-    edge.system.publish(secret_topic("default", "shop-tls"), SECRET_KEY, tls)
+    edge.system.publish(
+        topics.SECRET.topic(ObjectKey(namespace="default", name="shop-tls")), SECRET_KEY, tls
+    )
     await wait_until(lambda: edge.inner.certificates.hosts() == {HOST})
     assert edge.board.host(HOST).tls_error is None
     assert "BEGIN" not in str(edge.board.to_json())

@@ -10,9 +10,15 @@ from edge_objects import ingress as ingress_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from interlock.actors import topics
 from interlock.actors.edge import EdgeActor, EdgeSettings
-from interlock.actors.edge_messages import HostPart, edge_address, host_topic
-from interlock.actors.messages import STATUS_WRITER
+from interlock.actors.edge_messages import (
+    HostPart,
+    edge_address,
+)
+from interlock.actors.messages import (
+    STATUS_WRITER,
+)
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.mailbox import ActorSystem, BackoffPolicy
@@ -102,11 +108,11 @@ async def run(sequence: list[Op]) -> tuple[FaultyEdge, InProcessEdge, dict[str, 
             key = f"default/{name}"
             if path is None:
                 final.pop(key, None)
-                system.unpublish(host_topic(HOST), key)
+                system.unpublish(topics.HOST.topic(HOST), key)
             else:
                 final[key] = part(name, path, variant)
                 system.spawn_or_get(edge_address(HOST), actor)
-                system.publish(host_topic(HOST), key, final[key])
+                system.publish(topics.HOST.topic(HOST), key, final[key])
             if step:
                 await asyncio.sleep(0)
         await wait_idle(system)

@@ -18,15 +18,20 @@ from interlock.actors.durable import durable_mailbox
 from interlock.actors.edge_messages import (
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
-    INGRESS_CLASSES_TOPIC,
     SECRET_DIRECTORY,
     SECRET_KEY,
-    endpoints_topic,
-    secret_topic,
 )
-from interlock.actors.messages import ObjectChanged
+from interlock.actors.messages import (
+    ObjectChanged,
+)
+from interlock.actors.topics import (
+    ENDPOINTS,
+    INGRESS_CLASSES_TOPIC,
+    SECRET,
+)
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_idle, wait_until
+from interlock.model.meta import ObjectKey
 
 
 class CrashOnce:
@@ -131,7 +136,9 @@ async def test_handled_events_are_not_replayed_and_other_directories_are_untouch
     await wait_until(lambda: "only" in system.retained(INGRESS_CLASSES_TOPIC))
     await wait_idle(system)
     assert system.actor_statistics(SECRET_DIRECTORY).restarts == 0
-    assert list(system.retained(secret_topic("default", "users"))) == [SECRET_KEY]
+    assert list(system.retained(SECRET.topic(ObjectKey(namespace="default", name="users")))) == [
+        SECRET_KEY
+    ]
 
 
 async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
@@ -145,7 +152,12 @@ async def test_an_event_that_crashes_the_directory_again_on_replay_is_dropped(
     assert system.statistics().dead_letters == 1  # the poison event, counted
     # The directory survived and keeps working.
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
-    await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "users")))
+    await wait_until(
+        lambda: (
+            SECRET_KEY
+            in system.retained(SECRET.topic(ObjectKey(namespace="default", name="users")))
+        )
+    )
 
 
 async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_published(
@@ -154,15 +166,22 @@ async def test_a_restarted_directory_still_unpublishes_what_its_predecessor_publ
     system.tell(SECRET_DIRECTORY, secret("users", "a"))
     await wait_idle(system)
     await crash.once(system, SECRET_DIRECTORY, secret("other", "b"))
-    await wait_until(lambda: SECRET_KEY in system.retained(secret_topic("default", "other")))
+    await wait_until(
+        lambda: (
+            SECRET_KEY
+            in system.retained(SECRET.topic(ObjectKey(namespace="default", name="other")))
+        )
+    )
     system.tell(SECRET_DIRECTORY, replace(secret("users", "a"), deleted=True))
-    await wait_until(lambda: not system.retained(secret_topic("default", "users")))
+    await wait_until(
+        lambda: not system.retained(SECRET.topic(ObjectKey(namespace="default", name="users")))
+    )
 
 
 async def test_a_restarted_endpoints_directory_still_withdraws_a_deleted_slice(
     system: ActorSystem, crash: CrashOnce
 ) -> None:
-    topic = endpoints_topic("default", "web")
+    topic = ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
     system.tell(ENDPOINTS_DIRECTORY, endpoint_slice("web-a"))
     await wait_idle(system)
     await crash.once(system, ENDPOINTS_DIRECTORY, endpoint_slice("web-b"))

@@ -10,16 +10,21 @@ from typing import Any
 from status_kit import CrashingStatusWriter, ForgetRecorder
 
 from interlock.actors.edge_messages import (
-    INGRESS_STATUS_TOPIC,
-    MODULESET_STATUS_TOPIC,
     DesiredIngressStatus,
     DesiredModuleSetStatus,
     EventType,
     RecordEvent,
     status_key,
 )
-from interlock.actors.messages import STATUS_WRITER, LeadershipChanged
+from interlock.actors.messages import (
+    STATUS_WRITER,
+    LeadershipChanged,
+)
 from interlock.actors.status_writer import StatusKind, TransientStatusError
+from interlock.actors.topics import (
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
+)
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey

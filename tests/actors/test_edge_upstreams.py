@@ -10,9 +10,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from interlock.actors.edge_messages import endpoints_topic
-from interlock.actors.messages import SERVICE_KEY, service_topic
+from interlock.actors.messages import (
+    SERVICE_KEY,
+)
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.topics import (
+    ENDPOINTS,
+    SERVICE,
+)
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane import Answer, RequestInfo, compile_policy, decide
@@ -61,7 +66,9 @@ class Running:
                 "spec": {"ports": [{"name": port_name, "port": 80}]},
             }
         )
-        self.system.publish(service_topic("default", name), SERVICE_KEY, service)
+        self.system.publish(
+            SERVICE.topic(ObjectKey(namespace="default", name=name)), SERVICE_KEY, service
+        )
 
     def endpoints(self, *, ready: bool = True, port_name: str = "http") -> None:
         endpoint_slice = parse_endpoint_slice(
@@ -79,7 +86,9 @@ class Running:
                 "ports": [{"name": port_name, "port": 8080}],
             }
         )
-        self.system.publish(endpoints_topic("default", "web"), "web-1", endpoint_slice)
+        self.system.publish(
+            ENDPOINTS.topic(ObjectKey(namespace="default", name="web")), "web-1", endpoint_slice
+        )
 
 
 @pytest.fixture
@@ -159,7 +168,9 @@ async def test_one_cache_serves_both_indexes_and_a_slice_change_reaches_both(
     assert not isinstance(policy, UpstreamError), policy
     await wait_until(lambda: running.upstreams.policy(WEB) is not None)
     # One subscriber of the Service's endpoints: the one cache, holding the slice once.
-    assert running.system.subscribers(endpoints_topic("default", "web")) == [UPSTREAM_CACHE]
+    assert running.system.subscribers(
+        ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
+    ) == [UPSTREAM_CACHE]
     assert mesh.tables is running.upstreams.tables
     assert running.upstreams.addresses(WEB) == mesh.addresses(WEB) == [("10.0.0.2", 8080)]
     running.endpoints(ready=True)
@@ -180,7 +191,9 @@ async def test_the_mesh_releasing_a_service_leaves_the_edge_its_endpoints(
     running.endpoints(ready=True)  # still followed for the edge: the change arrives
     both = [("10.0.0.1", 8080), ("10.0.0.2", 8080)]
     await wait_until(lambda: running.upstreams.addresses(WEB) == both)
-    assert running.system.subscribers(endpoints_topic("default", "web")) == [UPSTREAM_CACHE]
+    assert running.system.subscribers(
+        ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
+    ) == [UPSTREAM_CACHE]
     assert running.upstreams.tables.followers[ObjectKey(namespace="default", name="web")] == {
         "edge"
     }

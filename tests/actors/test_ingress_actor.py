@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from edge_objects import ingress
 
+from interlock.actors import topics
 from interlock.actors.directories import (
     EndpointsDirectory,
     IngressClassDirectory,
@@ -21,23 +22,25 @@ from interlock.actors.edge_messages import (
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
     INGRESS_DIRECTORY,
-    INGRESS_STATUS_TOPIC,
     MODULESET_DIRECTORY,
-    MODULESET_STATUS_TOPIC,
     SECRET_DIRECTORY,
     DesiredIngressStatus,
     DesiredModuleSetStatus,
     HostPart,
     RecordEvent,
     SecretData,
-    endpoints_topic,
-    host_topic,
     ingress_address,
-    moduleset_topic,
-    secret_topic,
 )
 from interlock.actors.ingress import IngressActor
-from interlock.actors.messages import SERVICE_KEY, STATUS_WRITER, ObjectChanged, service_topic
+from interlock.actors.messages import (
+    SERVICE_KEY,
+    STATUS_WRITER,
+    ObjectChanged,
+)
+from interlock.actors.topics import (
+    INGRESS_STATUS_TOPIC,
+    MODULESET_STATUS_TOPIC,
+)
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
@@ -126,10 +129,12 @@ class Edges:
         service = parse_service(
             {"metadata": {"name": name, "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
         )
-        self.system.publish(service_topic("default", name), SERVICE_KEY, service)
+        self.system.publish(
+            topics.SERVICE.topic(ObjectKey(namespace="default", name=name)), SERVICE_KEY, service
+        )
 
     def part(self, host: str = HOST, ingress: str = "default/web") -> HostPart | None:
-        value = self.system.retained(host_topic(host)).get(ingress)
+        value = self.system.retained(topics.HOST.topic(host)).get(ingress)
         assert value is None or isinstance(value, HostPart)
         return value
 
@@ -169,7 +174,7 @@ async def edges() -> AsyncIterator[Edges]:
 async def test_the_first_part_already_carries_modules_that_exist(edges: Edges) -> None:
     seen: list[object] = []
     edges.system.spawn("watcher", lambda: RecordingActor(seen))
-    edges.system.subscribe(host_topic(HOST), "watcher")
+    edges.system.subscribe(topics.HOST.topic(HOST), "watcher")
     edges.service()
     edges.apply(module_set_obj(HEADERS))
     edges.apply(ingress_obj())
@@ -292,11 +297,18 @@ async def test_secrets_and_endpoint_slices_are_published_only_when_changed(
 ) -> None:
     edges.apply(secret_obj("u:one"))
     await wait_idle(edges.system)
-    first = edges.system.retained(secret_topic("default", "users"))["secret"]
+    first = edges.system.retained(
+        topics.SECRET.topic(ObjectKey(namespace="default", name="users"))
+    )["secret"]
     assert isinstance(first, SecretData) and "u:one" not in repr(first)
     edges.apply(secret_obj("u:one"))
     await wait_idle(edges.system)
-    assert edges.system.retained(secret_topic("default", "users"))["secret"] is first
+    assert (
+        edges.system.retained(topics.SECRET.topic(ObjectKey(namespace="default", name="users")))[
+            "secret"
+        ]
+        is first
+    )
 
     slice_obj = {
         "kind": "EndpointSlice",
@@ -310,9 +322,22 @@ async def test_secrets_and_endpoint_slices_are_published_only_when_changed(
         "ports": [{"name": "", "port": 8080}],
     }
     edges.apply(slice_obj)
-    await wait_until(lambda: "web-abc" in edges.system.retained(endpoints_topic("default", "web")))
+    await wait_until(
+        lambda: (
+            "web-abc"
+            in edges.system.retained(
+                topics.ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
+            )
+        )
+    )
     edges.delete(slice_obj)
-    await wait_until(lambda: not edges.system.retained(endpoints_topic("default", "web")))
+    await wait_until(
+        lambda: (
+            not edges.system.retained(
+                topics.ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
+            )
+        )
+    )
 
 
 async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None:
@@ -335,11 +360,18 @@ async def test_a_restarted_actor_recovers_and_still_follows_its_inputs() -> None
         await wait_until(lambda: running.part() is not None)
         assert system.statistics().restarts == 1
         address = ingress_address("default", "web")
-        assert address in system.subscribers(moduleset_topic("default", "guard"))
+        assert address in system.subscribers(
+            topics.MODULESET.topic(ObjectKey(namespace="default", name="guard"))
+        )
 
         running.apply(ingress_obj(modules="other"))
         await wait_until(
-            lambda: address not in system.subscribers(moduleset_topic("default", "guard"))
+            lambda: (
+                address
+                not in system.subscribers(
+                    topics.MODULESET.topic(ObjectKey(namespace="default", name="guard"))
+                )
+            )
         )
     finally:
         await system.shutdown()

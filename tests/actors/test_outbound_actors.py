@@ -8,20 +8,23 @@ from outbound_objects import backend, backends_of, http_route, parent, reference
 from outbound_objects import service as svc
 
 import interlock.actors.route as route_module
+from interlock.actors import topics
 from interlock.actors.messages import (
     INFORMER_ROUTER,
-    ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
-    parent_topic,
     route_address,
     route_identity,
 )
 from interlock.actors.route import RouteActor
 from interlock.actors.router import InformerRouter
 from interlock.actors.service_port_watch import target_address
+from interlock.actors.topics import (
+    ROUTE_STATUS_TOPIC,
+)
 from interlock.mailbox import Published, Unpublished
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import wait_until
+from interlock.model.meta import ObjectKey
 from interlock.model.policy_watch import PolicyUpdate
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
@@ -109,7 +112,10 @@ async def test_moving_a_parent_unpublishes_from_the_old_one(outbound: Outbound):
     await outbound.settle()
     assert route_names(latest_policy(slot_a)) == ["Default:default/a"]
     assert route_names(latest_policy(slot_b)) == ["HTTPRoute:default/r"]
-    assert outbound.system.retained(parent_topic("default", "a")) == {}
+    assert (
+        outbound.system.retained(topics.PARENT.topic(ObjectKey(namespace="default", name="a")))
+        == {}
+    )
 
 
 async def test_deleting_a_route_removes_it_and_stops_its_actor(outbound: Outbound):
@@ -271,7 +277,7 @@ async def test_a_route_whose_actor_crashed_on_its_deletion_is_still_withdrawn(
     assert CrashOnDeletion.crashed
     assert system.statistics().restarts == 1
     assert route_names(latest_policy(slot)) == ["Default:default/web"]
-    assert system.retained(parent_topic("default", "web")) == {}
+    assert system.retained(topics.PARENT.topic(ObjectKey(namespace="default", name="web"))) == {}
 
 
 class CrashOnServiceChange(RouteActor):

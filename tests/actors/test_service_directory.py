@@ -13,10 +13,12 @@ from interlock.actors.messages import (
     GrantUpserted,
     ServiceDeleted,
     ServiceUpserted,
-    grants_topic,
-    service_topic,
 )
 from interlock.actors.service_directory import ServiceDirectory
+from interlock.actors.topics import (
+    GRANTS,
+    SERVICE,
+)
 from interlock.mailbox import ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle
 from interlock.model.gateway import parse_reference_grant
@@ -36,7 +38,7 @@ async def system():
 async def test_service_published_on_create_relevant_change_and_delete_only(system):
     log: list[object] = []
     system.spawn("observer", lambda: RecordingActor(log))
-    system.subscribe(service_topic("default", "api"), "observer")
+    system.subscribe(SERVICE.topic(ObjectKey(namespace="default", name="api")), "observer")
 
     def upsert(**kwargs: object) -> None:
         system.tell(SERVICE_DIRECTORY, ServiceUpserted(parse_service(service("api", **kwargs))))
@@ -56,7 +58,7 @@ async def test_service_published_on_create_relevant_change_and_delete_only(syste
     ports = [len(m.value.spec.ports) for m in log if isinstance(m, Published)]
     assert ports == [1, 2, 2]
     assert isinstance(log[-1], Unpublished)
-    assert system.retained(service_topic("default", "api")) == {}
+    assert system.retained(SERVICE.topic(ObjectKey(namespace="default", name="api"))) == {}
 
 
 async def test_a_late_subscriber_gets_the_current_service(system):
@@ -64,7 +66,7 @@ async def test_a_late_subscriber_gets_the_current_service(system):
     await wait_idle(system)
     log: list[object] = []
     system.spawn("late", lambda: RecordingActor(log))
-    system.subscribe(service_topic("default", "api"), "late")
+    system.subscribe(SERVICE.topic(ObjectKey(namespace="default", name="api")), "late")
     await wait_idle(system)
     assert [m.value.metadata.name for m in log if isinstance(m, Published)] == ["api"]
 
@@ -72,7 +74,7 @@ async def test_a_late_subscriber_gets_the_current_service(system):
 async def test_grants_published_per_namespace_keyed_by_name(system):
     log: list[object] = []
     system.spawn("observer", lambda: RecordingActor(log))
-    system.subscribe(grants_topic("shared"), "observer")
+    system.subscribe(GRANTS.topic("shared"), "observer")
     grant = parse_reference_grant(
         reference_grant("g", namespace="shared", from_namespace="default")
     )

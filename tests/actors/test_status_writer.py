@@ -11,12 +11,14 @@ import pytest
 from status_kit import CrashingStatusWriter, ForgetRecorder
 
 from interlock.actors.messages import (
-    ROUTE_STATUS_TOPIC,
     DesiredRouteStatus,
     LeadershipChanged,
     route_identity,
 )
 from interlock.actors.status_writer import StatusWriter, TransientStatusError
+from interlock.actors.topics import (
+    ROUTE_STATUS_TOPIC,
+)
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualSleep, wait_until
 

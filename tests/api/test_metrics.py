@@ -16,9 +16,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock import __version__
+from interlock.actors import topics
 from interlock.actors.edge import EdgeActor, EdgeSettings
-from interlock.actors.edge_messages import HostPart, edge_address, host_topic
-from interlock.actors.messages import STATUS_WRITER
+from interlock.actors.edge_messages import (
+    HostPart,
+    edge_address,
+)
+from interlock.actors.messages import (
+    STATUS_WRITER,
+)
 from interlock.api.admin import AdminApp
 from interlock.api.metrics import (
     MetricsSources,
@@ -368,7 +374,7 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
         return route is not None and route.backend is not None
 
     def publish(part: HostPart) -> None:
-        system.publish(host_topic(HOST), str(part.ingress), part)
+        system.publish(topics.HOST.topic(HOST), str(part.ingress), part)
         system.spawn_or_get(edge_address(HOST), lambda: EdgeActor(host=HOST, settings=settings))
 
     system.spawn(STATUS_WRITER, RecordingActor)
@@ -396,7 +402,7 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
         await wait_until(lambda: board.reconciles["failed_permanent"] == 1)
 
         # The Ingress goes away: its route is removed.
-        system.unpublish(host_topic(HOST), "default/web")
+        system.unpublish(topics.HOST.topic(HOST), "default/web")
         await wait_until(lambda: inner.snapshot_now().route(host=HOST, route_id="Prefix:/") is None)
         await wait_idle(system)
         counted = reconciles()

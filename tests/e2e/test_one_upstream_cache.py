@@ -9,8 +9,11 @@ import pytest
 from dataplane_env import EdgeEnv, edge_env, slice_obj
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 
-from interlock.actors.edge_messages import endpoints_topic
+from interlock.actors.topics import (
+    ENDPOINTS,
+)
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
+from interlock.model.meta import ObjectKey
 
 
 @pytest.fixture
@@ -39,7 +42,7 @@ async def test_one_cache_and_a_slice_change_reaches_the_edge_and_the_mesh(both: 
     assert await edge_reaches("web")
     # Both front doors follow Service web: its EndpointSlices have one subscriber, the one
     # cache (a cache per front door would be two).
-    topic = endpoints_topic("default", "web")
+    topic = ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
     assert both.controller.system.subscribers(topic) == [UPSTREAM_CACHE]
     # web's slice now points at v2's echo server: both front doors follow it.
     await both.cluster.apply(slice_obj("web", both.echoes["v2"].port))

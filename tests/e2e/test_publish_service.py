@@ -13,7 +13,9 @@ from typing import Any
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from edge_objects import INGRESS_CLASS_OBJ, ingress
 
-from interlock.actors.edge_messages import INGRESS_STATUS_TOPIC
+from interlock.actors.topics import (
+    INGRESS_STATUS_TOPIC,
+)
 from interlock.config import Address
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError

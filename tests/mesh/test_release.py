@@ -10,8 +10,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from interlock.actors.messages import SERVICE_KEY, service_topic
+from interlock.actors.messages import (
+    SERVICE_KEY,
+)
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.actors.topics import (
+    SERVICE,
+)
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
@@ -42,7 +47,9 @@ class Mesh:
                 "spec": {"ports": [{"name": "http", "port": 80}]},
             }
         )
-        self.system.publish(service_topic("default", name), SERVICE_KEY, service)
+        self.system.publish(
+            SERVICE.topic(ObjectKey(namespace="default", name=name)), SERVICE_KEY, service
+        )
 
     async def policy(self, target: ServicePortKey = WEB) -> OutboundPolicy:
         found = await self.upstreams.ready(target, within=30.0)
@@ -116,7 +123,7 @@ async def test_a_deleted_service_is_released(mesh: Mesh) -> None:
     other = ServicePortKey(name="other", namespace="default", port=80)
     await mesh.policy(other)
     await wait_until(lambda: WEB_KEY in mesh.upstreams.tables.known)
-    mesh.system.unpublish(service_topic("default", "web"), SERVICE_KEY)
+    mesh.system.unpublish(SERVICE.topic(ObjectKey(namespace="default", name="web")), SERVICE_KEY)
     await wait_until(lambda: mesh.followed() == ["default/other:80"])
     await wait_until(lambda: WEB_KEY not in mesh.upstreams.tables.known)
     assert ObjectKey(namespace="default", name="other") in mesh.upstreams.tables.known

@@ -29,12 +29,16 @@ from reliability_kit import (
 from reliability_objects import build
 
 from interlock.actors.edge_messages import (
-    MODULESET_STATUS_TOPIC,
     DesiredModuleSetStatus,
     status_key,
 )
-from interlock.actors.messages import LeadershipChanged
+from interlock.actors.messages import (
+    LeadershipChanged,
+)
 from interlock.actors.status_writer import StatusWriter
+from interlock.actors.topics import (
+    MODULESET_STATUS_TOPIC,
+)
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
