@@ -34,8 +34,9 @@ UPSTREAM_CACHE = "upstreams"
 class UpstreamTables:
     """What the indexes read; written only by the :class:`UpstreamCache` actor."""
 
-    followers: dict[ObjectKey, set[str]] = field(default_factory=dict)
-    """Who follows each Service (never an empty set: the last to leave removes the row)."""
+    followers: dict[ObjectKey, tuple[str, ...]] = field(default_factory=dict)
+    """Who follows each Service (never empty: the last to leave removes the row). A tuple of
+    one or two names costs a quarter of a set's memory, per Service followed."""
     known: set[ObjectKey] = field(default_factory=set)
     """Services whose topics were subscribed and whose retained values have been read."""
     services: dict[ObjectKey, Service] = field(default_factory=dict)
@@ -111,9 +112,10 @@ class UpstreamCache(Actor):
     def _track(self, key: ObjectKey, follower: str) -> None:
         followers = self._tables.followers.get(key)
         if followers is not None:
-            followers.add(follower)
+            if follower not in followers:
+                self._tables.followers[key] = (*followers, follower)
             return
-        self._tables.followers[key] = {follower}
+        self._tables.followers[key] = (follower,)
         self._untracked.discard(key)
         self.subscribe(SERVICE.topic(key))
         self.subscribe(ENDPOINTS.topic(key))
@@ -124,9 +126,9 @@ class UpstreamCache(Actor):
         followers = tables.followers.get(key)
         if followers is None or follower not in followers:
             return
-        followers.discard(follower)
-        if followers:
-            return  # another follower still needs it
+        if len(followers) > 1:  # another follower still needs it
+            tables.followers[key] = tuple(name for name in followers if name != follower)
+            return
         del tables.followers[key]
         self._untracked.add(key)
         self.unsubscribe(SERVICE.topic(key))

@@ -194,6 +194,6 @@ async def test_the_mesh_releasing_a_service_leaves_the_edge_its_endpoints(
     assert running.system.subscribers(
         ENDPOINTS.topic(ObjectKey(namespace="default", name="web"))
     ) == [UPSTREAM_CACHE]
-    assert running.upstreams.tables.followers[ObjectKey(namespace="default", name="web")] == {
-        "edge"
-    }
+    assert running.upstreams.tables.followers[ObjectKey(namespace="default", name="web")] == (
+        "edge",
+    )
