@@ -547,7 +547,13 @@ def _serving(
             continue
         listener = check.listener
         # Unique on the Gateway: a ListenerSet may reuse a name the Gateway (or another) uses.
-        name = listener.name if check.owner is None else f"{check.owner}/{listener.name}"
+        # ':' is in no namespace, object or listener name, and '/' must not be in it: the edge
+        # reads a served route's listener as what comes before the first '/' of its id.
+        name = (
+            listener.name
+            if check.owner is None
+            else f"{check.owner.namespace}:{check.owner.name}:{listener.name}"
+        )
         by_host: dict[str | None, list[OutboundRoute]] = {}
         for outbound, hostnames in on_listener.get((gateway.key, check.owner, listener.name), []):
             for hostname in hostnames or (None,):

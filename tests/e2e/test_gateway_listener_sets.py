@@ -7,7 +7,9 @@ the Gateway counts it in ``attachedListenerSets``, and a route whose parentRef n
 ListenerSet is served on the Gateway's address for the ListenerSet's hostname. A listener that
 repeats the Gateway's port and hostname is refused (``HostnameConflict``) and the Gateway's
 listener keeps its traffic. When the Gateway stops admitting ListenerSets, the ListenerSet says
-``NotAllowed``, its routes say why, and its hostname is no longer served.
+``NotAllowed``, its routes say why, and its hostname is no longer served. An HTTPS listener of a
+ListenerSet terminates TLS with the ListenerSet's certificate, chosen by the server name beside
+the Gateway's own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from e2e_clients import eventually
 from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
 from gateway_env import env as env
+from test_gateway_https import https_backend, https_listener, tls_secret
 
 
 def listener_set_obj(name: str, gateway: str, *listeners: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +101,36 @@ async def test_a_listener_set_is_served_on_its_gateway_while_the_gateway_allows_
             )
 
         await eventually(refused, message="a Gateway that stops admitting it stops serving it")
+    finally:
+        found = await env.read("ListenerSet", "team")
+        if found is not None:
+            await env.cluster.delete(found)
+
+
+async def test_a_listener_set_https_listener_is_served_with_its_own_certificate(env: Env) -> None:
+    gateway_secret, gateway_cert = tls_secret("gateway-cert", "gw.example")
+    team_secret, team_cert = tls_secret("team-cert", "team.example")
+    gateway = gateway_obj("one", https_listener("secure", "gw.example", {"name": "gateway-cert"}))
+    gateway["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    listener_set = listener_set_obj(
+        "team", "one", https_listener("team", "team.example", {"name": "team-cert"})
+    )
+    set_ref = {"group": GROUP, "kind": "ListenerSet", "name": "team"}
+    try:
+        for obj in (gateway_secret, team_secret, gateway, listener_set):
+            await env.cluster.apply(obj)
+        await env.cluster.apply(route_obj("to-blue", [{"name": "one"}], "blue"))
+        await env.cluster.apply(route_obj("to-green", [set_ref], "green"))
+        address = await env.address("one")
+
+        async def served() -> bool:
+            # Each client trusts one certificate only: the server name chose the listener.
+            return (
+                await https_backend(env, address, "team.example", team_cert) == "green"
+                and await https_backend(env, address, "gw.example", gateway_cert) == "blue"
+            )
+
+        await eventually(served, message="the ListenerSet's certificate serves its hostname")
     finally:
         found = await env.read("ListenerSet", "team")
         if found is not None:
