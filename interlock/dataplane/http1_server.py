@@ -233,6 +233,9 @@ class Http1Responder:
         self.keep_alive = False
         self._connection.abort()
 
+    def close_after(self) -> None:
+        self.keep_alive = False
+
     def _frame(self, data: bytes, *, end: bool) -> bytes:
         if not self._chunked:
             return data

@@ -120,6 +120,9 @@ class H2Responder:
         self._connection.flush()
         self.ended = True
 
+    def close_after(self) -> None:
+        """Nothing: the stream ends with its answer, and its connection carries others."""
+
     def reset(self) -> None:
         with contextlib.suppress(h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             self._connection.h2.reset_stream(self._stream_id, h2.errors.ErrorCodes.CANCEL)

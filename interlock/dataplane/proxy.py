@@ -217,17 +217,23 @@ class ClientBody:
         self._timeout = timeout
         self.timed_out = False
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    @property
+    def empty(self) -> bool:
+        """The request has no body at all."""
+        return not self._request.body_exists
+
+    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives; :class:`ClientBodyTimeout` when no byte came for ``within``
+        seconds (the timeout it was made with by default)."""
+        timeout = self._timeout if within is None else within
         content = self._request.content
         while True:
             try:
-                async with asyncio.timeout(self._timeout):
+                async with asyncio.timeout(timeout):
                     chunk = await content.readany()
             except TimeoutError:
                 self.timed_out = True
-                raise ClientBodyTimeout(
-                    f"no byte of the request body for {self._timeout:g} s"
-                ) from None
+                raise ClientBodyTimeout(f"no byte of the request body for {timeout:g} s") from None
             if not chunk:
                 return
             yield chunk

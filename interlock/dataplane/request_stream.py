@@ -50,6 +50,12 @@ class Responder(Protocol):
 
     def reset(self) -> None: ...
 
+    def close_after(self) -> None:
+        """Take no further request on this connection once this answer is sent (a request
+        body left unread cannot be told from the next request); HTTP/2 carries other streams
+        on the connection, and ends only this one."""
+        ...
+
     @property
     def ended(self) -> bool:
         """The answer is complete (or was cut)."""

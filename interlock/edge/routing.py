@@ -51,13 +51,19 @@ def select_route(routes: Iterable[R], request_path: str) -> R | None:
     best: R | None = None
     best_rank: tuple[int, int, str] | None = None
     for route in routes:
-        if not path_matches(
-            path_type=route.path_type, route_path=route.path, request_path=request_path
-        ):
+        # path_matches and prefix_key, inlined: this runs for every request and every route of
+        # its host (one call each cost more than the rest of the loop).
+        route_path = route.path
+        prefix = route_path.rstrip("/")
+        if route.path_type == "Exact":
+            if request_path != route_path:
+                continue
+            exact = 1
+        elif prefix and request_path != prefix and not request_path.startswith(prefix + "/"):
             continue
-        exact = 1 if route.path_type == "Exact" else 0
-        length = len(prefix_key(route.path))
-        rank = (exact, length, route.route_id)
+        else:
+            exact = 0
+        rank = (exact, len(prefix), route.route_id)
         if best_rank is None or _better(rank, best_rank):
             best, best_rank = route, rank
     return best

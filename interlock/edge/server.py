@@ -1,38 +1,20 @@
 """The embedded edge data plane: an HTTP(S) server that routes by host and path, runs a route's
 modules, and proxies to its backend.
 
-Each request is decided in one fixed order, and every refusal happens before the upstream is
-contacted:
-
-1. the edge, by ``Host`` (port stripped, case-insensitive) — unknown host → 404;
-2. the path the backend will act on (``request_target.clean_path``) — ambiguous → 400;
-3. the route, by that path (Exact, then the longest Prefix by whole segments) — none → 404;
-4. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
-5. the route's module chain (ipRestriction, mutualTLS, rateLimit, auth — bcrypt in a thread pool —,
-   webhookVerification, circuitBreaker) → its rejection;
-6. a backend Service that does not exist → 500;
-7. the data-plane engine (``interlock/dataplane/``) with the backend Service port's outbound
-   policy: its rule (no rule matches → 404), a RequestRedirect's 30x, the weighted backend (a
-   missing one → its failure injector's 500), the endpoints (none → 500/503);
-8. request header changes (modules, client-address headers, then the rule's filters and URL
-   rewrite), the proxy (the rule's timeouts → 504, retries, failure accrual; 502 on failures
-   and on a 101 nobody asked for; the request body streamed byte for byte, 408 if it stalls);
-9. response header changes (the rule's, then the modules'), then compression.
-
 Both listeners speak HTTP/1.1 and HTTP/2 (h2c with prior knowledge on the plain port, h2 by ALPN
-on the TLS port). An HTTP/1.1 request (``http1_server.py``, httptools) and an HTTP/2 stream take
-these steps in one handler, ``streams.py``; an HTTP/2 connection without a stream in flight
-closes after the idle timeout. A request that upgrades its connection (WebSocket, another
-protocol) is handed with its connection to aiohttp's server and takes the same steps in
-:meth:`EdgeServer.handle`, which relays the upgrade (``interlock/dataplane/websocket.py``).
+on the TLS port, ``dataplane/http2_server.py``'s ``SniffingProtocol``). An HTTP/1.1 request
+(``dataplane/http1_server.py``, httptools) and an HTTP/2 stream are served by ``streams.py``; an
+HTTP/2 connection without a stream in flight closes after the idle timeout. A request that
+upgrades its connection (WebSocket, another protocol) is handed with its connection to
+aiohttp's server and served by :meth:`EdgeServer.handle`, which relays the upgrade
+(``interlock/dataplane/websocket.py``). Every one of them is decided by the same steps, in the
+same order — host, path, route, modules, backend, the engine's rule — in one function,
+:func:`interlock.edge.steps.decide`, whose docstring lists them.
 
 Every answer the edge makes itself has the format of ``docs/answers.md`` (an
 ``X-Interlock-Reason`` header and a ``<reason>: <sentence>`` body) and no ``Server`` banner.
-
-The route is read once, at step 3, as one immutable value: a request never mixes two
-configurations, which is what makes module swaps atomic (see ``inprocess.py``). What one client
-may hold — connections per upstream, time to send headers and body, idle connections, the
-drain on stop — is bounded by :class:`~interlock.dataplane.limits.ProxyLimits`.
+What one client may hold — connections per upstream, time to send headers and body, idle
+connections, the drain on stop — is bounded by :class:`~interlock.dataplane.limits.ProxyLimits`.
 """
 
 from __future__ import annotations
@@ -47,55 +29,33 @@ from loguru import logger
 from multidict import CIMultiDict
 
 from interlock.dataplane.access_log import current as current_exchange
-from interlock.dataplane.answers import (
-    BACKEND_NOT_FOUND,
-    BAD_REQUEST,
-    BODY_TIMEOUT,
-    BODY_TOO_LARGE,
-    MODULE,
-    NO_BACKEND_ATTACHED,
-    NO_ROUTE,
-    REASON_HEADER,
-    REDIRECT,
-    UNKNOWN_HOST,
-    UPSTREAM_FAILED,
-    Answer,
-    answer,
-)
+from interlock.dataplane.answers import BODY_TIMEOUT, REASON_HEADER, UPSTREAM_FAILED, Answer, answer
 from interlock.dataplane.connections import GuardedServer
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.header_names import CONTENT_TYPE_LOWER, HOST
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.http2_server import H2ServerProtocol, ResetBudget, SniffingProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
-from interlock.dataplane.plan import RequestInfo
 from interlock.dataplane.proxy import (
     DEFAULT_TIMEOUTS,
-    MAX_READ_BODY,
     ClientBody,
-    ClientBodyTimeout,
     Forwarder,
     ProxyTimeouts,
-    ResponseHooks,
-    body_timed_out,
     parse_trusted_proxies,
-    set_forwarded_headers,
-    without_hop_by_hop,
 )
-from interlock.dataplane.request_target import clean_path, normalize_host
+from interlock.dataplane.request_stream import H2Request
 from interlock.dataplane.streams import StreamForwarder
 from interlock.dataplane.upstreams import UpstreamResolver
 from interlock.dataplane.websocket import Upgrades, upgrade_limits, wants_upgrade
-from interlock.dataplane.wire import PlainResponse, answer_response, plain_response
-from interlock.edge.inprocess import InProcessEdge, ServedRoute
-from interlock.edge.modules import IdentityReply, RequestView
+from interlock.dataplane.wire import PlainResponse, answer_response
+from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.addresses import TrustedProxies
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.passwords import PasswordChecker
-from interlock.edge.routing import select_route
+from interlock.edge.steps import Admitted, EdgeFront, Refusal, decide, log_answer
 from interlock.edge.streams import EdgeStreams
-from interlock.edge.tls import peer_certificate
 from interlock.edge.tls_listener import TlsListener
 
 
@@ -136,11 +96,16 @@ class EdgeServer:
             source=upstreams, forwarder=self._forwarder, body_timeout=limits.body_timeout, rng=rng
         )
         """Applies the backend Service port's policy (``interlock/dataplane/``)."""
-        self.passwords = PasswordChecker(
-            workers=limits.password_workers, max_pending=limits.password_checks
+        self.front = EdgeFront(
+            edge=edge,
+            engine=self.engine,
+            passwords=PasswordChecker(
+                workers=limits.password_workers, max_pending=limits.password_checks
+            ),
+            trusted=self._trusted,
+            body_timeout=limits.body_timeout,
         )
-        """Runs basicAuth's bcrypt checks off the event loop (a test may replace it before
-        :meth:`start`)."""
+        """What the edge's steps (``steps.py``) read."""
         self._streams: EdgeStreams | None = None
         self._h2_connections: set[H2ServerProtocol] = set()
         self._http1_connections: set[Http1ServerProtocol] = set()
@@ -148,6 +113,15 @@ class EdgeServer:
         self._runner: web.ServerRunner | None = None
         self._tls_listener: TlsListener | None = None
         self._addresses: EdgeAddresses | None = None
+
+    @property
+    def passwords(self) -> PasswordChecker:
+        """Runs basicAuth's bcrypt checks off the event loop (a test may replace it)."""
+        return self.front.passwords
+
+    @passwords.setter
+    def passwords(self, checker: PasswordChecker) -> None:
+        self.front.passwords = checker
 
     @property
     def addresses(self) -> EdgeAddresses:
@@ -184,7 +158,7 @@ class EdgeServer:
         forwarder = StreamForwarder(
             engine=self.engine, forwarder=self._forwarder, connect_timeout=self._connect_timeout
         )
-        streams = self._streams = EdgeStreams(self, forwarder=forwarder)
+        streams = self._streams = EdgeStreams(self.front, forwarder=forwarder, traffic=self.traffic)
         resets = ResetBudget(self._limits.http2_resets, self._limits.http2_reset_window)
 
         def either(scheme: str) -> Callable[[], SniffingProtocol]:
@@ -284,141 +258,27 @@ class EdgeServer:
             return await self.traffic.observe("edge", request, self.handle)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        host_header = request.headers.get("Host", "")
-        routes = self._edge.routes_of(host_header)
-        if routes is None:
-            return answer_response(answer(UNKNOWN_HOST))
-        exchange = current_exchange()
-        if exchange is not None:
-            exchange.target = normalize_host(host_header)  # an edge's host: configured
-        raw_path, _, query = request.raw_path.partition("?")
-        try:
-            if "#" in query:
-                raise ValueError("a request-target never carries a #fragment")
-            path, forward_path = clean_path(raw_path)
-        except ValueError as exc:
-            logger.debug("edge {}: refused: {}", host_header, exc)
-            return answer_response(
-                answer(
-                    BAD_REQUEST,
-                    "the request path must be absolute, without dot segments hidden from the "
-                    "edge or characters that backends read differently (see docs/modules.md)",
-                ),
-                with_detail=True,
-            )
-        selected = select_route(routes.values(), path)
-        route: ServedRoute | Answer | None = selected
-        if selected is not None:
-            route = self._edge.route_for_request(
-                selected,
+        """A request on a connection handed to aiohttp (one that asks to upgrade, and any
+        after it on that connection): the edge's steps, then the upgrade relay (or the
+        engine, for a request that does not upgrade)."""
+        decided = await decide(
+            self.front,
+            H2Request(
                 method=request.method,
-                path=path,
-                headers=request.headers,
-                query=request.query,
-                transport=request.transport,
-            )
-        if isinstance(route, Answer):
-            return answer_response(route)
-        if route is None:
-            return answer_response(answer(NO_ROUTE))
-        where = f"edge {host_header} route {route.route_id}"
-        if exchange is not None:
-            exchange.route = route.route_id
-        backend, chain = route.backend, route.chain
-        if backend is None or chain is None:
-            return answer_response(answer(NO_BACKEND_ATTACHED))
-        body = None
-        if chain.needs_body:
-            try:
-                body = await ClientBody(request, timeout=self._limits.body_timeout).read(
-                    max_size=MAX_READ_BODY
-                )
-            except ClientBodyTimeout:
-                return body_timed_out()
-            if body is None:
-                response = answer_response(answer(BODY_TOO_LARGE))
-                response.force_close()
-                return response
-        view = RequestView(
-            method=request.method,
-            path=path,
-            query=request.query,
-            headers=request.headers,
-            authority=host_header,
-            peer_ip=request.remote or "",
-            body=body,
-            peer_certificate=(
-                peer_certificate(request.transport) if chain.needs_peer_certificate else None
-            ),
-            scheme=request.scheme,
-            raw_target=request.raw_path,
-        )
-        # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
-        rejection = await chain.admit(
-            view, passwords=self.passwords, breaker=chain.identity is None
-        )
-        if rejection is not None:
-            return plain_response(
-                rejection.status, rejection.body, reason=MODULE, headers=rejection.headers
-            )
-        admitted = None
-        if chain.identity is not None:
-            decided = await chain.identity.handle(
-                view, scheme=request.scheme, route_path=route.path
-            )
-            if isinstance(decided, IdentityReply):
-                reply = PlainResponse(
-                    status=decided.status,
-                    body=decided.body.encode(),
-                    headers=CIMultiDict(decided.headers),
-                )
-                reply.headers[REASON_HEADER] = MODULE
-                return reply
-            admitted = decided
-            rejection = chain.check_breaker()
-            if rejection is not None:
-                return plain_response(
-                    rejection.status, rejection.body, reason=MODULE, headers=rejection.headers
-                )
-        nginx = chain.nginx
-        if nginx is not None:
-            backend = nginx.backend(request.headers, backend)
-            forward_path = nginx.forward_path(path, forward_path)
-        if not backend.exists:
-            return answer_response(answer(BACKEND_NOT_FOUND))
-        target = backend.key
-        decision = self.engine.route(
-            target,
-            RequestInfo(
-                method=request.method,
-                path=path,
-                forward_path=forward_path,
-                query=query,
-                query_params=request.query,
-                headers=request.headers,
                 scheme=request.scheme,
-                host=host_header,
+                authority=request.headers.get(HOST, ""),
+                path=request.raw_path,
+                headers=CIMultiDict(request.headers),
+                peer=request.remote or "",
+                body=ClientBody(request, timeout=self._limits.body_timeout),
+                transport=request.transport,
+                version=f"{request.version.major}.{request.version.minor}",
             ),
+            current_exchange(),
         )
-        if isinstance(decision, Answer):
-            return self._answer(decision, where)
-        hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
-        if nginx is not None:
-            decision.deadlines = nginx.deadlines(decision.deadlines)
-            decision.upstream_tls = nginx.upstream_tls
-            hooks = nginx.hooks(hooks, request.headers)
-        headers = without_hop_by_hop(request.headers)
-        headers.popall("Expect", None)
-        chain.upstream_request_headers(headers, peer_certificate=view.peer_certificate)
-        if admitted is not None:
-            admitted.apply(headers)
-        set_forwarded_headers(
-            headers,
-            peer_ip=request.remote or "",
-            scheme=request.scheme,
-            host=host_header,
-            trusted=self._trusted,
-        )
+        if not isinstance(decided, Admitted):
+            return refusal_response(decided)
+        decision, where = decided.decision, decided.where
         if wants_upgrade(request.method, request.headers):
             if decision.upstream_tls:
                 # The upgrade relay speaks plain TCP upstream: refused rather than sent in clear.
@@ -430,8 +290,8 @@ class EdgeServer:
                 request,
                 decision,
                 addresses=self._upstreams.addresses(decision.target),
-                query=query,
-                headers=headers,
+                query=decided.query,
+                headers=decided.headers,
                 handshake_timeout=self._connect_timeout,
                 where=where,
                 client=self._client_of(request),
@@ -440,10 +300,10 @@ class EdgeServer:
         result = await self.engine.forward(
             request,
             decision,
-            query=query,
-            headers=headers,
-            body=body,
-            hooks=hooks,
+            query=decided.query,
+            headers=decided.headers,
+            body=decided.body,
+            hooks=decided.hooks,
             where=where,
         )
         if isinstance(result, Answer):
@@ -462,9 +322,23 @@ class EdgeServer:
     def _answer(decided: Answer, where: str) -> web.Response:
         """An engine's answer for an internet client: its reason and sentence (a redirect's
         Location); the detail, which names cluster objects, goes to the debug log."""
-        if decided.reason != REDIRECT:
-            logger.debug("{}: {} {}: {}", where, decided.status, decided.reason, decided.detail)
-        response = answer_response(decided)
-        if decided.reason == BODY_TIMEOUT:
-            response.force_close()
-        return response
+        log_answer(decided, where)
+        return refusal_response(Refusal(decided, close=decided.reason == BODY_TIMEOUT))
+
+
+def refusal_response(refusal: Refusal) -> web.Response:
+    """The edge's refusal as an aiohttp response (``streams.refuse`` sends it on a stream)."""
+    decided = refusal.answer
+    if refusal.module_body is None:
+        response = answer_response(decided, with_detail=refusal.with_detail)
+    else:
+        headers: CIMultiDict[str] = CIMultiDict(decided.headers)
+        if CONTENT_TYPE_LOWER not in headers:
+            headers[CONTENT_TYPE_LOWER] = "text/plain; charset=utf-8"
+        headers[REASON_HEADER] = decided.reason
+        response = PlainResponse(
+            status=decided.status, body=refusal.module_body.encode(), headers=headers
+        )
+    if refusal.close:
+        response.force_close()
+    return response

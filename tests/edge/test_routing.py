@@ -80,6 +80,42 @@ def test_same_path_winner_does_not_depend_on_order(order: list[str]) -> None:
     assert chosen.route_id == "a"
 
 
+PATHS = st.sampled_from(["/", "/a", "/a/", "/a/b", "/ab", "/a//", "/b", ""])
+
+
+@given(
+    st.lists(
+        st.builds(
+            R, st.sampled_from(["r1", "r2", "r3"]), PATHS, st.sampled_from(["Exact", "Prefix"])
+        ),
+        max_size=5,
+    ),
+    PATHS,
+)
+def test_select_route_picks_by_path_matches(routes: list[R], request_path: str) -> None:
+    """The route chosen is the best, by (Exact first, longest prefix, smallest id), of those
+    :func:`path_matches` matches (select_route inlines it)."""
+    matching = [
+        r
+        for r in routes
+        if path_matches(path_type=r.path_type, route_path=r.path, request_path=request_path)
+    ]
+    chosen = select_route(routes, request_path)
+    if not matching:
+        assert chosen is None
+        return
+    assert chosen is not None
+    best = max(
+        (r.path_type == "Exact", len(r.path.rstrip("/")), [-ord(c) for c in r.route_id])
+        for r in matching
+    )
+    assert (
+        chosen.path_type == "Exact",
+        len(chosen.path.rstrip("/")),
+        [-ord(c) for c in chosen.route_id],
+    ) == best
+
+
 @pytest.mark.parametrize(
     ("raw", "routed", "forwarded"),
     [

@@ -1,0 +1,301 @@
+"""The edge's request steps, once: :func:`decide` turns a request into a :class:`Refusal` or an
+:class:`Admitted` forward, for every entry point (HTTP/1.1 and HTTP/2 in ``streams.py``, a
+request that upgrades its connection in ``server.py``).
+
+Each request is decided in one fixed order, and every refusal happens before the upstream is
+contacted:
+
+1. an HTTP/2 ``CONNECT`` → 405 ``connect-not-served`` (the edge opens no tunnels; an HTTP/1.1
+   ``CONNECT``'s authority-form target is refused at step 3);
+2. the edge, by ``Host`` (``:authority``; port stripped, case-insensitive) — unknown host → 404;
+3. the path the backend will act on (``dataplane.request_target.split_target``) — ambiguous
+   → 400;
+4. the route, by that path (Exact, then the longest Prefix by whole segments) — none → 404;
+   a Gateway's port may narrow it to a rule or answer itself (``gateway_ports.py``);
+5. no backend attached yet → 503 (a route whose modules were never applied serves nothing);
+6. the body, when a module reads it (webhookVerification): too large → 413, too slow → 408,
+   and the connection is not reused (what is left of the body cannot be told from the next
+   request);
+7. the route's module chain (ipRestriction, mutualTLS, rateLimit, auth — bcrypt in a thread
+   pool —, webhookVerification, then oauth/oidc, then circuitBreaker) → its refusal; a chain
+   without modules skips the checks and the view they read;
+8. a backend Service that does not exist → 500;
+9. the data-plane engine (``interlock/dataplane/``) with the backend Service port's outbound
+   policy: its rule (no rule matches → 404), a RequestRedirect's 30x, the weighted backend (a
+   missing one → its failure injector's 500);
+10. the upstream request's headers: hop-by-hop ones and ``Expect`` dropped, ``Host`` set to the
+    client's (one value, whatever the wire: HTTP/2 has ``:authority``), the modules' changes,
+    ``X-Forwarded-*``.
+
+The entry points then forward an :class:`Admitted` request (the endpoints — none → 500/503 —,
+the rule's timeouts → 504, retries, failure accrual; 502 on failures; the response header
+changes of the rule, then of the modules, then compression) or send the :class:`Refusal`.
+
+Why one function: the steps are the edge's security boundary, and two copies of it drifted
+(only one set ``Host``, they parsed query strings differently, only one closed the connection
+after an oversized body). The mesh listener decides its requests
+the same way (``MeshServer._decide``); it has no modules.
+
+The route is read once, at step 4, as one immutable value: a request never mixes two
+configurations, which is what makes module swaps atomic (see ``inprocess.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from loguru import logger
+from multidict import CIMultiDict, MultiDict, MultiDictProxy
+
+from interlock.dataplane import answers as reasons
+from interlock.dataplane.access_log import Exchange
+from interlock.dataplane.engine import Engine
+from interlock.dataplane.header_names import EXPECT, HOST
+from interlock.dataplane.http2_server import H2BodyTimeout
+from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
+from interlock.dataplane.proxy import (
+    MAX_READ_BODY,
+    ClientBodyTimeout,
+    IPNetwork,
+    ResponseHooks,
+    set_forwarded_headers,
+    without_hop_by_hop,
+)
+from interlock.dataplane.request_stream import H2Request
+from interlock.dataplane.request_target import normalize_host, split_target
+from interlock.edge.inprocess import InProcessEdge, ServedRoute
+from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.passwords import PasswordChecker
+from interlock.edge.routing import select_route
+from interlock.edge.tls import peer_certificate
+
+NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+"""The query parameters of a request without a query (most requests: one value for all)."""
+
+BAD_PATH = (
+    "the request path must be absolute, without dot segments hidden from the edge or "
+    "characters that backends read differently (see docs/modules.md)"
+)
+
+
+class EdgeFront:
+    """What the steps read: the edge's routes, the engine, basicAuth's password checker, the
+    trusted proxies and the body timeout (one per :class:`~interlock.edge.server.EdgeServer`)."""
+
+    __slots__ = ("body_timeout", "edge", "engine", "passwords", "trusted")
+
+    def __init__(
+        self,
+        *,
+        edge: InProcessEdge,
+        engine: Engine,
+        passwords: PasswordChecker,
+        trusted: Sequence[IPNetwork],
+        body_timeout: float,
+    ) -> None:
+        self.edge = edge
+        self.engine = engine
+        self.passwords = passwords
+        """Runs basicAuth's bcrypt checks off the event loop."""
+        self.trusted = trusted
+        """Proxies whose ``X-Forwarded-*`` are believed."""
+        self.body_timeout = body_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An answer the edge makes itself instead of forwarding: the data plane's own
+    (``docs/answers.md``) or a module's (its status, body and headers, with the reason
+    ``module``)."""
+
+    answer: reasons.Answer
+    with_detail: bool = False
+    """Whether the body carries the answer's detail (only when it names no cluster object)."""
+    module_body: str | None = None
+    """A module's refusal: its body (``answer`` holds its status and headers)."""
+    close: bool = False
+    """The connection must not carry another request (a request body left unread)."""
+
+
+@dataclass(slots=True)
+class Admitted:
+    """A request the steps let through, with what forwarding it takes."""
+
+    decision: Forward
+    headers: CIMultiDict[str]
+    """The upstream request's headers (step 10)."""
+    query: str
+    """The raw query string."""
+    body: bytes | None
+    """The body, when a module read it (else it streams from the client)."""
+    hooks: ResponseHooks
+    """The modules' response changes."""
+    protocol: str
+    """Which HTTP version goes upstream for an HTTP/2 stream (the policy's, or
+    ingress-nginx's ``backend-protocol``)."""
+    where: str
+    """The log prefix naming the host and route."""
+
+
+def log_answer(decided: reasons.Answer, where: str) -> None:
+    """An engine's answer for an internet client: its detail, which names cluster objects,
+    goes to the debug log only (a redirect's is its Location)."""
+    if decided.reason != reasons.REDIRECT:
+        logger.debug("{}: {} {}: {}", where, decided.status, decided.reason, decided.detail)
+
+
+def _refused(reason: str, *, close: bool = False) -> Refusal:
+    return Refusal(reasons.answer(reason), close=close)
+
+
+def _module_refusal(
+    status: int, body: str, headers: Mapping[str, str] | Sequence[tuple[str, str]]
+) -> Refusal:
+    items = tuple(headers.items()) if isinstance(headers, Mapping) else tuple(headers)
+    return Refusal(
+        reasons.Answer(status=status, reason=reasons.MODULE, headers=items), module_body=body
+    )
+
+
+async def decide(
+    front: EdgeFront, request: H2Request, exchange: Exchange | None
+) -> Refusal | Admitted:
+    """Steps 1-10 of the module docstring for one request, whatever its wire."""
+    if request.method == "CONNECT" and request.version == "2":
+        return _refused(reasons.CONNECT_NOT_SERVED)
+    host = request.authority
+    edge_host = normalize_host(host)
+    routes = front.edge.routes_of_host(edge_host)
+    if routes is None:
+        return _refused(reasons.UNKNOWN_HOST)
+    if exchange is not None:
+        exchange.target = edge_host  # an edge's host: configured
+    try:
+        path, forward_path, query = split_target(request.path)
+    except ValueError as exc:
+        logger.debug("edge {}: refused: {}", host, exc)
+        return Refusal(reasons.answer(reasons.BAD_REQUEST, BAD_PATH), with_detail=True)
+    params = (
+        MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True))) if query else NO_PARAMS
+    )
+    selected = select_route(routes.values(), path)
+    route: ServedRoute | reasons.Answer | None = selected
+    if selected is not None:
+        route = front.edge.route_for_request(
+            selected,
+            method=request.method,
+            path=path,
+            headers=request.headers,
+            query=params,
+            transport=request.transport,
+        )
+    if isinstance(route, reasons.Answer):
+        return Refusal(route)
+    if route is None:
+        return _refused(reasons.NO_ROUTE)
+    where = f"edge {host} route {route.route_id}"
+    if request.version == "2":
+        where += " (HTTP/2)"
+    if exchange is not None:
+        exchange.route = route.route_id
+    backend, chain = route.backend, route.chain
+    if backend is None or chain is None:
+        return _refused(reasons.NO_BACKEND_ATTACHED)
+    body = None
+    if chain.needs_body:
+        try:
+            body = await _read_body(request, within=front.body_timeout)
+        except (H2BodyTimeout, ClientBodyTimeout):
+            return _refused(reasons.BODY_TIMEOUT, close=True)
+        if body is None:
+            return _refused(reasons.BODY_TOO_LARGE, close=True)
+    certificate = None
+    admitted = None
+    if not chain.admits_all:
+        if chain.needs_peer_certificate:
+            certificate = peer_certificate(request.transport)
+        view = RequestView(
+            method=request.method,
+            path=path,
+            headers=request.headers,
+            authority=host,
+            query=params,
+            body=body,
+            peer_ip=request.peer,
+            peer_certificate=certificate,
+            scheme=request.scheme,
+            raw_target=request.path,
+        )
+        # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
+        rejection = await chain.admit(
+            view, breaker=chain.identity is None, passwords=front.passwords
+        )
+        if rejection is not None:
+            return _module_refusal(rejection.status, rejection.body, rejection.headers)
+        if chain.identity is not None:
+            decided = await chain.identity.handle(
+                view, scheme=request.scheme, route_path=route.path
+            )
+            if isinstance(decided, IdentityReply):
+                return _module_refusal(decided.status, decided.body, decided.headers)
+            admitted = decided
+            rejection = chain.check_breaker()
+            if rejection is not None:
+                return _module_refusal(rejection.status, rejection.body, rejection.headers)
+    nginx = chain.nginx
+    if nginx is not None:
+        backend = nginx.backend(request.headers, backend)
+        forward_path = nginx.forward_path(path, forward_path)
+    if not backend.exists:
+        return _refused(reasons.BACKEND_NOT_FOUND)
+    engine = front.engine
+    target = backend.key
+    plan = engine.plan(target)
+    if plan is None:
+        decision: Forward | reasons.Answer = unrouted_path(target, forward_path)
+    else:
+        info = RequestInfo(
+            request.method,
+            path,
+            forward_path,
+            query,
+            params,
+            request.headers,
+            request.scheme,
+            host,
+        )
+        decision = engine.route_by(plan, target, info)
+    if isinstance(decision, reasons.Answer):
+        log_answer(decision, where)
+        return Refusal(decision)
+    hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
+    protocol: str = "detect" if plan is None else plan.policy.protocol
+    if nginx is not None:
+        decision.deadlines = nginx.deadlines(decision.deadlines)
+        decision.upstream_tls = nginx.upstream_tls
+        hooks = nginx.hooks(hooks, request.headers)
+        protocol = nginx.protocol or protocol
+    headers = without_hop_by_hop(request.headers)
+    headers.popall(EXPECT, None)
+    headers[HOST] = host
+    chain.upstream_request_headers(headers, peer_certificate=certificate)
+    if admitted is not None:
+        admitted.apply(headers)
+    set_forwarded_headers(
+        headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=front.trusted
+    )
+    return Admitted(decision, headers, query, body, hooks, protocol, where)
+
+
+async def _read_body(request: H2Request, *, within: float) -> bytes | None:
+    """The whole request body (for webhookVerification), None when it is too large."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.body.chunks(within=within):
+        size += len(chunk)
+        if size > MAX_READ_BODY:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)

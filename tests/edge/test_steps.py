@@ -1,0 +1,114 @@
+"""The edge's steps are one function (``interlock.edge.steps.decide``) for every entry point:
+a plain HTTP/1.1 request (the edge's own server), one that asks to upgrade its connection
+(handed to aiohttp's server) and an HTTP/2 stream get the same answers, and the stricter
+behaviour of the two copies the steps once had holds for all of them."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+
+import pytest
+from edge_routes import serve_route
+
+from interlock.dataplane.proxy import MAX_READ_BODY
+from interlock.model.moduleset import Modules, SecretValue
+
+from .conftest import BACKEND, HOST, EdgeHarness
+
+KEY = b"github-webhook-secret"
+UPGRADE = "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+
+
+async def _serve_webhook(harness: EdgeHarness) -> None:
+    """``/`` on :data:`HOST` behind webhookVerification: a module that reads the body."""
+    await serve_route(
+        harness.edge,
+        host=HOST,
+        modules=Modules.model_validate(
+            {
+                "webhookVerification": {
+                    "provider": "github",
+                    "secretRef": {"name": "hook", "key": "secret"},
+                }
+            }
+        ),
+        secrets={("hook", "secret"): SecretValue(KEY)},
+        backend=BACKEND,
+    )
+
+
+async def _exchange(harness: EdgeHarness, data: bytes) -> tuple[int, str, bool]:
+    """Send ``data`` on a new connection: the answer's status, its ``X-Interlock-Reason``, and
+    whether the edge closes the connection after it (``Connection: close``, then the end of
+    the stream)."""
+    reader, writer = await asyncio.open_connection(*harness.server.addresses.http)
+    try:
+        writer.write(data)
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {
+            name.strip().lower(): value.strip()
+            for name, _, value in (line.partition(":") for line in lines[1:] if line)
+        }
+        await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), 30)
+        closed = headers.get("connection", "").lower() == "close"
+        if closed:
+            assert await asyncio.wait_for(reader.read(1), 30) == b""
+        return int(lines[0].split(" ", 2)[1]), headers.get("x-interlock-reason", ""), closed
+    finally:
+        writer.close()
+
+
+def _post(body: bytes, *, extra: str = "") -> bytes:
+    signature = hmac.new(KEY, body, hashlib.sha256).hexdigest()
+    return (
+        f"POST / HTTP/1.1\r\nHost: {HOST}\r\nX-Hub-Signature-256: sha256={signature}\r\n"
+        f"{extra}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+@pytest.mark.parametrize("extra", ["", UPGRADE], ids=["plain", "upgrade"])
+async def test_an_oversized_body_for_a_module_is_refused_and_the_connection_closed(
+    harness: EdgeHarness, extra: str
+) -> None:
+    """Once the edge stopped reading a body, what is left of it cannot be told from the next
+    request: 413, and the connection is not reused — even when the whole body had arrived (a
+    plain request's steps kept the connection open then)."""
+    await _serve_webhook(harness)
+    status, reason, closed = await _exchange(
+        harness, _post(b"x" * (MAX_READ_BODY + 1), extra=extra)
+    )
+    assert (status, reason) == (413, "body-too-large")
+    assert closed
+
+
+@pytest.mark.parametrize("extra", ["", UPGRADE], ids=["plain", "upgrade"])
+async def test_a_body_a_module_read_whole_is_forwarded_and_keeps_the_connection(
+    harness: EdgeHarness, extra: str
+) -> None:
+    """The counterpart: a body within the bound is read, verified and forwarded (the backend
+    answers an upgrade it does not take as a plain request), on a connection kept open."""
+    await _serve_webhook(harness)
+    assert await _exchange(harness, _post(b'{"action":"opened"}', extra=extra)) == (200, "", False)
+
+
+@pytest.mark.parametrize(
+    ("target", "host", "expected"),
+    [
+        ("/", "unknown.example.com", (404, "unknown-host")),
+        ("/a/%2e%2e;x/b", HOST, (400, "bad-request")),
+        ("/elsewhere", HOST, (404, "no-route")),
+        ("/?q=1#fragment", HOST, (400, "bad-request")),
+    ],
+)
+async def test_plain_and_upgrade_requests_are_refused_alike(
+    harness: EdgeHarness, target: str, host: str, expected: tuple[int, str]
+) -> None:
+    await harness.serve(path="/only", path_type="Exact")
+    for extra in ("", UPGRADE):
+        request = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
+        status, reason, _ = await _exchange(harness, request)
+        assert (status, reason) == expected, extra
