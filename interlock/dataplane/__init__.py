@@ -29,15 +29,23 @@ The API, in the order a request meets it::
 * :mod:`~interlock.dataplane.filters` — pure: header modifiers, path rewrites, ``Location``.
 * :mod:`~interlock.dataplane.accrual` — consecutive-failure accrual, clock and jitter injected.
 * :mod:`~interlock.dataplane.engine` — :class:`Engine`: endpoints, deadlines (504), retries,
-  accrual, the relayed answer with response filters, over the edge's pooled ``Forwarder``.
+  accrual, the relayed answer with response filters, over the pooled ``proxy.Forwarder``.
 * :mod:`~interlock.dataplane.answers` and :mod:`~interlock.dataplane.wire` — the one format of
   the data plane's own answers (``X-Interlock-Reason`` and ``<reason>: <sentence>``,
   ``docs/answers.md``), without a ``Server`` banner.
 
+The wire both front doors speak is here too, so that neither imports the other (nor this
+package ``interlock.edge``: ``tests/dataplane/test_layers.py``): the HTTP/1.1 and HTTP/2 servers
+(``http1_server``, ``http2_server``) handing each request over as a ``request_stream.H2Request``,
+the upstream clients (``proxy.Forwarder`` over ``http1``, ``http2_client``), upgrades
+(``websocket``, ``tunnel``), what one client may hold (``limits.ProxyLimits``) and how a
+``Host`` and a request-target are read (``request_target``). ``docs/design.md`` ("Layers") lists
+every module.
+
 ``docs/design.md`` ("One engine, two front doors") describes the request flow. The package
 re-exports only its pure, dependency-free surface; the aiohttp halves are imported from
 ``interlock.dataplane.engine`` (``Engine``, ``NO_HOOKS``) and ``interlock.dataplane.wire``
-(``answer_response``), as the edge package does with its server.
+(``answer_response``).
 """
 
 from interlock.dataplane.answers import REASON_HEADER, REASONS, Answer, answer

@@ -10,7 +10,7 @@ and the mesh listener would each carry their own copy, and drift.
 Which version goes upstream (:func:`upstream_http2`): HTTP/2 (h2c, prior knowledge) when the
 Service port's policy says its clients speak ``grpc`` or ``http2`` (GRPCRoutes, ``appProtocol:
 kubernetes.io/h2c``) or when the request is a gRPC call; HTTP/1.1 otherwise — a browser that
-chose h2 by ALPN reaches an HTTP/1.1 backend as before, through the edge's ``Forwarder``.
+chose h2 by ALPN reaches an HTTP/1.1 backend as before, through ``proxy.Forwarder``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ request is decided in one fixed order, every refusal before an upstream is conta
 4. the data-plane engine (``interlock/dataplane/``, shared with the edge): the route rule by
    method, path, headers and query (none → 404), redirects, the backend by weight (its failure
    injector's status and message when it cannot be used), its ready endpoints (EndpointSlices;
-   none → 503), filters, timeouts (504), retries and failure accrual, over the edge's
+   none → 503), filters, timeouts (504), retries and failure accrual, over the data plane's
    :class:`~interlock.dataplane.proxy.Forwarder` (hop-by-hop headers dropped, bodies streamed both
    ways, 502 on failures).
 
