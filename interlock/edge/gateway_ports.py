@@ -32,10 +32,12 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 from loguru import logger
+from multidict import CIMultiDict
 
 from interlock.dataplane.answers import MISDIRECTED, Answer, answer
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.metrics import Traffic
+from interlock.dataplane.proxy import Forwarder
 from interlock.dataplane.request_target import normalize_host
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
@@ -48,6 +50,7 @@ from interlock.edge.modules import (
 )
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate, trust_client_cas
+from interlock.model.backend_tls import BackendTLS
 from interlock.model.edge_plan import BackendTarget
 from interlock.model.gateway_conditions import hostname_matches
 from interlock.model.gateway_frontend import ClientValidation
@@ -191,6 +194,8 @@ class MirrorSender:
         self._upstreams = upstreams
         self._rng = rng or random.Random()
         self._session: aiohttp.ClientSession | None = None
+        self._verified: Forwarder | None = None
+        """Sends the copies to a Service port a BackendTLSPolicy names (verified TLS)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.sent = 0
         self.dropped = 0
@@ -219,11 +224,19 @@ class MirrorSender:
                 self.dropped += 1
                 continue
             host, port = found[self._rng.randrange(len(found))]
-            url = f"http://{_bracketed(host)}:{port}{quote(path, safe=_PATH_SAFE)}"
-            if query:
-                url += "?" + urlencode(list(query.items()))
+            quoted = quote(path, safe=_PATH_SAFE)
+            encoded_query = urlencode(list(query.items()))
             copied = [(k, v) for k, v in headers.items() if k.lower() not in _NOT_COPIED]
-            task = asyncio.get_running_loop().create_task(self._send(method, url, copied))
+            if mirror.tls is not None:
+                sent = self._send_verified(
+                    method, (host, port), quoted, encoded_query, copied, mirror.tls
+                )
+            else:
+                url = f"http://{_bracketed(host)}:{port}{quoted}"
+                if encoded_query:
+                    url += "?" + encoded_query
+                sent = self._send(method, url, copied)
+            task = asyncio.get_running_loop().create_task(sent)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -241,6 +254,34 @@ class MirrorSender:
         except (aiohttp.ClientError, TimeoutError) as error:
             logger.debug("RequestMirror copy to {} failed: {!r}", url, error)
 
+    async def _send_verified(
+        self,
+        method: str,
+        address: Address,
+        path: str,
+        query: str,
+        headers: list[tuple[str, str]],
+        tls: BackendTLS,
+    ) -> None:
+        if self._verified is None:
+            self._verified = Forwarder()
+            await self._verified.start()
+        try:
+            async with asyncio.timeout(MIRROR_TIMEOUT):
+                answered = await self._verified.open(
+                    method,
+                    address=address,
+                    path=path,
+                    query=query,
+                    headers=CIMultiDict(headers),
+                    data=None,
+                    backend_tls=tls,
+                )
+                answered.close()  # the answer is ignored
+            self.sent += 1
+        except (aiohttp.ClientError, TimeoutError) as error:
+            logger.debug("RequestMirror copy to {} over TLS failed: {!r}", address, error)
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
@@ -250,6 +291,9 @@ class MirrorSender:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._verified is not None:
+            await self._verified.close()
+            self._verified = None
 
 
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"

@@ -438,8 +438,8 @@ def serve_backend_tls(
     client: CertificatePair | None,
 ) -> GatewayServing:
     """What a Gateway serves, each backend with its TLS settings (:func:`apply_backend_tls`,
-    ``client``: the Gateway's backend client certificate); RequestMirror copies to a Service
-    port a policy names are not sent (copies go in clear)."""
+    ``client``: the Gateway's backend client certificate), RequestMirror copies too (none
+    to a port whose policy cannot be used)."""
     if not resolution.by_port:
         return serving
     return replace(
@@ -457,7 +457,7 @@ def serve_backend_tls(
                                 mirrors={
                                     rule: kept
                                     for rule, mirrors in virtual.mirrors.items()
-                                    if (kept := _plain_mirrors(mirrors, resolution))
+                                    if (kept := _mirrors_with_tls(mirrors, resolution, client))
                                 },
                             )
                             for virtual in listener.virtual_hosts
@@ -471,17 +471,24 @@ def serve_backend_tls(
     )
 
 
-def _plain_mirrors(
-    mirrors: tuple[RuleMirror, ...], resolution: BackendTLSResolution
+def _mirrors_with_tls(
+    mirrors: tuple[RuleMirror, ...],
+    resolution: BackendTLSResolution,
+    client: CertificatePair | None,
 ) -> tuple[RuleMirror, ...]:
-    """The mirrors no policy names: copies are sent in clear, so a Service port a
-    BackendTLSPolicy names gets none (rather than the request's headers unencrypted)."""
-    return tuple(
-        mirror
-        for mirror in mirrors
-        if (ObjectKey(namespace=mirror.namespace, name=mirror.service), mirror.port)
-        not in resolution.by_port
-    )
+    """The mirrors, each to a Service port a policy names with its TLS settings; one whose
+    policy cannot be used gets no copy (never in clear, never unverified)."""
+    kept: list[RuleMirror] = []
+    for mirror in mirrors:
+        key = (ObjectKey(namespace=mirror.namespace, name=mirror.service), mirror.port)
+        owner = resolution.by_port.get(key)
+        if owner is None:
+            kept.append(mirror)
+            continue
+        tls = resolution.verdicts[owner].tls
+        if tls is not None:
+            kept.append(replace(mirror, tls=replace(tls, client_certificate=client)))
+    return tuple(kept)
 
 
 def serving_backends(serving: GatewayServing) -> set[PortKey]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,9 @@ from interlock.model.gateway import (
 from interlock.model.meta import ObjectKey
 from interlock.model.service import Service
 
+if TYPE_CHECKING:
+    from interlock.model.backend_tls import BackendTLS
+
 
 @dataclass(frozen=True, slots=True)
 class RuleMirror:
@@ -38,6 +41,8 @@ class RuleMirror:
     service: str
     port: int
     fraction: float
+    tls: BackendTLS | None = None
+    """Copies go over TLS, verified as the BackendTLSPolicy of the Service port says."""
 
 
 @dataclass(frozen=True, slots=True)

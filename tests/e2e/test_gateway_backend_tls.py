@@ -47,6 +47,8 @@ class TlsEcho:
         self.ca = ca
         self.client_ca = client_ca
         self.requests = 0
+        self.paths: list[tuple[str, str | None]] = []
+        """Each request's path and the server name it came with."""
         self.port = 0
         self._names: dict[int, str | None] = {}
         self._runner: web.AppRunner | None = None
@@ -99,6 +101,7 @@ class TlsEcho:
         if peer:
             client = dict(item for rdn in peer["subject"] for item in rdn).get("commonName")
         name = None if ssl_object is None else self._names.get(id(ssl_object))
+        self.paths.append((request.path, name))
         return web.json_response({"sni": name, "client": client})
 
     async def stop(self) -> None:
@@ -157,6 +160,21 @@ def route(paths: dict[str, str]) -> dict[str, Any]:
             ],
         },
     }
+
+
+async def verified_and_stranger(
+    env: Env, port: int, ca: TestCa, *, verified: str, strange: str
+) -> None:
+    """Gateway ``one`` and two Services of the backend on the local ``port``, each named by a
+    policy: ``verified``'s trusts ``ca``, ``strange``'s another CA (its backend fails)."""
+    stranger = TestCa("another CA")
+    for name, authority in ((verified, "ca"), (strange, "stranger")):
+        await env.cluster.apply(service(name))
+        await env.cluster.apply(local_slice(name, {"https": port}, name=f"{name}-slice"))
+        await env.cluster.apply(policy(name, name, authority))
+    await env.cluster.apply(config_map("ca", ca.pem))
+    await env.cluster.apply(config_map("stranger", stranger.pem))
+    await env.cluster.apply(gateway_obj("one", http_listener("http")))
 
 
 async def policy_conditions(env: Env, name: str) -> dict[str, tuple[str, str]]:
@@ -310,7 +328,7 @@ async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one
 
 async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
-    ca, stranger = TestCa("backend CA"), TestCa("another CA")
+    ca = TestCa("backend CA")
     issued = ca.issue(HOST, dns=(HOST,))
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((greeter("greeter"),))
@@ -318,14 +336,9 @@ async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None
     port = server.add_secure_port(f"{ENDPOINT_HOST}:0", credentials)
     await server.start()
     try:
-        for name in ("grpc-verified", "grpc-stranger"):
-            await env.cluster.apply(service(name))
-            await env.cluster.apply(local_slice(name, {"https": port}, name=f"{name}-slice"))
-        await env.cluster.apply(config_map("ca", ca.pem))
-        await env.cluster.apply(config_map("stranger", stranger.pem))
-        await env.cluster.apply(policy("grpc-verified", "grpc-verified", "ca"))
-        await env.cluster.apply(policy("grpc-stranger", "grpc-stranger", "stranger"))
-        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        await verified_and_stranger(
+            env, port, ca, verified="grpc-verified", strange="grpc-stranger"
+        )
         rules = [
             {
                 "matches": [{"method": {"service": SERVICE, "method": method}}],
@@ -366,17 +379,13 @@ async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None
 
 async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
-    ca, stranger = TestCa("backend CA"), TestCa("another CA")
+    ca = TestCa("backend CA")
     echo = TlsEcho(ca)
     await echo.start()
     try:
-        for name, authority in (("ws-verified", "ca"), ("ws-stranger", "stranger")):
-            await env.cluster.apply(service(name))
-            await env.cluster.apply(local_slice(name, {"https": echo.port}, name=f"{name}-slice"))
-            await env.cluster.apply(policy(name, name, authority))
-        await env.cluster.apply(config_map("ca", ca.pem))
-        await env.cluster.apply(config_map("stranger", stranger.pem))
-        await env.cluster.apply(gateway_obj("one", http_listener("http")))
+        await verified_and_stranger(
+            env, echo.port, ca, verified="ws-verified", strange="ws-stranger"
+        )
         route_to = route({"/ws": "ws-verified"})
         await env.cluster.apply(route_to)
         address = await env.address("one")
@@ -406,5 +415,48 @@ async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
 
         await eventually(refused, message="a backend the policy's CA did not sign is refused")
         assert echo.requests == served
+    finally:
+        await echo.stop()
+
+
+async def test_request_mirror_copies_go_verified_to_a_tls_backend(env: Env) -> None:
+    await env.cluster.apply_manifests([CRD])
+    ca = TestCa("backend CA")
+    echo = TlsEcho(ca)
+    await echo.start()
+    try:
+        await verified_and_stranger(
+            env, echo.port, ca, verified="copies", strange="copies-stranger"
+        )
+        mirror_to = {
+            f"/{name}": {
+                "type": "RequestMirror",
+                "requestMirror": {"backendRef": {"name": name, "port": 443}},
+            }
+            for name in ("copies", "copies-stranger")
+        }
+        route_to = route({"/copies": "blue", "/copies-stranger": "blue"})
+        for rule in route_to["spec"]["rules"]:
+            rule["backendRefs"][0]["port"] = 80
+            rule["filters"] = [mirror_to[rule["matches"][0]["path"]["value"]]]
+        await env.cluster.apply(route_to)
+        address = await env.address("one")
+
+        async def copied() -> bool:
+            answered = await env.backend_of(address, HOST, "/copies")
+            return answered == "blue" and ("/copies", HOST) in echo.paths
+
+        await eventually(copied, message="blue answers and the TLS backend gets a copy")
+        # Copies to a backend whose certificate the policy's CA did not sign are never sent:
+        # three of them, then one more good copy, which arrives after them.
+        for _ in range(3):
+            assert await env.backend_of(address, HOST, "/copies-stranger") == "blue"
+        before = echo.paths.count(("/copies", HOST))
+        assert await env.backend_of(address, HOST, "/copies") == "blue"
+        await eventually(
+            lambda: echo.paths.count(("/copies", HOST)) > before,
+            message="the last good copy arrived",
+        )
+        assert all(path == "/copies" for path, _ in echo.paths)
     finally:
         await echo.stop()

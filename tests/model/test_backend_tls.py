@@ -300,17 +300,19 @@ def test_client_certificate_references_resolve_or_say_why() -> None:
     assert "BEGIN" not in repr(check)
 
 
-def test_mirror_copies_to_a_port_a_policy_names_are_not_sent_in_clear() -> None:
-    found = policy("ok", "two", refs=[config_map("ca")])
-    resolution = resolve_backend_tls([found], services=SERVICES, ca_bundles=BUNDLES)
+def test_mirror_copies_go_verified_to_a_port_a_policy_names_and_never_in_clear() -> None:
+    good = policy("ok", "two", refs=[config_map("ca")])
+    broken = policy("broken", "one", section="https-1", refs=[config_map("nowhere")])
+    resolution = resolve_backend_tls([good, broken], services=SERVICES, ca_bundles=BUNDLES)
     to_tls = RuleMirror(namespace=NS, service="two", port=443, fraction=1.0)
-    to_plain = RuleMirror(namespace=NS, service="one", port=443, fraction=1.0)
+    to_broken = RuleMirror(namespace=NS, service="one", port=443, fraction=1.0)
+    to_plain = RuleMirror(namespace=NS, service="one", port=8443, fraction=0.5)
     virtual = VirtualHost(
         hostname=None,
         policy=OutboundPolicy(
             namespace=NS, service="gw/http/*", port=80, client_namespace=NS, routes=()
         ),
-        mirrors={(NS, "r", 0): (to_tls, to_plain), (NS, "r", 1): (to_tls,)},
+        mirrors={(NS, "r", 0): (to_tls, to_broken, to_plain), (NS, "r", 1): (to_broken,)},
     )
     serving = GatewayServing(
         gateway=GW,
@@ -327,5 +329,11 @@ def test_mirror_copies_to_a_port_a_policy_names_are_not_sent_in_clear() -> None:
             ),
         ),
     )
-    served = serve_backend_tls(serving, resolution, None)
-    assert served.ports[0].listeners[0].virtual_hosts[0].mirrors == {(NS, "r", 0): (to_plain,)}
+    pair = (SecretValue(b"cert"), SecretValue(b"key"))
+    served = serve_backend_tls(serving, resolution, pair)
+    mirrors = served.ports[0].listeners[0].virtual_hosts[0].mirrors
+    assert set(mirrors) == {(NS, "r", 0)}
+    verified, plain = mirrors[(NS, "r", 0)]
+    assert plain == to_plain
+    assert verified.service == "two" and verified.tls is not None
+    assert verified.tls.hostname == "abc.example.com" and verified.tls.client_certificate == pair
