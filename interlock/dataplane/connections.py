@@ -44,17 +44,16 @@ class _ToLoguru(logging.Handler):
         if error is None:
             # aiohttp's own debug lines ("Ignored premature client disconnection", ...): the
             # template only, its arguments unformatted.
-            logger.debug("edge HTTP server: {}", str(record.msg))
+            logger.debug("HTTP server: {}", str(record.msg))
         elif isinstance(error, HttpProcessingError):
-            logger.debug(
-                "edge: malformed request refused with {}: {}", error.code, type(error).__name__
-            )
+            logger.debug("malformed request refused with {}: {}", error.code, type(error).__name__)
         else:
-            logger.error("edge: error handling a request: {}", type(error).__name__)
+            logger.error("error handling a request: {}", type(error).__name__)
 
 
-HTTP_SERVER_LOGGER = logging.getLogger("interlock.edge.http")
-"""The logger the edge's aiohttp server writes to; it never reaches stderr by itself."""
+HTTP_SERVER_LOGGER = logging.getLogger("interlock.dataplane.http")
+"""The logger the front doors' aiohttp servers write to; it never reaches stderr by itself (the
+loguru lines name this module, the edge's and the mesh listener's alike)."""
 HTTP_SERVER_LOGGER.propagate = False
 HTTP_SERVER_LOGGER.setLevel(logging.DEBUG)
 HTTP_SERVER_LOGGER.addHandler(_ToLoguru())
