@@ -28,6 +28,7 @@ from interlock.cli.run import config_from_args
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
 from interlock.controller.edge_half import EdgeHalf
+from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
@@ -408,7 +409,12 @@ async def test_after_stop_the_remote_client_refuses_calls_instead_of_reconnectin
 def edge_half(config: ControllerConfig) -> EdgeHalf:
     system = ActorSystem()
     watches = ServicePortWatches(system, grace=0.1)
-    return EdgeHalf(config=config, system=system, watches=watches)
+    return EdgeHalf(
+        config=config,
+        system=system,
+        watches=watches,
+        upstream_cache=SharedUpstreamCache(system),
+    )
 
 
 def test_the_edge_half_refuses_both_data_planes_at_once() -> None:
