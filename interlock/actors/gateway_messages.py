@@ -16,6 +16,8 @@ GATEWAY_DATA_PLANE = "gateway-data-plane"
 """The address of the actor that opens and programs the Gateways' listeners."""
 
 GATEWAY_PARENTS_KEY = "gateway"
+GATEWAY_SERVICE_WRITER = "gateway-service-writer"
+"""The address of the actor that writes the Gateways' Services."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,17 @@ class DesiredGatewayStatus:
 
     def trace_summary(self) -> str:
         return f"DesiredGatewayStatus {self.kind} {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredGatewayService:
+    """The Service interlock keeps for a Gateway (the manifest it creates)."""
+
+    gateway: ObjectKey
+    manifest: dict[str, Any]
+
+    def trace_summary(self) -> str:
+        return f"DesiredGatewayService {self.gateway}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from interlock.actors.gateway_messages import (
     GATEWAY_CONTROLLER,
     GATEWAY_PARENTS_KEY,
     CABundle,
+    DesiredGatewayService,
     DesiredGatewayStatus,
     GatewayParentEntries,
     PortFailures,
@@ -54,6 +55,7 @@ from interlock.actors.messages import (
 from interlock.actors.topics import (
     CA_BUNDLE,
     GATEWAY_PARENTS,
+    GATEWAY_SERVICES_TOPIC,
     GATEWAY_SERVING_TOPIC,
     GATEWAY_STATUS_TOPIC,
     GRANTS,
@@ -86,6 +88,7 @@ from interlock.model.gateway_class import (
     gateway_class_status,
     parse_gateway_class,
 )
+from interlock.model.gateway_infrastructure import gateway_service
 from interlock.model.gateway_listeners import (
     AddressProblem,
     Gateway,
@@ -201,6 +204,8 @@ class GatewayTables:
     status: dict[str, DesiredGatewayStatus] = field(default_factory=dict)
     parents: dict[RouteId, tuple[dict[str, Any], ...]] = field(default_factory=dict)
     serving: dict[ObjectKey, GatewayServing] = field(default_factory=dict)
+    gateway_services: dict[str, DesiredGatewayService] = field(default_factory=dict)
+    """What was published on ``gateway-services``, per Gateway (``ns/name``)."""
     port_failures: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per Gateway (``ns/name``): the ports the data plane could not open, with why."""
     addresses: dict[ObjectKey, str] = field(default_factory=dict)
@@ -242,6 +247,7 @@ class GatewayController(Actor):
         self.sent_status = tables.status
         self.sent_parents = tables.parents
         self.sent_serving = tables.serving
+        self.sent_services = tables.gateway_services
         self.port_failures = tables.port_failures
         self.assigned_addresses = tables.addresses
         self.backend_tls_policies = tables.backend_tls_policies
@@ -625,6 +631,12 @@ class GatewayController(Actor):
                 uid=policy.metadata.uid,
             )
         self._publish_statuses(statuses)
+        self._publish_services(
+            {
+                str(key): DesiredGatewayService(key, gateway_service(view.gateway, view.address))
+                for key, view in views.items()
+            }
+        )
         self._publish_parents(dict(outcome.parents))
         self._publish_serving(
             {
@@ -662,6 +674,15 @@ class GatewayController(Actor):
                 grants=grants,
             ),
         )
+
+    def _publish_services(self, services: dict[str, DesiredGatewayService]) -> None:
+        for key in sorted(set(self.sent_services) - set(services)):
+            self.unpublish(GATEWAY_SERVICES_TOPIC, key)
+            del self.sent_services[key]
+        for key, desired in services.items():
+            if self.sent_services.get(key) != desired:
+                self.sent_services[key] = desired
+                self.publish(GATEWAY_SERVICES_TOPIC, key, desired)
 
     def _publish_statuses(self, statuses: dict[str, DesiredGatewayStatus]) -> None:
         for key in sorted(set(self.sent_status) - set(statuses)):

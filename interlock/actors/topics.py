@@ -42,9 +42,11 @@ Each family: its topics and retained key, what they carry; published by → read
   ``status:ingress``, ``status:moduleset``, ``status:gateway``, key = the object's; RouteActor,
   IngressActor, ModuleSet directory, GatewayController → StatusWriter.
 
-Two topics stand alone: ``ingressclasses`` (key = class name, by the IngressClass directory,
-read by every IngressActor) and ``gateway-serving`` (key = a Gateway's ``<ns>/<name>``, by the
-GatewayController, read by the GatewayDataPlane).
+Three topics stand alone: ``ingressclasses`` (key = class name, by the IngressClass directory,
+read by every IngressActor), ``gateway-serving`` (key = a Gateway's ``<ns>/<name>``, by the
+GatewayController, read by the GatewayDataPlane) and ``gateway-services`` (key = a Gateway's
+``<ns>/<name>``, the ``DesiredGatewayService`` kept for it, by the GatewayController, read by the
+GatewayServiceWriter).
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ STATUS = _texts("status")
 
 INGRESS_CLASSES_TOPIC = "ingressclasses"
 GATEWAY_SERVING_TOPIC = "gateway-serving"
+GATEWAY_SERVICES_TOPIC = "gateway-services"
 ROUTE_STATUS_TOPIC = STATUS.topic("route")
 INGRESS_STATUS_TOPIC = STATUS.topic("ingress")
 MODULESET_STATUS_TOPIC = STATUS.topic("moduleset")

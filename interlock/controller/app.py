@@ -270,7 +270,11 @@ class Controller:
             await self.edge.start()
             edge_resources = await self.edge.resources(self.api)
         if self.gateways is not None:
-            self.gateways.start()
+            assert self.api is not None
+            self.gateways.start(
+                api=self.api,
+                is_leader=lambda: self.elector is not None and self.elector.is_leader,
+            )
             edge_resources += await self.gateways.resources(self.api)
         if self.mesh is not None:
             await self.mesh.start()
@@ -509,9 +513,13 @@ class Controller:
         if self.patcher is not None:
             self.patcher.cache.clear()
         self.system.tell(STATUS_WRITER, LeadershipChanged(True))
+        if self.gateways is not None:
+            self.gateways.leadership_changed(leading=True)
 
     def _stopped_leading(self) -> None:
         self.system.tell(STATUS_WRITER, LeadershipChanged(False))
+        if self.gateways is not None:
+            self.gateways.leadership_changed(leading=False)
 
     def _admin(self) -> AdminApp:
         admin = AdminApp(

@@ -12,7 +12,10 @@ Added to a controller that runs an in-process edge (``--edge-addr``) and given a
   backends' endpoints are tracked as soon as a Gateway serves a route to them).
 
 Gateway status, GatewayClass status and route parent entries go through the controller's one
-StatusWriter (see ``actors/gateway_messages.py``).
+StatusWriter (see ``actors/gateway_messages.py``); each Gateway's Service
+(``model/gateway_infrastructure.py``) through the
+:class:`~interlock.actors.gateway_services.GatewayServiceWriter`, told of the Lease by
+:meth:`GatewayHalf.leadership_changed`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
 from loguru import logger
 
 from interlock.actors.ca_bundles import CABundleDirectory
@@ -29,15 +33,18 @@ from interlock.actors.gateway_messages import (
     CA_BUNDLE_DIRECTORY,
     GATEWAY_CONTROLLER,
     GATEWAY_DATA_PLANE,
+    GATEWAY_SERVICE_WRITER,
 )
+from interlock.actors.gateway_services import GatewayServiceWriter
 from interlock.actors.gateways import (
     GatewayController,
     GatewayDataPlane,
     GatewayTables,
     names_a_gateway,
 )
-from interlock.actors.messages import ObjectChanged
+from interlock.actors.messages import LeadershipChanged, ObjectChanged
 from interlock.config import ControllerConfig
+from interlock.controller.gateway_service_sink import KubeGatewayServiceSink
 from interlock.controller.upstreams import UpstreamIndex
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.gateway_ports import Applied, GatewayPorts
@@ -171,10 +178,16 @@ class GatewayHalf:
 
         return {"HTTPRoute": route, "GRPCRoute": route, "Namespace": namespace}
 
-    def start(self) -> None:
-        """Spawn the controller and data-plane actors (before the informers run)."""
+    def start(self, *, api: ApiClient, is_leader: Callable[[], bool]) -> None:
+        """Spawn the controller, data-plane and Service-writing actors (before the informers
+        run). The Gateways' Services are written through ``api`` while ``is_leader``."""
         tables = self.tables
         pool = self._config.gateway_addresses
+        sink = KubeGatewayServiceSink(api)
+        self._system.spawn(
+            GATEWAY_SERVICE_WRITER,
+            lambda: GatewayServiceWriter(sink=sink, is_leader=is_leader),
+        )
         self._system.spawn(
             GATEWAY_CONTROLLER,
             lambda: GatewayController(address_pool=pool, tables=tables),
@@ -188,6 +201,11 @@ class GatewayHalf:
             self._system.spawn(
                 CA_BUNDLE_DIRECTORY, CABundleDirectory, mailbox=self._directory_mailbox
             )
+
+    def leadership_changed(self, *, leading: bool) -> None:
+        """This replica gained or lost the Lease: the Service writer writes only while leading
+        (and writes everything again on gaining it)."""
+        self._system.tell(GATEWAY_SERVICE_WRITER, LeadershipChanged(leading))
 
     async def stop(self) -> None:
         await self.ports.close()

@@ -35,6 +35,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "GatewayAddressEmpty",
             "GatewayFrontendClientCertificateValidation",
             "GatewayHTTPListenerIsolation",
+            "GatewayInfrastructurePropagation",
             "GatewayHTTPSListenerDetectMisdirectedRequests",
             "GatewayPort8080",
             "GatewayStaticAddresses",

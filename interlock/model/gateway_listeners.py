@@ -136,6 +136,8 @@ class LocalParametersReference(KubeModel):
 
 class GatewayInfrastructure(KubeModel):
     parameters_ref: LocalParametersReference | None = Field(None, alias="parametersRef")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class ListenerNamespaces(KubeModel):

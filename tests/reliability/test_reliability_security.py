@@ -447,6 +447,41 @@ async def run_requests(
         await write(server, module_set("guard", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
         await answers("guard.example", 403)
 
+    # The Service interlock keeps for a Gateway: created (services/create), updated once it
+    # exists (services/patch), deleted with its Gateway (services/delete).
+    spare = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "spare-gateway", "namespace": "default"},
+        "spec": {
+            "gatewayClassName": "interlock-security",
+            "listeners": [{"name": "http", "port": 18081, "protocol": "HTTP"}],
+        },
+    }
+    spare_service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "spare-gateway-interlock-gateway", "namespace": "default"},
+    }
+
+    async def spare_labelled(value: str | None) -> bool:
+        found = await server.get(spare_service)
+        if found is None:
+            return False
+        return value is None or found["metadata"].get("labels", {}).get("team") == value
+
+    await write(server, spare)
+    await eventually(lambda: spare_labelled(None), within=60.0, message="the Gateway's Service")
+    spare["spec"]["infrastructure"] = {"labels": {"team": "security"}}
+    await write(server, spare)
+    await eventually(lambda: spare_labelled("security"), within=60.0, message="its Service updated")
+    await server.delete(spare)
+
+    async def spare_gone() -> bool:
+        return await server.get(spare_service) is None
+
+    await eventually(spare_gone, within=60.0, message="the Gateway's Service deleted with it")
+
 
 async def collect_outputs(
     server: TestCluster, controller: Controller, collected: Collected
