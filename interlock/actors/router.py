@@ -10,18 +10,20 @@ to the last one.
 It is spawned with a durable mailbox (:mod:`interlock.actors.durable`): an event it was handling
 when it crashed is handled again by the restarted router, so none is lost.
 
-It parses with the model's ``parse_*`` functions: a bad object is logged with the object and
-the field (and an HTTPRoute gets ``Accepted: False`` on its status through its RouteActor);
-it never stops the controller. Kinds it does not know are handed to ``extra`` handlers, so other
-halves of the controller (Ingress, ModuleSet …) can add their own routing. A route or Ingress
-whose deletion has begun (``deletionTimestamp`` set, held by a finalizer) is routed as deleted:
-``interlock.model.meta.going_away``.
+Where a kind goes is the composition root's kinds table (``controller/kinds.py``): the router
+handles the kinds it parses itself (Service, Namespace, ReferenceGrant, the four route kinds)
+by a table of its own, and tells every change to the receivers ``forward`` names for its kind
+(the directories of the other halves, built from the same table). It parses with the model's
+``parse_*`` functions: a bad object is logged with the object and the field (and an HTTPRoute
+gets ``Accepted: False`` on its status through its RouteActor); it never stops the controller.
+A route or Ingress whose deletion has begun (``deletionTimestamp`` set, held by a finalizer)
+is routed as deleted: ``interlock.model.meta.going_away``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -76,12 +78,10 @@ class InformerRouter(Actor):
         route_factory: RouteFactory | None = None,
         grpc_route_factory: RouteFactory | None = None,
         route_factories: Mapping[str, RouteFactory] | None = None,
-        extra: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
-        taps: Mapping[str, Callable[[ObjectChanged], None]] | None = None,
+        forward: Mapping[str, Sequence[Callable[[ObjectChanged], None]]] | None = None,
     ) -> None:
-        """``extra``: handlers of the kinds the router does not know; ``taps``: handlers also
-        told every change of a kind it does know (the Gateway half reads HTTPRoutes and
-        Namespaces too)."""
+        """``forward``: by kind, who else is told each change (after the router's own handling,
+        if the kind is one it parses)."""
         self.route_factory: RouteFactory = route_factory or (
             lambda namespace, name, outputs: RouteActor(
                 namespace=namespace, name=name, outputs=outputs
@@ -99,29 +99,25 @@ class InformerRouter(Actor):
             {"HTTPRoute": self.route_factory, "GRPCRoute": self.grpc_route_factory},
         )
         self.factories.update(route_factories or {})
-        self.extra = dict(extra or {})
-        self.taps = dict(taps or {})
+        self.forward = {kind: tuple(receivers) for kind, receivers in (forward or {}).items()}
+        self.parses: dict[str, Callable[[ObjectChanged], None]] = {
+            "Service": self._service,
+            "Namespace": self._namespace,
+            "ReferenceGrant": self._grant,
+        }
+        """The kinds the router parses and hands on itself."""
+        self.parses.update(dict.fromkeys(ROUTE_PARSERS, self._route))
 
     async def receive(self, message: object) -> object | None:
         if not isinstance(message, ObjectChanged):
             return None
         if not message.deleted and going_away(message.kind, message.obj):
             message = dataclasses.replace(message, deleted=True)
-        if message.kind == "Service":
-            self._service(message)
-        elif message.kind in ROUTE_PARSERS:
-            self._route(message)
-        elif message.kind == "ReferenceGrant":
-            self._grant(message)
-        elif message.kind == "Namespace":
-            self._namespace(message)
-        else:
-            handler = self.extra.get(message.kind)
-            if handler is not None:
-                handler(message)
-        tap = self.taps.get(message.kind)
-        if tap is not None:
-            tap(message)
+        parse = self.parses.get(message.kind)
+        if parse is not None:
+            parse(message)
+        for receiver in self.forward.get(message.kind, ()):
+            receiver(message)
         return None
 
     def _service(self, change: ObjectChanged) -> None:

@@ -47,6 +47,7 @@ from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
+from interlock.controller.kinds import ROUTER, Half, rows_for
 from interlock.controller.status_sink import KubeStatusSink
 from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.controller.view import ControllerView
@@ -127,6 +128,21 @@ async def _serve(app: web.Application, address: Address, *, flag: str) -> Runnin
         return await serve(app, address)
     except OSError as error:
         raise StartupError(f"{flag} {address}: cannot listen: {error.strerror or error}") from error
+
+
+def _teller(
+    system: ActorSystem, address: str, follows: Callable[[ObjectChanged], bool] | None
+) -> Callable[[ObjectChanged], None]:
+    """Tells a change to ``address`` (only those ``follows`` accepts, when given). Called from
+    the router's handler, so the message is correlated with the informer event."""
+    if follows is None:
+        return lambda change: system.tell(address, change)
+
+    def tell(change: ObjectChanged) -> None:
+        if follows(change):
+            system.tell(address, change)
+
+    return tell
 
 
 def object_changed(event: InformerEvent) -> ObjectChanged:
@@ -489,24 +505,35 @@ class Controller:
             mailbox=mailbox,
         )
         self.system.spawn(GRANTS_DIRECTORY, GrantsDirectory, mailbox=mailbox)
-        extra = None if self.edge is None else self.edge.router_handlers()
-        if self.mesh is not None:
-            extra = {**(extra or {}), **self.mesh.router_handlers()}
-        taps = None
-        if self.gateways is not None:
-            extra = {**(extra or {}), **self.gateways.router_handlers()}
-            taps = self.gateways.router_taps()
+        forward = self._forward()
         self.system.spawn(
             INFORMER_ROUTER,
             lambda: InformerRouter(
                 route_factory=route_factory("HTTPRoute"),
                 grpc_route_factory=route_factory("GRPCRoute"),
                 route_factories={kind: route_factory(kind) for kind in ("TLSRoute", "TCPRoute")},
-                extra=extra,
-                taps=taps,
+                forward=forward,
             ),
             mailbox=mailbox,
         )
+
+    def _forward(self) -> dict[str, list[Callable[[ObjectChanged], None]]]:
+        """By kind, the receivers the router tells each change to: the rows of the kinds table
+        (``controller/kinds.py``) of the halves that run, other than the router's own."""
+        halves: set[Half] = {"outbound"}
+        if self.edge is not None:
+            halves.add("edge")
+        if self.mesh is not None:
+            halves.add("mesh")
+        gateways = self.gateways
+        if gateways is not None:
+            halves.add("gateway")
+        forward: dict[str, list[Callable[[ObjectChanged], None]]] = {}
+        for row in rows_for(frozenset(halves)):
+            if row.receiver != ROUTER:
+                follows = gateways.follows if row.follows and gateways is not None else None
+                forward.setdefault(row.kind, []).append(_teller(self.system, row.receiver, follows))
+        return forward
 
     def _started_leading(self) -> None:
         # What this process wrote before says nothing about what another leader wrote since.

@@ -4,10 +4,9 @@ The outbound half (Services, HTTPRoutes, policies) runs without an edge; the edg
 the outbound half (its upstreams are the backend Services' policies). Keeping the edge's wiring
 here lets ``app.py`` call a handful of methods instead of knowing every edge actor:
 
-* :data:`EDGE_KINDS` / :meth:`EdgeHalf.resources` — the informers to run (Ingress,
+* :meth:`EdgeHalf.resources` — the informers to run (Ingress,
   IngressClass, ModuleSet, Secret, EndpointSlice), each only if the cluster serves it;
-* :meth:`EdgeHalf.router_handlers` — the informer router's handlers for those kinds (each hands
-  the change to its directory, keeping the informer event as the trace's correlation);
+* where their changes go is the kinds table's (``controller/kinds.py``: each to its directory);
 * :meth:`EdgeHalf.start` — spawn the directories and start the edge's upstream index (over
   the controller's one upstream cache) and the data plane server on ``--edge-addr``;
   :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
@@ -23,7 +22,7 @@ Ingress and ModuleSet status and the edge's Events are written by the controller
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -48,7 +47,6 @@ from interlock.actors.edge_messages import (
     SECRET_DIRECTORY,
 )
 from interlock.actors.ingress import IngressActor
-from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
@@ -71,15 +69,6 @@ from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
 from interlock.model.edge_board import EdgeBoard
 from interlock.model.load_balancer import edge_load_balancer_status, remote_load_balancer_status
 from interlock.model.meta import ObjectKey
-
-EDGE_KINDS: Mapping[str, str] = {
-    "Ingress": INGRESS_DIRECTORY,
-    "IngressClass": INGRESS_CLASS_DIRECTORY,
-    "ModuleSet": MODULESET_DIRECTORY,
-    "Secret": SECRET_DIRECTORY,
-    "EndpointSlice": ENDPOINTS_DIRECTORY,
-}
-"""Kind → the directory actor its informer events go to."""
 
 _RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 
@@ -223,16 +212,6 @@ class EdgeHalf:
                     resource.api_version,
                 )
         return served
-
-    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The informer router's ``extra`` handlers: each kind to its directory."""
-        system = self._system
-
-        def handler(directory: str) -> Callable[[ObjectChanged], None]:
-            # Told from the router's handler: correlated with the informer event.
-            return lambda change: system.tell(directory, change)
-
-        return {kind: handler(directory) for kind, directory in EDGE_KINDS.items()}
 
     async def start(self) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""

@@ -3,10 +3,11 @@
 Added to a controller that runs an in-process edge (``--edge-addr``) and given addresses
 (``--gateway-addresses``). It brings:
 
-* the informers for GatewayClass, Gateway and ListenerSet (only if the cluster serves them),
-  and the informer router's handlers: their events, and — tapped beside their usual handling —
-  HTTPRoutes naming a Gateway or ListenerSet and Namespaces (their labels), all told to the one
-  :class:`~interlock.actors.gateways.GatewayController`;
+* the informers for GatewayClass, Gateway and ListenerSet (only if the cluster serves them);
+  by the kinds table (``controller/kinds.py``) their events go to the one
+  :class:`~interlock.actors.gateways.GatewayController`, and so do — beside their usual
+  handling — Namespaces (their labels) and the HTTPRoutes and GRPCRoutes that
+  :meth:`GatewayHalf.follows` (naming a Gateway or ListenerSet);
 * the :class:`~interlock.actors.gateways.GatewayDataPlane` actor and the sockets it drives
   (:class:`~interlock.edge.gateway_ports.GatewayPorts`, sharing the edge's upstreams: the
   backends' endpoints are tracked as soon as a Gateway serves a route to them).
@@ -21,7 +22,6 @@ StatusWriter (see ``actors/gateway_messages.py``); each Gateway's Service
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -138,45 +138,18 @@ class GatewayHalf:
             )
         return served
 
-    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The router's ``extra`` handlers: GatewayClass, Gateway, ListenerSet and
-        BackendTLSPolicy (to the GatewayController), ConfigMap (to the CA bundle directory)."""
-        system = self._system
-
-        def tell(change: ObjectChanged) -> None:
-            system.tell(GATEWAY_CONTROLLER, change)
-
-        def config_map(change: ObjectChanged) -> None:
-            system.tell(CA_BUNDLE_DIRECTORY, change)
-
-        return {
-            "GatewayClass": tell,
-            "Gateway": tell,
-            "ListenerSet": tell,
-            "BackendTLSPolicy": tell,
-            "ConfigMap": config_map,
-        }
-
-    def router_taps(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """The router's taps: HTTPRoutes that name (or named) a Gateway or a ListenerSet, and
-        Namespaces."""
-        system = self._system
-        told = self._told_routes
-
-        def route(change: ObjectChanged) -> None:
-            key = (change.kind, ObjectKey(namespace=change.namespace, name=change.name))
-            if not change.deleted and names_a_gateway(change.obj):
-                told.add(key)
-            elif key in told:
-                told.discard(key)
-            else:
-                return
-            system.tell(GATEWAY_CONTROLLER, change)
-
-        def namespace(change: ObjectChanged) -> None:
-            system.tell(GATEWAY_CONTROLLER, change)
-
-        return {"HTTPRoute": route, "GRPCRoute": route, "Namespace": namespace}
+    def follows(self, change: ObjectChanged) -> bool:
+        """Whether the GatewayController is told this HTTPRoute or GRPCRoute change (the kinds
+        table's ``follows`` rows): a route that names a Gateway or a ListenerSet, or named one
+        when it was last told (so that it learns the route left)."""
+        key = (change.kind, ObjectKey(namespace=change.namespace, name=change.name))
+        if not change.deleted and names_a_gateway(change.obj):
+            self._told_routes.add(key)
+            return True
+        if key in self._told_routes:
+            self._told_routes.discard(key)
+            return True
+        return False
 
     def start(self, *, api: ApiClient, is_leader: Callable[[], bool]) -> None:
         """Spawn the controller, data-plane and Service-writing actors (before the informers

@@ -4,8 +4,9 @@ The mesh listener needs the outbound half (policies) and EndpointSlices. The edg
 runs the EndpointSlice informer and its directory when there is an edge; without one, the mesh
 half runs them itself, so that ``--mesh-addr`` works with or without ``--edge-addr``:
 
-* :meth:`MeshHalf.resources` / :meth:`MeshHalf.router_handlers` — the EndpointSlice informer
-  and its router handler, only when the edge half does not provide them;
+* :meth:`MeshHalf.resources` — the EndpointSlice informer (its changes go to the endpoints
+  directory by the kinds table, ``controller/kinds.py``), only when the edge half does not
+  provide them;
 * :meth:`MeshHalf.start` — spawn what it needs and listen; :meth:`MeshHalf.stop`;
 * :meth:`MeshHalf.describe` and :meth:`MeshHalf.debug` (``/debug/mesh``).
 """
@@ -13,7 +14,6 @@ half runs them itself, so that ``--mesh-addr`` works with or without ``--edge-ad
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from typing import Any
 
 from loguru import logger
@@ -21,7 +21,6 @@ from loguru import logger
 from interlock.actors.directories import EndpointsDirectory
 from interlock.actors.durable import ResyncObject, durable_mailbox
 from interlock.actors.edge_messages import ENDPOINTS_DIRECTORY
-from interlock.actors.messages import ObjectChanged
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import (
@@ -83,13 +82,6 @@ class MeshHalf:
             return [ENDPOINT_SLICE]
         logger.warning("EndpointSlice: not served by this cluster; the mesh listener finds no pod")
         return []
-
-    def router_handlers(self) -> dict[str, Callable[[ObjectChanged], None]]:
-        """EndpointSlice changes to the endpoints directory, unless the edge half does it."""
-        if self._endpoints_from_edge:
-            return {}
-        system = self._system
-        return {"EndpointSlice": lambda change: system.tell(ENDPOINTS_DIRECTORY, change)}
 
     async def start(self) -> None:
         """Spawn the endpoints directory (without an edge), start the upstream index (and the

@@ -48,13 +48,13 @@ async def test_v1beta1_and_v1_events_are_one_route(outbound: Outbound):
     assert outbound.system.addresses("route/") == [route_address("default", "r")]
 
 
-async def test_unknown_kinds_go_to_extra_handlers_with_the_events_correlation():
+async def test_other_kinds_go_to_their_receivers_with_the_events_correlation():
     system = ActorSystem()
     seen: list[tuple[str, str]] = []
     system.spawn(
         INFORMER_ROUTER,
         lambda: InformerRouter(
-            extra={"Ingress": lambda change: seen.append((change.kind, change.name))}
+            forward={"Ingress": [lambda change: seen.append((change.kind, change.name))]}
         ),
     )
     for kind in ("Ingress", "ConfigMap"):
@@ -70,7 +70,9 @@ async def test_unknown_kinds_go_to_extra_handlers_with_the_events_correlation():
 async def test_secret_data_never_reaches_the_trace():
     system = ActorSystem()
     with capture_trace(system) as captured:
-        system.spawn(INFORMER_ROUTER, lambda: InformerRouter(extra={"Secret": lambda change: None}))
+        system.spawn(
+            INFORMER_ROUTER, lambda: InformerRouter(forward={"Secret": [lambda change: None]})
+        )
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

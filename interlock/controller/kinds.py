@@ -1,0 +1,121 @@
+"""The kinds table: every Kubernetes kind the controller reads, how it is parsed, and where its
+changes go.
+
+An informer event becomes an :class:`~interlock.actors.messages.ObjectChanged` told to the
+:class:`~interlock.actors.router.InformerRouter` (the event's identity is the trace's
+correlation id). The router looks the kind up in the table the controller built from
+:data:`KINDS` (only the rows of the halves that run) and nowhere else: before this table, where
+a kind went was an ``if``/``elif`` in the router plus a ``router_handlers()`` in each half, and
+"where does a Service change go" was answered by grepping. From a row, follow its receiver, and
+from there the topic families it publishes on (:mod:`interlock.actors.topics`).
+
+Two ways a row is delivered:
+
+- ``ROUTER``: the router parses the object itself with the row's parser and hands the result
+  on (a Service to the ServiceDirectory, a route to its topic and RouteActor, a ReferenceGrant
+  to the GrantsDirectory, a Namespace's opaque-ports annotation to the ServiceDirectory).
+- an actor's address: the change is told to that actor, which parses it with the row's parser
+  (its directory keeps the raw parts it needs besides the model, such as an Ingress's stored
+  status); ``follows`` narrows which changes go there (the GatewayController reads only the
+  routes that name, or named, one of its Gateways).
+
+The path of a **Service** change: row ``Service`` → the router parses it (``parse_service``) →
+``ServiceUpserted``/``ServiceDeleted`` to the ServiceDirectory → ``SERVICE`` topic, only if a
+field readers use changed → each RouteActor that subscribed re-resolves its route
+(``resolve_route``) and, if that changed, publishes on ``PARENT`` → the ServicePortWatch of
+each watched port rebuilds its policy (``build_outbound_policy``) → the policy API streams, the
+edge's and the mesh listener's upstreams.
+
+The path of an **Ingress** change: row ``Ingress`` → told to the Ingress directory, which
+parses it (``parse_ingress``), spawns the Ingress's IngressActor and publishes on ``INGRESS`` →
+the IngressActor follows its ModuleSets, Secrets and Services (``MODULESET``, ``SECRET``,
+``SERVICE``), computes its routes per host (``ingress_host_routes``) and publishes a part on
+``HOST`` → the EdgeActor of that host combines the parts (``edge_from_parts``) and reconciles
+the data plane one step at a time (modules, then backend); status and Events go through the
+StatusWriter (``STATUS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from interlock.actors.ca_bundles import ca_bundle_of
+from interlock.actors.edge_messages import (
+    ENDPOINTS_DIRECTORY,
+    INGRESS_CLASS_DIRECTORY,
+    INGRESS_DIRECTORY,
+    MODULESET_DIRECTORY,
+    SECRET_DIRECTORY,
+)
+from interlock.actors.gateway_messages import CA_BUNDLE_DIRECTORY, GATEWAY_CONTROLLER
+from interlock.model.backend_tls import parse_backend_tls_policy
+from interlock.model.gateway import parse_http_route, parse_reference_grant
+from interlock.model.gateway_class import parse_gateway_class
+from interlock.model.gateway_listeners import parse_gateway
+from interlock.model.grpc_route import parse_grpc_route
+from interlock.model.ingress import parse_ingress, parse_ingress_class
+from interlock.model.listener_sets import parse_listener_set
+from interlock.model.moduleset import parse_module_set, parse_secret
+from interlock.model.service import parse_endpoint_slice, parse_service
+from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
+
+Half = Literal["outbound", "edge", "mesh", "gateway"]
+"""Which part of the controller reads the kind: the outbound (mesh policy) core always runs;
+the edge, the mesh listener and the Gateway half when configured."""
+
+ROUTER = "informer-router"
+"""The receiver of the kinds the router parses and hands on itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class KindRow:
+    """One kind: who reads it, which model function parses it, and where its changes go."""
+
+    kind: str
+    half: Half
+    parser: Callable[..., Any] | None
+    """The model function that reads the object (by the router, or by the receiver); None
+    for a Namespace, of which only a label or an annotation is read."""
+    receiver: str
+    """:data:`ROUTER`, or the address of the actor the change is told to."""
+    follows: bool = False
+    """Only the changes the half's filter accepts are told (``GatewayHalf.follows``)."""
+    without: Half | None = None
+    """Not delivered from this row when that half runs too (it delivers the kind itself)."""
+
+
+KINDS: tuple[KindRow, ...] = (
+    KindRow("Service", "outbound", parse_service, ROUTER),
+    KindRow("Namespace", "outbound", None, ROUTER),
+    KindRow("ReferenceGrant", "outbound", parse_reference_grant, ROUTER),
+    KindRow("HTTPRoute", "outbound", parse_http_route, ROUTER),
+    KindRow("GRPCRoute", "outbound", parse_grpc_route, ROUTER),
+    KindRow("TLSRoute", "outbound", parse_tls_route, ROUTER),
+    KindRow("TCPRoute", "outbound", parse_tcp_route, ROUTER),
+    KindRow("Ingress", "edge", parse_ingress, INGRESS_DIRECTORY),
+    KindRow("IngressClass", "edge", parse_ingress_class, INGRESS_CLASS_DIRECTORY),
+    KindRow("ModuleSet", "edge", parse_module_set, MODULESET_DIRECTORY),
+    KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY),
+    KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY),
+    KindRow("EndpointSlice", "mesh", parse_endpoint_slice, ENDPOINTS_DIRECTORY, without="edge"),
+    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER),
+    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER),
+    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER),
+    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER),
+    KindRow("HTTPRoute", "gateway", parse_http_route, GATEWAY_CONTROLLER, follows=True),
+    KindRow("GRPCRoute", "gateway", parse_grpc_route, GATEWAY_CONTROLLER, follows=True),
+    KindRow("Namespace", "gateway", None, GATEWAY_CONTROLLER),
+    KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY),
+)
+"""Every kind, once per half that reads it; see the module docstring."""
+
+
+def rows_for(halves: frozenset[Half]) -> tuple[KindRow, ...]:
+    """The rows of the halves that run."""
+    return tuple(
+        row
+        for row in KINDS
+        if row.half in halves and (row.without is None or row.without not in halves)
+    )
