@@ -22,6 +22,7 @@ StatusWriter (see ``actors/gateway_messages.py``); each Gateway's Service
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
