@@ -30,6 +30,9 @@ Certificates and keys travel as :class:`~interlock.model.moduleset.SecretValue` 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -204,7 +207,7 @@ def judge_policy(
             )
             continue
         bundle = ca_bundles[cm_key]
-        if bundle is None or "-----BEGIN CERTIFICATE-----" not in bundle:
+        if bundle is None or not pem_certificates(bundle):
             problems.append(
                 (
                     "InvalidCACertificateRef",
@@ -231,6 +234,25 @@ def judge_policy(
             (True, "Accepted", "some CA certificate references are invalid"), resolved, None
         )
     return PolicyVerdict((True, "Accepted", "the policy is accepted"), resolved, settings)
+
+
+_PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\s*([A-Za-z0-9+/=\s]+?)\s*-----END CERTIFICATE-----"
+)
+
+
+def pem_certificates(text: str) -> tuple[bytes, ...]:
+    """The DER bytes of each PEM certificate block of ``text`` whose body is base64 (a block
+    that is not is left out, as is anything between blocks)."""
+    found: list[bytes] = []
+    for match in _PEM_CERTIFICATE.finditer(text):
+        try:
+            der = base64.b64decode("".join(match.group(1).split()), validate=True)
+        except binascii.Error:
+            continue
+        if der:
+            found.append(der)
+    return tuple(found)
 
 
 def _settings(validation: BackendTLSValidation, ca_bundle: SecretValue | None) -> BackendTLS:

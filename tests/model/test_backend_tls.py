@@ -96,6 +96,8 @@ SERVICES = {
 BUNDLES: dict[ObjectKey, str | None] = {
     ObjectKey(namespace=NS, name="ca"): CA,
     ObjectKey(namespace=NS, name="empty"): None,
+    ObjectKey(namespace=NS, name="garbled"): "-----BEGIN CERTIFICATE-----\nnot base64!\n"
+    "-----END CERTIFICATE-----\n",
 }
 
 
@@ -153,6 +155,7 @@ def test_invalid_ca_references_give_the_spec_reasons_and_the_backend_is_never_co
     cases = {
         "missing": ([config_map("nowhere")], "InvalidCACertificateRef"),
         "malformed": ([config_map("empty")], "InvalidCACertificateRef"),
+        "garbled": ([config_map("garbled")], "InvalidCACertificateRef"),
         "kind": ([{"group": "invalid.io", "kind": "InvalidKind", "name": "x"}], "InvalidKind"),
     }
     for name, (refs, reason) in cases.items():
