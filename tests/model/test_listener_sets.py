@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.gateway_listeners import listener_problems, parse_gateway
@@ -335,3 +337,19 @@ def test_routes_reach_a_listener_set_only_through_a_listener_set_parent_ref() ->
     assert served_all is not None
     (virtual,) = served_all.virtual_hosts
     assert sorted(route.name for route in virtual.policy.routes) == ["to-set", "to-set-section"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(range(5)))
+def test_outcomes_do_not_depend_on_the_order_listener_sets_arrive_in(order: list[int]) -> None:
+    gw = gateway(http("web", "gw.example"), allowed={"from": "All"})
+    sets = [
+        listener_set("b", http("dup", "dup.example"), age=1),
+        listener_set("a", http("dup", "dup.example"), http("tcp", protocol="TCP"), age=1),
+        listener_set("old", http("web", "gw.example"), age=-3),
+        listener_set("other-ns", http("dup", "dup.example"), namespace="team", age=1),
+        listener_set("new", http("fresh", "fresh.example"), age=9),
+    ]
+    _, expected = outcomes(gw, *sets)
+    _, found = outcomes(gw, *(sets[i] for i in order))
+    assert list(found.items()) == list(expected.items())
