@@ -672,6 +672,7 @@ class GatewayController(Actor):
                 namespace_labels=self.namespaces,
                 secrets=certificates,
                 grants=grants,
+                ca_bundles=self.ca_bundles,
             ),
         )
 

@@ -486,6 +486,7 @@ def listener_problems(
     from_kind: str = "Gateway",
     owner: ObjectKey | None = None,
     ca_bundles: Mapping[ObjectKey, str | None] | None = None,
+    frontend_of: Gateway | None = None,
 ) -> tuple[ListenerCheck, ...]:
     """Each listener of ``gateway`` checked on its own (and against the others on its port);
     ``ca_bundles``: the ``ca.crt`` of the ConfigMaps known (None: it has none), for the client
@@ -493,7 +494,10 @@ def listener_problems(
 
     A ListenerSet's listeners are checked as those of a Gateway holding them in the
     ListenerSet's namespace (``model/listener_sets.py``): ``from_kind`` ``ListenerSet`` (what
-    a ReferenceGrant for their certificates must permit), ``owner`` its key."""
+    a ReferenceGrant for their certificates must permit), ``owner`` its key, ``frontend_of``
+    its parent Gateway, whose ``spec.tls.frontend`` applies to every HTTPS listener on its
+    ports, a ListenerSet's too (read in the Gateway's namespace, as the Gateway's own)."""
+    source = gateway if frontend_of is None else frontend_of
     protocols_by_port: dict[int, set[str]] = {}
     for listener in gateway.spec.listeners:
         protocols_by_port.setdefault(listener.port, set()).add(listener.protocol)
@@ -533,10 +537,10 @@ def listener_problems(
             )
             problems.extend(cert_problems)
             validation, frontend_problems = client_validation(
-                gateway.spec.frontend,
-                namespace=gateway.metadata.namespace,
+                source.spec.frontend,
+                namespace=source.metadata.namespace,
                 port=listener.port,
-                where=where,
+                where=where if source is gateway else f"{where}, Gateway {source.key}",
                 ca_bundles=ca_bundles or {},
                 grants=grant_list,
             )

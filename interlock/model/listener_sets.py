@@ -199,11 +199,13 @@ def listener_set_outcomes(
     namespace_labels: Mapping[str, Mapping[str, str]],
     secrets: Mapping[ObjectKey, Mapping[str, SecretValue]],
     grants: Iterable[ReferenceGrant],
+    ca_bundles: Mapping[ObjectKey, str | None] | None = None,
 ) -> dict[ObjectKey, ListenerSetOutcome]:
     """What becomes of each ListenerSet naming ``gateway`` (``accepted``: is the Gateway),
     in precedence order: refused (``NotAllowed``, ``ParentNotAccepted``) or attached, with
     its listeners checked as the Gateway's are (certificates in the ListenerSet's namespace,
-    ReferenceGrants from ListenerSets) and the conflicts with the listeners before them."""
+    ReferenceGrants from ListenerSets; the Gateway's ``spec.tls.frontend`` with
+    ``ca_bundles``) and the conflicts with the listeners before them."""
     grant_list = tuple(grants)
     refused: dict[ObjectKey, ListenerSetOutcome] = {}
     admitted: list[tuple[ObjectKey, Sequence[ListenerCheck]]] = []
@@ -242,6 +244,8 @@ def listener_set_outcomes(
                         grants=grant_list,
                         from_kind="ListenerSet",
                         owner=key,
+                        ca_bundles=ca_bundles,
+                        frontend_of=gateway,
                     ),
                 )
             )

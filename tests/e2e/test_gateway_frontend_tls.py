@@ -19,6 +19,7 @@ import aiohttp
 from e2e_clients import eventually
 from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
 from gateway_env import env as env
+from test_gateway_listener_sets import listener_set_obj
 from tls_certs import Issued, TestCa
 
 
@@ -280,3 +281,35 @@ async def test_insecure_fallback_serves_everyone_and_says_so(env: Env) -> None:
         return "InsecureFrontendValidationMode" not in found and refused
 
     await eventually(secured, message="AllowValidOnly again: the condition is gone")
+
+
+async def test_a_listener_sets_https_listener_validates_clients_as_its_gateway_says(
+    env: Env,
+) -> None:
+    team_a = TestCa("team-a")
+    client_a = team_a.issue("client-a")
+    secret, server_cert = server_secret("frontend-cert")
+    await env.cluster.apply(secret)
+    await env.cluster.apply(config_map("ca-a", team_a.pem))
+    gateway = gateway_obj("one", https_listener("own", 443, "a.example", "frontend-cert"))
+    gateway["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    await env.cluster.apply(with_frontend(gateway, validation(ca_ref("ca-a")), {}))
+    listener_set = listener_set_obj(
+        "team", "one", https_listener("team", 443, "b.example", "frontend-cert")
+    )
+    try:
+        await env.cluster.apply(listener_set)
+        set_ref = {"group": GROUP, "kind": "ListenerSet", "name": "team"}
+        await env.cluster.apply(route_obj("to-green", [set_ref], "green"))
+        address = await env.address("one")
+
+        async def served() -> bool:
+            return await https_get(env, address, 443, "b.example", server_cert, client_a) == "green"
+
+        await eventually(served, message="the ListenerSet's listener serves team-a's client")
+        # The Gateway's default applies on its port: no certificate, no request.
+        assert await https_get(env, address, 443, "b.example", server_cert, None) != "green"
+    finally:
+        found = await env.read("ListenerSet", "team")
+        if found is not None:
+            await env.cluster.delete(found)
