@@ -63,12 +63,25 @@ class H2Body:
         """The stream ended with its headers: there is no body at all."""
         self.timed_out = False
         """A read with a bound ``within`` timed out."""
+        self.arrived = False
+        """The client ended the stream: the whole body has arrived (it may not be read yet)."""
 
     def feed(self, data: bytes, flow_controlled: int) -> None:
         self._chunks.put_nowait((data, flow_controlled))
 
     def end(self) -> None:
+        self.arrived = True
         self._chunks.put_nowait(None)
+
+    def discard(self) -> int:
+        """Drop what arrived and was not read; returns its flow-controlled length (the credit
+        the client is owed for it)."""
+        owed = 0
+        while not self._chunks.empty():
+            item = self._chunks.get_nowait()
+            if item is not None:
+                owed += item[1]
+        return owed
 
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body's chunks as they come; :class:`H2BodyTimeout` when none came for ``within``
@@ -332,9 +345,28 @@ class H2ServerProtocol(asyncio.Protocol):
             logger.exception("HTTP/2 stream {}: the handler failed", stream_id)
             responder.reset()
         finally:
-            self._bodies.pop(stream_id, None)
+            body = self._bodies.pop(stream_id, None)
+            if body is not None and not body.ended:
+                self._release(stream_id, body)
             self._tasks.pop(stream_id, None)
             self._arm_idle()
+
+    def _release(self, stream_id: int, body: H2Body) -> None:
+        """A stream answered before its body was read to the end: the body's bytes that arrived
+        unread are credited back to the client (else they hold the connection's window for
+        good: after 64 KiB of refused uploads no stream of the connection could send a body),
+        and a body still coming is stopped with RST_STREAM NO_ERROR (RFC 9113 §8.1; h2 credits
+        what arrives after it by itself)."""
+        connection = self._connection
+        if connection.closed:
+            return
+        owed = body.discard()
+        with contextlib.suppress(h2.exceptions.H2Error):
+            if owed:
+                connection.h2.acknowledge_received_data(owed, stream_id)
+            if not body.arrived:
+                connection.h2.reset_stream(stream_id, h2.errors.ErrorCodes.NO_ERROR)
+        connection.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_idle()

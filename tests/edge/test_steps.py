@@ -1,7 +1,9 @@
 """The edge's steps are one function (``interlock.edge.steps.decide``) for every entry point:
 a plain HTTP/1.1 request (the edge's own server), one that asks to upgrade its connection
 (handed to aiohttp's server) and an HTTP/2 stream get the same answers, and the stricter
-behaviour of the two copies the steps once had holds for all of them."""
+behaviour of the two copies the steps once had holds for all of them. A request refused before
+its body was read leaves its connection usable on either version (HTTP/1.1: closed when the
+rest of the body cannot be told from the next request; HTTP/2: the body's credit returned)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import hashlib
 import hmac
 
 import pytest
+from e2e.h2_client import H2Client
 from edge_routes import serve_route
 
 from interlock.dataplane.proxy import MAX_READ_BODY
@@ -112,3 +115,38 @@ async def test_plain_and_upgrade_requests_are_refused_alike(
         request = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
         status, reason, _ = await _exchange(harness, request)
         assert (status, reason) == expected, extra
+
+
+async def test_an_http2_connection_serves_on_after_bodies_it_did_not_read(
+    harness: EdgeHarness,
+) -> None:
+    """A stream refused before its body was read gives the client its flow-control credit back
+    (and stops the rest of the body): without it, 64 KiB of refused uploads held the
+    connection's window, and the third 30 KB upload on the connection never went out."""
+    await harness.serve()
+    client = await H2Client.connect(*harness.server.addresses.http)
+    try:
+        for _ in range(6):
+            reply = await client.request(
+                authority="unknown.example.com", method="POST", body=b"x" * 30_000, within=30
+            )
+            assert (reply.status, reply.reason) == (404, "unknown-host")
+    finally:
+        await client.close()
+
+
+async def test_an_oversized_http2_body_is_refused_and_the_connection_serves_on(
+    harness: EdgeHarness,
+) -> None:
+    """HTTP/2 carries other streams on the connection: the 413 ends only this stream."""
+    await _serve_webhook(harness)
+    client = await H2Client.connect(*harness.server.addresses.http)
+    try:
+        reply = await client.request(
+            authority=HOST, method="POST", body=b"x" * (MAX_READ_BODY + 1), within=30
+        )
+        assert (reply.status, reply.reason) == (413, "body-too-large")
+        reply = await client.request(authority="unknown.example.com", within=30)
+        assert (reply.status, reply.reason) == (404, "unknown-host")
+    finally:
+        await client.close()
