@@ -137,18 +137,6 @@ class IngressHosts:
 
 
 @dataclass(frozen=True, slots=True)
-class InputsSettled:
-    """Sent by an IngressActor to itself after subscribing to new topics.
-
-    ``subscribe`` queues the retained values of a topic before this marker, so when the marker
-    is handled every input that exists has arrived: computing earlier would report a ModuleSet
-    or Secret as missing for a moment and churn the edge.
-    """
-
-    token: int
-
-
-@dataclass(frozen=True, slots=True)
 class PartsChanged:
     """An EdgeActor's reminder to combine the parts of its host (queued behind a burst of
     them, so the burst costs one combination)."""

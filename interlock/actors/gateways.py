@@ -462,8 +462,7 @@ class GatewayController(Actor):
             self.unsubscribe(topic)
             self._forget(topic)
         for topic in sorted(wanted - self.inputs):
-            self.subscribe(topic)
-            self._load(topic)
+            self._load(topic, self.subscribe(topic))
         self.inputs.clear()
         self.inputs.update(wanted)
 
@@ -479,10 +478,9 @@ class GatewayController(Actor):
         elif (namespace := GRANTS.key_of(topic)) is not None:
             self.grants.pop(namespace, None)
 
-    def _load(self, topic: str) -> None:
-        """Read a new subscription's retained values now (their notifications follow and are
+    def _load(self, topic: str, retained: Mapping[str, object]) -> None:
+        """Take a new subscription's retained values now (their notifications follow and are
         taken again, unchanged)."""
-        retained = self.system.retained(topic)
         if (key := SERVICE.key_of(topic)) is not None:
             service = retained.get(SERVICE_KEY)
             if isinstance(service, Service):

@@ -9,9 +9,11 @@ exactly those topics (re-subscribing as the annotation or the ModuleSets change)
 part changed, so an unrelated edit costs the EdgeActors nothing. Hosts it no longer serves are
 unpublished, which is how an EdgeActor learns that a route is gone.
 
-It waits for the retained values of newly subscribed topics before computing (see
-:class:`~interlock.actors.edge_messages.InputsSettled`): otherwise every start would report
-"ModuleSet not found" for a moment and make the edge reserve routes it is about to serve.
+It computes with every input that exists from the first time: ``subscribe`` returns a topic's
+retained values, which the actor takes at once (again for the ModuleSets' Secrets, until no new
+input is named), and the notifications the subscriptions queued, carrying the same objects, are
+no change. Computing before would report "ModuleSet not found" for a moment and make the edge
+reserve routes it is about to serve.
 
 Broken rules (no host, no http paths, a resource backend) are logged and reported as an Event on
 the Ingress, naming the field; the other rules are served.
@@ -28,7 +30,6 @@ wrote, which nobody should learn from an incident.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -40,7 +41,6 @@ from interlock.actors.edge_messages import (
     HostPart,
     IngressHosts,
     IngressSpecified,
-    InputsSettled,
     RecordEvent,
     SecretData,
     edge_address,
@@ -90,9 +90,6 @@ from interlock.model.service import Service
 EdgeActorFactory = Callable[[str], Actor]
 """Builds the EdgeActor of a host (spawned on the host's first publication)."""
 
-_SETTLE_TOKENS = itertools.count(1)
-"""Source of :class:`InputsSettled` tokens, shared by every IngressActor instance."""
-
 
 class IngressActor(Actor):
     """Publishes the parts of the hosts one Ingress serves; see the module docstring."""
@@ -138,37 +135,40 @@ class IngressActor(Actor):
         """The Ingress's ``status.loadBalancer`` as stored, told to the StatusWriter with the
         desired one: a late write of another replica is then seen, and written over."""
         """(uid, status.loadBalancer) last published for the Ingress."""
-        self._settle_token = 0
-        self._settling = True
+        self._seen: dict[tuple[str, str], object] = {}
+        """The value last taken per (topic, key): a notification of the same object (queued by
+        a subscription whose values were taken when subscribing) changes nothing."""
 
     async def started(self) -> None:
         namespace, name = self._key.namespace, self._key.name
         # The hosts this Ingress has parts on, as published by a predecessor of this instance
         # (after a restart): they are withdrawn if no longer wanted.
-        self.subscribe(INGRESS_HOSTS.topic(ObjectKey(namespace=namespace, name=name)))
-        self.subscribe(INGRESS.topic(ObjectKey(namespace=namespace, name=name)))
-        self.subscribe(INGRESS_CLASSES_TOPIC)
-        self._await_inputs()
+        key = ObjectKey(namespace=namespace, name=name)
+        for topic in (INGRESS_HOSTS.topic(key), INGRESS.topic(key), INGRESS_CLASSES_TOPIC):
+            self._take_retained(topic, self.subscribe(topic))
+        if self._ingress is None:
+            # The directory publishes the Ingress before this actor starts, so it is gone: a
+            # predecessor crashed while handling its removal.
+            self._gone()
+            return
+        self._follow_inputs()
+        self._recompute()
 
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, InputsSettled):
-            if message.token != self._settle_token:
-                return None
-            self._settling = False
-            if self._ingress is None:
-                # The directory publishes the Ingress before this actor starts, so it is gone:
-                # a predecessor crashed while handling its removal.
-                self._gone()
-                return None
-        elif isinstance(message, Published | Unpublished):
-            if not self._take(message):
-                return None
-        else:
+        if not isinstance(message, Published | Unpublished):
+            return None
+        value = message.value if isinstance(message, Published) else None
+        if value is not None and self._seen.get((message.topic, message.key)) is value:
+            return None  # taken when subscribing
+        if not self._take(message):
             return None
         self._follow_inputs()
-        if not self._settling:
-            self._recompute()
+        self._recompute()
         return None
+
+    def _take_retained(self, topic: str, retained: Mapping[str, object]) -> None:
+        for key, value in retained.items():
+            self._take(Published(topic, key, value))
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -176,6 +176,10 @@ class IngressActor(Actor):
         """Update the inputs; False when the Ingress is gone (the actor has stopped)."""
         value = message.value if isinstance(message, Published) else None
         topic = message.topic
+        if value is None:
+            self._seen.pop((topic, message.key), None)
+        else:
+            self._seen[(topic, message.key)] = value
         if topic in MODULESET or topic in SECRET or topic in SERVICE:
             # Notifications come only from subscribed topics; after a restart the system kept
             # the predecessor's subscriptions, which this instance learns here (and drops the
@@ -252,10 +256,18 @@ class IngressActor(Actor):
         return self._nginx[1]
 
     def _follow_inputs(self) -> None:
-        """Subscribe to the inputs now needed and drop the others (and what they held)."""
+        """Subscribe to the inputs now needed and drop the others (and what they held), taking
+        the new ones' values at once: again while those name more (a ModuleSet its Secrets)."""
+        while self._follow_inputs_once():
+            pass
+
+    def _follow_inputs_once(self) -> bool:
+        """One round of :meth:`_follow_inputs`; True when it subscribed to a new input."""
         wanted = self._wanted_inputs()
         for topic in sorted(self._inputs - wanted):
             self.unsubscribe(topic)
+            for seen in [seen for seen in self._seen if seen[0] == topic]:
+                del self._seen[seen]
             if (key := MODULESET.key_of(topic)) is not None:
                 self._module_sets.pop(key, None)
             elif (key := SECRET.key_of(topic)) is not None:
@@ -265,17 +277,8 @@ class IngressActor(Actor):
         added = sorted(wanted - self._inputs)
         self._inputs = wanted
         for topic in added:
-            self.subscribe(topic)
-        if added:
-            self._await_inputs()
-
-    def _await_inputs(self) -> None:
-        # Tokens are unique across instances: after a restart the predecessor's marker may
-        # still be queued ahead of the re-delivered Ingress, and taking it for this instance's
-        # would conclude that the Ingress is gone.
-        self._settle_token = next(_SETTLE_TOKENS)
-        self._settling = True
-        self.tell(self.address, InputsSettled(self._settle_token))
+            self._take_retained(topic, self.subscribe(topic))
+        return bool(added)
 
     # --- outputs ------------------------------------------------------------------------------
 

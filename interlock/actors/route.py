@@ -32,7 +32,7 @@ the same values, which the service-port watches see as unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -149,13 +149,13 @@ class RouteActor(Actor):
 
     async def started(self) -> None:
         topic = self.route_topic
-        self.subscribe(topic)
+        specified = self.subscribe(topic)
         if self.kind in ("HTTPRoute", "GRPCRoute"):
             # Retained values only for routes naming one of interlock's Gateways: an empty
             # topic costs nothing until published.
             key = ObjectKey(namespace=self.namespace, name=self.name)
             self.subscribe(GATEWAY_PARENTS.topic(KindKey(self.kind, key)))
-        if not self.system.retained(topic):
+        if not specified:
             # The route is gone, and its deletion was never handled (the predecessor crashed
             # on it, or the route went before this actor started).
             self._route_deleted()
@@ -250,15 +250,13 @@ class RouteActor(Actor):
             self.unsubscribe(topic)
             self._forget_input(topic)
         for topic in sorted(wanted.difference(self.input_topics)):
-            self.subscribe(topic)
             # Read the snapshot now, so this recompute already sees every input; the
             # notifications the subscription queued carry the same objects and are skipped.
-            self._load_input(topic)
+            self._load_input(topic, self.subscribe(topic))
         self.input_topics = tuple(sorted(wanted))
         self._changed()
 
-    def _load_input(self, topic: str) -> None:
-        retained = self.system.retained(topic)
+    def _load_input(self, topic: str, retained: Mapping[str, object]) -> None:
         if topic in SERVICE:
             service = retained.get(SERVICE_KEY)
             if isinstance(service, Service):

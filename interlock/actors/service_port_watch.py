@@ -75,18 +75,13 @@ class ServicePortWatch(Actor):
 
     async def started(self) -> None:
         target = self.entry.target.key.service_key()
-        for topic in (
-            SERVICE.topic(target),
-            PARENT.topic(target),
-        ):
-            self.subscribe(topic)
         # Build from the snapshot now so the first reader gets a complete policy at once; the
         # notifications the subscriptions queued carry the same objects and change nothing.
-        service = self.system.retained(SERVICE.topic(target)).get(SERVICE_KEY)
+        service = self.subscribe(SERVICE.topic(target)).get(SERVICE_KEY)
         self.service = service if isinstance(service, Service) else None
         self.routes = {
             key: route
-            for key, route in self.system.retained(PARENT.topic(target)).items()
+            for key, route in self.subscribe(PARENT.topic(target)).items()
             if isinstance(route, ResolvedRoute)
         }
         self._rebuild()

@@ -79,9 +79,11 @@ class Actor(abc.ABC):
         """Remove the retained value of ``key`` on ``topic`` and tell every subscriber."""
         self.system.unpublish(topic, key)
 
-    def subscribe(self, topic: str) -> None:
-        """Subscribe this actor to ``topic``; every retained value arrives as ``Published``."""
-        self.system.subscribe(topic, self.address)
+    def subscribe(self, topic: str) -> dict[str, object]:
+        """Subscribe this actor to ``topic``; every retained value arrives as ``Published``,
+        and is returned now too (the one way to read a topic's current value on subscribe:
+        use it at once, and take the queued notifications of the same objects as no change)."""
+        return self.system.subscribe(topic, self.address)
 
     def unsubscribe(self, topic: str) -> None:
         """End this actor's subscription to ``topic`` (pending notifications are dropped)."""

@@ -928,15 +928,18 @@ class ActorSystem:
     # ----------------------------------------------------------------------------------------
     # Pub/sub
 
-    def subscribe(self, topic: str, address: str) -> None:
+    def subscribe(self, topic: str, address: str) -> dict[str, object]:
         """Subscribe the actor at ``address`` to ``topic`` and, in the same step, queue a
-        ``Published`` for every retained key of the topic. Subscribing again re-delivers the
+        ``Published`` for every retained key of the topic; return those retained values (a
+        copy), so that the subscriber may use them at once instead of waiting for the queued
+        notifications, which then carry the same objects. Subscribing again re-delivers the
         retained values. Raises ``ActorNotFound`` for a missing actor."""
         cell = self._cells.get(address)
         if cell is None:
             raise ActorNotFound(address, f"subscribe to {topic}")
         state = self._topics.add_subscriber(topic, cell)
         self._deliver_retained(cell, topic, state, current_envelope.get())
+        return dict(state.retained)
 
     def _deliver_retained(
         self, cell: Cell, topic: str, state: Topic, parent: Envelope | None

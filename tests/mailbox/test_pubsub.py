@@ -17,7 +17,7 @@ from interlock.mailbox import (
     SupervisionPolicy,
     Unpublished,
 )
-from interlock.mailbox.testing import ManualSleep, wait_idle, wait_until
+from interlock.mailbox.testing import ManualSleep, RecordingActor, wait_idle, wait_until
 
 
 @dataclass(frozen=True)
@@ -199,3 +199,22 @@ def test_the_subscriber_view_always_converges_to_the_retained_state(
     steps: list[tuple[object, ...]],
 ) -> None:
     asyncio.run(_scenario(steps))
+
+
+async def test_subscribe_returns_the_retained_values_it_queues(system: ActorSystem) -> None:
+    """The one way to read a topic's current value on subscribe: the values come back now, and
+    the notifications queued for them carry the very same objects (a subscriber that took the
+    values can tell a queued notification from a change by identity)."""
+    log: list[object] = []
+    system.spawn("late", lambda: RecordingActor(log))
+    first, second = {"n": 1}, {"n": 2}
+    system.publish("t", "a", first)
+    system.publish("t", "b", second)
+    values = system.subscribe("t", "late")
+    assert values == {"a": first, "b": second}
+    values.clear()  # a copy: the topic keeps its values
+    assert system.retained("t") == {"a": first, "b": second}
+    await wait_idle(system)
+    queued = {m.key: m.value for m in log if isinstance(m, Published)}
+    assert queued["a"] is first and queued["b"] is second
+    assert system.subscribe("nothing-here", "late") == {}
