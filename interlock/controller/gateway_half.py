@@ -59,6 +59,7 @@ from interlock.kube.resources import (
     Resource,
 )
 from interlock.mailbox import ActorSystem
+from interlock.model.backend_tls import backend_tls_debug
 from interlock.model.gateway_routes import GatewayServing
 from interlock.model.meta import ObjectKey
 
@@ -185,12 +186,20 @@ class GatewayHalf:
         await self.ports.close()
 
     def debug(self) -> dict[str, Any]:
-        """``/debug/gateways``: each Gateway's address and ports, and the sockets open."""
+        """``/debug/gateways``: each Gateway's address and ports, the sockets open, and each
+        BackendTLSPolicy's verdict and the Service ports it applies to (names, never a CA or a
+        key)."""
+        tables = self.tables
         return {
             "gateways": {
                 str(key): {"address": served.address, "ports": [p.port for p in served.ports]}
-                for key, served in sorted(self.tables.serving.items(), key=lambda i: str(i[0]))
+                for key, served in sorted(tables.serving.items(), key=lambda i: str(i[0]))
             },
             "sockets": [f"{host}:{port}" for host, port in self.ports.sockets],
-            "routes": len(self.tables.routes),
+            "routes": len(tables.routes),
+            "backendTLSPolicies": backend_tls_debug(
+                tables.backend_tls_policies.values(),
+                services=tables.services,
+                ca_bundles=tables.ca_bundles,
+            ),
         }

@@ -316,6 +316,30 @@ def _named_ports(policy: BackendTLSPolicy, services: Mapping[ObjectKey, Service]
     return found
 
 
+def backend_tls_debug(
+    policies: Iterable[BackendTLSPolicy],
+    *,
+    services: Mapping[ObjectKey, Service],
+    ca_bundles: Mapping[ObjectKey, str | None],
+) -> dict[str, Any]:
+    """What ``/debug/gateways`` shows of the policies: per policy its conditions' reasons, a
+    conflict, and the Service ports it applies to (no CA, no key)."""
+    resolution = resolve_backend_tls(policies, services=services, ca_bundles=ca_bundles)
+    ports: dict[ObjectKey, list[str]] = {}
+    for (service, port), owner in sorted(resolution.by_port.items(), key=lambda i: str(i[0])):
+        ports.setdefault(owner, []).append(f"{service}:{port}")
+    return {
+        str(key): {
+            "accepted": verdict.accepted[1],
+            "resolvedRefs": verdict.resolved[1],
+            "conflicted": key in resolution.conflicted,
+            "usable": verdict.tls is not None,
+            "appliesTo": ports.get(key, []),
+        }
+        for key, verdict in sorted(resolution.verdicts.items(), key=lambda i: str(i[0]))
+    }
+
+
 # --- the Gateway's client certificate ------------------------------------------------------
 
 

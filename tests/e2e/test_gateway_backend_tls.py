@@ -196,6 +196,10 @@ async def answer(env: Env, address: str, path: str) -> tuple[int, Any]:
         return response.status, None
 
 
+async def answered(env: Env, address: str, path: str, status: int) -> bool:
+    return (await answer(env, address, path))[0] == status
+
+
 async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
     ca, stranger = TestCa("backend CA"), TestCa("another CA")
@@ -248,7 +252,16 @@ async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -
             }
 
         await eventually(refused, message="no-ca is refused")
-        assert (await answer(env, address, "/no-ca"))[0] == 500
+        await eventually(
+            lambda: answered(env, address, "/no-ca", 500),
+            message="no-ca answers 500, its backend never contacted",
+        )
+        assert env.controller.gateways is not None
+        shown = env.controller.gateways.debug()["backendTLSPolicies"]  # /debug/gateways
+        assert shown["default/verified"]["appliesTo"] == ["default/verified:443"]
+        assert shown["default/verified"]["usable"] and not shown["default/no-ca"]["usable"]
+        assert shown["default/no-ca"]["accepted"] == "NoValidCACertificate"
+        assert "BEGIN" not in json.dumps(shown)
         assert echo.requests == served
 
         # The ConfigMap appears: accepted and served; emptied: refused again.
@@ -260,7 +273,9 @@ async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -
         await eventually(resolved, message="no-ca is served once its ConfigMap exists")
         await env.cluster.apply(config_map("ca-later", None))
         await eventually(refused, message="no-ca is refused once its ConfigMap has no ca.crt")
-        assert (await answer(env, address, "/no-ca"))[0] == 500
+        await eventually(
+            lambda: answered(env, address, "/no-ca", 500), message="no-ca answers 500 again"
+        )
     finally:
         await echo.stop()
 
@@ -321,7 +336,10 @@ async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one
 
         await eventually(reported, message="the missing client certificate is reported")
         # Without a certificate to present, the backend (which requires one) refuses.
-        assert (await answer(env, address, "/"))[0] == 502
+        await eventually(
+            lambda: answered(env, address, "/", 502),
+            message="without a client certificate the backend refuses",
+        )
     finally:
         await echo.stop()
 
@@ -404,17 +422,18 @@ async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
         await eventually(upgraded, message="the WebSocket reaches the verified TLS backend")
         route_to["spec"]["rules"][0]["backendRefs"][0]["name"] = "ws-stranger"
         await env.cluster.apply(route_to)
-        served = echo.requests
 
         async def refused() -> bool:
             try:
                 async with env.http.ws_connect(f"http://{address}/ws", headers={"Host": HOST}):
-                    return False
+                    return False  # still the verified backend: the route change is on its way
             except aiohttp.WSServerHandshakeError as error:
                 return error.status == 502
 
         await eventually(refused, message="a backend the policy's CA did not sign is refused")
-        assert echo.requests == served
+        served = echo.requests
+        assert await refused()
+        assert echo.requests == served  # refused in the handshake: the backend saw nothing
     finally:
         await echo.stop()
 
