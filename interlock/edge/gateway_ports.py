@@ -50,6 +50,7 @@ from interlock.edge.modules import (
 )
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate, trust_client_cas
+from interlock.edge.tls_fallback import accept_any_client_certificate
 from interlock.model.backend_tls import BackendTLS
 from interlock.model.edge_plan import BackendTarget
 from interlock.model.gateway_conditions import hostname_matches
@@ -96,9 +97,9 @@ class ListenerCertificates:
     misdirected (421), or a client could present one listener's name and reach another's
     routes. A listener validating clients (``AllowValidOnly``) requires a certificate that
     verifies against its CAs in the handshake; without one the handshake fails, so no request
-    is read. ``AllowInsecureFallback`` asks for none: Python's ``ssl`` cannot request a
-    certificate and then let a client whose certificate fails verification in, and that mode
-    lets every client in (the Gateway's ``InsecureFrontendValidationMode`` condition says so).
+    is read. ``AllowInsecureFallback`` requests a certificate and lets every client in, with
+    one that verifies or not, or none (``edge/tls_fallback.py``; the Gateway's
+    ``InsecureFrontendValidationMode`` condition says so).
     """
 
     def __init__(self) -> None:
@@ -156,11 +157,16 @@ _ContextKey = tuple[str | None, str, CertificatePair, ClientValidation | None]
 def _validate_clients(
     context: ssl.SSLContext, hostname: str | None, validation: ClientValidation | None
 ) -> None:
-    """Require client certificates issued by the validation's CAs (``AllowValidOnly``)."""
-    if validation is None or validation.insecure_fallback:
+    """Require client certificates issued by the validation's CAs (``AllowValidOnly``), or
+    request one and let every client in (``AllowInsecureFallback``)."""
+    if validation is None:
         return
     trust_client_cas(context, host=hostname or "*", ca_bundles=(validation.ca_bundle,))
-    context.verify_mode = ssl.CERT_REQUIRED
+    if not validation.insecure_fallback:
+        context.verify_mode = ssl.CERT_REQUIRED
+    elif not accept_any_client_certificate(context):
+        # This Python cannot request one without refusing some: request none (all let in).
+        context.verify_mode = ssl.CERT_NONE
 
 
 MIRROR_IN_FLIGHT = 256

@@ -34,6 +34,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "GatewayBackendClientCertificate",
             "GatewayAddressEmpty",
             "GatewayFrontendClientCertificateValidation",
+            "GatewayFrontendClientCertificateValidationInsecureFallback",
             "GatewayHTTPListenerIsolation",
             "GatewayInfrastructurePropagation",
             "GatewayHTTPSListenerDetectMisdirectedRequests",
