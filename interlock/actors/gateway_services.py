@@ -8,18 +8,19 @@ its Gateway goes.
 
 Like status, it is written only by the replica holding the Lease: every replica computes the
 same Services, and two writers would only fight over ``managedFields``. On gaining the Lease it
-applies every Service it wants again (what another leader did meanwhile is not known). A write
-that fails transiently (no connection, 5xx, 429) is retried with backoff; one the API server
-refuses (a Service of that name that is not interlock's, say) is logged, naming the Gateway,
-and not retried until what interlock wants changes. A Gateway deleted while no replica leads
-leaves its Service to Kubernetes' garbage collector (the Service's ``ownerReferences``).
+applies every Service it wants again (what another leader did meanwhile is not known). It is a
+:class:`~interlock.mailbox.Reconciler` keyed by Gateway (``ns/name``): a write that fails
+transiently (no connection, 5xx, 429) is retried by the runtime with backoff and jitter; one the
+API server refuses (a Service of that name that is not interlock's, say) is a terminal failure,
+logged naming the Gateway and not retried until what interlock wants changes. A Gateway
+deleted while no replica leads leaves its Service to Kubernetes' garbage collector (the
+Service's ``ownerReferences``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from loguru import logger
@@ -27,7 +28,17 @@ from loguru import logger
 from interlock.actors.gateway_messages import DesiredGatewayService
 from interlock.actors.messages import LeadershipChanged
 from interlock.actors.topics import GATEWAY_SERVICES_TOPIC
-from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.mailbox import (
+    DONE,
+    BackoffPolicy,
+    Published,
+    ReconcileError,
+    Reconciler,
+    TerminalError,
+    TransientError,
+    Unpublished,
+)
+from interlock.mailbox.reconciler import Result
 
 
 class GatewayServiceError(Exception):
@@ -50,18 +61,10 @@ class GatewayServiceSink(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class RetryGatewayService:
-    """The writer's timer: try the Gateway's Service again."""
-
-    key: str
-    attempt: int
-
-
 DEFAULT_SERVICE_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
 
 
-class GatewayServiceWriter(Actor):
+class GatewayServiceWriter(Reconciler[str]):
     """Applies and deletes the Gateways' Services; see the module docstring."""
 
     reconciles = "Gateway"
@@ -74,74 +77,59 @@ class GatewayServiceWriter(Actor):
         backoff: BackoffPolicy = DEFAULT_SERVICE_BACKOFF,
         rng: random.Random | None = None,
     ) -> None:
+        super().__init__(backoff=backoff, rng=rng)
         self.sink = sink
         self.is_leader = is_leader
-        self.backoff = backoff
-        self.rng = rng or random.Random()
         self.desired: dict[str, DesiredGatewayService] = {}
         self.written: dict[str, dict[str, Any]] = {}
         """What this replica wrote in its current term, per Gateway (``ns/name``)."""
         self.gone: dict[str, DesiredGatewayService] = {}
         """Services to delete (their Gateway went) that are not deleted yet."""
-        self.attempts: dict[str, int] = {}
 
     async def started(self) -> None:
         self.subscribe(GATEWAY_SERVICES_TOPIC)
 
-    async def receive(self, message: object) -> object | None:
+    async def handle(self, message: object) -> object | None:
         if isinstance(message, Published) and isinstance(message.value, DesiredGatewayService):
             self.desired[message.key] = message.value
             self.gone.pop(message.key, None)
-            self.attempts.pop(message.key, None)
-            await self._sync(message.key)
+            self.request(message.key)
         elif isinstance(message, Unpublished):
             before = self.desired.pop(message.key, None)
-            self.attempts.pop(message.key, None)
             if before is not None:
                 self.gone[message.key] = before
-                await self._sync(message.key)
+                self.request(message.key)
         elif isinstance(message, LeadershipChanged):
             self.written.clear()
             if message.leading:
                 for key in sorted({*self.desired, *self.gone}):
-                    await self._sync(key)
-        elif (
-            isinstance(message, RetryGatewayService)
-            and self.attempts.get(message.key) == message.attempt
-        ):
-            await self._sync(message.key)
+                    self.request(key)
         return None
 
-    async def _sync(self, key: str) -> None:
+    async def reconcile(self, key: str) -> Result:
         """Make the cluster hold what is wanted for ``key`` (while leading)."""
         if not self.is_leader():
-            return
+            return DONE
         wanted = self.desired.get(key)
         try:
             if wanted is not None:
-                if self.written.get(key) == wanted.manifest:
-                    return
-                await self.sink.apply(wanted.manifest)
-                self.written[key] = wanted.manifest
-            else:
-                gone = self.gone.get(key)
-                if gone is None:
-                    return
+                if self.written.get(key) != wanted.manifest:
+                    await self.sink.apply(wanted.manifest)
+                    self.written[key] = wanted.manifest
+            elif (gone := self.gone.get(key)) is not None:
                 meta = gone.manifest["metadata"]
                 await self.sink.delete(meta["namespace"], meta["name"])
                 self.gone.pop(key, None)
                 self.written.pop(key, None)
         except TransientGatewayServiceError as error:
-            attempt = self.attempts.get(key, 0) + 1
-            self.attempts[key] = attempt
-            logger.warning("Gateway {}: its Service: {} (retrying)", key, error)
-            self.tell_after(
-                self.backoff.delay(attempt, self.rng),
-                RetryGatewayService(key, attempt),
-                key=("retry", key),
-            )
-            return
+            raise TransientError(str(error)) from error
         except GatewayServiceError as error:
-            logger.warning("Gateway {}: its Service: {}", key, error)
             self.gone.pop(key, None)
-        self.attempts.pop(key, None)
+            raise TerminalError(str(error)) from error
+        return DONE
+
+    def reconcile_failed(
+        self, key: str, error: ReconcileError, *, attempt: int, retry_in: float | None
+    ) -> None:
+        retrying = "" if retry_in is None else f" (retrying in {retry_in:.2f} s)"
+        logger.warning("Gateway {}: its Service: {}{}", key, error.message, retrying)
