@@ -286,8 +286,8 @@ def resolve_backend_tls(
             if owner != policy.key:
                 port_text = "" if ref.section_name is None else f" port {ref.section_name}"
                 conflicted[policy.key] = (
-                    f"BackendTLSPolicy {owner} is older and names Service {target[0]}{port_text} "
-                    "too"
+                    f"BackendTLSPolicy {owner} names Service {target[0]}{port_text} too and takes "
+                    "precedence (older, or first by namespace/name)"
                 )
     by_port: dict[PortKey, ObjectKey] = {}
     for (service_key, section), owner in owners.items():
