@@ -64,7 +64,16 @@ from interlock.actors.topics import (
     SERVICE,
     KindKey,
 )
-from interlock.mailbox import Actor, BackoffPolicy, Published, Unpublished
+from interlock.mailbox import (
+    DONE,
+    Actor,
+    BackoffPolicy,
+    Published,
+    Reconciler,
+    TransientError,
+    Unpublished,
+)
+from interlock.mailbox.reconciler import Result
 from interlock.model.backend_tls import (
     BackendTLSPolicy,
     backend_tls_status,
@@ -751,25 +760,19 @@ class GatewayFrontDoors(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class RetryGateway:
-    """The data-plane actor's timer: apply a Gateway again (its modules failed transiently)."""
-
-    key: str
-    attempt: int
-
-
 DEFAULT_GATEWAY_BACKOFF = BackoffPolicy(initial=0.5, maximum=60.0, jitter=0.5)
 """Retry delays of modules that failed transiently: 0.5 s doubling to 60 s, plus up to 50 %."""
 
 
-class GatewayDataPlane(Actor):
+class GatewayDataPlane(Reconciler[str]):
     """Opens, reprograms and closes the Gateways' listeners as ``gateway-serving`` changes.
 
-    One change at a time (opening a socket awaits); a newer value of one Gateway queued behind
-    the one being applied replaces it, so the latest configuration is what ends up served.
-    Modules that failed transiently (an identity provider not answering) are applied again
-    after a backoff; other failures wait for an input change, which arrives as a new value.
+    A :class:`~interlock.mailbox.Reconciler` keyed by Gateway, reconciled one at a time
+    (opening a socket awaits); a newer value of one Gateway queued behind the one being applied
+    replaces it, so the latest configuration is what ends up served. Modules that failed
+    transiently (an identity provider not answering) and ports another process holds are
+    applied again after the runtime's backoff; other failures wait for an input change, which
+    arrives as a new value.
     """
 
     reconciles = "Gateway"
@@ -781,35 +784,32 @@ class GatewayDataPlane(Actor):
         backoff: BackoffPolicy = DEFAULT_GATEWAY_BACKOFF,
         rng: random.Random | None = None,
     ) -> None:
+        super().__init__(backoff=backoff, rng=rng)
         self.front_doors = front_doors
-        self.backoff = backoff
-        self.rng = rng or random.Random()
-        self.attempts: dict[str, int] = {}
+        self.serving: dict[str, GatewayServing] = {}
+        """What each Gateway should serve (``gateway-serving``'s retained values)."""
         self.reported: dict[str, tuple[tuple[int, str], ...]] = {}
         """The port failures last told to the GatewayController, per Gateway."""
 
     async def started(self) -> None:
         self.subscribe(GATEWAY_SERVING_TOPIC)
 
-    async def receive(self, message: object) -> object | None:
+    async def handle(self, message: object) -> object | None:
         if isinstance(message, Published) and isinstance(message.value, GatewayServing):
-            self.attempts.pop(message.key, None)
-            await self._apply(message.key, message.value)
-        elif isinstance(message, RetryGateway):
-            if self.attempts.get(message.key) != message.attempt:
-                return None
-            serving = self.system.retained(GATEWAY_SERVING_TOPIC).get(message.key)
-            if isinstance(serving, GatewayServing):
-                await self._apply(message.key, serving)
+            self.serving[message.key] = message.value
+            self.request(message.key)
         elif isinstance(message, Unpublished):
-            self.attempts.pop(message.key, None)
-            if self.reported.pop(message.key, ()):
-                self.tell(GATEWAY_CONTROLLER, PortFailures(message.key, ()))
-            self.cancel_timer(("retry", message.key))
-            await self.front_doors.remove(message.key)
+            self.serving.pop(message.key, None)
+            self.request(message.key)
         return None
 
-    async def _apply(self, key: str, serving: GatewayServing) -> None:
+    async def reconcile(self, key: str) -> Result:
+        serving = self.serving.get(key)
+        if serving is None:
+            if self.reported.pop(key, ()):
+                self.tell(GATEWAY_CONTROLLER, PortFailures(key, ()))
+            await self.front_doors.remove(key)
+            return DONE
         applied = await self.front_doors.apply(key, serving)
         failures = tuple(sorted(applied.failures.items()))
         if self.reported.get(key, ()) != failures:
@@ -817,12 +817,6 @@ class GatewayDataPlane(Actor):
             self.tell(GATEWAY_CONTROLLER, PortFailures(key, failures))
         # A port another process holds may be freed: try again, as for transient modules.
         if applied.transient or failures:
-            attempt = self.attempts.get(key, 0) + 1
-            self.attempts[key] = attempt
-            self.tell_after(
-                self.backoff.delay(attempt, self.rng),
-                RetryGateway(key, attempt),
-                key=("retry", key),
-            )
-        else:
-            self.attempts.pop(key, None)
+            ports = ", ".join(f"{port}: {why}" for port, why in failures)
+            raise TransientError(ports or "modules failed transiently")
+        return DONE
