@@ -2,8 +2,11 @@
 
 An HTTPRoute names Gateways as its parents. Whether it attaches, and to which listeners, depends
 on the parentRef (``sectionName``, ``port``), on each listener (is it valid, does it carry
-HTTPRoutes, do its ``allowedRoutes`` admit the route's namespace) and on hostnames (the route's
-and the listener's must intersect). The route's author reads the outcome in the route's
+HTTPRoutes, do its ``allowedRoutes`` admit the route's namespace), on hostnames (the route's
+and the listener's must intersect) and on the other routes: an HTTPRoute and a GRPCRoute whose
+hostnames meet on one listener cannot both be served there (a gRPC call is an HTTP request), so
+the older one is (then the first by namespace/name), the other not (``RouteReasonConflicted``,
+as on Service parents, naming the winner). The route's author reads the outcome in the route's
 ``status.parents`` with the Gateway API's reasons (``NoMatchingParent``,
 ``NotAllowedByListeners``, ``NoMatchingListenerHostname``; ``ResolvedRefs`` False with
 ``BackendNotFound``, ``InvalidKind`` or ``RefNotPermitted``); the Gateway's owner reads
@@ -22,7 +25,7 @@ filters, weights, and a backend that cannot be used answering 500.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,6 +66,7 @@ from interlock.model.outbound import (
     resolve_route,
 )
 from interlock.model.policy_annotations import Protocol, port_protocol
+from interlock.model.route_kinds import CONFLICT_REASON
 from interlock.model.service import Service
 
 
@@ -199,6 +203,10 @@ ListenerSlot = tuple[ObjectKey, ObjectKey | None, str]
 """A listener of a Gateway: the Gateway, the ListenerSet declaring it (None: the Gateway
 itself) and its name (unique within its declaring object only)."""
 
+ConflictCheck = Callable[[ListenerSlot, str, tuple[str, ...]], OutboundRoute | None]
+"""For a route of a kind about to attach to a listener with its hostnames: the route of the
+other kind (HTTPRoute, GRPCRoute) attached there first that keeps it off, or None."""
+
 
 def gateway_parents(route_namespace: str, refs: Iterable[ParentReference]) -> tuple[ObjectKey, ...]:
     """The Gateways a route's parentRefs name (in order, without duplicates)."""
@@ -283,10 +291,17 @@ def attach_routes(
         if isinstance(route, RejectedRoute):
             parents[route_id(route)] = _rejected_entries(route, gateways, set_parents, now=now)
             continue
+
+        def first_of_other_kind(
+            slot: ListenerSlot, kind: str, hostnames: tuple[str, ...]
+        ) -> OutboundRoute | None:
+            return kind_conflict(on_listener.get(slot, ()), kind, hostnames)
+
         entries, attachments = _route_entries(
             route,
             gateways,
             set_parents,
+            conflict=first_of_other_kind,
             modules=modules_of.get(route_id(route), {}),
             mirror_problem=mirror_problem_of.get(route_id(route)),
             services=services,
@@ -366,6 +381,7 @@ def _route_entries(
     gateways: Mapping[ObjectKey, GatewayView],
     set_parents: Mapping[ObjectKey, ObjectKey],
     *,
+    conflict: ConflictCheck,
     modules: Mapping[int, RuleModules],
     mirror_problem: MirrorProblem | None = None,
     services: Mapping[ObjectKey, Service],
@@ -417,7 +433,12 @@ def _route_entries(
             )
 
         accepted, listeners = _accept(
-            route, ref, view, owner, namespace_labels=namespace_labels.get(namespace)
+            route,
+            ref,
+            view,
+            owner,
+            namespace_labels=namespace_labels.get(namespace),
+            conflict=conflict,
         )
         if listeners:
             for listener_name, hostnames in listeners:
@@ -461,6 +482,7 @@ def _accept(
     owner: ObjectKey | None,
     *,
     namespace_labels: Mapping[str, str] | None,
+    conflict: ConflictCheck,
 ) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
     """The listeners ``route`` attaches to through ``ref`` (name, served hostnames) and a
     sentence; with no listener the sentence is ``Reason: message``. ``owner``: the ListenerSet
@@ -525,9 +547,53 @@ def _accept(
             f"({', '.join(route.spec.hostnames)}) intersects a listener's hostname",
             [],
         )
+    # An HTTPRoute and a GRPCRoute sharing a hostname on one listener: the older one only.
+    beaten = [
+        (name, winner)
+        for name, hostnames in listeners
+        if (winner := conflict((gateway.key, owner, name), kind, hostnames)) is not None
+    ]
+    listeners = [item for item in listeners if item[0] not in {name for name, _ in beaten}]
+    if not listeners:
+        name, winner = beaten[0]
+        return (
+            f"{CONFLICT_REASON}: {where}: listener {name}: {winner.kind} "
+            f"{winner.namespace}/{winner.name} is attached there first and shares a hostname "
+            "with this route (an HTTPRoute and a GRPCRoute sharing a hostname on one listener: "
+            "the older is accepted, then the first by namespace/name)",
+            [],
+        )
     names = ", ".join(name for name, _ in listeners)
     of = f"Gateway {gateway.key}" if owner is None else f"ListenerSet {owner}"
     return f"attached to listener(s) {names} of {of}", listeners
+
+
+CONFLICTING_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
+"""The route kinds that may not share a hostname on one listener (the GRPCRoute spec)."""
+
+
+def hostnames_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two routes' hostnames on one listener share a host (``()``: every host)."""
+    if not a or not b:
+        return True
+    return any(intersect_hostnames(x, (y,)) is not None for x in a for y in b)
+
+
+def kind_conflict(
+    attached: Iterable[tuple[OutboundRoute, tuple[str, ...]]], kind: str, hostnames: tuple[str, ...]
+) -> OutboundRoute | None:
+    """The first route of ``attached`` (a listener's, oldest first) of the other kind of the
+    pair HTTPRoute/GRPCRoute whose hostnames overlap ``hostnames``; None when there is none."""
+    if kind not in CONFLICTING_KINDS:
+        return None
+    for other, other_hostnames in attached:
+        if (
+            other.kind != kind
+            and other.kind in CONFLICTING_KINDS
+            and hostnames_overlap(hostnames, other_hostnames)
+        ):
+            return other
+    return None
 
 
 def _serving(
