@@ -69,7 +69,14 @@ _NO_BODY_STATUSES = frozenset({204, 304})
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
+_STATUS_LINES = {code: f"HTTP/1.1 {code} {phrase}" for code, phrase in _REASONS.items()}
+"""Each known status's line, made once (formatting an int per answer is not free)."""
+
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+_UNDERSCORE = ord("_")
+"""Looked for in header names as a byte: ``b"_" in name`` first tries the bytes as an integer
+(a TypeError made and cleared, per header)."""
 
 
 class _Date:
@@ -258,7 +265,8 @@ class Http1Responder:
         assert self._head is not None
         status, headers = self._head
         self._head = None
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}"]
+        line = _STATUS_LINES.get(status)
+        lines = [line or f"HTTP/1.1 {status} Unknown"]
         has_length = has_date = False
         for name, value in headers:
             lower = name.lower()
@@ -492,7 +500,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         expect_continue = False
         underscores = self._limits.underscores_in_headers
         for raw_name, raw_value in self._headers:
-            if b"_" in raw_name and not underscores:
+            if _UNDERSCORE in raw_name and not underscores:
                 continue  # see ProxyLimits.underscores_in_headers
             name = raw_name.decode("latin-1")
             value = raw_value.decode("latin-1")
