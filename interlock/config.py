@@ -209,6 +209,11 @@ class ControllerConfig:
     ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
     rateLimit; from any other peer the header is ignored, so it cannot be forged."""
 
+    edge_workers: int = 1
+    """Data-plane processes serving ``edge_addr`` and ``edge_tls_addr`` (``--edge-workers``):
+    1 serves them from this process; N > 1 starts N ``interlock edge`` children sharing the
+    ports (``interlock.edge.workers``)."""
+
     edge_limits: ProxyLimits = DEFAULT_LIMITS
     """Bounds on what one client may hold of the edge served here: per-upstream connections,
     client header, body and idle timeouts (see :class:`~interlock.dataplane.limits.ProxyLimits`)."""

@@ -35,6 +35,7 @@ from interlock import __version__
 from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
+from interlock.edge.worker_traffic import summed
 from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
@@ -87,6 +88,9 @@ class MetricsSources:
 
     ready: Callable[[], bool] | None = None
     """Whether the initial sync is done (what ``/readyz`` answers 200 for)."""
+
+    refresh: Callable[[], Awaitable[None]] | None = None
+    """Awaited before each scrape: reads what other processes count (``--edge-workers``)."""
 
 
 class ControllerCollector:
@@ -465,6 +469,10 @@ class EdgeParts(Protocol):
     @property
     def board(self) -> EdgeBoard: ...
 
+    async def refresh_workers(self) -> None: ...
+
+    def worker_traffic(self) -> list[TrafficStatistics]: ...
+
 
 class ControllerParts(Protocol):
     """The parts of a running controller that keep statistics (``controller.app.Controller``)."""
@@ -524,6 +532,17 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         recorder = controller.recorder
         return recorder.statistics() if recorder is not None else None
 
+    def traffic() -> TrafficStatistics:
+        own = controller.traffic.statistics()
+        edge = controller.edge
+        workers = [] if edge is None else edge.worker_traffic()
+        return summed([own, *workers]) if workers else own
+
+    async def refresh() -> None:
+        edge = controller.edge
+        if edge is not None:
+            await edge.refresh_workers()
+
     def kube_client() -> KubeClientStatistics | None:
         metrics = client_metrics(controller.api)
         return metrics.statistics() if metrics is not None else None
@@ -537,8 +556,9 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         events=events,
         kube_client=kube_client,
         policy_api=controller.policy_counters.statistics,
-        traffic=controller.traffic.statistics,
+        traffic=traffic,
         ready=lambda: controller.ready,
+        refresh=refresh,
     )
 
 
@@ -564,11 +584,14 @@ def metrics_registry(sources: MetricsSources, *, process: bool = True) -> Collec
 
 
 def metrics_handler(
-    registry: CollectorRegistry,
+    registry: CollectorRegistry, *, refresh: Callable[[], Awaitable[None]] | None = None
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """An aiohttp handler answering ``GET /metrics`` with ``registry`` in Prometheus text."""
+    """An aiohttp handler answering ``GET /metrics`` with ``registry`` in Prometheus text,
+    after awaiting ``refresh``."""
 
     async def handle(_request: web.Request) -> web.StreamResponse:
+        if refresh is not None:
+            await refresh()
         return web.Response(
             body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
@@ -579,5 +602,5 @@ def metrics_handler(
 def mount_metrics(app: web.Application, sources: MetricsSources) -> CollectorRegistry:
     """Serve ``/metrics`` on ``app`` (the admin app, before it is served); returns the registry."""
     registry = metrics_registry(sources)
-    app.router.add_get("/metrics", metrics_handler(registry))
+    app.router.add_get("/metrics", metrics_handler(registry, refresh=sources.refresh))
     return registry

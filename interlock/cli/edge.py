@@ -7,7 +7,7 @@ Serves the edge, programmed by a controller through its admin API (``interlock r
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlock.cli.announce import announcer
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
@@ -15,9 +15,14 @@ from interlock.cli.env import EnvDefaults
 from interlock.cli.loop import add_loop_flag, run_on_loop
 from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import read_token_file
+from interlock.dataplane.listen import parse_host_port
 from interlock.logs import configure_logging
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.moduleset import SecretValue
+from interlock.model.service import ServicePortKey
+
+if TYPE_CHECKING:
+    from interlock.dataplane.source import Address
 
 _HELP = "run the edge data plane alone (programmed through its admin API)"
 _DESCRIPTION = (
@@ -62,6 +67,20 @@ def add_edge_parser(subparsers: Any) -> None:
         metavar="CIDR",
         help="a proxy in front of the edge whose X-Forwarded-For is believed; repeatable",
     )
+    parser.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="NAMESPACE/SERVICE:PORT=HOST:PORT",
+        help="send this Service port to HOST:PORT instead of its cluster DNS name (a backend "
+        "outside the cluster, a benchmark); repeatable",
+    )
+    add.switch(
+        "--reuse-port",
+        help="let other processes listen on the edge's ports too (SO_REUSEPORT; the kernel "
+        "spreads connections over them): what interlock run --edge-workers starts its workers "
+        "with",
+    )
     add_edge_limit_flags(add)
     add_loop_flag(add)
     add.logging()
@@ -84,6 +103,7 @@ def _admin_token(args: argparse.Namespace) -> SecretValue:
 async def _edge_until_signalled(
     args: argparse.Namespace, admin_token: SecretValue, allowed_hosts: AllowedHosts
 ) -> int:
+    from interlock.dataplane.upstreams import DnsUpstreams
     from interlock.edge.standalone import run_standalone_edge
 
     return await serve_until_signalled(
@@ -95,13 +115,34 @@ async def _edge_until_signalled(
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
             limits=edge_limits_from_args(args),
+            upstreams=DnsUpstreams(fixed=fixed_upstreams(args.upstream)),
+            reuse_port=args.reuse_port,
             announce=announcer(args.log_format, logger="cli.edge"),
         )
     )
 
 
+def fixed_upstreams(values: list[str]) -> dict[ServicePortKey, list[Address]]:
+    """``--upstream`` values read into a table; a bad one exits naming it."""
+    table: dict[ServicePortKey, list[Address]] = {}
+    for value in values:
+        service, sep, address = value.partition("=")
+        namespace, slash, name_port = service.partition("/")
+        try:
+            if not sep or not slash or not namespace:
+                raise ValueError("NAMESPACE/SERVICE:PORT=HOST:PORT is required")
+            name, port = parse_host_port(name_port)
+            table.setdefault(ServicePortKey(namespace, name, port), []).append(
+                parse_host_port(address)
+            )
+        except ValueError as error:
+            raise SystemExit(f"interlock edge: --upstream {value!r}: {error}") from None
+    return table
+
+
 def edge_command(args: argparse.Namespace) -> int:
     admin_token = _admin_token(args)
+    fixed_upstreams(args.upstream)  # a bad value exits before anything starts
     try:
         allowed_hosts = AllowedHosts.parse(args.allowed_host, flag="--allowed-host")
     except ValueError as error:

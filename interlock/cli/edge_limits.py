@@ -103,6 +103,20 @@ def add_edge_limit_flags(add: EnvDefaults) -> None:
         add.switch(flag, help=help)
 
 
+def edge_limit_args(limits: ProxyLimits) -> list[str]:
+    """The flags giving ``interlock edge`` these limits (what ``--edge-workers`` starts its
+    workers with): those that differ from the defaults."""
+    args: list[str] = []
+    for flag, field, _help in _COUNTS + _DURATIONS:
+        value = getattr(limits, field)
+        if value != getattr(DEFAULT_LIMITS, field):
+            args += [flag, str(value)]
+    for flag, field, _help in _SWITCHES:
+        if getattr(limits, field):
+            args.append(flag)
+    return args
+
+
 def edge_limits_from_args(args: argparse.Namespace) -> ProxyLimits:
     """The :class:`ProxyLimits` the flags describe; a bad value exits naming the problem."""
     values = {

@@ -97,6 +97,15 @@ def add_run_parser(subparsers: Any) -> None:
         shown="no edge",
     )
     add.value(
+        "--edge-workers",
+        default="1",
+        metavar="N|auto",
+        help="data-plane processes serving --edge-addr and --edge-tls-addr, sharing the ports "
+        "(SO_REUSEPORT) and programmed as one; auto: one per CPU this process may use. Above 1 "
+        "the workers reach backends through cluster DNS, not the EndpointSlices "
+        "(docs/operations.md, Edge workers)",
+    )
+    add.value(
         "--edge-admin-url",
         default=None,
         metavar="URL",
@@ -267,6 +276,12 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             "--edge-admin-url and --edge-admin-token-file go together: the edge's admin API "
             "refuses calls without its token (interlock edge --admin-token-file)"
         )
+    edge_workers = parse_edge_workers(args.edge_workers)
+    if edge_workers > 1 and not args.edge_addr:
+        raise SystemExit(
+            "--edge-workers above 1 needs --edge-addr: the workers serve this process's edge "
+            "(a data plane programmed through --edge-admin-url runs its own processes)"
+        )
     if args.publish_service and not (args.edge_addr or args.edge_admin_url):
         raise SystemExit(
             "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
@@ -345,6 +360,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
             trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
             gateway_addresses=gateway_addresses,
             edge_limits=edge_limits_from_args(args),
+            edge_workers=edge_workers,
             trace_file=args.trace_file,
             otlp_endpoint=args.otlp_endpoint,
             namespaces=tuple(namespaces),
@@ -424,3 +440,16 @@ async def run_until_signalled(config: ControllerConfig, *, announce: Announce = 
 def register(subparsers: Any) -> None:
     """Add ``run`` to the main parser's subcommands."""
     add_run_parser(subparsers)
+
+
+def parse_edge_workers(value: str) -> int:
+    """``--edge-workers``: a count of at least 1, or ``auto`` (the CPUs this process may use)."""
+    if value.strip() == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        count = int(value)
+    except ValueError:
+        raise SystemExit(f"--edge-workers {value!r}: a number or auto is required") from None
+    if count < 1:
+        raise SystemExit(f"--edge-workers {count}: at least 1 is required")
+    return count

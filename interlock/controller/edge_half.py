@@ -12,6 +12,10 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
   program one running as its own process (``interlock edge``) through :class:`HttpEdge`, and
   since that process resolves upstreams itself (cluster DNS), no upstream index is built;
+  with ``--edge-workers N`` (N > 1) it starts N ``interlock edge`` children on ``--edge-addr``
+  (:class:`~interlock.edge.workers.EdgeWorkers`) and the actors program all of them as one
+  (:class:`~interlock.edge.fanout.FanOutEdge`); the upstream index still serves the Gateways'
+  listeners, which stay in this process;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
 
@@ -48,14 +52,16 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.ingress import IngressActor
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.cli.edge_limits import edge_limit_args
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.controller.view import EdgeView
-from interlock.dataplane.metrics import Traffic
+from interlock.dataplane.metrics import Traffic, TrafficStatistics
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, TransientEdgeError
 from interlock.edge.server import EdgeServer
+from interlock.edge.workers import EdgeWorkers
 from interlock.kube.discovery import DiscoveryRetry, is_served
 from interlock.kube.resources import (
     ENDPOINT_SLICE,
@@ -171,6 +177,8 @@ class EdgeHalf:
         """The data plane served from this process (``edge_addr``); ``None`` when remote."""
         self.upstreams: UpstreamIndex | None = None
         self.server: EdgeServer | None = None
+        self.workers: EdgeWorkers | None = None
+        """The data-plane worker processes (``edge_workers`` > 1); ``None`` otherwise."""
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
@@ -179,6 +187,17 @@ class EdgeHalf:
                 HttpEdge(base_url=config.edge_admin_url, token=config.edge_admin_token)
             )
             self.provider = self.remote
+        elif config.edge_workers > 1:
+            assert config.edge_addr is not None
+            self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
+            self.workers = EdgeWorkers(
+                count=config.edge_workers,
+                listen=str(config.edge_addr),
+                tls_listen=None if config.edge_tls_addr is None else str(config.edge_tls_addr),
+                child_args=worker_args(config),
+                drain_timeout=config.edge_limits.drain_timeout,
+            )
+            self.provider = self.workers.provider
         else:
             self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
@@ -268,12 +287,17 @@ class EdgeHalf:
         spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=mailbox)
 
     async def _serve(self) -> dict[str, Any] | None:
-        """Start this process's data plane; its ``status.loadBalancer`` (None: a wildcard)."""
-        assert self.server is not None and self._config.edge_addr is not None
+        """Start this process's data plane, or its workers; its ``status.loadBalancer`` (None:
+        a wildcard)."""
+        assert self._config.edge_addr is not None
         addr, tls_addr = self._config.edge_addr, self._config.edge_tls_addr
-        addresses = await self.server.start(
-            addr=str(addr), tls_addr=None if tls_addr is None else str(tls_addr)
-        )
+        if self.workers is not None:
+            addresses = await self.workers.start()
+        else:
+            assert self.server is not None
+            addresses = await self.server.start(
+                addr=str(addr), tls_addr=None if tls_addr is None else str(tls_addr)
+            )
         assert addresses.http is not None  # a plain address was given
         self.address = Address(host=addr.host, port=addresses.http[1])
         if tls_addr is not None and addresses.https is not None:
@@ -289,10 +313,22 @@ class EdgeHalf:
         plane (before the actor system shuts down)."""
         if self.server is not None:
             await self.server.stop()
+        if self.workers is not None:
+            await self.workers.stop()
         if self.upstreams is not None:
             await self.upstreams.close()
         if self.remote is not None:
             await self.remote.stop()
+
+    async def refresh_workers(self) -> None:
+        """Read the workers' request counters (before ``/metrics`` answers); nothing without
+        workers."""
+        if self.workers is not None:
+            await self.workers.refresh_traffic()
+
+    def worker_traffic(self) -> list[TrafficStatistics]:
+        """Each worker's request counters as last read (empty without workers)."""
+        return [] if self.workers is None else self.workers.traffic()
 
     @property
     def url(self) -> str:
@@ -327,6 +363,9 @@ class EdgeHalf:
             shown = redacted_url(self._config.edge_admin_url)
             return [f"edge: programming the data plane whose admin API is {shown}"]
         lines = [] if self.address is None else [f"edge data plane listening on {self.url}"]
+        if self.workers is not None and self.workers.workers:
+            pids = ", ".join(str(worker.pid) for worker in self.workers.workers)
+            lines.append(f"edge data plane: {self.workers.count} worker processes (pids {pids})")
         if self.tls_address is not None:
             lines.append(f"edge data plane serving HTTPS on {self.tls_address}")
         return lines
@@ -346,6 +385,21 @@ class EdgeHalf:
                 "dataPlane": {"adminUrl": redacted_url(self._config.edge_admin_url)},
                 "status": self._status_statistics(),
             }
+        if self.workers is not None:
+            assert self.upstreams is not None
+            return {
+                "edges": self.board.to_json()["hosts"],
+                "served": None,
+                "upstreams": self.upstreams.debug(),
+                "dataPlane": {
+                    "workers": [
+                        {"worker": w.index + 1, "pid": w.pid, "adminUrl": w.admin_url}
+                        for w in self.workers.workers
+                    ],
+                    "restarts": self.workers.restarts,
+                },
+                "status": self._status_statistics(),
+            }
         assert self.data_plane is not None and self.upstreams is not None
         return {
             "edges": self.board.to_json()["hosts"],
@@ -353,3 +407,11 @@ class EdgeHalf:
             "upstreams": self.upstreams.debug(),
             "status": self._status_statistics(),
         }
+
+
+def worker_args(config: ControllerConfig) -> list[str]:
+    """The ``interlock edge`` flags every worker gets: the edge's limits and trusted proxies."""
+    args = edge_limit_args(config.edge_limits)
+    for cidr in config.trusted_proxies:
+        args += ["--trusted-proxy", cidr]
+    return args

@@ -67,13 +67,23 @@ class StaticUpstreams:
 
 
 class DnsUpstreams:
-    """Resolve a Service port to its cluster DNS name; the connector resolves the name."""
+    """Resolve a Service port to its cluster DNS name; the connector resolves the name.
+    ``fixed`` Service ports go to the addresses given instead (``interlock edge --upstream``)."""
 
-    def __init__(self, *, cluster_domain: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cluster_domain: str | None = None,
+        fixed: Mapping[ServicePortKey, Sequence[Address]] | None = None,
+    ) -> None:
         self._suffix = "svc" if not cluster_domain else f"svc.{cluster_domain.strip('.')}"
+        self._fixed = dict(fixed or {})
 
     def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         return None
 
     def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
+        fixed = self._fixed.get(target)
+        if fixed is not None:
+            return fixed
         return [(f"{target.name}.{target.namespace}.{self._suffix}", target.port)]

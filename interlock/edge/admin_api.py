@@ -11,6 +11,8 @@ JSON in and out; the status code carries the error class, so the client need not
 - ``DELETE /v1/hosts/{host}/routes/{route_id}``
 - ``PUT /v1/hosts/{host}/tls`` — ``{certPem, keyPem}`` (base64, or both null to remove)
 - ``GET /v1/snapshot`` — the :class:`EdgeSnapshot` JSON
+- ``GET /v1/worker`` — ``{pid, traffic}``: this process and its request counters
+  (:mod:`interlock.edge.worker_traffic`; what a controller with ``--edge-workers`` sums)
 
 Path parameters are percent-encoded (a route id may contain ``/``). ``modules`` is the ModuleSet
 ``spec.modules`` form; ``secrets`` is ``[{"name", "key", "value"}]`` with ``value`` base64.
@@ -35,6 +37,7 @@ import base64
 import binascii
 import hmac
 import math
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,6 +45,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 
+from interlock.dataplane.metrics import Traffic
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import (
     PATH_TYPES,
@@ -50,10 +54,12 @@ from interlock.edge.provider import (
     PermanentEdgeError,
     TransientEdgeError,
 )
+from interlock.edge.worker_traffic import statistics_json
 from interlock.model.allowed_hosts import AllowedHosts, refusal
 from interlock.model.moduleset import Modules, SecretValue
 
 EDGE_KEY: web.AppKey[InProcessEdge] = web.AppKey("edge", InProcessEdge)
+TRAFFIC_KEY: web.AppKey[Traffic] = web.AppKey("traffic", Traffic)
 
 
 class BadRequest(ValueError):
@@ -96,16 +102,22 @@ def _guard(token: SecretValue, allowed_hosts: AllowedHosts) -> Middleware:
 
 
 def admin_app(
-    edge: InProcessEdge, *, token: SecretValue, allowed_hosts: AllowedHosts | None = None
+    edge: InProcessEdge,
+    *,
+    token: SecretValue,
+    allowed_hosts: AllowedHosts | None = None,
+    traffic: Traffic | None = None,
 ) -> web.Application:
     """The admin API over ``edge`` as an aiohttp application; every call but ``/healthz`` must
     carry ``Authorization: Bearer`` and ``token``, and every call a ``Host`` that
-    ``allowed_hosts`` allows (besides IP addresses and localhost)."""
+    ``allowed_hosts`` allows (besides IP addresses and localhost). ``traffic``: the counters
+    ``/v1/worker`` reports (none counted without it)."""
     if not token.reveal():
         raise ValueError("the edge admin API token is empty")
     guard = _guard(token, allowed_hosts or AllowedHosts())
     app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[guard])
     app[EDGE_KEY] = edge
+    app[TRAFFIC_KEY] = traffic if traffic is not None else Traffic()
     route = "/v1/hosts/{host}/routes/{route_id}"
     app.router.add_put(route + "/modules", _errors(_put_modules))
     app.router.add_put(route + "/backend", _errors(_put_backend))
@@ -113,6 +125,7 @@ def admin_app(
     app.router.add_delete(route, _errors(_delete_route))
     app.router.add_put("/v1/hosts/{host}/tls", _errors(_put_tls))
     app.router.add_get("/v1/snapshot", _snapshot)
+    app.router.add_get("/v1/worker", _worker)
     app.router.add_get("/healthz", _healthz)
     return app
 
@@ -231,6 +244,11 @@ async def _put_tls(request: web.Request) -> web.StreamResponse:
 
 async def _snapshot(request: web.Request) -> web.StreamResponse:
     return web.json_response(request.app[EDGE_KEY].snapshot_now().to_json())
+
+
+async def _worker(request: web.Request) -> web.StreamResponse:
+    stats = request.app[TRAFFIC_KEY].statistics()
+    return web.json_response({"pid": os.getpid(), "traffic": statistics_json(stats)})
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

@@ -57,8 +57,7 @@ class FanOutEdge:
     """An :class:`EdgeProvider` over ``workers``, all or nothing; see the module docstring."""
 
     def __init__(self, workers: Sequence[EdgeProvider]) -> None:
-        if not workers:
-            raise ValueError("FanOutEdge: at least one worker is required")
+        """``workers`` may be empty until they run: every call then fails transiently."""
         self.workers: list[EdgeProvider] = list(workers)
         self.desired = Desired()
 
@@ -123,6 +122,8 @@ class FanOutEdge:
     async def snapshot(self) -> EdgeSnapshot:
         """What all workers serve: a route they do not all serve alike is shown unapplied and
         without a backend, so an EdgeActor adopting it applies it again."""
+        if not self.workers:
+            raise TransientEdgeError("edge workers: none running yet")
         results = await asyncio.gather(
             *(worker.snapshot() for worker in self.workers), return_exceptions=True
         )
@@ -152,6 +153,8 @@ class FanOutEdge:
 
     async def _all(self, call: Call, *, undo: Call | None = None) -> None:
         workers = list(self.workers)
+        if not workers:
+            raise TransientEdgeError("edge workers: none running yet")
         results = await asyncio.gather(
             *(call(worker) for worker in workers), return_exceptions=True
         )

@@ -129,8 +129,11 @@ class EdgeServer:
             raise RuntimeError("the edge server is not started")
         return self._addresses
 
-    async def start(self, *, addr: str | None, tls_addr: str | None = None) -> EdgeAddresses:
-        """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port."""
+    async def start(
+        self, *, addr: str | None, tls_addr: str | None = None, reuse_port: bool = False
+    ) -> EdgeAddresses:
+        """Listen on ``addr`` (and ``tls_addr`` for HTTPS); port 0 picks a free port. With
+        ``reuse_port`` other processes may listen on the same ports (``--edge-workers``)."""
         await self._forwarder.start()
         server = GuardedServer(
             self._observed,
@@ -198,7 +201,7 @@ class EdgeServer:
             if addr is not None:
                 host, port = parse_host_port(addr)
                 self._listener = await asyncio.get_running_loop().create_server(
-                    either("http"), host, port, reuse_address=True
+                    either("http"), host, port, reuse_address=True, reuse_port=reuse_port or None
                 )
                 bound = self._listener.sockets[0].getsockname()
                 http = (str(bound[0]), int(bound[1]))
@@ -211,7 +214,9 @@ class EdgeServer:
                     context_for=self._edge.certificates.context_for,
                     timeout=self._limits.header_timeout,
                 )
-                https = await self._tls_listener.start(*parse_host_port(tls_addr))
+                https = await self._tls_listener.start(
+                    *parse_host_port(tls_addr), reuse_port=reuse_port
+                )
         except BaseException:
             await self.stop()
             raise

@@ -18,6 +18,7 @@ from loguru import logger
 
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.listen import parse_host_port
+from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
 from interlock.dataplane.upstreams import DnsUpstreams, UpstreamResolver
 from interlock.edge.admin_api import admin_app
@@ -47,29 +48,33 @@ class StandaloneEdge:
         limits: ProxyLimits = DEFAULT_LIMITS,
     ) -> None:
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
+        self.traffic = Traffic()
         self.server = EdgeServer(
             edge=self.edge,
             upstreams=upstreams if upstreams is not None else DnsUpstreams(),
             trusted_proxies=trusted_proxies,
             timeouts=timeouts,
             limits=limits,
+            traffic=self.traffic,
         )
         self._admin_token = admin_token
         self._allowed_hosts = allowed_hosts or AllowedHosts()
         self._admin: web.AppRunner | None = None
 
     async def start(
-        self, *, listen: str, admin: str, tls_listen: str | None = None
+        self, *, listen: str, admin: str, tls_listen: str | None = None, reuse_port: bool = False
     ) -> StandaloneAddresses:
-        """Listen (port 0 picks a free port) and return the bound addresses."""
+        """Listen (port 0 picks a free port) and return the bound addresses; with
+        ``reuse_port`` other workers may serve the same edge ports (not the admin API's)."""
         admin_host, admin_port = parse_host_port(admin)
-        edge = await self.server.start(addr=listen, tls_addr=tls_listen)
+        edge = await self.server.start(addr=listen, tls_addr=tls_listen, reuse_port=reuse_port)
         try:
             runner = web.AppRunner(
                 admin_app(
                     self.edge,
                     token=self._admin_token,
                     allowed_hosts=self._allowed_hosts.with_listening(admin_host),
+                    traffic=self.traffic,
                 ),
                 access_log=None,
                 handle_signals=False,
@@ -105,6 +110,8 @@ async def run_standalone_edge(
     trusted_proxies: Sequence[str] = (),
     tls_listen: str | None = None,
     limits: ProxyLimits = DEFAULT_LIMITS,
+    upstreams: UpstreamResolver | None = None,
+    reuse_port: bool = False,
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
@@ -114,8 +121,11 @@ async def run_standalone_edge(
         allowed_hosts=allowed_hosts,
         trusted_proxies=trusted_proxies,
         limits=limits,
+        upstreams=upstreams,
     )
-    addresses = await standalone.start(listen=listen, admin=admin, tls_listen=tls_listen)
+    addresses = await standalone.start(
+        listen=listen, admin=admin, tls_listen=tls_listen, reuse_port=reuse_port
+    )
     assert addresses.edge.http is not None  # ``listen`` is a plain address
     http_host, http_port = addresses.edge.http
     announce(f"edge listening on http://{_url_host(http_host)}:{http_port}")

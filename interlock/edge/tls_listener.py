@@ -111,8 +111,10 @@ class TlsListener:
         self._accepting: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (port 0: a free one); returns the address bound."""
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> tuple[str, int]:
+        """Listen on ``host:port`` (port 0: a free one); returns the address bound. With
+        ``reuse_port`` other processes may listen on it too (``SO_REUSEPORT``: the kernel spreads
+        connections over them, ``--edge-workers``)."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -121,6 +123,8 @@ class TlsListener:
         listening = socket.socket(family, kind, proto)
         try:
             listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             listening.bind(address)
             listening.listen(1024)
             listening.setblocking(False)

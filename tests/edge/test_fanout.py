@@ -119,6 +119,9 @@ async def test_routes_the_workers_serve_differently_are_shown_unapplied() -> Non
     assert only_one is not None and not only_one.applied
 
 
-def test_no_workers_is_refused() -> None:
-    with pytest.raises(ValueError, match="at least one worker"):
-        FanOutEdge([])
+async def test_with_no_worker_running_every_call_fails_transiently() -> None:
+    edge = FanOutEdge([])
+    with pytest.raises(TransientEdgeError, match="none running"):
+        await edge.apply_modules(command())
+    with pytest.raises(TransientEdgeError, match="none running"):
+        await edge.snapshot()

@@ -1,0 +1,120 @@
+"""EdgeWorkers (``--edge-workers``): real ``interlock edge`` child processes on one port.
+
+Requests reach more than one worker process; the workers' counters add up to the requests sent;
+a worker that dies is started again and reprogrammed; stopping drains a request in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from lanes import eventually_true
+
+from interlock.edge.provider import ApplyModules
+from interlock.edge.worker_traffic import summed
+from interlock.edge.workers import EdgeWorkers
+from interlock.model.moduleset import Modules
+
+from .conftest import BACKEND, HOST, Backend
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+async def workers(backend: Backend) -> AsyncIterator[EdgeWorkers]:
+    started = EdgeWorkers(
+        count=2,
+        listen="127.0.0.1:0",
+        child_args=["--upstream", f"default/web:80=127.0.0.1:{backend.port}"],
+        drain_timeout=10.0,
+    )
+    await started.start()
+    await started.provider.apply_modules(
+        ApplyModules(host=HOST, route_id="r", path="/", path_type="Prefix", modules=Modules())
+    )
+    await started.provider.attach_backend(host=HOST, route_id="r", backend=BACKEND)
+    yield started
+    await started.stop()
+
+
+def url(workers: EdgeWorkers, path: str = "/") -> str:
+    assert workers.addresses is not None and workers.addresses.http is not None
+    return f"http://127.0.0.1:{workers.addresses.http[1]}{path}"
+
+
+async def get_on_new_connections(workers: EdgeWorkers, count: int) -> list[int]:
+    statuses = []
+    for _ in range(count):
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session,
+            session.get(url(workers), headers={"Host": HOST}) as response,
+        ):
+            await response.read()
+            statuses.append(response.status)
+    return statuses
+
+
+async def test_new_connections_reach_more_than_one_worker_and_counters_add_up(
+    workers: EdgeWorkers,
+) -> None:
+    statuses = await get_on_new_connections(workers, 40)
+    assert statuses == [200] * 40
+    await workers.refresh_traffic()
+    per_worker = [sum(stats.requests.values()) for stats in workers.traffic()]
+    # SO_REUSEPORT spreads connections by their addresses: all 40 on one of two workers would
+    # happen once in 2**39 runs.
+    assert all(count > 0 for count in per_worker), per_worker
+    assert sum(summed(workers.traffic()).requests.values()) == 40
+    assert len({worker.pid for worker in workers.workers}) == 2
+
+
+async def test_a_worker_that_dies_is_started_again_and_reprogrammed(
+    workers: EdgeWorkers,
+) -> None:
+    dead = workers.workers[0].pid
+    os.kill(dead, signal.SIGKILL)
+    await eventually_true(
+        lambda: workers.restarts == 1, within=120, message="the worker started again"
+    )
+    assert workers.workers[0].pid != dead
+    served = [await worker.client.snapshot() for worker in workers.workers]
+    assert served[0] == served[1]
+    route = served[0].route(host=HOST, route_id="r")
+    assert route is not None and route.backend == BACKEND
+    assert await get_on_new_connections(workers, 20) == [200] * 20
+
+
+async def test_stopping_drains_a_request_in_flight(workers: EdgeWorkers, backend: Backend) -> None:
+    async with aiohttp.ClientSession() as session:
+        request = asyncio.ensure_future(session.get(url(workers, "/hang"), headers={"Host": HOST}))
+        await eventually_true(
+            lambda: any(seen.path == "/hang" for seen in backend.seen),
+            within=60,
+            message="the request reached the backend",
+        )
+        processes = [worker.process for worker in workers.workers]
+        stopping = asyncio.ensure_future(workers.stop())
+        # Both workers got SIGTERM and stopped accepting, with the request still in flight.
+        await eventually_true(
+            lambda: refused(url(workers)), within=60, message="the workers stopped accepting"
+        )
+        assert not request.done()
+        backend.release.set()
+        response = await request
+        assert response.status == 200
+        assert await response.text() == "late"
+        await stopping
+    assert [process.returncode for process in processes] == [0, 0]
+
+
+def refused(address: str) -> bool:
+    import socket
+
+    port = int(address.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
