@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from interlock.api.policy_json import policy_json
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
 from interlock.embedded import EmbeddedApiServer
@@ -44,8 +45,9 @@ from interlock.kube.transport import request_json
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import ServicePortKey, parse_service
 
 LOCAL = Address("127.0.0.1", 0)
@@ -210,14 +212,16 @@ async def expected_policies(api: Any, targets: list[WatchTarget]) -> dict[WatchT
         for parent in route.parents:
             by_parent.setdefault((parent.name, parent.port or 0), []).append(route)
     return {
-        t: build_outbound_policy(
-            services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
-            t.key.namespace,
-            t.key.name,
-            t.key.port,
-            t.client_namespace,
-            by_parent.get((t.key.name, t.key.port), []),
-        ).to_json()
+        t: policy_json(
+            build_outbound_policy(
+                services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
+                t.key.namespace,
+                t.key.name,
+                t.key.port,
+                t.client_namespace,
+                by_parent.get((t.key.name, t.key.port), []),
+            )
+        )
         for t in targets
     }
 
@@ -320,7 +324,7 @@ async def _burst(
         differences = sum(
             1
             for t, slot in slots.items()
-            if slot.latest is None or slot.latest.policy.to_json() != expected[t]
+            if slot.latest is None or policy_json(slot.latest.policy) != expected[t]
         )
         if differences == 0 and controller.system.statistics().busy == 0:
             break

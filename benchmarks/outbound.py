@@ -59,14 +59,10 @@ from interlock.controller.app import Controller
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import (
-    Backend,
-    OutboundPolicy,
-    ResolvedRoute,
-    build_outbound_policy,
-    resolve_route,
-)
+from interlock.model.outbound import Backend, OutboundPolicy, ResolvedRoute
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_watch import WatchTarget
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, ServicePortKey, parse_service
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"

@@ -83,6 +83,7 @@ from reliability_kit import (  # noqa: E402
 )
 from reliability_objects import UNIVERSE, build  # noqa: E402
 
+from interlock.api.policy_json import policy_json  # noqa: E402
 from interlock.cli.malloc import malloc_statistics, pin_mmap_threshold  # noqa: E402
 from interlock.controller.app import Controller  # noqa: E402
 from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
@@ -339,7 +340,7 @@ async def controller_main(kubeconfig: str) -> None:
             elif line == "outputs":
                 answer = {
                     "policies": {
-                        str(t): None if s.latest is None else s.latest.policy.to_json()
+                        str(t): None if s.latest is None else policy_json(s.latest.policy)
                         for t, s in slots.items()
                     },
                     "served": served_now(controller),

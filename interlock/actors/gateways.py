@@ -138,7 +138,7 @@ from interlock.model.listener_sets import (
 )
 from interlock.model.meta import InvalidObject, ObjectKey, going_away
 from interlock.model.moduleset import ModuleSet, SecretValue
-from interlock.model.outbound import route_grant_namespaces, route_service_dependencies
+from interlock.model.route_dependencies import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
 
 ROUTE_PARSERS: Mapping[str, Callable[[dict[str, Any]], GatewayRoute]] = {

@@ -8,11 +8,12 @@ routes that reference it. Subscriptions deliver retained values, so a Service cr
 after, or "between" the route's start and its subscription is seen either way: the outcome does
 not depend on event order.
 
-On any input change the actor recomputes :func:`~interlock.model.outbound.resolve_route_by_parent`
-and publishes each parent's resolution on ``parent:<ns>/<svc>`` (producer and consumer parents may
-differ on ReferenceGrants), keyed by the route identity, only when it changed. When the route
-leaves a parent (its parentRefs changed) it unpublishes from that parent — Linkerd issue 13280
-kept routes on parents they had left. Beside each resolution it publishes the route's
+On any input change the actor recomputes
+:func:`~interlock.model.route_resolution.resolve_route_by_parent` and publishes each parent's
+resolution on ``parent:<ns>/<svc>`` (producer and consumer parents may differ on ReferenceGrants),
+keyed by the route identity, only when it changed. When the route leaves a parent (its parentRefs
+changed) it unpublishes from that parent — Linkerd issue 13280 kept routes on parents they had left.
+Beside each resolution it publishes the route's
 attachment (kind, age, parents) on ``attach:<Kind>:<ns>/<svc>``, and it subscribes to the
 attachment topics of the kinds that can beat its own on its parents (an HTTPRoute reads
 GRPCRoutes; a TCPRoute reads every other kind and older TCPRoutes; a GRPCRoute reads nothing): a
@@ -61,16 +62,14 @@ from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.gateway import ReferenceGrant
 from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import (
-    MeshRoute,
-    ResolvedRoute,
-    RouteAttachment,
-    resolve_route_by_parent,
+from interlock.model.outbound import MeshRoute, ResolvedRoute, RouteAttachment
+from interlock.model.route_dependencies import (
     route_grant_namespaces,
     route_service_dependencies,
     service_parents,
 )
 from interlock.model.route_kinds import kinds_that_beat
+from interlock.model.route_resolution import resolve_route_by_parent
 from interlock.model.route_status import (
     CONTROLLER_NAME,
     rejected_route_status,

@@ -2,7 +2,7 @@
 
 Each watch subscribes to ``parent:<ns>/<svc>`` (the resolved routes attached to the Service)
 and ``service:<ns>/<svc>`` (the Service itself), builds the policy with
-:func:`~interlock.model.outbound.build_outbound_policy` and pushes it to its subscribers only
+:func:`~interlock.model.outbound_policy.build_outbound_policy` and pushes it to its subscribers only
 when it changed. Subscribers are latest-value slots, so a slow reader (an HTTP stream) never
 blocks the actor and only ever skips to the newest policy.
 
@@ -15,7 +15,6 @@ the slots survive an actor restart, because they belong to the entry, not to the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,11 +27,14 @@ from interlock.actors.topics import (
     SERVICE,
 )
 from interlock.mailbox import Actor, ActorSystem, LatestValueSlot, Published, Timer, Unpublished
-from interlock.model.outbound import OutboundPolicy, ResolvedRoute, build_outbound_policy
+from interlock.model.outbound import OutboundPolicy, ResolvedRoute
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.service import Service
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+PolicyEncoder = Callable[[OutboundPolicy], bytes]
+"""A policy's body as its readers are sent it (:func:`interlock.api.policy_json.policy_body`, which
+the composition root hands in: ``actors/`` does not import ``api/``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -67,9 +69,12 @@ def target_address(target: WatchTarget) -> str:
 class ServicePortWatch(Actor):
     """Builds one Service port's policy for one client namespace; pushes it when it changes."""
 
-    def __init__(self, entry: WatchEntry, *, expire: Callable[[WatchEntry], None]) -> None:
+    def __init__(
+        self, entry: WatchEntry, *, expire: Callable[[WatchEntry], None], encode: PolicyEncoder
+    ) -> None:
         self.entry = entry
         self._expire = expire
+        self._encode = encode
         self.service: Service | None = None
         self.routes: dict[str, ResolvedRoute] = {}
 
@@ -120,7 +125,7 @@ class ServicePortWatch(Actor):
         latest = self.entry.latest
         if latest is not None and latest.policy == policy:
             return
-        update = PolicyUpdate(policy=policy, body=_encode(policy.to_json()).encode())
+        update = PolicyUpdate(policy=policy, body=self._encode(policy))
         self.entry.latest = update
         self.entry.changes += 1
         for slot in self.entry.slots:
@@ -135,9 +140,10 @@ class ServicePortWatches:
     receives every change; ``close_watch`` releases it.
     """
 
-    def __init__(self, system: ActorSystem, *, grace: float) -> None:
+    def __init__(self, system: ActorSystem, *, grace: float, encode: PolicyEncoder) -> None:
         self._system = system
         self._grace = grace
+        self._encode = encode
         self._entries: dict[WatchTarget, WatchEntry] = {}
         self._closed = False
 
@@ -158,7 +164,8 @@ class ServicePortWatches:
         if not self._system.exists(target_address(target)):
             # Its started() builds the policy and puts it into every slot of the entry.
             self._system.spawn(
-                target_address(target), lambda: ServicePortWatch(entry, expire=self._expire)
+                target_address(target),
+                lambda: ServicePortWatch(entry, expire=self._expire, encode=self._encode),
             )
         return slot
 

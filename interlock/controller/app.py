@@ -45,6 +45,7 @@ from interlock.api.admin import AdminApp
 from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
+from interlock.api.policy_json import policy_body
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.kinds import ROUTER, Half, rows_for
@@ -163,7 +164,7 @@ class Controller:
         self.spans: SpanTracer | None = None
         """The OTLP span exporter (``--otlp-endpoint``), also :attr:`tracer` when set."""
         self.system = ActorSystem()
-        self.watches = ServicePortWatches(self.system, grace=config.watch_grace)
+        self.watches = ServicePortWatches(self.system, grace=config.watch_grace, encode=policy_body)
         self.traffic = Traffic(access_log=config.access_log)
         """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
         self.upstream_cache = SharedUpstreamCache(self.system)

@@ -5,7 +5,7 @@ as strings, filters as parsed models, retries from three levels. A data plane ne
 ready-made steps, and it needs them on every request. :func:`compile_policy` turns a policy
 into a :class:`PolicyPlan` once, when the policy changes; :func:`decide` then does per request
 only what depends on the request: choose the rule (the Gateway API's precedence,
-:func:`~interlock.model.outbound.select_match`), answer a redirect, choose a backend by weight,
+:func:`~interlock.dataplane.matching.select_match`), answer a redirect, choose a backend by weight,
 rewrite the path.
 
 What the plan reads from the policy, field by field (``docs/design.md``, "One engine, two front
@@ -45,16 +45,10 @@ from interlock.dataplane.filters import (
     modified_path,
     redirect_location,
 )
+from interlock.dataplane.matching import pick_backend, select_match
 from interlock.model.backend_tls import BackendTLS
 from interlock.model.gateway import HTTPRouteMatch, parse_gateway_duration
-from interlock.model.outbound import (
-    Backend,
-    OutboundPolicy,
-    OutboundRoute,
-    ResolvedRule,
-    pick_backend,
-    select_match,
-)
+from interlock.model.outbound import Backend, OutboundPolicy, OutboundRoute, ResolvedRule
 from interlock.model.policy_annotations import FailureAccrual, Retry
 from interlock.model.service import ServicePortKey
 

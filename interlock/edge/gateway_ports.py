@@ -36,6 +36,7 @@ from multidict import CIMultiDict
 
 from interlock.dataplane.answers import MISDIRECTED, Answer, answer
 from interlock.dataplane.limits import ProxyLimits
+from interlock.dataplane.matching import select_match
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.proxy import Forwarder
 from interlock.dataplane.request_target import normalize_host
@@ -60,7 +61,7 @@ from interlock.model.gateway_mirrors import RuleMirror
 from interlock.model.gateway_modules import RuleModules
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.moduleset import Modules
-from interlock.model.outbound import OutboundPolicy, select_match
+from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey
 
 GATEWAY_ROUTE_ID = "gateway"

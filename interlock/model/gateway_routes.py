@@ -59,14 +59,10 @@ from interlock.model.gateway_modules import RuleModules
 from interlock.model.grpc_route import GRPCRoute
 from interlock.model.listener_sets import ListenerSetOutcome
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import (
-    OutboundPolicy,
-    OutboundRoute,
-    ResolvedRule,
-    resolve_route,
-)
+from interlock.model.outbound import OutboundPolicy, OutboundRoute, ResolvedRule
 from interlock.model.policy_annotations import Protocol, port_protocol
 from interlock.model.route_kinds import CONFLICT_REASON
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service
 
 

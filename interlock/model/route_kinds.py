@@ -7,7 +7,7 @@ TCPRoute per port, the oldest, because nothing in a TCP connection can select be
 them. A route that loses must not look healthy: its ``Accepted`` condition says False, reason
 ``RouteReasonConflicted`` (Linkerd's reason), naming the route that won.
 
-The policy (:func:`interlock.model.outbound.build_outbound_policy`) and the status
+The policy (:func:`interlock.model.outbound_policy.build_outbound_policy`) and the status
 (:func:`interlock.model.route_status.route_status`) both decide with :func:`beats`, so a route
 whose status says Accepted is a route the policy serves, and the reverse. Both see the same
 routes: the resolutions published on the parent Service's topic.

@@ -26,18 +26,15 @@ from pydantic import Field, ValidationError
 
 from interlock.model.gateway import ParentReference, RouteStatus
 from interlock.model.meta import InvalidObject, KubeModel, ObjectKey, ObjectMeta
-from interlock.model.outbound import (
+from interlock.model.outbound import MeshRoute, ResolvedRoute, RouteAttachment, ServiceParent
+from interlock.model.outbound_policy import (
     PORT_PROTOCOL_WHY,
-    MeshRoute,
-    ResolvedRoute,
-    RouteAttachment,
-    ServiceParent,
     attached_ports,
     parent_problem,
     port_route_kinds,
     service_annotation_problems,
-    service_parents,
 )
+from interlock.model.route_dependencies import service_parents
 from interlock.model.route_kinds import (
     CONFLICT_REASON,
     age_order,
@@ -173,7 +170,7 @@ def route_conflict(
     older TCPRoute) for every client it applies to: a producer route (in the Service's
     namespace) reaches every client namespace, so it loses only to producer routes; a consumer
     route reaches its own namespace, where only that namespace's consumer routes apply
-    (GEP-1294, :func:`~interlock.model.outbound.consumer_precedence`), so it loses only to
+    (GEP-1294, :func:`~interlock.model.outbound_policy.consumer_precedence`), so it loses only to
     those. ``others`` are the other routes attached to the parent Service (those of
     other kinds are enough: see :func:`~interlock.model.route_kinds.kinds_that_beat`); a route
     that loses on some of its ports only is served on the rest and is not conflicted.

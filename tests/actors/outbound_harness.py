@@ -23,6 +23,7 @@ from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.topics import (
     ROUTE_STATUS_TOPIC,
 )
+from interlock.api.policy_json import policy_body
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import RecordingActor, wait_idle
@@ -92,6 +93,6 @@ def start_outbound() -> Outbound:
     )
     return Outbound(
         system=system,
-        watches=ServicePortWatches(system, grace=0.05),
+        watches=ServicePortWatches(system, grace=0.05, encode=policy_body),
         status_log=log,
     )

@@ -19,6 +19,7 @@ from interlock.actors.topics import (
     SERVICE,
 )
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
+from interlock.api.policy_json import policy_body
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane import Answer, RequestInfo, compile_policy, decide
 from interlock.dataplane.upstreams import UpstreamError
@@ -94,7 +95,7 @@ class Running:
 @pytest.fixture
 async def running() -> AsyncIterator[Running]:
     system = ActorSystem()
-    watches = ServicePortWatches(system, grace=0.05)
+    watches = ServicePortWatches(system, grace=0.05, encode=policy_body)
     upstreams = UpstreamIndex(cache=SharedUpstreamCache(system), watches=watches, follower="edge")
     upstreams.start()
     yield Running(system, watches, upstreams)

@@ -6,7 +6,7 @@ from collections import Counter
 
 from interlock.dataplane import Answer, Forward, compile_policy, decide
 from interlock.dataplane.answers import BACKEND_NOT_FOUND, NO_BACKEND_WEIGHT, NO_ROUTE, REDIRECT
-from interlock.model.outbound import build_outbound_policy
+from interlock.model.outbound_policy import build_outbound_policy
 from tests.dataplane.policies import policy, request, service
 
 
@@ -271,7 +271,7 @@ def test_cors_headers_on_responses_of_allowed_origins_only() -> None:
 
 def test_a_grpc_call_to_a_missing_grpc_backend_gets_its_grpc_status() -> None:
     from interlock.model.grpc_route import parse_grpc_route
-    from interlock.model.outbound import resolve_route
+    from interlock.model.route_resolution import resolve_route
 
     route = parse_grpc_route(
         {

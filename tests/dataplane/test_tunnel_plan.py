@@ -13,7 +13,9 @@ from interlock.dataplane import Answer, Forward, compile_policy
 from interlock.dataplane.answers import BACKEND_NOT_FOUND, NO_SNI_MATCH, NOT_A_TUNNEL
 from interlock.dataplane.tunnel_plan import decide_tunnel, hostname_rank, needs_server_name
 from interlock.model.gateway import parse_http_route
-from interlock.model.outbound import OutboundPolicy, build_outbound_policy, resolve_route
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
 

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from multidict import CIMultiDict
 
+from interlock.api.policy_json import policy_json
 from interlock.demo.runner import BACKENDS, CLUSTER_ONLY, example_manifests
 from interlock.edge.modules.chain import compile_modules
 from interlock.edge.modules.view import RequestView
@@ -17,7 +18,8 @@ from interlock.model.gateway import parse_http_route
 from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import parse_module_set, parse_secret, validate_modules
-from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import parse_service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,14 +95,16 @@ def test_route_splits_echo_80_20_between_v1_and_v2() -> None:
         for name in ("echo", "echo-v1", "echo-v2")
     }
     resolved = resolve_route(route, services, [])
-    policy = build_outbound_policy(
-        services[ObjectKey(namespace="default", name="echo")],
-        "default",
-        "echo",
-        80,
-        "default",
-        [resolved],
-    ).to_json()
+    policy = policy_json(
+        build_outbound_policy(
+            services[ObjectKey(namespace="default", name="echo")],
+            "default",
+            "echo",
+            80,
+            "default",
+            [resolved],
+        )
+    )
     (served,) = policy["routes"]
     (rule,) = served["rules"]
     split = {(b["name"], b["weight"], b["exists"]) for b in rule["backends"]}

@@ -23,6 +23,7 @@ from e2e_clients import Cluster, controller_config, eventually, object_events
 from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.api.policy_json import policy_body
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
 from interlock.config import Address, ControllerConfig
@@ -408,7 +409,7 @@ async def test_after_stop_the_remote_client_refuses_calls_instead_of_reconnectin
 
 def edge_half(config: ControllerConfig) -> EdgeHalf:
     system = ActorSystem()
-    watches = ServicePortWatches(system, grace=0.1)
+    watches = ServicePortWatches(system, grace=0.1, encode=policy_body)
     return EdgeHalf(
         config=config,
         system=system,

@@ -17,6 +17,7 @@ from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.topics import (
     SERVICE,
 )
+from interlock.api.policy_json import policy_body
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
@@ -64,7 +65,7 @@ class Mesh:
 async def mesh() -> AsyncIterator[Mesh]:
     # Timers (the watches' grace period) fire at once; the sweep waits until released.
     system = ActorSystem(timer_sleep=ManualSleep())
-    watches = ServicePortWatches(system, grace=30.0)
+    watches = ServicePortWatches(system, grace=30.0, encode=policy_body)
     clock, sweep = ManualClock(), ManualSleep(gated=True)
     upstreams = UpstreamIndex(
         cache=SharedUpstreamCache(system),

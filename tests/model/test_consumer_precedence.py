@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interlock.model.gateway import parse_http_route
-from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import parse_service
 
 WEB = parse_service(

@@ -11,16 +11,15 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from interlock.api.policy_json import policy_json
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA
+from interlock.dataplane.matching import select_route
 from interlock.model.gateway import parse_http_route
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import (
-    OutboundPolicy,
-    build_outbound_policy,
-    resolve_route,
-    select_route,
-)
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, parse_service
 
 VALIDATOR = Draft202012Validator(OUTBOUND_POLICY_SCHEMA)
@@ -52,7 +51,7 @@ def policy(*routes: Any, present: tuple[Service, ...] = ()) -> OutboundPolicy:
     built = build_outbound_policy(
         known[ObjectKey(namespace="shop", name="users")], "shop", "users", 50051, "shop", resolved
     )
-    VALIDATOR.validate(built.to_json())
+    VALIDATOR.validate(policy_json(built))
     return built
 
 
@@ -79,7 +78,7 @@ RULE = {
 
 def test_grpc_route_is_served_in_grpc_terms() -> None:
     built = policy(grpc_route([RULE]), present=(svc("users-v1"),))
-    document = built.to_json()
+    document = policy_json(built)
     assert document["protocol"] == "grpc"
     (route,) = document["routes"]
     assert (route["kind"], route["name"]) == ("GRPCRoute", "g")
@@ -139,4 +138,4 @@ def test_grpc_routes_win_over_http_routes_on_one_port() -> None:
     )
     built = policy(http, grpc_route([RULE]))
     assert [(r.kind, r.name) for r in built.routes] == [("GRPCRoute", "g")]
-    assert policy(http).to_json()["protocol"] == "detect"
+    assert policy_json(policy(http))["protocol"] == "detect"

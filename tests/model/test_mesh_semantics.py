@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from interlock.api.policy_json import policy_json
 from interlock.model.gateway import (
     GATEWAY_GROUP,
     HTTPRoute,
@@ -19,13 +20,10 @@ from interlock.model.gateway import (
     parse_reference_grant,
 )
 from interlock.model.meta import InvalidObject, ObjectKey
-from interlock.model.outbound import (
-    OutboundPolicy,
-    build_outbound_policy,
-    resolve_route,
-    resolve_route_by_parent,
-    route_grant_namespaces,
-)
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_dependencies import route_grant_namespaces
+from interlock.model.route_resolution import resolve_route, resolve_route_by_parent
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
 
@@ -103,7 +101,7 @@ def test_backend_filters_are_served_in_the_policy() -> None:
     )
     services = known(svc("shop", "web"), svc("shop", "api"), svc("shop", "old"))
     policy = web_policy(r, services, client_namespace="shop")
-    backends = policy.to_json()["routes"][0]["rules"][0]["backends"]
+    backends = policy_json(policy)["routes"][0]["rules"][0]["backends"]
     assert [b["filters"] for b in backends] == [
         [
             {
@@ -163,7 +161,7 @@ def test_consumer_route_whose_backend_is_its_parent_resolves() -> None:
     r = route("client", [WEB_IN_SHOP], [{"name": "web", "namespace": "shop", "port": 80}])
     services = known(svc("shop", "web"))
     policy = web_policy(r, services, client_namespace="client")
-    (route_json,) = policy.to_json()["routes"]
+    (route_json,) = policy_json(policy)["routes"]
     assert route_json["name"] == "r"
     (backend,) = route_json["rules"][0]["backends"]
     assert (backend["exists"], backend["failureInjector"]) == (True, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from interlock.model.outbound import service_annotation_problems, service_port_settings
+from interlock.model.outbound_policy import service_annotation_problems, service_port_settings
 from interlock.model.service import Service, parse_service
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from interlock.api.policy_json import policy_json
 from interlock.model.gateway import (
     GATEWAY_GROUP,
     HTTPRoute,
@@ -20,15 +21,10 @@ from interlock.model.gateway import (
     parse_reference_grant,
 )
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import (
-    Backend,
-    FailureInjector,
-    ResolvedRoute,
-    build_outbound_policy,
-    resolve_route,
-    route_grant_namespaces,
-    route_service_dependencies,
-)
+from interlock.model.outbound import Backend, FailureInjector, ResolvedRoute
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_dependencies import route_grant_namespaces, route_service_dependencies
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, parse_service
 
 
@@ -432,7 +428,7 @@ def test_routes_are_ordered_oldest_first_then_by_namespace_and_name() -> None:
 
 def test_no_route_gives_a_default_route_to_the_service_port() -> None:
     policy = build_outbound_policy(WEB, "shop", "web", 80, "front", [])
-    assert policy.to_json() == {
+    assert policy_json(policy) == {
         "namespace": "shop",
         "service": "web",
         "port": 80,
@@ -541,7 +537,7 @@ def test_policy_json_has_the_contract_shape() -> None:
         ],
     )
     policy = build_outbound_policy(WEB, "shop", "web", 80, "shop", resolved_routes(r))
-    (route_json,) = policy.to_json()["routes"]
+    (route_json,) = policy_json(policy)["routes"]
     assert route_json["kind"] == "HTTPRoute"
     assert route_json["group"] == GATEWAY_GROUP
     assert route_json["creationTimestamp"] == "2024-02-03T04:05:06Z"

@@ -11,9 +11,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from interlock.api.policy_json import policy_json
+from interlock.dataplane.matching import select_route
 from interlock.model.gateway import HTTPRoute, parse_http_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import build_outbound_policy, resolve_route, select_route
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, parse_service
 
 NAMES = ["web", "api"]
@@ -124,7 +127,7 @@ def test_outbound_invariants(
     policy = build_outbound_policy(web, "a", "web", port, "a", resolved)
     assert policy.routes
     assert all(rule.matches for route in policy.routes for rule in route.rules)
-    json: dict[str, Any] = policy.to_json()
+    json: dict[str, Any] = policy_json(policy)
     assert len(json["routes"]) == len(policy.routes)
 
     found = select_route(policy, method=method, path=path, headers={}, query={})

@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from outbound_objects import served_retry
 
+from interlock.api.policy_json import policy_json
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA
 from interlock.model.durations import parse_duration
 from interlock.model.gateway import HTTPRoute, parse_http_route
-from interlock.model.outbound import OutboundPolicy, build_outbound_policy, resolve_route
+from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_annotations import format_duration
+from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
 
@@ -61,12 +64,12 @@ def policy(service: Service, *routes: HTTPRoute) -> OutboundPolicy:
     known = {service.key: service}
     resolved = [resolve_route(r, known, []) for r in routes]
     built = build_outbound_policy(service, "shop", "web", 80, "shop", resolved)
-    VALIDATOR.validate(built.to_json())
+    VALIDATOR.validate(policy_json(built))
     return built
 
 
 def first_rule(p: OutboundPolicy) -> dict[str, Any]:
-    rule: dict[str, Any] = p.to_json()["routes"][0]["rules"][0]
+    rule: dict[str, Any] = policy_json(p)["routes"][0]["rules"][0]
     return rule
 
 
@@ -119,9 +122,9 @@ def test_route_annotations_override_the_service_and_rule_fields_override_both() 
 
 
 def test_failure_accrual_uses_linkerds_defaults_and_knobs() -> None:
-    assert policy(web()).to_json()["failureAccrual"] is None
+    assert policy_json(policy(web()))["failureAccrual"] is None
     defaults = policy(web({"balancer.linkerd.io/failure-accrual": "consecutive"}))
-    assert defaults.to_json()["failureAccrual"] == {
+    assert policy_json(defaults)["failureAccrual"] == {
         "kind": "consecutive",
         "maxFailures": 7,
         "minPenalty": "1s",
@@ -139,7 +142,7 @@ def test_failure_accrual_uses_linkerds_defaults_and_knobs() -> None:
             }
         )
     )
-    assert tuned.to_json()["failureAccrual"] == {
+    assert policy_json(tuned)["failureAccrual"] == {
         "kind": "consecutive",
         "maxFailures": 3,
         "minPenalty": "500ms",
@@ -163,7 +166,7 @@ def test_protocol_from_app_protocol_and_opaque_ports(
     app_protocol: str | None, annotations: dict[str, str], protocol: str
 ) -> None:
     port = {"appProtocol": app_protocol} if app_protocol else {}
-    assert policy(web(annotations, **port)).to_json()["protocol"] == protocol
+    assert policy_json(policy(web(annotations, **port)))["protocol"] == protocol
 
 
 def test_malformed_annotations_are_named_on_the_status_and_the_rest_applies() -> None:

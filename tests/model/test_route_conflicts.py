@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from interlock.model.gateway import parse_http_route
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import MeshRoute, ResolvedRoute, build_outbound_policy, resolve_route
+from interlock.model.outbound import MeshRoute, ResolvedRoute
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.route_kinds import kinds_that_beat
+from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route

@@ -11,7 +11,7 @@ import pytest
 
 from interlock.model.gateway import HTTPRoute, ReferenceGrant, parse_http_route
 from interlock.model.meta import InvalidObject, ObjectKey
-from interlock.model.outbound import resolve_route
+from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import (
     CONTROLLER_NAME,
     rejected_route_status,

@@ -13,18 +13,15 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from interlock.api.policy_json import policy_json
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA
 from interlock.model.gateway import parse_http_route
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey
-from interlock.model.outbound import (
-    MeshRoute,
-    OutboundPolicy,
-    build_outbound_policy,
-    resolve_route,
-    route_grant_namespaces,
-    route_service_dependencies,
-)
+from interlock.model.outbound import MeshRoute, OutboundPolicy
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_dependencies import route_grant_namespaces, route_service_dependencies
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
 
@@ -84,7 +81,7 @@ def policy(
     built = build_outbound_policy(
         known[ObjectKey(namespace="shop", name="db")], "shop", "db", 5432, "shop", resolved
     )
-    VALIDATOR.validate(built.to_json())
+    VALIDATOR.validate(policy_json(built))
     return built
 
 
@@ -99,7 +96,7 @@ WEIGHTED = [
 
 
 def test_tcp_route_serves_weighted_backends_and_refuses_connections_to_a_missing_one() -> None:
-    document = policy(tcp(rules=WEIGHTED), present=(svc("db-v1"),)).to_json()
+    document = policy_json(policy(tcp(rules=WEIGHTED), present=(svc("db-v1"),)))
     assert document["protocol"] == "opaque"
     (route,) = document["routes"]
     assert (route["kind"], route["name"], route["hostnames"]) == ("TCPRoute", "t", [])
@@ -128,7 +125,7 @@ def test_tcp_route_serves_weighted_backends_and_refuses_connections_to_a_missing
 
 
 def test_tls_route_serves_its_sni_hostnames() -> None:
-    document = policy(tls(rules=WEIGHTED), present=(svc("db-v1"), svc("db-v2"))).to_json()
+    document = policy_json(policy(tls(rules=WEIGHTED), present=(svc("db-v1"), svc("db-v2"))))
     assert document["protocol"] == "tls"
     (route,) = document["routes"]
     assert (route["kind"], route["hostnames"]) == (
@@ -142,7 +139,7 @@ def test_an_unpermitted_backend_of_a_producer_tcp_route_is_kept_and_refused() ->
     route = tcp(rules=[{"backendRefs": [{"name": "db", "namespace": "other", "port": 5432}]}])
     assert route_grant_namespaces(route) == {"other"}
     assert ObjectKey(namespace="other", name="db") in route_service_dependencies(route)
-    document = policy(route, present=(svc("db", namespace="other"),)).to_json()
+    document = policy_json(policy(route, present=(svc("db", namespace="other"),)))
     (backend,) = document["routes"][0]["rules"][0]["backends"]
     assert (backend["exists"], backend["failureInjector"]["refuseConnection"]) == (False, True)
     assert "no ReferenceGrant" in backend["failureInjector"]["message"]

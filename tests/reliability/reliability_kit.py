@@ -46,6 +46,7 @@ from interlock.actors.router import InformerRouter
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatch
 from interlock.actors.status_writer import StatusWriter
+from interlock.api.policy_json import policy_json
 from interlock.config import Address, ControllerConfig
 from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge, ServedConfig
@@ -65,8 +66,9 @@ from interlock.model.moduleset import (
     parse_secret,
     validate_modules,
 )
-from interlock.model.outbound import build_outbound_policy, resolve_route
+from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
+from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, ServicePortKey, parse_service
 
@@ -243,7 +245,7 @@ class Replica:
         result: dict[str, Any] = {}
         for target, slot in self.slots.items():
             update = slot.latest
-            result[str(target)] = None if update is None else update.policy.to_json()
+            result[str(target)] = None if update is None else policy_json(update.policy)
         return result
 
     def served(self) -> dict[str, dict[str, Any]]:
@@ -445,14 +447,16 @@ def expected_policies(
     """The policy of each target (default: :data:`WATCHED`), from the final objects alone."""
     resolved = [resolve_route(route, state.services, state.grants) for route in state.routes]
     return {
-        str(t): build_outbound_policy(
-            state.services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
-            t.key.namespace,
-            t.key.name,
-            t.key.port,
-            t.client_namespace,
-            resolved,
-        ).to_json()
+        str(t): policy_json(
+            build_outbound_policy(
+                state.services.get(ObjectKey(namespace=t.key.namespace, name=t.key.name)),
+                t.key.namespace,
+                t.key.name,
+                t.key.port,
+                t.client_namespace,
+                resolved,
+            )
+        )
         for t in targets
     }
 

@@ -30,6 +30,7 @@ from log_capture import captured_logs
 from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
 from reliability_objects import INGRESS_CLASS
 
+from interlock.api.policy_json import policy_json
 from interlock.controller.app import Controller
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.store import WriteOptions
@@ -172,7 +173,7 @@ def good_outputs(controller: Controller, slot: Any) -> tuple[Any, Any]:
     assert edge is not None and edge.served is not None
     served = edge.served.to_json()["hosts"]
     good_host = [h for h in served if h["host"] == "good.example"]
-    return (None if slot.latest is None else slot.latest.policy.to_json(), good_host)
+    return (None if slot.latest is None else policy_json(slot.latest.policy), good_host)
 
 
 async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
@@ -218,7 +219,7 @@ async def run_corpus(tmp: Path) -> tuple[list[str], dict[str, str]]:
                 await eventually(
                     lambda: (
                         slot.latest is not None
-                        and slot.latest.policy.to_json()["routes"][0]["rules"][0]["backends"][0][
+                        and policy_json(slot.latest.policy)["routes"][0]["rules"][0]["backends"][0][
                             "weight"
                         ]
                         == 7

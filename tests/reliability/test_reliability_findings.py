@@ -39,6 +39,7 @@ from interlock.actors.status_writer import StatusWriter
 from interlock.actors.topics import (
     MODULESET_STATUS_TOPIC,
 )
+from interlock.api.policy_json import policy_json
 from interlock.kube.transport import KubeApiError
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
@@ -115,7 +116,7 @@ def test_a_crash_of_the_informer_router_does_not_lose_the_event_it_was_handling(
                     def backend_exists() -> bool:
                         update = slot.latest
                         assert update is not None
-                        policy = update.policy.to_json()
+                        policy = policy_json(update.policy)
                         return bool(policy["routes"][0]["rules"][0]["backends"][0]["exists"])
 
                     await eventually(backend_exists, within=60.0, message="the Service is seen")

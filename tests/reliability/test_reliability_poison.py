@@ -29,6 +29,7 @@ from reliability_kit import (
 
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.router import InformerRouter
+from interlock.api.policy_json import policy_json
 from interlock.controller.app import Controller
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
@@ -78,7 +79,7 @@ def backend_exists(controller: Controller, slot: Any) -> bool:
     update = slot.latest
     if update is None:
         return False
-    policy = update.policy.to_json()
+    policy = policy_json(update.policy)
     return bool(policy["routes"][0]["rules"][0]["backends"][0]["exists"])
 
 

@@ -26,6 +26,7 @@ import hyperframe.frame
 import pytest
 
 from interlock.actors.service_port_watch import ServicePortWatches
+from interlock.api.policy_json import policy_body
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.limits import ProxyLimits
 from interlock.mailbox import ActorSystem
@@ -198,7 +199,7 @@ async def test_resets_under_the_budget_keep_the_connection() -> None:
 @pytest.fixture
 async def mesh() -> AsyncIterator[MeshServer]:
     system = ActorSystem()
-    watches = ServicePortWatches(system, grace=30.0)
+    watches = ServicePortWatches(system, grace=30.0, encode=policy_body)
     upstreams = UpstreamIndex(
         cache=SharedUpstreamCache(system),
         watches=watches,

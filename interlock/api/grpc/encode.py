@@ -1,10 +1,10 @@
 """An :class:`~interlock.model.outbound.OutboundPolicy` in Linkerd's proxy API encoding.
 
-interlock computes one policy per Service port and client namespace (``model/outbound.py``); the
-JSON API serves it in interlock's shape, and this module writes the same policy as the
-``io.linkerd.proxy.outbound.OutboundPolicy`` message a Linkerd proxy reads from Linkerd's own
-policy controller. It is a second encoding, never a second computation: everything here is a
-pure function of the policy, so both APIs always tell the same story.
+interlock computes one policy per Service port and client namespace (``model/outbound_policy.py``);
+the JSON API serves it in interlock's shape, and this module writes the same policy as the
+``io.linkerd.proxy.outbound.OutboundPolicy`` message a Linkerd proxy reads from Linkerd's own policy
+controller. It is a second encoding, never a second computation: everything here is a pure function
+of the policy, so both APIs always tell the same story.
 
 Where Linkerd's controller makes a choice that the proxy relies on, the encoding makes the same
 one (``docs/policy-api.md``, "Linkerd's proxy API"): the policy's metadata names the parent

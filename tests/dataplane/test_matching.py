@@ -9,16 +9,11 @@ from typing import Any
 
 import pytest
 
+from interlock.dataplane.matching import pick_backend, select_route
 from interlock.model.gateway import parse_http_route
-from interlock.model.outbound import (
-    Backend,
-    OutboundPolicy,
-    ResolvedRule,
-    build_outbound_policy,
-    pick_backend,
-    resolve_route,
-    select_route,
-)
+from interlock.model.outbound import Backend, OutboundPolicy, ResolvedRule
+from interlock.model.outbound_policy import build_outbound_policy
+from interlock.model.route_resolution import resolve_route
 from interlock.model.service import parse_service
 
 WEB = parse_service(
