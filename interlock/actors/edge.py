@@ -73,6 +73,7 @@ from interlock.mailbox import (
     Published,
     ReconcileError,
     Reconciler,
+    RequeueAfter,
     TerminalError,
     TransientError,
     Unpublished,
@@ -124,10 +125,19 @@ _MISSING_INPUTS = frozenset({"ModuleSetNotFound", "SecretNotFound"})
 
 
 @dataclass(frozen=True, slots=True)
-class ReportMissing:
-    """Timer: a new route's grace for missing references is over; report them if still missing."""
+class MissingGrace:
+    """The reconciler key of a new route's grace for missing references (``missing_grace``):
+    reconciled once to wait the grace out (``RequeueAfter``), then to report what is still
+    missing. Beside the route's own key, so that the route's steps cannot cut it short."""
 
     route_id: str
+
+
+EdgeKey = str | MissingGrace
+"""A route id (or :data:`TLS_KEY`), or a route's :class:`MissingGrace`."""
+
+Grace = Literal["new", "armed", "waiting"]
+"""A new route's grace: not yet requested, requested, waited out by the runtime's requeue."""
 
 
 def _describe_backend(target: BackendTarget) -> str:
@@ -135,7 +145,7 @@ def _describe_backend(target: BackendTarget) -> str:
     return text if target.exists else f"{text} (does not exist)"
 
 
-class EdgeActor(Reconciler[str]):
+class EdgeActor(Reconciler[EdgeKey]):
     """Reconciles one host's edge; see the module docstring."""
 
     def __init__(self, *, host: str, settings: EdgeSettings) -> None:
@@ -151,9 +161,8 @@ class EdgeActor(Reconciler[str]):
         self._served: dict[str, ServedRoute] = {}
         self._failures: dict[tuple[str, str], StepFailure] = {}
         self._model_errors: dict[str, tuple[str, str]] = {}
-        self._in_grace: dict[str, bool] = {}
-        """New routes whose missing references are not reported yet (``missing_grace``), and
-        whether their timer is armed."""
+        self._in_grace: dict[str, Grace] = {}
+        """New routes whose missing references are not reported yet (``missing_grace``)."""
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
         self._tls_served: tuple[SecretValue, SecretValue] | None = None
@@ -192,9 +201,6 @@ class EdgeActor(Reconciler[str]):
                 self._take_tls(message)
             return None
         self._combine_if_changed()
-        if isinstance(message, ReportMissing):
-            self._in_grace.pop(message.route_id, None)
-            self._report_model_errors()
         return None
 
     def _combine_if_changed(self) -> None:
@@ -230,10 +236,10 @@ class EdgeActor(Reconciler[str]):
         if self._settings.missing_grace > 0:
             for route_id in changed:
                 if route_id not in previous and route_id not in self._served:
-                    self._in_grace.setdefault(route_id, False)
+                    self._in_grace.setdefault(route_id, "new")
         for route_id in left:
-            if self._in_grace.pop(route_id, None):
-                self.cancel_timer(("report-missing", route_id))
+            if self._in_grace.pop(route_id, "new") != "new":
+                self.forget(MissingGrace(route_id))
             if route_id not in self._served:
                 self._forget_failures(route_id)
         for route_id in [*left, *changed, TLS_KEY]:
@@ -290,10 +296,12 @@ class EdgeActor(Reconciler[str]):
             tls_served=self._tls_served,
         )
 
-    async def reconcile(self, key: str) -> Result:
+    async def reconcile(self, key: EdgeKey) -> Result:
         """One step for ``key``; after a success the key is requested again (more may be due,
         and the last step of the host may let the actor stop)."""
         self._combine_if_changed()
+        if isinstance(key, MissingGrace):
+            return self._grace(key)
         # The runtime calls this when the key's retry is due or its inputs changed: whatever
         # failed before may run again (on unchanged inputs, a permanent failure still may not).
         for slot, failure in self._failures.items():
@@ -341,8 +349,18 @@ class EdgeActor(Reconciler[str]):
         self._update_route_board(step.route_id)
         return failure
 
+    def _grace(self, key: MissingGrace) -> Result:
+        grace = self._in_grace.get(key.route_id)
+        if grace == "armed":
+            self._in_grace[key.route_id] = "waiting"
+            return RequeueAfter(self._settings.missing_grace)
+        if grace == "waiting":
+            del self._in_grace[key.route_id]
+            self._report_model_errors()
+        return DONE
+
     def reconcile_failed(
-        self, key: str, error: ReconcileError, *, attempt: int, retry_in: float | None
+        self, key: EdgeKey, error: ReconcileError, *, attempt: int, retry_in: float | None
     ) -> None:
         if retry_in is None:
             logger.warning(
@@ -359,7 +377,8 @@ class EdgeActor(Reconciler[str]):
                 retry_in,
             )
         # The board shows when the retry is due, known only now.
-        self._update_route_board(key)
+        if isinstance(key, str):
+            self._update_route_board(key)
 
     async def _run(self, step: EdgeStep) -> None:
         host, route_id, route = self._host, step.route_id, step.route
@@ -513,24 +532,20 @@ class EdgeActor(Reconciler[str]):
         errors: dict[str, tuple[str, str]] = {}
         for route in self._desired.routes:
             error = route.module_error
-            armed = self._in_grace.get(route.route_id)
-            if armed is not None and (error is None or error.reason not in _MISSING_INPUTS):
+            grace = self._in_grace.get(route.route_id)
+            if grace is not None and (error is None or error.reason not in _MISSING_INPUTS):
                 # Complete (on arrival, or once the missing object came) or wrong in another
-                # way: no grace to give, and no timer left to fire for nothing.
+                # way: no grace to give, and no requeue left to fire for nothing.
                 del self._in_grace[route.route_id]
-                if armed:
-                    self.cancel_timer(("report-missing", route.route_id))
-                armed = None
+                if grace != "new":
+                    self.forget(MissingGrace(route.route_id))
+                grace = None
             if error is None:
                 continue
-            if armed is not None and error.reason in _MISSING_INPUTS:
-                if not armed:
-                    self._in_grace[route.route_id] = True
-                    self.tell_after(
-                        self._settings.missing_grace,
-                        ReportMissing(route.route_id),
-                        key=("report-missing", route.route_id),
-                    )
+            if grace is not None and error.reason in _MISSING_INPUTS:
+                if grace == "new":
+                    self._in_grace[route.route_id] = "armed"
+                    self.request(MissingGrace(route.route_id))
                 continue
             errors[route.route_id] = (error.reason, error.message)
             if self._model_errors.get(route.route_id) == errors[route.route_id]:
