@@ -155,6 +155,8 @@ def parse_suite_log(text: str) -> SuiteLog:
         test.features = features.get(name, ())
         failure = failures.get(name)
         test.reason = _joined(failure) if failure else reasons.get(name, "")
+        if test.result == "PASS":
+            test.reason = ""  # skipped in one run of the log, then run (and passed) in another
         if test.result == "FAIL" and not test.reason:
             # A failure by t.Fatalf (not testify's Error:) is the last line the test logged.
             said = [

@@ -151,3 +151,21 @@ def test_the_corrected_report_counts_a_parallel_test_that_failed() -> None:
     assert fixed["extended"]["failedTests"] == ["HTTPRouteQueryParamMatching"]
     assert fixed["extended"]["supportedFeatures"] == ["HTTPRouteQueryParamMatching"]
     assert fixed["summary"] == "Core tests succeeded. Extended tests failed with 1 test failures."
+
+
+def test_a_test_skipped_in_one_run_and_passed_in_the_next_passed() -> None:
+    # CI runs a test alone after the others: skipped in the first run, run in the second.
+    first = """\
+=== RUN   TestConformance/ListenerSetReferenceGrant
+    conformance.go:50: Skipping ListenerSetReferenceGrant: test explicitly skipped
+    --- SKIP: TestConformance/ListenerSetReferenceGrant (0.00s)
+"""
+    second = f"""\
+=== RUN   TestConformance/ListenerSetReferenceGrant
+    conformance.go:80: Running ListenerSetReferenceGrant, {RELYING} Gateway-STANDARD,\
+ ListenerSet-STANDARD
+    --- PASS: TestConformance/ListenerSetReferenceGrant (2.00s)
+"""
+    test = report.parse_suite_log(first + second).tests["ListenerSetReferenceGrant"]
+    assert (test.result, test.reason) == ("PASS", "")
+    assert test.features == ("Gateway", "ListenerSet")

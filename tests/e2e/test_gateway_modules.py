@@ -80,7 +80,12 @@ async def test_a_rules_modules_run_before_its_backend_and_only_on_that_rule(env:
 
     await eventually(admin_refused, message="the rule's ipRestriction refuses this client")
     assert reached(env, "green", "/admin") == 0
-    assert await resolved_refs(env) == ("True", "ResolvedRefs")
+
+    async def resolved() -> bool:
+        # The status is written after the data plane serves the rule, not before.
+        return await resolved_refs(env) == ("True", "ResolvedRefs")
+
+    await eventually(resolved, message="the route's ResolvedRefs is True")
 
 
 async def test_missing_module_set_fails_closed_and_invalid_keeps_the_last_good(env: Env) -> None:
