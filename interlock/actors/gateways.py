@@ -597,6 +597,7 @@ class GatewayController(Actor):
                     resolved_refs=(
                         None if client is None else (client.resolved, client.reason, client.message)
                     ),
+                    listener_set_checks=view.attached_checks()[len(view.checks) :],
                 ),
                 stored=view.gateway.status,
                 uid=view.gateway.metadata.uid,

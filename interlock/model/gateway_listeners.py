@@ -667,11 +667,14 @@ def gateway_status(
     port_failures: Mapping[int, str] | None = None,
     attached_listener_sets: int = 0,
     resolved_refs: tuple[bool, str, str] | None = None,
+    listener_set_checks: Sequence[ListenerCheck] = (),
 ) -> dict[str, Any]:
     """The ``status`` interlock writes on one of its Gateways.
 
     ``checks``: those of its own listeners (ListenerSets' listeners are reported on the
-    ListenerSets); ``attached_listener_sets``: the accepted ListenerSets attached to it.
+    ListenerSets); ``attached_listener_sets``: the accepted ListenerSets attached to it;
+    ``listener_set_checks``: their listeners, which its ``InsecureFrontendValidationMode``
+    speaks for too (its ``spec.tls.frontend`` applies to them).
 
     ``attached``: accepted routes per listener name; ``port_failures``: ports the data plane
     could not open, with why (their listeners are not Accepted: ``PortUnavailable``). The
@@ -733,8 +736,10 @@ def gateway_status(
     insecure = sorted(
         {
             check.listener.port
-            for check in checks
-            if check.client_validation is not None and check.client_validation.insecure_fallback
+            for check in (*checks, *listener_set_checks)
+            if check.usable
+            and check.client_validation is not None
+            and check.client_validation.insecure_fallback
         }
     )
     if insecure:

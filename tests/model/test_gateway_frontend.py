@@ -186,3 +186,25 @@ def test_pem_certificates_are_the_blocks_that_decode() -> None:
     broken = "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n"
     assert pem_certificates(broken) == ()
     assert pem_certificates("") == ()
+
+
+def test_a_listener_sets_listener_in_fallback_sets_the_gateways_condition() -> None:
+    frontend = {"default": validation("ca", mode="AllowInsecureFallback")}
+    gw = gateway(frontend, {"name": "plain", "port": 80, "protocol": "HTTP"})
+    own = listener_problems(gw, secrets=SECRETS, grants=(), ca_bundles=CA_BUNDLES)
+    # A ListenerSet's HTTPS listener, checked as ListenerSets' are: the Gateway's frontend.
+    holder = gateway(None, https("team", 443))
+    from_set = listener_problems(
+        holder, secrets=SECRETS, grants=(), ca_bundles=CA_BUNDLES, frontend_of=gw
+    )
+    assert from_set[0].client_validation is not None
+
+    def conditions(**extra: Any) -> dict[str, tuple[str, str]]:
+        written = gateway_status(gw, own, address="10.0.0.1", attached={}, now=NOW, **extra)
+        return {c["type"]: (c["status"], c["reason"]) for c in written["conditions"]}
+
+    assert "InsecureFrontendValidationMode" not in conditions()
+    assert conditions(listener_set_checks=from_set)["InsecureFrontendValidationMode"] == (
+        "True",
+        "ConfigurationChanged",
+    )
