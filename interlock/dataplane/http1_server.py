@@ -350,8 +350,12 @@ class Http1ServerProtocol(asyncio.Protocol):
         # Requests parsed, waiting for the one in flight to be answered.
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
         self._task: asyncio.Task[None] | None = None
+        """The connection's one task: it answers its requests in turn, and waits for the next
+        (:attr:`_next`) while the connection idles — not a task per request."""
         self._answering: Http1Responder | None = None
-        """The answer of the request in flight (the one :attr:`_task` runs)."""
+        """The answer of the request in flight (None: none is)."""
+        self._next: asyncio.Future[tuple[H2Request, Http1Responder] | None] | None = None
+        """What :attr:`_task` waits on for the next request (None when it ends)."""
         self._handed_over: bytes | None = None
         # One timer each, re-armed only when it fires early: not two timers per request.
         self._header_timer: asyncio.TimerHandle | None = None
@@ -379,7 +383,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._arm_idle()
 
     def data_received(self, data: bytes) -> None:
-        if self.closing and self._task is None and not self._waiting:
+        if self.closing and self._answering is None and not self._waiting:
             return
         try:
             self.parser.feed_data(data)
@@ -435,8 +439,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             transport.write(data)
 
     def write_continue(self) -> None:
-        task = self._task
-        if task is not None:
+        if self._answering is not None:
             self.write(_CONTINUE)
 
     def abort(self) -> None:
@@ -466,6 +469,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         """Stop the connection: no new request is read, the one in flight (and those already
         read) may finish for at most ``within`` s, then they are cancelled and it closes."""
         self.closing = True
+        self._stop_waiting()
         task = self._task
         if task is not None:
             await asyncio.wait([task], timeout=within)
@@ -539,8 +543,14 @@ class Http1ServerProtocol(asyncio.Protocol):
             version="1.1",
         )
         responder = Http1Responder(self, body, method=method, http10=http10)
-        if self._task is None:
-            self._start(request, responder)
+        waiting_for = self._next
+        if waiting_for is not None:
+            self._next = None
+            self._answering = responder
+            waiting_for.set_result((request, responder))
+        elif self._task is None:
+            self._answering = responder
+            self._task = self._loop.create_task(self._serve(request, responder))
         else:
             self._waiting.append((request, responder))
             self._pause("pipelined")
@@ -556,56 +566,82 @@ class Http1ServerProtocol(asyncio.Protocol):
 
     # ---- requests ----
 
-    def _start(self, request: H2Request, responder: Http1Responder) -> None:
-        self._answering = responder
-        self._task = self._loop.create_task(self._run(request, responder))
-
-    async def _run(self, request: H2Request, responder: Http1Responder) -> None:
+    async def _serve(self, request: H2Request, responder: Http1Responder) -> None:
+        """Answer ``request``, then each request that follows on the connection, in turn: one
+        task for them all (a task made per request cost more than the wait for the next)."""
         try:
-            await self._handler(request, responder)
-            if not responder.ended:
-                # What ``answer_with`` does, here without a coroutine of its own.
-                await finish_answer(responder)
-        except asyncio.CancelledError:
-            self.abort()
-            return
-        except (ConnectionError, ClientBodyTimeout) as error:
-            logger.debug("edge: HTTP/1.1 request from {}: {}", self._peer, type(error).__name__)
-            self.abort()
-            return
-        except Exception:
-            logger.exception("edge: HTTP/1.1 request from {}: the handler failed", self._peer)
-            if responder.started:
-                self.abort()
-                return
-            plain = answer(INTERNAL_ERROR)
-            responder.keep_alive = False
-            responder.send_headers(500, [("Content-Type", "text/plain; charset=utf-8")], end=False)
-            await responder.send_data(plain.body(with_detail=False).encode(), end=True)
+            while True:
+                try:
+                    await self._handler(request, responder)
+                    if not responder.ended:
+                        # What ``answer_with`` does, here without a coroutine of its own.
+                        await finish_answer(responder)
+                except asyncio.CancelledError:
+                    self.abort()
+                    return
+                except (ConnectionError, ClientBodyTimeout) as error:
+                    logger.debug(
+                        "edge: HTTP/1.1 request from {}: {}", self._peer, type(error).__name__
+                    )
+                    self.abort()
+                    return
+                except Exception:
+                    logger.exception(
+                        "edge: HTTP/1.1 request from {}: the handler failed", self._peer
+                    )
+                    if responder.started:
+                        self.abort()
+                        return
+                    plain = answer(INTERNAL_ERROR)
+                    responder.keep_alive = False
+                    responder.send_headers(
+                        500, [("Content-Type", "text/plain; charset=utf-8")], end=False
+                    )
+                    await responder.send_data(plain.body(with_detail=False).encode(), end=True)
+                self._answering = None
+                if not responder.keep_alive or not responder.body_ended:
+                    self.abort()
+                    return
+                following = self._following()
+                if following is None:
+                    if self._next is None:
+                        return
+                    following = await self._next
+                    if following is None:
+                        return
+                request, responder = following
         finally:
             self._task = None
             self._answering = None
-        if not responder.keep_alive or not responder.body_ended:
-            self.abort()
-            return
-        self._next()
+            self._next = None
 
-    def _next(self) -> None:
+    def _following(self) -> tuple[H2Request, Http1Responder] | None:
+        """The next request once one was answered: a pipelined one already read, else None —
+        with :attr:`_next` set when the connection idles until a request comes, unset when it
+        serves no more (lost, closing, or handed over for an upgrade)."""
         if self.lost:
-            return
+            return None
         if self._waiting:
             request, responder = self._waiting.popleft()
             if not self._waiting:
                 self._resume("pipelined")
-            self._start(request, responder)
-            return
+            self._answering = responder
+            return request, responder
         if self._handed_over is not None:
             self._hand_over(self._handed_over)
-            return
+            return None
         if self.closing:
             self.abort()
-            return
+            return None
+        self._next = self._loop.create_future()
         self._arm_idle()
+        return None
+
+    def _stop_waiting(self) -> None:
+        """The connection takes no further request: its task, idle, ends."""
+        waiting_for, self._next = self._next, None
+        if waiting_for is not None and not waiting_for.done():
+            waiting_for.set_result(None)
 
     # ---- limits ----
 
@@ -635,7 +671,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             return  # these headers were complete in time
         if left > 0:
             self._header_timer = self._loop.call_later(left, self._headers_too_slow)
-        elif self._task is None and not self._waiting:
+        elif self._answering is None and not self._waiting:
             slow = answer(HEADER_TIMEOUT)
             self._say(slow.status, slow.reason, slow.body(with_detail=False))
         else:
@@ -653,7 +689,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._cancel_timers()
         refused = answer(BAD_REQUEST, status=status)
         in_flight, task = self._answering, self._task
-        if task is None and not self._waiting:
+        if in_flight is None and not self._waiting:
             self._say(status, refused.reason, refused.body(with_detail=False))
         elif (
             task is not None
@@ -706,7 +742,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         )
         replay = head + b"\r\n" + rest
         self._pause("upgrade")
-        if self._task is None and not self._waiting:
+        if self._answering is None and not self._waiting:
             self._hand_over(replay)
         else:
             self._handed_over = replay
@@ -716,6 +752,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         if transport is None or self.lost:
             return
         self._handed_over = None
+        self._stop_waiting()
         protocol = self._upgrade()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
