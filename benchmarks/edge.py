@@ -27,8 +27,13 @@ the backend share the others (``--no-pin`` turns this off). On a machine with tw
 backend and the load generator share CPU 0, so "backend direct" is what that CPU can supply:
 the ceiling of every proxied measurement, the figure the validity check reads.
 
+With ``--workers 2[,4...]`` it also measures, for each N, the edge as ``interlock run
+--edge-workers N`` serves it (N ``interlock edge`` processes sharing the port) and nginx with
+``worker_processes N``: each pinned to N CPUs, the proxies' CPU first, then the backend's and the
+load generator's (on two CPUs, N = 2 shares CPU 0 with them, and the report says so).
+
     .venv/bin/python benchmarks/edge.py [--rounds 5] [--seconds 4] [--connections 32]
-        [--no-pin] [--no-mesh] [--write-docs]
+        [--no-pin] [--no-mesh] [--workers N[,N...]] [--write-docs]
 
 Prints a table; with ``--write-docs`` it rewrites the ``## Edge`` section of
 ``docs/benchmarks.md``. Needs nginx (``apt-get install nginx``) for the backend.
@@ -161,6 +166,35 @@ async def serve_edge(port: int, backend_port: int, with_modules: bool) -> None:
     await server.stop()
 
 
+async def serve_edge_workers(port: int, backend_port: int, count: int) -> None:
+    """``count`` ``interlock edge`` worker processes on ``port`` (what ``interlock run
+    --edge-workers`` starts: :class:`~interlock.edge.workers.EdgeWorkers`), programmed through
+    their admin APIs with the plain route; ``--upstream`` points the backend Service at nginx."""
+    from loguru import logger
+
+    from interlock.edge.provider import ApplyModules, BackendTarget
+    from interlock.edge.workers import EdgeWorkers
+    from interlock.model.moduleset import Modules
+
+    logger.remove()
+    workers = EdgeWorkers(
+        count=count,
+        listen=f"127.0.0.1:{port}",
+        child_args=["--upstream", f"bench/backend:80=127.0.0.1:{backend_port}"],
+    )
+    await workers.start()
+    await workers.provider.apply_modules(
+        ApplyModules(host=HOST, route_id="bench", path="/", path_type="Prefix", modules=Modules())
+    )
+    await workers.provider.attach_backend(
+        host=HOST, route_id="bench", backend=BackendTarget(ServicePortKey("bench", "backend", 80))
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await workers.stop()
+
+
 async def serve_mesh(port: int, backend_port: int) -> None:
     """An embedded controller whose mesh listener on ``port`` routes ``echo.default`` to the
     backend (a Service and its EndpointSlice), once it does."""
@@ -228,8 +262,8 @@ backend app
 
 
 NGINX_CONF = """
-worker_processes 1;
-pid {prefix}/nginx.pid;
+worker_processes {workers};
+pid {prefix}/nginx-{workers}.pid;
 error_log {prefix}/error.log error;
 events {{ worker_connections 1024; }}
 http {{
@@ -241,7 +275,7 @@ http {{
   scgi_temp_path {prefix}/scgi;
   upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 64; }}
   server {{
-    listen 127.0.0.1:{port};
+    listen 127.0.0.1:{port}{reuseport};
     server_name {host};
     location / {{
       proxy_pass http://backend;
@@ -324,6 +358,15 @@ class Seats:
 
     def prefix(self, cpus: tuple[int, ...]) -> list[str]:
         return ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+
+    def proxies(self, count: int, available: list[int]) -> tuple[int, ...]:
+        """CPUs for a proxy of ``count`` workers: the proxy's, then others (the load
+        generator's and the backend's last) until there are ``count``."""
+        if not self.proxy or count <= len(self.proxy):
+            return self.proxy
+        rest = [c for c in sorted(available) if c not in self.proxy and c not in self.load]
+        rest += [c for c in self.load if c not in self.proxy]
+        return tuple(sorted({*self.proxy, *rest[: count - len(self.proxy)]}))
 
     def describe(self) -> str:
         if not self.proxy:
@@ -506,6 +549,8 @@ PEERS = (
 )
 
 EDGE = "interlock edge"
+EDGE_WORKERS = "interlock edge, {n} workers"
+NGINX_WORKERS = "{nginx}, {n} workers"
 EDGE_MODULES = "interlock edge + modules"
 MESH = "interlock mesh listener"
 BACKEND = "backend direct"
@@ -523,11 +568,26 @@ def main() -> int:
         "--no-pin", action="store_true", help="do not pin processes to CPUs with taskset"
     )
     parser.add_argument("--no-mesh", action="store_true", help="leave the mesh listener out")
-    parser.add_argument("--child", choices=["edge", "edge-modules", "mesh"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--workers",
+        default="",
+        metavar="N[,N...]",
+        help="also measure the edge with --edge-workers N (interlock edge processes sharing the "
+        "port) and nginx with worker_processes N, for each N above 1 (pinned to N CPUs, the "
+        "load generator's and backend's last)",
+    )
+    parser.add_argument(
+        "--child", choices=["edge", "edge-modules", "edge-workers", "mesh"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    worker_counts = sorted({int(n) for n in args.workers.split(",") if n.strip() and int(n) > 1})
 
+    if args.child == "edge-workers":
+        run_edge_child(serve_edge_workers(args.port, args.backend_port, args.count))
+        return 0
     if args.child in ("edge", "edge-modules"):
         run_edge_child(serve_edge(args.port, args.backend_port, args.child == "edge-modules"))
         return 0
@@ -544,10 +604,13 @@ def main() -> int:
     try:
         backend_port = free_port()
 
-        def child(role: str, port: int) -> subprocess.Popen[bytes]:
+        available = sorted(os.sched_getaffinity(0))
+
+        def child(role: str, port: int, count: int = 1) -> subprocess.Popen[bytes]:
             argv = [sys.executable, __file__, "--child", role, "--port", str(port)]
-            argv += ["--backend-port", str(backend_port)]
-            process = subprocess.Popen([*seats.prefix(seats.proxy), *argv], cwd=ROOT)
+            argv += ["--backend-port", str(backend_port), "--count", str(count)]
+            cpus = seats.prefix(seats.proxies(count, available))
+            process = subprocess.Popen([*cpus, *argv], cwd=ROOT)
             processes.append(process)
             return process
 
@@ -562,29 +625,43 @@ def main() -> int:
             target = Target(name, free_port(), host)
             wait_answering(target, child(role, target.port), timeout=120)
             targets.append(target)
+        for count in worker_counts:
+            target = Target(EDGE_WORKERS.format(n=count), free_port())
+            wait_answering(target, child("edge-workers", target.port, count), timeout=180)
+            targets.append(target)
+        nginx_counts = [1, *worker_counts]
         for peer in PEERS:
             path = peer.find()
             if path is None:
                 skipped.append(f"{peer.name} ({peer.binary}) is not installed: no {peer.name} row")
                 continue
-            target = Target(f"{peer.name} {peer.version(path)}", free_port())
-            config = Path(prefix) / peer.config_file
-            config.write_text(
-                peer.config.format(
-                    prefix=prefix, port=target.port, backend_port=backend_port, host=HOST
+            for count in nginx_counts if peer.name == "nginx" else [1]:
+                name = f"{peer.name} {peer.version(path)}"
+                target = Target(
+                    name if count == 1 else NGINX_WORKERS.format(nginx=name, n=count), free_port()
                 )
-            )
-            argv = [a.format(prefix=prefix, config=config) for a in peer.argv]
-            env = {**os.environ, "HOME": prefix, "XDG_DATA_HOME": prefix, **dict(peer.env)}
-            process = subprocess.Popen(
-                [*seats.prefix(seats.proxy), path, *argv],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-            )
-            processes.append(process)
-            wait_answering(target, process, timeout=30)
-            targets.append(target)
+                config = Path(prefix) / f"{count}-{peer.config_file}"
+                config.write_text(
+                    peer.config.format(
+                        prefix=prefix,
+                        port=target.port,
+                        backend_port=backend_port,
+                        host=HOST,
+                        workers=count,
+                        reuseport=" reuseport" if count > 1 else "",
+                    )
+                )
+                argv = [a.format(prefix=prefix, config=config) for a in peer.argv]
+                env = {**os.environ, "HOME": prefix, "XDG_DATA_HOME": prefix, **dict(peer.env)}
+                process = subprocess.Popen(
+                    [*seats.prefix(seats.proxies(count, available)), path, *argv],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                )
+                processes.append(process)
+                wait_answering(target, process, timeout=30)
+                targets.append(target)
 
         for target in targets:  # warm up connections and code paths
             measure(target, seconds=1, connections=args.connections, seats=seats)
@@ -701,11 +778,13 @@ def render(
         f"`interlock run`/`edge` do. Load: `{generator}`, {args.connections} connections, "
         f"{args.seconds} s per measurement, median of {args.rounds} rounds (spread: lowest to "
         "highest round).",
+        *_workers_text(results, seats),
         "",
         "```",
         f".venv/bin/python benchmarks/edge.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--connections {args.connections}{' --no-pin' if args.no_pin else ''}"
-        f"{' --no-mesh' if args.no_mesh else ''}",
+        f"{' --no-mesh' if args.no_mesh else ''}"
+        f"{f' --workers {args.workers}' if args.workers else ''}",
         "```",
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, "
@@ -736,9 +815,19 @@ def render(
         "",
     ]
     ours = [name for name in (EDGE, EDGE_MODULES, MESH) if name in results]
-    others = [name for name in results if name not in ours and name != BACKEND]
+    scaled = [name for name in results if name.endswith(" workers")]
+    others = [name for name in results if name not in ours + scaled and name != BACKEND]
     pairs = [(mine, other) for mine in ours for other in others]
     pairs.append((EDGE_MODULES, EDGE))
+    for name in scaled:
+        count = name.rsplit(", ", 1)[1].split()[0]
+        if name.startswith(EDGE):
+            pairs.append((name, EDGE))
+            twin = NGINX_WORKERS.format(nginx=nginx, n=count)
+            if nginx is not None and twin in results:
+                pairs.append((name, twin))
+        elif nginx is not None and name.startswith(nginx):
+            pairs.append((name, nginx))
     for mine, other in pairs:
         a, b = results[mine], results[other]
         throughput = [x.rps / y.rps for x, y in zip(a, b, strict=True)]
@@ -752,6 +841,32 @@ def render(
     lines += [f"- {line}." for line in skipped]
     lines += NOTE
     return "\n".join(lines) + "\n"
+
+
+def _workers_text(results: dict[str, list[Result]], seats: Seats) -> list[str]:
+    """What the ``, N workers`` rows are, when there are any."""
+    counts = sorted(
+        {int(name.rsplit(", ", 1)[1].split()[0]) for name in results if name.endswith(" workers")}
+    )
+    if not counts:
+        return []
+    available = sorted(os.sched_getaffinity(0))
+    where = "; ".join(
+        f"{n} workers on CPU {_cpus(seats.proxies(n, available)) or 'any'}" for n in counts
+    )
+    shared = any(set(seats.proxies(n, available)) & set(seats.load) for n in counts)
+    return [
+        "The rows ending in `, N workers` are the edge as `interlock run --edge-workers N` serves",
+        "it (N `interlock edge` processes sharing the port with `SO_REUSEPORT`, programmed through",
+        "their admin APIs; `interlock/edge/workers.py`) and nginx with `worker_processes N` and",
+        f"`listen … reuseport`: {where}"
+        + (
+            " — on this machine that includes the CPU of the load generator and the backend, so"
+            " these rows compete with their own load and show less than N cores' worth."
+            if shared
+            else "."
+        ),
+    ]
 
 
 NOTE = [
