@@ -64,7 +64,6 @@ from interlock.model.moduleset import (
     module_set_event,
     parse_module_set,
     parse_secret,
-    validate_modules,
 )
 from interlock.model.service import EndpointSlice, parse_endpoint_slice
 
@@ -179,15 +178,15 @@ class ModuleSetDirectory(_Directory):
     def upserted(self, raw: dict[str, Any]) -> None:
         module_set = parse_module_set(raw)
         key = module_set.key
-        problems = validate_modules(module_set)
+        problems = module_set.problems
         if problems:
             logger.warning(
                 "ModuleSet {} is invalid: {}; Ingresses using it serve nothing new",
                 key,
                 "; ".join(str(problem) for problem in problems),
             )
-        conditions = module_set_conditions(module_set, problems, now=self._now())
-        event = module_set_event(module_set.status.get("conditions") or [], conditions)
+        conditions = module_set_conditions(module_set, now=self._now())
+        event = module_set_event(module_set.status.get("conditions") or [], conditions, key=key)
         if event is not None:
             type_, reason, message = event
             reference = {

@@ -83,7 +83,6 @@ from interlock.model.moduleset import (
     Secret,
     merge_modules,
     module_secret_refs,
-    validate_modules,
 )
 from interlock.model.service import Service
 
@@ -228,7 +227,7 @@ class IngressActor(Actor):
             for name in module_set_names
             if (module_set := self._module_sets.get(ObjectKey(namespace=namespace, name=name)))
             is not None
-            and not validate_modules(module_set)
+            and not module_set.problems
         ]
         merged = merge_modules(usable)
         wanted.update(
@@ -362,7 +361,7 @@ class IngressActor(Actor):
                 for name in ingress.module_set_names()
                 if (module_set := self._module_sets.get(ObjectKey(namespace=namespace, name=name)))
                 is not None
-                and not validate_modules(module_set)
+                and not module_set.problems
             ]
             types = [
                 (

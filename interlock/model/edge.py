@@ -62,11 +62,11 @@ from interlock.model.moduleset import (
     ModuleSet,
     Secret,
     SecretValue,
+    describe_invalid,
     merge_modules,
     module_secret_ref_fields,
     module_secret_refs,
     modules_clash,
-    validate_modules,
 )
 from interlock.model.service import Service
 
@@ -536,10 +536,8 @@ def resolve_module_sets(
         if module_set is None:
             missing.append(f"ModuleSet {namespace}/{name} not found")
             continue
-        problems = validate_modules(module_set)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            invalid.append(f"ModuleSet {namespace}/{name} is invalid: {problems[0]}{more}")
+        if module_set.problems:
+            invalid.append(describe_invalid(module_set.key, module_set.problems))
             continue
         usable.append(module_set)
     modules = merge_modules(usable)

@@ -36,7 +36,6 @@ from interlock.model.moduleset import (
     SecretValue,
     merge_modules,
     module_secret_refs,
-    validate_modules,
 )
 
 MODULESET_GROUP = "interlock.dev"
@@ -104,7 +103,7 @@ def module_dependencies(
             found
             for name in rule
             if (found := module_sets.get(ObjectKey(namespace=namespace, name=name))) is not None
-            and not validate_modules(found)
+            and not found.problems
         ]
         for ref in module_secret_refs(merge_modules(usable)):
             key = ObjectKey(namespace=namespace, name=ref.name)

@@ -11,8 +11,11 @@ A ModuleSet is parsed so that it *fails closed*: pydantic would silently ignore 
 type (``ipRestrction:``) or an unknown field inside a module (``ipRestriction: {alow: [...]}``),
 which would serve a route with less protection than its author wrote. :class:`ModuleSetSpec`
 therefore sifts ``spec.modules`` before validation and keeps every unknown key and every invalid
-module as a :class:`ModuleProblem`; :func:`validate_modules` adds what types alone cannot check
-(CIDRs, durations, header names). A ModuleSet with any problem is never used for a route.
+module as a :class:`ModuleProblem`, then adds what types alone cannot check (CIDRs, durations,
+header names). That is the one validation of a ModuleSet: it happens when the ModuleSet is
+parsed, and everyone who asks whether a set may be used (its status, the Ingresses and Gateway
+routes naming it) reads the result, :attr:`ModuleSet.problems`. A ModuleSet with any problem is
+never used for a route; :func:`describe_invalid` is how every report of it reads.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from interlock.model.ingress_nginx import IngressNginxModule
 from interlock.model.meta import (
     KubeModel,
     KubeObject,
+    ObjectKey,
     parse_namespaced,
 )
 from interlock.model.validation import describe as describe_validation_error
@@ -259,20 +263,46 @@ class ModuleSetSpec(KubeModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _sift_modules(cls, data: Any) -> Any:
+    def _check_modules(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
         modules = data.get("modules")
-        if isinstance(modules, Modules):
-            return data
-        kept, problems = _sift_modules(modules)
-        carried = data.get("problems") or ()
-        return {**data, "modules": kept, "problems": (*carried, *problems)}
+        found: list[ModuleProblem] = []
+        if not isinstance(modules, Modules):
+            kept, found = _sift_modules(modules)
+            modules = Modules.model_validate(kept)
+        found.extend(_setting_problems(modules))
+        carried = [
+            p if isinstance(p, ModuleProblem) else ModuleProblem.model_validate(p)
+            for p in data.get("problems") or ()
+        ]
+        # A dump parsed again finds its setting problems again: each is kept once, in order.
+        problems = tuple(dict.fromkeys([*carried, *found]))
+        return {**data, "modules": modules, "problems": problems}
 
 
 class ModuleSet(KubeObject):
     spec: ModuleSetSpec = Field(default_factory=ModuleSetSpec)
     status: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def problems(self) -> tuple[ModuleProblem, ...]:
+        """Every reason this ModuleSet cannot be used, in the order they appear; empty when
+        valid. Found once, when it was parsed; its modules apply to no route while any remain.
+
+        The checks match what the edge checks when it compiles the modules, so a ModuleSet
+        reported Valid does not fail later for its configuration (the content of its Secrets is
+        only known to the edge)."""
+        return self.spec.problems
+
+
+def describe_invalid(key: ObjectKey, problems: Sequence[ModuleProblem]) -> str:
+    """How an invalid ModuleSet is reported wherever it is (an Ingress's or a route's error, the
+    ModuleSet's Event, the log): the ModuleSet with its namespace, then its first problem with
+    the field path. ``ModuleSet shop/bad is invalid: spec.modules.ipRestriction.allow[0]:
+    "10.0.0.0/33" is not a valid CIDR (and 1 more)``."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"ModuleSet {key} is invalid: {problems[0]}{more}"
 
 
 def parse_module_set(raw: dict[str, Any]) -> ModuleSet:
@@ -426,15 +456,9 @@ in the ModuleSet's status instead of only in the route's Events.
 """
 
 
-def validate_modules(module_set: ModuleSet) -> list[ModuleProblem]:
-    """Every reason ``module_set`` cannot be used, in the order they appear; empty when valid.
-
-    The checks match what the edge checks when it compiles the modules, so a ModuleSet reported
-    Valid does not fail later for its configuration (the content of its Secrets is only known to
-    the edge).
-    """
-    problems = list(module_set.spec.problems)
-    modules = module_set.spec.modules
+def _setting_problems(modules: Modules) -> list[ModuleProblem]:
+    """What types alone do not check in ``modules`` (part of :attr:`ModuleSet.problems`)."""
+    problems: list[ModuleProblem] = []
 
     def problem(module: str, field: str, reason: str) -> None:
         problems.append(
@@ -633,14 +657,14 @@ VALID_CONDITION = "Valid"
 _MAX_PROBLEMS_IN_MESSAGE = 10
 
 
-def module_set_conditions(
-    module_set: ModuleSet, problems: Sequence[ModuleProblem], *, now: datetime
-) -> list[dict[str, Any]]:
-    """``status.conditions`` for ``module_set``: ``Valid`` True, or False with reason ``Invalid``.
+def module_set_conditions(module_set: ModuleSet, *, now: datetime) -> list[dict[str, Any]]:
+    """``status.conditions`` for ``module_set``: ``Valid`` True, or False with reason ``Invalid``
+    and its :attr:`~ModuleSet.problems` (the condition is on the ModuleSet: it does not name it).
 
     ``lastTransitionTime`` is kept from the current status while the condition's status does not
     change, so equal inputs give equal conditions and the status writer has nothing to write.
     """
+    problems = module_set.problems
     valid = not problems
     status = "True" if valid else "False"
     if valid:
@@ -671,12 +695,14 @@ def module_set_conditions(
 
 
 def module_set_event(
-    stored: Sequence[object], conditions: Sequence[dict[str, Any]]
+    stored: Sequence[object], conditions: Sequence[dict[str, Any]], *, key: ObjectKey
 ) -> tuple[Literal["Normal", "Warning"], str, str] | None:
-    """The Event (type, reason, message) a ModuleSet gets when its Valid condition changes from
-    ``stored`` (its status now) to ``conditions``, or None: a Warning when it becomes invalid (or
-    invalid differently), a Normal recovery when it becomes valid again, nothing for a new valid
-    one or an unchanged condition — so the newest Event on a ModuleSet says how it is now."""
+    """The Event (type, reason, message) ModuleSet ``key`` gets when its Valid condition changes
+    from ``stored`` (its status now) to ``conditions``, or None: a Warning when it becomes invalid
+    (or invalid differently), a Normal recovery when it becomes valid again, nothing for a new
+    valid one or an unchanged condition — so the newest Event on a ModuleSet says how it is now.
+    The Warning names the ModuleSet as :func:`describe_invalid` does: an Event is read in lists
+    of many objects' Events, and in logs and tools that drop ``involvedObject``."""
     new = next((c for c in conditions if c.get("type") == VALID_CONDITION), None)
     if new is None:
         return None
@@ -689,8 +715,8 @@ def module_set_event(
         return (
             "Warning",
             "InvalidModuleSet",
-            f"{new['message']}; Ingresses that use it keep what they serve and get none of its "
-            "changes until it is fixed",
+            f"ModuleSet {key} is invalid: {new['message']}; Ingresses that use it keep what "
+            "they serve and get none of its changes until it is fixed",
         )
     if old is not None and old.get("status") == "False":
         return ("Normal", "Valid", "all modules are valid again")

@@ -17,7 +17,7 @@ from interlock.embedded import running_api_server
 from interlock.model.gateway import parse_http_route
 from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import parse_module_set, parse_secret, validate_modules
+from interlock.model.moduleset import parse_module_set, parse_secret
 from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.route_resolution import resolve_route
 from interlock.model.service import parse_service
@@ -113,7 +113,7 @@ def test_route_splits_echo_80_20_between_v1_and_v2() -> None:
 
 def test_module_set_lets_demo_demo_in_from_loopback_only_and_adds_the_header() -> None:
     module_set = parse_module_set(_one("ModuleSet", "demo"))
-    assert validate_modules(module_set) == []
+    assert module_set.problems == ()
     secret = parse_secret(_one("Secret", "demo-users"))
     value = secret.value("htpasswd")
     assert value is not None

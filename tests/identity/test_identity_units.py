@@ -10,7 +10,7 @@ from multidict import CIMultiDict
 
 from interlock.edge.modules.identity import Admitted
 from interlock.edge.modules.session import SessionKeyError, SessionSealer, session_keys
-from interlock.model.moduleset import parse_module_set, validate_modules
+from interlock.model.moduleset import parse_module_set
 
 OLD = b"o" * 32
 NEW = b"n" * 32
@@ -73,7 +73,7 @@ def _problems(modules: dict[str, Any]) -> list[str]:
             "spec": {"modules": modules},
         }
     )
-    return [str(p) for p in validate_modules(module_set)]
+    return [str(p) for p in module_set.problems]
 
 
 REF = {"name": "auth", "key": "client-secret"}

@@ -14,7 +14,6 @@ from interlock.model.moduleset import (
     INTERNAL_MODULES,
     Modules,
     parse_module_set,
-    validate_modules,
 )
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "moduleset.yaml"
@@ -101,7 +100,7 @@ def test_design_example_is_accepted_by_schema_and_model() -> None:
     assert unknown_fields(SCHEMA, DESIGN_EXAMPLE) == []
     # The model agrees on every field; it only adds that the edge will not run basicAuth and
     # jwt together (both read the Authorization header), which a schema cannot express simply.
-    problems = validate_modules(parse_module_set(DESIGN_EXAMPLE))
+    problems = parse_module_set(DESIGN_EXAMPLE).problems
     assert [p.field for p in problems] == ["spec.modules"]
     assert "basicAuth and jwt" in problems[0].reason
 
@@ -144,7 +143,7 @@ def test_no_preserve_unknown_fields_under_spec() -> None:
 def test_unknown_fields_refused_by_strict_validation(modules: dict[str, Any], unknown: str) -> None:
     assert unknown_fields(SCHEMA, with_modules(modules)) == [unknown]
     # ... and reported by the controller for servers that do not validate.
-    assert validate_modules(parse_module_set(with_modules(modules)))
+    assert parse_module_set(with_modules(modules)).problems
 
 
 @pytest.mark.parametrize(
@@ -172,7 +171,7 @@ def test_unknown_fields_refused_by_strict_validation(modules: dict[str, Any], un
 )
 def test_schema_and_model_both_refuse(modules: dict[str, Any]) -> None:
     assert schema_errors(with_modules(modules))
-    assert validate_modules(parse_module_set(with_modules(modules)))
+    assert parse_module_set(with_modules(modules)).problems
 
 
 def test_every_module_and_field_of_the_model_is_in_the_schema_and_back() -> None:

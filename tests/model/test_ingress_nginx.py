@@ -25,7 +25,7 @@ from interlock.model.ingress_nginx import (
     translate,
 )
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import ModuleSet, parse_module_set, validate_modules
+from interlock.model.moduleset import ModuleSet, parse_module_set
 
 
 def annotated(
@@ -430,7 +430,7 @@ def test_a_module_set_cannot_name_the_internal_module() -> None:
             "spec": {"modules": {"ingressNginx": {"redirect": "https://evil.example"}}},
         }
     )
-    problems = validate_modules(module_set)
+    problems = module_set.problems
     assert problems and "unknown module type" in problems[0].reason
     assert module_set.spec.modules.ingress_nginx is None
 

@@ -13,13 +13,13 @@ from interlock.model.moduleset import (
     ModuleSet,
     SecretKeyRef,
     SecretValue,
+    describe_invalid,
     merge_modules,
     module_secret_refs,
     module_set_conditions,
     module_set_event,
     parse_module_set,
     parse_secret,
-    validate_modules,
 )
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -65,12 +65,12 @@ def test_design_example_is_fully_parsed_and_only_the_auth_clash_reported() -> No
     parsed = module_set(DESIGN_EXAMPLE)
     # The design example lists every module at once; the edge refuses basicAuth together with jwt
     # (both read the Authorization header), so the ModuleSet reports it rather than the route.
-    assert [str(p) for p in validate_modules(parsed)] == [
+    assert [str(p) for p in parsed.problems] == [
         "spec.modules: basicAuth and jwt both read the Authorization header; "
         "configure only one of them"
     ]
     without_jwt = {k: v for k, v in DESIGN_EXAMPLE.items() if k != "jwt"}
-    assert validate_modules(module_set(without_jwt)) == []
+    assert module_set(without_jwt).problems == ()
     modules = parsed.spec.modules
     assert modules.ip_restriction is not None
     assert modules.ip_restriction.deny == ["10.1.0.0/16"]
@@ -87,7 +87,7 @@ def test_design_example_is_fully_parsed_and_only_the_auth_clash_reported() -> No
 
 def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
     parsed = module_set({"ipRestriction": {"allow": ["2001:db8::/32", "10.1.2.3", "::1"]}})
-    assert validate_modules(parsed) == []
+    assert parsed.problems == ()
 
 
 @pytest.mark.parametrize(
@@ -221,28 +221,26 @@ def test_ipv6_cidrs_and_bare_addresses_are_valid() -> None:
     ],
 )
 def test_validation_messages_name_module_and_field(modules: Any, expected: str) -> None:
-    problems = validate_modules(module_set(modules))
+    problems = module_set(modules).problems
     assert [str(p) for p in problems] == [expected]
 
 
 def test_problem_names_the_module() -> None:
-    [problem] = validate_modules(module_set({"ipRestriction": {"allow": ["x"]}}))
+    [problem] = module_set({"ipRestriction": {"allow": ["x"]}}).problems
     assert problem.module == "ipRestriction"
     assert problem.field == "spec.modules.ipRestriction.allow[0]"
 
 
 def test_unknown_module_type_is_not_silently_dropped_even_beside_valid_ones() -> None:
     parsed = module_set({"compression": {}, "waf": {"mode": "block"}})
-    problems = validate_modules(parsed)
+    problems = parsed.problems
     assert [p.module for p in problems] == ["waf"]
     # The valid module is still readable, for status and debugging.
     assert parsed.spec.modules.compression is not None
 
 
 def test_header_value_is_not_quoted_in_messages() -> None:
-    problems = validate_modules(
-        module_set({"headers": {"request": {"add": {"X-Token": "hunter2\n"}}}})
-    )
+    problems = module_set({"headers": {"request": {"add": {"X-Token": "hunter2\n"}}}}).problems
     assert problems
     assert all("hunter2" not in str(p) for p in problems)
 
@@ -252,8 +250,8 @@ def test_problems_survive_a_dump_and_parse_round_trip() -> None:
     # invalid modules are gone from ``modules`` after the first parse.
     parsed = module_set({"waf": {}, "rateLimit": {"requests": 0}, "compression": {}})
     again = parse_module_set(parsed.model_dump(by_alias=True))
-    assert validate_modules(again) == validate_modules(parsed)
-    assert len(validate_modules(again)) == 2
+    assert again.problems == parsed.problems
+    assert len(again.problems) == 2
 
 
 def test_problems_in_the_input_can_only_make_a_set_invalid() -> None:
@@ -263,13 +261,13 @@ def test_problems_in_the_input_can_only_make_a_set_invalid() -> None:
             "spec": {"modules": {}, "problems": [{"module": "x", "field": "y", "reason": "z"}]},
         }
     )
-    assert [str(p) for p in validate_modules(parsed)] == ["y: z"]
+    assert [str(p) for p in parsed.problems] == ["y: z"]
 
 
 def test_empty_and_null_modules_are_valid() -> None:
-    assert validate_modules(module_set({})) == []
-    assert validate_modules(module_set(None)) == []
-    assert validate_modules(parse_module_set({"metadata": {"name": "s", "namespace": "d"}})) == []
+    assert module_set({}).problems == ()
+    assert module_set(None).problems == ()
+    assert parse_module_set({"metadata": {"name": "s", "namespace": "d"}}).problems == ()
 
 
 def test_module_set_without_namespace_is_rejected() -> None:
@@ -289,7 +287,7 @@ def test_unreadable_module_set_raises_naming_it() -> None:
 
 def test_valid_condition() -> None:
     parsed = module_set({"compression": {}}, generation=4)
-    assert module_set_conditions(parsed, validate_modules(parsed), now=NOW) == [
+    assert module_set_conditions(parsed, now=NOW) == [
         {
             "type": "Valid",
             "status": "True",
@@ -303,7 +301,7 @@ def test_valid_condition() -> None:
 
 def test_invalid_condition_names_module_and_field() -> None:
     parsed = module_set({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
-    [condition] = module_set_conditions(parsed, validate_modules(parsed), now=NOW)
+    [condition] = module_set_conditions(parsed, now=NOW)
     assert condition["status"] == "False"
     assert condition["reason"] == "Invalid"
     assert condition["message"] == (
@@ -313,7 +311,7 @@ def test_invalid_condition_names_module_and_field() -> None:
 
 def test_long_problem_lists_are_cut_short() -> None:
     parsed = module_set({"ipRestriction": {"allow": [f"bad{i}" for i in range(15)]}})
-    [condition] = module_set_conditions(parsed, validate_modules(parsed), now=NOW)
+    [condition] = module_set_conditions(parsed, now=NOW)
     assert condition["message"].endswith("; and 5 more")
     assert '"bad9"' in condition["message"]
     assert '"bad10"' not in condition["message"]
@@ -323,10 +321,10 @@ def test_transition_time_kept_while_status_unchanged() -> None:
     earlier = "2025-12-31T00:00:00Z"
     current = {"conditions": [{"type": "Valid", "status": "True", "lastTransitionTime": earlier}]}
     parsed = module_set({}, status=current)
-    [same] = module_set_conditions(parsed, [], now=NOW)
+    [same] = module_set_conditions(parsed, now=NOW)
     assert same["lastTransitionTime"] == earlier
     broken = module_set({"rateLimit": {"requests": 0}}, status=current)
-    [changed] = module_set_conditions(broken, validate_modules(broken), now=NOW)
+    [changed] = module_set_conditions(broken, now=NOW)
     assert changed["lastTransitionTime"] == "2026-01-02T03:04:05Z"
 
 
@@ -470,7 +468,7 @@ def test_a_valid_module_set_compiles_at_the_edge_and_an_invalid_one_does_not(
             "rateLimit": {"requests": 5, "period": period},
         }
     )
-    valid = validate_modules(parsed) == []
+    valid = parsed.problems == ()
     try:
         compile_modules(parsed.spec.modules, {})
         compiles = True
@@ -489,7 +487,7 @@ def test_no_module_set_problem_is_worded_by_the_validation_library() -> None:
         {"webhookVerification": {"provider": "gitlab", "secretRef": {"name": "h", "key": "k"}}},
     ]
     for modules in bad:
-        reasons = [str(p) for p in validate_modules(module_set(modules))]
+        reasons = [str(p) for p in module_set(modules).problems]
         assert reasons, modules
         for reason in reasons:
             assert "Input should" not in reason and "Field required" not in reason, reason
@@ -497,14 +495,43 @@ def test_no_module_set_problem_is_worded_by_the_validation_library() -> None:
 
 def test_a_module_set_event_says_how_it_is_now() -> None:
     bad = module_set({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
-    invalid = module_set_conditions(bad, validate_modules(bad), now=NOW)
+    invalid = module_set_conditions(bad, now=NOW)
     good = module_set({"ipRestriction": {"allow": ["10.0.0.0/8"]}})
-    valid = module_set_conditions(good, validate_modules(good), now=NOW)
+    valid = module_set_conditions(good, now=NOW)
 
-    warning = module_set_event([], invalid)
+    key = bad.key
+    warning = module_set_event([], invalid, key=key)
     assert warning is not None and warning[:2] == ("Warning", "InvalidModuleSet")
     assert "spec.modules.ipRestriction.allow[0]" in warning[2]
-    assert module_set_event(invalid, invalid) is None, "the same problem is not repeated"
-    assert module_set_event(invalid, valid) == ("Normal", "Valid", "all modules are valid again")
-    assert module_set_event([], valid) is None, "a new valid ModuleSet is no news"
-    assert module_set_event(valid, valid) is None
+    assert module_set_event(invalid, invalid, key=key) is None, "the same problem is not repeated"
+    assert module_set_event(invalid, valid, key=key) == (
+        "Normal",
+        "Valid",
+        "all modules are valid again",
+    )
+    assert module_set_event([], valid, key=key) is None, "a new valid ModuleSet is no news"
+    assert module_set_event(valid, valid, key=key) is None
+
+
+def test_an_invalid_setting_is_reported_with_its_module_set_namespace_and_field() -> None:
+    # Read in a list of many objects' Events, or in the log, a message that gives only the
+    # field path does not say which ModuleSet to fix (the Event said only the field path).
+    modules = {"ipRestriction": {"allow": ["x"]}, "rateLimit": {"requests": 5, "period": "0s"}}
+    bad = module_set(modules, name="api")
+    expected_start = "ModuleSet default/api is invalid: spec.modules.ipRestriction.allow[0]: "
+    assert describe_invalid(bad.key, bad.problems) == (
+        expected_start + '"x" is not a valid CIDR (and 1 more)'
+    )
+    warning = module_set_event([], module_set_conditions(bad, now=NOW), key=bad.key)
+    assert warning is not None and warning[2].startswith(expected_start)
+    assert "spec.modules.rateLimit.period" in warning[2]
+
+
+def test_a_setting_problem_is_found_when_the_module_set_is_parsed() -> None:
+    # Not only the sifting's: a CIDR that types accept is checked at parse time too, so everyone
+    # who asks (its status, the IngressActor, the Ingress and Gateway route models) reads one
+    # result, and the copy the directory publishes carries it.
+    bad = module_set({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
+    published = bad.model_copy(update={"status": {}})
+    assert published.problems == bad.problems
+    assert [p.field for p in bad.problems] == ["spec.modules.ipRestriction.allow[0]"]

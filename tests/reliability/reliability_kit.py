@@ -64,7 +64,6 @@ from interlock.model.moduleset import (
     module_set_conditions,
     parse_module_set,
     parse_secret,
-    validate_modules,
 )
 from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
@@ -539,7 +538,7 @@ def expected_route_and_module_statuses(state: ClusterState) -> dict[str, Any]:
         result[key] = {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}
     for module_set in state.module_sets:
         key = f"ModuleSet {module_set.metadata.namespace}/{module_set.metadata.name}"
-        conditions = module_set_conditions(module_set, validate_modules(module_set), now=now)
+        conditions = module_set_conditions(module_set, now=now)
         result[key] = _strip_times({"conditions": conditions})
     return result
 
@@ -631,7 +630,7 @@ class ModuleHistory:
                 module_set = parse_module_set(raw)
             except InvalidObject:
                 continue
-            valid = not validate_modules(module_set)
+            valid = not module_set.problems
             types = frozenset(module_set.spec.modules.model_dump(by_alias=True, exclude_none=True))
             present[module_set.metadata.name] = types if valid else None
         for name in {"ms-0", "ms-1"} | set(present):

@@ -11,7 +11,7 @@ import pytest
 from edge_routes import serve_route
 
 from interlock.edge.provider import BackendTarget
-from interlock.model.moduleset import Modules, SecretValue, parse_module_set, validate_modules
+from interlock.model.moduleset import Modules, SecretValue, parse_module_set
 from interlock.model.service import ServicePortKey
 
 from .conftest import CountingBackend, Edge, running_edge, send_raw
@@ -107,5 +107,5 @@ def test_replay_window_is_validated_naming_the_field(
             },
         }
     )
-    problems = [str(problem) for problem in validate_modules(module_set)]
+    problems = [str(problem) for problem in module_set.problems]
     assert any("webhookVerification.replayWindow" in p and reason in p for p in problems), problems
