@@ -101,12 +101,16 @@ async def serve_until_signalled(
     received: list[signal.Signals] = []
 
     def stop(signum: signal.Signals) -> None:
-        if received:
-            say(stop_line(signum, doing="stopping now, without waiting for clean-up"))
-        else:
-            say(stop_line(signum, doing=doing))
+        first = not received
         received.append(signum)
         task.cancel()
+        # Stop even when the line cannot be printed: stdout may be a pipe whose reader is gone
+        # (an edge worker whose controller was killed).
+        with contextlib.suppress(OSError):
+            if first:
+                say(stop_line(signum, doing=doing))
+            else:
+                say(stop_line(signum, doing="stopping now, without waiting for clean-up"))
 
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop, signum)

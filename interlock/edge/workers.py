@@ -207,6 +207,7 @@ class EdgeWorkers:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "INTERLOCK_EDGE_WORKER": str(index + 1)},
+            preexec_fn=_die_with_parent,
         )
         assert process.stdout is not None
         try:
@@ -249,6 +250,10 @@ class EdgeWorkers:
                 else:
                     try:
                         await self.provider.replay(fresh.client)
+                    except asyncio.CancelledError:  # stopping: this worker never counted
+                        fresh.process.kill()
+                        await self._reap(fresh)
+                        raise
                     except EdgeError as error:
                         logger.warning(
                             "edge worker {}: cannot reprogram: {}", index + 1, error.message
@@ -286,6 +291,21 @@ class EdgeWorkers:
     def traffic(self) -> list[TrafficStatistics]:
         """Each worker's counters as last read by :meth:`refresh_traffic`."""
         return list(self._traffic)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before ``exec``: get SIGTERM when the controller dies, however it dies
+    (SIGKILL, OOM), so no orphaned worker keeps serving the port with a configuration nobody
+    updates any more. Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 async def _announced(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -118,3 +119,42 @@ def refused(address: str) -> bool:
     port = int(address.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+CONTROLLER = """
+import asyncio, sys
+from interlock.edge.workers import EdgeWorkers
+
+async def main() -> None:
+    workers = EdgeWorkers(count=2, listen="127.0.0.1:0")
+    await workers.start()
+    print(" ".join(str(worker.pid) for worker in workers.workers), flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet has stopped running)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_workers_stop_when_their_controller_is_killed() -> None:
+    controller = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CONTROLLER, stdout=asyncio.subprocess.PIPE
+    )
+    assert controller.stdout is not None
+    pids = [int(pid) for pid in (await controller.stdout.readline()).split()]
+    assert len(pids) == 2 and all(alive(pid) for pid in pids)
+    controller.kill()
+    await controller.wait()
+    await eventually_true(
+        lambda: not any(alive(pid) for pid in pids),
+        within=60,
+        message="the orphaned workers stopped",
+    )
