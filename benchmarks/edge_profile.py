@@ -92,13 +92,16 @@ def run_edge(
             *wrapper,
             sys.executable,
             *pyargs,
-            __file__,
+            os.path.abspath(__file__),
             "--edge",
             str(port),
             str(backend_port),
             *(["--modules"] if modules else []),
         ],
         env=env,
+        # From the tree's folder: ``-m cProfile`` (--profile) puts the working directory first
+        # on sys.path, so from this checkout's it profiled this checkout's edge, not the tree's.
+        cwd=tree,
     )
     try:
         wait_port(port, time.monotonic() + 900)
@@ -186,7 +189,7 @@ def main() -> None:
         wait_port(backend_port, time.monotonic() + 60)
         with tempfile.TemporaryDirectory() as tmp:
             if args.profile:
-                out = Path(args.keep or tmp) / "edge.prof"
+                out = Path(args.keep or tmp).resolve() / "edge.prof"
                 pyargs = ["-m", "cProfile", "-o", str(out)]
                 run_edge(
                     backend_port,
@@ -202,7 +205,7 @@ def main() -> None:
                 )
                 print_split(stats)
                 return
-            out = Path(args.keep or tmp) / f"callgrind.{args.requests}"
+            out = Path(args.keep or tmp).resolve() / f"callgrind.{args.requests}"
             wrapper = [
                 "valgrind",
                 "--tool=callgrind",

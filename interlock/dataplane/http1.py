@@ -144,7 +144,10 @@ class Http1Response(BufferedBody):
     def __init__(
         self, connection: _Connection, status: int, reason: str, headers: CIMultiDict[str]
     ) -> None:
-        super().__init__()
+        # BufferedBody.__init__, inlined: one answer per proxied request.
+        self._parts: deque[bytes] = deque()
+        self._size = 0
+        self._waiter: asyncio.Future[None] | None = None
         self._connection: _Connection | None = connection
         self.status = status
         self.reason = reason

@@ -214,7 +214,8 @@ class Http1Responder:
             if self._head_only:
                 self._write(head, end=end)
             else:
-                self._write(head + self._frame(data, end=end), end=end)
+                # _frame inlined for the usual answer, whose length is known (not chunked).
+                self._write(head + (self._frame(data, end=end) if self._chunked else data), end=end)
         elif self._head_only:
             if end:
                 self._write(b"", end=True)
@@ -299,7 +300,7 @@ class Http1Responder:
         text = "\r\n".join(lines)
         if text.count("\n") != len(lines) or text.count("\r") != len(lines):
             raise ValueError("a response header name or value holds CR or LF")
-        return _encode(text)
+        return text.encode("utf-8", "surrogateescape")  # _encode, inlined: once per answer
 
 
 def _cancel(timer: asyncio.TimerHandle | None) -> None:
