@@ -297,11 +297,11 @@ class Http1Responder:
             lines.append("Connection: close")
         elif self._version_10:
             lines.append("Connection: keep-alive")
-        lines.append("\r\n")
-        text = "\r\n".join(lines)
-        if text.count("\n") != len(lines) or text.count("\r") != len(lines):
+        fields = "".join(lines)  # checked as request_head checks its head
+        if "\r" in fields or "\n" in fields:
             raise ValueError("a response header name or value holds CR or LF")
-        return text.encode("utf-8", "surrogateescape")  # _encode, inlined: once per answer
+        lines.append("\r\n")
+        return "\r\n".join(lines).encode("utf-8", "surrogateescape")  # _encode, inlined
 
 
 def _cancel(timer: asyncio.TimerHandle | None) -> None:

@@ -288,6 +288,10 @@ def test_a_header_with_cr_or_lf_is_never_sent() -> None:
         request_head("GET", "/", headers(**{"X-A": "1\r\nX-Injected: 1"}), None, ("a", 80))
     with pytest.raises(ValueError, match="CR or LF"):
         request_head("GET", "/", headers(**{"X-A": "1\nX: 2"}), None, ("a", 80))
+    with pytest.raises(ValueError, match="CR or LF"):
+        request_head("GET", "/", headers(**{"X-A": "1\rX: 2"}), None, ("a", 80))
+    with pytest.raises(ValueError, match="CR or LF"):
+        request_head("GET", "/", headers(**{"X-A\r\nX-B": "1"}), None, ("a", 80))
     head, chunked = request_head("POST", "/p?q=1", CIMultiDict(), None, ("10.0.0.1", 8080))
     assert head == b"POST /p?q=1 HTTP/1.1\r\nContent-Length: 0\r\nHost: 10.0.0.1:8080\r\n\r\n"
     assert not chunked
