@@ -18,12 +18,8 @@ from interlock.actors.gateway_messages import (
     CA_BUNDLE_KEY,
     CABundle,
 )
-from interlock.actors.messages import (
-    ObjectChanged,
-)
-from interlock.actors.topics import (
-    CA_BUNDLE,
-)
+from interlock.actors.messages import ObjectParsed
+from interlock.actors.topics import CA_BUNDLE
 from interlock.mailbox import Actor
 from interlock.model.backend_tls import CA_KEY
 from interlock.model.meta import ObjectKey
@@ -48,12 +44,12 @@ class CABundleDirectory(Actor):
     reconciles = "ConfigMap"
 
     async def receive(self, message: object) -> object | None:
-        if not isinstance(message, ObjectChanged):
+        if not isinstance(message, ObjectParsed):
             return None
-        topic = CA_BUNDLE.topic(ObjectKey(namespace=message.namespace, name=message.name))
-        found = None if message.deleted else ca_bundle_of(message.obj)
+        topic = CA_BUNDLE.topic(message.key)
+        found = None if message.deleted else message.value
         retained = self.system.retained(topic)
-        if found is None:
+        if not isinstance(found, CABundle):
             if CA_BUNDLE_KEY in retained:
                 self.unpublish(topic, CA_BUNDLE_KEY)
         elif retained.get(CA_BUNDLE_KEY) != found:

@@ -1,18 +1,20 @@
-"""Directories: the edge inputs, parsed once and published as retained topics.
+"""Directories: the edge inputs, parsed once (by the router) and published as retained topics.
 
 Every IngressActor needs some ModuleSets, Secrets and IngressClasses; the edge's upstream
 resolver needs EndpointSlices. Letting each of them watch Kubernetes would multiply API traffic
 and, worse, give each its own view of when an object appeared. A directory turns the informer's
-raw events into one retained topic per object instead, so that a subscriber gets the current
+events, parsed by the router with the kinds table's parser (``controller/kinds.py``), into one
+retained topic per object instead, so that a subscriber gets the current
 value in the same step as it subscribes (no event can fall between "read" and "listen") and
 later changes as they happen.
 
 Each directory publishes **only when something its readers use changed**: a resourceVersion
 bump, a status write or an annotation edit that no reader looks at costs nothing downstream.
-Objects that cannot be parsed are logged with the object and the field and treated as absent:
-an edge never runs on a half-understood ModuleSet (fail closed). "Changed" is judged against the
-retained value, not the instance's memory: a directory restarted after a crash starts empty,
-and must still stay silent on what its predecessor published and withdraw it on deletion.
+Objects that cannot be parsed are logged (by the router) with the object and the field and
+treated as absent: an edge never runs on a half-understood ModuleSet (fail closed). "Changed"
+is judged against the retained value, not the instance's memory: a directory restarted after a
+crash starts empty, and must still stay silent on what its predecessor published and withdraw
+it on deletion.
 
 The ModuleSet directory also decides each ModuleSet's ``Valid`` condition and, while the stored
 one differs, publishes it on ``status:moduleset`` for the status writer, which writes it
@@ -28,7 +30,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from loguru import logger
 
@@ -46,7 +48,7 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.messages import (
     STATUS_WRITER,
-    ObjectChanged,
+    ObjectParsed,
 )
 from interlock.actors.topics import (
     ENDPOINTS,
@@ -57,15 +59,17 @@ from interlock.actors.topics import (
     SECRET,
 )
 from interlock.mailbox import Actor
-from interlock.model.ingress import parse_ingress, parse_ingress_class
-from interlock.model.meta import InvalidObject, ObjectKey, ObjectMeta
+from interlock.model.ingress import IngressClass, StoredIngress
+from interlock.model.meta import ObjectKey, ObjectMeta
 from interlock.model.moduleset import (
+    ModuleSet,
+    Secret,
     module_set_conditions,
     module_set_event,
-    parse_module_set,
-    parse_secret,
 )
-from interlock.model.service import EndpointSlice, parse_endpoint_slice
+from interlock.model.service import EndpointSlice
+
+M = TypeVar("M")
 
 
 def _utc_now() -> datetime:
@@ -77,28 +81,27 @@ def _identity_meta(meta: ObjectMeta) -> ObjectMeta:
     return meta.model_copy(update={"resource_version": ""})
 
 
-class _Directory(Actor):
-    """Receives :class:`ObjectChanged` for one kind and keeps its topics up to date."""
+class _Directory(Actor, Generic[M]):
+    """Receives :class:`ObjectParsed` for one kind and keeps its topics up to date."""
+
+    model: type[M]
+    """What the kind's parser gives (anything else is taken as the object's absence)."""
 
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, ObjectChanged):
+        if isinstance(message, ObjectParsed):
             self._handle(message)
         return None
 
-    def _handle(self, change: ObjectChanged) -> None:
-        key = ObjectKey(namespace=change.namespace, name=change.name)
-        if change.deleted:
-            self.deleted(key)
-            return
-        try:
-            self.upserted(change.obj)
-        except InvalidObject as error:
-            logger.warning("{}; it is ignored until it is fixed", error)
-            self.deleted(key)
+    def _handle(self, change: ObjectParsed) -> None:
+        value = change.value
+        if change.deleted or not isinstance(value, self.model):
+            self.deleted(change.key)
+        else:
+            self.upserted(value)
 
     @abc.abstractmethod
-    def upserted(self, raw: dict[str, Any]) -> None:
-        """Parse ``raw`` (raising :class:`InvalidObject`) and publish what changed."""
+    def upserted(self, value: M) -> None:
+        """Publish what changed of the object ``value``."""
 
     @abc.abstractmethod
     def deleted(self, key: ObjectKey) -> None:
@@ -115,7 +118,7 @@ class _Directory(Actor):
             self.unpublish(topic, key)
 
 
-class IngressDirectory(_Directory):
+class IngressDirectory(_Directory[StoredIngress]):
     """Publishes ``ingress:<ns>/<name>`` and keeps one IngressActor per Ingress.
 
     The actor is spawned before the Ingress is published (it subscribes in ``started()``, so
@@ -130,34 +133,34 @@ class IngressDirectory(_Directory):
     ) -> None:
         self._ingress_actor = ingress_actor
 
-    def upserted(self, raw: dict[str, Any]) -> None:
-        ingress = parse_ingress(raw)
+    model = StoredIngress
+
+    def upserted(self, value: StoredIngress) -> None:
+        ingress = value.ingress
         key = ingress.key
-        status = raw.get("status")
-        stored = status.get("loadBalancer") if isinstance(status, dict) else None
-        value = IngressSpecified(
+        specified = IngressSpecified(
             ingress.model_copy(update={"metadata": _identity_meta(ingress.metadata)}),
-            stored if isinstance(stored, dict) else {},
+            value.load_balancer,
         )
         topic = INGRESS.topic(key)
-        if self.system.retained(topic).get(INGRESS_KEY) == value:
+        if self.system.retained(topic).get(INGRESS_KEY) == specified:
             return
         self.system.spawn_or_get(
             ingress_address(key.namespace, key.name), lambda: self._ingress_actor(key)
         )
-        self.publish(topic, INGRESS_KEY, value)
+        self.publish(topic, INGRESS_KEY, specified)
 
     def deleted(self, key: ObjectKey) -> None:
         self._withdraw_retained(INGRESS.topic(key), INGRESS_KEY)
 
 
-class IngressClassDirectory(_Directory):
+class IngressClassDirectory(_Directory[IngressClass]):
     """Publishes every IngressClass on ``ingressclasses``, keyed by name."""
 
     reconciles = "IngressClass"
+    model = IngressClass
 
-    def upserted(self, raw: dict[str, Any]) -> None:
-        parsed = parse_ingress_class(raw)
+    def upserted(self, parsed: IngressClass) -> None:
         value = parsed.model_copy(update={"metadata": _identity_meta(parsed.metadata)})
         self._publish_changed(INGRESS_CLASSES_TOPIC, parsed.metadata.name, value)
 
@@ -165,18 +168,18 @@ class IngressClassDirectory(_Directory):
         self._withdraw_retained(INGRESS_CLASSES_TOPIC, key.name)
 
 
-class ModuleSetDirectory(_Directory):
+class ModuleSetDirectory(_Directory[ModuleSet]):
     """Publishes ``moduleset:<ns>/<name>`` (spec only) and decides each one's Valid condition."""
 
     reconciles = "ModuleSet"
+    model = ModuleSet
 
     def __init__(self, *, now: Callable[[], datetime] = _utc_now) -> None:
         self._now = now
         self._status: dict[ObjectKey, tuple[str, list[dict[str, Any]]]] = {}
         """The conditions published on ``status:moduleset``, still to be written."""
 
-    def upserted(self, raw: dict[str, Any]) -> None:
-        module_set = parse_module_set(raw)
+    def upserted(self, module_set: ModuleSet) -> None:
         key = module_set.key
         problems = module_set.problems
         if problems:
@@ -234,23 +237,24 @@ class ModuleSetDirectory(_Directory):
             )
 
 
-class SecretDirectory(_Directory):
+class SecretDirectory(_Directory[Secret]):
     """Publishes ``secret:<ns>/<name>``: keys and values, only when one of them changed.
 
     Values are never logged: a Secret that cannot be parsed is reported by name and field only.
     """
 
     reconciles = "Secret"
+    model = Secret
 
-    def upserted(self, raw: dict[str, Any]) -> None:
-        value = SecretData.from_secret(parse_secret(raw))
+    def upserted(self, secret: Secret) -> None:
+        value = SecretData.from_secret(secret)
         self._publish_changed(SECRET.topic(value.key), SECRET_KEY, value)
 
     def deleted(self, key: ObjectKey) -> None:
         self._withdraw_retained(SECRET.topic(key), SECRET_KEY)
 
 
-class EndpointsDirectory(_Directory):
+class EndpointsDirectory(_Directory[EndpointSlice]):
     """Publishes each EndpointSlice on ``endpoints:<ns>/<svc>`` (its Service label), by name.
 
     A slice without the ``kubernetes.io/service-name`` label belongs to no Service and is not
@@ -260,22 +264,19 @@ class EndpointsDirectory(_Directory):
     """
 
     reconciles = "EndpointSlice"
+    model = EndpointSlice
 
     def __init__(self) -> None:
         self._published: dict[ObjectKey, tuple[str, EndpointSlice]] = {}
 
-    def _handle(self, change: ObjectChanged) -> None:
-        key = ObjectKey(namespace=change.namespace, name=change.name)
-        if key not in self._published:
-            self._recall(key, change.obj)
+    def _handle(self, change: ObjectParsed) -> None:
+        if change.key not in self._published and isinstance(change.value, EndpointSlice):
+            self._recall(change.key, change.value)
         super()._handle(change)
 
-    def _recall(self, key: ObjectKey, raw: dict[str, Any]) -> None:
-        """Adopt what a predecessor published for ``key`` on the topic of ``raw``'s label."""
-        try:
-            service = parse_endpoint_slice(raw).service_key
-        except InvalidObject:
-            return
+    def _recall(self, key: ObjectKey, endpoint_slice: EndpointSlice) -> None:
+        """Adopt what a predecessor published for ``key`` on the topic of its label."""
+        service = endpoint_slice.service_key
         if service is None:
             return
         topic = ENDPOINTS.topic(service)
@@ -283,8 +284,7 @@ class EndpointsDirectory(_Directory):
         if isinstance(value, EndpointSlice):
             self._published[key] = (topic, value)
 
-    def upserted(self, raw: dict[str, Any]) -> None:
-        endpoint_slice = parse_endpoint_slice(raw)
+    def upserted(self, endpoint_slice: EndpointSlice) -> None:
         key = endpoint_slice.key
         service = endpoint_slice.service_key
         if service is None:

@@ -48,6 +48,34 @@ def watch_address(*, namespace: str, service: str, port: int, client_namespace: 
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectParsed:
+    """A change of an object, parsed by the router with its kind's parser (the kinds table,
+    ``controller/kinds.py``) for the directory of its kind: every directory receives models.
+
+    ``value`` is the model, also for a deletion when the last state parsed (a directory may
+    need it to find what the object published); None when the object could not be read (the
+    router logged why, naming the field), which a directory takes as the object's absence.
+    Keyed like :class:`ObjectChanged`, so a burst coalesces and a poison message is resynced.
+    """
+
+    __trace_redact__: ClassVar[frozenset[str]] = frozenset({"value"})
+
+    kind: str
+    key: ObjectKey
+    value: object | None
+    deleted: bool
+    resource_version: str = ""
+
+    @property
+    def coalesce_key(self) -> tuple[str, str, str, str]:
+        return ("object", self.kind, self.key.namespace, self.key.name)
+
+    def trace_summary(self) -> str:
+        verb = "Deleted" if self.deleted else ("Parsed" if self.value is not None else "Invalid")
+        return f"ObjectParsed {verb} {self.kind} {self.key} rv={self.resource_version}"
+
+
+@dataclass(frozen=True, slots=True)
 class ObjectChanged:
     """An informer event on its way to the router, keyed so a burst on one object coalesces.
 

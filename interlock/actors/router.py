@@ -37,6 +37,7 @@ from interlock.actors.messages import (
     GrantUpserted,
     NamespaceOpaquePorts,
     ObjectChanged,
+    ObjectParsed,
     RouteRejected,
     RouteSpecified,
     ServiceDeleted,
@@ -181,6 +182,20 @@ class InformerRouter(Actor):
             # a lambda with its four cells took about 200 bytes more a route.
             factory = partial(self.factories[kind], change.namespace, change.name, RouteOutputs())
             self.system.spawn(address, factory)
+
+
+def parse_change(change: ObjectChanged, parser: Callable[[dict[str, Any]], object]) -> ObjectParsed:
+    """``change`` parsed with its kind's ``parser`` for a directory: an object that cannot be
+    read is logged with the object and the field, and handed on as absent (fail closed: a
+    directory never publishes a half-understood ModuleSet)."""
+    key = ObjectKey(namespace=change.namespace, name=change.name)
+    try:
+        value = parser(change.obj)
+    except InvalidObject as error:
+        if not change.deleted:
+            logger.warning("{}; it is ignored until it is fixed", error)
+        value = None
+    return ObjectParsed(change.kind, key, value, change.deleted, change.resource_version)
 
 
 def _names_a_service(raw: dict[str, Any]) -> bool:

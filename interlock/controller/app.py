@@ -37,7 +37,7 @@ from interlock.actors.messages import (
     ObjectChanged,
 )
 from interlock.actors.route import RouteActor, RouteOutputs
-from interlock.actors.router import InformerRouter, RouteFactory
+from interlock.actors.router import InformerRouter, RouteFactory, parse_change
 from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.actors.status_writer import StatusWriter
@@ -132,10 +132,18 @@ async def _serve(app: web.Application, address: Address, *, flag: str) -> Runnin
 
 
 def _teller(
-    system: ActorSystem, address: str, follows: Callable[[ObjectChanged], bool] | None
+    system: ActorSystem,
+    address: str,
+    follows: Callable[[ObjectChanged], bool] | None,
+    parser: Callable[[dict[str, Any]], object] | None,
 ) -> Callable[[ObjectChanged], None]:
-    """Tells a change to ``address`` (only those ``follows`` accepts, when given). Called from
-    the router's handler, so the message is correlated with the informer event."""
+    """Tells a change to ``address``: parsed by ``parser`` (an ``ObjectParsed``), or as it is
+    (none), and only those ``follows`` accepts, when given. Called from the router's handler,
+    so the message is correlated with the informer event."""
+    if parser is not None:
+        assert follows is None, "a filtered row is a raw one"
+        read = parser
+        return lambda change: system.tell(address, parse_change(change, read))
     if follows is None:
         return lambda change: system.tell(address, change)
 
@@ -533,7 +541,10 @@ class Controller:
         for row in rows_for(frozenset(halves)):
             if row.receiver != ROUTER:
                 follows = gateways.follows if row.follows and gateways is not None else None
-                forward.setdefault(row.kind, []).append(_teller(self.system, row.receiver, follows))
+                parser = None if row.raw else row.parser
+                forward.setdefault(row.kind, []).append(
+                    _teller(self.system, row.receiver, follows, parser)
+                )
         return forward
 
     def _started_leading(self) -> None:

@@ -14,10 +14,12 @@ Two ways a row is delivered:
 - ``ROUTER``: the router parses the object itself with the row's parser and hands the result
   on (a Service to the ServiceDirectory, a route to its topic and RouteActor, a ReferenceGrant
   to the GrantsDirectory, a Namespace's opaque-ports annotation to the ServiceDirectory).
-- an actor's address: the change is told to that actor, which parses it with the row's parser
-  (its directory keeps the raw parts it needs besides the model, such as an Ingress's stored
-  status); ``follows`` narrows which changes go there (the GatewayController reads only the
-  routes that name, or named, one of its Gateways).
+- an actor's address: the router parses the object with the row's parser and tells that actor
+  the model (:class:`~interlock.actors.messages.ObjectParsed`: every directory receives
+  models); a ``raw`` row's actor is told the change itself and parses it (the
+  GatewayController, which reads routes its own way: not converted yet). ``follows`` narrows
+  which changes go there (the GatewayController reads only the routes that name, or named, one
+  of its Gateways).
 
 The path of a **Service** change: row ``Service`` → the router parses it (``parse_service``) →
 ``ServiceUpserted``/``ServiceDeleted`` to the ServiceDirectory → ``SERVICE`` topic, only if a
@@ -26,8 +28,9 @@ field readers use changed → each RouteActor that subscribed re-resolves its ro
 each watched port rebuilds its policy (``build_outbound_policy``) → the policy API streams, the
 edge's and the mesh listener's upstreams.
 
-The path of an **Ingress** change: row ``Ingress`` → told to the Ingress directory, which
-parses it (``parse_ingress``), spawns the Ingress's IngressActor and publishes on ``INGRESS`` →
+The path of an **Ingress** change: row ``Ingress`` → parsed by the router
+(``parse_stored_ingress``: the Ingress and its stored ``status.loadBalancer``) and told to the
+Ingress directory, which spawns the Ingress's IngressActor and publishes on ``INGRESS`` →
 the IngressActor follows its ModuleSets, Secrets and Services (``MODULESET``, ``SECRET``,
 ``SERVICE``), computes its routes per host (``ingress_host_routes``) and publishes a part on
 ``HOST`` → the EdgeActor of that host combines the parts (``edge_from_parts``) and reconciles
@@ -50,12 +53,14 @@ from interlock.actors.edge_messages import (
     SECRET_DIRECTORY,
 )
 from interlock.actors.gateway_messages import CA_BUNDLE_DIRECTORY, GATEWAY_CONTROLLER
+from interlock.actors.messages import ObjectChanged, ObjectParsed
+from interlock.actors.router import parse_change
 from interlock.model.backend_tls import parse_backend_tls_policy
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.gateway_class import parse_gateway_class
 from interlock.model.gateway_listeners import parse_gateway
 from interlock.model.grpc_route import parse_grpc_route
-from interlock.model.ingress import parse_ingress, parse_ingress_class
+from interlock.model.ingress import parse_ingress_class, parse_stored_ingress
 from interlock.model.listener_sets import parse_listener_set
 from interlock.model.moduleset import parse_module_set, parse_secret
 from interlock.model.service import parse_endpoint_slice, parse_service
@@ -84,6 +89,8 @@ class KindRow:
     """Only the changes the half's filter accepts are told (``GatewayHalf.follows``)."""
     without: Half | None = None
     """Not delivered from this row when that half runs too (it delivers the kind itself)."""
+    raw: bool = False
+    """The receiver is told the raw change and parses it itself."""
 
 
 KINDS: tuple[KindRow, ...] = (
@@ -94,19 +101,19 @@ KINDS: tuple[KindRow, ...] = (
     KindRow("GRPCRoute", "outbound", parse_grpc_route, ROUTER),
     KindRow("TLSRoute", "outbound", parse_tls_route, ROUTER),
     KindRow("TCPRoute", "outbound", parse_tcp_route, ROUTER),
-    KindRow("Ingress", "edge", parse_ingress, INGRESS_DIRECTORY),
+    KindRow("Ingress", "edge", parse_stored_ingress, INGRESS_DIRECTORY),
     KindRow("IngressClass", "edge", parse_ingress_class, INGRESS_CLASS_DIRECTORY),
     KindRow("ModuleSet", "edge", parse_module_set, MODULESET_DIRECTORY),
     KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY),
     KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY),
     KindRow("EndpointSlice", "mesh", parse_endpoint_slice, ENDPOINTS_DIRECTORY, without="edge"),
-    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER),
-    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER),
-    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER),
-    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER),
-    KindRow("HTTPRoute", "gateway", parse_http_route, GATEWAY_CONTROLLER, follows=True),
-    KindRow("GRPCRoute", "gateway", parse_grpc_route, GATEWAY_CONTROLLER, follows=True),
-    KindRow("Namespace", "gateway", None, GATEWAY_CONTROLLER),
+    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER, raw=True),
+    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER, raw=True),
+    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER, raw=True),
+    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER, raw=True),
+    KindRow("HTTPRoute", "gateway", parse_http_route, GATEWAY_CONTROLLER, follows=True, raw=True),
+    KindRow("GRPCRoute", "gateway", parse_grpc_route, GATEWAY_CONTROLLER, follows=True, raw=True),
+    KindRow("Namespace", "gateway", None, GATEWAY_CONTROLLER, raw=True),
     KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY),
 )
 """Every kind, once per half that reads it; see the module docstring."""
@@ -119,3 +126,12 @@ def rows_for(halves: frozenset[Half]) -> tuple[KindRow, ...]:
         for row in KINDS
         if row.half in halves and (row.without is None or row.without not in halves)
     )
+
+
+def parsed(change: ObjectChanged) -> ObjectParsed:
+    """``change`` as the router tells it to the directory of its kind (its row's parser)."""
+    row = next(
+        row for row in KINDS if row.kind == change.kind and row.receiver != ROUTER and not row.raw
+    )
+    assert row.parser is not None, f"{row.kind}: a directory's row names its parser"
+    return parse_change(change, row.parser)

@@ -14,6 +14,7 @@ written once, here.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -120,6 +121,22 @@ class IngressClass(KubeModel):
 def parse_ingress(raw: dict[str, Any]) -> Ingress:
     """Parse a v1 Ingress; raises :class:`InvalidObject` naming the Ingress and the field."""
     return parse_namespaced(Ingress, "Ingress", raw)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredIngress:
+    """An Ingress and its ``status.loadBalancer`` as stored (``{}`` when it has none): what the
+    Ingress directory reads of one (the status, to see another writer's late write)."""
+
+    ingress: Ingress
+    load_balancer: dict[str, Any]
+
+
+def parse_stored_ingress(raw: dict[str, Any]) -> StoredIngress:
+    """:func:`parse_ingress`, with the stored ``status.loadBalancer``."""
+    status = raw.get("status")
+    stored = status.get("loadBalancer") if isinstance(status, dict) else None
+    return StoredIngress(parse_ingress(raw), stored if isinstance(stored, dict) else {})
 
 
 def parse_ingress_class(raw: dict[str, Any]) -> IngressClass:

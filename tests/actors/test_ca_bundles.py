@@ -13,6 +13,7 @@ from interlock.actors.ca_bundles import CABundleDirectory
 from interlock.actors.gateway_messages import CA_BUNDLE_DIRECTORY, CA_BUNDLE_KEY, CABundle
 from interlock.actors.messages import ObjectChanged
 from interlock.actors.topics import CA_BUNDLE
+from interlock.controller.kinds import parsed
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import wait_idle
 from interlock.model.meta import ObjectKey
@@ -67,10 +68,11 @@ async def test_only_a_change_of_ca_crt_is_published_and_a_deletion_withdraws_it(
             {},  # no ca.crt: still published, as a ConfigMap without one
         )
     ):
-        system.tell(CA_BUNDLE_DIRECTORY, ObjectChanged.of(config_map(data, version=str(version))))
+        change = ObjectChanged.of(config_map(data, version=str(version)))
+        system.tell(CA_BUNDLE_DIRECTORY, parsed(change))
         await wait_idle(system)
     obj = config_map({}, version="9")
-    system.tell(CA_BUNDLE_DIRECTORY, ObjectChanged.of(obj, deleted=True))
+    system.tell(CA_BUNDLE_DIRECTORY, parsed(ObjectChanged.of(obj, deleted=True)))
     await wait_idle(system)
     assert seen == [
         CABundle(KEY, "PEM-1"),

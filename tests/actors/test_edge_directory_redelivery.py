@@ -23,12 +23,14 @@ from interlock.actors.edge_messages import (
 )
 from interlock.actors.messages import (
     ObjectChanged,
+    ObjectParsed,
 )
 from interlock.actors.topics import (
     ENDPOINTS,
     INGRESS_CLASSES_TOPIC,
     SECRET,
 )
+from interlock.controller.kinds import parsed
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_idle, wait_until
 from interlock.model.meta import ObjectKey
@@ -61,10 +63,13 @@ class CrashOnce:
 
 
 def change(kind: str, name: str, obj: dict[str, Any], *, namespace: str = "default") -> Any:
-    return ObjectChanged(kind, namespace, name, deleted=False, resource_version="1", obj=obj)
+    """What the router tells the kind's directory of this object."""
+    return parsed(
+        ObjectChanged(kind, namespace, name, deleted=False, resource_version="1", obj=obj)
+    )
 
 
-def ingress_class(name: str) -> ObjectChanged:
+def ingress_class(name: str) -> ObjectParsed:
     obj = {
         "kind": "IngressClass",
         "metadata": {"name": name},
@@ -73,7 +78,7 @@ def ingress_class(name: str) -> ObjectChanged:
     return change("IngressClass", name, obj, namespace="")
 
 
-def secret(name: str, value: str) -> ObjectChanged:
+def secret(name: str, value: str) -> ObjectParsed:
     obj = {
         "kind": "Secret",
         "metadata": {"name": name, "namespace": "default"},
@@ -82,7 +87,7 @@ def secret(name: str, value: str) -> ObjectChanged:
     return change("Secret", name, obj)
 
 
-def endpoint_slice(name: str) -> ObjectChanged:
+def endpoint_slice(name: str) -> ObjectParsed:
     obj = {
         "kind": "EndpointSlice",
         "metadata": {

@@ -41,6 +41,7 @@ from interlock.actors.topics import (
     INGRESS_STATUS_TOPIC,
     MODULESET_STATUS_TOPIC,
 )
+from interlock.controller.kinds import parsed
 from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
@@ -120,7 +121,7 @@ class Edges:
     def apply(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
         meta = {**obj["metadata"], "resourceVersion": str(next(self.versions))}
         change = ObjectChanged.of({**obj, "metadata": meta}, deleted=deleted)
-        self.system.tell(KIND_DIRECTORY[obj["kind"]], change)
+        self.system.tell(KIND_DIRECTORY[obj["kind"]], parsed(change))
 
     def delete(self, obj: dict[str, Any]) -> None:
         self.apply(obj, deleted=True)
