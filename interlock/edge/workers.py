@@ -31,7 +31,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,7 +207,7 @@ class EdgeWorkers:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "INTERLOCK_EDGE_WORKER": str(index + 1)},
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent(),
         )
         assert process.stdout is not None
         try:
@@ -296,16 +296,22 @@ class EdgeWorkers:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """In the child before ``exec``: get SIGTERM when the controller dies, however it dies
-    (SIGKILL, OOM), so no orphaned worker keeps serving the port with a configuration nobody
-    updates any more. Linux only; elsewhere a no-op."""
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the child runs before ``exec`` to get SIGTERM when the controller dies, however it
+    dies (SIGKILL, OOM), so no orphaned worker keeps serving the port with a configuration
+    nobody updates any more; ``None`` off Linux. ``prctl`` is looked up here, in the parent:
+    between ``fork`` and ``exec`` the child only calls it (loading a library there could wait
+    for a lock another thread held at the fork)."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def in_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    return in_child
 
 
 async def _announced(
