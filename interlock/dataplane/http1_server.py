@@ -276,7 +276,9 @@ class Http1Responder:
                 has_length = True
             elif lower == "date":
                 has_date = True
-            lines.append(f"{name}: {value}")
+            # Concatenated: a relayed answer's names are ``istr`` (the copy without hop-by-hop
+            # headers), which an f-string formats through ``str.__format__``.
+            lines.append(name + ": " + value)
         if status < 200 or status in _NO_BODY_STATUSES:
             self._head_only = True
         elif not has_length:
