@@ -62,6 +62,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "HTTPRouteQueryParamMatching",
             "HTTPRouteRequestTimeout",
             "HTTPRouteResponseHeaderModification",
+            "HTTPRouteRetry",
             "HTTPRouteSchemeRedirect",
             "ListenerSet",
         )
