@@ -203,10 +203,6 @@ class Http1Response(BufferedBody):
 
     # ---- fed by the connection ----
 
-    def _feed(self, data: bytes) -> bool:
-        """Buffer body bytes; True when the upstream should wait before sending more."""
-        return self._buffer(data) > HIGH_WATER
-
     def _finish(self, error: BaseException | None = None) -> None:
         if error is None:
             self.done = True
@@ -372,7 +368,12 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         response = self._response
-        if response is not None and response._feed(body) and self.transport is not None:
+        # Buffered; past HIGH_WATER the upstream waits until the relay takes it.
+        if (
+            response is not None
+            and response._buffer(body) > HIGH_WATER
+            and self.transport is not None
+        ):
             self.reading_paused = True
             self._stop_timer()
             self.transport.pause_reading()
@@ -672,7 +673,8 @@ class UpstreamPool:
         self._idle.setdefault(connection.address, []).append(connection)
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, self._expire)
-        self._wake()
+        if self._waiters:  # most exchanges: none wait (only at a limit)
+            self._wake()
 
     def forget(self, connection: _Connection) -> None:
         """``connection`` is closed: out of the pool, its slot free."""

@@ -194,11 +194,6 @@ class Http1Responder:
     def started(self) -> bool:
         return self.status is not None
 
-    @property
-    def body_ended(self) -> bool:
-        """The request's whole body has arrived (the connection can read the next one)."""
-        return self._body.ended
-
     def send_headers(self, status: int, headers: Sequence[tuple[str, str]], *, end: bool) -> None:
         self.status = status
         self._head = (status, headers)
@@ -605,7 +600,8 @@ class Http1ServerProtocol(asyncio.Protocol):
                     )
                     await responder.send_data(plain.body(with_detail=False).encode(), end=True)
                 self._answering = None
-                if not responder.keep_alive or not responder.body_ended:
+                # The request's whole body has arrived, or the next request cannot be read.
+                if not responder.keep_alive or not responder._body.ended:
                     self.abort()
                     return
                 following = self._following()
