@@ -68,13 +68,20 @@ class Workers:
         path = RESOURCES[obj["kind"]].collection_path(namespace=obj["metadata"].get("namespace"))
         await request_json(self.api, method="POST", path=path, what="create", body=obj)
 
-    async def replace_spec(self, obj: dict[str, Any]) -> None:
+    async def set_spec(self, obj: dict[str, Any]) -> None:
+        """A merge patch of ``spec``: no resourceVersion, so the controller's status writes
+        in between cannot make it conflict."""
         resource = RESOURCES[obj["kind"]]
         meta = obj["metadata"]
         path = resource.object_path(namespace=meta.get("namespace"), name=meta["name"])
-        current = await request_json(self.api, method="GET", path=path, what="get")
-        current["spec"] = obj["spec"]
-        await request_json(self.api, method="PUT", path=path, what="replace", body=current)
+        await request_json(
+            self.api,
+            method="PATCH",
+            path=path,
+            what="patch",
+            body={"spec": obj["spec"]},
+            content_type="application/merge-patch+json",
+        )
 
     async def statuses(self, count: int, **headers: str) -> list[int]:
         """``count`` requests, each on a connection of its own (SO_REUSEPORT spreads
@@ -157,15 +164,20 @@ async def test_a_modules_change_one_worker_refuses_leaves_both_on_the_last_good_
     fanout.workers[1] = refusing
 
     # Let anyone in: worker 2 refuses the chain, so both keep basicAuth.
-    await workers.replace_spec(module_set("auth", {"headers": {"request": {"set": {"x-a": "b"}}}}))
+    await workers.set_spec(module_set("auth", {"headers": {"request": {"set": {"x-a": "b"}}}}))
 
     def refused() -> bool:
         state = edge.inspect().route(host=HOST, route_id="Prefix:/")
         return state is not None and "edge worker 2 of 2" in (state.last_error or "")
 
     await eventually(refused, message="the route's state names the refusing worker")
-    events = await object_events(workers.api, "shop", "ModulesFailed")
-    assert any("edge worker 2 of 2" in event["message"] for event in events)
+
+    async def reported() -> bool:
+        events = await object_events(workers.api, "shop", "ModulesFailed")
+        return any("edge worker 2 of 2" in event["message"] for event in events)
+
+    # The Event is written after the actor's state changed (by the StatusWriter).
+    await eventually(reported, message="a ModulesFailed Event names the refusing worker")
     for worker in edge.workers.workers:
         route = (await worker.client.snapshot()).route(host=HOST, route_id="Prefix:/")
         assert route is not None and route.modules["order"] == ["basicAuth"]
