@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -15,9 +16,16 @@ from e2e_clients import LOCAL, Cluster, StartController, eventually
 from echo_backends import Echo
 
 from interlock.controller.app import Controller
+from interlock.kube.transport import KubeApiError, request_json
 
 GROUP = "gateway.networking.k8s.io"
 CLASS = "interlock-e2e"
+
+GATEWAY_API = Path(__file__).resolve().parents[3] / "shared/gateway-api/v1.6.1"
+"""The Gateway API release's CRDs (``standard/`` is what the real lane installs)."""
+SAFE_UPGRADES = "safe-upgrades.gateway.networking.k8s.io"
+"""The standard channel's ValidatingAdmissionPolicy (and binding) refusing experimental CRDs
+over standard ones."""
 
 
 def _pool() -> tuple[str, ...]:
@@ -148,3 +156,45 @@ async def env(cluster: Cluster, start_controller: StartController) -> AsyncItera
                 obj = await environment.read(kind, name)
                 if obj is not None:
                     await cluster.delete(obj)
+
+
+@pytest.fixture
+async def experimental_httproutes(cluster: Cluster) -> AsyncIterator[None]:
+    """HTTPRoute's experimental-channel CRD for one test (fields such as ``rules[].retry``,
+    which the standard CRD's API server prunes), the standard one again after it.
+
+    On the real lane the standard channel's ``safe-upgrades`` policy refuses an experimental
+    CRD over a standard one: its binding is deleted for the test and applied again after (its
+    admission takes a moment to notice, so the apply is tried until it passes). The embedded
+    lane's HTTPRoute admits the field already; the CRD is applied there too, the same way."""
+    experimental = GATEWAY_API / "experimental" / "gateway.networking.k8s.io_httproutes.yaml"
+    standard = GATEWAY_API / "standard" / "gateway.networking.k8s.io_httproutes.yaml"
+    if cluster.real:
+        try:
+            await request_json(
+                cluster.api,
+                method="DELETE",
+                path=f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"
+                f"{SAFE_UPGRADES}",
+                what="delete the safe-upgrades binding",
+            )
+        except KubeApiError as error:
+            if error.code != 404:
+                raise
+
+    async def installed() -> bool:
+        try:
+            await cluster.apply_manifests([experimental])
+        except AssertionError:
+            return False  # the policy's binding is still enforced
+        return True
+
+    await eventually(installed, message="the experimental HTTPRoute CRD is installed")
+    try:
+        yield
+    finally:
+        await cluster.apply_manifests([standard])
+        if cluster.real:
+            await cluster.apply_manifests(
+                [GATEWAY_API / "standard" / "gateway.networking.k8s.io_vap_safeupgrades.yaml"]
+            )
