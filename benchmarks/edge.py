@@ -202,17 +202,24 @@ async def serve_mesh(port: int, backend_port: int) -> None:
     from loguru import logger
     from mesh import objects as mesh_service
 
-    from interlock.config import Address, ControllerConfig
+    from interlock.config import (
+        Address,
+        AdminConfig,
+        ClusterConfig,
+        ControllerConfig,
+        MeshConfig,
+        PolicyApiConfig,
+    )
     from interlock.controller.app import Controller
 
     logger.remove()
     local = Address("127.0.0.1", 0)
     controller = Controller(
         ControllerConfig(
-            embedded=True,
-            policy_addr=local,
-            admin_addr=local,
-            mesh_addr=Address("127.0.0.1", port),
+            cluster=ClusterConfig(embedded=True),
+            policy=PolicyApiConfig(addr=local),
+            admin=AdminConfig(addr=local),
+            mesh=MeshConfig(addr=Address("127.0.0.1", port)),
         )
     )
     await controller.start()

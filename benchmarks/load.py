@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from interlock.api.policy_json import policy_json
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    LeadershipConfig,
+    PolicyApiConfig,
+)
 from interlock.controller.app import Controller
 from interlock.embedded import EmbeddedApiServer
 from interlock.kube.transport import request_json
@@ -253,11 +260,10 @@ async def run_load(scale: Scale) -> LoadResult:
         kubeconfig = line.split(" ", 1)[1].strip()
         try:
             config = ControllerConfig(
-                kubeconfig=kubeconfig,
-                policy_addr=LOCAL,
-                admin_addr=LOCAL,
-                lease_namespace="default",
-                lease_identity="load",
+                cluster=ClusterConfig(kubeconfig=kubeconfig),
+                policy=PolicyApiConfig(addr=LOCAL),
+                admin=AdminConfig(addr=LOCAL),
+                leadership=LeadershipConfig(namespace="default", identity="load"),
             )
             controller = Controller(config)
             started = time.perf_counter()

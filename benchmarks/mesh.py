@@ -111,7 +111,14 @@ async def main(rounds: int, requests: int) -> None:
     import yaml
     from loguru import logger
 
-    from interlock.config import Address, ControllerConfig
+    from interlock.config import (
+        Address,
+        AdminConfig,
+        ClusterConfig,
+        ControllerConfig,
+        MeshConfig,
+        PolicyApiConfig,
+    )
     from interlock.controller.app import Controller
 
     logger.remove()
@@ -124,7 +131,12 @@ async def main(rounds: int, requests: int) -> None:
         child.start()
     local = Address("127.0.0.1", 0)
     controller = Controller(
-        ControllerConfig(embedded=True, policy_addr=local, admin_addr=local, mesh_addr=local)
+        ControllerConfig(
+            cluster=ClusterConfig(embedded=True),
+            policy=PolicyApiConfig(addr=local),
+            admin=AdminConfig(addr=local),
+            mesh=MeshConfig(addr=local),
+        )
     )
     await controller.start()
     await controller.wait_ready()

@@ -54,7 +54,14 @@ from api_servers import ApiServer, EmbeddedServer, RealServer
 from bench_report import quiet_logs, report, rss_mib
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    LeadershipConfig,
+    PolicyApiConfig,
+)
 from interlock.controller.app import Controller
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
@@ -129,13 +136,11 @@ def follower(server: ApiServer) -> Controller:
     the Lease), as ``interlock run`` tunes it."""
     return Controller(
         ControllerConfig(
-            kubeconfig=server.controller_kubeconfig,
-            policy_addr=Address("127.0.0.1", 0),
-            admin_addr=Address("127.0.0.1", 0),
-            lease_namespace=server.lease_namespace,
-            lease_identity="benchmark",
-            watch_grace=300.0,
-            tune_gc=True,  # as `interlock run` does
+            cluster=ClusterConfig(kubeconfig=server.controller_kubeconfig),
+            policy=PolicyApiConfig(addr=Address("127.0.0.1", 0), watch_grace=300.0),
+            admin=AdminConfig(addr=Address("127.0.0.1", 0)),
+            leadership=LeadershipConfig(namespace=server.lease_namespace, identity="benchmark"),
+            tune_gc=True,
         )
     )
 
@@ -568,7 +573,7 @@ async def run(
                 await asyncio.sleep(0.05)
             figures["status_s"] = time.perf_counter() - leading
             figures["status_writes"] = writer.writes
-            figures["status_concurrency"] = controller.config.status_concurrency
+            figures["status_concurrency"] = controller.config.status.concurrency
             figures["flow_control"] = flow_delta(flow_before, await server.flow_control())
             figures["load_avg_end"] = os.getloadavg()[0]
             await controller.stop()

@@ -293,12 +293,11 @@ async def controller_main(kubeconfig: str) -> None:
     frames = int(os.environ.get(TRACEMALLOC_ENV, "0"))
     if frames:
         tracemalloc.start(frames)
+    config = replica_config(kubeconfig, "soak")
     config = replace(
-        replica_config(kubeconfig, "soak"),
+        config,
         # A loaded shared machine must not cost the only replica its Lease.
-        lease_duration=30.0,
-        lease_renew_deadline=20.0,
-        lease_retry_period=1.0,
+        leadership=replace(config.leadership, duration=30.0, renew_deadline=20.0, retry_period=1.0),
     )
     controller = Controller(config)
     await controller.start()

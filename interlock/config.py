@@ -1,9 +1,15 @@
-"""Settings of a running controller, in one place, with one docstring per field.
+"""Settings of a running controller, grouped by concern, with one docstring per field.
 
 The command line (`interlock run`), environment variables (`INTERLOCK_<FLAG>`) and tests all
-build a :class:`ControllerConfig`; ``controller/`` reads nothing else. Keeping it a plain frozen
-dataclass means a test can start a controller with short leases and grace periods without
-touching flags, and every default is documented where it is defined.
+build a :class:`ControllerConfig`; ``controller/`` reads nothing else. It holds one frozen
+dataclass per concern (kopf's ``OperatorSettings`` is the model): the cluster and its API client,
+leadership, the policy API, Linkerd's gRPC API, the admin server, the edge, the mesh listener,
+Gateways, status writing, observability. Each checks its own combinations in ``__post_init__``
+and :class:`ControllerConfig` those that span two, so a config that cannot run cannot be
+built: the errors name the flag a user would set (``--edge-admin-url and
+--edge-admin-token-file go together``), and ``interlock run`` shows them as they are. A test
+starts a controller with short leases and grace periods by giving only the concerns it changes;
+every default is documented where it is defined.
 """
 
 from __future__ import annotations
@@ -106,17 +112,19 @@ def default_lease_namespace() -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ControllerConfig:
-    """Everything ``Controller`` needs to start; every field has a working default."""
+class ClusterConfig:
+    """Which Kubernetes API server the controller talks to, how, and what it watches there."""
 
     kubeconfig: str | None = None
-    """Path of a kubeconfig file; ``None`` uses in-cluster config or the default kubeconfig."""
+    """Path of a kubeconfig file (``--kubeconfig``); ``None`` uses in-cluster config or the
+    default kubeconfig."""
 
     in_cluster: bool = False
     """Use the Pod's service account (in-cluster config) instead of a kubeconfig file."""
 
     embedded: bool = False
-    """Start the embedded API server in this process and talk to it instead of a cluster."""
+    """Start the embedded API server in this process and talk to it instead of a cluster
+    (``--embedded``); excludes ``kubeconfig`` and ``in_cluster``."""
 
     manifests: tuple[str, ...] = ()
     """Files or folders of YAML applied at start in embedded mode (after ``manifests/crds``)."""
@@ -124,35 +132,128 @@ class ControllerConfig:
     write_kubeconfig: str | None = None
     """Embedded mode: where to write a kubeconfig that kubectl can use against it."""
 
-    policy_addr: Address = field(
-        default_factory=lambda: parse_address(DEFAULT_POLICY_ADDR, flag="")
-    )
-    """Where the outbound policy API listens (``GET /v1/outbound/...``)."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch (``--namespace``); empty means all namespaces."""
 
-    admin_addr: Address = field(default_factory=lambda: parse_address(DEFAULT_ADMIN_ADDR, flag=""))
-    """Where the admin server listens (``/healthz``, ``/readyz``, ``/debug/actors``)."""
+    domain: str = "cluster.local"
+    """The cluster's DNS domain (``--cluster-domain``), as in
+    ``NAME.NAMESPACE.svc.cluster.local`` (canonical form)."""
 
-    allowed_hosts: AllowedHosts = field(default_factory=AllowedHosts)
-    """``Host`` names the policy API, the admin server and the embedded API server answer
-    besides IP addresses and ``localhost`` (``--allowed-host``; a guard against DNS rebinding,
-    see :mod:`interlock.model.allowed_hosts`): in a cluster, their Services' DNS names."""
+    reconnect_initial: float = 0.8
+    """First delay, in seconds, before an informer reconnects after a failed list or watch."""
+
+    reconnect_maximum: float = 30.0
+    """Largest delay, in seconds, between informer reconnects (client-go's 0.8 s to 30 s)."""
+
+    def __post_init__(self) -> None:
+        if self.embedded and (self.kubeconfig or self.in_cluster):
+            raise ValueError("--embedded cannot be combined with --kubeconfig or --in-cluster")
+        if not self.embedded and (self.manifests or self.write_kubeconfig):
+            raise ValueError("--manifests and --write-kubeconfig need --embedded")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeadershipConfig:
+    """The coordination.k8s.io/v1 Lease that elects the replica writing status."""
+
+    namespace: str = field(default_factory=default_lease_namespace)
+    """Namespace of the Lease (``--lease-namespace``)."""
+
+    name: str = "interlock"
+    """Name of the Lease (``--lease-name``)."""
+
+    identity: str = field(default_factory=default_identity)
+    """This replica's holder identity in the Lease (``--lease-identity``)."""
+
+    duration: float = 15.0
+    """Seconds a Lease is valid after its last renewal (client-go's LeaseDuration)."""
+
+    renew_deadline: float = 10.0
+    """Seconds the leader keeps trying to renew before it gives up leadership."""
+
+    retry_period: float = 2.0
+    """Seconds between attempts to acquire or renew the Lease."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyApiConfig:
+    """The outbound policy API (``GET /v1/outbound/...``) and what it answers."""
+
+    addr: Address = field(default_factory=lambda: parse_address(DEFAULT_POLICY_ADDR, flag=""))
+    """Where the policy API listens (``--policy-addr``)."""
+
+    watch_grace: float = 30.0
+    """Seconds a service-port watch lives on after its last subscriber left, so that a client
+    reconnecting (or repeated ``GET``s) does not rebuild it each time."""
+
+    lax_reference_grants: bool = False
+    """Linkerd's reading of ReferenceGrants (``--lax-reference-grants``): a producer route's
+    cross-namespace backend needs no grant (``docs/policy-api.md``, "ReferenceGrants")."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkerdConfig:
+    """Linkerd's proxy API (``io.linkerd.proxy.outbound.OutboundPolicies``, gRPC)."""
+
+    grpc_addr: Address | None = None
+    """Where the gRPC API listens (``--grpc-addr``); ``None`` serves none (``docs/linkerd.md``)."""
+
+    cluster_networks: tuple[str, ...] = ()
+    """The pod and service networks (``--cluster-network``, Linkerd's ``clusterNetworks``): the
+    gRPC API answers an address outside them that is no Service's as egress; empty: Linkerd's
+    default (the private ranges)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdminConfig:
+    """The admin server (``/healthz``, ``/readyz``, ``/metrics``, ``/debug/*``)."""
+
+    addr: Address = field(default_factory=lambda: parse_address(DEFAULT_ADMIN_ADDR, flag=""))
+    """Where the admin server listens (``--admin-addr``)."""
 
     debug_from: tuple[str, ...] = ()
-    """Networks (CIDRs) whose clients may read ``/debug/*`` besides loopback, which always may;
-    everyone else is refused with 403 (``/healthz``, ``/readyz`` and ``/metrics`` stay open)."""
+    """Networks (CIDRs) whose clients may read ``/debug/*`` besides loopback, which always may
+    (``--debug-from``); everyone else is refused with 403 (``/healthz``, ``/readyz`` and
+    ``/metrics`` stay open)."""
 
-    edge_addr: Address | None = None
-    """Where the edge data plane listens; ``None`` runs no edge."""
 
-    edge_admin_url: str | None = None
-    """The admin API (``http://HOST:PORT``) of a data plane running as its own process
-    (``interlock edge``), which the edge actors program instead of one in this process; the
-    controller then serves no data plane itself. Excludes ``edge_addr`` and ``edge_tls_addr``
-    (TLS listeners and trusted proxies are that process's own settings)."""
+@dataclass(frozen=True, kw_only=True)
+class EdgeConfig:
+    """The edge data plane: served by this process (``addr``) or programmed in another one
+    (``admin_url``), and how Ingresses are served and published on it."""
 
-    edge_admin_token: SecretValue | None = None
-    """The token the admin API at ``edge_admin_url`` requires (``--edge-admin-token-file``),
-    sent as ``Authorization: Bearer``; never logged nor shown."""
+    addr: Address | None = None
+    """Where the edge data plane listens (``--edge-addr``); ``None`` runs no edge here."""
+
+    tls_addr: Address | None = None
+    """Where the edge also serves HTTPS (``--edge-tls-addr``), with each host's certificate from
+    its Ingress's TLS Secret chosen by SNI; ``None`` serves plain HTTP only."""
+
+    admin_url: str | None = None
+    """The admin API (``http://HOST:PORT``, ``--edge-admin-url``) of a data plane running as its
+    own process (``interlock edge``), which the edge actors program instead of one in this
+    process; the controller then serves no data plane itself. Excludes ``addr``, ``tls_addr``
+    and ``trusted_proxies`` (TLS listeners and trusted proxies are that process's own
+    settings) and needs ``admin_token``."""
+
+    admin_token: SecretValue | None = None
+    """The token the admin API at ``admin_url`` requires (``--edge-admin-token-file``), sent as
+    ``Authorization: Bearer``; never logged nor shown."""
+
+    workers: int = 1
+    """Data-plane processes serving ``addr`` and ``tls_addr`` (``--edge-workers``): 1 serves
+    them from this process; N > 1 starts N ``interlock edge`` children sharing the ports
+    (``interlock.edge.workers``)."""
+
+    limits: ProxyLimits = DEFAULT_LIMITS
+    """Bounds on what one client may hold of the edge served here, and of the mesh listener
+    (``--edge-*`` limits): per-upstream connections, client header, body and idle timeouts (see
+    :class:`~interlock.dataplane.limits.ProxyLimits`)."""
+
+    trusted_proxies: tuple[str, ...] = ()
+    """CIDRs of proxies in front of the edge (``--trusted-proxy``; a cloud load balancer, say)
+    whose ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
+    rateLimit; from any other peer the header is ignored, so it cannot be forged."""
 
     ingress_nginx_annotations: bool = False
     """Serve ingress-nginx's annotations on every Ingress (``--ingress-nginx-annotations``);
@@ -164,59 +265,98 @@ class ControllerConfig:
     writes where the edge listens instead, and nothing for a wildcard address (see
     :mod:`interlock.model.load_balancer`). Its namespace must be watched."""
 
-    cluster_networks: tuple[str, ...] = ()
-    """The pod and service networks (``--cluster-network``, Linkerd's ``clusterNetworks``): the
-    gRPC API answers an address outside them that is no Service's as egress; empty: Linkerd's
-    default (the private ranges)."""
+    @property
+    def runs(self) -> bool:
+        """Whether there is an edge to program: served here or reached at ``admin_url``."""
+        return self.addr is not None or self.admin_url is not None
 
-    lax_reference_grants: bool = False
-    """Linkerd's reading of ReferenceGrants (``--lax-reference-grants``): a producer route's
-    cross-namespace backend needs no grant (``docs/policy-api.md``, "ReferenceGrants")."""
+    def __post_init__(self) -> None:
+        if self.admin_url is not None and (
+            self.addr is not None or self.tls_addr is not None or self.trusted_proxies
+        ):
+            raise ValueError(
+                "--edge-admin-url cannot be combined with --edge-addr, --edge-tls-addr or "
+                "--trusted-proxy: the controller either serves the data plane itself or programs "
+                "one running elsewhere (give that one these settings: interlock edge --listen, "
+                "--tls-listen, --trusted-proxy)"
+            )
+        if (self.admin_url is None) != (self.admin_token is None):
+            raise ValueError(
+                "--edge-admin-url and --edge-admin-token-file go together: the edge's admin API "
+                "refuses calls without its token (interlock edge --admin-token-file)"
+            )
+        if self.workers < 1:
+            raise ValueError(f"--edge-workers {self.workers}: at least 1 is required")
+        if self.workers > 1 and self.addr is None:
+            raise ValueError(
+                "--edge-workers above 1 needs --edge-addr: the workers serve this process's edge "
+                "(a data plane programmed through --edge-admin-url runs its own processes)"
+            )
+        if self.publish_service is not None and not self.runs:
+            raise ValueError(
+                "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
+                "is reached, and without either no edge runs"
+            )
 
-    grpc_addr: Address | None = None
-    """Where Linkerd's proxy API (``io.linkerd.proxy.outbound.OutboundPolicies``, gRPC) listens
-    (``--grpc-addr``); ``None`` serves none (see ``docs/linkerd.md``)."""
 
-    mesh_addr: Address | None = None
+@dataclass(frozen=True, kw_only=True)
+class MeshConfig:
+    """The mesh listener: cluster clients' requests routed by outbound policy (``docs/mesh.md``)."""
+
+    addr: Address | None = None
     """Where the mesh listener serves cluster clients (``--mesh-addr``): requests whose
     authority names a Service are routed by that Service port's outbound policy; ``None`` runs
-    no mesh listener (see ``docs/mesh.md``)."""
+    no mesh listener."""
 
-    mesh_client_namespace: str = "default"
-    """The namespace whose view of each policy the mesh listener enforces: its consumer routes
-    apply, other namespaces' consumer routes do not."""
+    client_namespace: str = "default"
+    """The namespace whose view of each policy the mesh listener enforces
+    (``--mesh-client-namespace``): its consumer routes apply, other namespaces' do not."""
 
-    cluster_domain: str = "cluster.local"
-    """The cluster's DNS domain, as in ``NAME.NAMESPACE.svc.cluster.local`` (canonical form)."""
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayConfig:
+    """Gateway API Gateways, served by this process's edge."""
+
+    addresses: tuple[str, ...] = ()
+    """The addresses interlock's Gateways are given, one each (``--gateway-addresses``: a
+    CIDR or a list); each Gateway's listeners are served on its own address, so that Gateways
+    with the same ports and hostnames are told apart. Empty: Gateways get no address (their
+    ``Programmed`` condition says so). Needs ``EdgeConfig.addr``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusConfig:
+    """How the leader writes status (routes, Ingresses, Gateways)."""
+
+    controller_name: str = "interlock.dev/policy-controller"
+    """The ``controllerName`` written in HTTPRoute ``status.parents`` entries."""
+
+    concurrency: int = 8
+    """Status writes in flight at once (at most one per route); bounds the load a new leader
+    puts on the API server when it writes every route's status."""
+
+    retry_initial: float = 0.5
+    """First delay, in seconds, before retrying a status write that failed transiently."""
+
+    retry_maximum: float = 30.0
+    """Largest delay, in seconds, between retries of a failing status write."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservabilityConfig:
+    """Logs, access logs, traces and spans."""
+
+    log_level: str = "INFO"
+    """Minimum level of log lines written to stderr (DEBUG, INFO, WARNING, ERROR)."""
+
+    log_format: LogFormat = "text"
+    """How log lines look: ``text`` for people, ``json`` (one object a line with
+    controller-runtime's keys) for log pipelines; see :mod:`interlock.logs`."""
 
     access_log: bool = False
     """Log one JSON line per request through the edge and the mesh listener (host, route,
     method, path, status, bytes, duration, upstream, retries; never a header value or the
     query string); off by default."""
-
-    gateway_addresses: tuple[str, ...] = ()
-    """The addresses interlock's Gateways are given, one each (``--gateway-addresses``: a
-    CIDR or a list); each Gateway's listeners are served on its own address, so that Gateways
-    with the same ports and hostnames are told apart. Empty: Gateways get no address (their
-    ``Programmed`` condition says so). Needs ``edge_addr`` (the data plane of this process)."""
-
-    edge_tls_addr: Address | None = None
-    """Where the edge also serves HTTPS, with each host's certificate from its Ingress's TLS
-    Secret chosen by SNI; ``None`` serves plain HTTP only. Needs ``edge_addr``."""
-
-    trusted_proxies: tuple[str, ...] = ()
-    """CIDRs of proxies in front of the edge (a cloud load balancer, say) whose
-    ``X-Forwarded-For`` is believed when finding the client address for ipRestriction and
-    rateLimit; from any other peer the header is ignored, so it cannot be forged."""
-
-    edge_workers: int = 1
-    """Data-plane processes serving ``edge_addr`` and ``edge_tls_addr`` (``--edge-workers``):
-    1 serves them from this process; N > 1 starts N ``interlock edge`` children sharing the
-    ports (``interlock.edge.workers``)."""
-
-    edge_limits: ProxyLimits = DEFAULT_LIMITS
-    """Bounds on what one client may hold of the edge served here: per-upstream connections,
-    client header, body and idle timeouts (see :class:`~interlock.dataplane.limits.ProxyLimits`)."""
 
     trace_file: str | None = None
     """Write one JSON line per actor message delivery/handling here; ``None`` disables tracing."""
@@ -225,46 +365,46 @@ class ControllerConfig:
     """Export one OpenTelemetry span per handled message over OTLP/HTTP to this collector URL
     (``interlock.otel``, the ``otel`` extra); ``None`` exports nothing."""
 
-    namespaces: tuple[str, ...] = ()
-    """Namespaces to watch; empty means all namespaces."""
 
-    lease_namespace: str = field(default_factory=default_lease_namespace)
-    """Namespace of the coordination.k8s.io/v1 Lease that elects the status-writing replica."""
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    """Everything ``Controller`` needs to start, one field per concern; every field has a
+    working default. Checks the combinations that span two concerns."""
 
-    lease_name: str = "interlock"
-    """Name of that Lease."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """The API server, how to reach it, and the namespaces watched."""
 
-    lease_identity: str = field(default_factory=default_identity)
-    """This replica's holder identity in the Lease."""
+    leadership: LeadershipConfig = field(default_factory=LeadershipConfig)
+    """The Lease that elects the status-writing replica."""
 
-    lease_duration: float = 15.0
-    """Seconds a Lease is valid after its last renewal (client-go's LeaseDuration)."""
+    policy: PolicyApiConfig = field(default_factory=PolicyApiConfig)
+    """The outbound policy API."""
 
-    lease_renew_deadline: float = 10.0
-    """Seconds the leader keeps trying to renew before it gives up leadership."""
+    linkerd: LinkerdConfig = field(default_factory=LinkerdConfig)
+    """Linkerd's gRPC proxy API."""
 
-    lease_retry_period: float = 2.0
-    """Seconds between attempts to acquire or renew the Lease."""
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    """The admin server."""
 
-    watch_grace: float = 30.0
-    """Seconds a service-port watch lives on after its last subscriber left, so that a client
-    reconnecting (or repeated ``GET``s) does not rebuild it each time."""
+    edge: EdgeConfig = field(default_factory=EdgeConfig)
+    """The edge data plane and the Ingresses it serves."""
 
-    reconnect_initial: float = 0.8
-    """First delay, in seconds, before an informer reconnects after a failed list or watch."""
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    """The mesh listener."""
 
-    reconnect_maximum: float = 30.0
-    """Largest delay, in seconds, between informer reconnects (client-go's 0.8 s to 30 s)."""
+    gateways: GatewayConfig = field(default_factory=GatewayConfig)
+    """Gateway API Gateways."""
 
-    status_concurrency: int = 8
-    """Status writes in flight at once (at most one per route); bounds the load a new leader
-    puts on the API server when it writes every route's status."""
+    status: StatusConfig = field(default_factory=StatusConfig)
+    """Status writing."""
 
-    status_retry_initial: float = 0.5
-    """First delay, in seconds, before retrying a status write that failed transiently."""
+    observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
+    """Logs, traces and spans."""
 
-    status_retry_maximum: float = 30.0
-    """Largest delay, in seconds, between retries of a failing status write."""
+    allowed_hosts: AllowedHosts = field(default_factory=AllowedHosts)
+    """``Host`` names the policy API, the admin server and the embedded API server answer
+    besides IP addresses and ``localhost`` (``--allowed-host``; a guard against DNS rebinding,
+    see :mod:`interlock.model.allowed_hosts`): in a cluster, their Services' DNS names."""
 
     tune_gc: bool = False
     """Tune Python's garbage collector for a long-running controller holding many objects:
@@ -273,12 +413,15 @@ class ControllerConfig:
     Process-wide, so only for a process that is the controller: ``interlock run`` turns it on;
     tests and embedders leave it off."""
 
-    controller_name: str = "interlock.dev/policy-controller"
-    """The ``controllerName`` written in HTTPRoute ``status.parents`` entries."""
-
-    log_level: str = "INFO"
-    """Minimum level of log lines written to stderr (DEBUG, INFO, WARNING, ERROR)."""
-
-    log_format: LogFormat = "text"
-    """How log lines look: ``text`` for people, ``json`` (one object a line with
-    controller-runtime's keys) for log pipelines; see :mod:`interlock.logs`."""
+    def __post_init__(self) -> None:
+        if self.gateways.addresses and self.edge.addr is None:
+            raise ValueError(
+                "--gateway-addresses needs --edge-addr: Gateways are served by this process's "
+                "data plane"
+            )
+        publish, namespaces = self.edge.publish_service, self.cluster.namespaces
+        if publish is not None and namespaces and publish.namespace not in namespaces:
+            raise ValueError(
+                f"--publish-service {publish}: its namespace is not watched; "
+                f"add --namespace {publish.namespace}"
+            )

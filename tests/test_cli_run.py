@@ -52,16 +52,16 @@ def test_run_flags_build_the_config():
             "debug",
         ]
     )
-    assert config.embedded
-    assert config.manifests == ("a.yaml", "dir")
-    assert config.write_kubeconfig == "kc"
-    assert config.policy_addr == Address("127.0.0.1", 0)
-    assert config.admin_addr == Address("::1", 9000)
-    assert str(config.admin_addr) == "[::1]:9000"
-    assert config.namespaces == ("shop", "pay")
-    assert config.lease_duration == 1.5
-    assert config.lease_identity == "me"
-    assert config.log_level == "DEBUG"
+    assert config.cluster.embedded
+    assert config.cluster.manifests == ("a.yaml", "dir")
+    assert config.cluster.write_kubeconfig == "kc"
+    assert config.policy.addr == Address("127.0.0.1", 0)
+    assert config.admin.addr == Address("::1", 9000)
+    assert str(config.admin.addr) == "[::1]:9000"
+    assert config.cluster.namespaces == ("shop", "pay")
+    assert config.leadership.duration == 1.5
+    assert config.leadership.identity == "me"
+    assert config.observability.log_level == "DEBUG"
     # `interlock run` is the whole process: its GC is tuned for a long-lived controller.
     assert config.tune_gc
 
@@ -80,11 +80,11 @@ def test_edge_flags_build_the_config(monkeypatch):
             "fd00::/8",
         ]
     )
-    assert config.edge_addr == Address("127.0.0.1", 0)
-    assert config.edge_tls_addr == Address("127.0.0.1", 8443)
-    assert config.trusted_proxies == ("10.0.0.0/8", "fd00::/8")
+    assert config.edge.addr == Address("127.0.0.1", 0)
+    assert config.edge.tls_addr == Address("127.0.0.1", 8443)
+    assert config.edge.trusted_proxies == ("10.0.0.0/8", "fd00::/8")
     monkeypatch.setenv("INTERLOCK_TRUSTED_PROXY", "192.168.0.0/16, 172.16.0.1")
-    assert parse(["run"]).trusted_proxies == ("192.168.0.0/16", "172.16.0.1")
+    assert parse(["run"]).edge.trusted_proxies == ("192.168.0.0/16", "172.16.0.1")
 
 
 def test_every_flag_can_come_from_the_environment(monkeypatch):
@@ -93,12 +93,12 @@ def test_every_flag_can_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("INTERLOCK_NAMESPACE", "a, b")
     monkeypatch.setenv("INTERLOCK_WATCH_GRACE", "0.25")
     config = parse(["run"])
-    assert config.embedded
-    assert config.policy_addr == Address("127.0.0.1", 1234)
-    assert config.namespaces == ("a", "b")
-    assert config.watch_grace == 0.25
+    assert config.cluster.embedded
+    assert config.policy.addr == Address("127.0.0.1", 1234)
+    assert config.cluster.namespaces == ("a", "b")
+    assert config.policy.watch_grace == 0.25
     # A flag on the command line wins over the environment.
-    assert parse(["run", "--namespace", "c"]).namespaces == ("c",)
+    assert parse(["run", "--namespace", "c"]).cluster.namespaces == ("c",)
 
 
 @pytest.mark.parametrize(
@@ -244,10 +244,10 @@ def test_linkerd_flags_build_the_config():
             "fd00::/8",
         ]
     )
-    assert config.grpc_addr == Address("0.0.0.0", 8091)
-    assert config.cluster_networks == ("10.96.0.0/12", "fd00::/8")
-    assert config.lax_reference_grants
+    assert config.linkerd.grpc_addr == Address("0.0.0.0", 8091)
+    assert config.linkerd.cluster_networks == ("10.96.0.0/12", "fd00::/8")
+    assert config.policy.lax_reference_grants
     plain = parse(["run"])
-    assert plain.grpc_addr is None
-    assert not plain.lax_reference_grants
-    assert plain.cluster_networks == ()
+    assert plain.linkerd.grpc_addr is None
+    assert not plain.policy.lax_reference_grants
+    assert plain.linkerd.cluster_networks == ()

@@ -43,7 +43,7 @@ def test_a_controller_without_edge_or_mesh_imports_neither() -> None:
     result = _run(
         """
         import json
-        from interlock.config import Address, ControllerConfig
+        from interlock.config import Address, ControllerConfig, EdgeConfig, MeshConfig
         from interlock.controller.app import Controller
 
         deferred = (
@@ -53,8 +53,9 @@ def test_a_controller_without_edge_or_mesh_imports_neither() -> None:
         )
         Controller(ControllerConfig())
         plain = loaded(*deferred)
-        Controller(ControllerConfig(edge_addr=Address("127.0.0.1", 0),
-                                    mesh_addr=Address("127.0.0.1", 0)))
+        local = Address("127.0.0.1", 0)
+        Controller(ControllerConfig(edge=EdgeConfig(addr=local),
+                                    mesh=MeshConfig(addr=local)))
         print(json.dumps({"plain": plain, "edge and mesh": loaded(*deferred)}))
         """
     )

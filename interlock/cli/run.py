@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from interlock.cli.announce import Announce, announcer
@@ -21,7 +22,16 @@ from interlock.cli.signals import announce_with, serve_until_signalled
 from interlock.config import (
     DEFAULT_ADMIN_ADDR,
     DEFAULT_POLICY_ADDR,
+    AdminConfig,
+    ClusterConfig,
     ControllerConfig,
+    EdgeConfig,
+    GatewayConfig,
+    LeadershipConfig,
+    LinkerdConfig,
+    MeshConfig,
+    ObservabilityConfig,
+    PolicyApiConfig,
     default_identity,
     default_lease_namespace,
     parse_address,
@@ -251,11 +261,8 @@ def add_run_parser(subparsers: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> ControllerConfig:
-    """The :class:`ControllerConfig` that ``interlock run`` flags (and env) describe."""
-    if args.embedded and (args.kubeconfig or args.in_cluster):
-        raise SystemExit("--embedded cannot be combined with --kubeconfig or --in-cluster")
-    if not args.embedded and (args.manifests or args.write_kubeconfig):
-        raise SystemExit("--manifests and --write-kubeconfig need --embedded")
+    """The :class:`ControllerConfig` that ``interlock run`` flags (and env) describe; the
+    combinations it refuses are refused by the config's types, with their messages."""
     allowed_hosts = (
         args.allowed_host if args.allowed_host is not None else env_list("--allowed-host")
     )
@@ -264,120 +271,102 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
         args.cluster_network if args.cluster_network is not None else env_list("--cluster-network")
     )
     trusted = args.trusted_proxy if args.trusted_proxy is not None else env_list("--trusted-proxy")
-    if args.edge_admin_url and (args.edge_addr or args.edge_tls_addr or trusted):
-        raise SystemExit(
-            "--edge-admin-url cannot be combined with --edge-addr, --edge-tls-addr or "
-            "--trusted-proxy: the controller either serves the data plane itself or programs one "
-            "running elsewhere (give that one these settings: interlock edge --listen, "
-            "--tls-listen, --trusted-proxy)"
-        )
-    if bool(args.edge_admin_url) != bool(args.edge_admin_token_file):
-        raise SystemExit(
-            "--edge-admin-url and --edge-admin-token-file go together: the edge's admin API "
-            "refuses calls without its token (interlock edge --admin-token-file)"
-        )
-    edge_workers = parse_edge_workers(args.edge_workers)
-    if edge_workers > 1 and not args.edge_addr:
-        raise SystemExit(
-            "--edge-workers above 1 needs --edge-addr: the workers serve this process's edge "
-            "(a data plane programmed through --edge-admin-url runs its own processes)"
-        )
-    if args.publish_service and not (args.edge_addr or args.edge_admin_url):
-        raise SystemExit(
-            "--publish-service needs --edge-addr or --edge-admin-url: it says where the edge "
-            "is reached, and without either no edge runs"
-        )
-    gateway_addresses: tuple[str, ...] = ()
-    if args.gateway_addresses:
-        if not args.edge_addr:
-            raise SystemExit(
-                "--gateway-addresses needs --edge-addr: Gateways are served by this process's "
-                "data plane"
-            )
-        try:
-            gateway_addresses = parse_address_pool(args.gateway_addresses)
-        except ValueError as error:
-            raise SystemExit(str(error)) from None
-    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        raise SystemExit(
-            f"--kubeconfig {args.kubeconfig}: no such file (give the path of a kubeconfig, or "
-            "leave the flag out to use $KUBECONFIG or ~/.kube/config)"
-        )
     manifests = args.manifests if args.manifests is not None else env_list("--manifests")
     namespaces = args.namespace if args.namespace is not None else env_list("--namespace")
-    publish = args.publish_service.partition("/")[0] if args.publish_service else None
-    if publish is not None and namespaces and publish not in namespaces:
-        raise SystemExit(
-            f"--publish-service {args.publish_service}: its namespace is not watched; "
-            f"add --namespace {publish}"
-        )
     try:
-        return ControllerConfig(
-            kubeconfig=args.kubeconfig,
-            in_cluster=args.in_cluster,
-            embedded=args.embedded,
-            manifests=tuple(manifests),
-            write_kubeconfig=args.write_kubeconfig,
-            policy_addr=parse_address(args.policy_addr, flag="--policy-addr"),
-            admin_addr=parse_address(args.admin_addr, flag="--admin-addr"),
-            debug_from=parse_cidrs(debug_from, flag="--debug-from"),
+        config = ControllerConfig(
+            cluster=ClusterConfig(
+                kubeconfig=args.kubeconfig,
+                in_cluster=args.in_cluster,
+                embedded=args.embedded,
+                manifests=tuple(manifests),
+                write_kubeconfig=args.write_kubeconfig,
+                namespaces=tuple(namespaces),
+                domain=validate_cluster_domain(args.cluster_domain),
+            ),
+            leadership=LeadershipConfig(
+                namespace=args.lease_namespace,
+                name=args.lease_name,
+                identity=args.lease_identity or default_identity(),
+                duration=args.lease_duration,
+                renew_deadline=args.lease_renew_deadline,
+                retry_period=args.lease_retry_period,
+            ),
+            policy=PolicyApiConfig(
+                addr=parse_address(args.policy_addr, flag="--policy-addr"),
+                watch_grace=args.watch_grace,
+                lax_reference_grants=args.lax_reference_grants,
+            ),
+            linkerd=LinkerdConfig(
+                grpc_addr=(
+                    parse_address(args.grpc_addr, flag="--grpc-addr") if args.grpc_addr else None
+                ),
+                cluster_networks=parse_cidrs(networks, flag="--cluster-network"),
+            ),
+            admin=AdminConfig(
+                addr=parse_address(args.admin_addr, flag="--admin-addr"),
+                debug_from=parse_cidrs(debug_from, flag="--debug-from"),
+            ),
+            edge=_edge_settings(args, trusted),
+            mesh=MeshConfig(
+                addr=parse_address(args.mesh_addr, flag="--mesh-addr") if args.mesh_addr else None,
+                client_namespace=parse_namespace(
+                    args.mesh_client_namespace, flag="--mesh-client-namespace"
+                ),
+            ),
+            gateways=GatewayConfig(
+                addresses=(
+                    parse_address_pool(args.gateway_addresses) if args.gateway_addresses else ()
+                )
+            ),
+            observability=ObservabilityConfig(
+                log_level=args.log_level,
+                log_format=args.log_format,
+                access_log=args.access_log,
+                trace_file=args.trace_file,
+                otlp_endpoint=args.otlp_endpoint,
+            ),
             allowed_hosts=AllowedHosts.parse(allowed_hosts, flag="--allowed-host"),
-            edge_addr=(
-                parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None
-            ),
-            edge_admin_url=(
-                parse_http_url(args.edge_admin_url, flag="--edge-admin-url")
-                if args.edge_admin_url
-                else None
-            ),
-            edge_admin_token=(
-                read_token_file(args.edge_admin_token_file, flag="--edge-admin-token-file")
-                if args.edge_admin_token_file
-                else None
-            ),
-            edge_tls_addr=(
-                parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
-                if args.edge_tls_addr
-                else None
-            ),
-            cluster_networks=parse_cidrs(networks, flag="--cluster-network"),
-            lax_reference_grants=args.lax_reference_grants,
-            grpc_addr=(
-                parse_address(args.grpc_addr, flag="--grpc-addr") if args.grpc_addr else None
-            ),
-            mesh_addr=(
-                parse_address(args.mesh_addr, flag="--mesh-addr") if args.mesh_addr else None
-            ),
-            mesh_client_namespace=parse_namespace(
-                args.mesh_client_namespace, flag="--mesh-client-namespace"
-            ),
-            cluster_domain=validate_cluster_domain(args.cluster_domain),
-            access_log=args.access_log,
-            ingress_nginx_annotations=args.ingress_nginx_annotations,
-            publish_service=(
-                parse_publish_service(args.publish_service) if args.publish_service else None
-            ),
-            trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
-            gateway_addresses=gateway_addresses,
-            edge_limits=edge_limits_from_args(args),
-            edge_workers=edge_workers,
-            trace_file=args.trace_file,
-            otlp_endpoint=args.otlp_endpoint,
-            namespaces=tuple(namespaces),
-            lease_namespace=args.lease_namespace,
-            lease_name=args.lease_name,
-            lease_identity=args.lease_identity or default_identity(),
-            lease_duration=args.lease_duration,
-            lease_renew_deadline=args.lease_renew_deadline,
-            lease_retry_period=args.lease_retry_period,
-            watch_grace=args.watch_grace,
-            log_level=args.log_level,
-            log_format=args.log_format,
             # This process is the controller and nothing else.
             tune_gc=True,
         )
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        raise SystemExit(
+            f"--kubeconfig {args.kubeconfig}: no such file (give the path of a kubeconfig, or "
+            "leave the flag out to use $KUBECONFIG or ~/.kube/config)"
+        )
+    return config
+
+
+def _edge_settings(args: argparse.Namespace, trusted: Sequence[str]) -> EdgeConfig:
+    """The ``--edge-*``, ``--trusted-proxy``, ``--ingress-nginx-annotations`` and
+    ``--publish-service`` flags' :class:`EdgeConfig`."""
+    token_file = args.edge_admin_token_file
+    return EdgeConfig(
+        addr=parse_address(args.edge_addr, flag="--edge-addr") if args.edge_addr else None,
+        tls_addr=(
+            parse_address(args.edge_tls_addr, flag="--edge-tls-addr")
+            if args.edge_tls_addr
+            else None
+        ),
+        admin_url=(
+            parse_http_url(args.edge_admin_url, flag="--edge-admin-url")
+            if args.edge_admin_url
+            else None
+        ),
+        admin_token=(
+            read_token_file(token_file, flag="--edge-admin-token-file") if token_file else None
+        ),
+        workers=parse_edge_workers(args.edge_workers),
+        limits=edge_limits_from_args(args),
+        trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
+        ingress_nginx_annotations=args.ingress_nginx_annotations,
+        publish_service=(
+            parse_publish_service(args.publish_service) if args.publish_service else None
+        ),
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:

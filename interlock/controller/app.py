@@ -166,20 +166,22 @@ class Controller:
         self.config = config
         self._now = now
         self.embedded: EmbeddedApiServer | None = None
-        self.kubeconfig_path: str | None = config.kubeconfig
+        self.kubeconfig_path: str | None = config.cluster.kubeconfig
         self.api: Any = None
         self.tracer: Tracer | None = None
         self.spans: SpanTracer | None = None
         """The OTLP span exporter (``--otlp-endpoint``), also :attr:`tracer` when set."""
         self.system = ActorSystem()
-        self.watches = ServicePortWatches(self.system, grace=config.watch_grace, encode=policy_body)
-        self.traffic = Traffic(access_log=config.access_log)
+        self.watches = ServicePortWatches(
+            self.system, grace=config.policy.watch_grace, encode=policy_body
+        )
+        self.traffic = Traffic(access_log=config.observability.access_log)
         """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
         self.upstream_cache = SharedUpstreamCache(self.system)
         """The one endpoint cache the edge's and the mesh listener's upstream indexes read
         (spawned by the first of them to start)."""
         self.edge: EdgeHalf | None = None
-        if config.edge_addr is not None or config.edge_admin_url is not None:
+        if config.edge.runs:
             # Imported only for an edge: its data plane (HTTP/1 and HTTP/2 servers, edge
             # modules) is RSS that a controller without --edge-addr never uses.
             from interlock.controller.edge_half import EdgeHalf
@@ -207,7 +209,7 @@ class Controller:
                 resync_object=self._resync_object,
             )
         self.mesh: MeshHalf | None = None
-        if config.mesh_addr is not None:
+        if config.mesh.addr is not None:
             from interlock.controller.mesh_half import MeshHalf  # only for a mesh listener
 
             self.mesh = MeshHalf(
@@ -234,7 +236,9 @@ class Controller:
         """Linkerd's proxy API (``--grpc-addr``), once listening."""
         self.grpc_counters = GrpcApiCounters()
         """What it answered (``/metrics``: ``interlock_grpc_server_*``)."""
-        self.service_addresses = ServiceAddresses() if config.grpc_addr is not None else None
+        self.service_addresses = (
+            ServiceAddresses() if config.linkerd.grpc_addr is not None else None
+        )
         """Cluster IP → Service, kept by the Service directory only for the gRPC API."""
         self._synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -273,16 +277,18 @@ class Controller:
             # Start-up creates hundreds of thousands of long-lived objects; the default gen-0
             # threshold (700) would run a collection, and often a full one, every few routes.
             gc.set_threshold(50_000, 20, 100)
-        if config.trace_file:
-            self.tracer = Tracer.to_file(config.trace_file)
-        if config.otlp_endpoint:
-            self.tracer = self.spans = _span_tracer(config.otlp_endpoint, lines=self.tracer)
+        if config.observability.trace_file:
+            self.tracer = Tracer.to_file(config.observability.trace_file)
+        if config.observability.otlp_endpoint:
+            self.tracer = self.spans = _span_tracer(
+                config.observability.otlp_endpoint, lines=self.tracer
+            )
         if self.tracer is not None:
             self.system.set_tracer(self.tracer)
-        if config.embedded:
+        if config.cluster.embedded:
             await self._start_embedded()
         self.api = await make_api_client(
-            kubeconfig=self.kubeconfig_path, in_cluster=config.in_cluster
+            kubeconfig=self.kubeconfig_path, in_cluster=config.cluster.in_cluster
         )
         self.http_route_resource = await self._discover(HTTP_ROUTE_VERSIONS)
         grant_resource = await self._discover(REFERENCE_GRANT_VERSIONS)
@@ -331,12 +337,12 @@ class Controller:
                 logger.warning("{}: not served by this cluster (Gateway API CRDs missing?)", kind)
         self.elector = LeaderElector(
             self.api,
-            namespace=config.lease_namespace,
-            name=config.lease_name,
-            identity=config.lease_identity,
-            lease_duration=config.lease_duration,
-            renew_deadline=config.lease_renew_deadline,
-            retry_period=config.lease_retry_period,
+            namespace=config.leadership.namespace,
+            name=config.leadership.name,
+            identity=config.leadership.identity,
+            lease_duration=config.leadership.duration,
+            renew_deadline=config.leadership.renew_deadline,
+            retry_period=config.leadership.retry_period,
             on_started_leading=self._started_leading,
             on_stopped_leading=self._stopped_leading,
         )
@@ -351,14 +357,14 @@ class Controller:
                 wait_ready=self._synced.wait,
                 is_ready=self._synced.is_set,
                 counters=self.policy_counters,
-                allowed_hosts=config.allowed_hosts.with_listening(config.policy_addr.host),
+                allowed_hosts=config.allowed_hosts.with_listening(config.policy.addr.host),
             ),
-            config.policy_addr,
+            config.policy.addr,
             flag="--policy-addr",
         )
-        if config.grpc_addr is not None:
-            await self._serve_grpc(config.grpc_addr)
-        self.admin_site = await _serve(self._admin().app, config.admin_addr, flag="--admin-addr")
+        if config.linkerd.grpc_addr is not None:
+            await self._serve_grpc(config.linkerd.grpc_addr)
+        self.admin_site = await _serve(self._admin().app, config.admin.addr, flag="--admin-addr")
 
     async def _serve_grpc(self, address: Address) -> None:
         # Imported only when asked for: grpcio and protobuf are RSS a controller without
@@ -372,8 +378,8 @@ class Controller:
             addresses=self.service_addresses,
             wait_ready=self._synced.wait,
             counters=self.grpc_counters,
-            cluster_domain=self.config.cluster_domain,
-            cluster_networks=self.config.cluster_networks or DEFAULT_CLUSTER_NETWORKS,
+            cluster_domain=self.config.cluster.domain,
+            cluster_networks=self.config.linkerd.cluster_networks or DEFAULT_CLUSTER_NETWORKS,
         )
         try:
             await server.start(address)
@@ -399,7 +405,7 @@ class Controller:
         )
         await self.embedded.start()
         paths = [str(CRDS_DIR)] if CRDS_DIR.is_dir() else []
-        paths.extend(self.config.manifests)
+        paths.extend(self.config.cluster.manifests)
         if paths:
             report = await self.embedded.apply_manifests(paths)
             for failed in report.errors:
@@ -411,17 +417,17 @@ class Controller:
                 len(report.results),
                 len(report.errors),
             )
-        target = self.config.write_kubeconfig
+        target = self.config.cluster.write_kubeconfig
         if target is None:
             self._tempdir = tempfile.TemporaryDirectory(prefix="interlock-")
             target = str(Path(self._tempdir.name) / "kubeconfig")
         self.kubeconfig_path = str(self.embedded.write_kubeconfig(target))
 
     def _informer(self, resource: Resource) -> Informer:
-        namespaces = list(self.config.namespaces) or None
+        namespaces = list(self.config.cluster.namespaces) or None
         backoff = BackoffPolicy(
-            initial=self.config.reconnect_initial,
-            maximum=self.config.reconnect_maximum,
+            initial=self.config.cluster.reconnect_initial,
+            maximum=self.config.cluster.reconnect_maximum,
             jitter=1.0,
         )
         return Informer(self.api, resource, sink=self._sink, namespaces=namespaces, backoff=backoff)
@@ -439,8 +445,8 @@ class Controller:
 
     async def _resync(self, kind: str, namespace: str, name: str) -> None:
         backoff = BackoffPolicy(
-            initial=self.config.reconnect_initial,
-            maximum=self.config.reconnect_maximum,
+            initial=self.config.cluster.reconnect_initial,
+            maximum=self.config.cluster.reconnect_maximum,
             jitter=1.0,
         )
         attempt = 0
@@ -474,7 +480,7 @@ class Controller:
         assert self.api is not None
         route_resource = self.http_route_resource or HTTP_ROUTE_VERSIONS[0]
         patcher = self.patcher = StatusPatcher(self.api)
-        recorder = self.recorder = EventRecorder(self.api, host=config.lease_identity)
+        recorder = self.recorder = EventRecorder(self.api, host=config.leadership.identity)
         sink = KubeStatusSink(patcher=patcher, recorder=recorder, route_resource=route_resource)
 
         def status_writer() -> StatusWriter:
@@ -482,9 +488,9 @@ class Controller:
                 sink=sink,
                 is_leader=lambda: self.elector is not None and self.elector.is_leader,
                 backoff=BackoffPolicy(
-                    initial=config.status_retry_initial, maximum=config.status_retry_maximum
+                    initial=config.status.retry_initial, maximum=config.status.retry_maximum
                 ),
-                concurrency=config.status_concurrency,
+                concurrency=config.status.concurrency,
             )
             self.status_writer = writer
             return writer
@@ -494,12 +500,12 @@ class Controller:
                 actor = RouteActor(
                     namespace=namespace,
                     name=name,
-                    controller_name=config.controller_name,
+                    controller_name=config.status.controller_name,
                     now=self._now,
                     outputs=outputs,
                     kind=kind,
                 )
-                if config.lax_reference_grants:
+                if config.policy.lax_reference_grants:
                     actor.require_grants = False
                 return actor
 
@@ -563,11 +569,11 @@ class Controller:
     def _admin(self) -> AdminApp:
         admin = AdminApp(
             is_ready=lambda: self.ready,
-            debug_from=self.config.debug_from,
-            allowed_hosts=self.config.allowed_hosts.with_listening(self.config.admin_addr.host),
+            debug_from=self.config.admin.debug_from,
+            allowed_hosts=self.config.allowed_hosts.with_listening(self.config.admin.addr.host),
         )
         sources = controller_sources(self)
-        if self.config.grpc_addr is not None:
+        if self.config.linkerd.grpc_addr is not None:
             sources = dataclasses.replace(sources, grpc_api=self.grpc_counters.statistics)
         mount_metrics(admin.app, sources)
         admin.add_debug("controller", lambda: self.inspect().to_json())
@@ -620,7 +626,7 @@ class Controller:
         lines: list[str] = []
         if self.embedded is not None:
             lines.append(f"embedded API server at {self.embedded.url}")
-        if self.config.embedded and self.kubeconfig_path:
+        if self.config.cluster.embedded and self.kubeconfig_path:
             lines.append(f"kubeconfig written to {self.kubeconfig_path}")
         if self.policy_site is not None:
             lines.append(f"policy API listening on {self.policy_site.url}")

@@ -146,23 +146,8 @@ class EdgeHalf:
         """``upstream_cache``: the controller's one endpoint cache (the in-process data plane's
         upstream index reads it); ``status_statistics``: the status writer's, shown in
         ``/debug/edges``; ``traffic``: where the data plane counts (and logs) requests."""
-        if config.edge_addr is None and config.edge_admin_url is None:
-            raise ValueError(
-                "EdgeHalf: config.edge_addr or config.edge_admin_url is required to run an edge"
-            )
-        if config.edge_admin_url is not None and (
-            config.edge_addr is not None or config.edge_tls_addr is not None
-        ):
-            raise ValueError(
-                "EdgeHalf: config.edge_admin_url excludes edge_addr and edge_tls_addr "
-                "(the data plane runs either here or in another process)"
-            )
-        publish = config.publish_service
-        if publish is not None and config.namespaces and publish.namespace not in config.namespaces:
-            raise ValueError(
-                f"EdgeHalf: publish_service {publish}: namespace {publish.namespace!r} is not "
-                f"watched (namespaces: {', '.join(config.namespaces)}); watch it too"
-            )
+        if not config.edge.runs:
+            raise ValueError("EdgeHalf: config.edge.addr or config.edge.admin_url is required")
         self._config = config
         self._system = system
         self._status_statistics = status_statistics
@@ -182,30 +167,30 @@ class EdgeHalf:
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
-        if config.edge_admin_url is not None:
+        if config.edge.admin_url is not None:
             self.remote = UntilStopped(
-                HttpEdge(base_url=config.edge_admin_url, token=config.edge_admin_token)
+                HttpEdge(base_url=config.edge.admin_url, token=config.edge.admin_token)
             )
             self.provider = self.remote
-        elif config.edge_workers > 1:
-            assert config.edge_addr is not None
+        elif config.edge.workers > 1:
+            assert config.edge.addr is not None
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
             self.workers = EdgeWorkers(
-                count=config.edge_workers,
-                listen=str(config.edge_addr),
-                tls_listen=None if config.edge_tls_addr is None else str(config.edge_tls_addr),
+                count=config.edge.workers,
+                listen=str(config.edge.addr),
+                tls_listen=None if config.edge.tls_addr is None else str(config.edge.tls_addr),
                 child_args=worker_args(config),
-                drain_timeout=config.edge_limits.drain_timeout,
+                drain_timeout=config.edge.limits.drain_timeout,
             )
             self.provider = self.workers.provider
         else:
-            self.data_plane = InProcessEdge(trusted_proxies=config.trusted_proxies)
+            self.data_plane = InProcessEdge(trusted_proxies=config.edge.trusted_proxies)
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
             self.server = EdgeServer(
                 edge=self.data_plane,
                 upstreams=self.upstreams,
-                trusted_proxies=config.trusted_proxies,
-                limits=config.edge_limits,
+                trusted_proxies=config.edge.trusted_proxies,
+                limits=config.edge.limits,
                 rng=self._rng,
                 traffic=traffic,
             )
@@ -234,12 +219,12 @@ class EdgeHalf:
 
     async def start(self) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""
-        admin_url = self._config.edge_admin_url
+        admin_url = self._config.edge.admin_url
         if admin_url is not None:
             load_balancer = remote_load_balancer_status(admin_url)
         else:
             load_balancer = await self._serve()
-        publish_service = self._config.publish_service
+        publish_service = self._config.edge.publish_service
         if publish_service is not None:
             load_balancer = None
         elif load_balancer is None:
@@ -247,7 +232,7 @@ class EdgeHalf:
                 "edge: {} names no address clients can reach, so Ingress status.loadBalancer "
                 "is not written; use --publish-service NAMESPACE/NAME (the Service in front "
                 "of the edge) or listen on a specific address",
-                redacted_url(admin_url) if admin_url is not None else self._config.edge_addr,
+                redacted_url(admin_url) if admin_url is not None else self._config.edge.addr,
             )
 
         def edge_actor(host: str) -> Actor:
@@ -269,7 +254,7 @@ class EdgeHalf:
                 edge_actor=edge_actor,
                 load_balancer=load_balancer,
                 publish_service=publish_service,
-                ingress_nginx_annotations=self._config.ingress_nginx_annotations,
+                ingress_nginx_annotations=self._config.edge.ingress_nginx_annotations,
             )
 
         if self.upstreams is not None:
@@ -289,8 +274,8 @@ class EdgeHalf:
     async def _serve(self) -> dict[str, Any] | None:
         """Start this process's data plane, or its workers; its ``status.loadBalancer`` (None:
         a wildcard)."""
-        assert self._config.edge_addr is not None
-        addr, tls_addr = self._config.edge_addr, self._config.edge_tls_addr
+        assert self._config.edge.addr is not None
+        addr, tls_addr = self._config.edge.addr, self._config.edge.tls_addr
         if self.workers is not None:
             addresses = await self.workers.start()
         else:
@@ -359,8 +344,8 @@ class EdgeHalf:
         )
 
     def describe(self) -> list[str]:
-        if self._config.edge_admin_url is not None:
-            shown = redacted_url(self._config.edge_admin_url)
+        if self._config.edge.admin_url is not None:
+            shown = redacted_url(self._config.edge.admin_url)
             return [f"edge: programming the data plane whose admin API is {shown}"]
         lines = [] if self.address is None else [f"edge data plane listening on {self.url}"]
         if self.workers is not None and self.workers.workers:
@@ -377,12 +362,12 @@ class EdgeHalf:
         from memory, without a network call; the data plane's own ``GET /v1/snapshot`` shows
         what it serves) and ``dataPlane`` names its admin API.
         """
-        if self._config.edge_admin_url is not None:
+        if self._config.edge.admin_url is not None:
             return {
                 "edges": self.board.to_json()["hosts"],
                 "served": None,
                 "upstreams": None,
-                "dataPlane": {"adminUrl": redacted_url(self._config.edge_admin_url)},
+                "dataPlane": {"adminUrl": redacted_url(self._config.edge.admin_url)},
                 "status": self._status_statistics(),
             }
         if self.workers is not None:
@@ -411,7 +396,7 @@ class EdgeHalf:
 
 def worker_args(config: ControllerConfig) -> list[str]:
     """The ``interlock edge`` flags every worker gets: the edge's limits and trusted proxies."""
-    args = edge_limit_args(config.edge_limits)
-    for cidr in config.trusted_proxies:
+    args = edge_limit_args(config.edge.limits)
+    for cidr in config.edge.trusted_proxies:
         args += ["--trusted-proxy", cidr]
     return args

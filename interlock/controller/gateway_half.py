@@ -108,8 +108,8 @@ class GatewayHalf:
         """The controller's inputs and outputs, kept across its restarts."""
         self.ports = GatewayPorts(
             upstreams=upstreams,
-            limits=config.edge_limits,
-            trusted_proxies=config.trusted_proxies,
+            limits=config.edge.limits,
+            trusted_proxies=config.edge.trusted_proxies,
             rng=rng,
             traffic=traffic,
         )
@@ -157,7 +157,7 @@ class GatewayHalf:
         """Spawn the controller, data-plane and Service-writing actors (before the informers
         run). The Gateways' Services are written through ``api`` while ``is_leader``."""
         tables = self.tables
-        pool = self._config.gateway_addresses
+        pool = self._config.gateways.addresses
         sink = KubeGatewayServiceSink(api)
         self._system.spawn(
             GATEWAY_SERVICE_WRITER,

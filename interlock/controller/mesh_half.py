@@ -51,8 +51,8 @@ class MeshHalf:
         resync_object: ResyncObject | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if config.mesh_addr is None:
-            raise ValueError("MeshHalf: config.mesh_addr is required to run the mesh listener")
+        if config.mesh.addr is None:
+            raise ValueError("MeshHalf: config.mesh.addr is required to run the mesh listener")
         self._config = config
         self._system = system
         self._endpoints_from_edge = endpoints_from_edge
@@ -61,13 +61,13 @@ class MeshHalf:
             cache=upstream_cache,
             watches=watches,
             follower="mesh listener",
-            client_namespace=config.mesh_client_namespace,
+            client_namespace=config.mesh.client_namespace,
             max_targets=DEFAULT_MAX_TARGETS,
             idle_release=DEFAULT_IDLE_RELEASE,
         )
         self.server = MeshServer(
             upstreams=self.upstreams,
-            settings=MeshSettings(cluster_domain=config.cluster_domain, limits=config.edge_limits),
+            settings=MeshSettings(cluster_domain=config.cluster.domain, limits=config.edge.limits),
             rng=rng,
             traffic=traffic,
         )
@@ -90,7 +90,7 @@ class MeshHalf:
         if not self._endpoints_from_edge:
             self._system.spawn(ENDPOINTS_DIRECTORY, EndpointsDirectory, mailbox=self._mailbox)
         self.upstreams.start()
-        addr = self._config.mesh_addr
+        addr = self._config.mesh.addr
         assert addr is not None
         _, port = await self.server.start(addr=str(addr))
         self.address = Address(host=addr.host, port=port)
@@ -113,12 +113,12 @@ class MeshHalf:
         if self.address is None:
             return []
         return [
-            f"mesh listener on {self.url} (client namespace {self._config.mesh_client_namespace})"
+            f"mesh listener on {self.url} (client namespace {self._config.mesh.client_namespace})"
         ]
 
     def debug(self) -> dict[str, Any]:
         """``/debug/mesh``: every Service port clients named, and its policy's route count."""
         return {
-            "clientNamespace": self._config.mesh_client_namespace,
+            "clientNamespace": self._config.mesh.client_namespace,
             "services": self.upstreams.debug(),
         }

@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    EdgeConfig,
+    GatewayConfig,
+    LeadershipConfig,
+    MeshConfig,
+    ObservabilityConfig,
+    PolicyApiConfig,
+)
 from interlock.demo.echo import EchoServer
 from interlock.demo.endpoints import write_endpoint_slices
 from interlock.demo.live_trace import LiveTrace, TraceTee
@@ -259,16 +270,18 @@ async def run_demo(
             ports={echo.name: echo.port for echo in echoes},
         )
         config = ControllerConfig(
-            embedded=True,
-            manifests=(*examples, str(slices)),
-            write_kubeconfig=str(kubeconfig),
-            policy_addr=policy_addr,
-            admin_addr=admin_addr,
-            edge_addr=edge_addr,
-            mesh_addr=mesh_addr,
-            gateway_addresses=("127.0.0.1",),
-            lease_namespace=NAMESPACE,
-            log_level="WARNING",
+            cluster=ClusterConfig(
+                embedded=True,
+                manifests=(*examples, str(slices)),
+                write_kubeconfig=str(kubeconfig),
+            ),
+            leadership=LeadershipConfig(namespace=NAMESPACE),
+            policy=PolicyApiConfig(addr=policy_addr),
+            admin=AdminConfig(addr=admin_addr),
+            edge=EdgeConfig(addr=edge_addr),
+            mesh=MeshConfig(addr=mesh_addr),
+            gateways=GatewayConfig(addresses=("127.0.0.1",)),
+            observability=ObservabilityConfig(log_level="WARNING"),
         )
         controller = Controller(config)
         # Opening a local file takes microseconds; closed in the finally below.

@@ -253,10 +253,10 @@ def test_grpc_is_imported_only_when_the_grpc_api_is_served():
     # --grpc-addr never uses. Checked in a fresh interpreter: this one has imported them.
     code = """
 import json, sys
-from interlock.config import Address, ControllerConfig
+from interlock.config import Address, ControllerConfig, LinkerdConfig
 from interlock.controller.app import Controller
 Controller(ControllerConfig())
-Controller(ControllerConfig(grpc_addr=Address("127.0.0.1", 0)))
+Controller(ControllerConfig(linkerd=LinkerdConfig(grpc_addr=Address("127.0.0.1", 0))))
 before = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
 import interlock.api.grpc.server  # what Controller.start() imports for --grpc-addr
 after = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)

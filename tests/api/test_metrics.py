@@ -33,7 +33,7 @@ from interlock.api.metrics import (
     mount_metrics,
 )
 from interlock.api.serving import serve
-from interlock.config import Address
+from interlock.config import Address, EdgeConfig
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.kube.events import EventRecorderStatistics
@@ -222,20 +222,21 @@ async def test_groups_without_a_source_are_left_out() -> None:
 
 def _embedded_controller(**options: Any) -> Controller:
     """One replica on an embedded API server, with ``options`` on top of loopback addresses."""
-    from interlock.config import ControllerConfig
+    from interlock.config import (
+        AdminConfig,
+        ClusterConfig,
+        ControllerConfig,
+        LeadershipConfig,
+        PolicyApiConfig,
+    )
     from interlock.controller.app import Controller
 
     return Controller(
         ControllerConfig(
-            embedded=True,
-            policy_addr=Address("127.0.0.1", 0),
-            admin_addr=Address("127.0.0.1", 0),
-            # Long enough that a stalled event loop on a loaded machine cannot end leadership
-            # mid-test (the scrape asserts interlock_leader == 1); the only replica, it acquires
-            # the Lease at once, so the length costs nothing.
-            lease_duration=30.0,
-            lease_renew_deadline=20.0,
-            lease_retry_period=0.2,
+            cluster=ClusterConfig(embedded=True),
+            policy=PolicyApiConfig(addr=Address("127.0.0.1", 0)),
+            admin=AdminConfig(addr=Address("127.0.0.1", 0)),
+            leadership=LeadershipConfig(duration=30.0, renew_deadline=20.0, retry_period=0.2),
             **options,
         )
     )
@@ -416,7 +417,7 @@ async def test_edge_reconciles_are_counted_by_outcome() -> None:
 
 
 async def test_a_running_controller_with_an_edge_exports_reconciles_and_events() -> None:
-    controller = _embedded_controller(edge_addr=Address("127.0.0.1", 0))
+    controller = _embedded_controller(edge=EdgeConfig(addr=Address("127.0.0.1", 0)))
     registry = metrics_registry(controller_sources(controller), process=False)
     created = ("interlock_kube_events_total", (("outcome", "created"),))
     applied = ("interlock_edge_reconciles_total", (("outcome", "applied"),))

@@ -49,12 +49,12 @@ def test_durations_are_accepted_wherever_seconds_are(text: str, value: float) ->
     assert seconds(text) == value
     args = build_parser().parse_args(["run", "--lease-duration", text, "--watch-grace", text])
     config = config_from_args(args)
-    assert (config.lease_duration, config.watch_grace) == (value, value)
+    assert (config.leadership.duration, config.policy.watch_grace) == (value, value)
 
 
 def test_a_duration_from_the_environment_and_a_bad_one(monkeypatch, capsys) -> None:
     monkeypatch.setenv("INTERLOCK_LEASE_RENEW_DEADLINE", "8s")
-    assert config_from_args(build_parser().parse_args(["run"])).lease_renew_deadline == 8.0
+    assert config_from_args(build_parser().parse_args(["run"])).leadership.renew_deadline == 8.0
     err = _fails(["run", "--lease-duration", "soon"], capsys)
     assert "argument --lease-duration: 'soon' is not a duration (for example 15s" in err
     err = _fails(["demo", "--duration", "0s"], capsys)
@@ -109,8 +109,8 @@ def test_run_listens_on_loopback_unless_told(monkeypatch) -> None:
     monkeypatch.delenv("INTERLOCK_POLICY_ADDR", raising=False)
     monkeypatch.delenv("INTERLOCK_ADMIN_ADDR", raising=False)
     config = config_from_args(build_parser().parse_args(["run"]))
-    assert config.policy_addr == Address("127.0.0.1", 8090)
-    assert config.admin_addr == Address("127.0.0.1", 9090), "one admin port: run, demo, manifests"
+    assert config.policy.addr == Address("127.0.0.1", 8090)
+    assert config.admin.addr == Address("127.0.0.1", 9090), "one admin port: run, demo, manifests"
 
 
 def test_a_missing_kubeconfig_file_is_named(tmp_path) -> None:

@@ -17,11 +17,11 @@ def parse(argv: list[str]) -> ControllerConfig:
 
 def test_the_flag_names_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
     config = parse(["run", "--edge-addr", "0.0.0.0:8080", "--publish-service", "ingress/edge"])
-    assert config.publish_service == ObjectKey(namespace="ingress", name="edge")
-    assert parse(["run", "--edge-addr", "0.0.0.0:8080"]).publish_service is None
+    assert config.edge.publish_service == ObjectKey(namespace="ingress", name="edge")
+    assert parse(["run", "--edge-addr", "0.0.0.0:8080"]).edge.publish_service is None
     monkeypatch.setenv("INTERLOCK_PUBLISH_SERVICE", "interlock-system/interlock-edge")
     from_env = parse(["run", "--edge-addr", "0.0.0.0:8080"])
-    assert from_env.publish_service == ObjectKey(
+    assert from_env.edge.publish_service == ObjectKey(
         namespace="interlock-system", name="interlock-edge"
     )
 

@@ -55,7 +55,7 @@ async def start_controller(kubeconfig: str) -> AsyncIterator[StartController]:
 
 @pytest.fixture
 async def controller(start_controller: StartController) -> Controller:
-    return await start_controller(lease_identity="replica-1")
+    return await start_controller(identity="replica-1")
 
 
 @pytest.fixture

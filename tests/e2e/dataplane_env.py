@@ -25,6 +25,7 @@ import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from echo_backends import Echo, EchoReply, local_slice
 
+from interlock.config import EdgeConfig
 from interlock.controller.app import Controller
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
@@ -208,12 +209,12 @@ class EdgeEnv:
 async def edge_env(
     cluster: Cluster, start_controller: StartController, **controller: Any
 ) -> AsyncIterator[EdgeEnv]:
-    """The controller (``controller`` are its extra settings: ``edge_tls_addr``, …) with its
-    edge, the echo backends ``web``, ``v1``, ``v2`` and the Ingress of ``dp.test``."""
+    """The controller (``controller`` are its concerns besides the test defaults: ``edge``
+    serves at ``LOCAL`` unless given; ``mesh``, …) with its edge, the echo backends ``web``,
+    ``v1``, ``v2`` and the Ingress of ``dp.test``."""
     await cluster.apply_manifests([CRDS])
-    started = await start_controller(
-        lease_identity="dataplane-replica", edge_addr=LOCAL, **controller
-    )
+    controller.setdefault("edge", EdgeConfig(addr=LOCAL))
+    started = await start_controller(identity="dataplane-replica", **controller)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         env = EdgeEnv(cluster, started, http)
         try:

@@ -6,12 +6,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
 from lanes import LEASE_NAMESPACE, TestCluster
 
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    LeadershipConfig,
+    PolicyApiConfig,
+    StatusConfig,
+)
 from interlock.controller.app import Controller
 from interlock.kube.resources import EVENT
 from interlock.kube.transport import request_json
@@ -119,27 +128,38 @@ class PolicyClient:
         return watch
 
 
-def controller_config(kubeconfig: str, **overrides: Any) -> ControllerConfig:
-    """A config for tests: free ports, quick grace periods.
+TEST_POLICY = PolicyApiConfig(addr=LOCAL, watch_grace=0.2)
+"""The policy API of a test controller: a free port, watches released quickly."""
+
+
+def cluster_settings(kubeconfig: str, **settings: Any) -> ClusterConfig:
+    """The cluster of a test controller: ``kubeconfig``, quick informer reconnects."""
+    return ClusterConfig(
+        kubeconfig=kubeconfig, reconnect_initial=0.05, reconnect_maximum=0.2, **settings
+    )
+
+
+def controller_config(
+    kubeconfig: str, *, identity: str | None = None, **concerns: Any
+) -> ControllerConfig:
+    """A config for tests: free ports, quick grace periods; ``identity`` is the replica's in
+    the Lease, ``concerns`` replace the test defaults of :class:`ControllerConfig`'s fields
+    whole (``edge=EdgeConfig(addr=LOCAL)``).
 
     Leases are long enough that a loaded machine stalling the event loop for seconds does not
     cost the leader its Lease (a replica that stops releases it, so a takeover stays quick).
     """
+    leadership = LeadershipConfig(
+        namespace=LEASE_NAMESPACE, duration=8.0, renew_deadline=6.0, retry_period=0.2
+    )
     settings: dict[str, Any] = {
-        "kubeconfig": kubeconfig,
-        "policy_addr": LOCAL,
-        "admin_addr": LOCAL,
-        "lease_namespace": LEASE_NAMESPACE,
-        "lease_duration": 8.0,
-        "lease_renew_deadline": 6.0,
-        "lease_retry_period": 0.2,
-        "watch_grace": 0.2,
-        "status_retry_initial": 0.05,
-        "reconnect_initial": 0.05,
-        "reconnect_maximum": 0.2,
-        "status_retry_maximum": 0.5,
+        "cluster": cluster_settings(kubeconfig),
+        "leadership": leadership if identity is None else replace(leadership, identity=identity),
+        "policy": TEST_POLICY,
+        "admin": AdminConfig(addr=LOCAL),
+        "status": StatusConfig(retry_initial=0.05, retry_maximum=0.5),
     }
-    settings.update(overrides)
+    settings.update(concerns)
     return ControllerConfig(**settings)
 
 

@@ -15,6 +15,7 @@ from dataplane_env import CRDS, service_obj, slice_obj
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from echo_backends import Echo
 
+from interlock.config import EdgeConfig, GatewayConfig
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError, request_json
 
@@ -77,7 +78,7 @@ class Env:
         self.controller = controller
         self.http = http
         self.echoes: dict[str, Echo] = {}
-        self.pool: tuple[str, ...] = controller.config.gateway_addresses
+        self.pool: tuple[str, ...] = controller.config.gateways.addresses
 
     async def serve(self, name: str) -> None:
         echo = Echo(name)
@@ -133,7 +134,9 @@ class Env:
 async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
     await cluster.apply_manifests([CRDS])
     controller = await start_controller(
-        lease_identity="gateway-replica", edge_addr=LOCAL, gateway_addresses=_pool()
+        identity="gateway-replica",
+        edge=EdgeConfig(addr=LOCAL),
+        gateways=GatewayConfig(addresses=_pool()),
     )
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
         environment = Env(cluster, controller, http)

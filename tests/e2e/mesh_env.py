@@ -20,6 +20,7 @@ from e2e_clients import LOCAL, Cluster, StartController, eventually
 from echo_backends import Echo, EchoReply, local_slice
 from lanes import ENDPOINT_HOST
 
+from interlock.config import MeshConfig
 from interlock.controller.app import Controller
 
 GATEWAY = "gateway.networking.k8s.io"
@@ -160,7 +161,7 @@ class MeshEnv:
 
 @pytest.fixture
 async def mesh(cluster: Cluster, start_controller: StartController) -> AsyncIterator[MeshEnv]:
-    controller = await start_controller(lease_identity="mesh-replica", mesh_addr=LOCAL)
+    controller = await start_controller(identity="mesh-replica", mesh=MeshConfig(addr=LOCAL))
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         env = MeshEnv(cluster, controller, http)
         try:

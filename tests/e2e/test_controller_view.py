@@ -16,6 +16,7 @@ from e2e_clients import LOCAL, Cluster, StartController, eventually
 from edge_objects import INGRESS_CLASS_OBJ, ingress
 from test_publish_service import create
 
+from interlock.config import EdgeConfig
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
 
@@ -26,7 +27,7 @@ async def test_the_view_says_what_the_parts_say(
     cluster: Cluster, start_controller: StartController, http: aiohttp.ClientSession
 ) -> None:
     await create(cluster, INGRESS_CLASS_OBJ)
-    controller = await start_controller(lease_identity="replica-1", edge_addr=LOCAL)
+    controller = await start_controller(identity="replica-1", edge=EdgeConfig(addr=LOCAL))
     await eventually(lambda: controller.inspect().leading, message="replica-1 leads")
     before = controller.inspect()
     assert before.ready and before.edge is not None and not before.edge.remote

@@ -28,6 +28,8 @@ from lanes import ENDPOINT_HOST
 from mesh_env import chat_backend
 from prometheus_client.parser import text_string_to_metric_families
 
+from interlock.config import MeshConfig
+
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "docs" / "dashboards" / "interlock.json"
 ALERTS = REPO / "charts" / "interlock" / "files" / "alerts.yaml"
@@ -124,7 +126,7 @@ async def _tunnel_through_the_mesh(edge: EdgeEnv, authority: str) -> bytes:
 async def test_every_series_the_dashboard_and_alerts_read_is_exported(
     cluster: Cluster, start_controller: StartController
 ) -> None:
-    async with edge_env(cluster, start_controller, mesh_addr=LOCAL) as edge:
+    async with edge_env(cluster, start_controller, mesh=MeshConfig(addr=LOCAL)) as edge:
         # v2's only endpoint refuses connections; v1 times out on /stall and answers 503 once
         # to ?fail_first=1, which the retry annotations retry.
         await edge.cluster.apply(slice_obj("v2", _closed_port()))

@@ -26,7 +26,7 @@ from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.api.policy_json import policy_body
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
-from interlock.config import Address, ControllerConfig
+from interlock.config import ControllerConfig, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.controller.edge_half import EdgeHalf
 from interlock.controller.upstreams import SharedUpstreamCache
@@ -73,13 +73,13 @@ def test_edge_admin_url_flag_and_environment(
             token_file,
         ]
     )
-    assert config.edge_admin_url == "http://edge.ingress.svc:9091"
-    assert config.edge_admin_token == ADMIN_TOKEN  # the file's content, without the newline
-    assert config.edge_addr is None
-    assert parse(["run"]).edge_admin_url is None
+    assert config.edge.admin_url == "http://edge.ingress.svc:9091"
+    assert config.edge.admin_token == ADMIN_TOKEN  # the file's content, without the newline
+    assert config.edge.addr is None
+    assert parse(["run"]).edge.admin_url is None
     monkeypatch.setenv("INTERLOCK_EDGE_ADMIN_URL", "http://127.0.0.1:9091")
     monkeypatch.setenv("INTERLOCK_EDGE_ADMIN_TOKEN_FILE", token_file)
-    assert parse(["run"]).edge_admin_url == "http://127.0.0.1:9091"
+    assert parse(["run"]).edge.admin_url == "http://127.0.0.1:9091"
 
 
 def test_edge_admin_url_needs_the_token_file(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ class Remote:
 
 
 async def start_remote_controller(config: ControllerConfig) -> Controller:
-    """A controller programming the data plane at ``config.edge_admin_url``."""
+    """A controller programming the data plane at ``config.edge.admin_url``."""
     controller = Controller(config)
     assert controller.edge is not None, "edge_admin_url alone must build the edge half"
     await controller.start()
@@ -294,9 +294,8 @@ async def remote(cluster: Cluster, kubeconfig: str) -> AsyncIterator[Remote]:
     await switch.start()
     config = controller_config(
         kubeconfig,
-        lease_identity="remote-edge-replica",
-        edge_admin_url=switch.url,
-        edge_admin_token=ADMIN_TOKEN,
+        identity="remote-edge-replica",
+        edge=EdgeConfig(admin_url=switch.url, admin_token=ADMIN_TOKEN),
     )
     controller = await start_remote_controller(config)
     try:
@@ -418,16 +417,14 @@ def edge_half(config: ControllerConfig) -> EdgeHalf:
     )
 
 
-def test_the_edge_half_refuses_both_data_planes_at_once() -> None:
-    config = ControllerConfig(
-        edge_addr=Address("127.0.0.1", 0), edge_admin_url="http://127.0.0.1:9091"
-    )
-    with pytest.raises(ValueError, match="edge_admin_url excludes edge_addr"):
-        edge_half(config)
-
-
 async def test_the_admin_url_password_is_never_shown() -> None:
-    edge = edge_half(ControllerConfig(edge_admin_url="http://ops:hunter2@edge.ingress.svc:9091"))
+    edge = edge_half(
+        ControllerConfig(
+            edge=EdgeConfig(
+                admin_url="http://ops:hunter2@edge.ingress.svc:9091", admin_token=ADMIN_TOKEN
+            )
+        )
+    )
     shown = json.dumps(edge.debug()) + "\n".join(edge.describe())
     assert "http://edge.ingress.svc:9091" in shown and "hunter2" not in shown
     await edge.stop()

@@ -33,6 +33,7 @@ from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 from loguru import logger
 from tls_certs import self_signed
 
+from interlock.config import EdgeConfig
 from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import (
@@ -225,7 +226,7 @@ class Env:
 @pytest.fixture
 async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
     await cluster.apply_manifests([CRDS])
-    controller = await start_controller(lease_identity="edge-replica", edge_addr=LOCAL)
+    controller = await start_controller(identity="edge-replica", edge=EdgeConfig(addr=LOCAL))
     async with edge_env(cluster, controller, auto_decompress=False) as running:
         yield running
 
@@ -823,7 +824,7 @@ async def test_module_set_status_reports_valid_and_invalid(env: Env) -> None:
 async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
     env: Env, start_controller: StartController
 ) -> None:
-    second = await start_controller(lease_identity="edge-replica-2", edge_addr=LOCAL)
+    second = await start_controller(identity="edge-replica-2", edge=EdgeConfig(addr=LOCAL))
     second_edge = second.inspect().edge
     assert second_edge is not None and second_edge.url is not None
     await env.kube.apply(module_set("guard", {"ipRestriction": {"allow": ["not-a-cidr"]}}))
@@ -838,7 +839,9 @@ async def test_with_two_replicas_both_serve_and_only_the_leader_reports(
 
     await eventually(second_serves, message="the second replica serves ok.example")
     await eventually(lambda: idle(env.controller) and idle(second), message="both settle")
-    leaders = [c.config.lease_identity for c in (env.controller, second) if c.inspect().leading]
+    leaders = [
+        c.config.leadership.identity for c in (env.controller, second) if c.inspect().leading
+    ]
     assert len(leaders) == 1
     events = await env.kube.events("shared", "ModulesFailed") + await env.kube.events("ok")
     assert events and {e["reportingInstance"] for e in events} == set(leaders)
@@ -852,7 +855,7 @@ async def test_https_with_the_certificate_from_the_ingress_tls_secret(
     env: Env, start_controller: StartController
 ) -> None:
     tls_controller = await start_controller(
-        lease_identity="tls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
+        identity="tls-replica", edge=EdgeConfig(addr=LOCAL, tls_addr=LOCAL)
     )
     edge = tls_controller.edge
     assert edge is not None and edge.tls_address is not None
@@ -890,7 +893,7 @@ async def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
     await cluster.apply_manifests([CRDS])
     # This replica trusts the loopback peer as a proxy (a load balancer in front of the edge).
     controller = await start_controller(
-        lease_identity="proxied-edge", edge_addr=LOCAL, trusted_proxies=("127.0.0.1/32",)
+        identity="proxied-edge", edge=EdgeConfig(addr=LOCAL, trusted_proxies=("127.0.0.1/32",))
     )
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
         env = Env(controller, Kube(cluster.api), http, {})

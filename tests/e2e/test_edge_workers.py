@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
-from interlock.config import Address
+from interlock.config import Address, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
@@ -46,7 +46,7 @@ HOST = "shop.example"
 def test_the_flag_takes_a_count_or_auto() -> None:
     def parse(*extra: str) -> int:
         args = ["run", "--edge-addr", "127.0.0.1:0", *extra]
-        return config_from_args(build_parser().parse_args(args)).edge_workers
+        return config_from_args(build_parser().parse_args(args)).edge.workers
 
     assert parse() == 1
     assert parse("--edge-workers", "3") == 3
@@ -116,9 +116,8 @@ async def workers(cluster: Cluster, kubeconfig: str) -> AsyncIterator[Workers]:
     port = backend.addresses[0][1]
     config = controller_config(
         kubeconfig,
-        lease_identity="edge-workers",
-        edge_addr=Address(host="127.0.0.1", port=0),
-        edge_workers=2,
+        identity="edge-workers",
+        edge=EdgeConfig(addr=Address(host="127.0.0.1", port=0), workers=2),
     )
     controller = Controller(config)
     assert controller.edge is not None and controller.edge.workers is not None

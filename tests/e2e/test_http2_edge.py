@@ -32,6 +32,8 @@ from h2_client import H2Client, H2Reply, h2_get
 from test_edge_scenarios import secret
 from tls_certs import self_signed
 
+from interlock.config import EdgeConfig
+
 GRPC_HOST = "grpc.test"
 
 
@@ -144,7 +146,9 @@ async def test_modules_apply_to_h2_streams_and_fail_closed(edge: EdgeEnv) -> Non
 
 @pytest.fixture
 async def tls_edge(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
-    async with edge_env(cluster, start_controller, edge_tls_addr=LOCAL) as env:
+    async with edge_env(
+        cluster, start_controller, edge=EdgeConfig(addr=LOCAL, tls_addr=LOCAL)
+    ) as env:
         yield env
 
 

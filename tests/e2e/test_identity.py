@@ -29,6 +29,7 @@ from module_checks import until_refused_naming
 from test_edge_scenarios import Env, ingress, module_set, secret
 from tls_certs import self_signed
 
+from interlock.config import EdgeConfig
 from interlock.edge.modules.session import REVOKED_SESSIONS
 
 env = test_edge_scenarios.env
@@ -410,7 +411,7 @@ async def test_the_redirect_uri_names_the_http2_authority(
 
     # Then h2 over TLS, chosen by ALPN: a second controller with a TLS listener.
     tls_controller = await start_controller(
-        lease_identity="tls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
+        identity="tls-replica", edge=EdgeConfig(addr=LOCAL, tls_addr=LOCAL)
     )
     assert tls_controller.edge is not None and tls_controller.edge.tls_address is not None
     port = tls_controller.edge.tls_address.port
@@ -558,7 +559,7 @@ async def test_a_logout_ends_the_session_on_other_replicas_at_their_next_recheck
     # the provider, so the other refuses the copied cookie at its next authCheckInterval.
     await publish(env, oidc(idp, authCheckInterval="1s"))
     await until_redirects_to_provider(env, idp)
-    replica = await start_controller(lease_identity="second-replica", edge_addr=LOCAL)
+    replica = await start_controller(identity="second-replica", edge=EdgeConfig(addr=LOCAL))
     assert replica.edge is not None and replica.edge.url is not None
     second = replica.edge.url
     async with open_browser(env) as session:

@@ -30,6 +30,7 @@ from grpc_backends import SERVICE, greeter
 from lanes import ENDPOINT_HOST
 from tls_certs import self_signed
 
+from interlock.config import EdgeConfig
 from interlock.model.ingress_nginx import CLASS_ANNOTATION, PREFIX
 
 NGINX_CLASS = {
@@ -426,7 +427,9 @@ async def test_ssl_redirect_by_default_on_a_host_with_tls(
     cluster: Cluster, start_controller: StartController
 ) -> None:
     host = "secure-site.bar.com"
-    async with edge_env(cluster, start_controller, edge_tls_addr=LOCAL) as edge:
+    async with edge_env(
+        cluster, start_controller, edge=EdgeConfig(addr=LOCAL, tls_addr=LOCAL)
+    ) as edge:
         await cluster.apply(NGINX_CLASS)
         cert, key = self_signed(host)
         await cluster.apply(

@@ -25,7 +25,7 @@ import pytest
 from e2e_clients import Cluster, StartController
 from outbound_objects import backend, http_route, parent, service
 
-from interlock.config import Address
+from interlock.config import Address, LinkerdConfig
 from interlock.controller.app import Controller
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +135,9 @@ def binary() -> Path:
 
 @pytest.fixture
 async def grpc_controller(start_controller: StartController) -> Controller:
-    return await start_controller(grpc_addr=Address(host="127.0.0.1", port=0))
+    return await start_controller(
+        linkerd=LinkerdConfig(grpc_addr=Address(host="127.0.0.1", port=0))
+    )
 
 
 @pytest.fixture

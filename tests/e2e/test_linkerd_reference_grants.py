@@ -8,9 +8,11 @@ its namespaces; the deviation is a flag, off by default, so it is always visible
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aiohttp
 import pytest
-from e2e_clients import Cluster, PolicyClient, StartController
+from e2e_clients import TEST_POLICY, Cluster, PolicyClient, StartController
 from outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTE = http_route(
@@ -34,7 +36,7 @@ async def test_a_producer_routes_cross_namespace_backend_without_a_grant(
     await cluster.apply(service("web", namespace="shop"))
     await cluster.apply(service("api", namespace="billing"))
     await cluster.apply(ROUTE)
-    controller = await start_controller(lax_reference_grants=lax)
+    controller = await start_controller(policy=replace(TEST_POLICY, lax_reference_grants=lax))
     assert controller.policy_site is not None
     policy = PolicyClient(http, controller.policy_site.url)
     watch = await policy.watch("web", namespace="shop")

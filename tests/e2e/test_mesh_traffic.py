@@ -14,6 +14,8 @@ from loguru import logger
 from mesh_env import MeshEnv
 from prometheus_client.parser import text_string_to_metric_families
 
+from interlock.config import MeshConfig, ObservabilityConfig
+
 SECRET = "Bearer do-not-log-me"
 
 
@@ -32,7 +34,9 @@ async def logged_mesh(
 
     handle = logger.add(sink, level="INFO")
     controller = await start_controller(
-        lease_identity="mesh-traffic", mesh_addr=LOCAL, access_log=True
+        identity="mesh-traffic",
+        mesh=MeshConfig(addr=LOCAL),
+        observability=ObservabilityConfig(access_log=True),
     )
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         env = MeshEnv(cluster, controller, http)

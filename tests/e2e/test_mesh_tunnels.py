@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_outbound_stream_routes import stream_route
 from tls_certs import self_signed
 
+from interlock.config import MeshConfig, ObservabilityConfig
 from interlock.controller.app import Controller
 
 PORT = 5432
@@ -202,7 +203,9 @@ async def tunnels(
 
     handle = logger.add(sink, level="INFO")
     controller = await start_controller(
-        lease_identity="mesh-tunnels", mesh_addr=LOCAL, access_log=True
+        identity="mesh-tunnels",
+        mesh=MeshConfig(addr=LOCAL),
+        observability=ObservabilityConfig(access_log=True),
     )
     assert controller.mesh is not None and controller.mesh.address is not None
     address = controller.mesh.address

@@ -28,6 +28,8 @@ from test_edge_scenarios import (
 )
 from tls_certs import Issued, TestCa, self_signed
 
+from interlock.config import EdgeConfig
+
 HOST = "secure.test"
 CA = TestCa("Team CA")
 OTHER_CA = TestCa("Other CA")
@@ -82,7 +84,7 @@ class Https:
 async def tls_env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
     await cluster.apply_manifests([CRDS])
     controller = await start_controller(
-        lease_identity="mtls-replica", edge_addr=LOCAL, edge_tls_addr=LOCAL
+        identity="mtls-replica", edge=EdgeConfig(addr=LOCAL, tls_addr=LOCAL)
     )
     async with edge_env(cluster, controller) as env:
         yield env

@@ -13,12 +13,13 @@ from interlock.actors.topics import (
     ENDPOINTS,
 )
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
+from interlock.config import MeshConfig
 from interlock.model.meta import ObjectKey
 
 
 @pytest.fixture
 async def both(cluster: Cluster, start_controller: StartController) -> AsyncIterator[EdgeEnv]:
-    async with edge_env(cluster, start_controller, mesh_addr=LOCAL) as env:
+    async with edge_env(cluster, start_controller, mesh=MeshConfig(addr=LOCAL)) as env:
         yield env
 
 

@@ -14,6 +14,8 @@ import pytest
 from e2e_clients import LOCAL, Cluster, StartController, eventually
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 
+from interlock.config import EdgeConfig, ObservabilityConfig
+
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 PASSWORD = "otlp-pw-9f3c1d"
 HTPASSWD = "alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
@@ -100,7 +102,11 @@ async def test_spans_reach_an_otlp_receiver_one_trace_per_event_and_never_a_secr
 ) -> None:
     # The receiver is set up first so it outlives the controller, which flushes on stop.
     await cluster.apply_manifests([CRDS])
-    await start_controller(lease_identity="otlp", edge_addr=LOCAL, otlp_endpoint=receiver.url)
+    await start_controller(
+        identity="otlp",
+        edge=EdgeConfig(addr=LOCAL),
+        observability=ObservabilityConfig(otlp_endpoint=receiver.url),
+    )
     await cluster.apply(INGRESS_CLASS)
     await cluster.apply(SERVICE)
     # The Secret last: the edge waits for it, and its arrival is what applies basicAuth.

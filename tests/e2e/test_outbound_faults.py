@@ -70,7 +70,7 @@ async def test_final_policies_equal_a_fresh_controllers_after_drops_and_410(
     await eventually(lambda: controller.inspect().relists >= 1, message="a relist after 410")
     assert controller.inspect().reconnects >= 3
 
-    fresh = await start_controller(lease_identity="fresh")
+    fresh = await start_controller(identity="fresh")
     assert fresh.policy_site is not None
     fresh_policy = PolicyClient(http, fresh.policy_site.url)
     for name, watch in watches.items():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, PolicyClient, StartController
+from e2e_clients import Cluster, PolicyClient, StartController, cluster_settings
 from outbound_objects import backend, backends_of, http_route, parent, route_names, service
 
 
 async def test_only_the_watched_namespaces_are_seen(
-    cluster: Cluster, start_controller: StartController, http
+    cluster: Cluster, start_controller: StartController, http, kubeconfig: str
 ):
     await cluster.namespace("shop")
     for namespace in ("shop", "default"):
@@ -16,7 +16,9 @@ async def test_only_the_watched_namespaces_are_seen(
         await cluster.apply(
             http_route("r", namespace=namespace, parents=[parent("web")], backends=[backend("api")])
         )
-    controller = await start_controller(lease_identity="shop-only", namespaces=("shop",))
+    controller = await start_controller(
+        identity="shop-only", cluster=cluster_settings(kubeconfig, namespaces=("shop",))
+    )
     assert controller.policy_site is not None
     policy = PolicyClient(http, controller.policy_site.url)
     shop = await policy.get("web", namespace="shop")

@@ -56,7 +56,7 @@ async def test_toggling_a_backend_recomputes_only_the_routes_that_reference_it(
     cluster: Cluster, start_controller: StartController, http
 ):
     await cluster.create(held_lease())
-    controller = await start_controller(lease_identity="replica-1")
+    controller = await start_controller(identity="replica-1")
     assert controller.policy_site is not None
     policy = PolicyClient(http, controller.policy_site.url)
     await create_all(cluster, [service(f"web-{i}") for i in range(PARENTS)])

@@ -36,7 +36,7 @@ def status_writes(controller: Any) -> int:
 async def test_status_follows_the_backend_and_the_generation(
     cluster: Cluster, start_controller: StartController
 ):
-    await start_controller(lease_identity="replica-1")
+    await start_controller(identity="replica-1")
     await cluster.apply(service("web"))
     await cluster.apply(ROUTE)
 
@@ -65,9 +65,9 @@ async def test_status_follows_the_backend_and_the_generation(
 async def test_only_the_leader_writes_and_the_other_takes_over(
     cluster: Cluster, start_controller: StartController
 ):
-    leader = await start_controller(lease_identity="replica-1")
+    leader = await start_controller(identity="replica-1")
     await eventually(lambda: leader.inspect().leading, message="replica-1 leads")
-    follower = await start_controller(lease_identity="replica-2")
+    follower = await start_controller(identity="replica-2")
     await cluster.apply(service("web"))
     await cluster.apply(ROUTE)
 

@@ -16,7 +16,7 @@ from edge_objects import INGRESS_CLASS_OBJ, ingress
 from interlock.actors.topics import (
     INGRESS_STATUS_TOPIC,
 )
-from interlock.config import Address
+from interlock.config import Address, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.model.meta import ObjectKey
@@ -71,9 +71,11 @@ async def test_ingress_status_follows_the_published_service(
 ) -> None:
     await create(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(
-        lease_identity="replica-1",
-        edge_addr=Address("0.0.0.0", 0),
-        publish_service=ObjectKey(namespace="default", name="interlock-edge"),
+        identity="replica-1",
+        edge=EdgeConfig(
+            addr=Address("0.0.0.0", 0),
+            publish_service=ObjectKey(namespace="default", name="interlock-edge"),
+        ),
     )
     await create(cluster, ingress("shop", "shop.example"))
     await create(cluster, ingress("blog", "blog.example"))
@@ -125,7 +127,9 @@ async def test_a_wildcard_edge_address_without_publish_service_writes_no_address
     cluster: Cluster, start_controller: StartController
 ) -> None:
     await create(cluster, INGRESS_CLASS_OBJ)
-    controller = await start_controller(lease_identity="replica-1", edge_addr=Address("0.0.0.0", 0))
+    controller = await start_controller(
+        identity="replica-1", edge=EdgeConfig(addr=Address("0.0.0.0", 0))
+    )
     await create(cluster, ingress("wild", "wild.example"))
 
     def served() -> bool:
@@ -142,7 +146,7 @@ async def test_a_specific_edge_address_is_still_written(
     cluster: Cluster, start_controller: StartController
 ) -> None:
     await create(cluster, INGRESS_CLASS_OBJ)
-    controller = await start_controller(lease_identity="replica-1", edge_addr=LOCAL)
+    controller = await start_controller(identity="replica-1", edge=EdgeConfig(addr=LOCAL))
     edge = controller.inspect().edge
     assert edge is not None and edge.address is not None
     await create(cluster, ingress("local", "local.example"))

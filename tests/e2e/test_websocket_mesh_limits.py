@@ -17,6 +17,7 @@ from mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
 from mesh_env import mesh as mesh  # the fixture
 from security.test_wire_websocket import RawWsBackend, client_frame, raw_handshake
 
+from interlock.config import EdgeConfig, MeshConfig
 from interlock.controller.app import Controller
 from interlock.dataplane.limits import ProxyLimits
 
@@ -26,9 +27,9 @@ SERVICE = "raw.default.svc"
 @pytest.fixture
 async def listener(cluster: Cluster, start_controller: StartController) -> Controller:
     return await start_controller(
-        lease_identity="mesh-ws",
-        mesh_addr=LOCAL,
-        edge_limits=ProxyLimits(upgrade_connections_per_client=2),
+        identity="mesh-ws",
+        mesh=MeshConfig(addr=LOCAL),
+        edge=EdgeConfig(limits=ProxyLimits(upgrade_connections_per_client=2)),
     )
 
 

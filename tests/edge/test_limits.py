@@ -34,9 +34,9 @@ EXPECTED = ProxyLimits(
 
 def test_run_flags_set_the_limits() -> None:
     config = config_from_args(build_parser().parse_args(["run", "--embedded", *FLAGS]))
-    assert config.edge_limits == EXPECTED
+    assert config.edge.limits == EXPECTED
     default = config_from_args(build_parser().parse_args(["run", "--embedded"]))
-    assert default.edge_limits == DEFAULT_LIMITS
+    assert default.edge.limits == DEFAULT_LIMITS
 
 
 def test_edge_flags_set_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 from log_capture import captured_logs
 
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    EdgeConfig,
+    LeadershipConfig,
+    PolicyApiConfig,
+)
 from interlock.controller.app import Controller
 from interlock.kube.client import make_api_client
 from interlock.kube.discovery import DiscoveryError, DiscoveryRetry, is_served, served_resource
@@ -151,12 +159,11 @@ async def test_the_controller_starts_through_a_failed_edge_discovery(
     local = Address(host="127.0.0.1", port=0)
     controller = Controller(
         ControllerConfig(
-            kubeconfig=kubeconfig,
-            policy_addr=local,
-            admin_addr=local,
-            edge_addr=local,
-            lease_namespace="default",
-            lease_identity="discovery-retry",
+            cluster=ClusterConfig(kubeconfig=kubeconfig),
+            policy=PolicyApiConfig(addr=local),
+            admin=AdminConfig(addr=local),
+            edge=EdgeConfig(addr=local),
+            leadership=LeadershipConfig(namespace="default", identity="discovery-retry"),
         )
     )
     try:

@@ -15,9 +15,9 @@ def config(*argv: str) -> ControllerConfig:
 
 def test_no_mesh_listener_by_default() -> None:
     settings = config()
-    assert settings.mesh_addr is None
-    assert settings.mesh_client_namespace == "default"
-    assert settings.cluster_domain == "cluster.local"
+    assert settings.mesh.addr is None
+    assert settings.mesh.client_namespace == "default"
+    assert settings.cluster.domain == "cluster.local"
 
 
 def test_mesh_flags_build_the_config() -> None:
@@ -29,9 +29,9 @@ def test_mesh_flags_build_the_config() -> None:
         "--cluster-domain",
         "Corp.Example.",
     )
-    assert settings.mesh_addr == Address("127.0.0.1", 0)
-    assert settings.mesh_client_namespace == "team-a"
-    assert settings.cluster_domain == "corp.example"
+    assert settings.mesh.addr == Address("127.0.0.1", 0)
+    assert settings.mesh.client_namespace == "team-a"
+    assert settings.cluster.domain == "corp.example"
 
 
 @pytest.mark.parametrize(
@@ -52,10 +52,10 @@ def test_the_environment_sets_the_mesh_flags(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("INTERLOCK_MESH_ADDR", "0.0.0.0:4140")
     monkeypatch.setenv("INTERLOCK_MESH_CLIENT_NAMESPACE", "shop")
     settings = config()
-    assert settings.mesh_addr == Address("0.0.0.0", 4140)
-    assert settings.mesh_client_namespace == "shop"
+    assert settings.mesh.addr == Address("0.0.0.0", 4140)
+    assert settings.mesh.client_namespace == "shop"
 
 
 def test_the_access_log_is_off_unless_asked_for() -> None:
-    assert config().access_log is False
-    assert config("--access-log").access_log is True
+    assert config().observability.access_log is False
+    assert config("--access-log").observability.access_log is True

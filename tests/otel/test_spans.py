@@ -90,8 +90,8 @@ def test_the_run_flag_reaches_the_config() -> None:
     from interlock.cli.run import config_from_args
 
     args = build_parser().parse_args(["run", "--otlp-endpoint", "http://collector:4318"])
-    assert config_from_args(args).otlp_endpoint == "http://collector:4318"
-    assert config_from_args(build_parser().parse_args(["run"])).otlp_endpoint is None
+    assert config_from_args(args).observability.otlp_endpoint == "http://collector:4318"
+    assert config_from_args(build_parser().parse_args(["run"])).observability.otlp_endpoint is None
 
 
 def test_the_export_timeout_follows_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:

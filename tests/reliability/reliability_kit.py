@@ -47,7 +47,16 @@ from interlock.actors.service_directory import ServiceDirectory
 from interlock.actors.service_port_watch import ServicePortWatch
 from interlock.actors.status_writer import StatusWriter
 from interlock.api.policy_json import policy_json
-from interlock.config import Address, ControllerConfig
+from interlock.config import (
+    Address,
+    AdminConfig,
+    ClusterConfig,
+    ControllerConfig,
+    EdgeConfig,
+    LeadershipConfig,
+    PolicyApiConfig,
+    StatusConfig,
+)
 from interlock.controller.app import Controller
 from interlock.edge.faults import FaultyEdge, ServedConfig
 from interlock.edge.modules import compile_modules
@@ -107,20 +116,18 @@ def replica_config(kubeconfig: str, identity: str) -> ControllerConfig:
     """Free ports, an edge, short grace periods and retry delays, and Leases that survive a
     loaded machine stalling the event loop (a stopped replica releases its Lease)."""
     return ControllerConfig(
-        kubeconfig=kubeconfig,
-        policy_addr=LOCAL,
-        admin_addr=LOCAL,
-        edge_addr=LOCAL,
-        lease_namespace=LEASE_NAMESPACE,
-        lease_identity=identity,
-        lease_duration=8.0,
-        lease_renew_deadline=6.0,
-        lease_retry_period=0.2,
-        watch_grace=0.2,
-        status_retry_initial=0.02,
-        status_retry_maximum=0.2,
-        reconnect_initial=0.02,
-        reconnect_maximum=0.2,
+        cluster=ClusterConfig(kubeconfig=kubeconfig, reconnect_initial=0.02, reconnect_maximum=0.2),
+        policy=PolicyApiConfig(addr=LOCAL, watch_grace=0.2),
+        admin=AdminConfig(addr=LOCAL),
+        edge=EdgeConfig(addr=LOCAL),
+        leadership=LeadershipConfig(
+            namespace=LEASE_NAMESPACE,
+            identity=identity,
+            duration=8.0,
+            renew_deadline=6.0,
+            retry_period=0.2,
+        ),
+        status=StatusConfig(retry_initial=0.02, retry_maximum=0.2),
     )
 
 
@@ -238,7 +245,7 @@ class Replica:
 
     @property
     def identity(self) -> str:
-        return self.controller.config.lease_identity
+        return self.controller.config.leadership.identity
 
     def policies(self) -> dict[str, Any]:
         result: dict[str, Any] = {}
