@@ -209,7 +209,7 @@ def section(
         "edge's data plane and the mesh listener without `--edge-addr` / `--edge-admin-url` "
         "and `--mesh-addr` (`interlock run`'s defaults); with an edge, the "
         "modules that need cryptography or PyJWT (mutualTLS, jwt, oauth, oidc) are imported "
-        "when a ModuleSet first configures one (`tests/test_start_up_imports.py`).",
+        "when a ModuleSet first configures one (`tests/controller/test_start_up_imports.py`).",
     ]
     return "\n".join(lines) + "\n"
 

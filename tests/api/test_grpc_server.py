@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 
 import grpc
@@ -246,26 +244,6 @@ async def test_stopping_ends_every_watch_with_ok(server, source, stub):
     assert await stream.code() == grpc.StatusCode.OK
     assert server.counters.handled[("Watch", "OK")] == 1
     assert source.readers(WEB) == 0
-
-
-def test_grpc_is_imported_only_when_the_grpc_api_is_served():
-    # Memory at rest (issue 15): grpcio and protobuf are ~15 MiB of RSS a controller without
-    # --grpc-addr never uses. Checked in a fresh interpreter: this one has imported them.
-    code = """
-import json, sys
-from interlock.config import Address, ControllerConfig, LinkerdConfig
-from interlock.controller.app import Controller
-Controller(ControllerConfig())
-Controller(ControllerConfig(linkerd=LinkerdConfig(grpc_addr=Address("127.0.0.1", 0))))
-before = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
-import interlock.api.grpc.server  # what Controller.start() imports for --grpc-addr
-after = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
-print(json.dumps([before, after]))
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert json.loads(out.stdout) == [[], ["google.protobuf", "grpc"]]
 
 
 async def test_the_cluster_networks_decide_what_is_egress(source, addresses):

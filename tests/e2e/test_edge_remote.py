@@ -22,20 +22,17 @@ from aiohttp import web
 from e2e_clients import Cluster, controller_config, eventually, object_events
 from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
-from interlock.actors.service_port_watch import ServicePortWatches
-from interlock.api.policy_json import policy_body
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
 from interlock.config import ControllerConfig, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.controller.edge_half import EdgeHalf
-from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
 from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
-from interlock.mailbox import ActorSystem, BackoffPolicy
+from interlock.mailbox import BackoffPolicy
 from interlock.model.load_balancer import remote_load_balancer_status
 from interlock.model.moduleset import SecretValue
 
@@ -404,30 +401,6 @@ async def test_after_stop_the_remote_client_refuses_calls_instead_of_reconnectin
     await remote.edge.stop()
     with pytest.raises(TransientEdgeError, match="the controller is stopping"):
         await remote.edge.provider.snapshot()
-
-
-def edge_half(config: ControllerConfig) -> EdgeHalf:
-    system = ActorSystem()
-    watches = ServicePortWatches(system, grace=0.1, encode=policy_body)
-    return EdgeHalf(
-        config=config,
-        system=system,
-        watches=watches,
-        upstream_cache=SharedUpstreamCache(system),
-    )
-
-
-async def test_the_admin_url_password_is_never_shown() -> None:
-    edge = edge_half(
-        ControllerConfig(
-            edge=EdgeConfig(
-                admin_url="http://ops:hunter2@edge.ingress.svc:9091", admin_token=ADMIN_TOKEN
-            )
-        )
-    )
-    shown = json.dumps(edge.debug()) + "\n".join(edge.describe())
-    assert "http://edge.ingress.svc:9091" in shown and "hunter2" not in shown
-    await edge.stop()
 
 
 def test_load_balancer_status_names_the_admin_host_without_ports() -> None:

@@ -118,3 +118,23 @@ def test_the_edge_modules_that_need_cryptography_load_when_a_moduleset_configure
         "oidc error": ["oidc.clientSecret: Secret 'oidc' with key 'secret' is not present"],
         "oidc": ["cryptography", "interlock.edge.modules.identity", "jwt"],
     }
+
+
+def test_grpc_is_imported_only_when_the_grpc_api_is_served() -> None:
+    # Memory at rest (issue 15): grpcio and protobuf are ~15 MiB of RSS a controller without
+    # --grpc-addr never uses. Checked in a fresh interpreter: this one has imported them.
+    code = """
+import json, sys
+from interlock.config import Address, ControllerConfig, LinkerdConfig
+from interlock.controller.app import Controller
+Controller(ControllerConfig())
+Controller(ControllerConfig(linkerd=LinkerdConfig(grpc_addr=Address("127.0.0.1", 0))))
+before = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
+import interlock.api.grpc.server  # what Controller.start() imports for --grpc-addr
+after = sorted(n for n in ("grpc", "google.protobuf") if n in sys.modules)
+print(json.dumps([before, after]))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(out.stdout) == [[], ["google.protobuf", "grpc"]]
