@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from interlock.edge.modules.addresses import in_any
 from interlock.edge.modules.ip_restriction import IpRestriction
-from interlock.model.moduleset import IpRestrictionModule
+from interlock.model.module_settings import ModuleSettings, module_settings
+from interlock.model.moduleset import IpRestrictionModule, Modules
 
 
 def _median_us(check: Callable[[], object], *, number: int, repeats: int) -> float:
@@ -38,7 +39,9 @@ def main() -> None:
     args = parser.parse_args()
     allow = [str(ipaddress.IPv4Address(0x0A000000 + 2 * i)) for i in range(args.entries)]
     deny = [f"192.168.{i}.0/24" for i in range(100)]
-    module = IpRestriction(IpRestrictionModule(allow=allow, deny=deny))
+    settings = module_settings(Modules(ipRestriction=IpRestrictionModule(allow=allow, deny=deny)))
+    assert isinstance(settings, ModuleSettings) and settings.ip_restriction is not None
+    module = IpRestriction(settings.ip_restriction)
     allow_networks = [ipaddress.ip_network(a) for a in allow]
     deny_networks = [ipaddress.ip_network(d) for d in deny]
 

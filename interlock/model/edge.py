@@ -57,6 +57,7 @@ from interlock.model.ingress_nginx import (
     translate,
 )
 from interlock.model.meta import ObjectKey
+from interlock.model.module_settings import modules_clash
 from interlock.model.moduleset import (
     Modules,
     ModuleSet,
@@ -66,7 +67,6 @@ from interlock.model.moduleset import (
     merge_modules,
     module_secret_ref_fields,
     module_secret_refs,
-    modules_clash,
 )
 from interlock.model.service import Service
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
-import re
 import types
 import typing
 from collections.abc import Iterator, Sequence
@@ -32,7 +30,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from interlock.model.durations import InvalidDuration, parse_duration
 from interlock.model.ingress_nginx import IngressNginxModule
 from interlock.model.meta import (
     KubeModel,
@@ -271,7 +268,10 @@ class ModuleSetSpec(KubeModel):
         if not isinstance(modules, Modules):
             kept, found = _sift_modules(modules)
             modules = Modules.model_validate(kept)
-        found.extend(_setting_problems(modules))
+        # Imported here: module_settings reads this module's types (one validation, below them).
+        from interlock.model.module_settings import setting_problems
+
+        found.extend(setting_problems(modules))
         carried = [
             p if isinstance(p, ModuleProblem) else ModuleProblem.model_validate(p)
             for p in data.get("problems") or ()
@@ -290,9 +290,10 @@ class ModuleSet(KubeObject):
         """Every reason this ModuleSet cannot be used, in the order they appear; empty when
         valid. Found once, when it was parsed; its modules apply to no route while any remain.
 
-        The checks match what the edge checks when it compiles the modules, so a ModuleSet
-        reported Valid does not fail later for its configuration (the content of its Secrets is
-        only known to the edge)."""
+        The settings are checked by :func:`~interlock.model.module_settings.module_settings`,
+        the one check the edge's ``compile_modules`` runs too, so a ModuleSet reported Valid does
+        not fail later for its configuration (the content of its Secrets is only known to the
+        edge)."""
         return self.spec.problems
 
 
@@ -420,235 +421,6 @@ def _sift_modules(modules: Any) -> tuple[dict[str, Any], list[ModuleProblem]]:
                 for e in exc.errors(include_url=False, include_input=False)
             )
     return kept, problems
-
-
-# --- validation beyond types -------------------------------------------------------------------
-
-# RFC 9110 token characters: what a header field name may contain. These patterns are used with
-# fullmatch: `^…$` with match would accept a trailing newline (`$` matches before one).
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# Control characters other than tab: a header value holding one could inject headers.
-_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-# Kubernetes Secret data keys.
-_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-# Kubernetes object names (DNS subdomain).
-_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-# Quotes, backslashes and control characters would break out of the WWW-Authenticate realm.
-_BAD_REALM = re.compile(r'["\\\x00-\x1f\x7f]')
-
-PROXY_OWNED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "upgrade",
-    }
-)
-"""Headers the headers module may not change: they frame the message or belong to one hop.
-
-The edge refuses them when it compiles the module; validating here as well reports the mistake
-in the ModuleSet's status instead of only in the route's Events.
-"""
-
-
-def _setting_problems(modules: Modules) -> list[ModuleProblem]:
-    """What types alone do not check in ``modules`` (part of :attr:`ModuleSet.problems`)."""
-    problems: list[ModuleProblem] = []
-
-    def problem(module: str, field: str, reason: str) -> None:
-        problems.append(
-            ModuleProblem(module=module, field=f"spec.modules.{module}{field}", reason=reason)
-        )
-
-    if modules.ip_restriction is not None:
-        for list_name, cidrs in (
-            ("allow", modules.ip_restriction.allow),
-            ("deny", modules.ip_restriction.deny),
-        ):
-            for index, cidr in enumerate(cidrs):
-                reason = _cidr_problem(cidr)
-                if reason:
-                    problem("ipRestriction", f".{list_name}[{index}]", reason)
-    for module, field, ref in module_secret_ref_fields(modules):
-        for reason_field, reason in _secret_ref_problems(ref):
-            problem(module, f".{field}{reason_field}", reason)
-    if modules.basic_auth is not None and _BAD_REALM.search(modules.basic_auth.realm):
-        problem("basicAuth", ".realm", "must not contain quotes, backslashes or control characters")
-    if modules.jwt is not None:
-        if not modules.jwt.issuer.strip():
-            problem("jwt", ".issuer", "must not be empty")
-        for index, audience in enumerate(modules.jwt.audiences):
-            if not audience.strip():
-                problem("jwt", f".audiences[{index}]", "must not be empty")
-    if modules.headers is not None:
-        for direction, changes in (
-            ("request", modules.headers.request),
-            ("response", modules.headers.response),
-        ):
-            for field, reason in _header_problems(changes):
-                problem("headers", f".{direction}{field}", reason)
-    if modules.circuit_breaker is not None:
-        for field, text in (
-            ("rollingWindow", modules.circuit_breaker.rolling_window),
-            ("trippedDuration", modules.circuit_breaker.tripped_duration),
-        ):
-            reason = _positive_duration_problem(text)
-            if reason:
-                problem("circuitBreaker", f".{field}", reason)
-    webhook = modules.webhook_verification
-    if webhook is not None and webhook.replay_window is not None:
-        if webhook.provider != "github":
-            problem(
-                "webhookVerification",
-                ".replayWindow",
-                "applies to provider github only (stripe and slack sign a timestamp)",
-            )
-        reason = _positive_duration_problem(webhook.replay_window)
-        if reason:
-            problem("webhookVerification", ".replayWindow", reason)
-    if modules.rate_limit is not None:
-        reason = _positive_duration_problem(modules.rate_limit.period)
-        if reason:
-            problem("rateLimit", ".period", reason)
-    if modules.oauth is not None:
-        providers = modules.oauth.providers()
-        if len(providers) != 1:
-            names = ", ".join(OAUTH_PROVIDERS)
-            problem("oauth", "", f"exactly one provider is required (one of {names})")
-        for name, settings in providers:
-            for field, reason in _login_problems(settings):
-                problem("oauth", f".{name}{field}", reason)
-            if isinstance(settings, GenericOAuthProvider):
-                for field, url in (
-                    ("authorizeUrl", settings.authorize_url),
-                    ("tokenUrl", settings.token_url),
-                    ("userinfoUrl", settings.userinfo_url),
-                ):
-                    reason = _url_problem(url)
-                    if reason:
-                        problem("oauth", f".{name}.{field}", reason)
-    if modules.oidc is not None:
-        for field, reason in _login_problems(modules.oidc):
-            problem("oidc", field, reason)
-        reason = _url_problem(modules.oidc.issuer)
-        if reason:
-            problem("oidc", ".issuer", reason)
-    clash = modules_clash(modules)
-    if clash:
-        module = "oidc" if "oidc" in clash else "jwt"
-        problems.append(ModuleProblem(module=module, field="spec.modules", reason=clash))
-    return problems
-
-
-_EMAIL_DOMAIN = re.compile(
-    r"(?=.{1,253}\Z)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-)
-
-
-def _login_problems(settings: OAuthProviderSettings) -> Iterator[tuple[str, str]]:
-    """Problems of the fields oauth providers and oidc share (paths relative to the module)."""
-    if not settings.client_id.strip():
-        yield ".clientId", "is required (interlock has no managed OAuth application)"
-    if settings.client_secret is None:
-        yield ".clientSecret", "is required (a Secret holding the OAuth client secret)"
-    for field, text in (
-        ("inactivityTimeout", settings.inactivity_timeout),
-        ("maximumDuration", settings.maximum_duration),
-        ("authCheckInterval", settings.auth_check_interval),
-    ):
-        if text is not None:
-            reason = _positive_duration_problem(text)
-            if reason:
-                yield f".{field}", reason
-    for index, scope in enumerate(settings.scopes):
-        if not scope or any(c.isspace() or c == '"' or c == "\\" for c in scope):
-            yield f".scopes[{index}]", f'"{scope}" is not a valid scope'
-    for index, address in enumerate(settings.email_addresses):
-        local, at, domain = address.rpartition("@")
-        if not at or not local or not _EMAIL_DOMAIN.fullmatch(domain.lower()):
-            yield f".emailAddresses[{index}]", f'"{address}" is not an email address'
-    for index, domain in enumerate(settings.email_domains):
-        if not _EMAIL_DOMAIN.fullmatch(domain.lower()):
-            yield f".emailDomains[{index}]", f'"{domain}" is not a domain name'
-    for name, claim in settings.identity_headers.items():
-        where = f'.identityHeaders["{name}"]'
-        yield from ((where, reason) for reason in _header_name_problems(name))
-        if not claim.strip():
-            yield where, "the claim name must not be empty"
-
-
-def _url_problem(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("https", "http") or not rest or rest.startswith("/"):
-        return f'"{url}" is not an absolute http(s) URL'
-    if any(c.isspace() for c in url):
-        return f'"{url}" contains whitespace'
-    return ""
-
-
-def modules_clash(modules: Modules) -> str:
-    """Why these modules cannot run together (``""`` when they can).
-
-    Checked on each ModuleSet and again after merging, since two valid sets can clash.
-    """
-    if modules.basic_auth is not None and modules.jwt is not None:
-        return "basicAuth and jwt both read the Authorization header; configure only one of them"
-    if modules.oauth is not None and modules.oidc is not None:
-        return "oauth and oidc both sign users in with a session cookie; configure only one of them"
-    return ""
-
-
-def _header_problems(changes: HeaderChanges) -> Iterator[tuple[str, str]]:
-    for name, value in changes.add.items():
-        where = f'.add["{name}"]'
-        yield from ((where, reason) for reason in _header_name_problems(name))
-        # The value itself is never quoted: header values can be credentials.
-        if _BAD_HEADER_VALUE.search(value):
-            yield where, "the value contains a control character"
-    for index, name in enumerate(changes.remove):
-        yield from ((f".remove[{index}]", reason) for reason in _header_name_problems(name))
-
-
-def _header_name_problems(name: str) -> Iterator[str]:
-    if not _HEADER_NAME.fullmatch(name):
-        yield f'"{name}" is not a valid header name'
-    elif name.lower() in PROXY_OWNED_HEADERS:
-        yield f"{name} is managed by the proxy and cannot be changed"
-
-
-def _cidr_problem(cidr: str) -> str:
-    # Same rules as the edge's parser (interlock.edge.modules.addresses), so that what passes
-    # validation also compiles: strict networks, a bare address meaning just that address.
-    text = cidr.strip()
-    try:
-        ipaddress.ip_network(text)
-    except ValueError:
-        try:
-            loose = ipaddress.ip_network(text, strict=False)
-        except ValueError:
-            return f'"{cidr}" is not a valid CIDR'
-        return f'"{cidr}" has host bits set; did you mean "{loose}"?'
-    return ""
-
-
-def _positive_duration_problem(text: str) -> str:
-    try:
-        duration = parse_duration(text)
-    except InvalidDuration as exc:
-        return str(exc)
-    return "" if duration.total_seconds() > 0 else f'"{text}" must be longer than zero'
-
-
-def _secret_ref_problems(ref: SecretKeyRef) -> Iterator[tuple[str, str]]:
-    if not _OBJECT_NAME.fullmatch(ref.name):
-        yield ".name", f'"{ref.name}" is not a valid Secret name'
-    if not _SECRET_KEY.fullmatch(ref.key):
-        yield ".key", f'"{ref.key}" is not a valid Secret key'
 
 
 # --- status ------------------------------------------------------------------------------------

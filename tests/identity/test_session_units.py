@@ -19,6 +19,7 @@ from interlock.edge.modules.identity import (
 )
 from interlock.edge.modules.session import RevokedSessions
 from interlock.edge.modules.view import IdentityReply, RequestView
+from interlock.model.module_settings import ModuleSettings, module_settings
 from interlock.model.moduleset import Modules, SecretValue
 
 NOW = 1_800_000_000.0
@@ -40,8 +41,9 @@ def gate(revoked: RevokedSessions | None = None, **settings: Any) -> IdentityGat
             }
         }
     )
-    built = build_identity(modules, SECRETS, wall_clock=lambda: NOW)
-    assert built is not None
+    checked = module_settings(modules)
+    assert isinstance(checked, ModuleSettings) and checked.login is not None
+    built = build_identity(checked.login, SECRETS, wall_clock=lambda: NOW)
     assert built.settings.endpoints is not None
     built._provider = _Provider(endpoints=built.settings.endpoints)
     if revoked is not None:

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.model.address_ranges import AddressRanges
-from interlock.model.moduleset import IpRestrictionModule
+from interlock.model.module_settings import ModuleSettings, module_settings
+from interlock.model.moduleset import IpRestrictionModule, Modules
 
 # Networks and addresses packed into small spaces of each family, so that lists overlap, nest,
 # touch and leave gaps, and addresses fall on every boundary.
@@ -62,9 +63,10 @@ def test_ip_restriction_decides_as_the_rules_say(
     deny: list[IPv4Network | IPv6Network],
     address: IPv4Address | IPv6Address,
 ) -> None:
-    module = IpRestriction(
-        IpRestrictionModule(allow=[str(n) for n in allow], deny=[str(n) for n in deny])
-    )
+    config = IpRestrictionModule(allow=[str(n) for n in allow], deny=[str(n) for n in deny])
+    settings = module_settings(Modules(ipRestriction=config))
+    assert isinstance(settings, ModuleSettings) and settings.ip_restriction is not None
+    module = IpRestriction(settings.ip_restriction)
     denied = naive_contains(deny, address)
     allowed = not allow or naive_contains(allow, address)
     assert (module.check(address) is None) == (not denied and allowed)

@@ -14,14 +14,14 @@ normalised to IPv4 so an IPv4 CIDR matches them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from ipaddress import IPv4Address, IPv6Address, ip_address
 
 from multidict import MultiMapping
 
 from interlock.edge.modules.errors import ModuleConfigError
+from interlock.model.module_settings import IPNetwork, parse_cidr
 
 IPAddress = IPv4Address | IPv6Address
-IPNetwork = IPv4Network | IPv6Network
 
 UNKNOWN_CLIENT = "unknown"
 """The client address reported when it cannot be parsed (RFC 7239's ``unknown``)."""
@@ -50,31 +50,15 @@ def parse_address(text: str) -> IPAddress | None:
 
 
 def parse_networks(values: Sequence[str], *, field: str) -> tuple[IPNetwork, ...]:
-    """Parse CIDRs (a bare address means just that address); errors name ``field[i]``."""
+    """Parse CIDRs with the model's rules (:func:`~interlock.model.module_settings.parse_cidr`,
+    as ipRestriction's); errors name ``field[i]``. For ``--trusted-proxies``, not a module."""
     networks: list[IPNetwork] = []
     for index, value in enumerate(values):
-        where = f"{field}[{index}]"
-        try:
-            network = ip_network(value.strip())
-        except ValueError:
-            try:
-                loose = ip_network(value.strip(), strict=False)
-            except ValueError:
-                raise ModuleConfigError(where, f'"{value}" is not a valid CIDR') from None
-            raise ModuleConfigError(
-                where, f'"{value}" has host bits set; did you mean "{loose}"?'
-            ) from None
-        networks.append(_unmap(network))
+        network = parse_cidr(value)
+        if isinstance(network, str):
+            raise ModuleConfigError(f"{field}[{index}]", network)
+        networks.append(network)
     return tuple(networks)
-
-
-def _unmap(network: IPNetwork) -> IPNetwork:
-    """An IPv4-mapped IPv6 network as the IPv4 network it covers (peers are unmapped too)."""
-    if isinstance(network, IPv6Network) and network.prefixlen >= 96:
-        mapped = network.network_address.ipv4_mapped
-        if mapped is not None:
-            return IPv4Network(f"{mapped}/{network.prefixlen - 96}")
-    return network
 
 
 def in_any(address: IPAddress, networks: Iterable[IPNetwork]) -> bool:

@@ -37,7 +37,6 @@ CACHE_SIZE = 1024
 """Successful, and separately failed, verifications remembered (per compiled module)."""
 
 _BCRYPT = re.compile(rb"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
-_REALM_FORBIDDEN = re.compile(r'[\x00-\x1f\x7f"\\]')
 
 
 class BasicAuth:
@@ -57,10 +56,6 @@ class BasicAuth:
     def __init__(
         self, config: BasicAuthModule, secrets: Mapping[tuple[str, str], SecretValue]
     ) -> None:
-        if _REALM_FORBIDDEN.search(config.realm):
-            raise ModuleConfigError(
-                "basicAuth.realm", "must not contain quotes, backslashes or control characters"
-            )
         self._realm = config.realm
         self._ref = config.secret_ref
         secret = lookup_secret(secrets, config.secret_ref, field="basicAuth.secretRef")

@@ -1,10 +1,13 @@
 """A route's compiled modules, applied in one fixed order: :class:`ModuleChain`.
 
 Everything that can be wrong with a configuration is found by :func:`compile_modules`, before
-the chain exists: CIDRs parsed, htpasswd and bcrypt hashes loaded, the JWKS loaded, durations and
-header names checked, Secrets looked up. So applying a chain to a request can refuse the request
-but never fail half-way, and the edge can install a chain atomically: a route switching from
-basicAuth to jwt goes from one complete chain to the other, never through a chain without auth.
+the chain exists: the settings checked and typed by the model's
+:func:`~interlock.model.module_settings.module_settings` (CIDRs, durations, header names: the
+same check, and wording, as a ModuleSet's status), then what only the edge sees: Secrets looked
+up, htpasswd and bcrypt hashes loaded, the JWKS loaded. So applying a chain to a request can
+refuse the request but never fail half-way, and the edge can install a chain atomically: a
+route switching from basicAuth to jwt goes from one complete chain to the other, never through a
+chain without auth.
 
 A compiled chain does not change afterwards, except the counters of rateLimit and
 circuitBreaker. The order modules run in is :data:`ORDER`; see ``docs/modules.md``.
@@ -30,7 +33,8 @@ from interlock.edge.modules.ip_restriction import IpRestriction
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.edge.modules.view import Rejection, RequestView
 from interlock.edge.modules.webhook import WebhookVerification
-from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.module_settings import module_settings
+from interlock.model.moduleset import ModuleProblem, Modules, SecretValue
 
 if TYPE_CHECKING:
     # Imported by compile_modules when a ModuleSet configures them (see the package docstring).
@@ -331,14 +335,15 @@ def compile_modules(
     (monotonic seconds) drives rateLimit and circuitBreaker; ``wall_clock`` (Unix seconds) the
     JWT time claims and webhook timestamps.
 
-    Raises :class:`ModuleConfigError` (permanent) when any module is invalid, else
-    :class:`MissingSecretError` (transient) when a referenced Secret key is absent: a permanent
-    error is reported first because waiting for the Secret would not fix it.
+    Raises :class:`ModuleConfigError` (permanent) when any module is invalid (the first of
+    :func:`~interlock.model.module_settings.module_settings`'s problems, else what a Secret's
+    content or a builder refuses), else :class:`MissingSecretError` (transient) when a
+    referenced Secret key is absent: a permanent error is reported first because waiting for the
+    Secret would not fix it.
     """
-    if modules.basic_auth is not None and modules.jwt is not None:
-        raise ModuleConfigError(
-            "basicAuth, jwt", "both read the Authorization header; configure only one of them"
-        )
+    settings = module_settings(modules)
+    if isinstance(settings, list):
+        raise _config_error(settings)
     missing: list[MissingSecretError] = []
 
     def unless_missing(build: Callable[[], M]) -> M | None:
@@ -352,10 +357,10 @@ def compile_modules(
 
     trusted = TrustedProxies(trusted_proxies)
     nginx = _build(IngressNginx, modules.ingress_nginx)
-    ip_restriction = _build(IpRestriction, modules.ip_restriction)
-    rate_limit = _build(RateLimit, modules.rate_limit)
-    circuit_breaker = _build(CircuitBreaker, modules.circuit_breaker)
-    headers = _build(Headers, modules.headers)
+    ip_restriction = _build(IpRestriction, settings.ip_restriction)
+    rate_limit = _build(RateLimit, settings.rate_limit)
+    circuit_breaker = _build(CircuitBreaker, settings.circuit_breaker)
+    headers = _build(Headers, settings.headers)
     basic_auth = jwt = webhook = mutual_tls = identity = None
     if (mutual_tls_config := modules.mutual_tls) is not None:
         from interlock.edge.modules.mutual_tls import MutualTls  # loads cryptography
@@ -371,13 +376,18 @@ def compile_modules(
         jwt = unless_missing(lambda: JwtAuth(jwt_config, secrets, wall_clock=wall_clock))
     if (webhook_config := modules.webhook_verification) is not None:
         webhook = unless_missing(
-            lambda: WebhookVerification(webhook_config, secrets, wall_clock=wall_clock)
+            lambda: WebhookVerification(
+                webhook_config,
+                secrets,
+                wall_clock=wall_clock,
+                replay_window=settings.replay_window,
+            )
         )
-    if modules.oauth is not None or modules.oidc is not None:
+    if (login := settings.login) is not None:
         from interlock.edge.modules.identity import build_identity  # loads PyJWT, cryptography
 
         identity = unless_missing(
-            lambda: build_identity(modules, secrets, clock=clock, wall_clock=wall_clock)
+            lambda: build_identity(login, secrets, clock=clock, wall_clock=wall_clock)
         )
     if missing:
         raise missing[0]
@@ -400,3 +410,12 @@ def compile_modules(
 
 def _build(module: Callable[[C], M], config: C | None) -> M | None:
     return None if config is None else module(config)
+
+
+def _config_error(problems: Sequence[ModuleProblem]) -> ModuleConfigError:
+    """The first problem, named as the edge names fields (``rateLimit.period``, without the
+    ModuleSet's ``spec.modules.``: the modules may come from an Ingress's annotations or a remote
+    edge's admin API), in the model's wording; how many more there are."""
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return ModuleConfigError(first.field.removeprefix("spec.modules."), first.reason + more)

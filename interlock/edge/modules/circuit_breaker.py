@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
-from interlock.edge.modules.errors import parse_positive_duration
 from interlock.edge.modules.view import Rejection, reject
-from interlock.model.moduleset import CircuitBreakerModule
+from interlock.model.module_settings import CircuitBreakerSettings
 
 BUCKETS = 10
 
@@ -41,14 +40,10 @@ class CircuitBreaker:
         "_window",
     )
 
-    def __init__(self, config: CircuitBreakerModule) -> None:
-        self._config = config
-        self._window = parse_positive_duration(
-            config.rolling_window, field="circuitBreaker.rollingWindow"
-        )
-        self._tripped = parse_positive_duration(
-            config.tripped_duration, field="circuitBreaker.trippedDuration"
-        )
+    def __init__(self, settings: CircuitBreakerSettings) -> None:
+        config = self._config = settings.module
+        self._window = settings.rolling_window
+        self._tripped = settings.tripped_duration
         self._threshold = config.error_threshold_percentage
         self._volume = config.volume_threshold
         self._bucket_span = self._window / BUCKETS

@@ -1,5 +1,5 @@
-"""The two ways compiling modules can fail, why they are different types, and the lookups
-(Secrets, durations) that raise them.
+"""The two ways compiling modules can fail, why they are different types, and the Secret
+lookup that raises one of them.
 
 The edge actor must decide whether to retry. An invalid configuration (a CIDR that does not
 parse, an htpasswd line that is not bcrypt, a JWKS that does not load) stays invalid until a user
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from interlock.model.durations import InvalidDuration, duration_seconds
 from interlock.model.moduleset import SecretKeyRef, SecretValue
 
 
@@ -59,14 +58,3 @@ def lookup_secret(
     if value is None:
         raise MissingSecretError(field, ref)
     return value
-
-
-def parse_positive_duration(text: str, *, field: str) -> float:
-    """Seconds in ``text``; a malformed or zero duration is a :class:`ModuleConfigError`."""
-    try:
-        seconds = duration_seconds(text)
-    except InvalidDuration as exc:
-        raise ModuleConfigError(field, str(exc)) from None
-    if seconds <= 0:
-        raise ModuleConfigError(field, f'"{text}" must be longer than zero')
-    return seconds

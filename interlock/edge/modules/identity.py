@@ -71,7 +71,6 @@ from interlock.edge.modules.errors import (
     ProviderUnavailableError,
     describe_ref,
     lookup_secret,
-    parse_positive_duration,
 )
 from interlock.edge.modules.identity_headers import FORWARDED_EMAIL, FORWARDED_USER
 from interlock.edge.modules.oauth import OPENID_SCOPES, preset_for
@@ -97,7 +96,8 @@ from interlock.edge.modules.session import (
     session_keys,
 )
 from interlock.edge.modules.view import IdentityReply, RequestView
-from interlock.model.moduleset import Modules, OAuthProviderSettings, SecretValue
+from interlock.model.module_settings import LoginSettings
+from interlock.model.moduleset import OidcModule, SecretValue
 
 RESERVED_PREFIX = "/_interlock/auth"
 CALLBACK = RESERVED_PREFIX + "/callback"
@@ -716,49 +716,36 @@ class IdentityGate:
 
 
 def build_identity(
-    modules: Modules,
+    login: LoginSettings,
     secrets: Mapping[tuple[str, str], SecretValue],
     *,
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
-) -> IdentityGate | None:
-    """The gate of ``modules.oauth`` or ``modules.oidc`` (None when neither is configured).
+) -> IdentityGate:
+    """The gate of the oauth or oidc module, from its checked settings (``module_settings``).
 
-    Raises :class:`ModuleConfigError` or :class:`~interlock.edge.modules.errors.MissingSecretError`;
-    the provider is contacted only by :meth:`IdentityGate.prepare`.
+    Raises :class:`ModuleConfigError` (a Secret's content) or
+    :class:`~interlock.edge.modules.errors.MissingSecretError`; the provider is contacted only
+    by :meth:`IdentityGate.prepare`.
     """
-    if modules.oauth is not None and modules.oidc is not None:
-        raise ModuleConfigError("oauth, oidc", "configure only one of them")
-    if modules.oidc is not None:
-        config: OAuthProviderSettings = modules.oidc
-        kind: Literal["oauth", "oidc"] = "oidc"
-        where = "oidc"
+    config, kind, where = login.module, login.kind, login.field
+    extra: dict[str, Any]
+    if isinstance(config, OidcModule):
         scopes = tuple(config.scopes) or OPENID_SCOPES
-        extra: dict[str, Any] = {"issuer": modules.oidc.issuer}
-    elif modules.oauth is not None:
-        providers = modules.oauth.providers()
-        if len(providers) != 1:
-            raise ModuleConfigError("oauth", "exactly one provider is required")
-        name, config = providers[0]
-        kind, where = "oauth", f"oauth.{name}"
-        preset = preset_for(name, config)
+        extra = {"issuer": config.issuer}
+    else:
+        preset = preset_for(login.provider, config)
         scopes = tuple(config.scopes) or preset.scopes
         extra = {
-            "provider": name,
+            "provider": login.provider,
             "endpoints": preset.endpoints,
             "user_claim": preset.user_claim,
             "email_claim": preset.email_claim,
         }
-    else:
-        return None
-    if not config.client_id.strip():
-        raise ModuleConfigError(f"{where}.clientId", "is required")
-    if config.client_secret is None:
-        raise ModuleConfigError(f"{where}.clientSecret", "is required")
-    client_secret = lookup_secret(secrets, config.client_secret, field=f"{where}.clientSecret")
+    client_secret = lookup_secret(secrets, login.client_secret, field=f"{where}.clientSecret")
     if not client_secret.reveal().strip():
         raise ModuleConfigError(
-            f"{where}.clientSecret", f"{describe_ref(config.client_secret)} is empty"
+            f"{where}.clientSecret", f"{describe_ref(login.client_secret)} is empty"
         )
     if config.session_secret is not None:
         value = lookup_secret(secrets, config.session_secret, field=f"{where}.sessionSecret")
@@ -773,13 +760,9 @@ def build_identity(
         sealer = SessionSealer(
             [client_secret.reveal().strip()], label=b"interlock session from client secret"
         )
-
-    def seconds(text: str | None, name: str) -> float | None:
-        return None if text is None else parse_positive_duration(text, field=f"{where}.{name}")
-
-    inactivity = seconds(config.inactivity_timeout, "inactivityTimeout")
-    maximum = seconds(config.maximum_duration, "maximumDuration") or DEFAULT_MAXIMUM_DURATION
-    check = seconds(config.auth_check_interval, "authCheckInterval")
+    inactivity = login.inactivity_timeout
+    maximum = login.maximum_duration or DEFAULT_MAXIMUM_DURATION
+    check = login.auth_check_interval
     summary: dict[str, Any] = {
         "clientId": config.client_id,
         "scopes": list(scopes),

@@ -9,10 +9,10 @@ however many entries it has: a 40,000-address list is as cheap per request as a 
 
 from __future__ import annotations
 
-from interlock.edge.modules.addresses import IPAddress, parse_networks
+from interlock.edge.modules.addresses import IPAddress
 from interlock.edge.modules.view import Rejection, reject
 from interlock.model.address_ranges import AddressRanges
-from interlock.model.moduleset import IpRestrictionModule
+from interlock.model.module_settings import IpRestrictionSettings
 
 FORBIDDEN = reject(403, "forbidden\n")
 
@@ -22,9 +22,9 @@ class IpRestriction:
 
     __slots__ = ("_allow", "_allowed", "_denied", "_deny")
 
-    def __init__(self, config: IpRestrictionModule) -> None:
-        self._allow = parse_networks(config.allow, field="ipRestriction.allow")
-        self._deny = parse_networks(config.deny, field="ipRestriction.deny")
+    def __init__(self, settings: IpRestrictionSettings) -> None:
+        self._allow = settings.allow
+        self._deny = settings.deny
         self._allowed = AddressRanges(self._allow)
         self._denied = AddressRanges(self._deny)
 

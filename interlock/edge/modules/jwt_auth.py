@@ -107,11 +107,6 @@ class JwtAuth:
         *,
         wall_clock: Callable[[], float],
     ) -> None:
-        if not config.issuer:
-            raise ModuleConfigError("jwt.issuer", "must not be empty")
-        for index, audience in enumerate(config.audiences):
-            if not audience:
-                raise ModuleConfigError(f"jwt.audiences[{index}]", "must not be empty")
         self._issuer = config.issuer
         self._audiences = tuple(config.audiences)
         self._ref = config.jwks_secret_ref

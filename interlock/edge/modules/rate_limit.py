@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
-from interlock.edge.modules.errors import parse_positive_duration
 from interlock.edge.modules.view import Rejection, reject
-from interlock.model.moduleset import RateLimitModule
+from interlock.model.module_settings import RateLimitSettings
 
 DEFAULT_MAX_CLIENTS = 100_000
 
@@ -28,11 +27,13 @@ class RateLimit:
 
     __slots__ = ("_buckets", "_capacity", "_max_clients", "_period", "_period_text", "_rate")
 
-    def __init__(self, config: RateLimitModule, *, max_clients: int = DEFAULT_MAX_CLIENTS) -> None:
-        self._period = parse_positive_duration(config.period, field="rateLimit.period")
-        self._period_text = config.period
-        self._capacity = float(config.requests)
-        self._rate = config.requests / self._period
+    def __init__(
+        self, settings: RateLimitSettings, *, max_clients: int = DEFAULT_MAX_CLIENTS
+    ) -> None:
+        self._period = settings.period
+        self._period_text = settings.module.period
+        self._capacity = float(settings.module.requests)
+        self._rate = settings.module.requests / self._period
         self._max_clients = max_clients
         # client -> (tokens, last update); ordered by last update, oldest first.
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()

@@ -33,7 +33,6 @@ from interlock.edge.modules.errors import (
     ModuleConfigError,
     describe_ref,
     lookup_secret,
-    parse_positive_duration,
 )
 from interlock.edge.modules.view import Rejection, reject
 from interlock.model.moduleset import SecretValue, WebhookVerificationModule
@@ -59,19 +58,15 @@ class WebhookVerification:
         secrets: Mapping[tuple[str, str], SecretValue],
         *,
         wall_clock: Callable[[], float],
+        replay_window: float | None = None,
     ) -> None:
+        """``replay_window``: ``config.replay_window`` in seconds (see ``ModuleSettings``)."""
         self._provider = config.provider
         self._ref = config.secret_ref
         self._wall_clock = wall_clock
         value = lookup_secret(secrets, config.secret_ref, field="webhookVerification.secretRef")
         self._key = value.reveal().strip()
-        self._replay_window = (
-            None
-            if config.replay_window is None
-            else parse_positive_duration(
-                config.replay_window, field="webhookVerification.replayWindow"
-            )
-        )
+        self._replay_window = replay_window
         self._deliveries: OrderedDict[str, float] = OrderedDict()
         if not self._key:
             raise ModuleConfigError(

@@ -56,15 +56,15 @@ def test_no_headers_module_changes_nothing() -> None:
 @pytest.mark.parametrize(
     ("raw", "field"),
     [
-        ({"request": {"add": {"Bad Name": "x"}}}, "headers.request.add['Bad Name']"),
+        ({"request": {"add": {"Bad Name": "x"}}}, 'headers.request.add["Bad Name"]'),
         (
             {"response": {"add": {"X-Ok": "a\r\nSet-Cookie: evil=1"}}},
-            "headers.response.add['X-Ok']",
+            'headers.response.add["X-Ok"]',
         ),
         ({"request": {"remove": ["X-Ok", "Host"]}}, "headers.request.remove[1]"),
         # `^…$` with re.match accepted a trailing newline; the name must match whole.
-        ({"request": {"add": {"X-Team\n": "blue"}}}, "headers.request.add['X-Team\\n']"),
-        ({"response": {"add": {"Content-Length": "0"}}}, "headers.response.add['Content-Length']"),
+        ({"request": {"add": {"X-Team\n": "blue"}}}, 'headers.request.add["X-Team\n"]'),
+        ({"response": {"add": {"Content-Length": "0"}}}, 'headers.response.add["Content-Length"]'),
     ],
 )
 def test_invalid_header_changes_are_config_errors(raw: dict[str, object], field: str) -> None:

@@ -10,6 +10,7 @@ from modules_testkit import view
 
 from interlock.edge.modules import compile_modules
 from interlock.edge.modules.rate_limit import RateLimit
+from interlock.model.module_settings import RateLimitSettings
 from interlock.model.moduleset import Modules, RateLimitModule
 
 TRUSTED = ["192.0.2.0/24", "2001:db8:ffff::/48"]
@@ -71,8 +72,10 @@ def test_from_an_untrusted_peer_forwarded_for_is_ignored(
 def test_a_client_never_gets_more_than_the_burst_plus_the_refill(
     requests: int, period: str, gaps: list[float]
 ) -> None:
-    limiter = RateLimit(RateLimitModule(requests=requests, period=period))
     seconds = {"1s": 1.0, "10s": 10.0, "1m": 60.0}[period]
+    limiter = RateLimit(
+        RateLimitSettings(RateLimitModule(requests=requests, period=period), seconds)
+    )
     now = 0.0
     allowed = 0
     for gap in gaps:

@@ -7,6 +7,7 @@ from modules_testkit import Clock, modules, view
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modules
 from interlock.edge.modules.rate_limit import RateLimit
+from interlock.model.module_settings import RateLimitSettings
 from interlock.model.moduleset import RateLimitModule
 
 
@@ -64,7 +65,7 @@ def test_the_client_is_the_one_named_by_a_trusted_proxy() -> None:
 
 def test_idle_clients_are_evicted() -> None:
     clock = Clock()
-    limiter = RateLimit(RateLimitModule(requests=5, period="10s"))
+    limiter = RateLimit(RateLimitSettings(RateLimitModule(requests=5, period="10s"), 10.0))
     for index in range(100):
         assert limiter.check(f"10.0.0.{index}", now=clock()) is None
     assert limiter.tracked_clients() == 100
@@ -74,7 +75,9 @@ def test_idle_clients_are_evicted() -> None:
 
 
 def test_client_count_is_bounded() -> None:
-    limiter = RateLimit(RateLimitModule(requests=1, period="1h"), max_clients=10)
+    limiter = RateLimit(
+        RateLimitSettings(RateLimitModule(requests=1, period="1h"), 3600.0), max_clients=10
+    )
     for index in range(50):
         limiter.check(f"client-{index}", now=0.0)
     assert limiter.tracked_clients() == 10
