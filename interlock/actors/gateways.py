@@ -50,7 +50,7 @@ from interlock.actors.gateway_messages import (
 )
 from interlock.actors.messages import (
     SERVICE_KEY,
-    ObjectChanged,
+    ObjectParsed,
 )
 from interlock.actors.topics import (
     CA_BUNDLE,
@@ -80,22 +80,18 @@ from interlock.model.backend_tls import (
     ca_dependencies,
     client_certificate,
     client_certificate_dependency,
-    parse_backend_tls_policy,
     resolve_backend_tls,
     serve_backend_tls,
     serving_backends,
 )
 from interlock.model.gateway import (
     HTTPRequestMirrorFilter,
-    ParentReference,
     ReferenceGrant,
-    parse_http_route,
 )
 from interlock.model.gateway_class import (
     GATEWAY_CONTROLLER_NAME,
     GatewayClass,
     gateway_class_status,
-    parse_gateway_class,
 )
 from interlock.model.gateway_infrastructure import gateway_service
 from interlock.model.gateway_listeners import (
@@ -107,18 +103,16 @@ from interlock.model.gateway_listeners import (
     gateway_status,
     listener_certificate_dependencies,
     listener_problems,
-    parse_gateway,
 )
 from interlock.model.gateway_mirrors import (
     mirror_dependencies,
     resolve_mirrors,
-    take_mirror_filters,
 )
 from interlock.model.gateway_modules import (
     module_dependencies,
     resolve_rule_modules,
-    take_module_filters,
 )
+from interlock.model.gateway_route_input import GatewayRouteInput
 from interlock.model.gateway_routes import (
     GatewayRoute,
     GatewayServing,
@@ -128,24 +122,19 @@ from interlock.model.gateway_routes import (
     attach_routes,
     statuses_equal,
 )
-from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.listener_sets import (
     ListenerSet,
     listener_set_outcomes,
     listener_set_status,
     parent_accepted,
-    parse_listener_set,
 )
-from interlock.model.meta import InvalidObject, ObjectKey, going_away
+from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import ModuleSet, SecretValue
 from interlock.model.route_dependencies import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
 
-ROUTE_PARSERS: Mapping[str, Callable[[dict[str, Any]], GatewayRoute]] = {
-    "HTTPRoute": parse_http_route,
-    "GRPCRoute": parse_grpc_route,
-}
-"""The route kinds HTTP and HTTPS listeners carry, each with its parser."""
+GATEWAY_ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
+"""The route kinds HTTP and HTTPS listeners carry."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -160,34 +149,6 @@ def _utc_now() -> datetime:
 
 def _status_key(kind: str, key: ObjectKey) -> str:
     return f"{kind}/{key}"
-
-
-def _parent_refs(raw: dict[str, Any]) -> tuple[ParentReference, ...]:
-    """The parentRefs of a route that failed to parse (those that parse on their own)."""
-    spec = raw.get("spec")
-    refs = spec.get("parentRefs") if isinstance(spec, dict) else None
-    found: list[ParentReference] = []
-    for ref in refs if isinstance(refs, list) else ():
-        try:
-            found.append(ParentReference.model_validate(ref))
-        except ValueError:
-            continue
-    return tuple(found)
-
-
-def names_a_gateway(raw: dict[str, Any]) -> bool:
-    """Whether a raw route's parentRefs name a Gateway or a ListenerSet (group and kind
-    default to Gateway's)."""
-    spec = raw.get("spec")
-    refs = spec.get("parentRefs") if isinstance(spec, dict) else None
-    for ref in refs if isinstance(refs, list) else ():
-        if (
-            isinstance(ref, dict)
-            and ref.get("kind", "Gateway") in ("Gateway", "ListenerSet")
-            and ref.get("group", "gateway.networking.k8s.io") == "gateway.networking.k8s.io"
-        ):
-            return True
-    return False
 
 
 @dataclass(eq=False, slots=True)
@@ -269,7 +230,7 @@ class GatewayController(Actor):
         self.tell(self.address, Recompute())
 
     async def receive(self, message: object) -> object | None:
-        if isinstance(message, ObjectChanged):
+        if isinstance(message, ObjectParsed):
             self._take_object(message)
         elif isinstance(message, PortFailures):
             failures = dict(message.failures)
@@ -295,93 +256,59 @@ class GatewayController(Actor):
 
     # --- inputs -------------------------------------------------------------------------------
 
-    def _take_object(self, change: ObjectChanged) -> None:
-        kind = change.kind
-        key = ObjectKey(namespace=change.namespace, name=change.name)
-        deleted = change.deleted or going_away(kind, change.obj)
-        raw = None if deleted else change.obj
+    def _take_object(self, change: ObjectParsed) -> None:
+        """Keep a parsed object, or forget it (deleted, or unreadable: the router logged why).
+        A route is never unreadable: one that does not parse arrives as a ``RejectedRoute``."""
+        kind, key, value = change.kind, change.key, None if change.deleted else change.value
         if kind == "GatewayClass":
-            self._store_parsed(self.classes, change.name, raw, parse_gateway_class)
+            self._store(self.classes, key.name, value, GatewayClass)
         elif kind == "Gateway":
-            self._store_parsed(self.gateways, key, raw, parse_gateway)
+            self._store(self.gateways, key, value, Gateway)
         elif kind == "ListenerSet":
-            self._store_parsed(self.listener_sets, key, raw, parse_listener_set)
+            self._store(self.listener_sets, key, value, ListenerSet)
         elif kind == "BackendTLSPolicy":
-            self._store_parsed(self.backend_tls_policies, key, raw, parse_backend_tls_policy)
+            self._store(self.backend_tls_policies, key, value, BackendTLSPolicy)
         elif kind == "Namespace":
-            labels = None
-            if not deleted:
-                meta = change.obj.get("metadata")
-                found = meta.get("labels") if isinstance(meta, dict) else None
-                labels = dict(found) if isinstance(found, dict) else {}
-            if self.namespaces.get(change.name) == labels:
+            labels = value if isinstance(value, dict) else None
+            if self.namespaces.get(key.name) == labels:
                 return
             if labels is None:
-                self.namespaces.pop(change.name, None)
+                self.namespaces.pop(key.name, None)
             else:
-                self.namespaces[change.name] = labels
-        elif kind in ROUTE_PARSERS:
-            route = (kind, key)
-            if deleted or not names_a_gateway(change.obj):
-                self.module_names.pop(route, None)
-                self.mirror_filters.pop(route, None)
-                if self.routes.pop(route, None) is None:
-                    return
-            else:
-                stripped, names = (
-                    take_module_filters(change.obj) if kind == "HTTPRoute" else (change.obj, {})
-                )
-                stripped, mirrors = (
-                    take_mirror_filters(stripped) if kind == "HTTPRoute" else (stripped, {})
-                )
-                self.routes[route] = self._parse_route(kind, stripped)
-                if mirrors:
-                    self.mirror_filters[route] = mirrors
-                else:
-                    self.mirror_filters.pop(route, None)
-                if names:
-                    self.module_names[route] = names
-                else:
-                    self.module_names.pop(route, None)
+                self.namespaces[key.name] = labels
+        elif kind in GATEWAY_ROUTE_KINDS:
+            if not self._take_route((kind, key), value):
+                return
         else:
             return
         self.dirty = True
 
-    @staticmethod
-    def _store_parsed(
-        table: dict[_K, _V],
-        key: _K,
-        raw: dict[str, Any] | None,
-        parse: Callable[[dict[str, Any]], _V],
-    ) -> None:
-        """Keep the object parsed, or forget it (deleted, or invalid: logged)."""
-        if raw is None:
-            table.pop(key, None)
-            return
-        try:
-            table[key] = parse(raw)
-        except InvalidObject as error:
-            logger.warning("{}; ignored until it is fixed", error)
-            table.pop(key, None)
+    def _take_route(self, route: RouteId, value: object | None) -> bool:
+        """Keep a route naming a Gateway, or forget it; whether anything changed."""
+        if not isinstance(value, GatewayRouteInput) or value.route is None:
+            self.module_names.pop(route, None)
+            self.mirror_filters.pop(route, None)
+            return self.routes.pop(route, None) is not None
+        if isinstance(value.route, RejectedRoute):
+            logger.warning("{}; not served by its Gateways until it is fixed", value.route.message)
+        self.routes[route] = value.route
+        if value.mirror_filters:
+            self.mirror_filters[route] = dict(value.mirror_filters)
+        else:
+            self.mirror_filters.pop(route, None)
+        if value.module_names:
+            self.module_names[route] = dict(value.module_names)
+        else:
+            self.module_names.pop(route, None)
+        return True
 
     @staticmethod
-    def _parse_route(kind: str, raw: dict[str, Any]) -> GatewayRoute | RejectedRoute:
-        try:
-            return ROUTE_PARSERS[kind](raw)
-        except InvalidObject as error:
-            logger.warning("{}; not served by its Gateways until it is fixed", error)
-            found_meta = raw.get("metadata")
-            meta: dict[str, Any] = found_meta if isinstance(found_meta, dict) else {}
-            status = raw.get("status")
-            stored = status.get("parents") if isinstance(status, dict) else None
-            return RejectedRoute(
-                key=ObjectKey(namespace=str(meta.get("namespace", "")), name=str(meta.get("name"))),
-                generation=int(meta.get("generation") or 0),
-                parent_refs=_parent_refs(raw),
-                message=str(error),
-                stored_parents=tuple(p for p in stored or () if isinstance(p, dict)),
-                kind=kind,
-            )
+    def _store(table: dict[_K, _V], key: _K, value: object | None, model: type[_V]) -> None:
+        """Keep ``value`` if it is a ``model``, or forget the key's (deleted, or invalid)."""
+        if isinstance(value, model):
+            table[key] = value
+        else:
+            table.pop(key, None)
 
     def _take_input(self, message: Published | Unpublished) -> None:
         if message.topic not in self.inputs:
@@ -424,14 +351,6 @@ class GatewayController(Actor):
             else:
                 self.module_sets[key] = module_set
         self.dirty = True
-
-    def _store(
-        self, table: dict[ObjectKey, Any], key: ObjectKey, value: object, kind: type
-    ) -> None:
-        if isinstance(value, kind):
-            table[key] = value
-        else:
-            table.pop(key, None)
 
     def _follow_inputs(self, ours: dict[ObjectKey, Gateway]) -> None:
         wanted: set[str] = set()

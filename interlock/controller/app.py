@@ -135,21 +135,17 @@ def _teller(
     system: ActorSystem,
     address: str,
     follows: Callable[[ObjectChanged], bool] | None,
-    parser: Callable[[dict[str, Any]], object] | None,
+    parser: Callable[[dict[str, Any]], object],
 ) -> Callable[[ObjectChanged], None]:
-    """Tells a change to ``address``: parsed by ``parser`` (an ``ObjectParsed``), or as it is
-    (none), and only those ``follows`` accepts, when given. Called from the router's handler,
-    so the message is correlated with the informer event."""
-    if parser is not None:
-        assert follows is None, "a filtered row is a raw one"
-        read = parser
-        return lambda change: system.tell(address, parse_change(change, read))
+    """Tells a change to ``address`` parsed by ``parser`` (an ``ObjectParsed``), only those
+    ``follows`` accepts, when given. Called from the router's handler, so the message is
+    correlated with the informer event."""
     if follows is None:
-        return lambda change: system.tell(address, change)
+        return lambda change: system.tell(address, parse_change(change, parser))
 
     def tell(change: ObjectChanged) -> None:
         if follows(change):
-            system.tell(address, change)
+            system.tell(address, parse_change(change, parser))
 
     return tell
 
@@ -547,9 +543,9 @@ class Controller:
         for row in rows_for(frozenset(halves)):
             if row.receiver != ROUTER:
                 follows = gateways.follows if row.follows and gateways is not None else None
-                parser = None if row.raw else row.parser
+                assert row.parser is not None, f"{row.kind}: a receiver's row names its parser"
                 forward.setdefault(row.kind, []).append(
-                    _teller(self.system, row.receiver, follows, parser)
+                    _teller(self.system, row.receiver, follows, row.parser)
                 )
         return forward
 

@@ -37,12 +37,7 @@ from interlock.actors.gateway_messages import (
     GATEWAY_SERVICE_WRITER,
 )
 from interlock.actors.gateway_services import GatewayServiceWriter
-from interlock.actors.gateways import (
-    GatewayController,
-    GatewayDataPlane,
-    GatewayTables,
-    names_a_gateway,
-)
+from interlock.actors.gateways import GatewayController, GatewayDataPlane, GatewayTables
 from interlock.actors.messages import LeadershipChanged, ObjectChanged
 from interlock.config import ControllerConfig
 from interlock.controller.gateway_service_sink import KubeGatewayServiceSink
@@ -60,6 +55,7 @@ from interlock.kube.resources import (
 )
 from interlock.mailbox import ActorSystem
 from interlock.model.backend_tls import backend_tls_debug
+from interlock.model.gateway_route_input import names_a_gateway
 from interlock.model.gateway_routes import GatewayServing
 from interlock.model.meta import ObjectKey
 

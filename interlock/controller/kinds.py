@@ -16,10 +16,12 @@ Two ways a row is delivered:
   to the GrantsDirectory, a Namespace's opaque-ports annotation to the ServiceDirectory).
 - an actor's address: the router parses the object with the row's parser and tells that actor
   the model (:class:`~interlock.actors.messages.ObjectParsed`: every directory receives
-  models); a ``raw`` row's actor is told the change itself and parses it (the
-  GatewayController, which reads routes its own way: not converted yet). ``follows`` narrows
-  which changes go there (the GatewayController reads only the routes that name, or named, one
-  of its Gateways).
+  models, the GatewayController too). An object a parser cannot read arrives as None (the
+  router logged the field), which the receiver takes as its absence; except a route for the
+  Gateways, which reads routes its own way (``model/gateway_route_input.py``: interlock's
+  filters taken out first) and never fails: one that does not parse arrives as a
+  ``RejectedRoute``, so its Gateways report why. ``follows`` narrows which changes go there
+  (the GatewayController reads only the routes that name, or named, one of its Gateways).
 
 The path of a **Service** change: row ``Service`` → the router parses it (``parse_service``) →
 ``ServiceUpserted``/``ServiceDeleted`` to the ServiceDirectory → ``SERVICE`` topic, only if a
@@ -59,9 +61,11 @@ from interlock.model.backend_tls import parse_backend_tls_policy
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.gateway_class import parse_gateway_class
 from interlock.model.gateway_listeners import parse_gateway
+from interlock.model.gateway_route_input import read_gateway_grpc_route, read_gateway_http_route
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.ingress import parse_ingress_class, parse_stored_ingress
 from interlock.model.listener_sets import parse_listener_set
+from interlock.model.meta import namespace_labels
 from interlock.model.moduleset import parse_module_set, parse_secret
 from interlock.model.service import parse_endpoint_slice, parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
@@ -89,8 +93,6 @@ class KindRow:
     """Only the changes the half's filter accepts are told (``GatewayHalf.follows``)."""
     without: Half | None = None
     """Not delivered from this row when that half runs too (it delivers the kind itself)."""
-    raw: bool = False
-    """The receiver is told the raw change and parses it itself."""
 
 
 KINDS: tuple[KindRow, ...] = (
@@ -107,13 +109,13 @@ KINDS: tuple[KindRow, ...] = (
     KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY),
     KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY),
     KindRow("EndpointSlice", "mesh", parse_endpoint_slice, ENDPOINTS_DIRECTORY, without="edge"),
-    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER, raw=True),
-    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER, raw=True),
-    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER, raw=True),
-    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER, raw=True),
-    KindRow("HTTPRoute", "gateway", parse_http_route, GATEWAY_CONTROLLER, follows=True, raw=True),
-    KindRow("GRPCRoute", "gateway", parse_grpc_route, GATEWAY_CONTROLLER, follows=True, raw=True),
-    KindRow("Namespace", "gateway", None, GATEWAY_CONTROLLER, raw=True),
+    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER),
+    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER),
+    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER),
+    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER),
+    KindRow("HTTPRoute", "gateway", read_gateway_http_route, GATEWAY_CONTROLLER, follows=True),
+    KindRow("GRPCRoute", "gateway", read_gateway_grpc_route, GATEWAY_CONTROLLER, follows=True),
+    KindRow("Namespace", "gateway", namespace_labels, GATEWAY_CONTROLLER),
     KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY),
 )
 """Every kind, once per half that reads it; see the module docstring."""
@@ -130,8 +132,6 @@ def rows_for(halves: frozenset[Half]) -> tuple[KindRow, ...]:
 
 def parsed(change: ObjectChanged) -> ObjectParsed:
     """``change`` as the router tells it to the directory of its kind (its row's parser)."""
-    row = next(
-        row for row in KINDS if row.kind == change.kind and row.receiver != ROUTER and not row.raw
-    )
+    row = next(row for row in KINDS if row.kind == change.kind and row.receiver != ROUTER)
     assert row.parser is not None, f"{row.kind}: a directory's row names its parser"
     return parse_change(change, row.parser)

@@ -103,6 +103,14 @@ def object_key_of(raw: dict[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else str(name)
 
 
+def namespace_labels(raw: dict[str, Any]) -> dict[str, str]:
+    """A Namespace's labels (what a Gateway listener's ``allowedRoutes`` selector reads);
+    never raises: an object without labels has none."""
+    meta = raw.get("metadata")
+    found = meta.get("labels") if isinstance(meta, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
