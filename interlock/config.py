@@ -174,6 +174,19 @@ class LeadershipConfig:
     retry_period: float = 2.0
     """Seconds between attempts to acquire or renew the Lease."""
 
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("--lease-identity must not be empty")
+        if not self.duration > self.renew_deadline > self.retry_period > 0:
+            # client-go's rule: the leader gives up before its Lease can expire under it, after
+            # more than one attempt.
+            raise ValueError(
+                f"--lease-duration ({self.duration:g}s) must be longer than "
+                f"--lease-renew-deadline ({self.renew_deadline:g}s), and that longer than "
+                f"--lease-retry-period ({self.retry_period:g}s), above 0: the leader stops "
+                "leading before its Lease can expire, after more than one attempt to renew it"
+            )
+
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyApiConfig:

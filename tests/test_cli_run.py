@@ -46,6 +46,10 @@ def test_run_flags_build_the_config():
             "pay",
             "--lease-duration",
             "1.5",
+            "--lease-renew-deadline",
+            "1",
+            "--lease-retry-period",
+            "0.5",
             "--lease-identity",
             "me",
             "--log-level",
@@ -110,6 +114,10 @@ def test_every_flag_can_come_from_the_environment(monkeypatch):
         (["run", "--manifests", "x"], "--manifests and --write-kubeconfig need --embedded"),
         (["run", "--trusted-proxy", "10.0.0.0/33"], "--trusted-proxy: '10.0.0.0/33' is not a CIDR"),
         (["run", "--edge-tls-addr", "tls"], "--edge-tls-addr: 'tls' is not HOST:PORT"),
+        (
+            ["run", "--lease-duration", "5s", "--lease-renew-deadline", "10s"],
+            "--lease-duration (5s) must be longer than --lease-renew-deadline (10s)",
+        ),
     ],
 )
 def test_bad_flags_are_reported_by_name(argv, message):

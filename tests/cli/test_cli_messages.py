@@ -47,7 +47,11 @@ def test_a_mistyped_command_is_suggested(capsys) -> None:
 )
 def test_durations_are_accepted_wherever_seconds_are(text: str, value: float) -> None:
     assert seconds(text) == value
-    args = build_parser().parse_args(["run", "--lease-duration", text, "--watch-grace", text])
+    # The renew deadline and retry period below every value: a Lease must outlast them.
+    flags = ["--lease-renew-deadline", "0.2", "--lease-retry-period", "0.1"]
+    args = build_parser().parse_args(
+        ["run", "--lease-duration", text, "--watch-grace", text, *flags]
+    )
     config = config_from_args(args)
     assert (config.leadership.duration, config.policy.watch_grace) == (value, value)
 

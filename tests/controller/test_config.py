@@ -18,6 +18,7 @@ from interlock.config import (
     ControllerConfig,
     EdgeConfig,
     GatewayConfig,
+    LeadershipConfig,
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
@@ -39,6 +40,21 @@ SHOP_EDGE = ObjectKey(namespace="shop", name="edge")
             lambda: ClusterConfig(embedded=True, in_cluster=True),
             "--embedded cannot be combined with --kubeconfig or --in-cluster",
         ),
+        (
+            lambda: LeadershipConfig(duration=5.0, renew_deadline=10.0),
+            "--lease-duration (5s) must be longer than --lease-renew-deadline (10s), and that "
+            "longer than --lease-retry-period (2s)",
+        ),
+        (
+            lambda: LeadershipConfig(renew_deadline=2.0, retry_period=2.0),
+            "--lease-duration (15s) must be longer than --lease-renew-deadline (2s), and that "
+            "longer than --lease-retry-period (2s)",
+        ),
+        (
+            lambda: LeadershipConfig(duration=1.0, renew_deadline=0.5, retry_period=0.0),
+            "--lease-duration (1s) must be longer than",
+        ),
+        (lambda: LeadershipConfig(identity=""), "--lease-identity must not be empty"),
         (
             lambda: ClusterConfig(manifests=("a.yaml",)),
             "--manifests and --write-kubeconfig need --embedded",
