@@ -22,7 +22,7 @@ import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -59,6 +59,10 @@ from interlock.dataplane.proxy import ClientBody, ClientBodyTimeout, Forwarder, 
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey
+
+NO_ANSWER: Final = frozenset((UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, UPSTREAM_FAILED))
+"""The reasons of a try that got no answer from the upstream (a retry with ``failures`` retries
+them whatever its statuses)."""
 
 RETRY_BUFFER = 64 * 1024
 """Largest request body read whole so that a request can be retried (Linkerd's limit too);
@@ -145,22 +149,27 @@ class RetryBudget:
         self._backoff = 0.0 if retry is None else retry.backoff
         self.left = 0 if retry is None else retry.retries
 
-    def allows(self, status: int, grpc_status: str | None, *, replayable: bool) -> bool:
+    def allows(
+        self, status: int, grpc_status: str | None, *, replayable: bool, failure: bool = False
+    ) -> bool:
         """Whether an answer with ``status`` (and ``grpc-status``) would be retried: the
-        policy lists it, retries are left, the backoff ends before the request's deadline, and
+        policy lists it (or it is a ``failure``, no answer from the upstream, and the policy
+        retries those), retries are left, the backoff ends before the request's deadline, and
         the request's body can be sent again (``replayable``). A front door that must decide
         before it relays an answer (an HTTP/2 stream's) asks this first."""
         retry = self._retry
         if not replayable or self.left <= 0 or retry is None:
             return False
-        if not retry.retryable(status, grpc_status):
+        if not (retry.retryable(status, grpc_status) or (failure and retry.failures)):
             return False
         return self.deadline is None or self._clock() + self._backoff < self.deadline
 
-    def next_wait(self, status: int, grpc_status: str | None, *, replayable: bool) -> float | None:
+    def next_wait(
+        self, status: int, grpc_status: str | None, *, replayable: bool, failure: bool = False
+    ) -> float | None:
         """Seconds to wait before sending the request again (one retry spent, counted in the
         access log), or None: relay this answer."""
-        if not self.allows(status, grpc_status, replayable=replayable):
+        if not self.allows(status, grpc_status, replayable=replayable, failure=failure):
             return None
         wait = self._backoff
         self.left -= 1
@@ -306,8 +315,11 @@ class Engine:
             if isinstance(outcome, Answer) and outcome.reason == BODY_TIMEOUT:
                 return outcome
             status = outcome.status
-            grpc = None if isinstance(outcome, Answer) else outcome.headers.get("grpc-status")
-            wait = budget.next_wait(status, grpc, replayable=replayable)
+            if isinstance(outcome, Answer):
+                grpc, failure = None, outcome.reason in NO_ANSWER
+            else:
+                grpc, failure = outcome.headers.get("grpc-status"), False
+            wait = budget.next_wait(status, grpc, replayable=replayable, failure=failure)
             if wait is not None:
                 if not isinstance(outcome, Answer):
                     outcome.release()

@@ -89,6 +89,9 @@ class RetryPlan:
     """At most this many attempts after the first."""
     backoff: float
     """Seconds before the first retry; doubled before each next one."""
+    failures: bool = False
+    """Whether a try that got no answer (unreachable, reset, timed out) is retried whatever
+    ``statuses`` lists (:attr:`interlock.model.policy_annotations.Retry.retries_failures`)."""
 
     def retryable(self, status: int, grpc_status: str | None = None) -> bool:
         if status in self.statuses:
@@ -219,6 +222,7 @@ def _retry(retry: Retry | None) -> RetryPlan | None:
         grpc_codes=frozenset(GRPC_CODES[c] for c in retry.grpc_codes if c in GRPC_CODES),
         retries=attempts,
         backoff=DEFAULT_BACKOFF if backoff is None else backoff,
+        failures=retry.retries_failures,
     )
 
 

@@ -36,6 +36,7 @@ from interlock.dataplane.answers import (
 )
 from interlock.dataplane.engine import (
     MAX_ADDRESS_TRIES,
+    NO_ANSWER,
     NO_HOOKS,
     RETRY_BUFFER,
     Engine,
@@ -215,8 +216,13 @@ class StreamForwarder:
             )
             if budget is None or replay is None:
                 break
-            grpc = None if isinstance(outcome, Answer) else outcome.headers.get(GRPC_STATUS)
-            wait = budget.next_wait(outcome.status, grpc, replayable=replay.replayable)
+            if isinstance(outcome, Answer):
+                grpc, failure = None, outcome.reason in NO_ANSWER
+            else:
+                grpc, failure = outcome.headers.get(GRPC_STATUS), False
+            wait = budget.next_wait(
+                outcome.status, grpc, replayable=replay.replayable, failure=failure
+            )
             if wait is None:
                 break
             if not isinstance(outcome, Answer):
@@ -294,7 +300,12 @@ class StreamForwarder:
             if failed is None:
                 hooks.record_upstream(responder.status)
                 return None
-            wait = budget.next_wait(failed.status, failed.grpc_status, replayable=replay.replayable)
+            wait = budget.next_wait(
+                failed.status,
+                failed.grpc_status,
+                replayable=replay.replayable,
+                failure=not failed.held and failed.reason in NO_ANSWER,
+            )
             if wait is None:
                 hooks.record_upstream(None if not failed.held else failed.status)
                 return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)

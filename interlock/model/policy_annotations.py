@@ -133,6 +133,16 @@ class Retry:
     backoff: str | None = None
     timeout: str | None = None
 
+    @property
+    def retries_failures(self) -> bool:
+        """Whether a try that got no answer — the backend could not be reached, reset the
+        exchange, or let its per-try timeout pass — is retried whatever ``codes`` lists: for
+        the Gateway API's ``rules[].retry`` (``source`` ``rule``), whose spec says
+        implementations SHOULD retry on connection errors (disconnect, reset, timeout, TCP
+        failure) once a retry is configured, and waits its backoff "after timing out"; not for
+        Linkerd's annotations, which retry the statuses they list."""
+        return self.source == "rule"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,

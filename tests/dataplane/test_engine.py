@@ -125,6 +125,41 @@ async def test_retry_sends_again_on_a_listed_status(door: FrontDoor) -> None:
     assert door.echo.seen["fail_first=5"] == 3
 
 
+async def test_a_rules_retry_sends_again_a_try_cut_by_its_timeout_whatever_its_codes(
+    door: FrontDoor,
+) -> None:
+    door.serve(
+        policy(
+            {
+                "backendRefs": [backend()],
+                "timeouts": {"backendRequest": "100ms"},
+                "retry": {"codes": [503], "attempts": 2, "backoff": "1ms"},
+            }
+        )
+    )
+    status, headers, _ = await door.get("/slow?stall=1")
+    assert (status, headers[REASON_HEADER]) == (504, "upstream-timeout")
+    assert door.echo.seen["stall=1"] == 3
+
+
+async def test_linkerds_retry_annotations_retry_only_the_statuses_they_list(
+    door: FrontDoor,
+) -> None:
+    door.serve(
+        policy(
+            {"backendRefs": [backend()]},
+            annotations={
+                "retry.linkerd.io/http": "503",
+                "retry.linkerd.io/limit": "2",
+                "retry.linkerd.io/timeout": "100ms",
+            },
+        )
+    )
+    status, headers, _ = await door.get("/slow?stall=1")
+    assert (status, headers[REASON_HEADER]) == (504, "upstream-timeout")
+    assert door.echo.seen["stall=1"] == 1
+
+
 async def test_no_retry_without_a_retry_policy_or_for_other_statuses(door: FrontDoor) -> None:
     door.serve(policy({"backendRefs": [backend()]}))
     assert (await door.get("/x?fail_first=1"))[0] == 503

@@ -175,6 +175,8 @@ def test_timeouts_and_retry_are_compiled_once() -> None:
         2,
         0.1,
     )
+    # The Gateway API's retry also sends again a try that got no answer, whatever its codes.
+    assert decided.retry.failures
 
 
 def test_annotations_give_timeouts_retries_and_accrual() -> None:
@@ -202,6 +204,7 @@ def test_annotations_give_timeouts_retries_and_accrual() -> None:
     assert decided.retry.statuses == frozenset(range(500, 600))
     assert decided.retry.retryable(200, "14") and not decided.retry.retryable(200, "0")
     assert decided.retry.retries == 3
+    assert not decided.retry.failures  # Linkerd's annotations retry the statuses they list
     assert decided.accrual is not None and decided.accrual.max_failures == 7
 
 

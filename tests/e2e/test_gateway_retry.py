@@ -2,8 +2,9 @@
 
 A backend answers an error status to the first requests of each request id and 200 after: the
 Gateway sends a request again while the rule's ``codes`` list the status and its ``attempts``
-last, and relays the backend's answer otherwise. An attempt that ``timeouts.backendRequest``
-cuts is retried when 504 is listed; ``timeouts.request`` bounds the whole, retries included.
+last, and relays the backend's answer otherwise. A try that got no answer (the connection reset,
+or ``timeouts.backendRequest`` passed) is retried whatever the codes; ``timeouts.request``
+bounds the whole, retries included.
 The backend counts what it was sent, so each case says how many tries reached it.
 """
 
@@ -42,6 +43,10 @@ class Flaky:
         self.seen[key] += 1
         if self.seen[key] <= int(request.query.get("hang", "0")):
             await self._stop.wait()
+        if self.seen[key] <= int(request.query.get("reset", "0")):
+            assert request.transport is not None
+            request.transport.abort()  # the connection reset, no answer
+            raise web.HTTPInternalServerError()  # never sent
         if self.seen[key] <= int(request.query.get("fail", "0")):
             return web.Response(status=int(request.query["status"]), text="failed")
         return web.Response(text="ok", headers={"X-Tries": str(self.seen[key])})
@@ -63,22 +68,35 @@ class Flaky:
             await self._runner.cleanup()
 
 
-@pytest.fixture
-async def flaky(env: Env) -> AsyncIterator[Flaky]:
+async def _backend(env: Env, service: str) -> AsyncIterator[Flaky]:
     backend = Flaky()
     await backend.start()
-    await env.cluster.apply(service_obj("flaky"))
-    await env.cluster.apply(slice_obj("flaky", backend.port))
+    await env.cluster.apply(service_obj(service))
+    await env.cluster.apply(slice_obj(service, backend.port))
     try:
         yield backend
     finally:
         await backend.stop()
 
 
-def _rule(prefix: str, **settings: Any) -> dict[str, Any]:
+@pytest.fixture
+async def flaky(env: Env) -> AsyncIterator[Flaky]:
+    async for backend in _backend(env, "flaky"):
+        yield backend
+
+
+@pytest.fixture
+async def fresh(env: Env) -> AsyncIterator[Flaky]:
+    """A backend no request has reached yet: the edge holds no pooled connection to it, whose
+    failure its HTTP/1.1 client would retry by itself (a keep-alive connection closed idle)."""
+    async for backend in _backend(env, "fresh"):
+        yield backend
+
+
+def _rule(prefix: str, backend: str = "flaky", **settings: Any) -> dict[str, Any]:
     return {
         "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
-        "backendRefs": [{"name": "flaky", "port": 80}],
+        "backendRefs": [{"name": backend, "port": 80}],
         **settings,
     }
 
@@ -87,9 +105,10 @@ RULES = [
     _rule("/code-500", retry={"codes": [500], "attempts": 3, "backoff": "1ms"}),
     _rule("/all-codes", retry={"codes": [500, 502, 503, 504], "attempts": 2, "backoff": "1ms"}),
     _rule("/unset", retry={"codes": [502]}),
+    _rule("/no-answer", "fresh", retry={"codes": [500], "attempts": 1, "backoff": "1ms"}),
     _rule(
         "/attempt-timeout",
-        retry={"codes": [504], "attempts": 1, "backoff": "1ms"},
+        retry={"codes": [500], "attempts": 1, "backoff": "1ms"},
         timeouts={"backendRequest": "2s"},
     ),
     _rule(
@@ -153,10 +172,14 @@ async def test_listed_statuses_are_retried_as_often_as_attempts_say(env: Env, fl
         assert (got, flaky.seen[key]) == (answered, tries), (prefix, fail, status)
 
 
-async def test_an_attempt_cut_by_the_backend_request_timeout_is_retried(
-    env: Env, flaky: Flaky
+async def test_a_try_without_an_answer_is_retried_whatever_the_codes(
+    env: Env, flaky: Flaky, fresh: Flaky
 ) -> None:
+    # The spec: implementations SHOULD retry on connection errors (disconnect, reset, timeout)
+    # once a retry is configured; these rules list 500 only.
     address = await _served(env)
+    status, tries = await _get(env, address, "/no-answer?id=reset-once&reset=1")
+    assert (status, tries) == (200, "2")
     status, tries = await _get(env, address, "/attempt-timeout?id=slow-once&hang=1")
     assert (status, tries) == (200, "2")
 
