@@ -7,7 +7,8 @@ every generated API class and all ~900 model classes: about 40 MiB of RSS and a 
 a controller never touches (``benchmarks/rest_memory.py`` shows the import graph).
 
 This module installs ``kubernetes_asyncio``, ``kubernetes_asyncio.client`` and
-``kubernetes_asyncio.client.models`` as *deferred* packages before anything imports them: the
+``kubernetes_asyncio.client.models`` (and ``kubernetes_asyncio.config``, whose ``__init__`` imports
+the kubeconfig loader and PyYAML) as *deferred* packages before anything imports them: the
 package objects exist (so their submodules import as usual, by file), and a package's own
 ``__init__`` runs only when someone asks it for a name it does not have yet (``client.CoreV1Api``,
 ``client.V1Pod``, ``models.V1ObjectMeta`` when a typed API deserializes a response). Code that
@@ -25,7 +26,12 @@ import importlib.util
 import sys
 from types import ModuleType
 
-_DEFERRED = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
+_DEFERRED = (
+    "kubernetes_asyncio",
+    "kubernetes_asyncio.client",
+    "kubernetes_asyncio.client.models",
+    "kubernetes_asyncio.config",
+)
 _PUBLIC_DUNDERS = frozenset({"__all__", "__version__"})
 
 
@@ -83,7 +89,26 @@ from kubernetes_asyncio.client.configuration import Configuration  # noqa: E402
 from kubernetes_asyncio.client.exceptions import ApiException  # noqa: E402
 from kubernetes_asyncio.config.config_exception import ConfigException  # noqa: E402
 from kubernetes_asyncio.config.incluster_config import load_incluster_config  # noqa: E402
-from kubernetes_asyncio.config.kube_config import load_kube_config  # noqa: E402
+
+
+async def load_kube_config(
+    *, config_file: str, client_configuration: Configuration, persist_config: bool
+) -> None:
+    """kubernetes-asyncio's ``load_kube_config``, its module imported on the first call.
+
+    That module brings PyYAML and the exec, Google and OpenID credential plugins (about 1 MiB
+    of RSS at start-up, ``benchmarks/rest_memory.py``), which a controller in a pod (the
+    in-cluster service account) never uses; ``kubernetes_asyncio.config`` is deferred above
+    for the same reason.
+    """
+    from kubernetes_asyncio.config.kube_config import load_kube_config as load
+
+    await load(
+        config_file=config_file,
+        client_configuration=client_configuration,
+        persist_config=persist_config,
+    )
+
 
 __all__ = [
     "ApiClient",

@@ -3,7 +3,8 @@
 The edge's data plane (HTTP/1 and HTTP/2 servers) and the mesh listener are imported only when
 the controller is configured with them, and the edge modules that need ``cryptography`` or PyJWT
 (mutualTLS, jwt, oauth, oidc) only when a ModuleSet configures one: together ~14 MiB of RSS that
-a controller without them would carry for nothing.
+a controller without them would carry for nothing. PyYAML and kubernetes-asyncio's kubeconfig
+loader are imported only when a kubeconfig file is read (not in a pod: issue 29, item 5).
 
 Each check runs in a fresh interpreter: what a module imports depends on what was imported
 before, and this test process has imported the edge modules already. Each also checks that the
@@ -138,3 +139,42 @@ print(json.dumps([before, after]))
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(out.stdout) == [[], ["google.protobuf", "grpc"]]
+
+
+def test_pyyaml_and_the_kubeconfig_loader_load_only_when_a_kubeconfig_file_is_read() -> None:
+    result = _run(
+        """
+        import asyncio, json, os, tempfile
+        import interlock.controller.app
+        from interlock.kube.client import make_api_client
+
+        kubeconfig_modules = ("yaml", "kubernetes_asyncio.config.kube_config")
+        found = {"imported": loaded(*kubeconfig_modules)}
+        kubeconfig = '''
+        apiVersion: v1
+        kind: Config
+        clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+        users: [{name: u, user: {token: t}}]
+        contexts: [{name: x, context: {cluster: c, user: u}}]
+        current-context: x
+        '''
+
+        async def main():
+            with tempfile.TemporaryDirectory() as directory:
+                path = os.path.join(directory, "config")
+                with open(path, "w") as file:
+                    file.write(kubeconfig)
+                api = await make_api_client(kubeconfig=path, in_cluster=False)
+                found["host"] = [api.configuration.host]
+                await api.close()
+
+        asyncio.run(main())
+        found["read"] = loaded(*kubeconfig_modules)
+        print(json.dumps(found))
+        """
+    )
+    assert result == {
+        "imported": [],
+        "host": ["https://127.0.0.1:6443"],
+        "read": ["kubernetes_asyncio.config.kube_config", "yaml"],
+    }
