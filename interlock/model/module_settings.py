@@ -23,6 +23,7 @@ from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import Literal
 
 from interlock.model.durations import InvalidDuration, duration_seconds
+from interlock.model.ingress_nginx import IngressNginxModule, regex_route
 from interlock.model.moduleset import (
     OAUTH_PROVIDERS,
     CircuitBreakerModule,
@@ -95,6 +96,16 @@ class LoginSettings:
         return "oidc" if self.kind == "oidc" else f"oauth.{self.provider}"
 
 
+@dataclass(frozen=True, slots=True)
+class IngressNginxSettings:
+    """What an Ingress's ingress-nginx annotations ask of its route (set by the annotation
+    overlay, ``ingress_nginx.translate``, or a remote edge's admin API JSON)."""
+
+    module: IngressNginxModule
+    pattern: re.Pattern[str] | None
+    """``module.path_pattern`` compiled, case-insensitive as nginx's ``location ~*``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModuleSettings:
     """Modules with no problem, and what the edge builds from (None: the module is not set)."""
@@ -108,6 +119,7 @@ class ModuleSettings:
     """webhookVerification's ``replayWindow`` in seconds (github only), or unset."""
     login: LoginSettings | None = None
     """The oauth or oidc module (never both)."""
+    ingress_nginx: IngressNginxSettings | None = None
 
 
 def module_settings(modules: Modules) -> ModuleSettings | list[ModuleProblem]:
@@ -187,6 +199,9 @@ def module_settings(modules: Modules) -> ModuleSettings | list[ModuleProblem]:
         reason = _url_problem(modules.oidc.issuer)
         if reason:
             found.add("oidc", ".issuer", reason)
+    ingress_nginx = None
+    if (nginx := modules.ingress_nginx) is not None:
+        ingress_nginx = IngressNginxSettings(nginx, found.path_pattern(nginx.path_pattern))
     clash = modules_clash(modules)
     if clash:
         module = "oidc" if "oidc" in clash else "jwt"
@@ -201,6 +216,7 @@ def module_settings(modules: Modules) -> ModuleSettings | list[ModuleProblem]:
         headers=headers,
         replay_window=replay_window,
         login=login,
+        ingress_nginx=ingress_nginx,
     )
 
 
@@ -266,6 +282,17 @@ class _Found:
             else:
                 networks.append(parsed)
         return tuple(networks)
+
+    def path_pattern(self, text: str | None) -> re.Pattern[str] | None:
+        """ingressNginx's pathPattern, refused as an Ingress's regex path is (the same
+        :func:`~interlock.model.ingress_nginx.regex_route`: valid, no nested repetition)."""
+        if text is None:
+            return None
+        problem = regex_route(text).problem
+        if problem:
+            self.add("ingressNginx", ".pathPattern", problem)
+            return None
+        return re.compile(text, re.IGNORECASE)
 
     def header_changes(self, direction: str, changes: HeaderChanges) -> HeaderRewriteSettings:
         for field, reason in _header_problems(changes):

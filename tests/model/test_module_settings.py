@@ -47,6 +47,12 @@ def test_settings_are_typed_for_the_builders() -> None:
     assert settings.login is None
 
 
+def test_an_ingress_nginx_path_pattern_is_compiled_case_insensitive() -> None:
+    settings = settings_of({"ingressNginx": {"pathPattern": "/API/v[0-9]+/(.*)"}})
+    assert settings.ingress_nginx is not None and settings.ingress_nginx.pattern is not None
+    assert settings.ingress_nginx.pattern.match("/api/v2/users")
+
+
 def test_login_settings_name_the_provider_and_its_client_secret() -> None:
     settings = settings_of(
         {
@@ -83,6 +89,10 @@ INVALID = [
             "replayWindow": "-1s",
         }
     },
+    # Set by the annotation overlay, whose regex paths pass the same check, or sent as JSON to
+    # a remote edge's admin API, which before this check compiled a nested repetition as given.
+    {"ingressNginx": {"pathPattern": "/api/(v1"}},
+    {"ingressNginx": {"pathPattern": "/files/(a+)+$"}},
 ]
 
 

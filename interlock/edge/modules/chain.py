@@ -356,7 +356,7 @@ def compile_modules(
             return None
 
     trusted = TrustedProxies(trusted_proxies)
-    nginx = _build(IngressNginx, modules.ingress_nginx)
+    nginx = _build(IngressNginx, settings.ingress_nginx)
     ip_restriction = _build(IpRestriction, settings.ip_restriction)
     rate_limit = _build(RateLimit, settings.rate_limit)
     circuit_breaker = _build(CircuitBreaker, settings.circuit_breaker)

@@ -26,10 +26,10 @@ from interlock.dataplane.engine import FilteredHooks
 from interlock.dataplane.filters import HeaderEdits
 from interlock.dataplane.plan import Deadlines
 from interlock.dataplane.proxy import ResponseHooks
-from interlock.edge.modules.errors import ModuleConfigError
 from interlock.edge.modules.view import Rejection, RequestView, reject
 from interlock.edge.provider import BackendTarget
-from interlock.model.ingress_nginx import IngressNginxModule, NginxCanary
+from interlock.model.ingress_nginx import NginxCanary
+from interlock.model.module_settings import IngressNginxSettings
 from interlock.model.service import ServicePortKey
 
 NOT_MATCHED = reject(404, "not found\n")
@@ -70,16 +70,11 @@ class IngressNginx:
     __slots__ = ("_config", "_in_flight", "_origins", "_pattern", "_random")
 
     def __init__(
-        self, config: IngressNginxModule, *, rng: Callable[[], float] = random.random
+        self, settings: IngressNginxSettings, *, rng: Callable[[], float] = random.random
     ) -> None:
-        self._config = config
+        config = self._config = settings.module
         self._random = rng
-        self._pattern: re.Pattern[str] | None = None
-        if config.path_pattern is not None:
-            try:
-                self._pattern = re.compile(config.path_pattern, re.IGNORECASE)
-            except re.error as exc:
-                raise ModuleConfigError("ingressNginx.pathPattern", str(exc)) from None
+        self._pattern = settings.pattern
         cors = config.cors
         self._origins: tuple[re.Pattern[str], ...] | None = None
         if cors is not None and "*" not in cors.allow_origins:

@@ -12,6 +12,7 @@ from interlock.edge.modules import RequestView, compile_modules
 from interlock.edge.modules.ingress_nginx import IngressNginx, holding
 from interlock.edge.provider import BackendTarget
 from interlock.model.ingress_nginx import IngressNginxModule
+from interlock.model.module_settings import ModuleSettings, module_settings
 from interlock.model.moduleset import Modules
 from interlock.model.service import ServicePortKey
 
@@ -19,7 +20,10 @@ MAIN = BackendTarget(ServicePortKey("shop", "web", 80))
 
 
 def module(*, rng: Callable[[], float] = lambda: 0.5, **config: Any) -> IngressNginx:
-    return IngressNginx(IngressNginxModule.model_validate(config), rng=rng)
+    modules = Modules(ingressNginx=IngressNginxModule.model_validate(config))
+    settings = module_settings(modules)
+    assert isinstance(settings, ModuleSettings) and settings.ingress_nginx is not None
+    return IngressNginx(settings.ingress_nginx, rng=rng)
 
 
 def view(path: str = "/", **fields: Any) -> RequestView:
