@@ -724,7 +724,7 @@ def real_section(real: dict[str, Any], embedded: dict[str, Any] | None, command:
             f"Here nothing was rejected and the queueing ({flow['mean_wait_ms']:.1f} ms) was "
             f"negligible beside the {per_write_ms:.0f} ms a write took: with {in_flight} writes "
             "in flight the controller stays below its priority level's share, so "
-            "priority-and-fairness did not shape the figure; raising `status_concurrency` "
+            "priority-and-fairness did not shape the figure; raising `status.concurrency` "
             "would move the bound there."
         )
     elif flow:
@@ -772,7 +772,7 @@ def real_section(real: dict[str, Any], embedded: dict[str, Any] | None, command:
         "through TLS, token authentication, RBAC, admission, priority-and-fairness and etcd.",
         f"How the status figure is shaped: on becoming leader the controller writes "
         f"{real['status_writes']:,} statuses (one merge patch each on `httproutes/status`), at "
-        f"most {real['status_concurrency']} in flight (`status_concurrency`), at {rate:,.0f} "
+        f"most {real['status_concurrency']} in flight (`status.concurrency`), at {rate:,.0f} "
         "writes/s here. interlock applies no client-side rate limit: kubernetes-asyncio has "
         "none, and nothing like client-go's default QPS 5 / burst 10 (at which "
         f"{real['status_writes']:,} writes would take {minutes_at_qps5:.0f} minutes) is added; "

@@ -156,14 +156,14 @@ class EdgeHalf:
         """Durable: an event a directory was handling when it crashed is handled again."""
         self.board = EdgeBoard()
         self.remote: UntilStopped | None = None
-        """The client of a data plane in another process (``edge_admin_url``); ``None`` when
+        """The client of a data plane in another process (``config.edge.admin_url``); ``None`` when
         this process serves the data plane."""
         self.data_plane: InProcessEdge | None = None
-        """The data plane served from this process (``edge_addr``); ``None`` when remote."""
+        """The data plane served from this process (``config.edge.addr``); ``None`` when remote."""
         self.upstreams: UpstreamIndex | None = None
         self.server: EdgeServer | None = None
         self.workers: EdgeWorkers | None = None
-        """The data-plane worker processes (``edge_workers`` > 1); ``None`` otherwise."""
+        """The data-plane worker processes (``config.edge.workers`` > 1); ``None`` otherwise."""
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
@@ -201,7 +201,7 @@ class EdgeHalf:
         self.address: Address | None = None
         """Where the data plane listens once started (port 0 resolved)."""
         self.tls_address: Address | None = None
-        """Where it serves HTTPS once started, when ``edge_tls_addr`` is set."""
+        """Where it serves HTTPS once started, when ``config.edge.tls_addr`` is set."""
 
     async def resources(self, api: Any) -> list[Resource]:
         """The edge's informer resources that the cluster serves (others are logged)."""
@@ -318,7 +318,7 @@ class EdgeHalf:
     @property
     def url(self) -> str:
         if self.remote is not None:
-            raise RuntimeError("the data plane runs in another process (edge_admin_url)")
+            raise RuntimeError("the data plane runs in another process (config.edge.admin_url)")
         if self.address is None:
             raise RuntimeError("the edge is not started")
         host = "127.0.0.1" if self.address.host in ("0.0.0.0", "::", "") else self.address.host

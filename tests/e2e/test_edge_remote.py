@@ -271,7 +271,7 @@ class Remote:
 async def start_remote_controller(config: ControllerConfig) -> Controller:
     """A controller programming the data plane at ``config.edge.admin_url``."""
     controller = Controller(config)
-    assert controller.edge is not None, "edge_admin_url alone must build the edge half"
+    assert controller.edge is not None, "edge.admin_url alone must build the edge half"
     await controller.start()
     await controller.wait_ready(within=60.0)
     return controller
