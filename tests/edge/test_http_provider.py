@@ -19,6 +19,7 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.edge.standalone import StandaloneEdge
+from interlock.model.module_settings import module_settings
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
 
@@ -120,6 +121,27 @@ async def test_remote_errors_are_classified(remote: Remote) -> None:
     with pytest.raises(PermanentEdgeError, match="never applied"):
         await remote.provider.attach_backend(host=HOST, route_id=ROUTE, backend=BACKEND)
     assert await remote.get("/") == 503
+
+
+async def test_remote_edge_refuses_settings_with_the_models_wording(remote: Remote) -> None:
+    # The JSON of the admin API is checked by the model's module_settings, as a ModuleSet is:
+    # the same words, and the same refusals (a nested repetition that translate refuses in an
+    # Ingress's path is refused here too, though no Ingress sent it).
+    for raw in (
+        {"ipRestriction": {"allow": ["10.0.0.5/24"]}},
+        {"ingressNginx": {"pathPattern": "/files/(a+)+$"}},
+    ):
+        modules = Modules.model_validate(raw)
+        problems = module_settings(modules)
+        assert isinstance(problems, list)
+        with pytest.raises(PermanentEdgeError) as refused:
+            await remote.provider.apply_modules(
+                ApplyModules(
+                    host=HOST, route_id=ROUTE, path="/", path_type="Prefix", modules=modules
+                )
+            )
+        assert "422" in str(refused.value)
+        assert str(problems[0]).removeprefix("spec.modules.") in str(refused.value)
 
 
 async def test_remote_tls_rejects_an_unusable_certificate(remote: Remote) -> None:
