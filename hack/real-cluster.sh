@@ -13,8 +13,9 @@
 # system:serviceaccount:interlock-system:interlock, bound to exactly what manifests/rbac.yaml
 # grants, so the real RBAC refuses any call the manifests do not allow.
 #
-# Env: INTERLOCK_GATEWAY_API_DIR   the Gateway API standard CRDs (default:
-#                                  ../shared/gateway-api/v1.6.1/standard beside the checkout)
+# Env: INTERLOCK_GATEWAY_API_DIR   the Gateway API CRDs of one channel (default: the standard
+#                                  ../shared/gateway-api/v1.6.1/standard beside the checkout;
+#                                  hack/conformance/run.sh gives the experimental one)
 #      INTERLOCK_REAL_BIN          a directory holding etcd, kube-apiserver, kube-controller-manager
 #                                  (default: built and cached by hack/build-real-binaries.sh)
 #      INTERLOCK_WATCH_CACHE       false: kube-apiserver serves watches from etcd (so an etcd
@@ -119,7 +120,7 @@ up() {
   command -v kubectl >/dev/null 2>&1 || die "kubectl is not installed"
   command -v openssl >/dev/null 2>&1 || die "openssl is not installed"
   local gateway="${INTERLOCK_GATEWAY_API_DIR:-$repo/../shared/gateway-api/v1.6.1/standard}"
-  [[ -d "$gateway" ]] || die "Gateway API CRDs not found in $gateway (set INTERLOCK_GATEWAY_API_DIR to the release's standard/ folder)"
+  [[ -d "$gateway" ]] || die "Gateway API CRDs not found in $gateway (set INTERLOCK_GATEWAY_API_DIR to the release's standard/ or experimental/ folder)"
 
   mkdir -p "$DIR/pki" "$DIR/logs" "$DIR/pids" "$DIR/etcd"
   (

@@ -23,6 +23,7 @@ from e2e_clients import eventually
 from gateway_env import GROUP, Env, gateway_obj, http_listener
 from gateway_env import env as env
 from gateway_env import experimental_httproutes as experimental_httproutes
+from h2_client import h2_get
 from lanes import ENDPOINT_HOST
 
 pytestmark = pytest.mark.usefixtures("experimental_httproutes")
@@ -182,6 +183,11 @@ async def test_a_try_without_an_answer_is_retried_whatever_the_codes(
     assert (status, tries) == (200, "2")
     status, tries = await _get(env, address, "/attempt-timeout?id=slow-once&hang=1")
     assert (status, tries) == (200, "2")
+    # The same over HTTP/2 (h2c with prior knowledge: the edge's stream front door).
+    reply = await h2_get(
+        f"http://{address}:80", authority="shop.example", path="/attempt-timeout?id=h2&hang=1"
+    )
+    assert (reply.status, reply.headers.get("x-tries")) == (200, "2")
 
 
 async def test_the_request_timeout_bounds_the_retries(env: Env, flaky: Flaky) -> None:
