@@ -25,7 +25,7 @@ import contextlib
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +44,7 @@ from reliability_kit import CRDS, eventually, objects, replica_config, write
 from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
 from tls_certs import self_signed
 
+from interlock.config import GatewayConfig
 from interlock.controller.app import Controller
 from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 
@@ -147,8 +148,10 @@ async def scenario(tmp: Path, plane: ControlPlane | None) -> Collected:
             # listenersets/status grants.
             pool = (f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.7",)
             controller = Controller(
-                type(config)(
-                    **{**_fields(config), "trace_file": str(trace_file), "gateway_addresses": pool}
+                replace(
+                    config,
+                    observability=replace(config.observability, trace_file=str(trace_file)),
+                    gateways=GatewayConfig(addresses=pool),
                 )
             )
             await controller.start()
@@ -193,10 +196,6 @@ async def every_grant_used(server: TestCluster) -> None:
             within=60.0,
             message="every granted verb used",
         )
-
-
-def _fields(config: Any) -> dict[str, Any]:
-    return {name: getattr(config, name) for name in config.__dataclass_fields__}
 
 
 async def run_requests(
