@@ -109,7 +109,10 @@ from interlock.model.gateway_mirrors import (
     resolve_mirrors,
 )
 from interlock.model.gateway_modules import (
+    listener_module_names,
     module_dependencies,
+    modules_condition,
+    resolve_listener_modules,
     resolve_rule_modules,
 )
 from interlock.model.gateway_route_input import GatewayRouteInput
@@ -367,6 +370,14 @@ class GatewayController(Actor):
             wanted.update(MODULESET.topic(key) for key in sets)
             wanted.update(SECRET.topic(key) for key in secrets)
         for gateway in ours.values():
+            annotations = gateway.metadata.annotations
+            for listener in (None, *(listener.name for listener in gateway.spec.listeners)):
+                if found_names := listener_module_names(annotations, listener):
+                    sets, secrets = module_dependencies(
+                        gateway.metadata.namespace, {0: found_names}, self.module_sets
+                    )
+                    wanted.update(MODULESET.topic(key) for key in sets)
+                    wanted.update(SECRET.topic(key) for key in secrets)
             client = client_certificate_dependency(gateway)
             for key in (*certificate_dependencies(gateway), *(() if client is None else (client,))):
                 wanted.add(SECRET.topic(key))
@@ -451,6 +462,7 @@ class GatewayController(Actor):
             key: data.to_model()
             for key, data in self.secrets.items()
             if any(key.namespace == route.namespace for _, route in self.module_names)
+            or any(key.namespace == gateway.namespace for gateway in ours)
         }
         rule_modules = {
             key: resolve_rule_modules(key[1].namespace, names, self.module_sets, secret_models)
@@ -473,6 +485,16 @@ class GatewayController(Actor):
             key: self._view(gateway, addresses[key], certificates, grants)
             for key, gateway in ours.items()
         }
+        listener_modules = {
+            key: resolve_listener_modules(
+                key.namespace,
+                view.gateway.metadata.annotations,
+                ((check.owner, check.listener.name) for check in view.attached_checks()),
+                self.module_sets,
+                secret_models,
+            )
+            for key, view in views.items()
+        }
         outcome = attach_routes(
             views,
             self.routes.values(),
@@ -483,6 +505,11 @@ class GatewayController(Actor):
             rule_modules=rule_modules,
             rule_mirrors={key: found[0] for key, found in mirrors.items()},
             mirror_problems={key: found[1] for key, found in mirrors.items() if found[1]},
+            listener_modules={
+                (key, owner, name): found
+                for key, by_listener in listener_modules.items()
+                for (owner, name), found in by_listener.items()
+            },
         )
         statuses: dict[str, DesiredGatewayStatus] = {}
         for name, gateway_class in ours_classes.items():
@@ -517,6 +544,9 @@ class GatewayController(Actor):
                         None if client is None else (client.resolved, client.reason, client.message)
                     ),
                     listener_set_checks=view.attached_checks()[len(view.checks) :],
+                    modules=modules_condition(
+                        view.gateway.metadata.annotations, listener_modules[key].values()
+                    ),
                 ),
                 stored=view.gateway.status,
                 uid=view.gateway.metadata.uid,

@@ -657,6 +657,10 @@ def stored_listener_conditions(status: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+MODULES_CONDITION = "interlock.dev/ModuleSets"
+"""The Gateway condition saying whether the ModuleSets its annotations name apply."""
+
+
 def gateway_status(
     gateway: Gateway,
     checks: Sequence[ListenerCheck],
@@ -668,6 +672,7 @@ def gateway_status(
     attached_listener_sets: int = 0,
     resolved_refs: tuple[bool, str, str] | None = None,
     listener_set_checks: Sequence[ListenerCheck] = (),
+    modules: tuple[bool, str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``status`` interlock writes on one of its Gateways.
 
@@ -682,7 +687,9 @@ def gateway_status(
     ``Programmed`` once it has an address and a listener the data plane serves.
     ``resolved_refs``: the Gateway's own references (its backend client certificate,
     ``interlock.model.backend_tls.client_certificate``) as ``(status, reason, message)``; a
-    ``ResolvedRefs`` condition only when it has some.
+    ``ResolvedRefs`` condition only when it has some. ``modules``: whether the ModuleSets its
+    annotations name apply (``interlock.model.gateway_modules.modules_condition``), as an
+    ``interlock.dev/ModuleSets`` condition only when it names some.
     """
     generation = gateway.metadata.generation
     stored = stored_conditions(gateway.status.get("conditions"))
@@ -733,6 +740,8 @@ def gateway_status(
     conditions = [accepted, programmed]
     if resolved_refs is not None:
         conditions.append(make("ResolvedRefs", *resolved_refs))
+    if modules is not None:
+        conditions.append(make(MODULES_CONDITION, *modules))
     insecure = sorted(
         {
             check.listener.port

@@ -18,12 +18,26 @@ The HTTPRoute parser refuses ExtensionRef filters, and must: a mesh client's rou
 edge to run modules, and skipping a filter is forbidden. So the Gateway side takes the
 ModuleSet filters out of the route *before* parsing (:func:`take_module_filters`), keeping
 which rule named which sets; any other ExtensionRef stays and is refused as before.
+
+A Gateway may name ModuleSets of its own namespace for all its listeners, and for one
+listener, by annotation::
+
+    interlock.dev/module-sets: office-only            # every listener (ListenerSets' too)
+    interlock.dev/module-sets.https: strict-auth      # the Gateway's listener ``https``
+
+Every rule served on such a listener then runs those modules as well
+(:func:`with_listener_modules`): one chain per rule, where per module type the listener's
+setting wins over the Gateway-wide one and both win over the rule's own (a route cannot
+loosen its Gateway's ``ipRestriction``); the module types the Gateway leaves unset come from
+the rule. A missing or invalid Gateway-level ModuleSet is an error of every rule on the
+listener, with the guarantees above (a rule that never served answers 503, one that did
+keeps its last good chain).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +49,14 @@ from interlock.model.moduleset import (
     Secret,
     SecretValue,
     merge_modules,
+    module_secret_ref_fields,
     module_secret_refs,
 )
 
 MODULESET_GROUP = "interlock.dev"
+GATEWAY_MODULE_SETS = "interlock.dev/module-sets"
+"""The Gateway annotation naming ModuleSets for all its listeners (``…/module-sets.<listener>``:
+for that listener only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +144,109 @@ def resolve_rule_modules(
             names=rule_names, modules=modules, secrets=values, error=error
         )
     return resolved
+
+
+def _split_names(value: str | None) -> list[str]:
+    return [name.strip() for name in (value or "").split(",") if name.strip()]
+
+
+def listener_module_names(annotations: Mapping[str, str], listener: str | None) -> tuple[str, ...]:
+    """The ModuleSets a Gateway's annotations name for a listener: the Gateway-wide ones, then
+    the listener's own (``listener``: the Gateway's own listener name, None for a ListenerSet's
+    listener, which only the Gateway-wide annotation reaches)."""
+    names = _split_names(annotations.get(GATEWAY_MODULE_SETS))
+    if listener is not None:
+        names += _split_names(annotations.get(f"{GATEWAY_MODULE_SETS}.{listener}"))
+    return tuple(dict.fromkeys(names))
+
+
+def with_listener_modules(listener: RuleModules, rule: RuleModules | None) -> RuleModules:
+    """A rule's modules under its listener's: per module type the listener's setting wins, the
+    rule's fill the types it leaves unset (see the module docstring). The first error (the
+    listener's, then the rule's) stays: the rule cannot be applied."""
+    if rule is None:
+        return listener
+    if listener.error is not None or rule.error is not None:
+        return RuleModules(
+            names=listener.names + rule.names,
+            modules=listener.modules,
+            secrets={},
+            error=listener.error or rule.error,
+        )
+    merged: dict[str, Any] = {}
+    from_listener: set[str] = set()
+    for name, info in Modules.model_fields.items():
+        config = getattr(listener.modules, name)
+        if config is not None:
+            merged[name] = config
+            from_listener.add(info.alias or name)
+        elif (own := getattr(rule.modules, name)) is not None:
+            merged[name] = own
+    modules = Modules(**merged)
+    secrets: dict[tuple[str, str], SecretValue] = {}
+    for module, _, ref in module_secret_ref_fields(modules):
+        source = listener if module in from_listener else rule
+        entry = (ref.name, ref.key)
+        value = source.secrets.get(entry)
+        if value is None:
+            continue
+        if entry in secrets and secrets[entry] != value:
+            # Both read a Secret of this name, in two namespaces: one chain cannot hold both.
+            return RuleModules(
+                names=listener.names + rule.names,
+                modules=listener.modules,
+                secrets={},
+                error=ModuleError(
+                    permanent=True,
+                    reason="InvalidModuleSet",
+                    message=f"the Gateway's and the route's modules read two Secrets named "
+                    f"{ref.name} (key {ref.key}); rename one",
+                ),
+            )
+        secrets[entry] = value
+    return RuleModules(names=listener.names + rule.names, modules=modules, secrets=secrets)
+
+
+def names_modules(annotations: Mapping[str, str]) -> bool:
+    """Whether a Gateway's annotations name ModuleSets (for it or one of its listeners)."""
+    return any(
+        key == GATEWAY_MODULE_SETS or key.startswith(GATEWAY_MODULE_SETS + ".")
+        for key in annotations
+    )
+
+
+def resolve_listener_modules(
+    namespace: str,
+    annotations: Mapping[str, str],
+    listeners: Iterable[tuple[ObjectKey | None, str]],
+    module_sets: Mapping[ObjectKey, ModuleSet],
+    secrets: Mapping[ObjectKey, Secret],
+) -> dict[tuple[ObjectKey | None, str], RuleModules]:
+    """The modules a Gateway's annotations name for each of its ``listeners`` (the ListenerSet
+    declaring it, None for the Gateway's own, and its name) that gets some."""
+    found: dict[tuple[ObjectKey | None, str], RuleModules] = {}
+    for owner, listener in listeners:
+        names = listener_module_names(annotations, listener if owner is None else None)
+        if names:
+            modules, values, error = resolve_module_sets(namespace, names, module_sets, secrets)
+            found[(owner, listener)] = RuleModules(
+                names=names, modules=modules, secrets=values, error=error
+            )
+    return found
+
+
+def modules_condition(
+    annotations: Mapping[str, str], resolved: Iterable[RuleModules]
+) -> tuple[bool, str, str] | None:
+    """The Gateway's ``interlock.dev/ModuleSets`` condition as ``(status, reason, message)``
+    (None: its annotations name no ModuleSet): False with the first listener's error."""
+    if not names_modules(annotations):
+        return None
+    listed = list(resolved)
+    error = next((m.error for m in listed if m.error is not None), None)
+    if error is not None:
+        return False, error.reason, error.message
+    names = sorted({name for m in listed for name in m.names})
+    if not names:
+        return True, "NoListenerNamed", "its module-sets annotations name none of its listeners"
+    return True, "ModuleSetsApplied", "ModuleSets applied to its listeners: " + ", ".join(names)

@@ -26,10 +26,11 @@ filters, weights, and a backend that cannot be used answering 500.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from interlock.model.edge import ModuleError
 from interlock.model.gateway import (
     GATEWAY_GROUP,
     HTTPRoute,
@@ -55,7 +56,7 @@ from interlock.model.gateway_listeners import (
     route_kinds_allowed,
 )
 from interlock.model.gateway_mirrors import MirrorProblem, RuleMirror
-from interlock.model.gateway_modules import RuleModules
+from interlock.model.gateway_modules import RuleModules, with_listener_modules
 from interlock.model.grpc_route import GRPCRoute
 from interlock.model.listener_sets import ListenerSetOutcome
 from interlock.model.meta import ObjectKey
@@ -244,11 +245,13 @@ def attach_routes(
     rule_modules: Mapping[RouteId, Mapping[int, RuleModules]] | None = None,
     rule_mirrors: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]] | None = None,
     mirror_problems: Mapping[RouteId, MirrorProblem] | None = None,
+    listener_modules: Mapping[ListenerSlot, RuleModules] | None = None,
 ) -> RoutesOutcome:
     """Attach ``routes`` to the listeners of ``gateways`` (ours only); see the module docstring.
 
     ``rule_modules``: per route, the modules of its rules that name ModuleSets
-    (:mod:`interlock.model.gateway_modules`)."""
+    (:mod:`interlock.model.gateway_modules`); ``listener_modules``: those a Gateway's
+    annotations name for a listener, run by every rule served on it."""
     modules_of = rule_modules or {}
     mirrors_of: dict[RouteId, dict[int, tuple[RuleMirror, ...]]] = {}
     mirror_problem_of = dict(mirror_problems or {})
@@ -314,7 +317,12 @@ def attach_routes(
     serving = {
         key: served
         for key, view in gateways.items()
-        if (served := _serving(view, on_listener, modules_of, mirrors_of, services)) is not None
+        if (
+            served := _serving(
+                view, on_listener, modules_of, mirrors_of, services, listener_modules or {}
+            )
+        )
+        is not None
     }
     return RoutesOutcome(
         parents=parents, attached=attached, listener_set_attached=set_attached, serving=serving
@@ -598,6 +606,7 @@ def _serving(
     modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
     mirrors_of: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]],
     services: Mapping[ObjectKey, Service],
+    listener_modules: Mapping[ListenerSlot, RuleModules],
 ) -> GatewayServing | None:
     if not isinstance(view.address, str):
         return None
@@ -616,6 +625,7 @@ def _serving(
             if check.owner is None
             else f"{check.owner.namespace}:{check.owner.name}:{listener.name}"
         )
+        on_this = listener_modules.get((gateway.key, check.owner, listener.name))
         by_host: dict[str | None, list[OutboundRoute]] = {}
         for outbound, hostnames in on_listener.get((gateway.key, check.owner, listener.name), []):
             for hostname in hostnames or (None,):
@@ -630,14 +640,10 @@ def _serving(
                     client_namespace=gateway.metadata.namespace,
                     routes=tuple(routes),
                 ),
-                modules={
-                    (route.namespace, route.name, index): rule
-                    for route in routes
-                    for index, rule in modules_of.get(
-                        (route.kind, ObjectKey(namespace=route.namespace, name=route.name)), {}
-                    ).items()
-                },
-                mirrors={
+                modules=_host_modules(routes, modules_of, mirrors_of, on_this),
+                mirrors={}
+                if on_this is not None
+                else {
                     (route.namespace, route.name, index): mirrors
                     for route in routes
                     for index, mirrors in mirrors_of.get(
@@ -675,6 +681,40 @@ def _serving(
             for port, listeners in sorted(ports.items())
         ),
     )
+
+
+def _host_modules(
+    routes: Iterable[OutboundRoute],
+    modules_of: Mapping[RouteId, Mapping[int, RuleModules]],
+    mirrors_of: Mapping[RouteId, Mapping[int, tuple[RuleMirror, ...]]],
+    listener: RuleModules | None,
+) -> dict[RuleKey, RuleModules]:
+    """The modules of a virtual host's rules: their own, under the listener's when the Gateway
+    names some for it (then every rule has modules, and a rule with RequestMirror filters fails
+    closed: its copies would leave before the modules admit the request)."""
+    found: dict[RuleKey, RuleModules] = {}
+    for route in routes:
+        route_key = (route.kind, ObjectKey(namespace=route.namespace, name=route.name))
+        own = modules_of.get(route_key, {})
+        if listener is None:
+            found.update(((route.namespace, route.name, i), m) for i, m in own.items())
+            continue
+        mirrored = mirrors_of.get(route_key, {})
+        for index in range(len(route.rules)):
+            combined = with_listener_modules(listener, own.get(index))
+            if mirrored.get(index) and combined.error is None:
+                combined = replace(
+                    combined,
+                    error=ModuleError(
+                        permanent=True,
+                        reason="IncompatibleFilters",
+                        message=f"{route.namespace}/{route.name} rule {index}: a RequestMirror "
+                        "filter cannot be served on a listener with the Gateway's ModuleSets "
+                        "(copies would leave before the modules admit the request)",
+                    ),
+                )
+            found[(route.namespace, route.name, index)] = combined
+    return found
 
 
 def _rule_protocol(rule: ResolvedRule, services: Mapping[ObjectKey, Service]) -> Protocol:
