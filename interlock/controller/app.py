@@ -48,7 +48,7 @@ from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.policy_json import policy_body
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
-from interlock.controller.kinds import ROUTER, Half, rows_for
+from interlock.controller.kinds import ABSENT, ROUTER, Half, rows_for, watched
 from interlock.controller.status_sink import KubeStatusSink
 from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.controller.view import ControllerView
@@ -59,13 +59,7 @@ from interlock.kube.events import EventRecorder
 from interlock.kube.informer import Deleted, Informer, InformerEvent, InformerSet, resource_version
 from interlock.kube.lease import LeaderElector
 from interlock.kube.resources import (
-    GRPC_ROUTE,
     HTTP_ROUTE_VERSIONS,
-    NAMESPACE,
-    REFERENCE_GRANT_VERSIONS,
-    SERVICE,
-    TCP_ROUTE,
-    TLS_ROUTE,
     Resource,
 )
 from interlock.kube.status import StatusPatcher
@@ -286,51 +280,20 @@ class Controller:
         self.api = await make_api_client(
             kubeconfig=self.kubeconfig_path, in_cluster=config.cluster.in_cluster
         )
-        self.http_route_resource = await self._discover(HTTP_ROUTE_VERSIONS)
-        grant_resource = await self._discover(REFERENCE_GRANT_VERSIONS)
-        grpc_route_resource = await self._discover((GRPC_ROUTE,))
-        tls_route_resource = await self._discover((TLS_ROUTE,))
-        tcp_route_resource = await self._discover((TCP_ROUTE,))
+        served = await self._discover_kinds()
+        self.http_route_resource = served.get("HTTPRoute")
         self._spawn_actors()
-        edge_resources: list[Resource] = []
         if self.edge is not None:
             await self.edge.start()
-            edge_resources = await self.edge.resources(self.api)
         if self.gateways is not None:
             assert self.api is not None
             self.gateways.start(
                 api=self.api,
                 is_leader=lambda: self.elector is not None and self.elector.is_leader,
             )
-            edge_resources += await self.gateways.resources(self.api)
         if self.mesh is not None:
             await self.mesh.start()
-            edge_resources += await self.mesh.resources(self.api)
-        self.informers = InformerSet(
-            [
-                self._informer(resource)
-                for resource in (
-                    SERVICE,
-                    NAMESPACE,
-                    self.http_route_resource,
-                    grpc_route_resource,
-                    tls_route_resource,
-                    tcp_route_resource,
-                    grant_resource,
-                    *edge_resources,
-                )
-                if resource is not None
-            ]
-        )
-        for kind, resource in (
-            ("HTTPRoute", self.http_route_resource),
-            ("GRPCRoute", grpc_route_resource),
-            ("TLSRoute", tls_route_resource),
-            ("TCPRoute", tcp_route_resource),
-            ("ReferenceGrant", grant_resource),
-        ):
-            if resource is None:
-                logger.warning("{}: not served by this cluster (Gateway API CRDs missing?)", kind)
+        self.informers = InformerSet([self._informer(resource) for resource in served.values()])
         self.elector = LeaderElector(
             self.api,
             namespace=config.leadership.namespace,
@@ -382,6 +345,24 @@ class Controller:
         except (OSError, RuntimeError) as error:
             raise StartupError(f"--grpc-addr {address}: cannot listen: {error}") from error
         self.grpc_server = server
+
+    async def _discover_kinds(self) -> dict[str, Resource]:
+        """By kind, the version its informer watches: every kind the halves that run read (the
+        kinds table, ``controller/kinds.py``: :func:`watched`), the first of its row's versions
+        the cluster serves. A kind it serves in none is not watched, logged with what that
+        costs."""
+        served: dict[str, Resource] = {}
+        for kind, (row, *_) in watched(self._halves()).items():
+            resource = await self._discover(row.resources)
+            if resource is not None:
+                served[kind] = resource
+                continue
+            what = (kind, row.resources[0].api_version)
+            if row.absent is not None:
+                logger.info("{} ({}): not served by this cluster; {}", *what, row.absent)
+            else:
+                logger.warning("{} ({}): not served by this cluster; {}", *what, ABSENT[row.half])
+        return served
 
     async def _discover(self, candidates: tuple[Resource, ...]) -> Resource | None:
         """The served version among ``candidates``; ``served_resource`` already retries what an
@@ -528,19 +509,23 @@ class Controller:
             mailbox=mailbox,
         )
 
-    def _forward(self) -> dict[str, list[Callable[[ObjectChanged], None]]]:
-        """By kind, the receivers the router tells each change to: the rows of the kinds table
-        (``controller/kinds.py``) of the halves that run, other than the router's own."""
+    def _halves(self) -> frozenset[Half]:
+        """The halves that run: the outbound core, and those configured."""
         halves: set[Half] = {"outbound"}
         if self.edge is not None:
             halves.add("edge")
         if self.mesh is not None:
             halves.add("mesh")
-        gateways = self.gateways
-        if gateways is not None:
+        if self.gateways is not None:
             halves.add("gateway")
+        return frozenset(halves)
+
+    def _forward(self) -> dict[str, list[Callable[[ObjectChanged], None]]]:
+        """By kind, the receivers the router tells each change to: the rows of the kinds table
+        (``controller/kinds.py``) of the halves that run, other than the router's own."""
+        gateways = self.gateways
         forward: dict[str, list[Callable[[ObjectChanged], None]]] = {}
-        for row in rows_for(frozenset(halves)):
+        for row in rows_for(self._halves()):
             if row.receiver != ROUTER:
                 follows = gateways.follows if row.follows and gateways is not None else None
                 assert row.parser is not None, f"{row.kind}: a receiver's row names its parser"

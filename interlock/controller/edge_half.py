@@ -4,9 +4,9 @@ The outbound half (Services, HTTPRoutes, policies) runs without an edge; the edg
 the outbound half (its upstreams are the backend Services' policies). Keeping the edge's wiring
 here lets ``app.py`` call a handful of methods instead of knowing every edge actor:
 
-* :meth:`EdgeHalf.resources` — the informers to run (Ingress,
-  IngressClass, ModuleSet, Secret, EndpointSlice), each only if the cluster serves it;
-* where their changes go is the kinds table's (``controller/kinds.py``: each to its directory);
+* the kinds it reads (Ingress, IngressClass, ModuleSet, Secret, EndpointSlice) are rows of the
+  kinds table (``controller/kinds.py``), which says both what the controller watches (each
+  only if the cluster serves it) and where their changes go (each to its directory);
 * :meth:`EdgeHalf.start` — spawn the directories and start the edge's upstream index (over
   the controller's one upstream cache) and the data plane server on ``--edge-addr``;
   :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
@@ -62,21 +62,10 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import EdgeCall, EdgeProvider, ForwardingEdge, TransientEdgeError
 from interlock.edge.server import EdgeServer
 from interlock.edge.workers import EdgeWorkers
-from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.resources import (
-    ENDPOINT_SLICE,
-    INGRESS,
-    INGRESS_CLASS,
-    MODULE_SET,
-    SECRET,
-    Resource,
-)
 from interlock.mailbox import Actor, ActorSystem, BackoffPolicy
 from interlock.model.edge_board import EdgeBoard
 from interlock.model.load_balancer import edge_load_balancer_status, remote_load_balancer_status
 from interlock.model.meta import ObjectKey
-
-_RESOURCES = (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, ENDPOINT_SLICE)
 
 EDGE_MISSING_GRACE = 2.0
 """Seconds a new route's missing ModuleSet or Secret may take to arrive before a Warning: a
@@ -202,20 +191,6 @@ class EdgeHalf:
         """Where the data plane listens once started (port 0 resolved)."""
         self.tls_address: Address | None = None
         """Where it serves HTTPS once started, when ``config.edge.tls_addr`` is set."""
-
-    async def resources(self, api: Any) -> list[Resource]:
-        """The edge's informer resources that the cluster serves (others are logged)."""
-        served: list[Resource] = []
-        for resource in _RESOURCES:
-            if await is_served(api, resource, retry=DiscoveryRetry()):
-                served.append(resource)
-            else:
-                logger.warning(
-                    "{} ({}): not served by this cluster; the edge runs without it",
-                    resource.kind,
-                    resource.api_version,
-                )
-        return served
 
     async def start(self) -> None:
         """Start the data plane and spawn the edge actors (before the informers run)."""

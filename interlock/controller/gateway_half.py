@@ -3,11 +3,12 @@
 Added to a controller that runs an in-process edge (``--edge-addr``) and given addresses
 (``--gateway-addresses``). It brings:
 
-* the informers for GatewayClass, Gateway and ListenerSet (only if the cluster serves them);
-  by the kinds table (``controller/kinds.py``) their events go to the one
-  :class:`~interlock.actors.gateways.GatewayController`, and so do — beside their usual
+* the kinds table's rows (``controller/kinds.py``) for GatewayClass, Gateway, ListenerSet and
+  BackendTLSPolicy (watched only if the cluster serves them), whose changes go, parsed, to the
+  one :class:`~interlock.actors.gateways.GatewayController`, as do — beside their usual
   handling — Namespaces (their labels) and the HTTPRoutes and GRPCRoutes that
-  :meth:`GatewayHalf.follows` (naming a Gateway or ListenerSet);
+  :meth:`GatewayHalf.follows` (naming a Gateway or ListenerSet); and ConfigMaps, to the
+  :class:`~interlock.actors.ca_bundles.CABundleDirectory`;
 * the :class:`~interlock.actors.gateways.GatewayDataPlane` actor and the sockets it drives
   (:class:`~interlock.edge.gateway_ports.GatewayPorts`, sharing the edge's upstreams: the
   backends' endpoints are tracked as soon as a Gateway serves a route to them).
@@ -26,7 +27,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
-from loguru import logger
 
 from interlock.actors.ca_bundles import CABundleDirectory
 from interlock.actors.durable import ResyncObject, durable_mailbox
@@ -44,15 +44,6 @@ from interlock.controller.gateway_service_sink import KubeGatewayServiceSink
 from interlock.controller.upstreams import UpstreamIndex
 from interlock.dataplane.metrics import Traffic
 from interlock.edge.gateway_ports import Applied, GatewayPorts
-from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.resources import (
-    BACKEND_TLS_POLICY,
-    CONFIG_MAP,
-    GATEWAY,
-    GATEWAY_CLASS,
-    LISTENER_SET,
-    Resource,
-)
 from interlock.mailbox import ActorSystem
 from interlock.model.backend_tls import backend_tls_debug
 from interlock.model.gateway_route_input import names_a_gateway
@@ -111,30 +102,6 @@ class GatewayHalf:
         )
         self._front_doors = TrackingPorts(self.ports, upstreams)
         self._told_routes: set[tuple[str, ObjectKey]] = set()
-
-    async def resources(self, api: Any) -> list[Resource]:
-        served = []
-        for resource in (GATEWAY_CLASS, GATEWAY, BACKEND_TLS_POLICY, CONFIG_MAP):
-            if await is_served(api, resource, retry=DiscoveryRetry()):
-                served.append(resource)
-            else:
-                logger.warning(
-                    "{} ({}): not served by this cluster; install the Gateway API CRDs to use "
-                    "Gateways",
-                    resource.kind,
-                    resource.api_version,
-                )
-        # Gateway API before v1.5 has no ListenerSet (v1): Gateways work without it.
-        if served and await is_served(api, LISTENER_SET, retry=DiscoveryRetry()):
-            served.append(LISTENER_SET)
-        elif served:
-            logger.info(
-                "{} ({}): not served by this cluster (Gateway API v1.5 or later has it); "
-                "Gateways take no ListenerSets",
-                LISTENER_SET.kind,
-                LISTENER_SET.api_version,
-            )
-        return served
 
     def follows(self, change: ObjectChanged) -> bool:
         """Whether the GatewayController is told this HTTPRoute or GRPCRoute change (the kinds

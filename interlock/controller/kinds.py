@@ -57,6 +57,26 @@ from interlock.actors.edge_messages import (
 from interlock.actors.gateway_messages import CA_BUNDLE_DIRECTORY, GATEWAY_CONTROLLER
 from interlock.actors.messages import ObjectChanged, ObjectParsed
 from interlock.actors.router import parse_change
+from interlock.kube.resources import (
+    BACKEND_TLS_POLICY,
+    CONFIG_MAP,
+    ENDPOINT_SLICE,
+    GATEWAY,
+    GATEWAY_CLASS,
+    GRPC_ROUTE,
+    HTTP_ROUTE_VERSIONS,
+    INGRESS,
+    INGRESS_CLASS,
+    LISTENER_SET,
+    MODULE_SET,
+    NAMESPACE,
+    REFERENCE_GRANT_VERSIONS,
+    SECRET,
+    SERVICE,
+    TCP_ROUTE,
+    TLS_ROUTE,
+    Resource,
+)
 from interlock.model.backend_tls import parse_backend_tls_policy
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.gateway_class import parse_gateway_class
@@ -89,36 +109,95 @@ class KindRow:
     for a Namespace, of which only a label or an annotation is read."""
     receiver: str
     """:data:`ROUTER`, or the address of the actor the change is told to."""
+    resources: tuple[Resource, ...]
+    """The API versions its informer may watch, preferred first (the first the cluster serves;
+    see :func:`watched`)."""
     follows: bool = False
     """Only the changes the half's filter accepts are told (``GatewayHalf.follows``)."""
     without: Half | None = None
     """Not delivered from this row when that half runs too (it delivers the kind itself)."""
+    absent: str | None = None
+    """What it means that the cluster serves none of its versions, when that is an ordinary
+    setup (logged as information); None: the half's :data:`ABSENT` warning."""
 
 
 KINDS: tuple[KindRow, ...] = (
-    KindRow("Service", "outbound", parse_service, ROUTER),
-    KindRow("Namespace", "outbound", None, ROUTER),
-    KindRow("ReferenceGrant", "outbound", parse_reference_grant, ROUTER),
-    KindRow("HTTPRoute", "outbound", parse_http_route, ROUTER),
-    KindRow("GRPCRoute", "outbound", parse_grpc_route, ROUTER),
-    KindRow("TLSRoute", "outbound", parse_tls_route, ROUTER),
-    KindRow("TCPRoute", "outbound", parse_tcp_route, ROUTER),
-    KindRow("Ingress", "edge", parse_stored_ingress, INGRESS_DIRECTORY),
-    KindRow("IngressClass", "edge", parse_ingress_class, INGRESS_CLASS_DIRECTORY),
-    KindRow("ModuleSet", "edge", parse_module_set, MODULESET_DIRECTORY),
-    KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY),
-    KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY),
-    KindRow("EndpointSlice", "mesh", parse_endpoint_slice, ENDPOINTS_DIRECTORY, without="edge"),
-    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER),
-    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER),
-    KindRow("ListenerSet", "gateway", parse_listener_set, GATEWAY_CONTROLLER),
-    KindRow("BackendTLSPolicy", "gateway", parse_backend_tls_policy, GATEWAY_CONTROLLER),
-    KindRow("HTTPRoute", "gateway", read_gateway_http_route, GATEWAY_CONTROLLER, follows=True),
-    KindRow("GRPCRoute", "gateway", read_gateway_grpc_route, GATEWAY_CONTROLLER, follows=True),
-    KindRow("Namespace", "gateway", namespace_labels, GATEWAY_CONTROLLER),
-    KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY),
+    KindRow("Service", "outbound", parse_service, ROUTER, (SERVICE,)),
+    KindRow("Namespace", "outbound", None, ROUTER, (NAMESPACE,)),
+    KindRow("ReferenceGrant", "outbound", parse_reference_grant, ROUTER, REFERENCE_GRANT_VERSIONS),
+    KindRow("HTTPRoute", "outbound", parse_http_route, ROUTER, HTTP_ROUTE_VERSIONS),
+    KindRow("GRPCRoute", "outbound", parse_grpc_route, ROUTER, (GRPC_ROUTE,)),
+    KindRow("TLSRoute", "outbound", parse_tls_route, ROUTER, (TLS_ROUTE,)),
+    KindRow("TCPRoute", "outbound", parse_tcp_route, ROUTER, (TCP_ROUTE,)),
+    KindRow("Ingress", "edge", parse_stored_ingress, INGRESS_DIRECTORY, (INGRESS,)),
+    KindRow("IngressClass", "edge", parse_ingress_class, INGRESS_CLASS_DIRECTORY, (INGRESS_CLASS,)),
+    KindRow("ModuleSet", "edge", parse_module_set, MODULESET_DIRECTORY, (MODULE_SET,)),
+    KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY, (SECRET,)),
+    KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY, (ENDPOINT_SLICE,)),
+    KindRow(
+        "EndpointSlice",
+        "mesh",
+        parse_endpoint_slice,
+        ENDPOINTS_DIRECTORY,
+        (ENDPOINT_SLICE,),
+        without="edge",
+    ),
+    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER, (GATEWAY_CLASS,)),
+    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER, (GATEWAY,)),
+    KindRow(
+        "ListenerSet",
+        "gateway",
+        parse_listener_set,
+        GATEWAY_CONTROLLER,
+        (LISTENER_SET,),
+        absent="Gateway API v1.5 or later has it; Gateways take no ListenerSets",
+    ),
+    KindRow(
+        "BackendTLSPolicy",
+        "gateway",
+        parse_backend_tls_policy,
+        GATEWAY_CONTROLLER,
+        (BACKEND_TLS_POLICY,),
+    ),
+    KindRow(
+        "HTTPRoute",
+        "gateway",
+        read_gateway_http_route,
+        GATEWAY_CONTROLLER,
+        HTTP_ROUTE_VERSIONS,
+        follows=True,
+    ),
+    KindRow(
+        "GRPCRoute",
+        "gateway",
+        read_gateway_grpc_route,
+        GATEWAY_CONTROLLER,
+        (GRPC_ROUTE,),
+        follows=True,
+    ),
+    KindRow("Namespace", "gateway", namespace_labels, GATEWAY_CONTROLLER, (NAMESPACE,)),
+    KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY, (CONFIG_MAP,)),
 )
 """Every kind, once per half that reads it; see the module docstring."""
+
+
+ABSENT: dict[Half, str] = {
+    "outbound": "Gateway API CRDs missing?",
+    "edge": "the edge runs without it",
+    "mesh": "the mesh listener finds no pod",
+    "gateway": "install the Gateway API CRDs to use Gateways",
+}
+"""By half: what a kind of its that the cluster does not serve costs (a warning)."""
+
+
+def watched(halves: frozenset[Half]) -> dict[str, tuple[KindRow, ...]]:
+    """By kind, in table order: the rows of the halves that run that read it. One informer a
+    kind (the first of its rows' :attr:`~KindRow.resources` the cluster serves) feeds them
+    all; nothing else chooses what the controller watches."""
+    kinds: dict[str, tuple[KindRow, ...]] = {}
+    for row in rows_for(halves):
+        kinds[row.kind] = (*kinds.get(row.kind, ()), row)
+    return kinds
 
 
 def rows_for(halves: frozenset[Half]) -> tuple[KindRow, ...]:

@@ -4,9 +4,8 @@ The mesh listener needs the outbound half (policies) and EndpointSlices. The edg
 runs the EndpointSlice informer and its directory when there is an edge; without one, the mesh
 half runs them itself, so that ``--mesh-addr`` works with or without ``--edge-addr``:
 
-* :meth:`MeshHalf.resources` — the EndpointSlice informer (its changes go to the endpoints
-  directory by the kinds table, ``controller/kinds.py``), only when the edge half does not
-  provide them;
+* the EndpointSlice row of the kinds table (``controller/kinds.py``: watched, its changes to
+  the endpoints directory), only when the edge half does not provide them;
 * :meth:`MeshHalf.start` — spawn what it needs and listen; :meth:`MeshHalf.stop`;
 * :meth:`MeshHalf.describe` and :meth:`MeshHalf.debug` (``/debug/mesh``).
 """
@@ -15,8 +14,6 @@ from __future__ import annotations
 
 import random
 from typing import Any
-
-from loguru import logger
 
 from interlock.actors.directories import EndpointsDirectory
 from interlock.actors.durable import ResyncObject, durable_mailbox
@@ -30,8 +27,6 @@ from interlock.controller.upstreams import (
     UpstreamIndex,
 )
 from interlock.dataplane.metrics import Traffic
-from interlock.kube.discovery import DiscoveryRetry, is_served
-from interlock.kube.resources import ENDPOINT_SLICE, Resource
 from interlock.mailbox import ActorSystem
 from interlock.mesh.server import MeshServer, MeshSettings
 
@@ -73,15 +68,6 @@ class MeshHalf:
         )
         self.address: Address | None = None
         """Where the listener listens once started (port 0 resolved)."""
-
-    async def resources(self, api: Any) -> list[Resource]:
-        """The EndpointSlice informer, unless the edge half runs it."""
-        if self._endpoints_from_edge:
-            return []
-        if await is_served(api, ENDPOINT_SLICE, retry=DiscoveryRetry()):
-            return [ENDPOINT_SLICE]
-        logger.warning("EndpointSlice: not served by this cluster; the mesh listener finds no pod")
-        return []
 
     async def start(self) -> None:
         """Spawn the endpoints directory (without an edge), start the upstream index (and the

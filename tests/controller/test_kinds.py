@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from interlock.actors.edge_messages import ENDPOINTS_DIRECTORY, INGRESS_DIRECTORY
 from interlock.actors.gateway_messages import GATEWAY_CONTROLLER
-from interlock.controller.kinds import KINDS, ROUTER, Half, rows_for
+from interlock.controller.kinds import KINDS, ROUTER, Half, rows_for, watched
 from interlock.kube import resources
 
 WATCHED = {
@@ -43,3 +43,28 @@ def test_a_kind_read_by_two_halves_has_a_row_for_each() -> None:
     routes = [(row.receiver, row.follows) for row in rows if row.kind == "HTTPRoute"]
     assert routes == [(ROUTER, False), (GATEWAY_CONTROLLER, True)]
     assert [row.receiver for row in rows if row.kind == "Ingress"] == [INGRESS_DIRECTORY]
+
+
+def test_one_informer_a_kind_whichever_halves_read_it() -> None:
+    every: frozenset[Half] = frozenset({"outbound", "edge", "mesh", "gateway"})
+    kinds = watched(every)
+    assert set(kinds) == WATCHED
+    for kind, rows in kinds.items():
+        assert {row.resources for row in rows} == {rows[0].resources}, kind
+        assert all(resource.kind == kind for resource in rows[0].resources), kind
+    assert [row.half for row in kinds["HTTPRoute"]] == ["outbound", "gateway"]
+
+
+def test_the_outbound_core_alone_watches_no_edge_or_gateway_kind() -> None:
+    kinds = watched(frozenset({"outbound"}))
+    assert set(kinds) == {
+        "Service",
+        "Namespace",
+        "ReferenceGrant",
+        "HTTPRoute",
+        "GRPCRoute",
+        "TLSRoute",
+        "TCPRoute",
+    }
+    mesh = watched(frozenset({"outbound", "mesh"}))
+    assert set(mesh) - set(kinds) == {"EndpointSlice"}
