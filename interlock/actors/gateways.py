@@ -545,7 +545,9 @@ class GatewayController(Actor):
                     ),
                     listener_set_checks=view.attached_checks()[len(view.checks) :],
                     modules=modules_condition(
-                        view.gateway.metadata.annotations, listener_modules[key].values()
+                        view.gateway.metadata.annotations,
+                        (listener.name for listener in view.gateway.spec.listeners),
+                        listener_modules[key].values(),
                     ),
                 ),
                 stored=view.gateway.status,

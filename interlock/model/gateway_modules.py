@@ -236,17 +236,30 @@ def resolve_listener_modules(
 
 
 def modules_condition(
-    annotations: Mapping[str, str], resolved: Iterable[RuleModules]
+    annotations: Mapping[str, str], listeners: Iterable[str], resolved: Iterable[RuleModules]
 ) -> tuple[bool, str, str] | None:
     """The Gateway's ``interlock.dev/ModuleSets`` condition as ``(status, reason, message)``
-    (None: its annotations name no ModuleSet): False with the first listener's error."""
+    (None: its annotations name no ModuleSet): False with the first listener's error, else
+    False ``ListenerNotFound`` for an annotation naming none of its own ``listeners`` (a typo
+    must not leave the listener meant unguarded in silence)."""
     if not names_modules(annotations):
         return None
     listed = list(resolved)
     error = next((m.error for m in listed if m.error is not None), None)
     if error is not None:
         return False, error.reason, error.message
+    known = set(listeners)
+    unknown = sorted(
+        key
+        for key in annotations
+        if key.startswith(GATEWAY_MODULE_SETS + ".")
+        and key[len(GATEWAY_MODULE_SETS) + 1 :] not in known
+    )
+    if unknown:
+        return (
+            False,
+            "ListenerNotFound",
+            "no listener of this Gateway: annotation " + ", ".join(unknown),
+        )
     names = sorted({name for m in listed for name in m.names})
-    if not names:
-        return True, "NoListenerNamed", "its module-sets annotations name none of its listeners"
     return True, "ModuleSetsApplied", "ModuleSets applied to its listeners: " + ", ".join(names)

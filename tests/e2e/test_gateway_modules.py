@@ -240,3 +240,35 @@ async def test_a_gateways_missing_module_set_fails_closed_and_invalid_keeps_the_
     await eventually(invalid_reported, message="the Gateway says its ModuleSet is invalid")
     status, report = await fetch(env, address, "/")
     assert status == 200 and report["headers"]["x-gateway"] == ["one"]
+
+
+async def test_a_mirrored_rule_under_a_gateways_module_sets_serves_nothing(env: Env) -> None:
+    await env.cluster.apply(module_set("office-only", {"ipRestriction": {"allow": ["10.0.0.0/8"]}}))
+    await env.cluster.apply(
+        annotated(
+            gateway_obj("one", http_listener("web")),
+            {"interlock.dev/module-sets.web": "office-only", "interlock.dev/module-sets.wbe": "x"},
+        )
+    )
+    mirror = {
+        "type": "RequestMirror",
+        "requestMirror": {"backendRef": {"name": "green", "port": 80}},
+    }
+    await env.cluster.apply(route(rule("/copied", "blue", mirror), rule("/plain", "blue")))
+    address = await env.address("one")
+
+    async def refused_and_reserved() -> bool:
+        return (await fetch(env, address, "/plain"))[0] == 403 and (
+            await fetch(env, address, "/copied")
+        )[0] == 503
+
+    await eventually(
+        refused_and_reserved, message="a copy would leave before the modules admit the request"
+    )
+
+    async def typo_reported() -> bool:
+        found = await gateway_modules_condition(env)
+        return found is not None and found[:2] == ("False", "ListenerNotFound")
+
+    await eventually(typo_reported, message="an annotation naming no listener is reported")
+    assert reached(env, "green", "/") == 0 and reached(env, "blue", "/") == 0

@@ -136,18 +136,23 @@ def test_an_error_on_either_side_is_the_rules_the_listeners_first() -> None:
     assert with_listener_modules(fine, invalid).error == invalid.error
 
 
-def test_the_gateways_condition_names_the_module_set() -> None:
-    assert modules_condition({}, []) is None
+def test_the_gateways_condition_names_the_module_set_or_the_listener_not_found() -> None:
+    assert modules_condition({}, ["web"], []) is None
     missing = resolve(("gone",), {})
-    status, reason, message = modules_condition({WIDE: "gone"}, [missing]) or (True, "", "")
+    status, reason, message = modules_condition({WIDE: "gone"}, ["web"], [missing]) or (
+        True,
+        "",
+        "",
+    )
     assert (status, reason) == (False, "ModuleSetNotFound") and "edge/gone" in message
     fine = resolve(("ok",), sets(module_set("edge", "ok", {})))
-    assert modules_condition({WIDE: "ok"}, [fine]) == (
+    assert modules_condition({WIDE: "ok", f"{WIDE}.web": "ok"}, ["web"], [fine]) == (
         True,
         "ModuleSetsApplied",
         "ModuleSets applied to its listeners: ok",
     )
-    assert modules_condition({f"{WIDE}.nowhere": "ok"}, [])[:2] == (  # type: ignore[index]
-        True,
-        "NoListenerNamed",
+    assert modules_condition({WIDE: "ok", f"{WIDE}.wbe": "ok"}, ["web"], [fine]) == (
+        False,
+        "ListenerNotFound",
+        f"no listener of this Gateway: annotation {WIDE}.wbe",
     )
