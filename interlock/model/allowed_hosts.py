@@ -60,7 +60,7 @@ class AllowedHosts:
         suffixes: list[str] = []
         for value in values:
             name = value.strip().lower().rstrip(".")
-            if not _NAME.match(name) and not _is_ip(name):
+            if not _NAME.fullmatch(name) and not _is_ip(name):
                 raise ValueError(
                     f"{flag}: {value!r} is not a host name or *.suffix (for example "
                     "interlock-policy.interlock-system.svc or *.interlock-system.svc.cluster.local)"

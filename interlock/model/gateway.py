@@ -95,13 +95,13 @@ def _check_path(value: str) -> str:
     for ending in _PATH_FORBIDDEN_ENDINGS:
         if value.endswith(ending):
             raise invalid("path", f"path {value!r} must not end with {ending!r}")
-    if not _PATH_CHARS.match(value):
+    if not _PATH_CHARS.fullmatch(value):
         raise invalid("path", f"path {value!r} holds characters a URL path cannot hold")
     return value
 
 
 def _check_header_name(name: str) -> str:
-    if not _HEADER_NAME.match(name):
+    if not _HEADER_NAME.fullmatch(name):
         raise invalid("header_name", f"{name!r} is not a valid HTTP header name")
     return name
 
@@ -115,7 +115,7 @@ def _check_header_value(value: str) -> str:
 
 def _check_hostname(hostname: str, *, wildcard: bool) -> str:
     if (
-        not _HOSTNAME.match(hostname)
+        not _HOSTNAME.fullmatch(hostname)
         or len(hostname) > 253
         or (hostname.startswith("*.") and not wildcard)
     ):
@@ -136,7 +136,7 @@ def parse_gateway_duration(text: str) -> timedelta:
 
     Raises ValueError for text not in the GEP-2257 format (parsed routes are already checked).
     """
-    if not _DURATION.match(text):
+    if not _DURATION.fullmatch(text):
         raise ValueError(f"invalid Gateway API duration {text!r}")
     return sum(
         (int(number) * _UNIT[unit] for number, unit in _DURATION_PART.findall(text)),
@@ -496,7 +496,7 @@ class HTTPRouteTimeouts(KubeModel):
 
 
 def _check_duration(value: str | None) -> str | None:
-    if value is not None and not _DURATION.match(value):
+    if value is not None and not _DURATION.fullmatch(value):
         raise invalid("duration", f"invalid duration {value!r}; use e.g. '10s', '500ms' or '1m30s'")
     return value
 

@@ -51,7 +51,7 @@ def service_name(gateway_name: str) -> str:
     that is not a DNS-1035 label of at most 63 characters (a Gateway name may hold dots, start
     with a digit and run to 253 characters), ``interlock-gateway-`` and a hash of the name."""
     wanted = gateway_name + SERVICE_SUFFIX
-    if len(wanted) <= 63 and _SERVICE_NAME.match(wanted):
+    if len(wanted) <= 63 and _SERVICE_NAME.fullmatch(wanted):
         return wanted
     digest = hashlib.sha256(gateway_name.encode()).hexdigest()[:16]
     return f"interlock-gateway-{digest}"

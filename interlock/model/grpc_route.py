@@ -73,9 +73,9 @@ class GRPCMethodMatch(KubeModel):
                 if value is not None:
                     check_regex(value)
             return self
-        if self.service is not None and not _GRPC_SERVICE.match(self.service):
+        if self.service is not None and not _GRPC_SERVICE.fullmatch(self.service):
             raise invalid("grpc_method", f"service {self.service!r} is not a gRPC service name")
-        if self.method is not None and not _GRPC_METHOD.match(self.method):
+        if self.method is not None and not _GRPC_METHOD.fullmatch(self.method):
             raise invalid("grpc_method", f"method {self.method!r} is not a gRPC method name")
         return self
 

@@ -249,6 +249,36 @@ def test_http_route_retry_and_cors_are_read() -> None:
             "holds characters a URL path cannot hold",
             id="path-characters",
         ),
+        # A trailing newline: `^…$` with re.match accepted it (`$` matches before a final \n).
+        pytest.param(
+            {"rules": [{"matches": [{"path": {"value": "/a\n"}}]}]},
+            "spec.rules[0].matches[0].path",
+            "holds characters a URL path cannot hold",
+            id="path-trailing-newline",
+        ),
+        pytest.param(
+            {"hostnames": ["a.example\n"]},
+            "spec.hostnames",
+            "is not a valid hostname",
+            id="hostname-trailing-newline",
+        ),
+        pytest.param(
+            {
+                "rules": [
+                    {
+                        "filters": [
+                            {
+                                "type": "RequestHeaderModifier",
+                                "requestHeaderModifier": {"set": [{"name": "X-A\n", "value": "v"}]},
+                            }
+                        ]
+                    }
+                ]
+            },
+            "spec.rules[0].filters[0].requestHeaderModifier.set[0].name",
+            "is not a valid HTTP header name",
+            id="header-name-trailing-newline",
+        ),
         pytest.param(
             {"rules": [{"matches": [{"path": {"value": "/"}}] * 64}] * 2},
             "spec.rules",
