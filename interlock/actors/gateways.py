@@ -136,8 +136,8 @@ from interlock.model.moduleset import ModuleSet, SecretValue
 from interlock.model.route_dependencies import route_grant_namespaces, route_service_dependencies
 from interlock.model.service import Service
 
-GATEWAY_ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
-"""The route kinds HTTP and HTTPS listeners carry."""
+GATEWAY_ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute"})
+"""The route kinds HTTP and HTTPS listeners carry, and TLS (Passthrough) ones."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")

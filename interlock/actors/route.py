@@ -149,7 +149,7 @@ class RouteActor(Actor):
     async def started(self) -> None:
         topic = self.route_topic
         specified = self.subscribe(topic)
-        if self.kind in ("HTTPRoute", "GRPCRoute"):
+        if self.kind in ("HTTPRoute", "GRPCRoute", "TLSRoute"):
             # Retained values only for routes naming one of interlock's Gateways: an empty
             # topic costs nothing until published.
             key = ObjectKey(namespace=self.namespace, name=self.name)

@@ -81,7 +81,11 @@ from interlock.model.backend_tls import parse_backend_tls_policy
 from interlock.model.gateway import parse_http_route, parse_reference_grant
 from interlock.model.gateway_class import parse_gateway_class
 from interlock.model.gateway_listeners import parse_gateway
-from interlock.model.gateway_route_input import read_gateway_grpc_route, read_gateway_http_route
+from interlock.model.gateway_route_input import (
+    read_gateway_grpc_route,
+    read_gateway_http_route,
+    read_gateway_tls_route,
+)
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.ingress import parse_ingress_class, parse_stored_ingress
 from interlock.model.listener_sets import parse_listener_set
@@ -173,6 +177,14 @@ KINDS: tuple[KindRow, ...] = (
         read_gateway_grpc_route,
         GATEWAY_CONTROLLER,
         (GRPC_ROUTE,),
+        follows=True,
+    ),
+    KindRow(
+        "TLSRoute",
+        "gateway",
+        read_gateway_tls_route,
+        GATEWAY_CONTROLLER,
+        (TLS_ROUTE,),
         follows=True,
     ),
     KindRow("Namespace", "gateway", namespace_labels, GATEWAY_CONTROLLER, (NAMESPACE,)),

@@ -18,6 +18,10 @@ with it whether a client certificate is required (the Gateway's ``spec.tls.front
 
 The table a socket serves is replaced whole on every change (a request reads it once), so a
 request never mixes two configurations.
+
+A port of TLS listeners (``tls.mode`` Passthrough, TLSRoutes) is no HTTP server: its socket
+splices connections undecrypted by their ClientHello's server name
+(:class:`~interlock.edge.gateway_passthrough.PassthroughPort`).
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ from interlock.dataplane.answers import MISDIRECTED, Answer, answer
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.matching import select_match
 from interlock.dataplane.metrics import Traffic
-from interlock.dataplane.proxy import Forwarder
+from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, Forwarder
 from interlock.dataplane.request_target import normalize_host
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
+from interlock.edge.gateway_passthrough import PassthroughPort
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.modules import (
     MissingSecretError,
@@ -575,14 +580,16 @@ class GatewayPorts:
         self._rng = rng
         self._traffic = traffic
         self._servers: dict[tuple[str, int], tuple[EdgeServer, GatewayPortEdge]] = {}
+        self._passthrough: dict[tuple[str, int], PassthroughPort] = {}
+        """The sockets of TLS (Passthrough) listeners."""
         self._protocols: dict[tuple[str, int], str] = {}
-        """Per open socket: HTTP or HTTPS (whether it speaks TLS is chosen when it opens)."""
+        """Per open socket: HTTP, HTTPS or TLS (what it speaks is chosen when it opens)."""
         self._owners: dict[str, set[tuple[str, int]]] = {}
         self._targets: dict[str, set[ServicePortKey]] = {}
 
     @property
     def sockets(self) -> tuple[tuple[str, int], ...]:
-        return tuple(sorted(self._servers))
+        return tuple(sorted([*self._servers, *self._passthrough]))
 
     async def apply(self, key: str, serving: GatewayServing) -> Applied:
         """Serve ``serving`` (the Gateway ``key``): the ports that could not be opened, with
@@ -598,6 +605,11 @@ class GatewayPorts:
             self._take_over(key, socket)
             if self._protocols.get(socket, port.protocol) != port.protocol:
                 await self._close(socket)
+            if port.protocol == "TLS":
+                failure = await self._pass_through(key, socket, serving, port)
+                if failure is not None:
+                    failures[port.port] = failure
+                continue
             entry = self._servers.get(socket)
             if entry is None:
                 edge = GatewayPortEdge(trusted_proxies=self._trusted, mirror=self._mirrors)
@@ -639,6 +651,32 @@ class GatewayPorts:
         self._owners[key] = wanted - {(serving.address, p) for p in failures}
         return Applied(failures=failures, transient=transient)
 
+    async def _pass_through(
+        self, key: str, socket: tuple[str, int], serving: GatewayServing, port: PortServing
+    ) -> str | None:
+        """Serve a TLS (Passthrough) port: why it cannot be opened, or None."""
+        passthrough = self._passthrough.get(socket)
+        if passthrough is None:
+            passthrough = PassthroughPort(
+                upstreams=self._policies,
+                limits=self._limits,
+                timeouts=DEFAULT_TIMEOUTS,
+                rng=self._rng,
+                traffic=self._traffic,
+            )
+            address = f"{_bracketed(serving.address)}:{port.port}"
+            try:
+                await passthrough.start(serving.address, port.port)
+            except OSError as error:
+                failure = f"cannot listen on {address}: {error.strerror or error}"
+                logger.warning("Gateway {}: {}", key, failure)
+                return failure
+            self._passthrough[socket] = passthrough
+            self._protocols[socket] = port.protocol
+            logger.info("Gateway {} passing TLS through on {}", key, address)
+        passthrough.update(serving, port)
+        return None
+
     def _take_over(self, key: str, socket: tuple[str, int]) -> None:
         """``socket`` is the Gateway ``key``'s from now on. Addresses are unique among the
         Gateways served at any one time, but the changes that move one from a Gateway to
@@ -673,10 +711,13 @@ class GatewayPorts:
         self._protocols.pop(socket, None)
         if entry is not None:
             await entry[0].stop()
+        passthrough = self._passthrough.pop(socket, None)
+        if passthrough is not None:
+            await passthrough.stop()
 
     async def close(self) -> None:
         await self._mirrors.close()
-        for socket in sorted(self._servers):
+        for socket in sorted([*self._servers, *self._passthrough]):
             await self._close(socket)
         self._owners.clear()
         self._targets.clear()

@@ -35,31 +35,24 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from loguru import logger
-from multidict import CIMultiDict
 
-from interlock.dataplane.access_log import Exchange, begin, note_upstream
+from interlock.dataplane.access_log import Exchange, begin
 from interlock.dataplane.answers import (
-    BAD_REQUEST,
-    ENDPOINTS_FAILING,
-    HEADER_TIMEOUT,
     UNKNOWN_HOST,
-    UPSTREAM_UNREACHABLE,
     Answer,
     answer,
 )
-from interlock.dataplane.client_hello import RECORD_HEADER, NotTls, record_length, server_name
-from interlock.dataplane.engine import MAX_ADDRESS_TRIES, NO_HOOKS, Engine
+from interlock.dataplane.engine import Engine
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.plan import Forward, PolicyPlan
 from interlock.dataplane.source import UpstreamError
-from interlock.dataplane.splice import CHUNK, Spliced, splice, take_over
+from interlock.dataplane.splice import Spliced, splice, take_over
+from interlock.dataplane.stream_open import Streams, open_stream, read_server_name
 from interlock.dataplane.tunnel_plan import decide_tunnel, needs_server_name
 from interlock.dataplane.wire import TunnelEstablished, answer_response
 from interlock.mesh.upstreams import MeshUpstreams
 from interlock.model.authority import NotAService, connect_target
 from interlock.model.outbound import service_exists
-
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,20 +173,10 @@ class MeshTunnels:
         self, client: asyncio.StreamReader, exchange: Exchange, plan: PolicyPlan, where: str
     ) -> tuple[Streams, bytes] | Answer:
         """Read the client's first TLS record; connect where its server name says."""
-        try:
-            async with asyncio.timeout(self.settings.hello_timeout):
-                header = await client.readexactly(RECORD_HEADER)
-                length = record_length(header)
-                if isinstance(length, NotTls):
-                    return answer(BAD_REQUEST, f"{where}: {length.reason}")
-                hello = header + await client.readexactly(length - RECORD_HEADER)
-        except TimeoutError:
-            return answer(HEADER_TIMEOUT, f"{where}: no TLS ClientHello in time")
-        except asyncio.IncompleteReadError:
-            return answer(BAD_REQUEST, f"{where}: the client closed before its ClientHello")
-        name = server_name(hello)
-        if isinstance(name, NotTls):
-            return answer(BAD_REQUEST, f"{where}: {name.reason}")
+        read = await read_server_name(client, within=self.settings.hello_timeout, where=where)
+        if isinstance(read, Answer):
+            return read
+        hello, name = read
         decision = decide_tunnel(plan, server_name=name, rng_value=self.rng.random())
         if isinstance(decision, Answer):
             return decision
@@ -202,30 +185,9 @@ class MeshTunnels:
         return opened if isinstance(opened, Answer) else (opened, hello)
 
     async def _open(self, decision: Forward, where: str) -> Streams | Answer:
-        """A connection to one of the decision's endpoints: round robin from the next one,
-        without those failure accrual took out, up to three tried."""
-        prepared = self.engine.prepare(decision, CIMultiDict(), NO_HOOKS)
-        if isinstance(prepared, Answer):
-            return prepared
-        candidates = self.engine.candidates(decision, prepared[0])
-        if not candidates:
-            return answer(
-                ENDPOINTS_FAILING, f"{decision.target.describe()}: every endpoint is failing"
-            )
-        failed = answer(UPSTREAM_UNREACHABLE, f"{where}: no endpoint could be tried")
-        for address in candidates[:MAX_ADDRESS_TRIES]:
-            note_upstream(*address)
-            try:
-                async with asyncio.timeout(self.settings.connect_timeout):
-                    opened = await asyncio.open_connection(*address, limit=CHUNK)
-            except (OSError, TimeoutError) as error:
-                logger.debug("{}: cannot connect to {}: {!r}", where, address, error)
-                self.engine.record(decision, address, failed=True)
-                failed = answer(UPSTREAM_UNREACHABLE, f"{where}: cannot connect to {address}")
-                continue
-            self.engine.record(decision, address, failed=False)
-            return opened
-        return failed
+        return await open_stream(
+            self.engine, decision, where=where, connect_timeout=self.settings.connect_timeout
+        )
 
 
 def _note_route(exchange: Exchange, decision: Forward, where: str) -> str:

@@ -46,6 +46,7 @@ from interlock.model.moduleset import SecretValue
 
 HTTP_ROUTE_KIND = (GATEWAY_GROUP, "HTTPRoute")
 GRPC_ROUTE_KIND = (GATEWAY_GROUP, "GRPCRoute")
+TLS_ROUTE_KIND = (GATEWAY_GROUP, "TLSRoute")
 
 CertificatePair = tuple[SecretValue, SecretValue]
 """A listener certificate: ``(tls.crt, tls.key)`` PEM, never printed."""
@@ -53,8 +54,10 @@ CertificatePair = tuple[SecretValue, SecretValue]
 PROTOCOL_ROUTE_KINDS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "HTTP": (HTTP_ROUTE_KIND, GRPC_ROUTE_KIND),
     "HTTPS": (HTTP_ROUTE_KIND, GRPC_ROUTE_KIND),
+    "TLS": (TLS_ROUTE_KIND,),
 }
-"""The listener protocols interlock serves, each with the route kinds it carries."""
+"""The listener protocols interlock serves, each with the route kinds it carries (``TLS``: in
+``tls.mode`` Passthrough only, the connection spliced to a backend by its SNI)."""
 
 
 class LabelSelectorRequirement(KubeModel):
@@ -513,6 +516,21 @@ def listener_problems(
                     "UnsupportedProtocol",
                     f"{where}.protocol: {listener.protocol} is not supported; "
                     f"use {' or '.join(PROTOCOL_ROUTE_KINDS)}",
+                )
+            )
+            checks.append(ListenerCheck(listener, (), tuple(problems), owner=owner))
+            continue
+        if listener.protocol == "TLS" and (
+            listener.tls is None or listener.tls.mode != "Passthrough"
+        ):
+            # Terminating TLS for TLSRoutes (plain TCP to the backend) is not served.
+            problems.append(
+                ListenerProblem(
+                    "Accepted",
+                    "UnsupportedProtocol",
+                    f"{where}.tls.mode: a TLS listener is served in mode Passthrough only "
+                    "(TLSRoutes reach their backends without the Gateway terminating TLS); "
+                    "use an HTTPS listener to terminate TLS",
                 )
             )
             checks.append(ListenerCheck(listener, (), tuple(problems), owner=owner))

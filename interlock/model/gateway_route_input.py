@@ -1,5 +1,5 @@
-"""An HTTPRoute or GRPCRoute as the Gateway half reads it: the kinds table's parser of their
-Gateway rows (``controller/kinds.py``).
+"""An HTTPRoute, GRPCRoute or TLSRoute as the Gateway half reads it: the kinds table's parser
+of their Gateway rows (``controller/kinds.py``).
 
 The Gateway side reads a route its own way, not as the mesh does: it takes interlock's
 ModuleSet ExtensionRef filters and the RequestMirror filters out of an HTTPRoute's rules first
@@ -23,6 +23,7 @@ from interlock.model.gateway_modules import take_module_filters
 from interlock.model.gateway_routes import GatewayRoute, RejectedRoute
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import InvalidObject, ObjectKey
+from interlock.model.stream_routes import parse_tls_route
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 
@@ -73,6 +74,13 @@ def read_gateway_grpc_route(raw: dict[str, Any]) -> GatewayRouteInput:
     if not names_a_gateway(raw):
         return GatewayRouteInput(None)
     return GatewayRouteInput(_parse_or_reject("GRPCRoute", raw, parse_grpc_route))
+
+
+def read_gateway_tls_route(raw: dict[str, Any]) -> GatewayRouteInput:
+    """A TLSRoute for the Gateways (TLS passthrough listeners): parsed, or rejected."""
+    if not names_a_gateway(raw):
+        return GatewayRouteInput(None)
+    return GatewayRouteInput(_parse_or_reject("TLSRoute", raw, parse_tls_route))
 
 
 def _parse_or_reject(

@@ -21,6 +21,11 @@ listener's), each with an :class:`~interlock.model.outbound.OutboundPolicy` hold
 routes that serve that hostname. A request is then decided by the one engine of the edge and
 the mesh (``interlock/dataplane/``): rule precedence across routes (the Gateway API's order),
 filters, weights, and a backend that cannot be used answering 500.
+
+A TLSRoute attaches the same way to a ``protocol: TLS`` listener in ``tls.mode`` Passthrough
+(the only listeners carrying TLSRoutes): its virtual hosts are chosen by the ClientHello's
+server name, and the engine splices the connection, undecrypted, to the backend of the most
+specific TLSRoute hostname (``edge/gateway_passthrough.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from interlock.model.policy_annotations import Protocol, port_protocol
 from interlock.model.route_kinds import CONFLICT_REASON
 from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service
+from interlock.model.stream_routes import TLSRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +95,15 @@ class GatewayView:
 RouteId = tuple[str, ObjectKey]
 """A route of a Gateway: its kind (``HTTPRoute``, ``GRPCRoute``) and namespace/name."""
 
-GatewayRoute = HTTPRoute | GRPCRoute
-"""The route kinds HTTP and HTTPS listeners carry."""
+GatewayRoute = HTTPRoute | GRPCRoute | TLSRoute
+"""The route kinds HTTP and HTTPS listeners carry, and TLS (Passthrough) ones."""
 
 
 def route_id(route: GatewayRoute | RejectedRoute) -> RouteId:
     if isinstance(route, RejectedRoute):
         return (route.kind, route.key)
+    if isinstance(route, TLSRoute):
+        return ("TLSRoute", route.key)
     return ("GRPCRoute" if isinstance(route, GRPCRoute) else "HTTPRoute", route.key)
 
 
