@@ -569,7 +569,7 @@ async def run(
             leading = time.perf_counter()
             writer = controller.status_writer
             assert writer is not None
-            while writer.writes < n or writer.in_flight or writer.pending:  # noqa: ASYNC110
+            while (s := writer.statistics()).writes < n or s.in_flight or s.pending:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
             figures["status_s"] = time.perf_counter() - leading
             figures["status_writes"] = writer.writes

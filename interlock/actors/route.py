@@ -141,6 +141,7 @@ class RouteActor(Actor):
         """What this route last published, by parent Service (shared with later instances)."""
         self.attached = outputs.attachments
         self.sent_status: list[dict[str, Any]] | None = None
+        self.sent_stored: list[dict[str, Any]] | None = None
         self.gateway_entries: tuple[dict[str, Any], ...] = ()
         """Its ``status.parents`` entries for interlock's Gateways (from the GatewayController),
         written with its own: one writer per route status."""
@@ -365,17 +366,23 @@ class RouteActor(Actor):
             entry for entry in desired if entry.get("controllerName") != GATEWAY_CONTROLLER_NAME
         ]
         desired.extend(dict(entry) for entry in self.gateway_entries)
-        # Publish when it differs from what is stored (a write is needed) or from what was last
-        # published (a pending write the StatusWriter holds may now be stale). The first time
-        # (also after a restart) it is published in any case: the retained value may be one
-        # the predecessor published for other inputs.
+        # Publish when it differs from what is stored (a write is needed), from what was last
+        # published (a pending write the StatusWriter holds may now be stale), or when the
+        # stored status changed since (another replica wrote it: a follower's StatusWriter that
+        # kept the stored status it was first told would, on gaining the Lease, rewrite every
+        # status the old leader had already written). The first time (also after a restart) it
+        # is published in any case: the retained value may be one the predecessor published
+        # for other inputs.
         if (
             self.sent_status is not None
+            and self.sent_stored is not None
             and status_equal_ignoring_timestamps(desired, self.sent_status)
             and status_equal_ignoring_timestamps(desired, stored)
+            and status_equal_ignoring_timestamps(stored, self.sent_stored)
         ):
             return
         self.sent_status = desired
+        self.sent_stored = stored
         self.publish(
             ROUTE_STATUS_TOPIC,
             self.identity,

@@ -157,6 +157,9 @@ class StatusWriterStatistics:
     objects: int
     pending: int
     in_flight: int
+    to_write: int
+    """Objects whose desired status differs from the one stored (or last written): what this
+    replica would write now if it led; 0 on a follower that agrees with the leader's writes."""
     writes: int
     skipped: int
     failures: int
@@ -402,6 +405,7 @@ class StatusWriter(Reconciler[StatusKey]):
             objects=len(self.objects),
             pending=self.requested(),
             in_flight=len(self.reconciling()),
+            to_write=sum(1 for key, entry in self.objects.items() if self._needs_write(key, entry)),
             writes=self.writes,
             skipped=self.skipped,
             failures=self.failures,
