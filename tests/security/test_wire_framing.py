@@ -14,30 +14,39 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from .conftest import HOST, BodyBackend, Edge, get_request, parse_answer, send_raw, serve_host
+from .conftest import (
+    HOST,
+    Answer,
+    BodyBackend,
+    Edge,
+    get_request,
+    parse_answer,
+    send_raw,
+    serve_host,
+)
 
 _HEAD = f"POST /upload HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n"
 
 
-@pytest.mark.parametrize(
-    ("name", "request_bytes"),
-    [
-        (
-            "unknown transfer coding",
-            _HEAD + "Transfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-        ),
-        (
-            "chunk size overflow",
-            _HEAD + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\nhello\r\n0\r\n\r\n",
-        ),
-        ("bare LF in a chunk", _HEAD + "Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"),
-        (
-            "Content-Length in the trailer",
-            _HEAD
-            + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nContent-Length: 5\r\n\r\n",
-        ),
-    ],
-)
+MALFORMED_BODIES = [
+    (
+        "unknown transfer coding",
+        _HEAD + "Transfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ),
+    (
+        "chunk size overflow",
+        _HEAD + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffff1\r\nhello\r\n0\r\n\r\n",
+    ),
+    ("bare LF in a chunk", _HEAD + "Transfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"),
+    (
+        "Content-Length in the trailer",
+        _HEAD + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nContent-Length: 5\r\n\r\n",
+    ),
+]
+"""Malformed chunked request bodies (shared with test_mesh_wire_framing)."""
+
+
+@pytest.mark.parametrize(("name", "request_bytes"), MALFORMED_BODIES)
 async def test_a_malformed_chunked_body_is_answered_400(
     edge: Edge, body_backend: BodyBackend, name: str, request_bytes: str
 ) -> None:
@@ -51,16 +60,22 @@ async def test_a_chunk_that_goes_bad_after_the_body_started_streaming_is_answere
     edge: Edge, body_backend: BodyBackend
 ) -> None:
     await serve_host(edge, host=HOST, service="upload", address=body_backend.address)
-    reader, writer = await asyncio.open_connection(*edge.address)
+    answer = await send_a_chunk_that_goes_bad(edge.address, host=HOST)
+    assert answer.status == 400, answer.raw[:200]
+
+
+async def send_a_chunk_that_goes_bad(address: tuple[str, int], *, host: str) -> Answer:
+    """A chunked POST whose first chunk is sent, then a chunk size that is not one."""
+    head = f"POST /upload HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n"
+    reader, writer = await asyncio.open_connection(*address)
     try:
-        writer.write((_HEAD + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n").encode())
+        writer.write((head + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n").encode())
         await writer.drain()
         writer.write(b"zz\r\nnot a chunk size\r\n0\r\n\r\n")
         await writer.drain()
-        answer = parse_answer(await asyncio.wait_for(reader.read(-1), 20.0))
+        return parse_answer(await asyncio.wait_for(reader.read(-1), 20.0))
     finally:
         writer.close()
-    assert answer.status == 400, answer.raw[:200]
 
 
 @contextlib.asynccontextmanager
