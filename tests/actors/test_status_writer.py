@@ -143,6 +143,28 @@ async def test_a_follower_writes_nothing_and_the_new_leader_writes_what_is_pendi
     assert harness.sink.writes == [("default", "a", "BackendNotFound")]
 
 
+async def test_to_write_counts_what_a_new_leader_would_write(harness):
+    harness.send("a", "BackendNotFound")
+    harness.send("b", "ResolvedRefs", stored="ResolvedRefs")
+    await harness.settle()
+    assert harness.writer is not None
+    assert harness.writer.statistics().to_write == 1  # a; b is stored as desired
+    # The leader wrote a: the follower's RouteActor tells the stored status it now sees.
+    harness.send("a", "BackendNotFound", stored="BackendNotFound")
+    await harness.settle()
+    assert harness.writer.statistics().to_write == 0
+    harness.lead(True)
+    await harness.settle()
+    assert harness.sink.writes == []
+    harness.send("b", "BackendNotFound", stored="ResolvedRefs")
+    await harness.settle()
+    assert harness.sink.writes == [("default", "b", "BackendNotFound")]
+    assert harness.writer.statistics().to_write == 0  # written, so no longer differing
+    harness.delete("b")
+    await harness.settle()
+    assert harness.writer.statistics().objects == 1
+
+
 async def test_a_status_held_back_while_leadership_lapsed_is_written_when_it_is_back(harness):
     harness.lead(True)
     # The renew deadline passed (a stalled event loop): is_leader says False, and no message
