@@ -17,7 +17,7 @@ from interlock.edge.modules.identity import (
     _Provider,
     build_identity,
 )
-from interlock.edge.modules.session import RevokedSessions
+from interlock.edge.modules.session import RevokedSessions, same_secret
 from interlock.edge.modules.view import IdentityReply, RequestView
 from interlock.model.module_settings import ModuleSettings, module_settings
 from interlock.model.moduleset import Modules, SecretValue
@@ -156,3 +156,30 @@ def test_revoked_sessions_expire_and_stay_bounded() -> None:
     assert len(revoked) == 9, "past the capacity, down to 90%"
     assert revoked.is_revoked("s10", now=100.0), "the soonest to end are forgotten first"
     assert not revoked.is_revoked("s0", now=100.0)
+
+
+async def test_a_state_that_is_not_ascii_is_a_mismatch_not_an_error() -> None:
+    g = gate()
+    started = await decide(g, view("app.test"))
+    assert isinstance(started, IdentityReply) and started.status == 302
+    login = next(v for k, v in started.headers if k == "Set-Cookie").split(";")[0]
+    state = parse_qs(urlsplit(dict(started.headers)["Location"]).query)["state"][0]
+    for given in ("état", state + "é", "\udcff"):
+        headers: CIMultiDict[str] = CIMultiDict(Cookie=login)
+        callback = RequestView(
+            method="GET",
+            path="/_interlock/auth/callback",
+            headers=headers,
+            authority="app.test",
+            query={"state": given, "code": "c"},
+        )
+        reply = await decide(g, callback)
+        assert isinstance(reply, IdentityReply) and reply.status == 400, given
+        assert "state does not match" in reply.body, given
+
+
+def test_same_secret_matches_only_equal_text() -> None:
+    assert same_secret("état", "état")
+    assert not same_secret("état", "etat")
+    assert not same_secret(None, "")  # a missing state or nonce matches nothing, not ""
+    assert not same_secret("", None)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import hmac
 import re
 import secrets as random
 import time
@@ -93,6 +92,7 @@ from interlock.edge.modules.session import (
     RevokedSessions,
     SessionKeyError,
     SessionSealer,
+    same_secret,
     session_keys,
 )
 from interlock.edge.modules.view import IdentityReply, RequestView
@@ -480,9 +480,9 @@ class IdentityGate:
         now = self.wall_clock()
         raw = _cookies(view.headers).get(names.login)
         login = None if raw is None else self.sealer.open(raw, now=now, max_age=LOGIN_SECONDS)
-        if login is None or login.get("b") != names.binding:
+        if login is None or not same_secret(login.get("b"), names.binding):
             return _page(400, "This sign-in has expired or was started elsewhere; start again.")
-        if not hmac.compare_digest(str(query.get("state", "")), str(login.get("s", ""))):
+        if not same_secret(query.get("state"), login.get("s")):
             return _page(400, "The sign-in's state does not match; start again.")
         code = query.get("code")
         if not code:
@@ -610,7 +610,7 @@ class IdentityGate:
             return None
         session_id = session.get("i")
         if (
-            not hmac.compare_digest(str(session.get("b", "")), names.binding)
+            not same_secret(session.get("b"), names.binding)
             or now - login > settings.maximum
             or not isinstance(session_id, str)
         ):

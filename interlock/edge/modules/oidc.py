@@ -29,7 +29,6 @@ before it is counted).
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import secrets
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from jwt import PyJWK
 from jwt.exceptions import PyJWKError, PyJWTError
 
 from interlock.edge.modules.errors import ModuleConfigError, ProviderUnavailableError
+from interlock.edge.modules.session import same_secret
 
 PROVIDER_TIMEOUT_SECONDS = 10.0
 MAX_PROVIDER_ANSWER_BYTES = 1 << 20
@@ -349,6 +349,6 @@ async def validate_id_token(
     audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
     if len(audiences) > 1 and claims.get("azp") != client_id:
         raise InvalidIdToken("the ID token's authorized party is not this client")
-    if not hmac.compare_digest(str(claims.get("nonce", "")), nonce):
+    if not same_secret(claims.get("nonce"), nonce):
         raise InvalidIdToken("the ID token's nonce does not match the login")
     return claims

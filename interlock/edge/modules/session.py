@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+import hmac
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -139,3 +140,16 @@ REVOKED_SESSIONS = RevokedSessions()
 """The process's logged-out sessions, shared by every route's oauth/oidc module: a route's
 module is compiled again whenever its ModuleSet or Secrets change, and a logout must outlive
 that."""
+
+
+def same_secret(given: object, expected: object) -> bool:
+    """Whether ``given`` is the text ``expected``, in time that does not tell how much of it
+    matched. Compared as UTF-8 bytes: ``hmac.compare_digest`` on ``str`` raises ``TypeError``
+    for any non-ASCII character, so a client's ``?state=é`` would be an error, not a mismatch
+    (lone surrogates are kept, never an error either). Either not a ``str`` (a claim or a field
+    that is missing) matches nothing."""
+    if not isinstance(given, str) or not isinstance(expected, str):
+        return False
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
