@@ -54,6 +54,22 @@ must not make the edge hold, and its clients receive, headers without bound."""
 # Requests without a body that go without ``Content-Length: 0`` (aiohttp's list too).
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
+_NAME_CACHE_SIZE = 256
+"""Most answer header names kept decoded (``_names``); ``_NAME_CACHE_LENGTH`` the longest."""
+_NAME_CACHE_LENGTH = 64
+
+_names: dict[bytes, str] = {}
+"""An answer header name's bytes -> its text: a backend sends the same names on every answer.
+Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a backend
+sending new names fills it once and then pays the decode as before."""
+
+
+def _name(raw: bytes) -> str:
+    name = raw.decode("utf-8", "surrogateescape")
+    if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
+        _names[raw] = name
+    return name
+
 
 class UpstreamConnectError(aiohttp.ClientConnectionError):
     """A connection to the upstream could not be opened; nothing was sent."""
@@ -353,7 +369,7 @@ class _Connection(asyncio.Protocol):
             return
         headers: CIMultiDict[str] = CIMultiDict(
             [
-                (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
+                (_names.get(name) or _name(name), value.decode("utf-8", "surrogateescape"))
                 for name, value in self._header_list
             ]
         )

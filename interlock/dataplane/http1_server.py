@@ -78,6 +78,31 @@ _UNDERSCORE = ord("_")
 """Looked for in header names as a byte: ``b"_" in name`` first tries the bytes as an integer
 (a TypeError made and cleared, per header)."""
 
+_NAME_CACHE_SIZE = 256
+"""Most header names kept decoded (``_names``); ``_NAME_CACHE_LENGTH`` the longest one kept."""
+_NAME_CACHE_LENGTH = 64
+
+_OTHER, _CONTENT_LENGTH, _TRANSFER_ENCODING, _EXPECT = range(4)
+_FRAMING = {
+    "content-length": _CONTENT_LENGTH,
+    "transfer-encoding": _TRANSFER_ENCODING,
+    "expect": _EXPECT,
+}
+
+_names: dict[bytes, tuple[str, int]] = {}
+"""A request header name's bytes -> its text and which of the names the parser acts on it is:
+decoding, folding and comparing the same dozen names on every request was ~500 instructions a
+header. Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a
+client sending new names fills it once and then pays the decode as before."""
+
+
+def _name(raw: bytes) -> tuple[str, int]:
+    name = raw.decode("latin-1")
+    known = (name, _FRAMING.get(name.lower(), _OTHER))
+    if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
+        _names[raw] = known
+    return known
+
 
 class _Date:
     """The ``Date`` header value, formatted once a second."""
@@ -505,16 +530,16 @@ class Http1ServerProtocol(asyncio.Protocol):
         for raw_name, raw_value in self._headers:
             if _UNDERSCORE in raw_name and not underscores:
                 continue  # see ProxyLimits.underscores_in_headers
-            name = raw_name.decode("latin-1")
+            name, framing = _names.get(raw_name) or _name(raw_name)
             value = raw_value.decode("latin-1")
             headers.add(name, value)
-            lower = name.lower()
-            if lower == "content-length":
-                length = value.strip() != "0"
-            elif lower == "transfer-encoding":
-                chunked = True
-            elif lower == "expect":
-                expect_continue = value.strip().lower() == "100-continue"
+            if framing:
+                if framing == _CONTENT_LENGTH:
+                    length = value.strip() != "0"
+                elif framing == _TRANSFER_ENCODING:
+                    chunked = True
+                else:
+                    expect_continue = value.strip().lower() == "100-continue"
         method = parser.get_method().decode("ascii", "replace")
         http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
