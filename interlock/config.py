@@ -253,6 +253,10 @@ class EdgeConfig:
     """The token the admin API at ``admin_url`` requires (``--edge-admin-token-file``), sent as
     ``Authorization: Bearer``; never logged nor shown."""
 
+    admin_ca: str | None = None
+    """A PEM file of the certificates an ``https://`` ``admin_url``'s certificate is verified
+    against (``--edge-admin-ca``; ``interlock edge --admin-tls-cert``); None: the system's."""
+
     workers: int = 1
     """Data-plane processes serving ``addr`` and ``tls_addr`` (``--edge-workers``): 1 serves
     them from this process; N > 1 starts N ``interlock edge`` children sharing the ports

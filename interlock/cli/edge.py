@@ -7,6 +7,7 @@ Serves the edge, programmed by a controller through its admin API (``interlock r
 from __future__ import annotations
 
 import argparse
+import ssl
 from typing import TYPE_CHECKING, Any
 
 from interlock.cli.announce import announcer
@@ -44,6 +45,22 @@ def add_edge_parser(subparsers: Any) -> None:
         "(Authorization: Bearer; a mounted Secret's key; interlock run "
         "--edge-admin-token-file sends it)",
         shown="none: required",
+    )
+    add.value(
+        "--admin-tls-cert",
+        default=None,
+        metavar="PATH",
+        help="serve the admin API over TLS with this PEM certificate (chain) and "
+        "--admin-tls-key, so its token never crosses the network in clear (the controller "
+        "trusts it with interlock run --edge-admin-ca)",
+        shown="off (plain HTTP)",
+    )
+    add.value(
+        "--admin-tls-key",
+        default=None,
+        metavar="PATH",
+        help="the PEM private key of --admin-tls-cert",
+        shown="none",
     )
     add.value(
         "--tls-listen",
@@ -100,8 +117,25 @@ def _admin_token(args: argparse.Namespace) -> SecretValue:
         raise SystemExit(f"interlock edge: {error}") from None
 
 
+def _admin_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    from interlock.edge.standalone import admin_tls_context
+
+    cert, key = args.admin_tls_cert, args.admin_tls_key
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise SystemExit("interlock edge: --admin-tls-cert and --admin-tls-key go together")
+    try:
+        return admin_tls_context(cert, key)
+    except (OSError, ssl.SSLError) as error:
+        raise SystemExit(f"interlock edge: --admin-tls-cert/--admin-tls-key: {error}") from None
+
+
 async def _edge_until_signalled(
-    args: argparse.Namespace, admin_token: SecretValue, allowed_hosts: AllowedHosts
+    args: argparse.Namespace,
+    admin_token: SecretValue,
+    allowed_hosts: AllowedHosts,
+    admin_tls: ssl.SSLContext | None,
 ) -> int:
     from interlock.dataplane.upstreams import DnsUpstreams
     from interlock.edge.standalone import run_standalone_edge
@@ -117,6 +151,7 @@ async def _edge_until_signalled(
             limits=edge_limits_from_args(args),
             upstreams=DnsUpstreams(fixed=fixed_upstreams(args.upstream)),
             reuse_port=args.reuse_port,
+            admin_tls=admin_tls,
             announce=announcer(args.log_format, logger="cli.edge"),
         )
     )
@@ -143,6 +178,7 @@ def fixed_upstreams(values: list[str]) -> dict[ServicePortKey, list[Address]]:
 def edge_command(args: argparse.Namespace) -> int:
     admin_token = _admin_token(args)
     fixed_upstreams(args.upstream)  # a bad value exits before anything starts
+    admin_tls = _admin_tls(args)
     try:
         allowed_hosts = AllowedHosts.parse(args.allowed_host, flag="--allowed-host")
     except ValueError as error:
@@ -150,7 +186,8 @@ def edge_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, format=args.log_format)
     announce_with(announcer(args.log_format, logger="cli.edge"))
     return run_on_loop(
-        _edge_until_signalled(args, admin_token, allowed_hosts), uvloop=not args.no_uvloop
+        _edge_until_signalled(args, admin_token, allowed_hosts, admin_tls),
+        uvloop=not args.no_uvloop,
     )
 
 

@@ -132,6 +132,14 @@ def add_run_parser(subparsers: Any) -> None:
         shown="none",
     )
     add.value(
+        "--edge-admin-ca",
+        default=None,
+        metavar="PATH",
+        help="with an https:// --edge-admin-url: a PEM file of the CA certificates its "
+        "certificate (interlock edge --admin-tls-cert) is verified against",
+        shown="the system's",
+    )
+    add.value(
         "--publish-service",
         default=None,
         metavar="NAMESPACE/NAME",
@@ -340,6 +348,12 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
     return config
 
 
+def _readable(path: str | None, *, flag: str) -> str | None:
+    if path is not None and not os.path.isfile(path):
+        raise ValueError(f"{flag} {path}: no such file")
+    return path
+
+
 def _edge_settings(args: argparse.Namespace, trusted: Sequence[str]) -> EdgeConfig:
     """The ``--edge-*``, ``--trusted-proxy``, ``--ingress-nginx-annotations`` and
     ``--publish-service`` flags' :class:`EdgeConfig`."""
@@ -359,6 +373,7 @@ def _edge_settings(args: argparse.Namespace, trusted: Sequence[str]) -> EdgeConf
         admin_token=(
             read_token_file(token_file, flag="--edge-admin-token-file") if token_file else None
         ),
+        admin_ca=_readable(args.edge_admin_ca, flag="--edge-admin-ca"),
         workers=parse_edge_workers(args.edge_workers),
         limits=edge_limits_from_args(args),
         trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),

@@ -158,7 +158,11 @@ class EdgeHalf:
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
         if config.edge.admin_url is not None:
             self.remote = UntilStopped(
-                HttpEdge(base_url=config.edge.admin_url, token=config.edge.admin_token)
+                HttpEdge(
+                    base_url=config.edge.admin_url,
+                    token=config.edge.admin_token,
+                    ca_file=config.edge.admin_ca,
+                )
             )
             self.provider = self.remote
         elif config.edge.workers > 1:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -55,7 +56,9 @@ class HttpEdge:
     """An :class:`~interlock.edge.provider.EdgeProvider` calling a data plane's admin API.
 
     ``base_url`` is ``http://HOST:PORT`` of the admin API; ``token`` the one it requires (see
-    :mod:`~interlock.edge.admin_api`); ``timeout`` bounds each call.
+    :mod:`~interlock.edge.admin_api`); ``timeout`` bounds each call. ``ca_file``: the PEM
+    certificates an ``https://`` admin API's certificate is verified against (``interlock run
+    --edge-admin-ca``) instead of the system's; read at once (``OSError``/``ssl.SSLError``).
     """
 
     def __init__(
@@ -65,7 +68,9 @@ class HttpEdge:
         token: SecretValue | None,
         timeout: float = 10.0,
         session: aiohttp.ClientSession | None = None,
+        ca_file: str | None = None,
     ) -> None:
+        self._tls = None if ca_file is None else ssl.create_default_context(cafile=ca_file)
         self._base = URL(base_url.rstrip("/"))
         self._headers = (
             {} if token is None else {"Authorization": "Bearer " + token.reveal().decode()}
@@ -139,7 +144,8 @@ class HttpEdge:
     async def _call(self, method: str, url: URL, *, body: object = None) -> Any:
         what = f"{method} {url.path}"
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            connector = None if self._tls is None else aiohttp.TCPConnector(ssl=self._tls)
+            self._session = aiohttp.ClientSession(connector=connector)
         try:
             async with self._session.request(
                 method, url, json=body, headers=self._headers, timeout=self._timeout

@@ -10,6 +10,7 @@ Service that does not exist shows up as a failed name lookup (502).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +47,10 @@ class StandaloneEdge:
         upstreams: UpstreamResolver | None = None,
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
         limits: ProxyLimits = DEFAULT_LIMITS,
+        admin_tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``admin_tls``: serve the admin API over TLS with this context (its bearer token then
+        never crosses the network in clear); None serves it over plain HTTP."""
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
         self.traffic = Traffic()
         self.server = EdgeServer(
@@ -58,6 +62,7 @@ class StandaloneEdge:
             traffic=self.traffic,
         )
         self._admin_token = admin_token
+        self._admin_tls = admin_tls
         self._allowed_hosts = allowed_hosts or AllowedHosts()
         self._admin: web.AppRunner | None = None
 
@@ -81,7 +86,9 @@ class StandaloneEdge:
             )
             await runner.setup()
             self._admin = runner
-            await web.TCPSite(runner, admin_host, admin_port, reuse_address=True).start()
+            await web.TCPSite(
+                runner, admin_host, admin_port, reuse_address=True, ssl_context=self._admin_tls
+            ).start()
         except BaseException:
             await self.stop()
             raise
@@ -95,6 +102,15 @@ class StandaloneEdge:
             await self._admin.cleanup()
             self._admin = None
         await self.server.stop()
+
+
+def admin_tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """The admin API's server TLS context from PEM files (``interlock edge --admin-tls-cert``,
+    ``--admin-tls-key``); raises ``OSError`` or ``ssl.SSLError`` when they cannot be used."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
 
 
 def _say(line: str) -> None:
@@ -112,6 +128,7 @@ async def run_standalone_edge(
     limits: ProxyLimits = DEFAULT_LIMITS,
     upstreams: UpstreamResolver | None = None,
     reuse_port: bool = False,
+    admin_tls: ssl.SSLContext | None = None,
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
@@ -122,6 +139,7 @@ async def run_standalone_edge(
         trusted_proxies=trusted_proxies,
         limits=limits,
         upstreams=upstreams,
+        admin_tls=admin_tls,
     )
     addresses = await standalone.start(
         listen=listen, admin=admin, tls_listen=tls_listen, reuse_port=reuse_port
@@ -133,7 +151,8 @@ async def run_standalone_edge(
         https_host, https_port = addresses.edge.https
         announce(f"edge TLS listening on https://{_url_host(https_host)}:{https_port}")
     admin_host, admin_port = addresses.admin
-    announce(f"edge admin API on http://{_url_host(admin_host)}:{admin_port}")
+    scheme = "http" if admin_tls is None else "https"
+    announce(f"edge admin API on {scheme}://{_url_host(admin_host)}:{admin_port}")
     try:
         await asyncio.Event().wait()
     finally:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 from edge_routes import serve_route
+from tls_certs import TestCa
 
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.http_provider import HttpEdge, parse_retry_after
@@ -18,7 +20,7 @@ from interlock.edge.provider import (
     PermanentEdgeError,
     TransientEdgeError,
 )
-from interlock.edge.standalone import StandaloneEdge
+from interlock.edge.standalone import StandaloneEdge, admin_tls_context
 from interlock.model.module_settings import module_settings
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
@@ -292,3 +294,34 @@ async def test_secret_values_reach_no_log_error_or_snapshot(
     everything = "\n".join([*records, *errors, caplog.text, str(snapshot.to_json())])
     assert planted not in everything
     assert errors
+
+
+async def test_the_admin_api_over_tls_is_reached_only_with_its_ca(tmp_path: Path) -> None:
+    ca, other = TestCa("edge admin CA"), TestCa("another CA")
+    served = ca.issue("edge-admin", ips=("127.0.0.1",))
+    files = {"cert": served.cert_pem, "key": served.key_pem, "ca": ca.pem, "other": other.pem}
+    for name, pem in files.items():
+        (tmp_path / name).write_text(pem)
+    standalone = StandaloneEdge(
+        admin_token=ADMIN_TOKEN,
+        admin_tls=admin_tls_context(str(tmp_path / "cert"), str(tmp_path / "key")),
+    )
+    addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
+    host, port = addresses.admin
+    try:
+        trusted = HttpEdge(
+            base_url=f"https://{host}:{port}", token=ADMIN_TOKEN, ca_file=str(tmp_path / "ca")
+        )
+        async with trusted:
+            assert (await trusted.snapshot()).hosts == ()
+        # The token is not sent in clear: plain HTTP gets no answer from the TLS port, and a
+        # server whose certificate another CA signed is not trusted.
+        for url, ca_file in (
+            (f"http://{host}:{port}", None),
+            (f"https://{host}:{port}", str(tmp_path / "other")),
+        ):
+            async with HttpEdge(base_url=url, token=ADMIN_TOKEN, ca_file=ca_file) as refused:
+                with pytest.raises(TransientEdgeError):
+                    await refused.snapshot()
+    finally:
+        await standalone.stop()
