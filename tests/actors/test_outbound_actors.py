@@ -170,6 +170,25 @@ async def test_status_is_sent_when_it_changes(outbound: Outbound):
     assert reasons() == ["Accepted", "ResolvedRefs"]
 
 
+async def test_a_stored_status_written_by_another_replica_is_told_once(outbound: Outbound):
+    _apply_the_route(outbound)
+    await outbound.settle()
+    first = desired_statuses(outbound)[-1]
+    assert first.stored == []
+    # Another replica writes the desired status: the StatusWriter must learn that it is stored
+    # (else, on gaining the Lease, it writes it again), though the desired status is the same.
+    written = {**ROUTE, "status": {"parents": first.parents}}
+    outbound.apply(written)
+    await outbound.settle()
+    told = desired_statuses(outbound)[-1]
+    assert told.stored == first.parents
+    assert told.parents == first.parents
+    sent = len(outbound.status_log)
+    outbound.apply(written)  # nothing new: nothing told
+    await outbound.settle()
+    assert len(outbound.status_log) == sent
+
+
 async def test_an_invalid_route_is_withdrawn_and_reported(outbound: Outbound):
     slot = await _watching_the_route(outbound)
     assert route_names(latest_policy(slot)) == ["HTTPRoute:default/r"]
