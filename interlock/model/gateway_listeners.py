@@ -523,11 +523,12 @@ def listener_problems(
         if listener.protocol == "TLS" and (
             listener.tls is None or listener.tls.mode != "Passthrough"
         ):
-            # Terminating TLS for TLSRoutes (plain TCP to the backend) is not served.
+            # Terminating TLS for TLSRoutes (plain TCP to the backend) is not served: the
+            # spec's reason for it (TLSRouteListenerTerminateNotSupported) is UnsupportedValue.
             problems.append(
                 ListenerProblem(
                     "Accepted",
-                    "UnsupportedProtocol",
+                    "UnsupportedValue",
                     f"{where}.tls.mode: a TLS listener is served in mode Passthrough only "
                     "(TLSRoutes reach their backends without the Gateway terminating TLS); "
                     "use an HTTPS listener to terminate TLS",

@@ -160,7 +160,7 @@ async def check_passthrough(env: Env, ca: TestCa, backends: list[StreamEcho]) ->
             "elsewhere": ("False", "NoMatchingListenerHostname"),
         } and listeners == {
             "tls": (2, ("True", "Accepted")),
-            "terminate": (0, ("False", "UnsupportedProtocol")),
+            "terminate": (0, ("False", "UnsupportedValue")),
         }
 
     await eventually(statuses, message=lambda: f"TLSRoute parents and listener statuses {seen}")

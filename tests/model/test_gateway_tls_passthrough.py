@@ -95,7 +95,7 @@ def test_a_passthrough_listener_carries_tls_routes_and_terminate_is_refused() ->
     terminate = checks["terminate"]
     assert not terminate.accepted and not terminate.usable
     assert [(p.condition, p.reason) for p in terminate.problems] == [
-        ("Accepted", "UnsupportedProtocol")
+        ("Accepted", "UnsupportedValue")
     ]
     assert "Passthrough only" in terminate.problems[0].message
     # A kind a TLS listener cannot carry: InvalidRouteKinds, and nothing to carry.
