@@ -122,3 +122,16 @@ def test_a_missing_kubeconfig_file_is_named(tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_:
         config_from_args(build_parser().parse_args(["run", "--kubeconfig", str(missing)]))
     assert str(exit_.value).startswith(f"--kubeconfig {missing}: no such file")
+
+
+def test_the_edge_admin_ca_is_read_from_an_existing_file(tmp_path) -> None:
+    ca = tmp_path / "ca.pem"
+    argv = ["run", "--edge-admin-url", "https://edge:9091", "--edge-admin-ca", str(ca)]
+    with pytest.raises(SystemExit) as exit_:
+        config_from_args(build_parser().parse_args(argv))
+    assert str(exit_.value) == f"--edge-admin-ca {ca}: no such file"
+    ca.write_text("PEM")
+    token = tmp_path / "token"
+    token.write_text("t0ken")
+    argv += ["--edge-admin-token-file", str(token)]
+    assert config_from_args(build_parser().parse_args(argv)).edge.admin_ca == str(ca)
