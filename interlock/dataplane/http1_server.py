@@ -44,7 +44,7 @@ from typing import cast
 
 import httptools
 from loguru import logger
-from multidict import CIMultiDict
+from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.header_names import HOST
@@ -93,11 +93,13 @@ _names: dict[bytes, tuple[str, int]] = {}
 """A request header name's bytes -> its text and which of the names the parser acts on it is:
 decoding, folding and comparing the same dozen names on every request was ~500 instructions a
 header. Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a
-client sending new names fills it once and then pays the decode as before."""
+client sending new names fills it once and then pays the decode as before. The text is an
+``istr`` (equal, hashed and written as the ``str``): the request's ``CIMultiDict`` and its copies
+take its folded form instead of folding the name again."""
 
 
 def _name(raw: bytes) -> tuple[str, int]:
-    name = raw.decode("latin-1")
+    name = istr(raw.decode("latin-1"))
     known = (name, _FRAMING.get(name.lower(), _OTHER))
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = known
