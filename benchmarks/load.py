@@ -1,6 +1,6 @@
 """Load: a burst of 50,000 events while 5,000 policy watches are open.
 
-The scenario is ``tests/reliability/load_scenario.py``'s (its docstring says what is loaded and
+The scenario is ``tests/kit/load_scenario.py``'s (its docstring says what is loaded and
 measured); ``tests/reliability/test_reliability_load.py`` runs it at a small scale on every CI
 run, this script at full size:
 
@@ -21,9 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path[:0] = [str(ROOT)]
 
-from load_scenario import Scale, run_load  # noqa: E402
+from tests.kit.load_scenario import Scale, run_load  # noqa: E402
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ A test or a benchmark of minutes cannot see what grows by a few KiB per change: 
 an object that is never deleted, a task per watch that outlives it, a served-configuration log.
 Over an hour of steady churn those become a slope. So this runs:
 
-* the embedded API server in this process (``tests/lanes.py``'s embedded lane), populated with
-  the convergence harness's universe (``tests/reliability/reliability_objects.py``), 500
+* the embedded API server in this process (``tests/kit/lanes.py``'s embedded lane), populated with
+  the convergence harness's universe (``tests/kit/reliability_objects.py``), 500
   Services with two ports each, and a *rotating* population: HTTPRoutes, Services,
   Ingresses, ModuleSets, Secrets and EndpointSlices under fresh names, each created, updated
   and deleted (a name is never reused, so anything kept per name shows as growth);
@@ -59,13 +59,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path[:0] = [str(ROOT)]
 
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 from bench_report import rss_mib, slope_mib_per_hour  # noqa: E402
-from lanes import lane_cluster  # noqa: E402
-from reliability_kit import (  # noqa: E402
+
+from interlock.api.policy_json import policy_json  # noqa: E402
+from interlock.cli.malloc import malloc_statistics, pin_mmap_threshold  # noqa: E402
+from interlock.controller.app import Controller  # noqa: E402
+from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
+from interlock.model.policy_watch import WatchTarget  # noqa: E402
+from interlock.model.service import ServicePortKey  # noqa: E402
+from tests.kit.lanes import lane_cluster  # noqa: E402
+from tests.kit.reliability_kit import (  # noqa: E402
     WATCHED,
     dict_differences,
     expected_policies,
@@ -81,14 +88,7 @@ from reliability_kit import (  # noqa: E402
     write,
     written_statuses,
 )
-from reliability_objects import UNIVERSE, build  # noqa: E402
-
-from interlock.api.policy_json import policy_json  # noqa: E402
-from interlock.cli.malloc import malloc_statistics, pin_mmap_threshold  # noqa: E402
-from interlock.controller.app import Controller  # noqa: E402
-from interlock.mailbox.slot import LatestValueSlot  # noqa: E402
-from interlock.model.policy_watch import WatchTarget  # noqa: E402
-from interlock.model.service import ServicePortKey  # noqa: E402
+from tests.kit.reliability_objects import UNIVERSE, build  # noqa: E402
 
 Obj = dict[str, Any]
 WEB_HOST = "web.soak.example"

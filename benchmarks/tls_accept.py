@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from tls_certs import self_signed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interlock.edge.tls_listener import TlsListener
+from tests.kit.tls_certs import self_signed
 
 HOST = "bench.example"
 

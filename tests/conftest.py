@@ -1,4 +1,4 @@
-"""Shared test configuration: which API server the tests run against (see ``tests/lanes.py``).
+"""Shared test configuration: which API server the tests run against (see ``tests/kit/lanes.py``).
 
 ``INTERLOCK_TEST_CLUSTER=embedded`` (default) or ``real``. Markers:
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from lanes import (
+from tests.kit.lanes import (
     LANE,
     REAL,
     ControlPlane,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from outbound_harness import Outbound, start_outbound
+
+from tests.kit.outbound_harness import Outbound, start_outbound
 
 
 @pytest.fixture

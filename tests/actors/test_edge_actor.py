@@ -9,9 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from edge_objects import ingress as ingress_json
-from edge_routes import serve_route
-from tls_certs import self_signed
 
 from interlock.actors import topics
 from interlock.actors.edge import EdgeActor, EdgeSettings
@@ -47,6 +44,9 @@ from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set, parse_secret
 from interlock.model.service import ServicePortKey, parse_service
+from tests.kit.edge_objects import ingress as ingress_json
+from tests.kit.edge_routes import serve_route
+from tests.kit.tls_certs import self_signed
 
 HOST = "shop.example"
 BACKOFF = BackoffPolicy(initial=1.0, maximum=8.0, jitter=0.5)

@@ -6,7 +6,6 @@ import asyncio
 import random
 from typing import Any
 
-from edge_objects import ingress as ingress_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from interlock.model.ingress import parse_ingress
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import parse_module_set
 from interlock.model.service import parse_service
+from tests.kit.edge_objects import ingress as ingress_json
 
 HOST = "order.example"
 SERVICE = parse_service(

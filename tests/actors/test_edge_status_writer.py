@@ -7,8 +7,6 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from status_kit import CrashingStatusWriter, ForgetRecorder
-
 from interlock.actors.edge_messages import (
     DesiredIngressStatus,
     DesiredModuleSetStatus,
@@ -28,6 +26,7 @@ from interlock.actors.topics import (
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualClock, ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
+from tests.kit.status_kit import CrashingStatusWriter, ForgetRecorder
 
 KEY = ObjectKey(namespace="default", name="web")
 LB = {"ingress": [{"ip": "127.0.0.1"}]}

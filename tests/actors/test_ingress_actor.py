@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from edge_objects import ingress
 
 from interlock.actors import topics
 from interlock.actors.directories import (
@@ -46,6 +45,7 @@ from interlock.mailbox import Actor, ActorSystem, Published, Unpublished
 from interlock.mailbox.testing import RecordingActor, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
 from interlock.model.service import parse_service
+from tests.kit.edge_objects import ingress
 
 HOST = "shop.example"
 LOAD_BALANCER = {"ingress": [{"ip": "127.0.0.1"}]}

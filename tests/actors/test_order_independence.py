@@ -9,8 +9,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from outbound_harness import latest_policy, start_outbound
-from outbound_objects import backend, http_route, parent, reference_grant, service
+
+from tests.kit.outbound_harness import latest_policy, start_outbound
+from tests.kit.outbound_objects import backend, http_route, parent, reference_grant, service
 
 SERVICES = [("default", "web"), ("default", "api"), ("default", "db"), ("shop", "api")]
 ROUTE_SPECS = [

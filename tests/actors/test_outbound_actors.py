@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from outbound_harness import Outbound, latest_policy
-from outbound_objects import backend, backends_of, http_route, parent, reference_grant, route_names
-from outbound_objects import service as svc
 
 import interlock.actors.route as route_module
 from interlock.actors import topics
@@ -26,6 +23,16 @@ from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import wait_until
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_watch import PolicyUpdate
+from tests.kit.outbound_harness import Outbound, latest_policy
+from tests.kit.outbound_objects import (
+    backend,
+    backends_of,
+    http_route,
+    parent,
+    reference_grant,
+    route_names,
+)
+from tests.kit.outbound_objects import service as svc
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from outbound_harness import Outbound, latest_policy
-from outbound_objects import backend, backends_of, http_route, parent, service
 
 from interlock.actors.durable import durable_mailbox, informer_object
 from interlock.actors.messages import INFORMER_ROUTER, SERVICE_DIRECTORY, ServiceDeleted
@@ -15,6 +13,8 @@ from interlock.actors.service_directory import ServiceDirectory
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import ManualSleep, wait_idle, wait_until
 from interlock.model.meta import ObjectKey
+from tests.kit.outbound_harness import Outbound, latest_policy
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 
 class CrashOnce:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from loguru import logger
-from outbound_harness import Outbound, latest_policy
-from outbound_objects import backend, backends_of, http_route, parent, route_names, service
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged, route_address
 from interlock.actors.router import InformerRouter
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import capture_trace, wait_idle
+from tests.kit.outbound_harness import Outbound, latest_policy
+from tests.kit.outbound_objects import (
+    backend,
+    backends_of,
+    http_route,
+    parent,
+    route_names,
+    service,
+)
 
 
 async def test_a_bad_service_is_logged_with_its_field_and_changes_nothing(outbound: Outbound):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from outbound_objects import reference_grant, service
 
 from interlock.actors.grants import GrantsDirectory
 from interlock.actors.messages import (
@@ -24,6 +23,7 @@ from interlock.mailbox.testing import RecordingActor, wait_idle
 from interlock.model.gateway import parse_reference_grant
 from interlock.model.meta import ObjectKey
 from interlock.model.service import parse_service
+from tests.kit.outbound_objects import reference_grant, service
 
 
 @pytest.fixture

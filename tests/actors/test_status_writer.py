@@ -8,7 +8,6 @@ import random
 from typing import Any
 
 import pytest
-from status_kit import CrashingStatusWriter, ForgetRecorder
 
 from interlock.actors.messages import (
     DesiredRouteStatus,
@@ -21,6 +20,7 @@ from interlock.actors.topics import (
 )
 from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.mailbox.testing import ManualSleep, wait_until
+from tests.kit.status_kit import CrashingStatusWriter, ForgetRecorder
 
 
 def parents(reason: str, *, at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:

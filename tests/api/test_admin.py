@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import aiohttp
-from lanes import _local_address
 
 from interlock.api.admin import AdminApp
 from interlock.api.serving import serve
 from interlock.config import Address
+from tests.kit.lanes import _local_address
 
 
 @dataclasses.dataclass

@@ -7,10 +7,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from grpc_policies import policy_of
-from outbound_objects import service
 
 from interlock.api.grpc.encode import egress_fallback, encode_policy, undefined_port
+from tests.kit.grpc_policies import policy_of
+from tests.kit.outbound_objects import service
 
 GATEWAY = "gateway.networking.k8s.io"
 

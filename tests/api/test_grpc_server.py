@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from grpc_policies import policy_of
-from outbound_objects import service
 from prometheus_client import generate_latest
 
 from interlock.api.grpc.counters import GrpcApiCounters
@@ -25,6 +23,8 @@ from interlock.mailbox.testing import eventually
 from interlock.model.cluster_ips import ServiceAddresses
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.service import ServicePortKey, parse_service
+from tests.kit.grpc_policies import policy_of
+from tests.kit.outbound_objects import service
 
 WORKLOAD = json.dumps({"ns": "shop", "pod": "client-0"})
 WEB = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="shop")

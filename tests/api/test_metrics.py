@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
-from edge_objects import ingress as ingress_json
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -55,6 +54,7 @@ from interlock.model.edge_board import RECONCILE_OUTCOMES, EdgeBoard, RouteState
 from interlock.model.ingress import parse_ingress
 from interlock.model.moduleset import parse_module_set
 from interlock.model.service import parse_service
+from tests.kit.edge_objects import ingress as ingress_json
 
 if TYPE_CHECKING:
     from interlock.controller.app import Controller

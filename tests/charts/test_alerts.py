@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from chart_tools import CHART, run, tool
+
+from tests.kit.chart_tools import CHART, run, tool
 
 ALERTS = CHART / "files" / "alerts.yaml"
 UNIT_TESTS = Path(__file__).with_name("alerts_test.yaml")

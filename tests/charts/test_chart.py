@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_tools import (
+
+from interlock import __version__
+from tests.kit.chart_tools import (
     CHART,
     HELM_ONLY_LABELS,
     REPO,
@@ -27,8 +29,6 @@ from chart_tools import (
     run,
     tool,
 )
-
-from interlock import __version__
 
 
 def _without_helm_labels(doc: dict[str, Any]) -> dict[str, Any]:

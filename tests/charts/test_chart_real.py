@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_tools import (
+
+from tests.kit.chart_tools import (
     CHART,
     documents,
     helm_template,
@@ -34,7 +35,7 @@ from chart_tools import (
     run,
     tool,
 )
-from lanes import REAL, ControlPlane, start_control_plane
+from tests.kit.lanes import REAL, ControlPlane, start_control_plane
 
 pytestmark = pytest.mark.skipif(
     not REAL, reason="the chart needs the real API server (INTERLOCK_TEST_CLUSTER=real)"

@@ -10,7 +10,8 @@ import ssl
 from pathlib import Path
 
 import yaml
-from cli_process import interlock_argv
+
+from tests.kit.cli_process import interlock_argv
 
 
 async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, str]:

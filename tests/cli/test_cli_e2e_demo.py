@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from cli_process import Running, finished, http_get, interlock_argv
+from tests.kit.cli_process import Running, finished, http_get, interlock_argv
 
 FREE_PORTS = ["--edge-addr", "127.0.0.1:0", "--policy-addr", "127.0.0.1:0"]
 FREE_PORTS += ["--admin-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]

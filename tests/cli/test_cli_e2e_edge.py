@@ -6,7 +6,7 @@ import json
 import signal
 from pathlib import Path
 
-from cli_process import Running, http_get, interlock_argv
+from tests.kit.cli_process import Running, http_get, interlock_argv
 
 
 def test_edge_prints_its_addresses_serves_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ import json
 import signal
 from pathlib import Path
 
-from cli_process import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.kit.cli_process import (
     WEB_SERVICE,
     Running,
     finished,
@@ -14,7 +16,6 @@ from cli_process import (
     interlock_argv,
     wait_http,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 SERVICES = (
     WEB_SERVICE

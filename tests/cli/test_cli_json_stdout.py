@@ -10,7 +10,7 @@ import json
 import signal
 from pathlib import Path
 
-from cli_process import WEB_SERVICE, Running, interlock_argv
+from tests.kit.cli_process import WEB_SERVICE, Running, interlock_argv
 
 LOCAL = (
     "--policy-addr",

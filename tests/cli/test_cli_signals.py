@@ -11,7 +11,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from cli_process import Running, interlock_argv
+
+from tests.kit.cli_process import Running, interlock_argv
 
 UNREACHABLE_KUBECONFIG = """
 apiVersion: v1

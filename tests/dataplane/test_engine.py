@@ -14,7 +14,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from echo_backends import Echo
 
 from interlock.dataplane import REASON_HEADER, Answer, RequestInfo
 from interlock.dataplane.engine import Engine
@@ -23,7 +22,8 @@ from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.dataplane.wire import answer_response
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey
-from tests.dataplane.policies import policy
+from tests.kit.echo_backends import Echo
+from tests.kit.policies import policy
 
 WEB = ServicePortKey("shop", "web", 80)
 

@@ -7,7 +7,7 @@ from collections import Counter
 from interlock.dataplane import Answer, Forward, compile_policy, decide
 from interlock.dataplane.answers import BACKEND_NOT_FOUND, NO_BACKEND_WEIGHT, NO_ROUTE, REDIRECT
 from interlock.model.outbound_policy import build_outbound_policy
-from tests.dataplane.policies import policy, request, service
+from tests.kit.policies import policy, request, service
 
 
 def backend(name: str, weight: int = 1, **extra: object) -> dict[str, object]:

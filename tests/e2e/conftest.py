@@ -21,10 +21,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import PolicyClient, StartController, controller_config
-from lanes import TestCluster
 
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import PolicyClient, StartController, controller_config
+from tests.kit.lanes import TestCluster
 
 
 @pytest.fixture

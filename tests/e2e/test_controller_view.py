@@ -12,13 +12,13 @@ from dataclasses import FrozenInstanceError
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import INGRESS_CLASS_OBJ, ingress
 from test_publish_service import create
 
 from interlock.config import EdgeConfig
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress
 
 TARGET = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
 

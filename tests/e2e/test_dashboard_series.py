@@ -21,14 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
-from dataplane_env import EdgeEnv, edge_env, ref, slice_obj
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import ingress
-from lanes import ENDPOINT_HOST
-from mesh_env import chat_backend
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.config import MeshConfig
+from tests.kit.dataplane_env import EdgeEnv, edge_env, ref, slice_obj
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_objects import ingress
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import chat_backend
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "docs" / "dashboards" / "interlock.json"

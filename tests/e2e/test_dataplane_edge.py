@@ -12,10 +12,18 @@ import contextlib
 from collections import Counter
 
 import pytest
-from dataplane_env import EdgeEnv, backend_edits, header_filter, ref, service_obj, slice_obj
-from dataplane_env import edge as edge
-from e2e_clients import eventually
-from lanes import ENDPOINT_HOST
+
+from tests.kit.dataplane_env import (
+    EdgeEnv,
+    backend_edits,
+    header_filter,
+    ref,
+    service_obj,
+    slice_obj,
+)
+from tests.kit.dataplane_env import edge as edge
+from tests.kit.e2e_clients import eventually
+from tests.kit.lanes import ENDPOINT_HOST
 
 
 async def test_request_and_response_header_modifiers_rule_and_backend_level(

@@ -19,8 +19,6 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-from e2e_clients import Cluster, controller_config, eventually, object_events
-from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
 from interlock.cli import build_parser
 from interlock.cli.run import config_from_args
@@ -35,6 +33,8 @@ from interlock.kube.transport import request_json
 from interlock.mailbox import BackoffPolicy
 from interlock.model.load_balancer import remote_load_balancer_status
 from interlock.model.moduleset import SecretValue
+from tests.kit.e2e_clients import Cluster, controller_config, eventually, object_events
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 RESOURCES = {r.kind: r for r in (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)}

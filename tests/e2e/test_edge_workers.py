@@ -19,8 +19,6 @@ import aiohttp
 import bcrypt
 import pytest
 from aiohttp import web
-from e2e_clients import Cluster, controller_config, eventually, object_events
-from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.cli import build_parser
@@ -31,6 +29,8 @@ from interlock.edge.faults import FaultyEdge
 from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import BackoffPolicy
+from tests.kit.e2e_clients import Cluster, controller_config, eventually, object_events
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
 pytestmark = pytest.mark.timeout(300)
 

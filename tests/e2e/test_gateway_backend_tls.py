@@ -23,13 +23,14 @@ import aiohttp
 import grpc
 import pytest
 from aiohttp import web
-from e2e_clients import eventually
-from echo_backends import local_slice
-from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener
-from gateway_env import env as env
-from grpc_backends import SERVICE, greeter
-from lanes import ENDPOINT_HOST
-from tls_certs import TestCa
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.echo_backends import local_slice
+from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener
+from tests.kit.gateway_env import env as env
+from tests.kit.grpc_backends import SERVICE, greeter
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.tls_certs import TestCa
 
 CRD = (
     Path(__file__).resolve().parents[3]

@@ -16,11 +16,12 @@ import tempfile
 from typing import Any
 
 import aiohttp
-from e2e_clients import eventually
-from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
-from gateway_env import env as env
 from test_gateway_listener_sets import listener_set_obj
-from tls_certs import Issued, TestCa
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import env as env
+from tests.kit.tls_certs import Issued, TestCa
 
 
 def config_map(name: str, ca_pem: str, *, namespace: str = "default") -> dict[str, Any]:

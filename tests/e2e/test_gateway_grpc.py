@@ -8,11 +8,12 @@ method chooses the rule, over h2c to the greeter backends.
 from __future__ import annotations
 
 import grpc
-from e2e_clients import eventually
-from echo_backends import local_slice
-from gateway_env import GROUP, Env, gateway_obj, http_listener
-from gateway_env import env as env
-from grpc_backends import SERVICE, greeter_servers
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.echo_backends import local_slice
+from tests.kit.gateway_env import GROUP, Env, gateway_obj, http_listener
+from tests.kit.gateway_env import env as env
+from tests.kit.grpc_backends import SERVICE, greeter_servers
 
 
 def grpc_service(name: str) -> dict[str, object]:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from dataplane_env import service_obj, slice_obj
-from e2e_clients import eventually
-from gateway_env import CLASS, Env, conditions, gateway_obj, http_listener, route_obj
-from gateway_env import env as env
-from lanes import ENDPOINT_HOST
-
 from interlock.dataplane.http2_server import H2ServerProtocol
 from interlock.dataplane.request_stream import H2Request, Responder
+from tests.kit.dataplane_env import service_obj, slice_obj
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import CLASS, Env, conditions, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import env as env
+from tests.kit.lanes import ENDPOINT_HOST
 
 
 async def test_class_accepted_gateway_addressed_and_route_served(env: Env) -> None:

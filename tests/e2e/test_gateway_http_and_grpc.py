@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import eventually
-from gateway_env import GROUP, Env, gateway_obj, http_listener, route_obj
-from gateway_env import env as env
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import GROUP, Env, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import env as env
 
 
 def grpc_route(name: str, hostname: str) -> dict[str, Any]:

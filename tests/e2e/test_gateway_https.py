@@ -14,10 +14,11 @@ import ssl
 from typing import Any
 
 import aiohttp
-from e2e_clients import eventually
-from gateway_env import GROUP, Env, gateway_obj, route_obj
-from gateway_env import env as env
-from tls_certs import self_signed
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import GROUP, Env, gateway_obj, route_obj
+from tests.kit.gateway_env import env as env
+from tests.kit.tls_certs import self_signed
 
 
 def tls_secret(name: str, host: str, *, namespace: str = "default") -> tuple[dict[str, Any], str]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import eventually
-from gateway_env import Env, gateway_obj, http_listener
-from gateway_env import env as env
-
 from interlock.kube.resources import SERVICE
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import Env, gateway_obj, http_listener
+from tests.kit.gateway_env import env as env
 
 SELECTOR = "gateway.networking.k8s.io/gateway-name=one"
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import eventually
-from gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
-from gateway_env import env as env
 from test_gateway_https import https_backend, https_listener, tls_secret
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import env as env
 
 
 def listener_set_obj(name: str, gateway: str, *listeners: dict[str, Any]) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from e2e_clients import eventually
-from edge_objects import module_set
-from gateway_env import Env, gateway_obj, http_listener
-from gateway_env import env as env
+from tests.kit.e2e_clients import eventually
+from tests.kit.edge_objects import module_set
+from tests.kit.gateway_env import Env, gateway_obj, http_listener
+from tests.kit.gateway_env import env as env
 
 HOST = "app.example"
 

@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from dataplane_env import service_obj, slice_obj
-from e2e_clients import eventually
-from gateway_env import GROUP, Env, gateway_obj, http_listener
-from gateway_env import env as env
-from gateway_env import experimental_httproutes as experimental_httproutes
-from h2_client import h2_get
-from lanes import ENDPOINT_HOST
+
+from tests.kit.dataplane_env import service_obj, slice_obj
+from tests.kit.e2e_clients import eventually
+from tests.kit.gateway_env import GROUP, Env, gateway_obj, http_listener
+from tests.kit.gateway_env import env as env
+from tests.kit.gateway_env import experimental_httproutes as experimental_httproutes
+from tests.kit.h2_client import h2_get
+from tests.kit.lanes import ENDPOINT_HOST
 
 pytestmark = pytest.mark.usefixtures("experimental_httproutes")
 

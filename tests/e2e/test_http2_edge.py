@@ -14,7 +14,9 @@ from typing import Any
 import bcrypt
 import grpc
 import pytest
-from dataplane_env import (
+
+from interlock.config import EdgeConfig
+from tests.kit.dataplane_env import (
     HOST,
     EdgeEnv,
     backend_edits,
@@ -24,15 +26,13 @@ from dataplane_env import (
     service_obj,
     slice_obj,
 )
-from dataplane_env import edge as edge  # the fixture
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import ingress, module_set
-from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
-from h2_client import H2Client, H2Reply, h2_get
-from test_edge_scenarios import secret
-from tls_certs import self_signed
-
-from interlock.config import EdgeConfig
+from tests.kit.dataplane_env import edge as edge  # the fixture
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_env import secret
+from tests.kit.edge_objects import ingress, module_set
+from tests.kit.grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
+from tests.kit.h2_client import H2Client, H2Reply, h2_get
+from tests.kit.tls_certs import self_signed
 
 GRPC_HOST = "grpc.test"
 

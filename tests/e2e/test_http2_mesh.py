@@ -12,13 +12,14 @@ from typing import Any
 
 import grpc
 import pytest
-from e2e_clients import eventually
-from grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
-from h2_client import h2_get
-from mesh_env import GATEWAY, MeshEnv, ref, route_obj, service_obj, ws_slice
-from mesh_env import mesh as mesh  # the fixture
 from test_http2_edge import ACCRUAL
 from test_mesh_routing import _has_status
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
+from tests.kit.h2_client import h2_get
+from tests.kit.mesh_env import GATEWAY, MeshEnv, ref, route_obj, service_obj, ws_slice
+from tests.kit.mesh_env import mesh as mesh  # the fixture
 
 
 @pytest.fixture

@@ -23,15 +23,15 @@ import bcrypt
 import grpc
 import pytest
 from aiohttp import web
-from dataplane_env import EdgeEnv, Reply, edge_env, service_obj, slice_obj
-from e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
-from echo_backends import Echo
-from grpc_backends import SERVICE, greeter
-from lanes import ENDPOINT_HOST
-from tls_certs import self_signed
 
 from interlock.config import EdgeConfig
 from interlock.model.ingress_nginx import CLASS_ANNOTATION, PREFIX
+from tests.kit.dataplane_env import EdgeEnv, Reply, edge_env, service_obj, slice_obj
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
+from tests.kit.echo_backends import Echo
+from tests.kit.grpc_backends import SERVICE, greeter
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.tls_certs import self_signed
 
 NGINX_CLASS = {
     "apiVersion": "networking.k8s.io/v1",

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_clients import Cluster, StartController
-from outbound_objects import backend, http_route, parent, service
 
 from interlock.config import Address, LinkerdConfig
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import Cluster, StartController
+from tests.kit.outbound_objects import backend, http_route, parent, service
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "hack" / "build-linkerd-client.sh"

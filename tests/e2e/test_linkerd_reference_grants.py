@@ -12,8 +12,9 @@ from dataclasses import replace
 
 import aiohttp
 import pytest
-from e2e_clients import TEST_POLICY, Cluster, PolicyClient, StartController
-from outbound_objects import backend, backends_of, http_route, parent, service
+
+from tests.kit.e2e_clients import TEST_POLICY, Cluster, PolicyClient, StartController
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTE = http_route(
     "to-billing",

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from lanes import ENDPOINT_HOST
-from mesh_env import MeshEnv, ref, route_obj, service_obj, ws_slice
-from mesh_env import mesh as mesh  # the fixture
+
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import MeshEnv, ref, route_obj, service_obj, ws_slice
+from tests.kit.mesh_env import mesh as mesh  # the fixture
 
 
 def header_filter(kind: str, **edits: Any) -> dict[str, Any]:

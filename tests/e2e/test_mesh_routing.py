@@ -7,9 +7,10 @@ API mesh conformance behaviours on the wire, with echo backends reporting what t
 from __future__ import annotations
 
 import pytest
-from e2e_clients import eventually
-from mesh_env import MeshEnv, Via, ref, route_obj
-from mesh_env import mesh as mesh  # the fixture
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.mesh_env import MeshEnv, Via, ref, route_obj
+from tests.kit.mesh_env import mesh as mesh  # the fixture
 
 REASON = "X-Interlock-Reason"
 

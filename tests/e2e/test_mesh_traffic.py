@@ -9,12 +9,12 @@ from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController
 from loguru import logger
-from mesh_env import MeshEnv
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.config import MeshConfig, ObservabilityConfig
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController
+from tests.kit.mesh_env import MeshEnv
 
 SECRET = "Bearer do-not-log-me"
 
@@ -145,6 +145,6 @@ async def test_an_upstream_that_refuses_connections_is_a_connect_error(
 
 
 def echo_host(env: MeshEnv) -> str:
-    from lanes import ENDPOINT_HOST
+    from tests.kit.lanes import ENDPOINT_HOST
 
     return ENDPOINT_HOST

@@ -22,17 +22,17 @@ from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import local_slice
-from lanes import ENDPOINT_HOST
 from loguru import logger
-from mesh_env import GATEWAY, service_obj
 from prometheus_client.parser import text_string_to_metric_families
 from test_outbound_stream_routes import stream_route
-from tls_certs import self_signed
 
 from interlock.config import MeshConfig, ObservabilityConfig
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.echo_backends import local_slice
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import GATEWAY, service_obj
+from tests.kit.tls_certs import self_signed
 
 PORT = 5432
 

@@ -1,6 +1,6 @@
 """mutualTLS end to end: API server (either lane) → controller → HTTPS edge → backend.
 
-The test makes a CA and client certificates (``tests/tls_certs.py``), puts the CA in a Secret
+The test makes a CA and client certificates (``tests/kit/tls_certs.py``), puts the CA in a Secret
 named by a ModuleSet, and talks to the edge's TLS listener with a real TLS client presenting (or
 not) a certificate. Fail closed: a route whose CA Secret is missing or unusable serves nothing;
 once served, a route keeps its last good CAs when the Secret goes away.
@@ -16,19 +16,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from module_checks import until_refused_naming
-from test_edge_scenarios import (
-    CRDS,
-    Env,
-    edge_env,
-    ingress,
-    module_set,
-    secret,
-)
-from tls_certs import Issued, TestCa, self_signed
 
 from interlock.config import EdgeConfig
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_env import CRDS, Env, edge_env, secret
+from tests.kit.edge_objects import ingress, module_set
+from tests.kit.module_checks import until_refused_naming
+from tests.kit.tls_certs import Issued, TestCa, self_signed
 
 HOST = "secure.test"
 CA = TestCa("Team CA")

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from dataplane_env import EdgeEnv, edge_env, slice_obj
-from e2e_clients import LOCAL, Cluster, StartController, eventually
 
 from interlock.actors.topics import (
     ENDPOINTS,
@@ -15,6 +13,8 @@ from interlock.actors.topics import (
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
 from interlock.config import MeshConfig
 from interlock.model.meta import ObjectKey
+from tests.kit.dataplane_env import EdgeEnv, edge_env, slice_obj
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from typing import Any
 
 import bcrypt
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from otlp_receiver import OtlpReceiver, ReceivedSpan
 
 from interlock.config import EdgeConfig, ObservabilityConfig
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 PASSWORD = "otlp-pw-9f3c1d"

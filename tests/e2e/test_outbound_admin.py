@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, PolicyClient
-from outbound_objects import backend, http_route, parent, service
-
 from interlock.actors.messages import route_address
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import Cluster, PolicyClient
+from tests.kit.outbound_objects import backend, http_route, parent, service
 
 
 async def test_probes_and_debug_views(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import backend, backends_of, http_route, parent, service
+
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTE = http_route("r", parents=[parent("web", port=80)], backends=[backend("api")])
 

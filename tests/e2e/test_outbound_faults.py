@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from e2e_clients import Cluster, PolicyClient, StartController, eventually
-from outbound_objects import backend, http_route, parent, service
 
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import Cluster, PolicyClient, StartController, eventually
+from tests.kit.outbound_objects import backend, http_route, parent, service
 
 PARENTS = ("web-0", "web-1", "web-2")
 BACKENDS = tuple(f"api-{i}" for i in range(6))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, PolicyClient, eventually
 from jsonschema import Draft202012Validator
-from outbound_objects import GATEWAY, service
 
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import GATEWAY, service
 
 VALIDATOR = Draft202012Validator(OUTBOUND_POLICY_SCHEMA)
 

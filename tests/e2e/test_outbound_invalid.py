@@ -4,11 +4,11 @@ controller carries on."""
 from __future__ import annotations
 
 import pytest
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import backend, http_route, parent, route_names, service
 
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import backend, http_route, parent, route_names, service
 
 GOOD = http_route("r", parents=[parent("web")], backends=[backend("api")])
 # Admitted by the Gateway API CRD, refused by interlock: it cannot mirror traffic, and the

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
-from outbound_objects import GATEWAY, http_route, service
+from tests.kit.e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
+from tests.kit.outbound_objects import GATEWAY, http_route, service
 
 MATCH_ALL = {"path": {"type": "PathPrefix", "value": "/"}, "headers": [], "queryParams": []}
 HEADER_FILTER = {

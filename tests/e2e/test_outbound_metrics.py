@@ -6,11 +6,11 @@ policy API's answers and open watch streams."""
 from __future__ import annotations
 
 import aiohttp
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import GATEWAY, backend, http_route, parent, service
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import GATEWAY, backend, http_route, parent, service
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, PolicyClient, StartController, cluster_settings
-from outbound_objects import backend, backends_of, http_route, parent, route_names, service
+from tests.kit.e2e_clients import Cluster, PolicyClient, StartController, cluster_settings
+from tests.kit.outbound_objects import (
+    backend,
+    backends_of,
+    http_route,
+    parent,
+    route_names,
+    service,
+)
 
 
 async def test_only_the_watched_namespaces_are_seen(

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
 from jsonschema import Draft202012Validator
-from outbound_objects import GATEWAY, served_retry, service
 
 from interlock.api.policy_schema import SCHEMA_PATH
+from tests.kit.e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
+from tests.kit.outbound_objects import GATEWAY, served_retry, service
 
 
 async def served_validator(policy: PolicyClient) -> Draft202012Validator:

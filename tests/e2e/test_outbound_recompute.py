@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from e2e_clients import Cluster, PolicyClient, StartController, eventually
-from lanes import LEASE_NAMESPACE
-from outbound_objects import backend, backends_of, http_route, parent, service
-
 from interlock.actors.messages import route_address
+from tests.kit.e2e_clients import Cluster, PolicyClient, StartController, eventually
+from tests.kit.lanes import LEASE_NAMESPACE
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTES = 1000
 PARENTS = 100

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import backend, backends_of, http_route, parent, service
-
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, PolicyClient
-from outbound_objects import backend, http_route, parent, route_names, service
+from tests.kit.e2e_clients import Cluster, PolicyClient
+from tests.kit.outbound_objects import backend, http_route, parent, route_names, service
 
 
 async def test_moving_a_parent_ref_moves_the_route(cluster: Cluster, policy: PolicyClient):

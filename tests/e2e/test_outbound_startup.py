@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, StartController
+from tests.kit.e2e_clients import Cluster, StartController
 
 
 async def test_start_goes_through_a_failed_discovery_request(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, StartController, eventually
-from outbound_objects import backend, http_route, parent, service
-
 from interlock.kube.client_metrics import client_metrics
+from tests.kit.e2e_clients import Cluster, StartController, eventually
+from tests.kit.outbound_objects import backend, http_route, parent, service
 
 ROUTE = http_route("r", parents=[parent("web")], backends=[backend("api")])
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import GATEWAY, service
 from test_outbound_policy_settings import next_valid, served_validator, service_seen
+
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import GATEWAY, service
 
 CONTROLLER = "interlock.dev/policy-controller"
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from e2e_clients import Cluster, PolicyClient, eventually
-from outbound_objects import backend, backends_of, http_route, parent, service
-
 from interlock.actors.messages import route_address
 from interlock.controller.app import Controller
 from interlock.mailbox.testing import capture_trace
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
+from tests.kit.outbound_objects import backend, backends_of, http_route, parent, service
 
 
 async def test_a_service_event_correlates_the_route_messages_it_causes(

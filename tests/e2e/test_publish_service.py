@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from edge_objects import INGRESS_CLASS_OBJ, ingress
-
 from interlock.actors.topics import (
     INGRESS_STATUS_TOPIC,
 )
@@ -20,6 +17,8 @@ from interlock.config import Address, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.model.meta import ObjectKey
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress
 
 # Inside the real test cluster's service range (10.96.0.0/16) so both servers accept it; the
 # real server refuses one already allocated, so the next is tried.

@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-from dataplane_env import EdgeEnv, service_obj, slice_obj
-from dataplane_env import edge as edge  # the fixture
-from e2e_clients import eventually
-from lanes import ENDPOINT_HOST
-from mesh_env import MeshEnv, ws_slice
-from mesh_env import mesh as mesh  # the fixture
-from mesh_env import service_obj as mesh_service
+
+from tests.kit.dataplane_env import EdgeEnv, service_obj, slice_obj
+from tests.kit.dataplane_env import edge as edge  # the fixture
+from tests.kit.e2e_clients import eventually
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import MeshEnv, ws_slice
+from tests.kit.mesh_env import mesh as mesh  # the fixture
+from tests.kit.mesh_env import service_obj as mesh_service
 
 PROTOCOL = "echo-proto"
 GREETING = b"hello\x00\xff"

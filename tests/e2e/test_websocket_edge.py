@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from e2e_clients import eventually
-from mesh_env import WsBackend, chat_backend
 from prometheus_client.parser import text_string_to_metric_families
-from test_edge_scenarios import Env, ingress
-from test_edge_scenarios import env as env  # the fixture
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.edge_env import Env
+from tests.kit.edge_env import env as env  # the fixture
+from tests.kit.edge_objects import ingress
+from tests.kit.mesh_env import WsBackend, chat_backend
 
 HOST = "ws.example"
 

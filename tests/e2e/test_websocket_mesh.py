@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
-from lanes import ENDPOINT_HOST
-from mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
-from mesh_env import mesh as mesh  # the fixture
+
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
+from tests.kit.mesh_env import mesh as mesh  # the fixture
 
 
 async def _no_websocket(_request: web.Request) -> web.Response:

@@ -11,15 +11,15 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from lanes import ENDPOINT_HOST
-from mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
-from mesh_env import mesh as mesh  # the fixture
 from security.test_wire_websocket import RawWsBackend, client_frame, raw_handshake
 
 from interlock.config import EdgeConfig, MeshConfig
 from interlock.controller.app import Controller
 from interlock.dataplane.limits import ProxyLimits
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
+from tests.kit.mesh_env import mesh as mesh  # the fixture
 
 SERVICE = "raw.default.svc"
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 from aiohttp import web
-from edge_routes import serve_route
 from yarl import URL
 
 from interlock.dataplane.proxy import ProxyTimeouts
@@ -21,6 +20,7 @@ from interlock.edge.provider import BackendTarget
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_routes import serve_route
 
 HOST = "app.example.com"
 BACKEND = BackendTarget(ServicePortKey("default", "web", 80))

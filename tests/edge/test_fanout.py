@@ -16,9 +16,9 @@ from interlock.edge.provider import (
 )
 from interlock.model.moduleset import Modules
 from interlock.model.service import ServicePortKey
+from tests.kit.secrets_kit import BASIC_AUTH, JWT, SECRETS
 
 from .conftest import BACKEND, HOST
-from .secrets_kit import BASIC_AUTH, JWT, SECRETS
 
 OTHER_BACKEND = BackendTarget(ServicePortKey("default", "other", 8080))
 

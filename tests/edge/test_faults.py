@@ -8,9 +8,9 @@ from interlock.edge.faults import FaultyEdge
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import ApplyModules, PermanentEdgeError, TransientEdgeError
 from interlock.model.moduleset import Modules
+from tests.kit.secrets_kit import BASIC_AUTH, SECRETS
 
 from .conftest import BACKEND, HOST
-from .secrets_kit import BASIC_AUTH, SECRETS
 
 
 async def apply(edge: FaultyEdge, modules: Modules = BASIC_AUTH) -> None:

@@ -14,7 +14,7 @@ from interlock.edge.gateway_ports import GatewayPorts
 from interlock.model.gateway_routes import GatewayServing, ListenerServing, PortServing
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
-from tests.tls_certs import self_signed
+from tests.kit.tls_certs import self_signed
 
 
 class NoUpstreams:

@@ -9,8 +9,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from edge_routes import serve_route
-from tls_certs import TestCa
 
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.http_provider import HttpEdge, parse_retry_after
@@ -24,9 +22,11 @@ from interlock.edge.standalone import StandaloneEdge, admin_tls_context
 from interlock.model.module_settings import module_settings
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_routes import serve_route
+from tests.kit.secrets_kit import BASIC_AUTH, PASSWORD, SECRETS, basic_header
+from tests.kit.tls_certs import TestCa
 
 from .conftest import BACKEND, HOST, Backend
-from .secrets_kit import BASIC_AUTH, PASSWORD, SECRETS, basic_header
 
 ADMIN_TOKEN = SecretValue(b"edge-admin-token")
 ROUTE = "default/web/0"  # route ids may hold slashes: they travel percent-encoded

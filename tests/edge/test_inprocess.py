@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-from edge_routes import serve_route
 
 from interlock.edge.provider import (
     ApplyModules,
@@ -15,9 +14,10 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.model.moduleset import Modules
+from tests.kit.edge_routes import serve_route
+from tests.kit.secrets_kit import BASIC_AUTH, JWT, PASSWORD, SECRETS, basic_header, bearer_header
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness
-from .secrets_kit import BASIC_AUTH, JWT, PASSWORD, SECRETS, basic_header, bearer_header
 
 BAD_CIDR = Modules.model_validate({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
 

@@ -6,13 +6,12 @@ import gzip
 import hashlib
 import hmac
 
-from edge_routes import serve_route
-
 from interlock.edge.inprocess import InProcessEdge
 from interlock.model.moduleset import Modules
+from tests.kit.edge_routes import serve_route
+from tests.kit.secrets_kit import BASIC_AUTH, JWT, SECRETS, WEBHOOK_KEY, basic_header, bearer_header
 
 from .conftest import BACKEND, HOST, Backend, EdgeHarness, body_json
-from .secrets_kit import BASIC_AUTH, JWT, SECRETS, WEBHOOK_KEY, basic_header, bearer_header
 
 
 async def serve_with(harness: EdgeHarness, modules: Modules) -> None:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from edge_routes import serve_route
-from tls_certs import Issued, TestCa, self_signed
 
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.mutual_tls import SUBJECT_HEADER
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules, SecretValue
+from tests.kit.edge_routes import serve_route
+from tests.kit.tls_certs import Issued, TestCa, self_signed
 
 from .conftest import BACKEND, HOST, Backend, body_json
 

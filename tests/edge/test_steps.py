@@ -12,11 +12,11 @@ import hashlib
 import hmac
 
 import pytest
-from e2e.h2_client import H2Client
-from edge_routes import serve_route
 
 from interlock.dataplane.proxy import MAX_READ_BODY
 from interlock.model.moduleset import Modules, SecretValue
+from tests.kit.edge_routes import serve_route
+from tests.kit.h2_client import H2Client
 
 from .conftest import BACKEND, HOST, EdgeHarness
 

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from edge_routes import serve_route
-from tls_certs import self_signed as self_signed_text
 
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import PermanentEdgeError
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import SecretValue
+from tests.kit.edge_routes import serve_route
+from tests.kit.tls_certs import self_signed as self_signed_text
 
 from .conftest import BACKEND, HOST, Backend, body_json
 

@@ -6,9 +6,9 @@ import ssl
 from pathlib import Path
 
 import pytest
-from tls_certs import Issued, TestCa, self_signed
 
 from interlock.edge.tls_fallback import accept_any_client_certificate
+from tests.kit.tls_certs import Issued, TestCa, self_signed
 
 TRUSTED = TestCa("trusted")
 STRANGER = TestCa("stranger")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from tls_certs import self_signed
 
 from interlock.edge.tls_listener import INCOMPLETE, TlsListener, server_name_of
+from tests.kit.tls_certs import self_signed
 
 
 def client_hello(server_hostname: str | None) -> bytes:

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from lanes import eventually_true
 
 from interlock.edge.provider import ApplyModules
 from interlock.edge.worker_traffic import summed
 from interlock.edge.workers import EdgeWorkers
 from interlock.model.moduleset import Modules
+from tests.kit.lanes import eventually_true
 
 from .conftest import BACKEND, HOST, Backend
 

@@ -10,8 +10,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 
 from interlock.embedded import EmbeddedApiServer
-
-from .helpers import MODULESET_CRD, eventually, moduleset, service
+from tests.kit.embedded_helpers import MODULESET_CRD, eventually, moduleset, service
 
 GATEWAY = "gateway.networking.k8s.io"
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
-from outbound_objects import http_route
 
 from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.cel import escape_property, validate_rules
 from interlock.embedded.schema import apply_defaults, list_type_errors, validate_schema
+from tests.kit.outbound_objects import http_route
 
 GATEWAY_API = Path(
     os.environ.get("INTERLOCK_GATEWAY_API_DIR")

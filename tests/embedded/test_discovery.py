@@ -7,8 +7,7 @@ from typing import Any
 import aiohttp
 
 from interlock.embedded import EmbeddedApiServer
-
-from .helpers import MODULESET_CRD
+from tests.kit.embedded_helpers import MODULESET_CRD
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 KUBECTL_ACCEPT = (

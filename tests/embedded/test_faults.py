@@ -12,8 +12,7 @@ import pytest
 from kubernetes_asyncio import client, config, watch
 
 from interlock.embedded import EmbeddedApiServer
-
-from .helpers import eventually, service
+from tests.kit.embedded_helpers import eventually, service
 
 
 async def _first_event(

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from interlock.embedded import EmbeddedApiServer
-
-from .helpers import MODULESET_CRD, eventually, service
+from tests.kit.embedded_helpers import MODULESET_CRD, eventually, service
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 

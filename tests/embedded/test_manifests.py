@@ -7,8 +7,7 @@ from pathlib import Path
 import yaml
 
 from interlock.embedded import EmbeddedApiServer
-
-from .helpers import MODULESET_CRD
+from tests.kit.embedded_helpers import MODULESET_CRD
 
 
 def _write(path: Path, *documents: object) -> Path:

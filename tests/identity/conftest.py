@@ -1,18 +1,14 @@
 """Fixtures of the identity unit tests and of the provider's own test: a real OpenID provider
-per test (``tests/e2e/identity_idp.py``; the end-to-end identity tests live in
+per test (``tests/kit/identity_idp.py``; the end-to-end identity tests live in
 ``tests/e2e/test_identity.py`` so that ``make test-real`` runs them on the real lane too)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from identity_idp import StartIdp, TestIdp
+from tests.kit.identity_idp import StartIdp, TestIdp
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ on restart (what the key-rotation tests rely on)."""
 from __future__ import annotations
 
 import aiohttp
-from identity_idp import StartIdp
+
+from tests.kit.identity_idp import StartIdp
 
 
 async def test_provider_serves_discovery_and_rotates_its_key(start_idp: StartIdp) -> None:

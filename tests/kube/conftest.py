@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lanes import TestCluster
 
 from interlock.kube.client import make_api_client
 from interlock.kube.informer import Deleted, InformerEvent, Upserted
 from interlock.kube.resources import Resource
 from interlock.kube.transport import KubeApiError, request_json
 from interlock.mailbox.testing import eventually as _eventually
+from tests.kit.lanes import TestCluster
 
 
 @pytest.fixture

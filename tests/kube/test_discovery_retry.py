@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from log_capture import captured_logs
 
 from interlock.config import (
     Address,
@@ -31,6 +30,7 @@ from interlock.kube.client import make_api_client
 from interlock.kube.discovery import DiscoveryError, DiscoveryRetry, is_served, served_resource
 from interlock.kube.resources import HTTP_ROUTE, HTTP_ROUTE_VERSIONS, INGRESS, Resource
 from interlock.mailbox.backoff import BackoffPolicy
+from tests.kit.log_capture import captured_logs
 
 BACKOFF = BackoffPolicy(initial=0.5, maximum=4.0)
 

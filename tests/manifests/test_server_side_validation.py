@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lanes import ControlPlane
+
+from tests.kit.lanes import ControlPlane
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 

@@ -3,20 +3,6 @@
 from typing import Any
 
 import pytest
-from test_edge_builders import (
-    CLASSES,
-    NS,
-    OTHER_CLASS,
-    OUR_CLASS,
-    OUR_DEFAULT_CLASS,
-    PLANTED,
-    ingress,
-    module_set,
-    path,
-    rule,
-    secret,
-    service,
-)
 
 from interlock.model.edge import (
     DesiredEdge,
@@ -31,6 +17,20 @@ from interlock.model.ingress import Ingress, IngressClass
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import ModuleSet, Secret, SecretKeyRef, SecretValue
 from interlock.model.service import Service
+from tests.kit.edge_builders import (
+    CLASSES,
+    NS,
+    OTHER_CLASS,
+    OUR_CLASS,
+    OUR_DEFAULT_CLASS,
+    PLANTED,
+    ingress,
+    module_set,
+    path,
+    rule,
+    secret,
+    service,
+)
 
 
 def edges(

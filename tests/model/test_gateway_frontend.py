@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tls_certs import TestCa, self_signed
-
 from interlock.model.gateway import parse_reference_grant
 from interlock.model.gateway_frontend import pem_certificates
 from interlock.model.gateway_listeners import (
@@ -17,6 +15,7 @@ from interlock.model.gateway_listeners import (
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import SecretValue
+from tests.kit.tls_certs import TestCa, self_signed
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CA = TestCa("frontend").pem

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_edge_builders import NS, OUR_CLASS, path, rule, secret, service
 
 from interlock.model.edge import ingress_host_routes
 from interlock.model.ingress import CONTROLLER_NAME, Ingress, parse_ingress, parse_ingress_class
@@ -26,6 +25,7 @@ from interlock.model.ingress_nginx import (
 )
 from interlock.model.meta import ObjectKey
 from interlock.model.moduleset import ModuleSet, parse_module_set
+from tests.kit.edge_builders import NS, OUR_CLASS, path, rule, secret, service
 
 
 def annotated(

@@ -10,7 +10,10 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_edge_builders import (
+
+from interlock.model.edge import desired_edges, edge_from_parts, ingress_host_routes
+from interlock.model.ingress import Ingress
+from tests.kit.edge_builders import (
     OTHER_CLASS,
     OUR_DEFAULT_CLASS,
     ingress,
@@ -18,9 +21,6 @@ from test_edge_builders import (
     secret,
     service,
 )
-
-from interlock.model.edge import desired_edges, edge_from_parts, ingress_host_routes
-from interlock.model.ingress import Ingress
 
 NAMESPACES = ["a", "b"]
 TIMESTAMPS = [None, "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"]

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from outbound_objects import served_retry
 
 from interlock.api.policy_json import policy_json
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA
@@ -27,6 +26,7 @@ from interlock.model.policy_annotations import format_duration
 from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, parse_service
+from tests.kit.outbound_objects import served_retry
 
 VALIDATOR = Draft202012Validator(OUTBOUND_POLICY_SCHEMA)
 NOW = datetime(2024, 5, 1, tzinfo=UTC)

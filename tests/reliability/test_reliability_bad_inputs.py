@@ -24,11 +24,6 @@ from typing import Any
 
 import pytest
 import yaml
-from echo_backends import local_slice
-from lanes import EVENT, TestCluster, lane_cluster
-from log_capture import captured_logs
-from reliability_kit import CRDS, KINDS, eventually, objects, remove, replica_config, write
-from reliability_objects import INGRESS_CLASS
 
 from interlock.api.policy_json import policy_json
 from interlock.controller.app import Controller
@@ -36,6 +31,19 @@ from interlock.embedded import ApiError, EmbeddedApiServer
 from interlock.embedded.store import WriteOptions
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
+from tests.kit.echo_backends import local_slice
+from tests.kit.lanes import EVENT, TestCluster, lane_cluster
+from tests.kit.log_capture import captured_logs
+from tests.kit.reliability_kit import (
+    CRDS,
+    KINDS,
+    eventually,
+    objects,
+    remove,
+    replica_config,
+    write,
+)
+from tests.kit.reliability_objects import INGRESS_CLASS
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

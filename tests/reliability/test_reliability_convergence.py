@@ -7,7 +7,7 @@ HTTPRoutes, ReferenceGrants, Ingresses, ModuleSets and Secrets from a small univ
 the next watch), API requests failing with 500 or 429 or held back, the edge provider failing
 transiently or permanently, an actor's handler raising (its supervisor restarts it), and a
 replica replaced by another (Lease handover). The real controller runs against the lane's API
-server (``tests/lanes.py``: embedded, or a real kube-apiserver with the controller identity)
+server (``tests/kit/lanes.py``: embedded, or a real kube-apiserver with the controller identity)
 the whole time.
 
 After the history every output — the policy of every watched service port, every edge's routes
@@ -42,8 +42,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from lanes import ControlPlane, TestCluster, lane_cluster
-from reliability_kit import (
+
+from interlock.edge.faults import ServedConfig
+from interlock.edge.provider import BackendTarget
+from interlock.model.service import ServicePortKey
+from tests.kit.lanes import ControlPlane, TestCluster, lane_cluster
+from tests.kit.reliability_kit import (
     CRASH_TARGETS,
     WATCHED,
     ClusterState,
@@ -65,11 +69,7 @@ from reliability_kit import (
     write,
     written_statuses,
 )
-from reliability_objects import UNIVERSE, build
-
-from interlock.edge.faults import ServedConfig
-from interlock.edge.provider import BackendTarget
-from interlock.model.service import ServicePortKey
+from tests.kit.reliability_objects import UNIVERSE, build
 
 EXAMPLES = int(os.environ.get("INTERLOCK_RELIABILITY_EXAMPLES", "6"))
 EXPLORE = "INTERLOCK_RELIABILITY_EXAMPLES" in os.environ

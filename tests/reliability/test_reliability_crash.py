@@ -28,8 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lanes import LEASE_NAMESPACE, ControlPlane, TestCluster, lane_cluster
-from reliability_kit import (
+from interlock.kube.resources import EVENT, Resource
+from tests.kit.lanes import LEASE_NAMESPACE, ControlPlane, TestCluster, lane_cluster
+from tests.kit.reliability_kit import (
     RunProcess,
     dict_differences,
     eventually,
@@ -44,9 +45,7 @@ from reliability_kit import (
     write,
     written_statuses,
 )
-from reliability_objects import NAMESPACES, build
-
-from interlock.kube.resources import EVENT, Resource
+from tests.kit.reliability_objects import NAMESPACES, build
 
 LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 CONVERGE_WITHIN = 120.0

@@ -13,20 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_objects import ingress
-from lanes import ControlPlane, lane_cluster
-from outbound_objects import service
-from reliability_kit import (
-    CRDS,
-    CrashPlan,
-    crd_cluster,
-    eventually,
-    objects,
-    policy_watch,
-    ready_controller,
-    write,
-)
-from reliability_objects import build
 
 from interlock.actors.edge_messages import (
     DesiredModuleSetStatus,
@@ -45,6 +31,20 @@ from interlock.mailbox import ActorSystem, BackoffPolicy
 from interlock.model.meta import ObjectKey
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_objects import ingress
+from tests.kit.lanes import ControlPlane, lane_cluster
+from tests.kit.outbound_objects import service
+from tests.kit.reliability_kit import (
+    CRDS,
+    CrashPlan,
+    crd_cluster,
+    eventually,
+    objects,
+    policy_watch,
+    ready_controller,
+    write,
+)
+from tests.kit.reliability_objects import build
 
 
 @pytest.mark.parametrize("host", ["bücher.example", "shop.example:8080"])

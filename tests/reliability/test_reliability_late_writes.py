@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lanes import ControlPlane, lane_cluster
-from reliability_kit import CRDS, eventually, objects, replica_config, write
-from reliability_objects import INGRESS_CLASS, build
 
 from interlock.controller.app import Controller
 from interlock.model.route_status import status_equal_ignoring_timestamps
+from tests.kit.lanes import ControlPlane, lane_cluster
+from tests.kit.reliability_kit import CRDS, eventually, objects, replica_config, write
+from tests.kit.reliability_objects import INGRESS_CLASS, build
 
 STALE_CONDITION = {
     "status": "False",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from load_scenario import Scale, run_load
+from tests.kit.load_scenario import Scale, run_load
 
 
 def test_a_burst_of_events_loses_nothing_and_queues_little() -> None:

@@ -17,8 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lanes import ControlPlane
-from reliability_kit import (
+from interlock.actors.messages import ObjectChanged
+from interlock.actors.router import InformerRouter
+from interlock.api.policy_json import policy_json
+from interlock.controller.app import Controller
+from interlock.model.policy_watch import WatchTarget
+from interlock.model.service import ServicePortKey
+from tests.kit.lanes import ControlPlane
+from tests.kit.reliability_kit import (
     InjectedCrash,
     crd_cluster,
     eventually,
@@ -26,13 +32,6 @@ from reliability_kit import (
     ready_controller,
     write,
 )
-
-from interlock.actors.messages import ObjectChanged
-from interlock.actors.router import InformerRouter
-from interlock.api.policy_json import policy_json
-from interlock.controller.app import Controller
-from interlock.model.policy_watch import WatchTarget
-from interlock.model.service import ServicePortKey
 
 SERVICE = {
     "apiVersion": "v1",

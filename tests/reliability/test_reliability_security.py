@@ -35,18 +35,23 @@ import bcrypt
 import pytest
 import yaml
 from aiohttp import web
-from echo_backends import LocalBackend, local_slice
-from edge_objects import ingress, module_set
-from lanes import EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
 from loguru import logger
-from outbound_objects import service
-from reliability_kit import CRDS, eventually, objects, replica_config, write
-from reliability_objects import HTPASSWD, INGRESS_CLASS, PLANTED_PASSWORD, PLANTED_SECRET_MARKER
-from tls_certs import self_signed
 
 from interlock.config import GatewayConfig
 from interlock.controller.app import Controller
 from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
+from tests.kit.echo_backends import LocalBackend, local_slice
+from tests.kit.edge_objects import ingress, module_set
+from tests.kit.lanes import EVENT, REAL, ControlPlane, ControlPlanes, TestCluster, lane_cluster
+from tests.kit.outbound_objects import service
+from tests.kit.reliability_kit import CRDS, eventually, objects, replica_config, write
+from tests.kit.reliability_objects import (
+    HTPASSWD,
+    INGRESS_CLASS,
+    PLANTED_PASSWORD,
+    PLANTED_SECRET_MARKER,
+)
+from tests.kit.tls_certs import self_signed
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 JWKS_MARKER = "planted-jwks-Wq8r"

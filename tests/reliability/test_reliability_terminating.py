@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lanes import ControlPlane
-from reliability_kit import crd_cluster, eventually, policy_watch, ready_controller, write
-from reliability_objects import build
-
 from interlock.model.meta import going_away
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
+from tests.kit.lanes import ControlPlane
+from tests.kit.reliability_kit import crd_cluster, eventually, policy_watch, ready_controller, write
+from tests.kit.reliability_objects import build
 
 HOLD = "example.com/hold"
 TARGET = WatchTarget(ServicePortKey("default", "svc-a", 80), client_namespace="default")

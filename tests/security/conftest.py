@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from edge_routes import serve_route
 
 from interlock.dataplane.proxy import ProxyTimeouts
 from interlock.dataplane.upstreams import StaticUpstreams
@@ -44,6 +43,7 @@ from interlock.edge.server import EdgeServer
 from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.moduleset import IpRestrictionModule, Modules
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_routes import serve_route
 
 HOST = "app.example.com"
 BACKEND = BackendTarget(ServicePortKey("default", "web", 80))

@@ -16,9 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from e2e.h2_client import h2_get
-from echo_backends import Echo, local_slice
-from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
+from tests.kit.echo_backends import Echo, local_slice
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
+from tests.kit.h2_client import h2_get
 
 from .conftest import send_raw, wait_until
 

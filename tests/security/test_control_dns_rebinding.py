@@ -18,12 +18,12 @@ import ssl
 from pathlib import Path
 
 import yaml
-from cli.cli_process import Running, http_get, interlock_argv, wait_http
 
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
+from tests.kit.cli_process import Running, http_get, interlock_argv, wait_http
 
 from .test_control_edge_admin import HTPASSWD, STRIPPED
 

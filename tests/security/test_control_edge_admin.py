@@ -17,12 +17,12 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from cli.cli_process import Running, http_get, interlock_argv
 
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import ApplyModules, BackendTarget, PermanentEdgeError
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
+from tests.kit.cli_process import Running, http_get, interlock_argv
 
 TOKEN = "pl4nted-edge-admin-token-0123456789"
 HOST = "shop.example"

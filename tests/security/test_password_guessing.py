@@ -13,12 +13,12 @@ import base64
 import threading
 
 import bcrypt
-from edge_routes import serve_route
 
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_routes import serve_route
 
 from .conftest import Answer, CountingBackend, Edge, running_edge, send_raw, serve_host, wait_until
 

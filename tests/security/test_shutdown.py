@@ -17,9 +17,9 @@ import signal
 import sys
 from pathlib import Path
 
-from echo_backends import local_slice
-from edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
-from lanes import ENDPOINT_HOST
+from tests.kit.echo_backends import local_slice
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
+from tests.kit.lanes import ENDPOINT_HOST
 
 from .conftest import wait_until
 

@@ -8,11 +8,11 @@ import hashlib
 import hmac
 
 import pytest
-from edge_routes import serve_route
 
 from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set
 from interlock.model.service import ServicePortKey
+from tests.kit.edge_routes import serve_route
 
 from .conftest import CountingBackend, Edge, running_edge, send_raw
 

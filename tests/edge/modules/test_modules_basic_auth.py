@@ -6,7 +6,6 @@ import base64
 
 import bcrypt
 import pytest
-from modules_testkit import basic, modules, view
 
 from interlock.edge.modules import (
     MissingSecretError,
@@ -15,6 +14,7 @@ from interlock.edge.modules import (
     compile_modules,
 )
 from interlock.model.moduleset import SecretValue
+from tests.kit.modules_testkit import basic, modules, view
 
 
 def bcrypt_hash(password: str, prefix: bytes = b"$2b$") -> bytes:

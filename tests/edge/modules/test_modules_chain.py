@@ -9,7 +9,6 @@ import json
 import bcrypt
 import pytest
 from jwt.utils import base64url_encode
-from modules_testkit import Clock, basic, modules, view
 
 from interlock.edge.modules import (
     ORDER,
@@ -18,6 +17,7 @@ from interlock.edge.modules import (
     compile_modules,
 )
 from interlock.model.moduleset import SecretValue
+from tests.kit.modules_testkit import Clock, basic, modules, view
 
 PLANTED_PASSWORD = "planted-password-5f1c"
 PLANTED_HASH = bcrypt.hashpw(PLANTED_PASSWORD.encode(), bcrypt.gensalt(rounds=4))

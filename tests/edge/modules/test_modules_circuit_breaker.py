@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from modules_testkit import Clock, modules, view
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modules
+from tests.kit.modules_testkit import Clock, modules, view
 
 
 def chain(clock: Clock, **config: object) -> ModuleChain:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from modules_testkit import modules
 from multidict import CIMultiDict
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modules, should_compress
+from tests.kit.modules_testkit import modules
 
 
 def chain(raw: dict[str, object]) -> ModuleChain:

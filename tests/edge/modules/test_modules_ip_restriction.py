@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from modules_testkit import modules, view
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, Rejection, compile_modules
+from tests.kit.modules_testkit import modules, view
 
 
 def chain(

@@ -13,7 +13,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from jwt.utils import base64url_encode
-from modules_testkit import Clock, modules, view
 
 from interlock.edge.modules import (
     MissingSecretError,
@@ -22,6 +21,7 @@ from interlock.edge.modules import (
     compile_modules,
 )
 from interlock.model.moduleset import SecretValue
+from tests.kit.modules_testkit import Clock, modules, view
 
 ISSUER = "https://issuer.example"
 NOW = 1_700_000_000.0

@@ -11,9 +11,7 @@ import datetime
 import hashlib
 
 import pytest
-from modules_testkit import modules, secrets
 from multidict import CIMultiDict
-from tls_certs import TestCa
 
 from interlock.edge.modules import (
     MissingSecretError,
@@ -28,6 +26,8 @@ from interlock.edge.modules.mutual_tls import (
     SUBJECT_HEADER,
     header_safe,
 )
+from tests.kit.modules_testkit import modules, secrets
+from tests.kit.tls_certs import TestCa
 
 CA = TestCa("Team CA")
 OTHER_CA = TestCa("Other CA")

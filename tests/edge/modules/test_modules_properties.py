@@ -6,12 +6,12 @@ from ipaddress import IPv4Address, IPv6Address
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from modules_testkit import view
 
 from interlock.edge.modules import compile_modules
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.model.module_settings import RateLimitSettings
 from interlock.model.moduleset import Modules, RateLimitModule
+from tests.kit.modules_testkit import view
 
 TRUSTED = ["192.0.2.0/24", "2001:db8:ffff::/48"]
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from modules_testkit import Clock, modules, view
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modules
 from interlock.edge.modules.rate_limit import RateLimit
 from interlock.model.module_settings import RateLimitSettings
 from interlock.model.moduleset import RateLimitModule
+from tests.kit.modules_testkit import Clock, modules, view
 
 
 def chain(clock: Clock, requests: int = 3, period: str = "1m") -> ModuleChain:

@@ -6,10 +6,10 @@ import hashlib
 import hmac
 
 import pytest
-from modules_testkit import Clock, modules, view
 
 from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modules
 from interlock.model.moduleset import SecretValue
+from tests.kit.modules_testkit import Clock, modules, view
 
 KEY = b"whsec_planted_webhook_key"
 BODY = b'{"event":"push","ref":"refs/heads/main"}'

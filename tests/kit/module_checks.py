@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_clients import eventually
-from test_edge_scenarios import Env, module_set
-
 from interlock.kube.transport import KubeApiError
+from tests.kit.e2e_clients import eventually
+from tests.kit.edge_env import Env
+from tests.kit.edge_objects import module_set
 
 
 async def until_refused_naming(env: Env, modules: dict[str, Any], field: str) -> None:

@@ -16,7 +16,8 @@ from urllib.parse import urljoin
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
-from identity_idp import User
+
+from tests.kit.identity_idp import User
 
 
 class LoopbackResolver(AbstractResolver):

@@ -16,12 +16,12 @@ from typing import Any, Literal
 import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import Echo, EchoReply, local_slice
-from lanes import ENDPOINT_HOST
 
 from interlock.config import MeshConfig
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.echo_backends import Echo, EchoReply, local_slice
+from tests.kit.lanes import ENDPOINT_HOST
 
 GATEWAY = "gateway.networking.k8s.io"
 

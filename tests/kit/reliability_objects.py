@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 import bcrypt
-from edge_objects import ingress as edge_ingress
+
+from tests.kit.edge_objects import ingress as edge_ingress
 
 GATEWAY = "gateway.networking.k8s.io"
 NAMESPACES = ("default", "other")

@@ -2,7 +2,7 @@
 Service ``web``, echo backends standing in for pods, and producer HTTPRoutes on ``web`` whose
 policy the edge enforces on the wire.
 
-Each echo backend (``tests/echo_backends.py``, the one the mesh's and the engine's tests use
+Each echo backend (``tests/kit/echo_backends.py``, the one the mesh's and the engine's tests use
 too) answers with a JSON report of what it received (its name, method, path as received,
 query, every header with all its values), so a test checks what the policy made of a request;
 ``/stall…`` paths never answer until the test ends (for timeouts), ``?status=N`` answers N,
@@ -22,11 +22,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import Echo, EchoReply, local_slice
 
 from interlock.config import EdgeConfig
 from interlock.controller.app import Controller
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.echo_backends import Echo, EchoReply, local_slice
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 GATEWAY = "gateway.networking.k8s.io"

@@ -1,6 +1,6 @@
 """The machinery of the convergence harness: replicas, faults, outputs, and what they should be.
 
-A history runs against one API server (either lane, ``tests/lanes.py``; the harness writes as
+A history runs against one API server (either lane, ``tests/kit/lanes.py``; the harness writes as
 cluster admin, the replicas use the controller's kubeconfig) with one or more *replicas* (real
 :class:`~interlock.controller.app.Controller` instances with an edge). Each replica's edge provider
 is wrapped in a :class:`~interlock.edge.faults.FaultyEdge`, whose served log is what the fail-closed
@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from lanes import LEASE_NAMESPACE, RESOURCES, ControlPlane, TestCluster, lane_cluster
-from reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
 from interlock.actors.directories import _Directory
 from interlock.actors.edge import EdgeActor
@@ -79,6 +77,8 @@ from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.route_resolution import resolve_route
 from interlock.model.route_status import route_status
 from interlock.model.service import Service, ServicePortKey, parse_service
+from tests.kit.lanes import LEASE_NAMESPACE, RESOURCES, ControlPlane, TestCluster, lane_cluster
+from tests.kit.reliability_objects import INGRESS_CLASS, NAMESPACES, UNIVERSE, build
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 LOCAL = Address("127.0.0.1", 0)

@@ -11,13 +11,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from dataplane_env import CRDS, service_obj, slice_obj
-from e2e_clients import LOCAL, Cluster, StartController, eventually
-from echo_backends import Echo
 
 from interlock.config import EdgeConfig, GatewayConfig
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError, request_json
+from tests.kit.dataplane_env import CRDS, service_obj, slice_obj
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.echo_backends import Echo
 
 GROUP = "gateway.networking.k8s.io"
 CLASS = "interlock-e2e"

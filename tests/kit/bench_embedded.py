@@ -1,6 +1,6 @@
 """Figures for docs/embedded.md: list and watch of 10,000 Services and HTTPRoutes.
 
-Run: ``.venv/bin/python tests/embedded/bench_embedded.py`` (not collected by pytest). Prints
+Run: ``.venv/bin/python tests/kit/bench_embedded.py`` (not collected by pytest). Prints
 medians over 3 repeats; timings on shared machines are noisy, compare within one run.
 """
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import grpc
 import pytest
-from e2e_clients import eventually
-from lanes import ENDPOINT_HOST
+
+from tests.kit.e2e_clients import eventually
+from tests.kit.lanes import ENDPOINT_HOST
 
 SERVICE = "demo.Greeter"
 GREETERS = ("greeter", "greeter-v2")

@@ -1,4 +1,4 @@
-"""Clients used by the end-to-end tests: the cluster (``tests/lanes.py``, either lane) and the
+"""Clients used by the end-to-end tests: the cluster (``tests/kit/lanes.py``, either lane) and the
 policy API (through aiohttp), plus a polling helper with a deadline."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 import aiohttp
-from lanes import LEASE_NAMESPACE, TestCluster
 
 from interlock.config import (
     Address,
@@ -25,6 +24,7 @@ from interlock.controller.app import Controller
 from interlock.kube.resources import EVENT
 from interlock.kube.transport import request_json
 from interlock.mailbox.testing import eventually as _eventually
+from tests.kit.lanes import LEASE_NAMESPACE, TestCluster
 
 Cluster = TestCluster
 """What e2e tests write with: the lane's :class:`~lanes.TestCluster` (admin identity)."""

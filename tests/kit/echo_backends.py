@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from lanes import ENDPOINT_HOST
+
+from tests.kit.lanes import ENDPOINT_HOST
 
 
 def request_report(backend: str, request: web.Request, *, every_value: bool) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def resource_of(obj: dict[str, Any]) -> Resource:
         return RESOURCES[(obj["apiVersion"], obj["kind"])]
     except KeyError:
         raise KeyError(
-            f"tests/lanes.py: no Resource for {obj.get('apiVersion')} {obj.get('kind')}; "
+            f"tests/kit/lanes.py: no Resource for {obj.get('apiVersion')} {obj.get('kind')}; "
             "add it to RESOURCES"
         ) from None
 
