@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import aiohttp
 import httptools
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy, istr
 
 from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
 from interlock.dataplane.source import Address
@@ -61,11 +61,13 @@ _NAME_CACHE_LENGTH = 64
 _names: dict[bytes, str] = {}
 """An answer header name's bytes -> its text: a backend sends the same names on every answer.
 Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a backend
-sending new names fills it once and then pays the decode as before."""
+sending new names fills it once and then pays the decode as before. The text is an ``istr``
+(equal, hashed and written as the ``str``): the answer's ``CIMultiDict`` and its copies take its
+folded form instead of folding the name again."""
 
 
 def _name(raw: bytes) -> str:
-    name = raw.decode("utf-8", "surrogateescape")
+    name = istr(raw.decode("utf-8", "surrogateescape"))
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = name
     return name
