@@ -11,33 +11,7 @@ import pytest
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS
 from interlock.dataplane.request_stream import H2Request, Responder
-
-
-class _Transport(asyncio.Transport):
-    """What the protocol writes, and whether it closed the connection."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = b""
-        self.closed = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.written += bytes(data)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 1) if name == "peername" else default
-
-    def pause_reading(self) -> None:
-        return None
-
-    def resume_reading(self) -> None:
-        return None
+from tests.kit.recording_transport import RecordingTransport
 
 
 @pytest.mark.parametrize(
@@ -62,7 +36,7 @@ async def test_a_header_with_cr_or_lf_is_never_written(name: str, value: str) ->
     protocol = Http1ServerProtocol(
         handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=lambda: asyncio.Protocol()
     )
-    transport = _Transport()
+    transport = RecordingTransport()
     protocol.connection_made(transport)
     protocol.data_received(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
     await asyncio.wait_for(answered.wait(), 60)
@@ -84,7 +58,7 @@ async def test_a_plain_header_is_written() -> None:
     protocol = Http1ServerProtocol(
         handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=lambda: asyncio.Protocol()
     )
-    transport = _Transport()
+    transport = RecordingTransport()
     protocol.connection_made(transport)
     protocol.data_received(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
     for _ in range(10):

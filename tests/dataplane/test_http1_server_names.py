@@ -11,7 +11,7 @@ from interlock.dataplane import http1_server
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS
 from interlock.dataplane.request_stream import H2Request, Responder
-from tests.dataplane.test_http1_server_heads import _Transport
+from tests.kit.recording_transport import RecordingTransport
 
 
 async def _serve(heads: list[bytes]) -> list[tuple[list[tuple[str, str]], bytes]]:
@@ -31,7 +31,7 @@ async def _serve(heads: list[bytes]) -> list[tuple[list[tuple[str, str]], bytes]
     protocol = Http1ServerProtocol(
         handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=lambda: asyncio.Protocol()
     )
-    protocol.connection_made(_Transport())
+    protocol.connection_made(RecordingTransport())
     for head in heads:
         protocol.data_received(head)
     await asyncio.wait_for(done.wait(), 60)
