@@ -78,7 +78,9 @@ def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CI
         # drop, so a plain copy (in C) once no name is hop-by-hop.
         for name in headers:
             lower = name.lower()
-            if lower in HOP_BY_HOP or lower.startswith("proxy-"):
+            # ``lower[:6] ==`` rather than ``startswith``, whose arguments are parsed by
+            # ``PyArg_ParseTuple``: ~400 instructions a header, twice a request, against ~150.
+            if lower in HOP_BY_HOP or lower[:6] == "proxy-":
                 break
         else:
             return CIMultiDict(headers)
@@ -91,7 +93,7 @@ def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CI
     kept: CIMultiDict[str] = CIMultiDict()
     for name, value in headers.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in listed or lower.startswith("proxy-"):
+        if lower in HOP_BY_HOP or lower in listed or lower[:6] == "proxy-":
             continue
         kept.add(name, value)
     return kept
