@@ -81,7 +81,7 @@ if LANE not in ("embedded", "real"):
     raise RuntimeError(f"INTERLOCK_TEST_CLUSTER={LANE!r}: expected 'embedded' or 'real'")
 REAL = LANE == "real"
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REAL_CLUSTER_SH = REPO / "hack" / "real-cluster.sh"
 CRDS = REPO / "manifests" / "crds"
 
