@@ -113,9 +113,10 @@ async def test_each_request_is_one_access_log_line_and_counted(
         labels["target"]: value
         for labels, value in found["interlock_http_request_duration_seconds_count"]
     }
-    assert (
-        counts["default/web:80"]
-        == requests[("mesh", "default/web:80", "Default default/web rule 0", "2xx")]
+    # The histogram has no code label: it counts every answer for the target, including a 503
+    # that until_backend may have met before the endpoints were read (the real lane's timing).
+    assert counts["default/web:80"] == sum(
+        value for (front, target, _, _), value in requests.items() if target == "default/web:80"
     )
     infinite = [
         value
