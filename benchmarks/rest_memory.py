@@ -19,6 +19,10 @@ grouped by the innermost frame of interlock's code that allocated it, per file a
 divided by N. (The figures of a traced run are Python allocations, not RSS.)
 
     .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--edge] [--write-docs]
+    .venv/bin/python benchmarks/rest_memory.py --scales 0 48 --tree DIR   # another checkout's
+
+``--tree DIR`` imports and runs interlock from another checkout (a snapshot of main: a before and
+after in one sitting, alternating the two); only the figures are printed, never written.
     .venv/bin/python benchmarks/rest_memory.py --where 2000
 """
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import subprocess
 import sys
 import tempfile
@@ -69,11 +74,24 @@ print(json.dumps(rows))
 """
 
 
-def import_graph() -> list[tuple[str, float, int, list[tuple[str, int]]]]:
+def tree_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a child that imports interlock from ``tree`` (None: this checkout's)."""
+    return None if tree is None else {**os.environ, "PYTHONPATH": tree}
+
+
+def import_graph(tree: str | None = None) -> list[tuple[str, float, int, list[tuple[str, int]]]]:
     import json
 
     code = f"STEPS = {STEPS!r}\n{IMPORT_PROBE}"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # From the tree's folder: ``-c`` puts the working directory first on sys.path.
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=tree_env(tree),
+        cwd=tree,
+    )
     return [tuple(row) for row in json.loads(out.stdout)]  # type: ignore[misc]
 
 
@@ -81,7 +99,7 @@ EDGE_FLAGS = ["--edge-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]
 """``--edge``: what ``interlock run`` adds to serve the edge and the mesh listener."""
 
 
-async def at_rest(n: int, *, flags: list[str]) -> tuple[float, float]:
+async def at_rest(n: int, *, flags: list[str], tree: str | None = None) -> tuple[float, float]:
     """(seconds to ready, RSS MiB when ready) of ``interlock run`` with N Services + routes."""
     import aiohttp
     from api_servers import EmbeddedServer
@@ -95,6 +113,8 @@ async def at_rest(n: int, *, flags: list[str]) -> tuple[float, float]:
         process = await asyncio.create_subprocess_exec(
             *child_command("interlock", kubeconfig=server.kubeconfig, port=port, admin=admin, n=n),
             *flags,
+            env=tree_env(tree),
+            cwd=tree,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
@@ -182,7 +202,7 @@ def section(
         "|---:|---:|---:|",
     ]
     for n, (ready, rss) in sorted(rest.items()):
-        lines.append(f"| {n:,} | {rss:.0f} MiB | {ready:.1f} s |")
+        lines.append(f"| {n:,} | {rss:.1f} MiB | {ready:.1f} s |")
     lines += [
         "",
         "Where the start-up RSS goes (each step imported in a fresh interpreter after the ones "
@@ -222,17 +242,22 @@ def main() -> int:
     )
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--where", type=int, metavar="N", help="where the memory per pair goes")
+    parser.add_argument("--tree", help="import and run interlock from this checkout instead")
     args = parser.parse_args()
     if args.where:
         asyncio.run(where(args.where))
         return 0
-    graph = import_graph()
+    tree = str(Path(args.tree).resolve()) if args.tree else None
+    graph = import_graph(tree)
     flags = EDGE_FLAGS if args.edge else []
-    rest = {n: asyncio.run(at_rest(n, flags=flags)) for n in args.scales}
+    rest = {n: asyncio.run(at_rest(n, flags=flags, tree=tree)) for n in args.scales}
     command = (
         f".venv/bin/python benchmarks/rest_memory.py --scales {' '.join(map(str, args.scales))}"
         + (" --edge" if args.edge else "")
+        + (f" --tree {args.tree}" if args.tree else "")
     )
+    if tree is not None:
+        args.write_docs = False  # another checkout's figures are a comparison, not the docs'
     report(section(graph, rest, command, flags), HEADING, write_docs=args.write_docs)
     return 0
 
