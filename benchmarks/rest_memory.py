@@ -44,6 +44,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Memory at rest"
 
 STEPS = [
+    "interlock",  # first, as in `interlock run`: it postpones aiohttp's CA loading
     "asyncio",
     "aiohttp",
     "pydantic",
