@@ -236,8 +236,16 @@ class Http1Responder:
             head = self._render(length=len(data) if known else None)
             if self._head_only:
                 self._write(head, end=end)
+            elif end and not self._chunked and not self._until_close:
+                # The usual answer, whole and of a known length: _write and the connection's
+                # write inlined (two Python calls a request fewer).
+                out = head + data
+                self.bytes += len(out)
+                self.ended = True
+                transport = self._connection._transport
+                if transport is not None and not transport.is_closing():
+                    transport.write(out)
             else:
-                # _frame inlined for the usual answer, whose length is known (not chunked).
                 self._write(head + (self._frame(data, end=end) if self._chunked else data), end=end)
         elif self._head_only:
             if end:
@@ -631,11 +639,19 @@ class Http1ServerProtocol(asyncio.Protocol):
                 if not responder.keep_alive or not responder._body.ended:
                     self.abort()
                     return
-                following = self._following()
-                if following is None:
-                    if self._next is None:
+                if self._waiting or self.lost or self.closing or self._handed_over is not None:
+                    following = self._following()
+                    if following is None:
                         return
-                    following = await self._next
+                else:
+                    # The usual case, _following's last lines inlined (and _arm_idle's): the
+                    # connection idles until its next request comes.
+                    loop = self._loop
+                    waiting_for = self._next = loop.create_future()
+                    self._idle_since = loop.time()
+                    if self._idle_timer is None:
+                        self._idle_timer = loop.call_later(self._limits.idle_timeout, self._idled)
+                    following = await waiting_for
                     if following is None:
                         return
                 request, responder = following
@@ -645,9 +661,9 @@ class Http1ServerProtocol(asyncio.Protocol):
             self._next = None
 
     def _following(self) -> tuple[H2Request, Http1Responder] | None:
-        """The next request once one was answered: a pipelined one already read, else None —
-        with :attr:`_next` set when the connection idles until a request comes, unset when it
-        serves no more (lost, closing, or handed over for an upgrade)."""
+        """The next request once one was answered, when one may be waiting or none may come: a
+        pipelined one already read, else None (lost, closing, or handed over for an upgrade).
+        (When none of these holds, :meth:`_serve` idles until the next request itself.)"""
         if self.lost:
             return None
         if self._waiting:
@@ -661,9 +677,6 @@ class Http1ServerProtocol(asyncio.Protocol):
             return None
         if self.closing:
             self.abort()
-            return None
-        self._next = self._loop.create_future()
-        self._arm_idle()
         return None
 
     def _stop_waiting(self) -> None:
