@@ -47,10 +47,9 @@ from loguru import logger
 from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
-from interlock.dataplane.header_names import HOST
 from interlock.dataplane.http1 import BufferedBody
 from interlock.dataplane.limits import ProxyLimits
-from interlock.dataplane.proxy import ClientBodyTimeout
+from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
 
 MAX_LINE_SIZE = 8190
@@ -82,25 +81,48 @@ _NAME_CACHE_SIZE = 256
 """Most header names kept decoded (``_names``); ``_NAME_CACHE_LENGTH`` the longest one kept."""
 _NAME_CACHE_LENGTH = 64
 
-_OTHER, _CONTENT_LENGTH, _TRANSFER_ENCODING, _EXPECT = range(4)
-_FRAMING = {
+(
+    _OTHER,
+    _CONTENT_LENGTH,
+    _TRANSFER_ENCODING,
+    _EXPECT,
+    _HOST,
+    _CONNECTION,
+    _HOP_BY_HOP,
+    _CLOSE,
+) = range(8)
+_KINDS = {
+    **dict.fromkeys(HOP_BY_HOP, _HOP_BY_HOP),
     "content-length": _CONTENT_LENGTH,
-    "transfer-encoding": _TRANSFER_ENCODING,
+    "transfer-encoding": _TRANSFER_ENCODING,  # hop-by-hop too
     "expect": _EXPECT,
+    "host": _HOST,
+    "connection": _CONNECTION,  # hop-by-hop too
+    "close": _CLOSE,
 }
+"""What the server does with a header name besides keeping it: frames the body by it, answers
+it (``Expect``), takes the authority from it, keeps it from the upstream (hop-by-hop), or — a
+header named ``Close`` — keeps it unless ``Connection: close`` names it."""
 
-_names: dict[bytes, tuple[str, int]] = {}
-"""A request header name's bytes -> its text and which of the names the parser acts on it is:
-decoding, folding and comparing the same dozen names on every request was ~500 instructions a
-header. Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a
-client sending new names fills it once and then pays the decode as before. The text is an
-``istr`` (equal, hashed and written as the ``str``): the request's ``CIMultiDict`` and its copies
-take its folded form instead of folding the name again."""
+_UNLISTING = HOP_BY_HOP | {"close"}
+"""A ``Connection`` value that is one of these names nothing the upstream would get (the usual
+``close`` and ``keep-alive``; a header named ``Close`` aside)."""
+
+_names: dict[bytes, tuple[str, str, int]] = {}
+"""A request header name's bytes -> its text, its lower case and its kind (:data:`_KINDS`; a
+``Proxy-*`` name is hop-by-hop): decoding, folding and comparing the same dozen names on every
+request was ~500 instructions a header. Keyed by the exact bytes, so a name decodes as it did;
+bounded in count and length, so a client sending new names fills it once and then pays the
+decode as before. The text is an ``istr`` (equal, hashed and written as the ``str``): the
+request's ``CIMultiDict`` and its copies take its folded form instead of folding the name
+again."""
 
 
-def _name(raw: bytes) -> tuple[str, int]:
+def _name(raw: bytes) -> tuple[str, str, int]:
     name = istr(raw.decode("latin-1"))
-    known = (name, _FRAMING.get(name.lower(), _OTHER))
+    lower = name.lower()
+    kind = _KINDS.get(lower, _HOP_BY_HOP if lower[:6] == "proxy-" else _OTHER)
+    known = (name, lower, kind)
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = known
     return known
@@ -362,8 +384,13 @@ class Http1ServerProtocol(asyncio.Protocol):
         limits: ProxyLimits,
         upgrade: Callable[[], asyncio.Protocol],
         closed: Callable[[Http1ServerProtocol], None] = lambda _protocol: None,
+        held_back: frozenset[str] = frozenset(),
     ) -> None:
+        """``held_back``: lower-case names the front door never forwards as the client sent
+        them, left out of each request's :attr:`~H2Request.forwardable` with the hop-by-hop
+        ones."""
         self._loop = asyncio.get_running_loop()
+        self._held_back = held_back
         self.parser = httptools.HttpRequestParser(self)
         self._handler = handler
         """What answers each request (the edge's steps, ``EdgeStreams.handle``)."""
@@ -534,22 +561,47 @@ class Http1ServerProtocol(asyncio.Protocol):
         self._headers_began = None
         parser = self.parser
         headers: CIMultiDict[str] = CIMultiDict()
-        length = chunked = False
-        expect_continue = False
+        # What an upstream may get as sent, in the same pass (H2Request.forwardable).
+        forwardable: list[tuple[str, str]] = []
+        authority: str | None = None
+        listed = length = chunked = expect_continue = close_named = close_header = False
         underscores = self._limits.underscores_in_headers
+        held_back = self._held_back
         for raw_name, raw_value in self._headers:
             if _UNDERSCORE in raw_name and not underscores:
                 continue  # see ProxyLimits.underscores_in_headers
-            name, framing = _names.get(raw_name) or _name(raw_name)
+            name, lower, kind = _names.get(raw_name) or _name(raw_name)
             value = raw_value.decode("latin-1")
             headers.add(name, value)
-            if framing:
-                if framing == _CONTENT_LENGTH:
-                    length = value.strip() != "0"
-                elif framing == _TRANSFER_ENCODING:
-                    chunked = True
-                else:
-                    expect_continue = value.strip().lower() == "100-continue"
+            if not kind:
+                if lower not in held_back:
+                    forwardable.append((name, value))
+            elif kind == _HOST:
+                if authority is None:  # the first (the one a CIMultiDict's get() gives)
+                    authority = value
+                    forwardable.append((name, value))
+            elif kind == _CONTENT_LENGTH:
+                length = value.strip() != "0"
+                forwardable.append((name, value))
+            elif kind == _TRANSFER_ENCODING:
+                chunked = True
+            elif kind == _EXPECT:
+                expect_continue = value.strip().lower() == "100-continue"
+            elif kind == _CONNECTION:
+                token = value.strip().lower()
+                if token == "close":
+                    close_named = True
+                elif token not in _UNLISTING:
+                    listed = True
+            elif kind == _CLOSE:
+                close_header = True
+                forwardable.append((name, value))
+        # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
+        # rules decide (proxy.without_hop_by_hop).
+        if listed or authority is None or (close_named and close_header):
+            sorted_out = None
+        else:
+            sorted_out = forwardable
         method = parser.get_method().decode("ascii", "replace")
         http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
@@ -570,13 +622,14 @@ class Http1ServerProtocol(asyncio.Protocol):
         request = H2Request(
             method,
             self._scheme,
-            headers.get(HOST, ""),  # authority
+            authority or "",
             self._url.decode("latin-1"),  # path
             headers,
             self._peer,
             body,
             self._transport,
             "1.1",  # version
+            sorted_out,
         )
         responder = Http1Responder(self, body, method, http10)
         waiting_for = self._next

@@ -83,6 +83,12 @@ class H2Request:
     """The client connection (for its TLS peer certificate)."""
     version: str = "2"
     """The HTTP version the client speaks (``2``, or ``1.1`` from the HTTP/1.1 server)."""
+    forwardable: list[tuple[str, str]] | None = None
+    """The headers an upstream may get as the client sent them, when the server sorted them
+    while parsing (the HTTP/1.1 server): :attr:`headers` in order without the hop-by-hop ones,
+    ``Expect``, the front door's held-back names and any ``Host`` after the first. None when
+    not sorted, or when a ``Connection`` header lists names or no ``Host`` came (the general
+    rules, ``proxy.without_hop_by_hop``, then apply)."""
 
 
 H2Handler = Callable[[H2Request, Responder], Awaitable[None]]

@@ -54,7 +54,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules.addresses import TrustedProxies
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.passwords import PasswordChecker
-from interlock.edge.steps import Admitted, EdgeFront, Refusal, decide, log_answer
+from interlock.edge.steps import HELD_BACK, Admitted, EdgeFront, Refusal, decide, log_answer
 from interlock.edge.streams import EdgeStreams
 from interlock.edge.tls_listener import TlsListener
 
@@ -176,6 +176,7 @@ class EdgeServer:
                     limits=self._limits,
                     upgrade=server,
                     closed=self._http1_connections.discard,
+                    held_back=HELD_BACK,
                 )
                 self._http1_connections.add(protocol)
                 return protocol

@@ -52,10 +52,17 @@ from multidict import CIMultiDict, MultiDict, MultiDictProxy
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.engine import Engine
-from interlock.dataplane.header_names import EXPECT, HOST
+from interlock.dataplane.header_names import (
+    EXPECT,
+    HOST,
+    X_FORWARDED_FOR,
+    X_FORWARDED_HOST,
+    X_FORWARDED_PROTO,
+)
 from interlock.dataplane.http2_server import H2BodyTimeout
 from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
 from interlock.dataplane.proxy import (
+    CLIENT_ADDRESS_HEADERS,
     MAX_READ_BODY,
     ClientBodyTimeout,
     IPNetwork,
@@ -67,9 +74,27 @@ from interlock.dataplane.request_stream import H2Request
 from interlock.dataplane.request_target import normalize_host, split_target
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
+from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.routing import select_route
 from interlock.edge.tls import peer_certificate
+
+HELD_BACK = frozenset(
+    name.lower()
+    for name in (
+        *CLIENT_CERT_HEADERS,
+        *IDENTITY_HEADERS,
+        *CLIENT_ADDRESS_HEADERS,
+        X_FORWARDED_FOR,
+        X_FORWARDED_PROTO,
+        X_FORWARDED_HOST,
+    )
+)
+"""What step 10 removes from a request's headers besides the hop-by-hop ones and ``Expect``, on
+a route whose chain :attr:`~interlock.edge.modules.chain.ModuleChain.passes_through` and with no
+trusted proxy: the HTTP/1.1 server leaves them out of ``H2Request.forwardable`` as it parses
+(``X-Forwarded-*`` are then set anew)."""
 
 NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 """The query parameters of a request without a query (most requests: one value for all)."""
@@ -277,6 +302,19 @@ async def decide(
         decision.upstream_tls = nginx.upstream_tls
         hooks = nginx.hooks(hooks, request.headers)
         protocol = nginx.protocol or protocol
+    forwardable = request.forwardable
+    if forwardable is not None and chain.passes_through and not front.trusted:
+        # The headers the server sorted while parsing, without the HELD_BACK names: what the
+        # lines below leave of them on such a route, built in one call.
+        headers = CIMultiDict(
+            [
+                *forwardable,
+                (X_FORWARDED_FOR, request.peer),
+                (X_FORWARDED_PROTO, request.scheme),
+                (X_FORWARDED_HOST, host),
+            ]
+        )
+        return Admitted(decision, headers, query, body, hooks, protocol, where)
     headers = without_hop_by_hop(request.headers)
     headers.popall(EXPECT, None)
     headers[HOST] = host
