@@ -96,8 +96,9 @@ def import_graph(tree: str | None = None) -> list[tuple[str, float, int, list[tu
     return [tuple(row) for row in json.loads(out.stdout)]  # type: ignore[misc]
 
 
-EDGE_FLAGS = ["--edge-addr", "127.0.0.1:0", "--mesh-addr", "127.0.0.1:0"]
-"""``--edge``: what ``interlock run`` adds to serve the edge and the mesh listener."""
+EDGE_FLAGS = ["--edge-addr", "127.0.0.1:0", "--edge-workers", "1", "--mesh-addr", "127.0.0.1:0"]
+"""``--edge``: what ``interlock run`` adds to serve the edge and the mesh listener (in its own
+process: ``--edge-workers`` auto would start worker processes this RSS does not count)."""
 
 
 async def at_rest(n: int, *, flags: list[str], tree: str | None = None) -> tuple[float, float]:

@@ -15,12 +15,14 @@ restart, and their retained values re-delivered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from interlock.actors.topics import (
     ENDPOINTS,
     SERVICE,
 )
+from interlock.dataplane.source import no_address
 from interlock.dataplane.upstreams import Address, UpstreamError
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.meta import ObjectKey
@@ -43,20 +45,26 @@ class UpstreamTables:
     slices: dict[ObjectKey, dict[str, EndpointSlice]] = field(default_factory=dict)
     addresses: dict[ServicePortKey, list[Address]] = field(default_factory=dict)
     """Ready addresses per Service port that exists (an empty list: none ready)."""
+    listeners: list[Callable[[ObjectKey], None]] = field(default_factory=list)
+    """Told each Service whose rows changed (the edge workers' table pusher): a call, not a
+    message, so that it costs nothing when nobody listens."""
+
+    def changed(self, key: ObjectKey) -> None:
+        """Tell the listeners that ``key``'s rows changed."""
+        for listener in self.listeners:
+            listener(key)
 
     def unavailable(self, target: ServicePortKey) -> UpstreamError:
         """Why a Service port has no ready address: endpoints not known yet (503), the Service
         or its port does not exist (500), or no endpoint is ready (503). The indexes' slow
         path, once their fast ``addresses`` lookup found nothing."""
         key = target.service_key()
-        where = target.describe()
-        if target not in self.addresses:
-            if key not in self.known:
-                return UpstreamError(503, f"{where}: endpoints not known yet")
-            if key not in self.services:
-                return UpstreamError(500, f"Service {key} does not exist")
-            return UpstreamError(500, f"{where} does not exist")
-        return UpstreamError(503, f"{where} has no ready endpoint")
+        return no_address(
+            target,
+            known=key in self.known,
+            exists=key in self.services,
+            has_port=target in self.addresses,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ class UpstreamCache(Actor):
         elif isinstance(message, ServiceTracked):
             if message.key in self._tables.followers:
                 self._tables.known.add(message.key)
+                self._tables.changed(message.key)
         elif isinstance(message, Published | Unpublished):
             self._take(message)
         return None
@@ -165,9 +174,9 @@ class UpstreamCache(Actor):
         for port in [p for p in tables.addresses if p.service_key() == key]:
             del tables.addresses[port]
         service = tables.services.get(key)
-        if service is None:
-            return
-        slices = list(tables.slices.get(key, {}).values())
-        for service_port in service.spec.ports:
-            target = ServicePortKey(key.namespace, key.name, service_port.port)
-            tables.addresses[target] = ready_addresses(slices, service_port.name)
+        if service is not None:
+            slices = list(tables.slices.get(key, {}).values())
+            for service_port in service.spec.ports:
+                target = ServicePortKey(key.namespace, key.name, service_port.port)
+                tables.addresses[target] = ready_addresses(slices, service_port.name)
+        tables.changed(key)

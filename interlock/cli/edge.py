@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 _HELP = "run the edge data plane alone (programmed through its admin API)"
 _DESCRIPTION = (
     "Serve the edge data plane and its admin API in this process; a controller programs "
-    "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc)."
+    "it remotely. Upstreams resolve through cluster DNS ({service}.{namespace}.svc), or with "
+    "--pushed-upstreams from the tables the controller pushes."
 )
 
 
@@ -93,6 +94,12 @@ def add_edge_parser(subparsers: Any) -> None:
         "outside the cluster, a benchmark); repeatable",
     )
     add.switch(
+        "--pushed-upstreams",
+        help="resolve backends from the upstream tables a controller pushes through the admin "
+        "API (policies and EndpointSlice endpoints), not cluster DNS; a backend is attached only "
+        "once its table arrived: what interlock run --edge-workers starts its workers with",
+    )
+    add.switch(
         "--reuse-port",
         help="let other processes listen on the edge's ports too (SO_REUSEPORT; the kernel "
         "spreads connections over them): what interlock run --edge-workers starts its workers "
@@ -137,8 +144,11 @@ async def _edge_until_signalled(
     allowed_hosts: AllowedHosts,
     admin_tls: ssl.SSLContext | None,
 ) -> int:
+    from interlock.dataplane.pushed_upstreams import PushedUpstreams
     from interlock.dataplane.upstreams import DnsUpstreams
     from interlock.edge.standalone import run_standalone_edge
+
+    pushed = PushedUpstreams() if args.pushed_upstreams else None
 
     return await serve_until_signalled(
         run_standalone_edge(
@@ -149,7 +159,8 @@ async def _edge_until_signalled(
             trusted_proxies=tuple(args.trusted_proxy),
             tls_listen=args.tls_listen,
             limits=edge_limits_from_args(args),
-            upstreams=DnsUpstreams(fixed=fixed_upstreams(args.upstream)),
+            upstreams=None if pushed else DnsUpstreams(fixed=fixed_upstreams(args.upstream)),
+            pushed=pushed,
             reuse_port=args.reuse_port,
             admin_tls=admin_tls,
             announce=announcer(args.log_format, logger="cli.edge"),
@@ -178,6 +189,11 @@ def fixed_upstreams(values: list[str]) -> dict[ServicePortKey, list[Address]]:
 def edge_command(args: argparse.Namespace) -> int:
     admin_token = _admin_token(args)
     fixed_upstreams(args.upstream)  # a bad value exits before anything starts
+    if args.pushed_upstreams and args.upstream:
+        raise SystemExit(
+            "interlock edge: --upstream and --pushed-upstreams exclude each other: with "
+            "--pushed-upstreams every backend comes from the controller's tables"
+        )
     admin_tls = _admin_tls(args)
     try:
         allowed_hosts = AllowedHosts.parse(args.allowed_host, flag="--allowed-host")

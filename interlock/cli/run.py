@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from interlock.cli.announce import Announce, announcer
+from interlock.cli.cpus import usable_cpus
 from interlock.cli.edge_limits import add_edge_limit_flags, edge_limits_from_args
 from interlock.cli.env import EnvDefaults, env_list
 from interlock.cli.loop import add_loop_flag, run_on_loop
@@ -108,12 +109,12 @@ def add_run_parser(subparsers: Any) -> None:
     )
     add.value(
         "--edge-workers",
-        default="1",
+        default="auto",
         metavar="N|auto",
         help="data-plane processes serving --edge-addr and --edge-tls-addr, sharing the ports "
-        "(SO_REUSEPORT) and programmed as one; auto: one per CPU this process may use. Above 1 "
-        "the workers reach backends through cluster DNS, not the EndpointSlices "
-        "(docs/operations.md, Edge workers)",
+        "(SO_REUSEPORT) and programmed as one, each given the controller's upstream tables; "
+        "auto: one per CPU this process may use (its affinity and cgroup cpu.max quota); 1 "
+        "serves the edge from this process (docs/operations.md, Edge workers)",
     )
     add.value(
         "--edge-admin-url",
@@ -374,7 +375,7 @@ def _edge_settings(args: argparse.Namespace, trusted: Sequence[str]) -> EdgeConf
             read_token_file(token_file, flag="--edge-admin-token-file") if token_file else None
         ),
         admin_ca=_readable(args.edge_admin_ca, flag="--edge-admin-ca"),
-        workers=parse_edge_workers(args.edge_workers),
+        workers=parse_edge_workers(args.edge_workers, serves_edge=bool(args.edge_addr)),
         limits=edge_limits_from_args(args),
         trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),
         ingress_nginx_annotations=args.ingress_nginx_annotations,
@@ -446,10 +447,12 @@ def register(subparsers: Any) -> None:
     add_run_parser(subparsers)
 
 
-def parse_edge_workers(value: str) -> int:
-    """``--edge-workers``: a count of at least 1, or ``auto`` (the CPUs this process may use)."""
+def parse_edge_workers(value: str, *, serves_edge: bool = True) -> int:
+    """``--edge-workers``: a count of at least 1, or ``auto``: the CPUs this process may use
+    (:func:`~interlock.cli.cpus.usable_cpus`) when it serves an edge (``serves_edge``:
+    ``--edge-addr``), else 1."""
     if value.strip() == "auto":
-        return max(1, len(os.sched_getaffinity(0)))
+        return usable_cpus() if serves_edge else 1
     try:
         count = int(value)
     except ValueError:

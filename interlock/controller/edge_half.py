@@ -14,8 +14,9 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   since that process resolves upstreams itself (cluster DNS), no upstream index is built;
   with ``--edge-workers N`` (N > 1) it starts N ``interlock edge`` children on ``--edge-addr``
   (:class:`~interlock.edge.workers.EdgeWorkers`) and the actors program all of them as one
-  (:class:`~interlock.edge.fanout.FanOutEdge`); the upstream index still serves the Gateways'
-  listeners, which stay in this process;
+  (:class:`~interlock.edge.fanout.FanOutEdge`); the edge's upstream index is pushed to every
+  worker (:mod:`~interlock.controller.worker_upstreams`), so they route as this process would,
+  and a backend is attached only once every worker has its table;
 * :meth:`EdgeHalf.debug` — ``/debug/edges``: every route's applied modules, backend, last error
   and next retry, and what the data plane serves (never a Secret value).
 
@@ -56,6 +57,7 @@ from interlock.cli.edge_limits import edge_limit_args
 from interlock.config import Address, ControllerConfig
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.controller.view import EdgeView
+from interlock.controller.worker_upstreams import TablesFirst, UpstreamPusher
 from interlock.dataplane.metrics import Traffic, TrafficStatistics
 from interlock.edge.http_provider import HttpEdge
 from interlock.edge.inprocess import InProcessEdge
@@ -153,6 +155,8 @@ class EdgeHalf:
         self.server: EdgeServer | None = None
         self.workers: EdgeWorkers | None = None
         """The data-plane worker processes (``config.edge.workers`` > 1); ``None`` otherwise."""
+        self.pusher: UpstreamPusher | None = None
+        """What keeps the workers' upstream tables equal to :attr:`upstreams`' (with workers)."""
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
@@ -168,14 +172,20 @@ class EdgeHalf:
         elif config.edge.workers > 1:
             assert config.edge.addr is not None
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
-            self.workers = EdgeWorkers(
+            workers = self.workers = EdgeWorkers(
                 count=config.edge.workers,
                 listen=str(config.edge.addr),
                 tls_listen=None if config.edge.tls_addr is None else str(config.edge.tls_addr),
                 child_args=worker_args(config),
                 drain_timeout=config.edge.limits.drain_timeout,
+                pushed_upstreams=True,
+                log_format=config.observability.log_format,
             )
-            self.provider = self.workers.provider
+            self.pusher = UpstreamPusher(
+                index=self.upstreams, clients=lambda: [w.client for w in workers.workers]
+            )
+            workers.upstream_sync = self.pusher
+            self.provider = TablesFirst(workers.provider, index=self.upstreams, pusher=self.pusher)
         else:
             self.data_plane = InProcessEdge(trusted_proxies=config.edge.trusted_proxies)
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
@@ -238,6 +248,8 @@ class EdgeHalf:
 
         if self.upstreams is not None:
             self.upstreams.start()
+        if self.pusher is not None:
+            self.pusher.start()
         mailbox = self._directory_mailbox
         spawn = self._system.spawn
         spawn(
@@ -277,6 +289,8 @@ class EdgeHalf:
         plane (before the actor system shuts down)."""
         if self.server is not None:
             await self.server.stop()
+        if self.pusher is not None:
+            await self.pusher.close()
         if self.workers is not None:
             await self.workers.stop()
         if self.upstreams is not None:
@@ -361,6 +375,7 @@ class EdgeHalf:
                         for w in self.workers.workers
                     ],
                     "restarts": self.workers.restarts,
+                    "upstreamPushes": None if self.pusher is None else self.pusher.pushes,
                 },
                 "status": self._status_statistics(),
             }
@@ -374,8 +389,9 @@ class EdgeHalf:
 
 
 def worker_args(config: ControllerConfig) -> list[str]:
-    """The ``interlock edge`` flags every worker gets: the edge's limits and trusted proxies."""
-    args = edge_limit_args(config.edge.limits)
+    """The ``interlock edge`` flags every worker gets: the edge's limits, trusted proxies and
+    the controller's log level."""
+    args = [*edge_limit_args(config.edge.limits), "--log-level", config.observability.log_level]
     for cidr in config.edge.trusted_proxies:
         args += ["--trusted-proxy", cidr]
     return args

@@ -39,8 +39,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from loguru import logger
 
@@ -122,6 +124,8 @@ class UpstreamIndex:
     """Services whose endpoints this index asked the cache to follow."""
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
+    listeners: list[Callable[[], None]] = field(default_factory=list, init=False)
+    """Called whenever a followed policy changed (the edge workers' table pusher)."""
 
     def __post_init__(self) -> None:
         self.tables = self.cache.tables
@@ -159,6 +163,16 @@ class UpstreamIndex:
             self._follow(target, followed), name=f"{self.follower} policy {target}"
         )
         return followed
+
+    @property
+    def ready_policies(self) -> Mapping[ServicePortKey, OutboundPolicy]:
+        """The ready policy of every followed Service port (read-only)."""
+        return MappingProxyType(self._policies)
+
+    @property
+    def tracked(self) -> AbstractSet[ObjectKey]:
+        """The Services whose endpoints this index follows (read-only)."""
+        return self._tracked
 
     def endpoints(self, key: ObjectKey) -> None:
         """Follow a Service's endpoints without a policy (a Gateway route sends to its backend
@@ -213,6 +227,8 @@ class UpstreamIndex:
                 existed = followed.policy is not None and service_exists(followed.policy)
                 followed.policy = self._policies[target] = update.policy
                 followed.ready.set()
+                for listener in self.listeners:
+                    listener()
                 if self.idle_release is not None and existed and not service_exists(update.policy):
                     self.release(target)  # deleted: the next request follows it again
                     return

@@ -39,3 +39,19 @@ class PolicySource(Protocol):
     def addresses(self, target: ServicePortKey) -> Sequence[Address] | UpstreamError:
         """The ready endpoints of a Service port, or why there are none."""
         ...
+
+
+def no_address(
+    target: ServicePortKey, *, known: bool, exists: bool, has_port: bool
+) -> UpstreamError:
+    """Why a Service port has no ready address: its Service's endpoints are not known yet (503),
+    the Service or its port does not exist (500), or no endpoint is ready (503). One wording
+    for every table a data plane reads (the controller's, an edge worker's copy of it)."""
+    where = target.describe()
+    if not has_port:
+        if not known:
+            return UpstreamError(503, f"{where}: endpoints not known yet")
+        if not exists:
+            return UpstreamError(500, f"Service {target.service_key()} does not exist")
+        return UpstreamError(500, f"{where} does not exist")
+    return UpstreamError(503, f"{where} has no ready endpoint")

@@ -11,8 +11,13 @@ JSON in and out; the status code carries the error class, so the client need not
 - ``DELETE /v1/hosts/{host}/routes/{route_id}``
 - ``PUT /v1/hosts/{host}/tls`` — ``{certPem, keyPem}`` (base64, or both null to remove)
 - ``GET /v1/snapshot`` — the :class:`EdgeSnapshot` JSON
-- ``GET /v1/worker`` — ``{pid, traffic}``: this process and its request counters
-  (:mod:`interlock.edge.worker_traffic`; what a controller with ``--edge-workers`` sums)
+- ``GET /v1/worker`` — ``{pid, traffic, upstreams}``: this process, its request counters
+  (:mod:`interlock.edge.worker_traffic`; what a controller with ``--edge-workers`` sums) and
+  the rows of its pushed upstream tables (``null`` without ``--pushed-upstreams``)
+- ``PUT /v1/upstreams`` (replace) and ``PATCH /v1/upstreams`` (set and remove rows) — the
+  controller's upstream tables (:mod:`interlock.model.upstream_table`), for an edge started
+  with ``--pushed-upstreams``; one started without answers 409. Such an edge attaches a backend
+  only once its Service port's policy arrived (503 before: the controller pushes, then retries)
 
 Path parameters are percent-encoded (a route id may contain ``/``). ``modules`` is the ModuleSet
 ``spec.modules`` form; ``secrets`` is ``[{"name", "key", "value"}]`` with ``value`` base64.
@@ -46,6 +51,7 @@ from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 
 from interlock.dataplane.metrics import Traffic
+from interlock.dataplane.pushed_upstreams import PushedUpstreams
 from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.provider import (
     PATH_TYPES,
@@ -57,9 +63,11 @@ from interlock.edge.provider import (
 from interlock.edge.worker_traffic import statistics_json
 from interlock.model.allowed_hosts import AllowedHosts, refusal
 from interlock.model.moduleset import Modules, SecretValue
+from interlock.model.upstream_table import changes_from_json
 
 EDGE_KEY: web.AppKey[InProcessEdge] = web.AppKey("edge", InProcessEdge)
 TRAFFIC_KEY: web.AppKey[Traffic] = web.AppKey("traffic", Traffic)
+UPSTREAMS_KEY: web.AppKey[PushedUpstreams | None] = web.AppKey("upstreams")
 
 
 class BadRequest(ValueError):
@@ -107,17 +115,20 @@ def admin_app(
     token: SecretValue,
     allowed_hosts: AllowedHosts | None = None,
     traffic: Traffic | None = None,
+    upstreams: PushedUpstreams | None = None,
 ) -> web.Application:
     """The admin API over ``edge`` as an aiohttp application; every call but ``/healthz`` must
     carry ``Authorization: Bearer`` and ``token``, and every call a ``Host`` that
     ``allowed_hosts`` allows (besides IP addresses and localhost). ``traffic``: the counters
-    ``/v1/worker`` reports (none counted without it)."""
+    ``/v1/worker`` reports (none counted without it); ``upstreams``: the tables ``PUT`` and
+    ``PATCH /v1/upstreams`` write (None: the edge resolves through DNS and refuses them)."""
     if not token.reveal():
         raise ValueError("the edge admin API token is empty")
     guard = _guard(token, allowed_hosts or AllowedHosts())
     app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[guard])
     app[EDGE_KEY] = edge
     app[TRAFFIC_KEY] = traffic if traffic is not None else Traffic()
+    app[UPSTREAMS_KEY] = upstreams
     route = "/v1/hosts/{host}/routes/{route_id}"
     app.router.add_put(route + "/modules", _errors(_put_modules))
     app.router.add_put(route + "/backend", _errors(_put_backend))
@@ -126,6 +137,8 @@ def admin_app(
     app.router.add_put("/v1/hosts/{host}/tls", _errors(_put_tls))
     app.router.add_get("/v1/snapshot", _snapshot)
     app.router.add_get("/v1/worker", _worker)
+    app.router.add_put("/v1/upstreams", _errors(_put_upstreams))
+    app.router.add_patch("/v1/upstreams", _errors(_put_upstreams))
     app.router.add_get("/healthz", _healthz)
     return app
 
@@ -211,6 +224,12 @@ async def _put_backend(request: web.Request) -> web.StreamResponse:
         backend = BackendTarget.from_json(body)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
+    upstreams = request.app[UPSTREAMS_KEY]
+    if upstreams is not None and backend.exists and not upstreams.has_policy(backend.key):
+        raise TransientEdgeError(
+            f"{backend.key.describe()}: its upstream table has not been pushed yet "
+            "(PUT /v1/upstreams first)"
+        )
     await request.app[EDGE_KEY].attach_backend(
         host=request.match_info["host"], route_id=request.match_info["route_id"], backend=backend
     )
@@ -248,7 +267,33 @@ async def _snapshot(request: web.Request) -> web.StreamResponse:
 
 async def _worker(request: web.Request) -> web.StreamResponse:
     stats = request.app[TRAFFIC_KEY].statistics()
-    return web.json_response({"pid": os.getpid(), "traffic": statistics_json(stats)})
+    upstreams = request.app[UPSTREAMS_KEY]
+    return web.json_response(
+        {
+            "pid": os.getpid(),
+            "traffic": statistics_json(stats),
+            "upstreams": None if upstreams is None else upstreams.counts(),
+        }
+    )
+
+
+async def _put_upstreams(request: web.Request) -> web.StreamResponse:
+    upstreams = request.app[UPSTREAMS_KEY]
+    if upstreams is None:
+        return web.json_response(
+            {
+                "error": "this edge resolves backends through cluster DNS; start it with "
+                "--pushed-upstreams to take the controller's upstream tables"
+            },
+            status=409,
+        )
+    body = await _body(request)
+    try:
+        changes = changes_from_json(body, replace=request.method == "PUT")
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    upstreams.apply(changes)
+    return web.Response(status=204)
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

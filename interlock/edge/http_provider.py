@@ -36,6 +36,7 @@ from interlock.edge.provider import (
     TransientEdgeError,
 )
 from interlock.model.moduleset import SecretValue
+from interlock.model.upstream_table import TableChanges, changes_json
 
 
 def parse_retry_after(value: str | None, *, now: Callable[[], float] = time.time) -> float | None:
@@ -125,6 +126,12 @@ class HttpEdge:
         }
         url = self._base.with_path(f"/v1/hosts/{_segment(host)}/tls", encoded=True)
         await self._call("PUT", url, body=body)
+
+    async def push_upstreams(self, changes: TableChanges) -> None:
+        """Send upstream tables to an edge started with ``--pushed-upstreams``: ``PUT`` when
+        ``changes`` replace what it holds, else ``PATCH``."""
+        method = "PUT" if changes.replace else "PATCH"
+        await self._call(method, self._base.with_path("/v1/upstreams"), body=changes_json(changes))
 
     async def snapshot(self) -> EdgeSnapshot:
         data = await self._call("GET", self._base.with_path("/v1/snapshot"))

@@ -4,7 +4,10 @@ Running the edge apart from the controller lets it scale and restart on its own;
 then programs it with :class:`~interlock.edge.http_provider.HttpEdge`. Without the controller's
 state, upstreams resolve through cluster DNS (:class:`~interlock.dataplane.upstreams.DnsUpstreams`:
 ``{service}.{namespace}.svc`` on the Service port), so kube-proxy picks the pod and a backend
-Service that does not exist shows up as a failed name lookup (502).
+Service that does not exist shows up as a failed name lookup (502). With ``pushed`` (``interlock
+edge --pushed-upstreams``, what ``interlock run --edge-workers`` starts) they resolve from the
+tables the controller pushes through the admin API instead
+(:class:`~interlock.dataplane.pushed_upstreams.PushedUpstreams`), as the controller's own edge.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.listen import parse_host_port
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, ProxyTimeouts
+from interlock.dataplane.pushed_upstreams import PushedUpstreams
 from interlock.dataplane.upstreams import DnsUpstreams, UpstreamResolver
 from interlock.edge.admin_api import admin_app
 from interlock.edge.inprocess import InProcessEdge
@@ -48,14 +52,20 @@ class StandaloneEdge:
         timeouts: ProxyTimeouts = DEFAULT_TIMEOUTS,
         limits: ProxyLimits = DEFAULT_LIMITS,
         admin_tls: ssl.SSLContext | None = None,
+        pushed: PushedUpstreams | None = None,
     ) -> None:
         """``admin_tls``: serve the admin API over TLS with this context (its bearer token then
-        never crosses the network in clear); None serves it over plain HTTP."""
+        never crosses the network in clear); None serves it over plain HTTP. ``pushed``: resolve
+        upstreams from the tables the controller pushes (``upstreams`` must then be None)."""
+        if pushed is not None and upstreams is not None:
+            raise ValueError("StandaloneEdge: pushed upstream tables or a resolver, not both")
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
         self.traffic = Traffic()
+        self.pushed = pushed
+        resolver = pushed or upstreams
         self.server = EdgeServer(
             edge=self.edge,
-            upstreams=upstreams if upstreams is not None else DnsUpstreams(),
+            upstreams=resolver if resolver is not None else DnsUpstreams(),
             trusted_proxies=trusted_proxies,
             timeouts=timeouts,
             limits=limits,
@@ -80,6 +90,7 @@ class StandaloneEdge:
                     token=self._admin_token,
                     allowed_hosts=self._allowed_hosts.with_listening(admin_host),
                     traffic=self.traffic,
+                    upstreams=self.pushed,
                 ),
                 access_log=None,
                 handle_signals=False,
@@ -129,6 +140,7 @@ async def run_standalone_edge(
     upstreams: UpstreamResolver | None = None,
     reuse_port: bool = False,
     admin_tls: ssl.SSLContext | None = None,
+    pushed: PushedUpstreams | None = None,
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
@@ -140,6 +152,7 @@ async def run_standalone_edge(
         limits=limits,
         upstreams=upstreams,
         admin_tls=admin_tls,
+        pushed=pushed,
     )
     addresses = await standalone.start(
         listen=listen, admin=admin, tls_listen=tls_listen, reuse_port=reuse_port

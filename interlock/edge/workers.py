@@ -17,14 +17,18 @@ worker takes connections as soon as it listens: until reprogrammed it answers 40
 (it forwards nothing, so no route goes unguarded). Stopping sends each worker SIGTERM: it stops
 accepting and drains its requests in flight (``--edge-drain-timeout``), as a single edge does.
 
-The workers resolve backends as ``interlock edge`` does, through cluster DNS (kube-proxy picks
-the pod), not from the controller's EndpointSlice tables: see docs/operations.md.
+With ``pushed_upstreams`` (what ``interlock run`` uses) the workers are started with
+``--pushed-upstreams`` and resolve backends from the controller's upstream tables, which
+:attr:`EdgeWorkers.upstream_sync` gives a restarted worker whole before it is reprogrammed
+(:mod:`interlock.controller.worker_upstreams`); without, through cluster DNS as ``interlock
+edge`` does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -34,6 +38,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 from loguru import logger
@@ -44,7 +49,21 @@ from interlock.edge.http_provider import HttpEdge
 from interlock.edge.provider import EdgeError
 from interlock.edge.server import EdgeAddresses
 from interlock.edge.worker_traffic import statistics_from_json
+from interlock.logs import LogFormat
 from interlock.model.moduleset import SecretValue
+
+
+class UpstreamSync(Protocol):
+    """What keeps the workers' upstream tables (``controller.worker_upstreams``)."""
+
+    async def sync(self, client: HttpEdge) -> None:
+        """Give ``client``'s worker the whole table; raises an :class:`EdgeError`."""
+        ...
+
+    def wake(self) -> None:
+        """Push what changed to every running worker soon."""
+        ...
+
 
 START_TIMEOUT = 60.0
 """Seconds a worker may take to print where it listens."""
@@ -80,18 +99,26 @@ class EdgeWorkers:
         child_args: Sequence[str] = (),
         python: str = sys.executable,
         drain_timeout: float = 10.0,
+        pushed_upstreams: bool = False,
+        log_format: LogFormat = "text",
     ) -> None:
         """``child_args``: more ``interlock edge`` flags for every worker (limits, trusted
-        proxies, ``--upstream``); ``drain_timeout``: theirs, to know how long stopping may take."""
+        proxies, ``--upstream``); ``drain_timeout``: theirs, to know how long stopping may take;
+        ``pushed_upstreams``: the workers take the controller's upstream tables;
+        ``log_format``: theirs (the controller's: in a container all land in one log)."""
         if count < 1:
             raise ValueError(f"--edge-workers: at least 1, not {count}")
         self.count = count
         self._listen = listen
         self._tls_listen = tls_listen
-        self.child_args = list(child_args)
+        self.child_args = list(child_args) + (["--pushed-upstreams"] if pushed_upstreams else [])
         """More ``interlock edge`` flags for every worker started from now on (a test adds
         ``--upstream``)."""
+        self.upstream_sync: UpstreamSync | None = None
+        """Gives a restarted worker the upstream tables before it is reprogrammed, and hears
+        when it counts again (``interlock run``'s pusher)."""
         self._python = python
+        self._log_format = log_format
         self._drain_timeout = drain_timeout
         self._token = SecretValue(secrets.token_urlsafe(32).encode())
         self._dir: Path | None = None
@@ -196,7 +223,7 @@ class EdgeWorkers:
             str(self._dir / "admin-token"),
             "--reuse-port",
             "--log-format",
-            "text",
+            self._log_format,
         ]
         if tls_listen is not None:
             args += ["--tls-listen", tls_listen]
@@ -249,6 +276,8 @@ class EdgeWorkers:
                     logger.warning("edge worker {}: cannot start: {}", index + 1, error)
                 else:
                     try:
+                        if self.upstream_sync is not None:
+                            await self.upstream_sync.sync(fresh.client)
                         await self.provider.replay(fresh.client)
                     except asyncio.CancelledError:  # stopping: this worker never counted
                         fresh.process.kill()
@@ -264,6 +293,8 @@ class EdgeWorkers:
                         self.workers[index] = fresh
                         self.provider.workers[index] = fresh.client
                         self.restarts += 1
+                        if self.upstream_sync is not None:
+                            self.upstream_sync.wake()  # what changed since its sync
                         logger.info(
                             "edge worker {} running again (pid {}), reprogrammed",
                             index + 1,
@@ -324,7 +355,7 @@ async def _announced(
         raw = await stdout.readline()
         if not raw:
             raise RuntimeError("the worker exited before it listened (its log is above)")
-        line = raw.decode(errors="replace").strip()
+        line = _announcement(raw)
         url = line.rpartition(" ")[2]
         if line.startswith("edge listening on "):
             http = _host_port(url)
@@ -346,7 +377,19 @@ async def _drain(stdout: asyncio.StreamReader, index: int) -> None:
     """Pass on what a worker prints after starting (its stop announcement), so its pipe never
     fills."""
     while line := await stdout.readline():
-        logger.info("edge worker {}: {}", index + 1, line.decode(errors="replace").rstrip())
+        logger.info("edge worker {}: {}", index + 1, _announcement(line))
+
+
+def _announcement(raw: bytes) -> str:
+    """A line a worker printed on stdout, as text: the ``msg`` of a JSON one (``--log-format
+    json``), else the line."""
+    line = raw.decode(errors="replace").strip()
+    if line.startswith("{"):
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and isinstance(entry.get("msg"), str):
+                return str(entry["msg"])
+    return line
 
 
 async def _worker_traffic(worker: Worker, token: SecretValue) -> TrafficStatistics:

@@ -40,7 +40,7 @@ from tests.kit.edge_env import (
 from tests.kit.edge_env import (
     env as env,
 )
-from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress, module_set
+from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress, module_set, web_route
 from tests.kit.tls_certs import self_signed
 
 # --- scenario 1 (ngrok issue 208): fail closed, then serve, then keep the last good ------------
@@ -486,21 +486,9 @@ async def test_switching_basic_auth_to_jwt_never_serves_a_request_without_auth(e
 
 
 def split_route(*backends: tuple[str, int]) -> dict[str, Any]:
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": "split", "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"group": "", "kind": "Service", "name": "web", "port": 80}],
-            "rules": [
-                {
-                    "backendRefs": [
-                        {"name": name, "port": 80, "weight": weight} for name, weight in backends
-                    ]
-                }
-            ],
-        },
-    }
+    return web_route(
+        [{"backendRefs": [{"name": name, "port": 80, "weight": w} for name, w in backends]}]
+    )
 
 
 async def test_an_http_route_on_the_backend_service_splits_the_edge_traffic(env: Env) -> None:

@@ -1,213 +1,271 @@
 """``interlock run --edge-workers 2``: the controller programs two ``interlock edge`` worker
-processes on one port as one data plane.
+processes on one port as one data plane, and pushes them its upstream tables.
 
-A ModuleSet that one worker refuses leaves the route on its last good chain in both workers,
-and the route's state and Event name the worker; ``/metrics`` counts the requests of both.
-The workers resolve backends through cluster DNS; here ``--upstream`` points ``default/web:80``
-at a local backend instead.
+The workers route as the controller's own edge does: an HTTPRoute splitting the backend
+Service, a backendRef to a missing Service (500), a rewrite — the same answers as an in-process
+edge over the same objects; an EndpointSlice change reaches both workers; a worker killed comes
+back with its tables. A ModuleSet that one worker refuses leaves the route on its last good
+chain in both, and the route's state and Event name the worker; ``/metrics`` counts the
+requests of both. Backends are local servers behind Services and EndpointSlices, as pods.
 """
 
 from __future__ import annotations
 
-import base64
+import os
+import signal
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import bcrypt
 import pytest
-from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock.cli import build_parser
+from interlock.cli.cpus import usable_cpus
 from interlock.cli.run import config_from_args
-from interlock.config import Address, EdgeConfig
-from interlock.controller.app import Controller
+from interlock.config import EdgeConfig
 from interlock.edge.faults import FaultyEdge
-from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
-from interlock.kube.transport import request_json
-from interlock.mailbox import BackoffPolicy
-from tests.kit.e2e_clients import Cluster, controller_config, eventually, object_events
-from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
+from interlock.edge.workers import EdgeWorkers
+from interlock.model.service import ServicePortKey
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.edge_env import (
+    CRDS,
+    GOOD_AUTH,
+    HTPASSWD,
+    Backend,
+    Env,
+    edge_env,
+    endpoint_slice,
+    secret,
+)
+from tests.kit.edge_objects import ingress, module_set, web_route
+from tests.kit.lanes import ENDPOINT_HOST
 
 pytestmark = pytest.mark.timeout(300)
 
-CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
-RESOURCES = {r.kind: r for r in (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)}
-PASSWORD = "s3cret-pw"
-HTPASSWD = "alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
-GOOD_AUTH = {"Authorization": "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()}
 AUTH = {"basicAuth": {"realm": "shop", "secretRef": {"name": "users", "key": "htpasswd"}}}
 HOST = "shop.example"
+SPLIT = "split.example"
 
 
-def test_the_flag_takes_a_count_or_auto() -> None:
+def test_the_flag_takes_a_count_or_auto_and_auto_is_the_default() -> None:
     def parse(*extra: str) -> int:
         args = ["run", "--edge-addr", "127.0.0.1:0", *extra]
         return config_from_args(build_parser().parse_args(args)).edge.workers
 
-    assert parse() == 1
+    assert parse() == usable_cpus()
+    assert parse("--edge-workers", "auto") == usable_cpus()
     assert parse("--edge-workers", "3") == 3
-    assert parse("--edge-workers", "auto") >= 1
+    assert parse("--edge-workers", "1") == 1
     with pytest.raises(SystemExit, match="at least 1"):
         parse("--edge-workers", "0")
     with pytest.raises(SystemExit, match="needs --edge-addr"):
         config_from_args(build_parser().parse_args(["run", "--edge-workers", "2"]))
-
-
-@dataclass
-class Workers:
-    controller: Controller
-    url: str
-    http: aiohttp.ClientSession
-    api: Any
-
-    async def create(self, obj: dict[str, Any]) -> None:
-        path = RESOURCES[obj["kind"]].collection_path(namespace=obj["metadata"].get("namespace"))
-        await request_json(self.api, method="POST", path=path, what="create", body=obj)
-
-    async def set_spec(self, obj: dict[str, Any]) -> None:
-        """A merge patch of ``spec``: no resourceVersion, so the controller's status writes
-        in between cannot make it conflict."""
-        resource = RESOURCES[obj["kind"]]
-        meta = obj["metadata"]
-        path = resource.object_path(namespace=meta.get("namespace"), name=meta["name"])
-        await request_json(
-            self.api,
-            method="PATCH",
-            path=path,
-            what="patch",
-            body={"spec": obj["spec"]},
-            content_type="application/merge-patch+json",
-        )
-
-    async def statuses(self, count: int, **headers: str) -> list[int]:
-        """``count`` requests, each on a connection of its own (SO_REUSEPORT spreads
-        connections, not requests)."""
-        answers = []
-        for _ in range(count):
-            async with (
-                aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as one,
-                one.get(self.url, headers={"Host": HOST, **headers}) as response,
-            ):
-                await response.read()
-                answers.append(response.status)
-        return answers
-
-
-async def backend_app() -> web.AppRunner:
-    async def hello(request: web.Request) -> web.Response:
-        return web.Response(text="hello\n")
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", hello)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner
+    # Without an edge served here, auto asks for no worker.
+    assert config_from_args(build_parser().parse_args(["run"])).edge.workers == 1
 
 
 @pytest.fixture
-async def workers(cluster: Cluster, kubeconfig: str) -> AsyncIterator[Workers]:
+async def env(cluster: Cluster, start_controller: StartController) -> AsyncIterator[Env]:
     await cluster.apply_manifests([CRDS])
-    backend = await backend_app()
-    port = backend.addresses[0][1]
-    config = controller_config(
-        kubeconfig,
-        identity="edge-workers",
-        edge=EdgeConfig(addr=Address(host="127.0.0.1", port=0), workers=2),
+    controller = await start_controller(
+        identity="edge-workers", edge=EdgeConfig(addr=LOCAL, workers=2)
     )
-    controller = Controller(config)
-    assert controller.edge is not None and controller.edge.workers is not None
-    controller.edge.workers.child_args += ["--upstream", f"default/web:80=127.0.0.1:{port}"]
-    controller.edge.backoff = BackoffPolicy(initial=0.02, maximum=0.2)
-    await controller.start()
-    try:
-        await controller.wait_ready(within=120.0)
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            running = Workers(controller, controller.edge.url + "/", http, cluster.api)
-            for obj in (
-                INGRESS_CLASS_OBJ,
-                backend_service("web"),
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": "users", "namespace": "default"},
-                    "data": {"htpasswd": base64.b64encode(HTPASSWD.encode()).decode()},
-                },
-            ):
-                await running.create(obj)
-            yield running
-    finally:
-        await controller.stop()
-        await backend.cleanup()
+    async with edge_env(cluster, controller) as running:
+        yield running
+
+
+def workers_of(env: Env) -> EdgeWorkers:
+    edge = env.controller.edge
+    assert edge is not None and edge.workers is not None
+    return edge.workers
+
+
+async def answers(url: str, host: str, path: str = "/", count: int = 1, **headers: str) -> list:
+    """``(status, first body line)`` of ``count`` requests, each on a connection of its own
+    (SO_REUSEPORT spreads connections over the workers, not requests)."""
+    seen = []
+    for _ in range(count):
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as one,
+            one.get(url + path, headers={"Host": host, **headers}) as response,
+        ):
+            body = await response.text()
+            seen.append((response.status, body.split("\n", 1)[0]))
+    return seen
+
+
+async def served_per_worker(env: Env, host: str) -> list[float]:
+    workers = workers_of(env)
+    await workers.refresh_traffic()
+    return [
+        sum(v for k, v in stats.requests.items() if k[1] == host) for stats in workers.traffic()
+    ]
+
+
+def split_route() -> dict[str, Any]:
+    """An HTTPRoute on ``web``: by path to blue, to a missing Service, and a weighted split
+    whose only non-zero backend is green, behind a rewrite."""
+
+    def rule(path: str, *backends: tuple[str, int], **extra: Any) -> dict[str, Any]:
+        return {
+            "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+            "backendRefs": [{"name": n, "port": 80, "weight": w} for n, w in backends],
+            **extra,
+        }
+
+    rewrite = {
+        "type": "URLRewrite",
+        "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/moved"}},
+    }
+    return web_route(
+        [
+            rule("/blue", ("blue", 1)),
+            rule("/ghost", ("ghost", 1)),
+            rule("/split", ("green", 1), ("blue", 0), filters=[rewrite]),
+        ]
+    )
+
+
+async def test_workers_route_as_the_in_process_edge_follow_endpoints_and_come_back_with_tables(
+    env: Env, start_controller: StartController
+) -> None:
+    single = await start_controller(identity="edge-in-process", edge=EdgeConfig(addr=LOCAL))
+    assert single.edge is not None
+    await env.serve("blue")
+    await env.serve("green")
+    await env.kube.apply(ingress("split", SPLIT))
+    await env.kube.apply(split_route())
+    paths = ["/blue/a", "/ghost", "/split/b", "/elsewhere"]
+    expected: dict[str, list] = {}
+
+    async def in_process_routes() -> bool:
+        for path in paths:
+            expected[path] = await answers(single.edge.url, SPLIT, path)  # type: ignore[union-attr]
+        return expected["/blue/a"] == [(200, "backend blue /blue/a")]
+
+    await eventually(in_process_routes, message="the in-process edge serves the HTTPRoute")
+    assert expected["/ghost"][0][0] == 500
+    assert expected["/split/b"] == [(200, "backend green /moved/b")]
+    assert expected["/elsewhere"][0][0] == 404
+
+    async def identical() -> bool:
+        for path in paths:
+            if await answers(env.edge_url, SPLIT, path, count=4) != expected[path] * 4:
+                return False
+        return True
+
+    await eventually(identical, message="both workers answer as the in-process edge")
+
+    # blue's pods move: both workers follow the EndpointSlice.
+    moved = Backend("blue")
+    await moved.start()
+    env.backends["blue-moved"] = moved
+    await env.kube.apply(endpoint_slice(moved))
+
+    edge = env.controller.edge
+    assert edge is not None and edge.upstreams is not None and edge.pusher is not None
+    pusher, tables = edge.pusher, edge.upstreams.tables
+
+    def pushed() -> bool:
+        blue = tables.addresses.get(ServicePortKey("default", "blue", 80))
+        return blue == [(ENDPOINT_HOST, moved.port)] and pusher.in_sync()
+
+    await eventually(pushed, message="both workers hold blue's new endpoint")
+    before_requests, before = (
+        len(env.backends["blue"].requests),
+        await served_per_worker(env, SPLIT),
+    )
+    assert (
+        await answers(env.edge_url, SPLIT, "/blue/a", count=20)
+        == [(200, "backend blue /blue/a")] * 20
+    )
+
+    async def both_served() -> bool:  # counted once each answer was sent
+        after = await served_per_worker(env, SPLIT)
+        return sum(after) == sum(before) + 20 and all(
+            a > b for a, b in zip(after, before, strict=True)
+        )
+
+    await eventually(both_served, message="both workers served some of the 20")
+    assert len(env.backends["blue"].requests) == before_requests  # the old endpoint: nothing
+
+    # A worker killed comes back with the tables, before it counts again.
+    workers = workers_of(env)
+    killed = workers.workers[0].pid
+    os.kill(killed, signal.SIGKILL)
+
+    def restarted() -> bool:
+        return workers.restarts == 1 and workers.workers[0].pid != killed
+
+    await eventually(restarted, message="the killed worker runs again")
+    fresh = workers.workers[0]
+    route = (await fresh.client.snapshot()).route(host=SPLIT, route_id="Prefix:/")
+    assert route is not None and route.backend is not None
+    for path in paths:
+        assert await answers(env.edge_url, SPLIT, path, count=6) == expected[path] * 6
+    assert len(env.backends["blue"].requests) == before_requests  # still the moved endpoint
+
+    async def fresh_served() -> bool:
+        return (await served_per_worker(env, SPLIT))[0] > 0
+
+    await eventually(fresh_served, message="the new worker served some of them")
 
 
 async def test_a_modules_change_one_worker_refuses_leaves_both_on_the_last_good_chain(
-    workers: Workers,
+    env: Env,
 ) -> None:
-    await workers.create(module_set("auth", AUTH))
-    await workers.create(ingress("shop", HOST, modules="auth"))
+    await env.kube.apply(secret("users", {"htpasswd": HTPASSWD}))
+    await env.kube.apply(module_set("auth", AUTH))
+    await env.kube.apply(ingress("shop", HOST, modules="auth"))
 
     async def served() -> bool:
-        return (await workers.statuses(1, **GOOD_AUTH)) == [200]
+        return await answers(env.edge_url, HOST, **GOOD_AUTH) == [(200, "backend web /")]
 
     await eventually(served, message=f"{HOST} answers through the workers")
-    edge = workers.controller.edge
-    assert edge is not None and edge.workers is not None
-    fanout = edge.workers.provider
+    edge = env.controller.edge
+    assert edge is not None
+    fanout = workers_of(env).provider
     refusing = FaultyEdge(fanout.workers[1])
     refusing.plan.fail_next("apply_modules", 1000, kind="permanent")
     fanout.workers[1] = refusing
 
     # Let anyone in: worker 2 refuses the chain, so both keep basicAuth.
-    await workers.set_spec(module_set("auth", {"headers": {"request": {"set": {"x-a": "b"}}}}))
-
-    def refused() -> bool:
-        state = edge.inspect().route(host=HOST, route_id="Prefix:/")
-        return state is not None and "edge worker 2 of 2" in (state.last_error or "")
-
-    await eventually(refused, message="the route's state names the refusing worker")
-
-    async def reported() -> bool:
-        events = await object_events(workers.api, "shop", "ModulesFailed")
-        return any("edge worker 2 of 2" in event["message"] for event in events)
-
+    await env.kube.apply(module_set("auth", {"headers": {"request": {"set": {"x-a": "b"}}}}))
+    await env.until_route_error(HOST, "edge worker 2 of 2")
     # The Event is written after the actor's state changed (by the StatusWriter).
-    await eventually(reported, message="a ModulesFailed Event names the refusing worker")
-    for worker in edge.workers.workers:
+    events = await env.until_event("shop", "ModulesFailed")
+    assert any("edge worker 2 of 2" in event["message"] for event in events)
+    for worker in workers_of(env).workers:
         route = (await worker.client.snapshot()).route(host=HOST, route_id="Prefix:/")
         assert route is not None and route.modules["order"] == ["basicAuth"]
-    statuses = await workers.statuses(20)
-    assert statuses == [401] * 20
+    assert [status for status, _ in await answers(env.edge_url, HOST, count=20)] == [401] * 20
 
 
-async def test_metrics_add_up_the_requests_of_every_worker(workers: Workers) -> None:
-    await workers.create(ingress("shop", HOST))
+async def test_metrics_add_up_the_requests_of_every_worker(env: Env) -> None:
+    await env.kube.apply(ingress("shop", HOST))
 
     async def served() -> bool:
-        return (await workers.statuses(1)) == [200]
+        return await answers(env.edge_url, HOST) == [(200, "backend web /")]
 
     await eventually(served, message=f"{HOST} answers through the workers")
-    before = await edge_requests(workers)
-    assert await workers.statuses(30) == [200] * 30
-    edge = workers.controller.edge
-    assert edge is not None and edge.workers is not None
-    await edge.workers.refresh_traffic()
-    per_worker = [
-        sum(v for k, v in stats.requests.items() if k[1] == HOST)
-        for stats in edge.workers.traffic()
-    ]
+    before = await edge_requests(env)
+    assert [status for status, _ in await answers(env.edge_url, HOST, count=30)] == [200] * 30
+
+    # A worker counts a request once its answer is sent, so the client may read the answer
+    # before the count lands: wait for it (it was a race under load when asserted at once).
+    async def summed() -> bool:
+        return await edge_requests(env) == before + 30
+
+    await eventually(summed, message="/metrics counts the 30 requests")
+    per_worker = await served_per_worker(env, HOST)
     assert all(count > 0 for count in per_worker), per_worker  # both workers served
-    assert await edge_requests(workers) == before + 30
 
 
-async def edge_requests(workers: Workers) -> float:
-    admin = workers.controller.admin_site
+async def edge_requests(env: Env) -> float:
+    admin = env.controller.admin_site
     assert admin is not None
-    async with workers.http.get(admin.url + "/metrics") as response:
+    async with env.http.get(admin.url + "/metrics") as response:
         text = await response.text()
     total = 0.0
     for family in text_string_to_metric_families(text):

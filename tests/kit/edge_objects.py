@@ -87,3 +87,17 @@ def backend_service(name: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
     }
+
+
+def web_route(rules: list[dict[str, Any]], *, name: str = "split") -> dict[str, Any]:
+    """An HTTPRoute ``name`` attached to Service ``web`` port 80 (what an Ingress to ``web``
+    sends through) with these rules."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"group": "", "kind": "Service", "name": "web", "port": 80}],
+            "rules": rules,
+        },
+    }

@@ -707,6 +707,8 @@ class RunProcess:
             "127.0.0.1:0",
             "--edge-addr",
             "127.0.0.1:0",
+            "--edge-workers",  # the edge in the controller's process: these tests are its Lease's
+            "1",
             "--lease-namespace",
             LEASE_NAMESPACE,
             "--lease-identity",
