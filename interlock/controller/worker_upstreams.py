@@ -171,8 +171,12 @@ class UpstreamPusher:
                 await self.flush()
             except EdgeError as error:
                 logger.warning("edge workers: cannot push the upstream tables: {}", error.message)
-                await asyncio.sleep(RETRY_DELAY)
-                self._wake.set()
+            except Exception:  # a bug: logged, and the loop keeps pushing later changes
+                logger.exception("edge workers: pushing the upstream tables failed")
+            else:
+                continue
+            await asyncio.sleep(RETRY_DELAY)
+            self._wake.set()
 
 
 class TablesFirst(ForwardingEdge):

@@ -17,6 +17,7 @@ from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey, parse_service
 from interlock.model.upstream_table import TableChanges
 from tests.kit.grpc_policies import policy_of
+from tests.kit.lanes import eventually_true
 
 WEB = ServicePortKey("default", "web", 80)
 SERVICE = {"metadata": {"name": "web", "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
@@ -115,3 +116,31 @@ async def test_a_backend_is_attached_only_once_its_table_reached_every_worker() 
     ghost = BackendTarget(ServicePortKey("default", "ghost", 80), exists=False)
     await provider.attach_backend(host="shop.example", route_id="r", backend=ghost)
     assert edge.attached[-1] == ghost and index.asked == [WEB, WEB, WEB]
+
+
+@dataclass(eq=False)
+class Flaky(Worker):
+    """Fails its first pushes: a refusal, then a bug (not an EdgeError)."""
+
+    errors: list[Exception] = field(default_factory=list)
+
+    async def push_upstreams(self, changes: TableChanges) -> None:
+        if self.errors:
+            raise self.errors.pop(0)
+        await super().push_upstreams(changes)
+
+
+async def test_the_background_push_retries_after_a_refusal_and_after_a_bug(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("interlock.controller.worker_upstreams.RETRY_DELAY", 0.0)
+    index = Index()
+    index.serve_web(("10.0.0.1", 8080))
+    worker = Flaky(errors=[TransientEdgeError("busy"), RuntimeError("a bug")])
+    pusher = UpstreamPusher(index=index, clients=lambda: [worker])  # type: ignore[arg-type,list-item]
+    pusher.start()
+    try:
+        await eventually_true(pusher.in_sync, within=10.0, message="the table reached the worker")
+        assert worker.errors == [] and [c.replace for c in worker.pushed] == [True]
+    finally:
+        await pusher.close()
