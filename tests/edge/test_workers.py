@@ -65,7 +65,13 @@ async def test_new_connections_reach_more_than_one_worker_and_counters_add_up(
 ) -> None:
     statuses = await get_on_new_connections(workers, 40)
     assert statuses == [200] * 40
-    await workers.refresh_traffic()
+
+    # A worker counts a request once its answer is sent: the client may read the answer first.
+    async def counted() -> bool:
+        await workers.refresh_traffic()
+        return sum(summed(workers.traffic()).requests.values()) == 40
+
+    await eventually_true(counted, within=30, message="the workers counted the 40 requests")
     per_worker = [sum(stats.requests.values()) for stats in workers.traffic()]
     # SO_REUSEPORT spreads connections by their addresses: all 40 on one of two workers would
     # happen once in 2**39 runs.
