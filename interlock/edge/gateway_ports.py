@@ -349,6 +349,8 @@ class GatewayPortEdge(InProcessEdge):
     synthetic backend whose policy holds that one rule. A rule whose modules cannot be applied
     keeps what it served last; one that never served is reserved (no chain: 503)."""
 
+    narrows_routes = True
+
     def __init__(
         self, *, trusted_proxies: Sequence[str] = (), mirror: MirrorSender | None = None
     ) -> None:

@@ -66,6 +66,10 @@ class ServedRoute:
 class InProcessEdge:
     """An :class:`~interlock.edge.provider.EdgeProvider` over state served from this process."""
 
+    narrows_routes = False
+    """Whether :meth:`route_for_request` may give another route than the one chosen by host and
+    path (a Gateway's port does); the edge's steps skip the call when it cannot."""
+
     def __init__(
         self,
         *,

@@ -31,6 +31,11 @@ The entry points then forward an :class:`Admitted` request (the endpoints — no
 the rule's timeouts → 504, retries, failure accrual; 502 on failures; the response header
 changes of the rule, then of the modules, then compression) or send the :class:`Refusal`.
 
+They are one function, :func:`decide_now`, for every route: it decides a request whose route's
+modules need no wait (most routes: none at all) in one call, and hands a :class:`ModuleSteps`
+for the others, whose ``run`` awaits steps 6 and 7 and ends in :func:`decide_now` again from step
+8 (:func:`decide` does both for an entry point that awaits anyway).
+
 Why one function: the steps are the edge's security boundary, and two copies of it drifted
 (only one set ``Host``, they parsed query strings differently, only one closed the connection
 after an oversized body). The mesh listener decides its requests
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from loguru import logger
@@ -73,12 +79,16 @@ from interlock.dataplane.proxy import (
 from interlock.dataplane.request_stream import H2Request
 from interlock.dataplane.request_target import normalize_host, split_target
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
-from interlock.edge.modules import IdentityReply, RequestView
+from interlock.edge.modules import IdentityReply, ModuleChain, RequestView
 from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
+from interlock.edge.provider import BackendTarget
 from interlock.edge.routing import select_route
 from interlock.edge.tls import peer_certificate
+
+if TYPE_CHECKING:
+    from interlock.edge.modules.identity import Admitted as IdentityAdmitted
 
 HELD_BACK = frozenset(
     name.lower()
@@ -188,87 +198,146 @@ async def decide(
     front: EdgeFront, request: H2Request, exchange: Exchange | None
 ) -> Refusal | Admitted:
     """Steps 1-10 of the module docstring for one request, whatever its wire."""
-    if request.method == "CONNECT" and request.version == "2":
-        return _refused(reasons.CONNECT_NOT_SERVED)
-    host = request.authority
-    edge_host = normalize_host(host)
-    routes = front.edge.routes_of_host(edge_host)
-    if routes is None:
-        return _refused(reasons.UNKNOWN_HOST)
-    if exchange is not None:
-        exchange.target = edge_host  # an edge's host: configured
-    try:
-        path, forward_path, query = split_target(request.path)
-    except ValueError as exc:
-        logger.debug("edge {}: refused: {}", host, exc)
-        return Refusal(reasons.answer(reasons.BAD_REQUEST, BAD_PATH), with_detail=True)
-    params = (
-        MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True))) if query else NO_PARAMS
-    )
-    selected = select_route(routes.values(), path)
-    route: ServedRoute | reasons.Answer | None = selected
-    if selected is not None:
-        route = front.edge.route_for_request(
-            selected,
-            method=request.method,
-            path=path,
-            headers=request.headers,
-            query=params,
-            transport=request.transport,
-        )
-    if isinstance(route, reasons.Answer):
-        return Refusal(route)
-    if route is None:
-        return _refused(reasons.NO_ROUTE)
-    where = f"edge {host} route {route.route_id}"
-    if request.version == "2":
-        where += " (HTTP/2)"
-    if exchange is not None:
-        exchange.route = route.route_id
-    backend, chain = route.backend, route.chain
-    if backend is None or chain is None:
-        return _refused(reasons.NO_BACKEND_ATTACHED)
-    body = None
-    if chain.needs_body:
-        try:
-            body = await _read_body(request, within=front.body_timeout)
-        except (H2BodyTimeout, ClientBodyTimeout):
-            return _refused(reasons.BODY_TIMEOUT, close=True)
-        if body is None:
-            return _refused(reasons.BODY_TOO_LARGE, close=True)
-    certificate = None
-    admitted = None
-    if not chain.admits_all:
-        if chain.needs_peer_certificate:
-            certificate = peer_certificate(request.transport)
-        view = RequestView(
-            method=request.method,
-            path=path,
-            headers=request.headers,
-            authority=host,
-            query=params,
-            body=body,
-            peer_ip=request.peer,
-            peer_certificate=certificate,
-            scheme=request.scheme,
-            raw_target=request.path,
-        )
-        # oauth/oidc run after the other checks, before the circuit breaker (docs/modules.md).
-        rejection = await chain.admit(
-            view, breaker=chain.identity is None, passwords=front.passwords
-        )
-        if rejection is not None:
-            return _module_refusal(rejection.status, rejection.body, rejection.headers)
-        if chain.identity is not None:
-            decided = await chain.identity.handle(
-                view, scheme=request.scheme, route_path=route.path
+    decided = decide_now(front, request, exchange)
+    if isinstance(decided, ModuleSteps):
+        return await decided.run(front, request, exchange)
+    return decided
+
+
+@dataclass(slots=True, eq=False)
+class ModuleSteps:
+    """A request routed by :func:`decide_now` (steps 1-5) whose route's modules must be awaited
+    (steps 6-7: the body read, a check, bcrypt, oauth/oidc): :meth:`run` awaits them, then
+    decides the rest (from step 8) in :func:`decide_now` with what they found."""
+
+    route: ServedRoute
+    backend: BackendTarget
+    chain: ModuleChain
+    host: str
+    path: str
+    forward_path: str
+    query: str
+    params: MultiDictProxy[str]
+    where: str
+    body: bytes | None = None
+    """The body, when a module read it (step 6)."""
+    certificate: bytes | None = None
+    """The client's certificate, when mutualTLS checked it (step 7)."""
+    admitted: IdentityAdmitted | None = None
+    """What oauth/oidc admitted the request as (step 7)."""
+
+    async def run(
+        self, front: EdgeFront, request: H2Request, exchange: Exchange | None
+    ) -> Refusal | Admitted:
+        """Steps 6 and 7, then the rest of :func:`decide_now`."""
+        chain, host, path, params = self.chain, self.host, self.path, self.params
+        if chain.needs_body:
+            try:
+                self.body = await _read_body(request, within=front.body_timeout)
+            except (H2BodyTimeout, ClientBodyTimeout):
+                return _refused(reasons.BODY_TIMEOUT, close=True)
+            if self.body is None:
+                return _refused(reasons.BODY_TOO_LARGE, close=True)
+        if not chain.admits_all:
+            if chain.needs_peer_certificate:
+                self.certificate = peer_certificate(request.transport)
+            view = RequestView(
+                method=request.method,
+                path=path,
+                headers=request.headers,
+                authority=host,
+                query=params,
+                body=self.body,
+                peer_ip=request.peer,
+                peer_certificate=self.certificate,
+                scheme=request.scheme,
+                raw_target=request.path,
             )
-            if isinstance(decided, IdentityReply):
-                return _module_refusal(decided.status, decided.body, decided.headers)
-            admitted = decided
-            rejection = chain.check_breaker()
+            # oauth/oidc run after the other checks, before the circuit breaker
+            # (docs/modules.md).
+            rejection = await chain.admit(
+                view, breaker=chain.identity is None, passwords=front.passwords
+            )
             if rejection is not None:
                 return _module_refusal(rejection.status, rejection.body, rejection.headers)
+            if chain.identity is not None:
+                decided = await chain.identity.handle(
+                    view, scheme=request.scheme, route_path=self.route.path
+                )
+                if isinstance(decided, IdentityReply):
+                    return _module_refusal(decided.status, decided.body, decided.headers)
+                self.admitted = decided
+                rejection = chain.check_breaker()
+                if rejection is not None:
+                    return _module_refusal(rejection.status, rejection.body, rejection.headers)
+        finished = decide_now(front, request, exchange, self)
+        assert not isinstance(finished, ModuleSteps)
+        return finished
+
+
+def decide_now(
+    front: EdgeFront,
+    request: H2Request,
+    exchange: Exchange | None,
+    checked: ModuleSteps | None = None,
+) -> Refusal | Admitted | ModuleSteps:
+    """Steps 1-10 without waiting, for a route whose modules need no wait (most: none at
+    all) — one function call, no coroutine; the :class:`ModuleSteps` to await for the others,
+    which ends here again (``checked``: steps 1-7 done) from step 8."""
+    if checked is None:
+        if request.method == "CONNECT" and request.version == "2":
+            return _refused(reasons.CONNECT_NOT_SERVED)
+        host = request.authority
+        edge_host = normalize_host(host)
+        edge = front.edge
+        routes = edge.routes_of_host(edge_host)
+        if routes is None:
+            return _refused(reasons.UNKNOWN_HOST)
+        if exchange is not None:
+            exchange.target = edge_host  # an edge's host: configured
+        try:
+            path, forward_path, query = split_target(request.path)
+        except ValueError as exc:
+            logger.debug("edge {}: refused: {}", host, exc)
+            return Refusal(reasons.answer(reasons.BAD_REQUEST, BAD_PATH), with_detail=True)
+        params = (
+            MultiDictProxy(MultiDict(parse_qsl(query, keep_blank_values=True)))
+            if query
+            else NO_PARAMS
+        )
+        selected = select_route(routes.values(), path)
+        route: ServedRoute | reasons.Answer | None = selected
+        if selected is not None and edge.narrows_routes:
+            route = edge.route_for_request(
+                selected,
+                method=request.method,
+                path=path,
+                headers=request.headers,
+                query=params,
+                transport=request.transport,
+            )
+        if isinstance(route, reasons.Answer):
+            return Refusal(route)
+        if route is None:
+            return _refused(reasons.NO_ROUTE)
+        where = f"edge {host} route {route.route_id}"
+        if request.version == "2":
+            where += " (HTTP/2)"
+        if exchange is not None:
+            exchange.route = route.route_id
+        backend, chain = route.backend, route.chain
+        if backend is None or chain is None:
+            return _refused(reasons.NO_BACKEND_ATTACHED)
+        if not chain.admits_all or chain.needs_body:
+            return ModuleSteps(
+                route, backend, chain, host, path, forward_path, query, params, where
+            )
+        body = certificate = admitted = None
+    else:
+        route, backend, chain = checked.route, checked.backend, checked.chain
+        host, path, forward_path = checked.host, checked.path, checked.forward_path
+        query, params, where = checked.query, checked.params, checked.where
+        body, certificate, admitted = checked.body, checked.certificate, checked.admitted
     nginx = chain.nginx
     if nginx is not None:
         backend = nginx.backend(request.headers, backend)

@@ -19,7 +19,14 @@ from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.request_stream import H2Request, Responder
 from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
 from interlock.edge.modules.ingress_nginx import holding
-from interlock.edge.steps import Admitted, EdgeFront, Refusal, decide, log_answer
+from interlock.edge.steps import (
+    Admitted,
+    EdgeFront,
+    ModuleSteps,
+    Refusal,
+    decide_now,
+    log_answer,
+)
 
 
 class EdgeStreams:
@@ -39,8 +46,15 @@ class EdgeStreams:
             path=request.path.partition("?")[0],
             clock=self._traffic.clock,
         )
-        with holding():  # the limit-connections slot a route's ingressNginx module took
-            decided = await decide(self._front, request, exchange)
+        decided = decide_now(self._front, request, exchange)
+        held = None
+        try:
+            if isinstance(decided, ModuleSteps):
+                # Only a route's modules take what is given back at the end (ingressNginx's
+                # limit-connections slot): a request decided at once holds nothing.
+                held = holding()
+                held.__enter__()
+                decided = await decided.run(self._front, request, exchange)
             if isinstance(decided, Admitted):
                 failed = await self.forwarder.forward(
                     request,
@@ -56,6 +70,9 @@ class EdgeStreams:
                 reason = "" if failed is None else await _failed(responder, failed, decided.where)
             else:
                 reason = await refuse(responder, decided)
+        finally:
+            if held is not None:
+                held.__exit__(None, None, None)
         self._traffic.record(
             exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
         )

@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+from collections.abc import AsyncIterator
 
 import pytest
+from multidict import CIMultiDict
 
 from interlock.dataplane.proxy import MAX_READ_BODY
+from interlock.dataplane.request_stream import H2Request
+from interlock.edge.steps import Admitted, ModuleSteps, decide_now
 from interlock.model.moduleset import Modules, SecretValue
 from tests.kit.edge_routes import serve_route
 from tests.kit.h2_client import H2Client
@@ -24,11 +28,13 @@ KEY = b"github-webhook-secret"
 UPGRADE = "Connection: Upgrade\r\nUpgrade: websocket\r\n"
 
 
-async def _serve_webhook(harness: EdgeHarness) -> None:
-    """``/`` on :data:`HOST` behind webhookVerification: a module that reads the body."""
+async def _serve_webhook(harness: EdgeHarness, path: str = "/") -> None:
+    """``path`` on :data:`HOST` behind webhookVerification: a module that reads the body."""
     await serve_route(
         harness.edge,
         host=HOST,
+        route_id="root" if path == "/" else "hook",
+        path=path,
         modules=Modules.model_validate(
             {
                 "webhookVerification": {
@@ -150,3 +156,48 @@ async def test_an_oversized_http2_body_is_refused_and_the_connection_serves_on(
         assert (reply.status, reply.reason) == (404, "unknown-host")
     finally:
         await client.close()
+
+
+class _Whole:
+    """A request body that has all arrived."""
+
+    empty = False
+    timed_out = False
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+        yield self._body
+
+
+EMPTY = _Whole(b"")
+
+
+async def test_a_route_without_modules_is_decided_without_waiting(harness: EdgeHarness) -> None:
+    """``decide_now`` decides a request to a route without modules in one call; a route whose
+    modules must be awaited gets the steps to await (``ModuleSteps``), which end alike."""
+    await harness.serve()
+    await _serve_webhook(harness, "/hook")
+    front = harness.server.front
+    plain = H2Request("GET", "http", HOST, "/a?b=c", CIMultiDict(Host=HOST), "1.2.3.4", EMPTY)
+    decided = decide_now(front, plain, None)
+    assert isinstance(decided, Admitted)
+    assert decided.query == "b=c"
+    assert decided.headers["X-Forwarded-For"] == "1.2.3.4"
+    body = b"{}"
+    signature = hmac.new(KEY, body, hashlib.sha256).hexdigest()
+    hooked = H2Request(
+        "POST",
+        "http",
+        HOST,
+        "/hook",
+        CIMultiDict({"Host": HOST, "X-Hub-Signature-256": f"sha256={signature}"}),
+        "1.2.3.4",
+        _Whole(body),
+    )
+    pending = decide_now(front, hooked, None)
+    assert isinstance(pending, ModuleSteps)
+    finished = await pending.run(front, hooked, None)
+    assert isinstance(finished, Admitted)
+    assert finished.body == body
