@@ -221,18 +221,22 @@ def measure_usage(
     """:func:`usage` from the differences: ticks per CPU, ticks per benchmark process (the
     driver left out), each process's CPUs, and the load generator's ticks."""
     mean_total = statistics.fmean(c.total for c in cpus.values()) or 1.0
-    load_cpus = roles.generator_cpus | backend_cpus(roles, affinity)
+    every = frozenset(cpus)
+    load_seats = roles.generator_cpus | backend_cpus(roles, affinity) or every
+    proxy_seats = roles.proxy_cpus or every
+    shared = bool(roles.proxy) and bool(proxy_seats & load_seats)
+    # wrk's thread and the backend's worker: one CPU each at most.
+    load_cores = min(len(load_seats), 1 + (1 if roles.backend else 0))
+    if shared:  # which of the shared CPUs each side used is not known: both read all of them
+        proxy_seats = load_seats = proxy_seats | load_seats
 
     def side(pids: frozenset[int], extra: float, seats: frozenset[int], cores: int) -> Side:
-        seats = seats or frozenset(cpus)
         capacity = sum(cpus[c].total for c in seats) or 1.0
         busy = sum(cpus[c].busy for c in seats)
         # The benchmark's processes that could only run on these CPUs: their time is not
         # foreign. (The generator's is here when its CPUs are among them.)
-        ours: float = sum(
-            t for pid, t in used.items() if affinity.get(pid, frozenset(cpus)) <= seats
-        )
-        if (roles.generator_cpus or frozenset(cpus)) <= seats:
+        ours: float = sum(t for pid, t in used.items() if affinity.get(pid, every) <= seats)
+        if (roles.generator_cpus or every) <= seats:
             ours += generator
         mine = sum(used.get(pid, 0) for pid in pids) + extra
         return Side(
@@ -242,15 +246,11 @@ def measure_usage(
             seconds=mine / TICKS_PER_SECOND,
         )
 
-    load_seats = load_cpus or frozenset(cpus)
-    load_cores = min(len(load_seats), 1 + (1 if roles.backend else 0))
     load = side(roles.backend, generator, load_seats, load_cores)
     if not roles.proxy:
         return Usage(proxy=None, load=load, shared=False)
-    proxy_seats = roles.proxy_cpus or frozenset(cpus)
-    cores = min(roles.proxy_cores, len(proxy_seats))
-    proxy = side(roles.proxy, 0.0, proxy_seats, cores)
-    return Usage(proxy=proxy, load=load, shared=bool(proxy_seats & load_seats))
+    cores = min(roles.proxy_cores, len(roles.proxy_cpus or every))
+    return Usage(proxy=side(roles.proxy, 0.0, proxy_seats, cores), load=load, shared=shared)
 
 
 def backend_cpus(roles: Roles, affinity: Mapping[int, frozenset[int]]) -> frozenset[int]:

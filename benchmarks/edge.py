@@ -817,7 +817,7 @@ def summary(
         if name != BACKEND:
             by_limit.setdefault(found.limit, []).append(name)
     marked = [name for name, (_, found, _) in verdicts.items() if found.marked]
-    parts = [f"{limit}: {', '.join(names)}" for limit, names in by_limit.items()]
+    parts = [f"{limit}: {_names(names)}" for limit, names in by_limit.items()]
     proxies = {
         name: statistics.median(r.rps for r in runs)
         for name, runs in results.items()
@@ -826,7 +826,7 @@ def summary(
     backend = statistics.median(r.rps for r in results[BACKEND])
     marks = (
         f"Marked (more than {FOREIGN_LIMIT:.0%} of the proxy's CPU used by other processes): "
-        + (", ".join(marked) if marked else "none")
+        + (_names(marked) if marked else "none")
         + "."
     )
     return "\n".join(
@@ -843,6 +843,19 @@ def summary(
             "CPU figures say which side ran out instead.",
         ]
     )
+
+
+def _names(names: list[str]) -> str:
+    """Row names in a sentence (in backticks: some hold commas)."""
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def _cost(result: Result) -> float | None:
+    """The proxy's CPU seconds per request/s of a measurement (its CPU per request, times the
+    measurement's length, which is the same for every row): None for the backend direct."""
+    if result.cpu is None or result.cpu.proxy is None or not result.rps:
+        return None
+    return result.cpu.proxy.seconds / result.rps
 
 
 def _pct(value: float) -> str:
@@ -889,26 +902,31 @@ def render(
         "`GOMAXPROCS=1`) and HAProxy (one thread, `http-reuse always`); and the backend called",
         "directly. The backend is nginx answering a fixed body (`return 200`, one worker). Every",
         "target runs in its own process, all in one run, rounds alternating the order; the edge",
-        "and the mesh listener run on uvloop, as `interlock run`/`edge` do. Load: "
+        "and the mesh listener run on uvloop, as `interlock run`/`edge` do. Caddy runs its",
+        "`reverse_proxy` defaults (no access log, keep-alive with 32 idle connections to the",
+        "backend): it costs several times nginx's CPU per request on one core, and",
+        "`benchmarks/edge.py` (`CADDYFILE`) says what was tried. Load: "
         f"`{generator}`, {args.connections} connections, {args.seconds} s per measurement, "
         f"median of {args.rounds} rounds (spread: lowest to highest round).",
         *_workers_text(results, seats),
         "",
         "What limited each row is measured, not inferred (`benchmarks/bottleneck.py`): each",
         "measurement reads `/proc/stat` per CPU and `/proc/PID/stat` of every process the",
-        "benchmark started just before the load starts and just after it ends. **proxy CPU**: the",
-        "proxy's processes' CPU time as a share of the CPUs it can keep busy (one per worker), in",
-        "brackets how busy the CPUs it was pinned to were, whoever used them. **load CPU**: the",
-        "same for `wrk` and the backend. **proxy µs CPU/request**: the proxy's CPU time over the",
-        "requests it carried, a cost that moves less with the machine's load than requests/s.",
-        "**foreign**: the share of the proxy's CPUs used by",
-        "processes other than the benchmark's (and the hypervisor's steal), median over rounds",
-        "and, in brackets, the highest. A row is *proxy-bound* when the proxy's CPUs were at",
-        f"least {SATURATED:.0%} busy and the load side's were not; *load-bound* the other way",
-        "round (the proxy could carry more than its figure: a ratio over it is an upper bound);",
-        "a row whose proxy had more than "
-        f"{FOREIGN_LIMIT:.0%} of its CPUs used by other processes is *marked*. The verdict is",
-        "taken from the rounds' medians; in brackets, how many rounds agreed.",
+        "benchmark started just before the load starts and just after it ends. **proxy CPU**:",
+        "the proxy's processes' CPU time as a share of the CPUs it can keep busy (one per",
+        "worker); in brackets, how busy the CPUs it was pinned to were, whoever used them.",
+        "**proxy µs CPU/request**: the proxy's CPU time over the requests it carried. **load",
+        "CPU**: the same as proxy CPU for `wrk` and the backend. **foreign on proxy CPU**: the",
+        "share of the proxy's CPUs used by processes other than the benchmark's (and the",
+        "hypervisor's steal), median over rounds and, in brackets, the highest. A row is",
+        f"*proxy-bound* when the proxy's CPUs were at least {SATURATED:.0%} busy and the load",
+        "side's were not; *load-bound* the other way round (the proxy could carry more than its",
+        "figure: a ratio over it is an upper bound); *both saturated* or *neither* when the",
+        "two sides do not tell; *shared* when the proxy runs on the load's CPU too (the",
+        "`, N workers` rows on 2 CPUs). A row whose proxy had more than "
+        f"{FOREIGN_LIMIT:.0%} of its",
+        "CPUs used by other processes is *marked*. The verdict is taken from the rounds'",
+        "medians; in brackets, how many rounds agreed.",
         "",
         "```",
         f".venv/bin/python benchmarks/edge.py --rounds {args.rounds} --seconds {args.seconds} "
@@ -953,8 +971,11 @@ def render(
         )
     lines += [
         "",
-        "Ratios within each round (the figure is their median; each round in brackets), and how",
-        "to read each from the two rows' verdicts:",
+        "Ratios within each round (the figure is their median; each round in brackets), how to",
+        "read each from the two rows' verdicts, and the same comparison by CPU cost: requests",
+        "per CPU second of the proxy's processes (the inverse of the CPU per request), which",
+        "compares the proxies' per-core capacity whichever side limited the row — though it",
+        "still moves with the load: CPU shared with other processes runs slower (caches).",
         "",
     ]
     ours = [name for name in (EDGE, EDGE_MODULES, MESH) if name in results]
@@ -975,12 +996,23 @@ def render(
         a, b = results[mine], results[other]
         throughput = [x.rps / y.rps for x, y in zip(a, b, strict=True)]
         tail = [x.p99_ms / y.p99_ms for x, y in zip(a, b, strict=True)]
+        per_core = [
+            y_cost / x_cost
+            for x_cost, y_cost in ((_cost(x), _cost(y)) for x, y in zip(a, b, strict=True))
+            if x_cost and y_cost
+        ]
         lines.append(
             f"- {mine} vs {other}: {statistics.median(throughput):.0%} of its throughput "
             f"[{', '.join(f'{r:.0%}' for r in throughput)}], "
             f"p99 {statistics.median(tail):.1f}x its p99 "
             f"[{', '.join(f'{r:.1f}' for r in tail)}] — "
             f"{ratio_reading(verdicts[mine][1], verdicts[other][1])}"
+            + (
+                f"; per CPU second, {statistics.median(per_core):.0%} of its requests "
+                f"[{', '.join(f'{r:.0%}' for r in per_core)}]"
+                if per_core
+                else ""
+            )
         )
     lines += [f"- {line}." for line in skipped]
     lines += NOTE

@@ -177,6 +177,9 @@ def test_workers_on_the_load_cpu_share_it() -> None:
     assert usage.proxy is not None
     assert usage.proxy.own == pytest.approx(500 / (2 * T))
     assert usage.proxy.foreign == 0
+    # The workers' time on CPU 0 is the benchmark's, not foreign to the load side.
+    assert usage.load.foreign == 0
+    assert usage.load.own == pytest.approx(300 / T)
     assert verdict(usage).limit == SHARED_BOUND
 
 
