@@ -824,10 +824,19 @@ def summary(
         if name != BACKEND
     }
     backend = statistics.median(r.rps for r in results[BACKEND])
+    clean = [n for n, (_, found, _) in verdicts.items() if found.proxy_bound and not found.marked]
     marks = (
         f"Marked (more than {FOREIGN_LIMIT:.0%} of the proxy's CPU used by other processes): "
         + (_names(marked) if marked else "none")
-        + "."
+        + ". "
+        + (
+            f"Proxy-bound with their CPU to themselves: {_names(clean)}; the req/s ratios "
+            "between these rows compare the proxies' capacities."
+            if len(clean) > 1
+            else "Fewer than two rows were proxy-bound with their CPU to themselves: no req/s "
+            "ratio below compares two proxies' capacities (the requests per CPU second do, "
+            "roughly)."
+        )
     )
     return "\n".join(
         [
