@@ -2,7 +2,7 @@
 
 Every component already keeps its own counters for ``/debug`` (the actor system per actor kind,
 each informer, the status patcher, the edge actors, the leader elector). Counting the same things
-again in prometheus-client objects would mean two sources of truth that drift, and a cost on the
+again in metric objects would mean two sources of truth that drift, and a cost on the
 hot path of every message. Instead one custom collector reads the ``statistics()`` snapshots when
 Prometheus scrapes, so each figure is counted exactly once, where it happens, and a scrape costs
 one pass over the actor kinds (not over the actors).
@@ -15,23 +15,23 @@ the labels are actor kinds, informer names, outcomes and states.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import (
+
+from interlock import __version__
+from interlock.api.exposition import (
+    CONTENT_TYPE,
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
-    Metric,
+    MetricFamily,
+    ProcessFamilies,
+    Registry,
+    python_families,
 )
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
-
-from interlock import __version__
 from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
@@ -94,60 +94,52 @@ class MetricsSources:
 
 
 class ControllerCollector:
-    """A prometheus-client collector reading :class:`MetricsSources` at scrape time."""
+    """The controller's families, read from :class:`MetricsSources` at scrape time."""
 
     def __init__(self, sources: MetricsSources) -> None:
         self._sources = sources
 
-    def describe(self) -> list[Metric]:
-        # Registration needs only the names; without this it would collect once to learn them.
-        return list(self._families(sample=False))
-
-    def collect(self) -> Iterator[Metric]:
-        return self._families(sample=True)
-
-    def _families(self, *, sample: bool) -> Iterator[Metric]:
+    def collect(self) -> Iterator[MetricFamily]:
         sources = self._sources
         if sources.actors is not None:
-            yield from _actor_families(sources.actors() if sample else None)
+            yield from _actor_families(sources.actors())
         if sources.informers is not None:
-            yield from _informer_families(sources.informers() if sample else None)
+            yield from _informer_families(sources.informers())
         if sources.status_patches is not None:
-            yield from _status_families(sources.status_patches() if sample else None)
+            yield from _status_families(sources.status_patches())
         if sources.edge_routes is not None:
-            yield from _edge_families(sources.edge_routes() if sample else None)
+            yield from _edge_families(sources.edge_routes())
         if sources.leader is not None:
-            yield from _leader_families(sources.leader() if sample else None)
+            yield from _leader_families(sources.leader())
         if sources.events is not None:
-            yield from _event_families(sources.events() if sample else None)
+            yield from _event_families(sources.events())
         if sources.kube_client is not None:
-            yield from _kube_client_families(sources.kube_client() if sample else None)
+            yield from _kube_client_families(sources.kube_client())
         if sources.policy_api is not None:
-            yield from _policy_api_families(sources.policy_api() if sample else None)
+            yield from _policy_api_families(sources.policy_api())
         if sources.grpc_api is not None:
-            yield from _grpc_api_families(sources.grpc_api() if sample else None)
+            yield from _grpc_api_families(sources.grpc_api())
         if sources.traffic is not None:
-            yield from _traffic_families(sources.traffic() if sample else None)
+            yield from _traffic_families(sources.traffic())
         if sources.ready is not None:
             ready = _gauge(
                 "ready",
                 "1 once the initial sync is done and this replica serves what it computed "
                 "(/readyz answers 200), else 0.",
             )
-            if sample:
-                ready.add_metric([], 1 if sources.ready() else 0)
+            ready.add_metric([], 1 if sources.ready() else 0)
             yield ready
 
 
-def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
+def _counter(name: str, documentation: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
     return CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
 
 
-def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+def _gauge(name: str, documentation: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
     return GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
 
 
-def _actor_families(stats: SystemStatistics | None) -> Iterator[Metric]:
+def _actor_families(stats: SystemStatistics | None) -> Iterator[MetricFamily]:
     actors = _gauge("actors", "Actors alive, by kind (address prefix).", ["kind"])
     depth = _gauge("mailbox_depth", "Messages waiting in mailboxes, by actor kind.", ["kind"])
     handled = _counter(
@@ -213,7 +205,7 @@ def _buckets(bounds: tuple[float, ...], counts: tuple[int, ...]) -> list[tuple[s
     return buckets
 
 
-def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterator[Metric]:
+def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterator[MetricFamily]:
     labels = ["informer"]
     objects = _gauge("informer_objects", "Objects an informer currently knows.", labels)
     events = _counter("informer_events", "Events an informer delivered (upserts, deletes).", labels)
@@ -235,7 +227,7 @@ def _informer_families(stats: Mapping[str, InformerStatistics] | None) -> Iterat
     yield from (objects, events, relists, reconnects, sink_errors)
 
 
-def _status_families(stats: StatusPatcherStatistics | None) -> Iterator[Metric]:
+def _status_families(stats: StatusPatcherStatistics | None) -> Iterator[MetricFamily]:
     patches = _counter(
         "status_patches",
         "Status writes by outcome: written, unchanged (skipped as identical), gone (object "
@@ -248,7 +240,7 @@ def _status_families(stats: StatusPatcherStatistics | None) -> Iterator[Metric]:
     yield patches
 
 
-def _edge_families(board: EdgeBoard | None) -> Iterator[Metric]:
+def _edge_families(board: EdgeBoard | None) -> Iterator[MetricFamily]:
     routes = _gauge(
         "edge_routes",
         "Edge routes by state: serving (backend attached) or no_backend (answers 503).",
@@ -287,7 +279,7 @@ def _edge_families(board: EdgeBoard | None) -> Iterator[Metric]:
     yield from (routes, failing, reconciles)
 
 
-def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[Metric]:
+def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[MetricFamily]:
     leader = _gauge("leader", "1 while this replica holds the Lease (and writes status), else 0.")
     acquisitions = _counter("leader_acquisitions", "Times this replica became leader.")
     renewals = _counter("lease_renewals", "Successful Lease renewals while leading.")
@@ -302,7 +294,7 @@ def _leader_families(stats: LeaderElectorStatistics | None) -> Iterator[Metric]:
     yield from (leader, acquisitions, renewals, conflicts, failures)
 
 
-def _event_families(stats: EventRecorderStatistics | None) -> Iterator[Metric]:
+def _event_families(stats: EventRecorderStatistics | None) -> Iterator[MetricFamily]:
     events = _counter(
         "kube_events",
         "Kubernetes Events recorded: created, aggregated into an existing one, or failed.",
@@ -315,7 +307,7 @@ def _event_families(stats: EventRecorderStatistics | None) -> Iterator[Metric]:
     yield events
 
 
-def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[Metric]:
+def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[MetricFamily]:
     # client-go's names and labels, unprefixed, so dashboards built for Go controllers work.
     requests = CounterMetricFamily(
         "rest_client_requests",
@@ -355,7 +347,7 @@ def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[Metric
     yield from (requests, durations, by_resource, resource_durations)
 
 
-def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
+def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[MetricFamily]:
     responses = _counter(
         "policy_requests",
         "Requests the outbound policy API answered, by request (get, watch, schema) and HTTP "
@@ -374,7 +366,7 @@ def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[Metric]:
     yield from (responses, open_watches, opened)
 
 
-def _grpc_api_families(stats: GrpcApiStatistics | None) -> Iterator[Metric]:
+def _grpc_api_families(stats: GrpcApiStatistics | None) -> Iterator[MetricFamily]:
     labels = ["grpc_service", "grpc_method", "grpc_type"]
     started = _counter("grpc_server_started", "Calls of Linkerd's proxy API started.", labels)
     handled = _counter(
@@ -395,7 +387,7 @@ def _grpc_api_families(stats: GrpcApiStatistics | None) -> Iterator[Metric]:
     yield from (started, handled, sent, open_watches)
 
 
-def _traffic_families(stats: TrafficStatistics | None) -> Iterator[Metric]:
+def _traffic_families(stats: TrafficStatistics | None) -> Iterator[MetricFamily]:
     front_target = ["front", "target"]
     requests = _counter(
         "http_requests",
@@ -562,29 +554,25 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
     )
 
 
-def metrics_registry(sources: MetricsSources, *, process: bool = True) -> CollectorRegistry:
+def metrics_registry(sources: MetricsSources, *, process: bool = True) -> Registry:
     """A registry of its own (several controllers may share a process in tests) holding the
-    controller's collector, ``interlock_build_info{version}``, ``python_info`` and
+    controller's families, ``interlock_build_info{version}``, ``python_info`` and
     ``python_gc_*`` (what operators' dashboards look for beside any Python service) and, with
     ``process``, the standard ``process_*`` metrics."""
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(ControllerCollector(sources))
-    build = Gauge(
+    build = GaugeMetricFamily(
         "interlock_build_info",
         "Always 1; the version of interlock serving these metrics is its label.",
         ["version"],
-        registry=registry,
     )
-    build.labels(version=__version__).set(1)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
+    build.add_metric([__version__], 1)
+    families = [ControllerCollector(sources).collect, lambda: [build], python_families]
     if process:
-        ProcessCollector(registry=registry)
-    return registry
+        families.append(ProcessFamilies())
+    return Registry(families)
 
 
 def metrics_handler(
-    registry: CollectorRegistry, *, refresh: Callable[[], Awaitable[None]] | None = None
+    registry: Registry, *, refresh: Callable[[], Awaitable[None]] | None = None
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """An aiohttp handler answering ``GET /metrics`` with ``registry`` in Prometheus text,
     after awaiting ``refresh``."""
@@ -592,14 +580,12 @@ def metrics_handler(
     async def handle(_request: web.Request) -> web.StreamResponse:
         if refresh is not None:
             await refresh()
-        return web.Response(
-            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+        return web.Response(body=registry.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     return handle
 
 
-def mount_metrics(app: web.Application, sources: MetricsSources) -> CollectorRegistry:
+def mount_metrics(app: web.Application, sources: MetricsSources) -> Registry:
     """Serve ``/metrics`` on ``app`` (the admin app, before it is served); returns the registry."""
     registry = metrics_registry(sources)
     app.router.add_get("/metrics", metrics_handler(registry, refresh=sources.refresh))

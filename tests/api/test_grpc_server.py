@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from prometheus_client import generate_latest
 
 from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.grpc.proto import net_pb2, outbound_pb2, outbound_pb2_grpc
@@ -269,7 +268,7 @@ async def test_metrics_count_calls_by_method_and_code(server, source, stub):
     with pytest.raises(grpc.aio.AioRpcError):
         await stub.Get(by_authority("example.com:443"))
     registry = metrics_registry(MetricsSources(grpc_api=server.counters.statistics), process=False)
-    text = generate_latest(registry).decode()
+    text = registry.exposition().decode()
     service_ = 'grpc_service="io.linkerd.proxy.outbound.OutboundPolicies"'
     for code, count in (("OK", 1), ("NOT_FOUND", 1)):
         line = (

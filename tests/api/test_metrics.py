@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from interlock import __version__
@@ -25,6 +24,7 @@ from interlock.actors.messages import (
     STATUS_WRITER,
 )
 from interlock.api.admin import AdminApp
+from interlock.api.exposition import Registry
 from interlock.api.metrics import (
     MetricsSources,
     controller_sources,
@@ -281,9 +281,9 @@ async def test_a_running_controller_exports_informer_and_actor_counters() -> Non
     assert handled > handled_before
 
 
-def _parse(registry: CollectorRegistry) -> Samples:
+def _parse(registry: Registry) -> Samples:
     samples: Samples = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+    for family in text_string_to_metric_families(registry.exposition().decode()):
         assert family.documentation, f"{family.name} has no HELP text"
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
