@@ -14,15 +14,18 @@ Each measurement is bracketed by two snapshots: ``/proc/stat`` per CPU (busy and
 generator's CPU time (``wrk`` is a reaped child by the second snapshot: ``RUSAGE_CHILDREN``).
 From their difference, for the proxy's CPUs and for the load side's (``wrk`` + the backend):
 
-- *own*: the CPU the proxy's processes (or ``wrk`` + the backend) used, as a share of the CPUs
-  they may use (a one-worker proxy can use one CPU however many it may run on);
+- *own*: the CPU the proxy's processes (or ``wrk`` + the backend) used, as a share of the cores
+  they can keep busy (a one-worker proxy one CPU, however many it may run on);
 - *busy*: how busy those CPUs were, whoever used them (idle = 1 - busy is the headroom);
 - *foreign*: busy minus what the benchmark's own processes pinned there used — other processes
   on the machine, and the hypervisor's steal time.
 
-A row is proxy-bound when the proxy's CPUs are saturated (busy ≥ :data:`SATURATED`) and the load
-side's are not; load-bound the other way round (the proxy could carry more than the row says);
-and a row whose proxy CPUs had more than :data:`FOREIGN_LIMIT` foreign use is marked. Everything
+A side is saturated when its own processes used :data:`SATURATED` of the cores they can use (the
+load side: ``wrk``'s one thread, the backend's one worker, or the two on the CPUs they share) —
+their use, not how busy the CPUs were, since other processes (a ``nice``d build) fill whatever
+the benchmark leaves idle. A row is proxy-bound when the proxy is saturated and the load side is
+not; load-bound the other way round (the proxy could carry more than the row says); and a row
+whose proxy CPUs had more than :data:`FOREIGN_LIMIT` foreign use is marked. Everything
 here but :func:`snapshot` is pure, so the verdicts are tested from numbers
 (``tests/benchmarks/test_bottleneck.py``).
 """
@@ -190,11 +193,13 @@ class Side:
 @dataclass(frozen=True)
 class Usage:
     """One measurement's CPU: the proxy's side (None for the backend called directly), the load
-    side's (the generator and the backend), and whether the two shared CPUs."""
+    side's (the generator and the backend), whether the two shared CPUs, and then ``combined``:
+    what the benchmark's processes used of all the CPUs they shared."""
 
     proxy: Side | None
     load: Side
     shared: bool
+    combined: float = 0.0
 
 
 def usage(before: Snapshot, after: Snapshot, roles: Roles, *, root: int) -> Usage:
@@ -222,35 +227,51 @@ def measure_usage(
     driver left out), each process's CPUs, and the load generator's ticks."""
     mean_total = statistics.fmean(c.total for c in cpus.values()) or 1.0
     every = frozenset(cpus)
-    load_seats = roles.generator_cpus | backend_cpus(roles, affinity) or every
+    generator_seats = roles.generator_cpus or every
+    load_seats = generator_seats | (backend_cpus(roles, affinity) or every)
     proxy_seats = roles.proxy_cpus or every
     shared = bool(roles.proxy) and bool(proxy_seats & load_seats)
-    # wrk's thread and the backend's worker: one CPU each at most.
-    load_cores = min(len(load_seats), 1 + (1 if roles.backend else 0))
     if shared:  # which of the shared CPUs each side used is not known: both read all of them
         proxy_seats = load_seats = proxy_seats | load_seats
 
-    def side(pids: frozenset[int], extra: float, seats: frozenset[int], cores: int) -> Side:
+    def share(ticks: float, cores: int) -> float:
+        return ticks / (mean_total * max(cores, 1))
+
+    def side(own: float, ticks: float, seats: frozenset[int]) -> Side:
         capacity = sum(cpus[c].total for c in seats) or 1.0
         busy = sum(cpus[c].busy for c in seats)
         # The benchmark's processes that could only run on these CPUs: their time is not
         # foreign. (The generator's is here when its CPUs are among them.)
         ours: float = sum(t for pid, t in used.items() if affinity.get(pid, every) <= seats)
-        if (roles.generator_cpus or every) <= seats:
+        if generator_seats <= seats:
             ours += generator
-        mine = sum(used.get(pid, 0) for pid in pids) + extra
         return Side(
-            own=mine / (mean_total * cores),
+            own=own,
             busy=busy / capacity,
             foreign=max(busy - ours, 0) / capacity,
-            seconds=mine / TICKS_PER_SECOND,
+            seconds=ticks / TICKS_PER_SECOND,
         )
 
-    load = side(roles.backend, generator, load_seats, load_cores)
+    backend = sum(used.get(pid, 0) for pid in roles.backend)
+    # The load side is saturated when wrk's one thread is, or the backend's one worker, or the
+    # CPUs the two share: its share is the highest of the three.
+    together = generator_seats | (backend_cpus(roles, affinity) or every)
+    load_own = max(
+        share(generator, 1),
+        share(backend, 1),
+        share(generator + backend, min(len(together), 2)),
+    )
+    load = side(load_own, generator + backend, load_seats)
     if not roles.proxy:
         return Usage(proxy=None, load=load, shared=False)
+    proxy = sum(used.get(pid, 0) for pid in roles.proxy)
     cores = min(roles.proxy_cores, len(roles.proxy_cpus or every))
-    return Usage(proxy=side(roles.proxy, 0.0, proxy_seats, cores), load=load, shared=shared)
+    return Usage(
+        proxy=side(share(proxy, cores), proxy, proxy_seats),
+        load=load,
+        shared=shared,
+        combined=share(proxy + generator + backend, len(proxy_seats)) if shared else 0.0,
+    )
 
 
 def backend_cpus(roles: Roles, affinity: Mapping[int, frozenset[int]]) -> frozenset[int]:
@@ -289,14 +310,18 @@ class Verdict:
 
 
 def verdict(cpu: Usage) -> Verdict:
-    """What limited one measurement, from its CPU."""
-    load_full = cpu.load.busy >= SATURATED
+    """What limited one measurement, from its CPU. A side is saturated when its own processes
+    used :data:`SATURATED` of the cores they can use — not when its CPUs were busy, since other
+    processes (``nice``d builds, say) fill whatever the benchmark leaves idle; what they took
+    from the proxy is its foreign share, which marks the row."""
+    load_full = cpu.load.own >= SATURATED
     if cpu.proxy is None:
         return Verdict(CEILING if load_full else CEILING_FREE, marked=False)
-    proxy_full = cpu.proxy.busy >= SATURATED
+    proxy_full = cpu.proxy.own >= SATURATED
     marked = cpu.proxy.foreign > FOREIGN_LIMIT
     if cpu.shared:
-        return Verdict(SHARED_BOUND if proxy_full or load_full else SHARED_FREE, marked)
+        full = proxy_full or load_full or cpu.combined >= SATURATED
+        return Verdict(SHARED_BOUND if full else SHARED_FREE, marked)
     if proxy_full and not load_full:
         return Verdict(PROXY_BOUND, marked)
     if load_full and not proxy_full:
@@ -320,6 +345,7 @@ def median_usage(rounds: list[Usage]) -> Usage:
         proxy=mid(proxies) if proxies else None,
         load=mid([r.load for r in rounds]),
         shared=any(r.shared for r in rounds),
+        combined=statistics.median(r.combined for r in rounds),
     )
 
 

@@ -281,8 +281,8 @@ HAProxy, measured (2026-12-02, loaded machine, Caddy 2.6.2 alone with ``wrk -c32
 µs of CPU per request against nginx's ~20; 64 idle connections, ``GOGC=400`` and no
 ``X-Forwarded-For`` changed nothing beyond the rounds' spread; ``perf`` put 46% of its samples in
 the kernel, a fifth of them the Go runtime's threads sleeping and waking (``nanosleep``, 6
-threads on one CPU, ~7,700 context switches a second). The row's CPU columns show it
-proxy-bound: that is Caddy's cost on one core, not a misconfiguration."""
+threads on one CPU, ~7,700 context switches a second). The row's CPU per request (161 µs in
+the 13:39 UTC run, nginx 26) is Caddy's cost on one core, not a misconfiguration."""
 
 HAPROXY_CFG = """
 global
@@ -925,12 +925,15 @@ def render(
         "the proxy's processes' CPU time as a share of the CPUs it can keep busy (one per",
         "worker); in brackets, how busy the CPUs it was pinned to were, whoever used them.",
         "**proxy µs CPU/request**: the proxy's CPU time over the requests it carried. **load",
-        "CPU**: the same as proxy CPU for `wrk` and the backend. **foreign on proxy CPU**: the",
-        "share of the proxy's CPUs used by processes other than the benchmark's (and the",
-        "hypervisor's steal), median over rounds and, in brackets, the highest. A row is",
-        f"*proxy-bound* when the proxy's CPUs were at least {SATURATED:.0%} busy and the load",
-        "side's were not; *load-bound* the other way round (the proxy could carry more than its",
-        "figure: a ratio over it is an upper bound); *both saturated* or *neither* when the",
+        "CPU**: the busiest of `wrk`'s share of its one core, the backend's of its one, and the",
+        "two's of the CPUs they share; in brackets, how busy those CPUs were. **foreign on proxy",
+        "CPU**: the share of the proxy's CPUs used by processes other than the benchmark's (and",
+        "the hypervisor's steal), median over rounds and, in brackets, the highest. A row is",
+        f"*proxy-bound* when the proxy's processes used at least {SATURATED:.0%} of the cores they",
+        "can use and the load side's did not (their use, not the CPUs' busy time: other",
+        "processes fill whatever the benchmark leaves idle); *load-bound* the other way round",
+        "(the proxy could carry more than its figure: a ratio over it is an upper bound);",
+        "*both saturated* or *neither* when the",
         "two sides do not tell; *shared* when the proxy runs on the load's CPU too (the",
         "`, N workers` rows on 2 CPUs). A row whose proxy had more than "
         f"{FOREIGN_LIMIT:.0%} of its",

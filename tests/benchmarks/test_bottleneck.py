@@ -130,12 +130,18 @@ def test_the_benchmarks_idle_proxies_on_the_proxy_cpu_are_not_foreign() -> None:
     assert not verdict(usage).marked
 
 
-def test_other_processes_on_the_proxy_cpu_mark_the_row() -> None:
+def test_other_processes_taking_the_proxy_cpu_mark_the_row() -> None:
+    # The CPU was full, but a quarter of it was not the proxy's: the proxy did not saturate it.
     usage = split(cpu0_busy=240, cpu1_busy=400, proxy=300, backend=90, generator=150)
     assert usage.proxy is not None
     assert usage.proxy.foreign == pytest.approx(100 / T)
+    assert verdict(usage) == Verdict(NEITHER, marked=True)
+    assert verdict(usage).describe() == "neither saturated (marked: foreign load)"
+
+
+def test_a_little_foreign_use_of_a_saturated_proxy_cpu_marks_a_proxy_bound_row() -> None:
+    usage = split(cpu0_busy=240, cpu1_busy=400, proxy=370, backend=90, generator=150)
     assert verdict(usage) == Verdict(PROXY_BOUND, marked=True)
-    assert verdict(usage).describe() == "proxy-bound (marked: foreign load)"
 
 
 def test_a_fast_proxy_limited_by_wrk_and_the_backend() -> None:
@@ -144,11 +150,32 @@ def test_a_fast_proxy_limited_by_wrk_and_the_backend() -> None:
     assert verdict(usage) == Verdict(LOAD_BOUND, marked=False)
 
 
-def test_foreign_load_on_the_load_cpu_leaves_no_headroom() -> None:
+def test_a_filler_on_the_load_cpu_does_not_saturate_the_load_side() -> None:
+    # A niced build fills what wrk and the backend leave idle: the CPU is busy, they are not.
     usage = split(cpu0_busy=396, cpu1_busy=396, proxy=396, backend=100, generator=100)
     assert usage.load.own == pytest.approx(200 / T)
+    assert usage.load.busy == pytest.approx(396 / T)
     assert usage.load.foreign == pytest.approx(196 / T)
+    assert verdict(usage) == Verdict(PROXY_BOUND, marked=False)
+
+
+def test_both_sides_saturated() -> None:
+    usage = split(cpu0_busy=398, cpu1_busy=398, proxy=396, backend=200, generator=198)
     assert verdict(usage).limit == BOTH
+
+
+def test_wrk_saturating_its_own_cpu_saturates_the_load_side() -> None:
+    # Three CPUs: wrk alone on CPU 0, the backend on CPU 2, the proxy on CPU 1.
+    roles = Roles(frozenset({PROXY}), frozenset({1}), 1, frozenset({BACKEND}), frozenset({0}))
+    usage = measure_usage(
+        {0: CpuTicks(396, T), 1: CpuTicks(300, T), 2: CpuTicks(200, T)},
+        {PROXY: 300, BACKEND: 200},
+        {PROXY: frozenset({1}), BACKEND: frozenset({2})},
+        396,
+        roles,
+    )
+    assert usage.load.own == pytest.approx(396 / T)  # wrk's one core, not (396 + 200) / 2
+    assert verdict(usage).limit == LOAD_BOUND
 
 
 def test_neither_side_saturated() -> None:
