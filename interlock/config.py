@@ -257,6 +257,11 @@ class EdgeConfig:
     """A PEM file of the certificates an ``https://`` ``admin_url``'s certificate is verified
     against (``--edge-admin-ca``; ``interlock edge --admin-tls-cert``); None: the system's."""
 
+    push_upstreams: bool = False
+    """Push the controller's upstream tables (policies, EndpointSlice endpoints) to the data
+    plane at ``admin_url`` (``--edge-push-upstreams``; it runs ``interlock edge
+    --pushed-upstreams``), as to edge workers; else it resolves through cluster DNS."""
+
     workers: int = 1
     """Data-plane processes serving ``addr`` and ``tls_addr`` (``--edge-workers``): 1 serves
     them from this process; N > 1 starts N ``interlock edge`` children sharing the ports
@@ -301,6 +306,11 @@ class EdgeConfig:
             raise ValueError(
                 "--edge-admin-url and --edge-admin-token-file go together: the edge's admin API "
                 "refuses calls without its token (interlock edge --admin-token-file)"
+            )
+        if self.push_upstreams and self.admin_url is None:
+            raise ValueError(
+                "--edge-push-upstreams needs --edge-admin-url: it pushes the upstream tables to "
+                "a data plane in another process (edge workers get them without the flag)"
             )
         if self.workers < 1:
             raise ValueError(f"--edge-workers {self.workers}: at least 1 is required")

@@ -140,6 +140,12 @@ def add_run_parser(subparsers: Any) -> None:
         "certificate (interlock edge --admin-tls-cert) is verified against",
         shown="the system's",
     )
+    add.switch(
+        "--edge-push-upstreams",
+        help="with --edge-admin-url: push the controller's upstream tables (outbound policies, "
+        "EndpointSlice endpoints) to that data plane, started with interlock edge "
+        "--pushed-upstreams, so it routes as an edge in this process would",
+    )
     add.value(
         "--publish-service",
         default=None,
@@ -375,6 +381,7 @@ def _edge_settings(args: argparse.Namespace, trusted: Sequence[str]) -> EdgeConf
             read_token_file(token_file, flag="--edge-admin-token-file") if token_file else None
         ),
         admin_ca=_readable(args.edge_admin_ca, flag="--edge-admin-ca"),
+        push_upstreams=args.edge_push_upstreams,
         workers=parse_edge_workers(args.edge_workers, serves_edge=bool(args.edge_addr)),
         limits=edge_limits_from_args(args),
         trusted_proxies=parse_cidrs(trusted, flag="--trusted-proxy"),

@@ -11,7 +11,8 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   the controller's one upstream cache) and the data plane server on ``--edge-addr``;
   :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
   program one running as its own process (``interlock edge``) through :class:`HttpEdge`, and
-  since that process resolves upstreams itself (cluster DNS), no upstream index is built;
+  since that process resolves upstreams itself (cluster DNS), no upstream index is built —
+  unless ``--edge-push-upstreams``: then the index is pushed to it as to edge workers;
   with ``--edge-workers N`` (N > 1) it starts N ``interlock edge`` children on ``--edge-addr``
   (:class:`~interlock.edge.workers.EdgeWorkers`) and the actors program all of them as one
   (:class:`~interlock.edge.fanout.FanOutEdge`); the edge's upstream index is pushed to every
@@ -161,14 +162,19 @@ class EdgeHalf:
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""
         if config.edge.admin_url is not None:
-            self.remote = UntilStopped(
-                HttpEdge(
-                    base_url=config.edge.admin_url,
-                    token=config.edge.admin_token,
-                    ca_file=config.edge.admin_ca,
-                )
+            client = HttpEdge(
+                base_url=config.edge.admin_url,
+                token=config.edge.admin_token,
+                ca_file=config.edge.admin_ca,
             )
+            self.remote = UntilStopped(client)
             self.provider = self.remote
+            if config.edge.push_upstreams:
+                self.upstreams = UpstreamIndex(
+                    cache=upstream_cache, watches=watches, follower="edge"
+                )
+                self.pusher = UpstreamPusher(index=self.upstreams, clients=lambda: [client])
+                self.provider = TablesFirst(self.remote, index=self.upstreams, pusher=self.pusher)
         elif config.edge.workers > 1:
             assert config.edge.addr is not None
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
@@ -351,16 +357,20 @@ class EdgeHalf:
     def debug(self) -> dict[str, Any]:
         """``/debug/edges``: the actors' view per route, what is served, tracked upstreams.
 
-        With a remote data plane, ``served`` and ``upstreams`` are ``null`` (this view answers
-        from memory, without a network call; the data plane's own ``GET /v1/snapshot`` shows
-        what it serves) and ``dataPlane`` names its admin API.
+        With a remote data plane, ``served`` is ``null`` (this view answers from memory,
+        without a network call; the data plane's own ``GET /v1/snapshot`` shows what it
+        serves), ``upstreams`` too unless it is pushed them (``--edge-push-upstreams``), and
+        ``dataPlane`` names its admin API.
         """
         if self._config.edge.admin_url is not None:
             return {
                 "edges": self.board.to_json()["hosts"],
                 "served": None,
-                "upstreams": None,
-                "dataPlane": {"adminUrl": redacted_url(self._config.edge.admin_url)},
+                "upstreams": None if self.upstreams is None else self.upstreams.debug(),
+                "dataPlane": {
+                    "adminUrl": redacted_url(self._config.edge.admin_url),
+                    **({} if self.pusher is None else {"upstreamPushes": self.pusher.pushes}),
+                },
                 "status": self._status_statistics(),
             }
         if self.workers is not None:

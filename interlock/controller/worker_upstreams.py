@@ -16,6 +16,11 @@ of the Services it names) is known and pushed to every worker; the worker itself
 backend whose table it lacks (503, retried). A restarted worker gets the whole table before it
 is reprogrammed (:meth:`UpstreamPusher.sync`, from
 :class:`~interlock.edge.workers.EdgeWorkers`), so it never counts without it.
+
+The same pusher serves a data plane in another process (``--edge-admin-url`` with
+``--edge-push-upstreams``). That one restarts on its own, behind the same client: a ``PATCH``
+names the epoch of the table it changes, an edge holding another answers 412
+(:class:`~interlock.edge.http_provider.TableReplaced`), and the whole table is sent at once.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from loguru import logger
 from interlock.controller.upstreams import UpstreamIndex
 from interlock.dataplane.source import UpstreamError
 from interlock.edge.fanout import combined
-from interlock.edge.http_provider import HttpEdge
+from interlock.edge.http_provider import HttpEdge, TableReplaced
 from interlock.edge.provider import (
     EdgeCall,
     EdgeError,
@@ -88,8 +93,9 @@ class UpstreamPusher:
         """``clients``: the admin API clients of the workers running now."""
         self._index = index
         self._clients = clients
-        self._sent: dict[HttpEdge, UpstreamTable] = {}
-        """What each worker holds after its last push that succeeded; absent: unknown."""
+        self._sent: dict[HttpEdge, tuple[str, UpstreamTable]] = {}
+        """Each worker's epoch and what it holds after the last push that succeeded; absent:
+        unknown (the next push sends the whole table)."""
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -127,7 +133,9 @@ class UpstreamPusher:
     def in_sync(self) -> bool:
         """Whether every running worker's last push holds the table as it is now."""
         table = edge_table(self._index)
-        return all(self._sent.get(client) == table for client in self._clients())
+        return all(
+            client in self._sent and self._sent[client][1] == table for client in self._clients()
+        )
 
     async def flush(self) -> None:
         """Bring every running worker up to date now; raises an :class:`EdgeError` naming the
@@ -157,11 +165,22 @@ class UpstreamPusher:
             await self._push(client, edge_table(self._index))
 
     async def _push(self, client: HttpEdge, table: UpstreamTable) -> None:
-        changes = table_changes(self._sent.pop(client, None), table)
-        for batch in in_batches(changes, BATCH_ROWS):
-            await client.push_upstreams(batch)
+        sent = self._sent.pop(client, None)
+        try:
+            epoch = await self._send(client, sent, table)
+        except TableReplaced:  # it restarted since: the whole table, at once
+            epoch = await self._send(client, None, table)
+        self._sent[client] = (epoch, table)
+
+    async def _send(
+        self, client: HttpEdge, sent: tuple[str, UpstreamTable] | None, table: UpstreamTable
+    ) -> str:
+        epoch, old = (None, None) if sent is None else sent
+        for batch in in_batches(table_changes(old, table), BATCH_ROWS):
+            epoch = await client.push_upstreams(batch, epoch=epoch)
             self.pushes += 1
-        self._sent[client] = table
+        assert epoch is not None  # a first push is a replace: at least one batch
+        return epoch
 
     async def _run(self) -> None:
         while True:

@@ -12,6 +12,7 @@ controller's edge would.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 
 from interlock.dataplane.source import Address, UpstreamError, no_address
@@ -30,6 +31,10 @@ class PushedUpstreams:
         self._addresses: dict[ServicePortKey, list[Address]] = {}
         self.pushes = 0
         """Changes applied (``PUT`` and ``PATCH /v1/upstreams``)."""
+        self.epoch = secrets.token_hex(8)
+        """Names this copy: a ``PATCH`` names the epoch its sender last saw (from a ``PUT``'s
+        answer), so one sent to an edge that restarted since (an empty copy, a new epoch) is
+        refused and the whole table sent again instead of a few rows on nothing."""
 
     def apply(self, changes: TableChanges) -> None:
         """Take a push: replace the tables, or set and remove rows."""

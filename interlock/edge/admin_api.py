@@ -14,10 +14,12 @@ JSON in and out; the status code carries the error class, so the client need not
 - ``GET /v1/worker`` — ``{pid, traffic, upstreams}``: this process, its request counters
   (:mod:`interlock.edge.worker_traffic`; what a controller with ``--edge-workers`` sums) and
   the rows of its pushed upstream tables (``null`` without ``--pushed-upstreams``)
-- ``PUT /v1/upstreams`` (replace) and ``PATCH /v1/upstreams`` (set and remove rows) — the
-  controller's upstream tables (:mod:`interlock.model.upstream_table`), for an edge started
-  with ``--pushed-upstreams``; one started without answers 409. Such an edge attaches a backend
-  only once its Service port's policy arrived (503 before: the controller pushes, then retries)
+- ``PUT /v1/upstreams`` (replace; answers ``{epoch}``) and ``PATCH /v1/upstreams`` (set and
+  remove rows; the body's ``epoch`` must be the last ``PUT``'s, else 412: the edge restarted
+  and needs the whole table) — the controller's upstream tables
+  (:mod:`interlock.model.upstream_table`), for an edge started with ``--pushed-upstreams``; one
+  started without answers 409. Such an edge attaches a backend only once its Service port's
+  policy arrived (503 before: the controller pushes, then retries)
 
 Path parameters are percent-encoded (a route id may contain ``/``). ``modules`` is the ModuleSet
 ``spec.modules`` form; ``secrets`` is ``[{"name", "key", "value"}]`` with ``value`` base64.
@@ -288,12 +290,21 @@ async def _put_upstreams(request: web.Request) -> web.StreamResponse:
             status=409,
         )
     body = await _body(request)
+    replace = request.method == "PUT"
+    if not replace and body.get("epoch") != upstreams.epoch:
+        return web.json_response(
+            {
+                "error": "these rows change another table than this edge holds (it restarted): "
+                "PUT the whole table"
+            },
+            status=412,
+        )
     try:
-        changes = changes_from_json(body, replace=request.method == "PUT")
+        changes = changes_from_json(body, replace=replace)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     upstreams.apply(changes)
-    return web.Response(status=204)
+    return web.json_response({"epoch": upstreams.epoch})
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

@@ -127,11 +127,16 @@ class HttpEdge:
         url = self._base.with_path(f"/v1/hosts/{_segment(host)}/tls", encoded=True)
         await self._call("PUT", url, body=body)
 
-    async def push_upstreams(self, changes: TableChanges) -> None:
+    async def push_upstreams(self, changes: TableChanges, *, epoch: str | None = None) -> str:
         """Send upstream tables to an edge started with ``--pushed-upstreams``: ``PUT`` when
-        ``changes`` replace what it holds, else ``PATCH``."""
+        ``changes`` replace what it holds, else ``PATCH`` of the table of ``epoch``; returns the
+        epoch of the table it now holds. :class:`TableReplaced` when the edge holds another."""
         method = "PUT" if changes.replace else "PATCH"
-        await self._call(method, self._base.with_path("/v1/upstreams"), body=changes_json(changes))
+        body = {**changes_json(changes), "epoch": epoch}
+        answer = await self._call(method, self._base.with_path("/v1/upstreams"), body=body)
+        if not isinstance(answer, dict) or not isinstance(answer.get("epoch"), str):
+            raise TransientEdgeError(f"{method} /v1/upstreams: the answer names no epoch")
+        return str(answer["epoch"])
 
     async def snapshot(self) -> EdgeSnapshot:
         data = await self._call("GET", self._base.with_path("/v1/snapshot"))
@@ -170,7 +175,14 @@ class HttpEdge:
             ) from None
         if response.status == 429 or response.status >= 500:
             raise TransientEdgeError(message, retry_after=retry_after)
+        if response.status == 412:
+            raise TableReplaced(message)
         raise PermanentEdgeError(message)
+
+
+class TableReplaced(TransientEdgeError):
+    """A ``PATCH /v1/upstreams`` named a table the edge no longer holds (it restarted): send
+    it whole (retried at once by the pusher; transient if it escapes)."""
 
 
 def _segment(value: str) -> str:

@@ -16,8 +16,9 @@ JSON (``PUT`` and ``PATCH /v1/upstreams`` of the edge's admin API)::
      "removedServices": [{"namespace", "name"}]}
 
 ``policy`` is :func:`~interlock.model.policy_codec.encode_policy`'s form. A ``PUT`` replaces the
-whole table; a ``PATCH`` sets and removes rows. :func:`changes_from_json` names the field of a
-body it cannot read.
+whole table; a ``PATCH`` sets and removes rows (its body also names the ``epoch`` of the table
+it changes, which the admin API checks). :func:`changes_from_json` names the field of a body it
+cannot read.
 """
 
 from __future__ import annotations

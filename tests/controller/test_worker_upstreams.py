@@ -11,6 +11,7 @@ import pytest
 from interlock.actors.upstream_cache import UpstreamTables
 from interlock.controller.worker_upstreams import TablesFirst, UpstreamPusher
 from interlock.dataplane.source import UpstreamError
+from interlock.edge.http_provider import TableReplaced
 from interlock.edge.provider import BackendTarget, TransientEdgeError
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import OutboundPolicy
@@ -50,11 +51,15 @@ class Index:
 class Worker:
     pushed: list[TableChanges] = field(default_factory=list)
     failing: bool = False
+    epoch: str = "e1"
 
-    async def push_upstreams(self, changes: TableChanges) -> None:
+    async def push_upstreams(self, changes: TableChanges, *, epoch: str | None = None) -> str:
         if self.failing:
             raise TransientEdgeError("worker 1: no answer")
+        if not changes.replace and epoch != self.epoch:
+            raise TableReplaced("412: it restarted")
         self.pushed.append(changes)
+        return self.epoch
 
 
 @dataclass
@@ -93,6 +98,13 @@ async def test_whole_table_first_then_only_what_changed_and_whole_again_after_a_
     await pusher.flush()
     assert worker.pushed[-1].replace  # its state was unknown: the whole table
 
+    # The edge restarted (a remote one, behind the same client): its empty table has another
+    # epoch, so the rows are refused and the whole table sent at once.
+    worker.epoch = "e2"
+    index.tables.addresses[WEB] = [("10.0.0.4", 8080)]
+    await pusher.flush()
+    assert worker.pushed[-1].replace and pusher.in_sync()
+
 
 async def test_a_backend_is_attached_only_once_its_table_reached_every_worker() -> None:
     index, worker, edge = Index(), Worker(), Edge()
@@ -124,10 +136,10 @@ class Flaky(Worker):
 
     errors: list[Exception] = field(default_factory=list)
 
-    async def push_upstreams(self, changes: TableChanges) -> None:
+    async def push_upstreams(self, changes: TableChanges, *, epoch: str | None = None) -> str:
         if self.errors:
             raise self.errors.pop(0)
-        await super().push_upstreams(changes)
+        return await super().push_upstreams(changes, epoch=epoch)
 
 
 async def test_the_background_push_retries_after_a_refusal_and_after_a_bug(

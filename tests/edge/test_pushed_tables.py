@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from interlock.dataplane.pushed_upstreams import PushedUpstreams
-from interlock.edge.http_provider import HttpEdge
+from interlock.edge.http_provider import HttpEdge, TableReplaced
 from interlock.edge.provider import (
     ApplyModules,
     PermanentEdgeError,
@@ -75,14 +75,18 @@ async def test_a_backend_waits_for_its_table_then_routes_by_it(
         await client.attach_backend(host=HOST, route_id="r", backend=BACKEND)
     assert (await status(edge))[0] == 503  # no backend: nothing forwarded
 
-    await client.push_upstreams(table_changes(None, table(backend)))
+    epoch = await client.push_upstreams(table_changes(None, table(backend)))
+    assert epoch == pushed.epoch
     await client.attach_backend(host=HOST, route_id="r", backend=BACKEND)
     assert (await status(edge))[0] == 200
     assert backend.seen
 
     # The endpoints leave: the answer the controller's edge gives (503, none ready).
     none_ready = ServiceEndpoints(known=True, exists=True, ports=((80, ()),))
-    await client.push_upstreams(TableChanges(services=((WEB, none_ready),)))
+    with pytest.raises(TableReplaced, match="412"):  # rows for another (older) table
+        await client.push_upstreams(TableChanges(services=((WEB, none_ready),)), epoch="old")
+    assert (await status(edge))[0] == 200
+    await client.push_upstreams(TableChanges(services=((WEB, none_ready),)), epoch=epoch)
     code, text = await status(edge)
     assert code == 503 and text.startswith("no-ready-endpoints:")
     assert pushed.counts()["pushes"] == 2
@@ -97,7 +101,10 @@ async def test_a_bad_body_is_refused_and_changes_nothing(
         aiohttp.ClientSession() as session,
         session.patch(
             str(client._base) + "/v1/upstreams",
-            json={"services": [{"namespace": "default", "name": "web", "known": "yes"}]},
+            json={
+                "epoch": pushed.epoch,
+                "services": [{"namespace": "default", "name": "web", "known": "yes"}],
+            },
             headers={"Authorization": "Bearer edge-admin-token"},
         ) as response,
     ):
