@@ -333,7 +333,15 @@ def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[Metric
         "group and resource.",
         labels=["verb", "group", "resource"],
     )
+    in_flight = _gauge(
+        "kube_requests_in_flight",
+        "Requests to the Kubernetes API waiting for their answer's headers (a watch until its "
+        "stream starts), by Kubernetes verb, API group and resource.",
+        ["verb", "group", "resource"],
+    )
     if stats is not None:
+        for verb_labels, waiting in sorted(stats.in_flight.items()):
+            in_flight.add_metric(list(verb_labels), waiting)
         for labels, count in sorted(stats.requests.items()):
             requests.add_metric(list(labels), count)
         for method_host, histogram in sorted(stats.durations.items()):
@@ -344,7 +352,7 @@ def _kube_client_families(stats: KubeClientStatistics | None) -> Iterator[Metric
         for verb_labels, histogram in sorted(stats.resource_durations.items()):
             buckets = _buckets(REQUEST_BUCKETS, histogram.buckets)
             resource_durations.add_metric(list(verb_labels), buckets, histogram.total)
-    yield from (requests, durations, by_resource, resource_durations)
+    yield from (requests, durations, by_resource, resource_durations, in_flight)
 
 
 def _policy_api_families(stats: PolicyApiStatistics | None) -> Iterator[MetricFamily]:

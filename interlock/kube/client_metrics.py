@@ -142,6 +142,9 @@ class KubeClientStatistics:
     """``(verb, group, resource, subresource, code)`` → requests."""
     resource_durations: dict[tuple[str, str, str], HistogramSnapshot]
     """``(verb, group, resource)`` → seconds until the answer's headers."""
+    in_flight: dict[tuple[str, str, str], int]
+    """``(verb, group, resource)`` → requests sent whose answer's headers have not arrived
+    (a watch counts until its stream starts); every key seen so far, 0 included."""
 
 
 class KubeClientMetrics:
@@ -153,6 +156,21 @@ class KubeClientMetrics:
         self._durations: dict[tuple[str, str], Histogram] = {}
         self._resource_requests: dict[tuple[str, str, str, str, str], int] = {}
         self._resource_durations: dict[tuple[str, str, str], Histogram] = {}
+        self._in_flight: dict[tuple[str, str, str], int] = {}
+
+    def sent(
+        self, *, method: str, url: str, query: Sequence[tuple[str, str]]
+    ) -> tuple[str, str, str]:
+        """One more request of ``method`` to ``url`` waiting for its answer; the key to give
+        :meth:`answered` when it got one (or none)."""
+        attributes = request_attributes(method.upper(), urlsplit(url).path, query)
+        key = (attributes.verb, attributes.group, attributes.resource)
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        return key
+
+    def answered(self, key: tuple[str, str, str]) -> None:
+        """The request :meth:`sent` returned ``key`` for is no longer waiting."""
+        self._in_flight[key] -= 1
 
     def observe(
         self,
@@ -182,6 +200,7 @@ class KubeClientMetrics:
             durations=_snapshots(self._durations),
             resource_requests=dict(self._resource_requests),
             resource_durations=_snapshots(self._resource_durations),
+            in_flight=dict(self._in_flight),
         )
 
 
@@ -219,6 +238,7 @@ def instrument(api: ApiClient, metrics: KubeClientMetrics | None = None) -> Kube
     async def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         query = kwargs.get("query_params") or (args[0] if args else None) or ()
         started = clock()
+        waiting = counters.sent(method=method, url=url, query=query)
         try:
             response = await send(method, url, *args, **kwargs)
         except ApiException as error:
@@ -235,6 +255,8 @@ def instrument(api: ApiClient, metrics: KubeClientMetrics | None = None) -> Kube
                 method=method, url=url, query=query, code=ERROR_CODE, seconds=clock() - started
             )
             raise
+        finally:
+            counters.answered(waiting)
         counters.observe(
             method=method,
             url=url,

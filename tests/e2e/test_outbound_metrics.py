@@ -81,6 +81,12 @@ async def test_metrics_after_traffic_name_requests_reconciles_and_policy_answers
     assert _value(samples, kube, verb="discover") >= 1
     duration = "interlock_kube_request_duration_seconds_count"
     assert _value(samples, duration, verb="list", resource="services") >= 1
+    # Requests waiting for their answer: the Services watch started its stream, so none.
+    in_flight = {
+        (labels["verb"], labels["resource"]): value
+        for labels, value in samples["interlock_kube_requests_in_flight"]
+    }
+    assert in_flight[("watch", "services")] == 0, in_flight
 
     # Reconciles by Kubernetes kind, not by actor address prefix.
     reconciles = "interlock_reconciles_total"

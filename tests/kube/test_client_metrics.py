@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -91,3 +92,40 @@ async def test_no_answer_is_counted_as_an_error() -> None:
     stats = metrics.statistics()
     assert stats.requests == {(ERROR_CODE, "GET", f"127.0.0.1:{port}"): 1}
     assert stats.resource_requests == {("list", "", "services", "", ERROR_CODE): 1}
+
+
+async def test_a_request_is_in_flight_until_its_answer() -> None:
+    """``in_flight`` counts a request from its sending until its answer's headers (by verb and
+    resource), and none once answered."""
+    arrived = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        arrived.set()
+        await answer.wait()
+        body = b'{"kind":"ServiceList","items":[],"metadata":{}}'
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    api = ApiClient(configuration=Configuration(host=f"http://127.0.0.1:{port}"))
+    try:
+        metrics = instrument(api)
+        request = asyncio.create_task(
+            request_json(api, method="GET", path="/api/v1/services", what="list")
+        )
+        await asyncio.wait_for(arrived.wait(), 10)
+        assert metrics.statistics().in_flight == {("list", "", "services"): 1}
+        answer.set()
+        await asyncio.wait_for(request, 10)
+        assert metrics.statistics().in_flight == {("list", "", "services"): 0}
+    finally:
+        await api.close()
+        server.close()
+        await server.wait_closed()
