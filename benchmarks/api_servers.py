@@ -125,7 +125,10 @@ class EmbeddedServer:
     async def flow_control(self) -> dict[tuple[str, str], dict[str, float]]:
         return {}
 
-    async def stop(self) -> None:
+    async def histograms(self) -> dict[str, tuple[float, float]]:
+        return {}
+
+    async def stop(self, *, keep: bool = False) -> None:
         self.process.terminate()
         await self.process.wait()
 
@@ -212,7 +215,47 @@ class RealServer:
                 if obj["kind"] == "Lease":
                     path = f"{collection_path(obj)}/{obj['metadata']['name']}"
                     await self.request(http, "DELETE", path)
-            await asyncio.gather(*(create(http, obj) for obj in objects))
+            present = await self._present(http, objects)
+            missing = [
+                obj
+                for obj in objects
+                if obj["kind"] == "Lease"
+                or (collection_path(obj), obj["metadata"]["name"]) not in present
+            ]
+            await asyncio.gather(*(create(http, obj) for obj in missing))
+
+    async def _present(
+        self, http: aiohttp.ClientSession, objects: list[dict[str, Any]]
+    ) -> set[tuple[str, str]]:
+        """``(collection, name)`` of the objects already there (a cluster kept by ``--keep``):
+        a list per collection, not one refused create per object."""
+        present: set[tuple[str, str]] = set()
+        for path in {collection_path(obj) for obj in objects}:
+            token = ""
+            while True:
+                query = f"?limit=5000&continue={token}" if token else "?limit=5000"
+                response = await self.request(http, "GET", path + query)
+                if response.status != 200:
+                    break
+                page = json.loads(response.body)
+                present.update((path, item["metadata"]["name"]) for item in page["items"])
+                token = page["metadata"].get("continue") or ""
+                if not token:
+                    break
+        return present
+
+    async def histograms(self) -> dict[str, tuple[float, float]]:
+        """The API server's and etcd's latency histograms that a Service change passes through,
+        as ``series → (sum of seconds, count)``: subtract two readings for a phase's means."""
+        async with self.session() as http, http.get("/metrics") as response:
+            text = await response.text()
+        found = _histogram_sums(text, SERVER_HISTOGRAMS)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{self.env['ETCD_URL']}/metrics") as response,
+        ):
+            found.update(_histogram_sums(await response.text(), ETCD_HISTOGRAMS))
+        return found
 
     async def flow_control(self) -> dict[tuple[str, str], dict[str, float]]:
         """Priority-and-fairness counters per (flow schema, priority level), from ``/metrics``."""
@@ -239,9 +282,12 @@ class RealServer:
             entry[wanted[name]] = entry.get(wanted[name], 0.0) + float(value)
         return found
 
-    async def stop(self) -> None:
+    async def stop(self, *, keep: bool = False) -> None:
         """Bring down a cluster started here; on one given with ``--cluster-dir``, delete the
-        benchmark's objects so that the next run starts from none (no status written yet)."""
+        benchmark's objects so that the next run starts from none (no status written yet),
+        unless ``keep`` (the run wrote no status: the next one may start from these)."""
+        if keep and not self.started_here:
+            return
         if self.started_here:
             down = await asyncio.create_subprocess_exec(
                 str(REAL_CLUSTER_SH), "down", str(self.directory), stderr=asyncio.subprocess.PIPE
@@ -257,6 +303,33 @@ class RealServer:
 
         async with self.session() as http:
             await asyncio.gather(*(delete(http, obj) for obj in self.loaded))
+
+
+SERVER_HISTOGRAMS = {
+    "apiserver_request_duration_seconds": 'resource="services"',
+    "etcd_request_duration_seconds": "services",
+    "apiserver_watch_cache_read_wait_seconds": 'resource="services"',
+}
+"""kube-apiserver's histograms a Service change passes (name → a text its series contain)."""
+ETCD_HISTOGRAMS = {
+    "etcd_disk_wal_fsync_duration_seconds": "",
+    "etcd_disk_backend_commit_duration_seconds": "",
+}
+"""etcd's: every committed write waits for the WAL's fsync and the backend's commit."""
+
+
+def _histogram_sums(text: str, wanted: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """``name{labels} → (sum, count)`` of the histograms ``wanted`` names in a Prometheus text."""
+    found: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        head, _, value = line.rpartition(" ")
+        name, _, labels = head.partition("{")
+        for suffix, slot in (("_sum", 0), ("_count", 1)):
+            base = name.removesuffix(suffix)
+            if base != name and base in wanted and wanted[base] in labels:
+                series = f"{base}{{{labels}" if labels else base
+                found.setdefault(series, [0.0, 0.0])[slot] = float(value)
+    return {series: (sums, count) for series, (sums, count) in found.items()}
 
 
 ApiServer = EmbeddedServer | RealServer

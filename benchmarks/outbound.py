@@ -52,6 +52,7 @@ from typing import Any
 import aiohttp
 from api_servers import ApiServer, EmbeddedServer, RealServer
 from bench_report import quiet_logs, report, rss_mib
+from change_stages import STAGES, ChangeStages
 
 from interlock.actors.messages import INFORMER_ROUTER, ObjectChanged
 from interlock.config import (
@@ -63,6 +64,7 @@ from interlock.config import (
     PolicyApiConfig,
 )
 from interlock.controller.app import Controller
+from interlock.kube.client_metrics import client_metrics
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.gateway import parse_http_route
 from interlock.model.meta import ObjectKey
@@ -143,6 +145,100 @@ def follower(server: ApiServer) -> Controller:
             tune_gc=True,
         )
     )
+
+
+def kube_requests(controller: Controller) -> dict[str, tuple[float, float]]:
+    """The controller's API requests so far by verb and resource: (seconds, requests)."""
+    metrics = client_metrics(controller.api)
+    if metrics is None:
+        return {}
+    stats = metrics.statistics()
+    counts: dict[str, int] = {}
+    for (verb, _group, resource, _subresource, _code), count in stats.resource_requests.items():
+        counts[f"{verb} {resource}"] = counts.get(f"{verb} {resource}", 0) + count
+    return {
+        f"{verb} {resource}": (snapshot.total, counts.get(f"{verb} {resource}", 0))
+        for (verb, _group, resource), snapshot in stats.resource_durations.items()
+    }
+
+
+def kube_in_flight(controller: Controller) -> dict[str, int]:
+    """The controller's API requests waiting for their answer now, by verb and resource."""
+    metrics = client_metrics(controller.api)
+    if metrics is None:
+        return {}
+    return {
+        f"{verb} {resource}": waiting
+        for (verb, _group, resource), waiting in metrics.statistics().in_flight.items()
+        if waiting
+    }
+
+
+def mean_delta(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, dict[str, float]]:
+    """Per series ``(sum of seconds, count)`` (a histogram, or requests and their latency),
+    what was observed between two readings: how many, and their mean in ms."""
+    out = {}
+    for series, (total, count) in after.items():
+        old_total, old_count = before.get(series, (0.0, 0.0))
+        if count > old_count:
+            out[series] = {
+                "count": count - old_count,
+                "mean_ms": 1000 * (total - old_total) / (count - old_count),
+            }
+    return out
+
+
+def print_stages(server_kind: str, figures: dict[str, Any]) -> None:
+    """The change phase's stages, steps, server histograms and client requests, on stderr."""
+    summary = figures["stages"]
+    out = [
+        f"== {server_kind}: {summary['changes']} changes, load {figures['changes_load']}",
+        f"   e2e p50 {figures['e2e_p50_ms']:.1f} ms, p99 {figures['e2e_p99_ms']:.1f} ms",
+    ]
+    for stage in STAGES:
+        if stage in summary["stages"]:
+            v = summary["stages"][stage]
+            out.append(
+                f"   at {stage:<10} p50 {v['p50']:8.1f}  p90 {v['p90']:8.1f}  "
+                f"p99 {v['p99']:8.1f}  max {v['max']:8.1f} ms"
+            )
+    for step, v in summary["steps"].items():
+        out.append(
+            f"   step {step:<24} p50 {v['p50']:8.1f}  p90 {v['p90']:8.1f}  p99 {v['p99']:8.1f}"
+        )
+    if "decode_us" in summary:
+        out.append(f"   decode {summary['decode_us']} us, event {summary['event_bytes']} bytes")
+    for series, v in figures["server_histograms"].items():
+        out.append(f"   server {series}: {v['count']:.0f} x {v['mean_ms']:.2f} ms")
+    for key, v in figures["kube_requests"].items():
+        out.append(f"   client {key}: {v['count']:.0f} x {v['mean_ms']:.1f} ms")
+    out.append(f"   client in flight at the end: {figures['kube_in_flight']}")
+    print("\n".join(out), file=sys.stderr, flush=True)
+
+
+def stage_table(runs: dict[str, dict[str, Any]]) -> str:
+    """A Markdown table of each server's stages (ms since the request started, p50 / p90)."""
+    names = list(runs)
+    rows = [
+        "| stage (ms since the request started), p50 / p90 | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for stage in STAGES:
+        cells = []
+        for name in names:
+            found = runs[name]["stages"]["stages"].get(stage)
+            cells.append(f"{found['p50']:.1f} / {found['p90']:.1f}" if found else "—")
+        rows.append(f"| {stage} | " + " | ".join(cells) + " |")
+    rows.append(
+        "| end to end p50 / p99 | "
+        + " | ".join(
+            f"{runs[name]['e2e_p50_ms']:.1f} / {runs[name]['e2e_p99_ms']:.1f}" for name in names
+        )
+        + " |"
+    )
+    return "\n".join(rows)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -468,7 +564,11 @@ async def run(
     *,
     server_kind: str = "embedded",
     cluster_dir: Path | None = None,
+    skip_status: bool = False,
+    keep: bool = False,
 ) -> dict[str, Any]:
+    """One server's figures; ``skip_status``: stop after the changes (no leader phase, no
+    re-walk reference), and with ``keep`` leave the objects on a ``--cluster-dir`` cluster."""
     rng = random.Random(seed)
     figures: dict[str, Any] = {"scale": n, "changes": changes, "server": server_kind}
     figures["load_avg_start"] = os.getloadavg()[0]
@@ -508,29 +608,46 @@ async def run(
             routes_woken: list[int] = []
             chosen = rng.sample(range(n), changes)
             services = "/api/v1/namespaces/default/services"
+            stages = ChangeStages()
+            requests_before = kube_requests(controller)
+            histograms_before = await server.histograms()
+            load_before = os.getloadavg()[0]
             async with server.session() as http:
-                for k in chosen:
-                    for exists in (False, True):
-                        await idle(controller)
-                        before = controller.system.statistics()
-                        t0 = time.time()
-                        if exists:
-                            body = service_obj(k, cluster_ip=not real)
-                            response = await server.request(http, "POST", services, body)
-                            assert response.status == 201, response.body
-                        else:
-                            response = await server.request(http, "DELETE", f"{services}/svc-{k}")
-                            assert response.status == 200, response.body
-                        latencies.append(await client.wait(k, exists) - t0)
-                        await idle(controller)
-                        after = controller.system.statistics()
-                        messages.append(after.processed - before.processed)
-                        routes_woken.append(
-                            after.kinds["route"].processed - before.kinds["route"].processed
-                        )
+                with stages.installed(controller.system):
+                    for k in chosen:
+                        for exists in (False, True):
+                            await idle(controller)
+                            before = controller.system.statistics()
+                            t0 = time.time()
+                            stages.begin(f"svc-{k}", t0)
+                            if exists:
+                                body = service_obj(k, cluster_ip=not real)
+                                response = await server.request(http, "POST", services, body)
+                                assert response.status == 201, response.body
+                            else:
+                                path = f"{services}/svc-{k}"
+                                response = await server.request(http, "DELETE", path)
+                                assert response.status == 200, response.body
+                            stages.mark("returned")
+                            received = await client.wait(k, exists)
+                            latencies.append(received - t0)
+                            await idle(controller)
+                            stages.end(received)
+                            after = controller.system.statistics()
+                            messages.append(after.processed - before.processed)
+                            routes_woken.append(
+                                after.kinds["route"].processed - before.kinds["route"].processed
+                            )
+            figures["changes_load"] = [load_before, os.getloadavg()[0]]
+            figures["stages"] = stages.summary()
+            figures["stage_rows"] = stages.rows
+            figures["server_histograms"] = mean_delta(histograms_before, await server.histograms())
+            figures["kube_requests"] = mean_delta(requests_before, kube_requests(controller))
+            figures["kube_in_flight"] = kube_in_flight(controller)
             await client.stop()
             figures["e2e_p50_ms"] = percentile(latencies, 0.5) * 1000
             figures["e2e_p99_ms"] = percentile(latencies, 0.99) * 1000
+            print_stages(server_kind, figures)
             figures["messages_per_change"] = statistics.median(messages)
             figures["route_messages_per_change"] = statistics.median(routes_woken)
 
@@ -557,6 +674,11 @@ async def run(
                     ours_time.append(time.process_time() - t0)
                     ours_work.append(controller.system.statistics().processed - before_processed)
 
+            if skip_status:
+                figures["load_avg_end"] = os.getloadavg()[0]
+                await controller.stop()
+                return figures
+
             # --- becoming leader: every route's status is written once
             flow_before = await server.flow_control()
             lease = f"/apis/coordination.k8s.io/v1/namespaces/{server.lease_namespace}/leases"
@@ -578,7 +700,7 @@ async def run(
             figures["load_avg_end"] = os.getloadavg()[0]
             await controller.stop()
         finally:
-            await server.stop()
+            await server.stop(keep=keep and skip_status)
 
     rewalk = build_rewalk(n)
     ref_time: list[float] = []
@@ -845,6 +967,10 @@ def run_child(args: argparse.Namespace, server: str, out: Path) -> dict[str, Any
             command += ["--also-scale", str(scale)]
     if server == "real" and args.cluster_dir is not None:
         command += ["--cluster-dir", str(args.cluster_dir)]
+    if args.changes_only:
+        command += ["--changes-only"]
+    if args.keep:
+        command += ["--keep"]
     import subprocess
 
     subprocess.run(command, check=True)
@@ -877,6 +1003,17 @@ def main() -> None:
         action="store_true",
         help="rewrite this benchmark's docs/benchmarks.md sections",
     )
+    parser.add_argument(
+        "--changes-only",
+        action="store_true",
+        help="stop after the Service changes and their stages (no leader phase, no re-walk "
+        "reference, nothing written to the docs)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="real, with --cluster-dir and --changes-only: leave the objects for the next run",
+    )
     parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--watch-client", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -893,6 +1030,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="interlock-bench-") as tmp:
             embedded = run_child(args, "embedded", Path(tmp) / "embedded.json")
             real = run_child(args, "real", Path(tmp) / "real.json")
+        if args.changes_only:
+            print(stage_table({"embedded": embedded["main"], "real": real["main"]}))
+            return
         texts = [
             (HEADING, section(embedded["main"], command, smaller=embedded["smaller"])),
             (REAL_HEADING, real_section(real["main"], embedded["main"], command)),
@@ -907,6 +1047,8 @@ def main() -> None:
                 args.seed,
                 server_kind=args.server,
                 cluster_dir=args.cluster_dir,
+                skip_status=args.changes_only,
+                keep=args.keep,
             )
         )
         smaller = [
@@ -915,6 +1057,9 @@ def main() -> None:
         ]
         if args.json is not None:
             args.json.write_text(json.dumps({"main": figures, "smaller": smaller}))
+            return
+        if args.changes_only:
+            print(stage_table({args.server: figures}))
             return
         if args.server == "embedded":
             texts = [(HEADING, section(figures, command, smaller=smaller))]
