@@ -10,32 +10,14 @@ ones resolved.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import interlock
+from tests.kit.import_graph import imported_modules
 
 PACKAGE = Path(interlock.__file__).parent
 LOWER = ("dataplane", "mesh")
 """The packages that must not import ``interlock.edge``."""
-
-
-def imported_modules(source: str, *, package: str) -> set[str]:
-    """Every module an import statement of ``source`` (a module of ``package``) names; for
-    ``from x import y``, ``x`` and ``x.y``, since ``y`` may be a module."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - node.level + 1]
-                module = ".".join([*base, module] if module else base)
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
 
 
 def is_edge(module: str) -> bool:

@@ -12,12 +12,11 @@ from dataclasses import FrozenInstanceError
 
 import aiohttp
 import pytest
-from test_publish_service import create
 
 from interlock.config import EdgeConfig
 from interlock.model.policy_watch import WatchTarget
 from interlock.model.service import ServicePortKey
-from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, create_if_absent, eventually
 from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress
 
 TARGET = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
@@ -26,7 +25,7 @@ TARGET = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="def
 async def test_the_view_says_what_the_parts_say(
     cluster: Cluster, start_controller: StartController, http: aiohttp.ClientSession
 ) -> None:
-    await create(cluster, INGRESS_CLASS_OBJ)
+    await create_if_absent(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(identity="replica-1", edge=EdgeConfig(addr=LOCAL))
     await eventually(lambda: controller.inspect().leading, message="replica-1 leads")
     before = controller.inspect()
@@ -38,7 +37,7 @@ async def test_the_view_says_what_the_parts_say(
     with pytest.raises(FrozenInstanceError):
         before.ready = False  # type: ignore[misc]
 
-    await create(cluster, ingress("shop", "shop.example"))
+    await create_if_absent(cluster, ingress("shop", "shop.example"))
     slot = controller.watches.open_watch(TARGET)
     try:
 

@@ -16,10 +16,17 @@ import tempfile
 from typing import Any
 
 import aiohttp
-from test_gateway_listener_sets import listener_set_obj
 
 from tests.kit.e2e_clients import eventually
-from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import (
+    GROUP,
+    Env,
+    conditions,
+    gateway_obj,
+    http_listener,
+    listener_set_obj,
+    route_obj,
+)
 from tests.kit.gateway_env import env as env
 from tests.kit.tls_certs import Issued, TestCa
 

@@ -9,52 +9,13 @@ listeners keep serving; one naming a Secret in another namespace needs a Referen
 
 from __future__ import annotations
 
-import base64
 import ssl
 from typing import Any
-
-import aiohttp
 
 from tests.kit.e2e_clients import eventually
 from tests.kit.gateway_env import GROUP, Env, gateway_obj, route_obj
 from tests.kit.gateway_env import env as env
-from tests.kit.tls_certs import self_signed
-
-
-def tls_secret(name: str, host: str, *, namespace: str = "default") -> tuple[dict[str, Any], str]:
-    cert, key = self_signed(host)
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {
-            "tls.crt": base64.b64encode(cert.encode()).decode(),
-            "tls.key": base64.b64encode(key.encode()).decode(),
-        },
-    }
-    return secret, cert
-
-
-def https_listener(name: str, hostname: str, *refs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "port": 443,
-        "protocol": "HTTPS",
-        "hostname": hostname,
-        "tls": {"mode": "Terminate", "certificateRefs": list(refs)},
-    }
-
-
-async def https_backend(env: Env, address: str, host: str, cert: str) -> object:
-    context = ssl.create_default_context(cadata=cert)
-    try:
-        async with env.http.get(
-            f"https://{address}/", headers={"Host": host}, ssl=context, server_hostname=host
-        ) as response:
-            return response.headers.get("X-Echo") or response.status
-    except (aiohttp.ClientError, ssl.SSLError) as error:
-        return repr(error)
+from tests.kit.gateway_tls import https_backend, https_listener, tls_secret
 
 
 def listener_conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, tuple[str, str]]]:

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_gateway_https import https_backend, https_listener, tls_secret
-
 from tests.kit.e2e_clients import eventually
-from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener, route_obj
+from tests.kit.gateway_env import (
+    GROUP,
+    Env,
+    conditions,
+    gateway_obj,
+    http_listener,
+    listener_set_obj,
+    route_obj,
+)
 from tests.kit.gateway_env import env as env
-
-
-def listener_set_obj(name: str, gateway: str, *listeners: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/v1",
-        "kind": "ListenerSet",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"parentRef": {"name": gateway}, "listeners": list(listeners)},
-    }
+from tests.kit.gateway_tls import https_backend, https_listener, tls_secret
 
 
 def listener_states(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

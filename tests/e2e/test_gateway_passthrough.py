@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_mesh_tunnels import StreamEcho
 
 from tests.kit.e2e_clients import eventually
 from tests.kit.echo_backends import local_slice
 from tests.kit.gateway_env import GROUP, Env, gateway_obj
 from tests.kit.gateway_env import env as env
 from tests.kit.mesh_env import service_obj
+from tests.kit.stream_backends import StreamEcho
 from tests.kit.tls_certs import TestCa
 
 PORT = 5432

@@ -32,6 +32,7 @@ from tests.kit.edge_env import secret
 from tests.kit.edge_objects import ingress, module_set
 from tests.kit.grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
 from tests.kit.h2_client import H2Client, H2Reply, h2_get
+from tests.kit.outbound_objects import ACCRUAL
 from tests.kit.tls_certs import self_signed
 
 GRPC_HOST = "grpc.test"
@@ -269,12 +270,6 @@ async def test_retries_and_failure_accrual_apply_to_h2_streams(edge: EdgeEnv) ->
 
 
 HTTP_RETRY = {"retry.linkerd.io/http": "503", "retry.linkerd.io/limit": "2"}
-ACCRUAL = {
-    "balancer.linkerd.io/failure-accrual": "consecutive",
-    "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
-    "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
-    "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
-}
 
 
 async def test_grpc_calls_are_retried_on_the_routes_grpc_statuses(

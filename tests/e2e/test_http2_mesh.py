@@ -12,14 +12,13 @@ from typing import Any
 
 import grpc
 import pytest
-from test_http2_edge import ACCRUAL
-from test_mesh_routing import _has_status
 
 from tests.kit.e2e_clients import eventually
 from tests.kit.grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
 from tests.kit.h2_client import h2_get
 from tests.kit.mesh_env import GATEWAY, MeshEnv, ref, route_obj, service_obj, ws_slice
 from tests.kit.mesh_env import mesh as mesh  # the fixture
+from tests.kit.outbound_objects import ACCRUAL
 
 
 @pytest.fixture
@@ -260,7 +259,7 @@ async def test_a_consumer_routes_filters_timeouts_retries_and_accrual_apply_to_h
         ],
     )
     await mesh.cluster.apply(theirs)
-    await eventually(lambda: _has_status(mesh, theirs), message="theirs has a status")
+    await eventually(lambda: mesh.has_status(theirs), message="theirs has a status")
     add = {"add": [{"name": "X-Add", "value": "added"}]}
     cors = {"allowOrigins": ["https://app.example"], "allowMethods": ["GET"], "maxAge": 30}
     cors["exposeHeaders"] = ["X-Echo"]

@@ -19,22 +19,19 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
-import test_edge_scenarios
 from aiohttp import web
 
 from interlock.config import EdgeConfig
 from interlock.edge.modules.session import REVOKED_SESSIONS
 from tests.kit.e2e_clients import LOCAL, StartController, eventually
 from tests.kit.edge_env import Env, secret
+from tests.kit.edge_env import env as env  # the fixture: an edge, the IngressClass, a backend
 from tests.kit.edge_objects import ingress, module_set
 from tests.kit.h2_client import H2Client, H2Reply, h2_get
 from tests.kit.identity_browser import browser, get, sign_in
 from tests.kit.identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
 from tests.kit.module_checks import until_refused_naming
 from tests.kit.tls_certs import self_signed
-
-env = test_edge_scenarios.env
-"""The edge scenarios' fixture: a controller with an edge, the IngressClass and a backend."""
 
 HOST = "app.test"
 CALLBACK_URI = f"http://{HOST}/_interlock/auth/callback"

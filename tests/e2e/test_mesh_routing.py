@@ -162,19 +162,14 @@ async def test_a_consumer_route_applies_to_its_own_namespace_only(mesh: MeshEnv)
         if route["metadata"]["name"] == "theirs":
             # Seen by the controller (its status written) before the others exist.
             await eventually(
-                lambda route=route: _has_status(mesh, route), message="theirs has a status"
+                lambda route=route: mesh.has_status(route), message="theirs has a status"
             )
     await mesh.until_backend("shop.mesh-shop", "canary", "/mine/x")
     theirs = await mesh.call("shop.mesh-shop", "/theirs/x")
     assert (theirs.status, theirs.headers["X-Interlock-Reason"]) == (404, "no-route")
-    await eventually(lambda: _has_status(mesh, routes[0]), message="the producer has a status")
+    await eventually(lambda: mesh.has_status(routes[0]), message="the producer has a status")
     producer = await mesh.call("shop.mesh-shop", "/p/1")
     assert (producer.status, producer.headers["X-Interlock-Reason"]) == (404, "no-route")
     # Without its consumer route, the namespace gets the producer route.
     await mesh.cluster.delete(routes[1])
     await mesh.until_backend("shop.mesh-shop", "reviews", "/p/1")
-
-
-async def _has_status(mesh: MeshEnv, route: dict[str, object]) -> bool:
-    stored = await mesh.cluster.get(route)
-    return bool(stored and (stored.get("status") or {}).get("parents"))

@@ -24,60 +24,17 @@ import aiohttp
 import pytest
 from loguru import logger
 from prometheus_client.parser import text_string_to_metric_families
-from test_outbound_stream_routes import stream_route
 
 from interlock.config import MeshConfig, ObservabilityConfig
 from interlock.controller.app import Controller
 from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
 from tests.kit.echo_backends import local_slice
-from tests.kit.lanes import ENDPOINT_HOST
 from tests.kit.mesh_env import GATEWAY, service_obj
+from tests.kit.outbound_objects import stream_route
+from tests.kit.stream_backends import StreamEcho
 from tests.kit.tls_certs import self_signed
 
 PORT = 5432
-
-
-@dataclass
-class StreamEcho:
-    """A TCP (or, with ``tls``, TLS) server standing in for a pod: to every connection it sends
-    ``hello from NAME\\n``, then echoes what it reads; once the client half-closes it sends
-    ``bye from NAME\\n`` and closes (so a test sees that a half-close is passed on)."""
-
-    name: str
-    tls: ssl.SSLContext | None = None
-    port: int = 0
-    connections: int = 0
-    server: asyncio.Server | None = None
-    handlers: set[asyncio.Task[None]] = field(default_factory=set)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self.handlers.add(task)
-        try:
-            writer.write(f"hello from {self.name}\n".encode())
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-            writer.write(f"bye from {self.name}\n".encode())
-            await writer.drain()
-        except (ConnectionError, ssl.SSLError):
-            pass
-        finally:
-            writer.close()
-            self.handlers.discard(task)
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, ENDPOINT_HOST, 0, ssl=self.tls)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            for task in list(self.handlers):
-                task.cancel()
-            await self.server.wait_closed()
 
 
 @dataclass

@@ -10,29 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from interlock.api.policy_schema import SCHEMA_PATH
-from tests.kit.e2e_clients import Cluster, PolicyClient, PolicyWatch, eventually
+from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
 from tests.kit.outbound_objects import GATEWAY, served_retry, service
-
-
-async def served_validator(policy: PolicyClient) -> Draft202012Validator:
-    async with policy.session.get(policy.url + SCHEMA_PATH) as response:
-        assert response.status == 200
-        return Draft202012Validator(await response.json(content_type=None))
-
-
-async def next_valid(watch: PolicyWatch, validator: Draft202012Validator) -> dict[str, Any]:
-    document = await watch.next()
-    validator.validate(document)
-    return document
-
-
-async def service_seen(watch: PolicyWatch) -> None:
-    """Wait until the watch's policy reflects the Service (the watch may open before the
-    controller saw it: on a real API server the informer event can come later)."""
-    await watch.until(lambda p: all(b["exists"] for b in p["routes"][0]["rules"][0]["backends"]))
+from tests.kit.policy_documents import next_valid, served_validator, service_seen
 
 
 def annotated(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:

@@ -10,27 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_outbound_policy_settings import next_valid, served_validator, service_seen
-
 from tests.kit.e2e_clients import Cluster, PolicyClient, eventually
-from tests.kit.outbound_objects import GATEWAY, service
+from tests.kit.outbound_objects import GATEWAY, service, stream_route
+from tests.kit.policy_documents import next_valid, served_validator, service_seen
 
 CONTROLLER = "interlock.dev/policy-controller"
-
-
-def stream_route(
-    kind: str, name: str, backends: list[dict[str, Any]], **spec: Any
-) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GATEWAY}/v1",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"group": "core", "kind": "Service", "name": "db", "port": 5432}],
-            **spec,
-            "rules": [{"backendRefs": backends}],
-        },
-    }
 
 
 def backends(document: dict[str, Any]) -> list[tuple[str, int, bool, Any]]:

@@ -17,7 +17,7 @@ from interlock.config import Address, EdgeConfig
 from interlock.controller.app import Controller
 from interlock.kube.transport import KubeApiError
 from interlock.model.meta import ObjectKey
-from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
+from tests.kit.e2e_clients import LOCAL, Cluster, StartController, create_if_absent, eventually
 from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress
 
 # Inside the real test cluster's service range (10.96.0.0/16) so both servers accept it; the
@@ -45,14 +45,6 @@ def served_hosts(controller: Controller) -> set[str]:
     return set(edge.served_hosts)
 
 
-async def create(cluster: Cluster, obj: dict[str, Any]) -> None:
-    try:
-        await cluster.create(obj)
-    except KubeApiError as error:
-        if error.code != 409:
-            raise
-
-
 async def load_balancer(cluster: Cluster, name: str) -> Any:
     current = await cluster.get(ingress(name, ""))
     assert current is not None, f"Ingress default/{name} is gone"
@@ -68,7 +60,7 @@ async def set_service_load_balancer(cluster: Cluster, ingress: list[dict[str, An
 async def test_ingress_status_follows_the_published_service(
     cluster: Cluster, start_controller: StartController
 ) -> None:
-    await create(cluster, INGRESS_CLASS_OBJ)
+    await create_if_absent(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(
         identity="replica-1",
         edge=EdgeConfig(
@@ -76,8 +68,8 @@ async def test_ingress_status_follows_the_published_service(
             publish_service=ObjectKey(namespace="default", name="interlock-edge"),
         ),
     )
-    await create(cluster, ingress("shop", "shop.example"))
-    await create(cluster, ingress("blog", "blog.example"))
+    await create_if_absent(cluster, ingress("shop", "shop.example"))
+    await create_if_absent(cluster, ingress("blog", "blog.example"))
 
     def served() -> bool:
         return {"shop.example", "blog.example"} <= served_hosts(controller)
@@ -114,7 +106,7 @@ async def test_ingress_status_follows_the_published_service(
     await eventually(lambda: both(named), within=60.0, message="load-balancer host name")
 
     # An Ingress created afterwards gets the current address at once.
-    await create(cluster, ingress("late", "late.example"))
+    await create_if_absent(cluster, ingress("late", "late.example"))
 
     async def late() -> bool:
         return await load_balancer(cluster, "late") == named
@@ -125,11 +117,11 @@ async def test_ingress_status_follows_the_published_service(
 async def test_a_wildcard_edge_address_without_publish_service_writes_no_address(
     cluster: Cluster, start_controller: StartController
 ) -> None:
-    await create(cluster, INGRESS_CLASS_OBJ)
+    await create_if_absent(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(
         identity="replica-1", edge=EdgeConfig(addr=Address("0.0.0.0", 0))
     )
-    await create(cluster, ingress("wild", "wild.example"))
+    await create_if_absent(cluster, ingress("wild", "wild.example"))
 
     def served() -> bool:
         return "wild.example" in served_hosts(controller)
@@ -144,11 +136,11 @@ async def test_a_wildcard_edge_address_without_publish_service_writes_no_address
 async def test_a_specific_edge_address_is_still_written(
     cluster: Cluster, start_controller: StartController
 ) -> None:
-    await create(cluster, INGRESS_CLASS_OBJ)
+    await create_if_absent(cluster, INGRESS_CLASS_OBJ)
     controller = await start_controller(identity="replica-1", edge=EdgeConfig(addr=LOCAL))
     edge = controller.inspect().edge
     assert edge is not None and edge.address is not None
-    await create(cluster, ingress("local", "local.example"))
+    await create_if_absent(cluster, ingress("local", "local.example"))
     port = edge.address.port
     expected = {"ingress": [{"ip": "127.0.0.1", "ports": [{"port": port, "protocol": "TCP"}]}]}
 

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from security.test_wire_websocket import RawWsBackend, client_frame, raw_handshake
 
 from interlock.config import EdgeConfig, MeshConfig
 from interlock.controller.app import Controller
@@ -20,6 +19,7 @@ from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
 from tests.kit.lanes import ENDPOINT_HOST
 from tests.kit.mesh_env import MeshEnv, WsBackend, chat_backend, service_obj, ws_slice
 from tests.kit.mesh_env import mesh as mesh  # the fixture
+from tests.kit.raw_websocket import RawWsBackend, client_frame, raw_handshake
 
 SERVICE = "raw.default.svc"
 

@@ -22,7 +22,7 @@ from interlock.config import (
 )
 from interlock.controller.app import Controller
 from interlock.kube.resources import EVENT
-from interlock.kube.transport import request_json
+from interlock.kube.transport import KubeApiError, request_json
 from interlock.mailbox.testing import eventually as _eventually
 from tests.kit.lanes import LEASE_NAMESPACE, TestCluster
 
@@ -40,6 +40,15 @@ async def eventually(
 ) -> None:
     """Poll ``condition`` (sync or async) with short sleeps until it holds or ``within`` passes."""
     await _eventually(condition, within=within, message=message, interval=0.02)
+
+
+async def create_if_absent(cluster: Cluster, obj: dict[str, Any]) -> None:
+    """Create ``obj`` unless it exists (then leave it as it is: unlike ``apply``, no write)."""
+    try:
+        await cluster.create(obj)
+    except KubeApiError as error:
+        if error.code != 409:
+            raise
 
 
 async def object_events(

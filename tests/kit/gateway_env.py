@@ -45,6 +45,16 @@ def gateway_obj(name: str, *listeners: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def listener_set_obj(name: str, gateway: str, *listeners: dict[str, Any]) -> dict[str, Any]:
+    """A ListenerSet in ``default`` whose parent is the Gateway ``gateway``."""
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "ListenerSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"parentRef": {"name": gateway}, "listeners": list(listeners)},
+    }
+
+
 def http_listener(name: str, *, port: int = 80, hostname: str | None = None) -> dict[str, Any]:
     listener: dict[str, Any] = {"name": name, "port": port, "protocol": "HTTP"}
     if hostname is not None:

@@ -104,6 +104,12 @@ class MeshEnv:
         await self.cluster.apply(slice_obj(name, namespace, servers))
         return servers
 
+    async def has_status(self, route: dict[str, Any]) -> bool:
+        """Whether the controller wrote ``route``'s status (a parent's conditions): it has seen
+        the route."""
+        stored = await self.cluster.get(route)
+        return bool(stored and (stored.get("status") or {}).get("parents"))
+
     async def call(
         self,
         authority: str,

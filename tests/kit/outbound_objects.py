@@ -1,7 +1,6 @@
 """Raw Kubernetes objects for outbound tests (unit and end to end), as the API server sends them.
 
-Shared by ``tests/actors``, ``tests/api`` and ``tests/e2e`` (pytest puts ``tests/`` on the
-import path through its root ``conftest.py``).
+Shared by ``tests/actors``, ``tests/api`` and ``tests/e2e``.
 """
 
 from __future__ import annotations
@@ -9,6 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 GATEWAY = "gateway.networking.k8s.io"
+
+ACCRUAL = {
+    "balancer.linkerd.io/failure-accrual": "consecutive",
+    "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
+    "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
+    "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
+}
+"""A Service's annotations for consecutive failure accrual: two failures in a row take an
+endpoint out for an hour (longer than any test)."""
 
 
 def service(
@@ -80,6 +88,23 @@ def http_route(
                     "backendRefs": backends,
                 }
             ],
+        },
+    }
+
+
+def stream_route(
+    kind: str, name: str, backends: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    """A TCPRoute or TLSRoute (``kind``) in ``default`` on the Service ``db``'s port 5432, one
+    rule to ``backends``."""
+    return {
+        "apiVersion": f"{GATEWAY}/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"group": "core", "kind": "Service", "name": "db", "port": 5432}],
+            **spec,
+            "rules": [{"backendRefs": backends}],
         },
     }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import interlock
-from tests.dataplane.test_layers import imported_modules
+from tests.kit.import_graph import imported_modules
 
 MODEL = Path(interlock.__file__).parent / "model"
 

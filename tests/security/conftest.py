@@ -44,46 +44,12 @@ from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.moduleset import IpRestrictionModule, Modules
 from interlock.model.service import ServicePortKey
 from tests.kit.edge_routes import serve_route
+from tests.kit.raw_http1 import Answer, send_raw
 
 HOST = "app.example.com"
 BACKEND = BackendTarget(ServicePortKey("default", "web", 80))
 SECRET = b"TOP SECRET"
 DENY_ALL = Modules(ip_restriction=IpRestrictionModule(allow=[], deny=["0.0.0.0/0", "::/0"]))
-
-
-@dataclass
-class Answer:
-    """An HTTP response read off a raw socket."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    raw: bytes
-
-
-def parse_answer(raw: bytes) -> Answer:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1]) if lines and lines[0].startswith("HTTP/") else 0
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return Answer(status=status, headers=headers, body=body, raw=raw)
-
-
-async def send_raw(address: tuple[str, int], data: bytes, *, deadline: float = 30.0) -> Answer:
-    """Send ``data`` as is and read until the server closes (requests say Connection: close)."""
-    reader, writer = await asyncio.open_connection(*address)
-    try:
-        writer.write(data)
-        await writer.drain()
-        raw = await asyncio.wait_for(reader.read(-1), deadline)
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-    return parse_answer(raw)
 
 
 def get_request(target: str, *, host: str = HOST, extra: str = "") -> bytes:

@@ -19,8 +19,9 @@ from pathlib import Path
 from tests.kit.echo_backends import Echo, local_slice
 from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress
 from tests.kit.h2_client import h2_get
+from tests.kit.raw_http1 import send_raw
 
-from .conftest import send_raw, wait_until
+from .conftest import wait_until
 
 HOST = "secrets.example.com"
 PASSWORD = "pl4nted-basic-password"

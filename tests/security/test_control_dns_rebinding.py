@@ -19,13 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from interlock.edge.http_provider import HttpEdge
-from interlock.edge.provider import ApplyModules, BackendTarget
-from interlock.model.moduleset import Modules, SecretValue
-from interlock.model.service import ServicePortKey
 from tests.kit.cli_process import Running, http_get, interlock_argv, wait_http
-
-from .test_control_edge_admin import HTPASSWD, STRIPPED
+from tests.kit.edge_admin import ROUTE, STRIPPED, guard_with_basic_auth
 
 EVIL = "evil.example"
 SERVICE = """
@@ -145,30 +140,13 @@ async def test_the_edge_admin_api_refuses_a_rebound_host(tmp_path: Path) -> None
         log=tmp_path / "edge.log",
     )
     host = "shop.example"
-    route = "Prefix:/"
     try:
         data_plane = edge.wait_for(r"edge listening on (http://\S+)")[1]
         admin_url = edge.wait_for(r"edge admin API on (http://\S+)")[1]
-        async with HttpEdge(base_url=admin_url, token=SecretValue(token.encode())) as controller:
-            basic_auth = {"realm": "shop", "secretRef": {"name": "users", "key": "htpasswd"}}
-            await controller.apply_modules(
-                ApplyModules(
-                    host=host,
-                    route_id=route,
-                    path="/",
-                    path_type="Prefix",
-                    modules=Modules.model_validate({"basicAuth": basic_auth}),
-                    secrets={("users", "htpasswd"): SecretValue(HTPASSWD)},
-                )
-            )
-            await controller.attach_backend(
-                host=host,
-                route_id=route,
-                backend=BackendTarget(ServicePortKey("default", "web", 80)),
-            )
+        await guard_with_basic_auth(admin_url, token, host)
         assert http_get(f"{data_plane}/", headers={"Host": host})[0] == 401
         admin = _address(admin_url)
-        modules = f"/v1/hosts/{host}/routes/{route.replace('/', '%2F')}/modules"
+        modules = f"/v1/hosts/{host}/routes/{ROUTE.replace('/', '%2F')}/modules"
         token_header = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         # The issue's attack: the token is not even needed to be refused, but here it is sent.
         for rebound in (EVIL, f"{EVIL}:{admin[1]}"):

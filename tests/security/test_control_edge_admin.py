@@ -10,29 +10,19 @@ programs a basicAuth route, and an attacker without the token, or with another o
 from __future__ import annotations
 
 import base64
-import json
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import bcrypt
 import pytest
 
 from interlock.edge.http_provider import HttpEdge
-from interlock.edge.provider import ApplyModules, BackendTarget, PermanentEdgeError
-from interlock.model.moduleset import Modules, SecretValue
-from interlock.model.service import ServicePortKey
+from interlock.edge.provider import PermanentEdgeError
 from tests.kit.cli_process import Running, http_get, interlock_argv
+from tests.kit.edge_admin import ROUTE, STRIPPED, guard_with_basic_auth
 
 TOKEN = "pl4nted-edge-admin-token-0123456789"
 HOST = "shop.example"
-ROUTE = "Prefix:/"
-PASSWORD = "correct horse"
-HTPASSWD = b"alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)) + b"\n"
-BASIC_AUTH = Modules.model_validate(
-    {"basicAuth": {"realm": "shop", "secretRef": {"name": "users", "key": "htpasswd"}}}
-)
-STRIPPED = json.dumps({"path": "/", "pathType": "Prefix", "modules": {}, "secrets": []}).encode()
 
 
 def _call(method: str, url: str, *, body: bytes | None = None, **headers: str) -> int:
@@ -72,22 +62,7 @@ async def test_the_admin_api_refuses_calls_without_its_token(tmp_path: Path) -> 
         data_plane = edge.wait_for(r"edge listening on (http://\S+)")[1]
         admin = edge.wait_for(r"edge admin API on (http://\S+)")[1]
         # The controller's side: the token read from the same file.
-        async with HttpEdge(base_url=admin, token=SecretValue(TOKEN.encode())) as controller:
-            await controller.apply_modules(
-                ApplyModules(
-                    host=HOST,
-                    route_id=ROUTE,
-                    path="/",
-                    path_type="Prefix",
-                    modules=BASIC_AUTH,
-                    secrets={("users", "htpasswd"): SecretValue(HTPASSWD)},
-                )
-            )
-            await controller.attach_backend(
-                host=HOST,
-                route_id=ROUTE,
-                backend=BackendTarget(ServicePortKey("default", "web", 80)),
-            )
+        await guard_with_basic_auth(admin, TOKEN, HOST)
         assert http_get(f"{data_plane}/", headers={"Host": HOST})[0] == 401
         modules_url = f"{admin}/v1/hosts/{HOST}/routes/{ROUTE.replace('/', '%2F')}/modules"
         for headers in (

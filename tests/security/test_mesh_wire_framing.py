@@ -19,9 +19,14 @@ from interlock.mesh.server import MeshServer, MeshSettings
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.service import ServicePortKey, parse_service
+from tests.kit.raw_http1 import (
+    backend_answering,
+    malformed_bodies,
+    send_a_chunk_that_goes_bad,
+    send_raw,
+)
 
-from .conftest import BodyBackend, send_raw
-from .test_wire_framing import MALFORMED_BODIES, backend_answering, send_a_chunk_that_goes_bad
+from .conftest import BodyBackend
 
 AUTHORITY = "upload.default.svc.cluster.local"
 
@@ -60,16 +65,12 @@ async def running_mesh(backend: Address) -> AsyncIterator[tuple[str, int]]:
         await server.stop()
 
 
-def _with_host(request: str) -> bytes:
-    return request.replace("Host: app.example.com", f"Host: {AUTHORITY}").encode()
-
-
-@pytest.mark.parametrize(("name", "request_bytes"), MALFORMED_BODIES)
+@pytest.mark.parametrize(("name", "request_bytes"), malformed_bodies(AUTHORITY))
 async def test_a_malformed_chunked_body_is_answered_400(
     body_backend: BodyBackend, name: str, request_bytes: str
 ) -> None:
     async with running_mesh(body_backend.address) as mesh:
-        answer = await send_raw(mesh, _with_host(request_bytes), deadline=20.0)
+        answer = await send_raw(mesh, request_bytes.encode(), deadline=20.0)
     assert answer.status == 400, (name, answer.raw[:200])
     assert answer.headers["x-interlock-reason"] == "bad-request"
 

@@ -19,8 +19,9 @@ from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
 from tests.kit.edge_routes import serve_route
+from tests.kit.raw_http1 import Answer, send_raw
 
-from .conftest import Answer, CountingBackend, Edge, running_edge, send_raw, serve_host, wait_until
+from .conftest import CountingBackend, Edge, running_edge, serve_host, wait_until
 
 PROTECTED = "login.example.com"
 OTHER = "other.example.com"

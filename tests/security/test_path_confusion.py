@@ -10,15 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import (
-    SECRET,
-    Edge,
-    FileBackend,
-    NodeBackend,
-    WerkzeugBackend,
-    get_request,
-    send_raw,
-)
+from tests.kit.raw_http1 import send_raw
+
+from .conftest import SECRET, Edge, FileBackend, NodeBackend, WerkzeugBackend, get_request
 
 
 async def _assert_refused(edge: Edge, backend: tuple[str, int], target: str) -> None:

@@ -11,8 +11,7 @@ from interlock.api.policy import build_policy_app
 from interlock.api.serving import serve
 from interlock.config import Address
 from interlock.model.policy_watch import WatchTarget
-
-from .conftest import send_raw
+from tests.kit.raw_http1 import send_raw
 
 
 class _NoPolicies:

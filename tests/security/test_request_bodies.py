@@ -13,7 +13,9 @@ import os
 
 import pytest
 
-from .conftest import BodyBackend, Edge, json_body, send_raw, serve_host
+from tests.kit.raw_http1 import send_raw
+
+from .conftest import BodyBackend, Edge, json_body, serve_host
 
 HOST = "upload.example.com"
 

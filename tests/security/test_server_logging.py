@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 from loguru import logger
 
-from .conftest import HOST, Edge, send_raw, serve_host
+from tests.kit.raw_http1 import send_raw
+
+from .conftest import HOST, Edge, serve_host
 
 
 @contextlib.contextmanager

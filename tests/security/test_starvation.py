@@ -14,16 +14,9 @@ from typing import Any
 
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import ProxyTimeouts
+from tests.kit.raw_http1 import parse_answer, send_raw
 
-from .conftest import (
-    CountingBackend,
-    Edge,
-    parse_answer,
-    running_edge,
-    send_raw,
-    serve_host,
-    wait_until,
-)
+from .conftest import CountingBackend, Edge, running_edge, serve_host, wait_until
 
 SLOW = ProxyTimeouts(connect=60.0, read=300.0)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from .conftest import HOST, Edge, get_request, send_raw, serve_host
+from tests.kit.raw_http1 import send_raw
+
+from .conftest import HOST, Edge, get_request, serve_host
 
 
 async def test_a_101_the_client_never_asked_for_is_a_502(edge: Edge) -> None:

@@ -13,8 +13,9 @@ from interlock.edge.provider import BackendTarget
 from interlock.model.moduleset import Modules, SecretValue, parse_module_set
 from interlock.model.service import ServicePortKey
 from tests.kit.edge_routes import serve_route
+from tests.kit.raw_http1 import send_raw
 
-from .conftest import CountingBackend, Edge, running_edge, send_raw
+from .conftest import CountingBackend, Edge, running_edge
 
 HOST = "hooks.example.com"
 KEY = b"github-webhook-secret"

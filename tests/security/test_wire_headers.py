@@ -13,9 +13,9 @@ import asyncio
 import json
 
 from interlock.dataplane.limits import ProxyLimits
+from tests.kit.h2_raw import H2Raw
 
 from .conftest import HOST, Edge, headers_seen, running_edge, serve_host
-from .test_wire_http2 import H2Raw
 
 POSING = "X_Client_Cert_Subject: CN=admin\r\nX_Forwarded_User: admin\r\nX-Plain: kept\r\n"
 
@@ -35,9 +35,7 @@ async def test_http2_headers_with_underscores_are_dropped(
     await serve_host(edge, host=HOST, service="echo", address=header_backend)
     client = await H2Raw.open(edge.address)
     try:
-        stream_id = client.h2.get_next_available_stream_id()
-        client.h2.send_headers(
-            stream_id,
+        status, _, body = await client.request(
             [
                 (":method", "GET"),
                 (":scheme", "http"),
@@ -45,11 +43,8 @@ async def test_http2_headers_with_underscores_are_dropped(
                 (":path", "/"),
                 ("x_client_cert_subject", "CN=admin"),
                 ("x-plain", "kept"),
-            ],
-            end_stream=True,
+            ]
         )
-        client.flush()
-        status, _, body = await client.answer(stream_id)
     finally:
         client.close()
     assert status == 200

@@ -12,14 +12,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
-import h2.config
-import h2.connection
 import h2.errors
 import h2.events
 import hyperframe.frame
@@ -31,86 +26,9 @@ from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.dataplane.limits import ProxyLimits
 from interlock.mailbox import ActorSystem
 from interlock.mesh.server import MeshServer, MeshSettings
+from tests.kit.h2_raw import H2Raw
 
 from .conftest import HOST, CountingBackend, Edge, running_edge, serve_host
-
-_FOREVER = 120.0
-"""Deadline of a read that must end (a failure, not a wait that passes)."""
-
-
-@dataclass
-class H2Raw:
-    """An h2c connection (prior knowledge) whose frames the test writes as it likes."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    h2: h2.connection.H2Connection
-    events: list[h2.events.Event] = field(default_factory=list)
-    closed: bool = False
-
-    @classmethod
-    async def open(cls, address: tuple[str, int]) -> H2Raw:
-        reader, writer = await asyncio.open_connection(*address)
-        connection = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=True, header_encoding="latin-1")
-        )
-        connection.initiate_connection()
-        writer.write(connection.data_to_send())
-        return cls(reader, writer, connection)
-
-    def flush(self) -> None:
-        self.writer.write(self.h2.data_to_send())
-
-    def headers(self, authority: str, *, path: str = "/", method: str = "GET") -> int:
-        stream_id = self.h2.get_next_available_stream_id()
-        pseudo = [(":method", method), (":authority", authority)]
-        if method != "CONNECT":
-            pseudo += [(":scheme", "http"), (":path", path)]
-        self.h2.send_headers(stream_id, pseudo, end_stream=method != "CONNECT")
-        return stream_id
-
-    async def receive(self) -> None:
-        try:
-            data = await asyncio.wait_for(self.reader.read(65536), _FOREVER)
-        except ConnectionResetError:
-            data = b""
-        if not data:
-            self.closed = True
-            return
-        with contextlib.suppress(h2.exceptions.ProtocolError):
-            self.events.extend(self.h2.receive_data(data))
-        self.flush()
-
-    async def until(self, done: type[h2.events.Event]) -> h2.events.Event | None:
-        """Read until an event of type ``done`` (returned) or the server closes (None)."""
-        while not self.closed:
-            for event in self.events:
-                if isinstance(event, done):
-                    return event
-            await self.receive()
-        return None
-
-    async def answer(self, stream_id: int) -> tuple[int, dict[str, str], bytes]:
-        status, headers, body = 0, {}, b""
-        while not self.closed:
-            for event in self.events:
-                if getattr(event, "stream_id", None) != stream_id:
-                    continue
-                if isinstance(event, h2.events.ResponseReceived):
-                    headers = dict(event.headers or ())
-                    status = int(headers.pop(":status"))
-                elif isinstance(event, h2.events.DataReceived):
-                    body += event.data or b""
-                    self.h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
-                elif isinstance(event, h2.events.StreamEnded | h2.events.StreamReset):
-                    return status, headers, body
-            self.events.clear()
-            self.flush()
-            await self.receive()
-        raise ConnectionError("the server closed the connection before answering")
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 async def rapid_reset(address: tuple[str, int], authority: str, pairs: int) -> H2Raw:
@@ -260,14 +178,9 @@ async def test_scheme_https_on_plaintext_h2c_does_not_reach_the_backend_as_https
     await serve_host(edge, host=HOST, service="echo", address=header_backend)
     client = await H2Raw.open(edge.address)
     try:
-        stream_id = client.h2.get_next_available_stream_id()
-        client.h2.send_headers(
-            stream_id,
-            [(":method", "GET"), (":scheme", "https"), (":authority", HOST), (":path", "/")],
-            end_stream=True,
+        status, _, body = await client.request(
+            [(":method", "GET"), (":scheme", "https"), (":authority", HOST), (":path", "/")]
         )
-        client.flush()
-        status, _, body = await client.answer(stream_id)
     finally:
         client.close()
     assert status == 200

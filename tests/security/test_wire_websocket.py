@@ -11,84 +11,21 @@ instead of being held whole. Upgraded connections have limits of their own — p
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import os
-import struct
 import zlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
 from interlock.dataplane.limits import ProxyLimits
+from tests.kit.raw_http1 import parse_answer
+from tests.kit.raw_websocket import RawWsBackend, client_frame, raw_handshake
 
-from .conftest import HOST, Edge, parse_answer, running_edge, serve_host, wait_until
-
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def _accept(key: bytes) -> bytes:
-    return base64.b64encode(hashlib.sha1(key + _GUID).digest())
-
-
-def client_frame(payload: bytes, *, opcode: int = 2, rsv1: bool = False, length: int = -1) -> bytes:
-    """A masked client frame (RFC 6455 §5.2); ``length`` may announce more than ``payload``."""
-    size = len(payload) if length < 0 else length
-    first = 0x80 | (0x40 if rsv1 else 0) | opcode
-    if size < 126:
-        head = struct.pack("!BB", first, 0x80 | size)
-    elif size < 1 << 16:
-        head = struct.pack("!BBH", first, 0x80 | 126, size)
-    else:
-        head = struct.pack("!BBQ", first, 0x80 | 127, size)
-    mask = os.urandom(4)
-    return head + mask + _masked(payload, mask)
-
-
-def _masked(payload: bytes, mask: bytes) -> bytes:
-    whole = (mask * (len(payload) // 4 + 1))[: len(payload)]
-    return (int.from_bytes(payload, "big") ^ int.from_bytes(whole, "big")).to_bytes(
-        len(payload), "big"
-    )
-
-
-@dataclass
-class RawWsBackend:
-    """Answers a WebSocket handshake (accepting ``permessage-deflate`` when offered, as a
-    backend that supports it does), then keeps every byte it receives."""
-
-    received: bytearray = field(default_factory=bytearray)
-    handshakes: list[bytes] = field(default_factory=list)
-    server: asyncio.Server | None = None
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        self.handshakes.append(head)
-        headers = {
-            line.split(b":", 1)[0].strip().lower(): line.split(b":", 1)[1].strip()
-            for line in head.split(b"\r\n")[1:]
-            if b":" in line
-        }
-        answer = (
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + _accept(headers[b"sec-websocket-key"]) + b"\r\n"
-        )
-        if b"permessage-deflate" in headers.get(b"sec-websocket-extensions", b""):
-            answer += b"Sec-WebSocket-Extensions: permessage-deflate\r\n"
-        writer.write(answer + b"\r\n")
-        with contextlib.suppress(ConnectionError):
-            while data := await reader.read(65536):
-                self.received += data
-        writer.close()
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server is not None
-        return ("127.0.0.1", self.server.sockets[0].getsockname()[1])
+from .conftest import HOST, Edge, running_edge, serve_host, wait_until
 
 
 @pytest.fixture
@@ -99,27 +36,13 @@ async def raw_ws() -> AsyncIterator[RawWsBackend]:
     backend.server.close()
 
 
-async def raw_handshake(
-    address: tuple[str, int], *, extensions: str = "", host: str = HOST
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
-    reader, writer = await asyncio.open_connection(*address)
-    key = base64.b64encode(os.urandom(16)).decode()
-    offer = f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else ""
-    writer.write(
-        (
-            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n"
-        ).encode()
-    )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
-    return reader, writer, head
-
-
 async def test_a_permessage_deflate_bomb_reaches_the_backend_as_sent_never_inflated(
     edge: Edge, raw_ws: RawWsBackend
 ) -> None:
     await serve_host(edge, host=HOST, service="ws", address=raw_ws.address)
-    _reader, writer, head = await raw_handshake(edge.address, extensions="permessage-deflate")
+    _reader, writer, head = await raw_handshake(
+        edge.address, extensions="permessage-deflate", host=HOST
+    )
     try:
         assert head.startswith(b"HTTP/1.1 101"), head
         compressor = zlib.compressobj(wbits=-15)
@@ -172,7 +95,7 @@ async def test_a_large_message_streams_through_before_it_is_complete(
     edge: Edge, raw_ws: RawWsBackend
 ) -> None:
     await serve_host(edge, host=HOST, service="ws", address=raw_ws.address)
-    _reader, writer, head = await raw_handshake(edge.address)
+    _reader, writer, head = await raw_handshake(edge.address, host=HOST)
     try:
         assert head.startswith(b"HTTP/1.1 101"), head
         first = os.urandom(1 << 20)
@@ -298,7 +221,7 @@ async def test_an_idle_websocket_is_closed_and_its_slot_freed(echo_ws: EchoWs) -
     limits = ProxyLimits(upgrade_idle_timeout=0.5, upgrade_connections_per_client=1)
     async with running_edge(limits=limits) as edge:
         await serve_host(edge, host=HOST, service="echo", address=echo_ws.address)
-        reader, writer, head = await raw_handshake(edge.address)
+        reader, writer, head = await raw_handshake(edge.address, host=HOST)
         try:
             assert head.startswith(b"HTTP/1.1 101"), head
             # Idle: the edge closes the connection (and the backend's).
@@ -306,6 +229,6 @@ async def test_an_idle_websocket_is_closed_and_its_slot_freed(echo_ws: EchoWs) -
         finally:
             writer.close()
         await wait_until(lambda: echo_ws.open == 0, what="the backend's side closed")
-        reader, writer, head = await raw_handshake(edge.address)
+        reader, writer, head = await raw_handshake(edge.address, host=HOST)
         writer.close()
         assert head.startswith(b"HTTP/1.1 101"), parse_answer(head).status
