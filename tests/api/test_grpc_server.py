@@ -15,52 +15,31 @@ from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.grpc.proto import net_pb2, outbound_pb2, outbound_pb2_grpc
 from interlock.api.grpc.server import GrpcPolicyServer
 from interlock.api.metrics import MetricsSources, metrics_registry
-from interlock.api.policy import PolicySource
 from interlock.config import Address
-from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import eventually
 from interlock.model.cluster_ips import ServiceAddresses
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.service import ServicePortKey, parse_service
 from tests.kit.grpc_policies import policy_of
 from tests.kit.outbound_objects import service
+from tests.kit.policy_sources import ControlledSource
 
 WORKLOAD = json.dumps({"ns": "shop", "pod": "client-0"})
 WEB = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="shop")
 
 
-class ControlledSource(PolicySource):
-    """A real PolicySource: one current policy per target, pushed to every open slot."""
-
-    def __init__(self) -> None:
-        self.current: dict[WatchTarget, PolicyUpdate] = {}
-        self.open: dict[WatchTarget, list[LatestValueSlot[PolicyUpdate]]] = {}
-        self.asked: list[WatchTarget] = []
+class ModelSource(ControlledSource):
+    """Policies given as the model's :class:`OutboundPolicy` (``policy_of``'s arguments), which
+    the gRPC API encodes itself."""
 
     def set(self, target: WatchTarget, **kwargs: object) -> None:
         update = PolicyUpdate(policy=policy_of(**kwargs), body=b"")  # type: ignore[arg-type]
-        self.current[target] = update
-        for slot in self.open.get(target, []):
-            slot.put(update)
-
-    def open_watch(self, target: WatchTarget) -> LatestValueSlot[PolicyUpdate]:
-        self.asked.append(target)
-        slot: LatestValueSlot[PolicyUpdate] = LatestValueSlot()
-        self.open.setdefault(target, []).append(slot)
-        if target in self.current:
-            slot.put(self.current[target])
-        return slot
-
-    def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None:
-        self.open[target].remove(slot)
-
-    def readers(self, target: WatchTarget) -> int:
-        return len(self.open.get(target, []))
+        self.put(target, update)
 
 
 @pytest.fixture
-def source() -> ControlledSource:
-    return ControlledSource()
+def source() -> ModelSource:
+    return ModelSource()
 
 
 @pytest.fixture
@@ -72,7 +51,7 @@ def addresses() -> ServiceAddresses:
 
 @pytest.fixture
 async def server(
-    source: ControlledSource, addresses: ServiceAddresses
+    source: ModelSource, addresses: ServiceAddresses
 ) -> AsyncIterator[GrpcPolicyServer]:
     running = GrpcPolicyServer(
         source=source, addresses=addresses, counters=GrpcApiCounters(), first_policy_timeout=0.5

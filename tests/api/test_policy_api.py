@@ -10,53 +10,33 @@ import aiohttp
 import pytest
 from jsonschema import Draft202012Validator
 
-from interlock.api.policy import PolicySource, build_policy_app
+from interlock.api.policy import build_policy_app
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address
-from interlock.mailbox.slot import LatestValueSlot
 from interlock.mailbox.testing import eventually as _eventually
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
 from interlock.model.service import ServicePortKey
+from tests.kit.policy_sources import ControlledSource
 
 
-class ControlledSource(PolicySource):
-    """A real PolicySource: one current policy per target, pushed to every open slot."""
-
-    def __init__(self) -> None:
-        self.current: dict[WatchTarget, PolicyUpdate] = {}
-        self.open: dict[WatchTarget, list[LatestValueSlot[PolicyUpdate]]] = {}
+class JsonSource(ControlledSource):
+    """Policies given as the JSON documents the HTTP API serves."""
 
     def set(self, target: WatchTarget, policy: dict[str, object]) -> None:
-        update = PolicyUpdate(policy=policy, body=json.dumps(policy).encode())
-        self.current[target] = update
-        for slot in self.open.get(target, []):
-            slot.put(update)
-
-    def open_watch(self, target: WatchTarget) -> LatestValueSlot[PolicyUpdate]:
-        slot: LatestValueSlot[PolicyUpdate] = LatestValueSlot()
-        self.open.setdefault(target, []).append(slot)
-        if target in self.current:
-            slot.put(self.current[target])
-        return slot
-
-    def close_watch(self, target: WatchTarget, slot: LatestValueSlot[PolicyUpdate]) -> None:
-        self.open[target].remove(slot)
-
-    def readers(self, target: WatchTarget) -> int:
-        return len(self.open.get(target, []))
+        self.put(target, PolicyUpdate(policy=policy, body=json.dumps(policy).encode()))
 
 
 WEB = WatchTarget(ServicePortKey("default", "web", 80), client_namespace="default")
 
 
 @pytest.fixture
-def source() -> ControlledSource:
-    return ControlledSource()
+def source() -> JsonSource:
+    return JsonSource()
 
 
 @pytest.fixture
-async def site(source: ControlledSource) -> AsyncIterator[RunningSite]:
+async def site(source: JsonSource) -> AsyncIterator[RunningSite]:
     running = await serve(
         build_policy_app(source=source, first_policy_timeout=0.5),
         Address(host="127.0.0.1", port=0),
@@ -207,7 +187,7 @@ async def test_stopping_the_server_ends_open_watches(source, http):
 
 
 async def test_serve_reports_the_port_it_bound():
-    running = await serve(build_policy_app(source=ControlledSource()), Address("127.0.0.1", 0))
+    running = await serve(build_policy_app(source=JsonSource()), Address("127.0.0.1", 0))
     try:
         assert running.address.port != 0
         assert running.url == f"http://127.0.0.1:{running.address.port}"

@@ -42,7 +42,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 NAMESPACE = "interlock-system"
-DRY_RUN = ("--dry-run=server", "-f", "-")
+
+
+def _dry_run(kubeconfig: str, manifest: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply --dry-run=server`` of ``manifest``: what the API server would accept."""
+    return subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "apply", "--dry-run=server", "-f", "-"],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _kubectl(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -59,14 +70,7 @@ def test_the_rendered_chart_is_accepted_by_the_real_server(
     )
     for flags in ((), ("--set", everything)):
         manifest = helm_template(*flags).stdout
-        result = subprocess.run(
-            ["kubectl", "--kubeconfig", control_plane.admin_kubeconfig, "apply", *DRY_RUN],
-            input=manifest,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        result = _dry_run(control_plane.admin_kubeconfig, manifest)
         assert result.returncode == 0, result.stderr
         accepted = {line.split()[0].lower() for line in result.stdout.splitlines()}
         for doc in documents(manifest):
@@ -195,14 +199,7 @@ def test_the_service_monitor_and_the_prometheus_rule_fit_prometheus_operator_s_c
         _kubectl(fresh_cluster, "create", "namespace", NAMESPACE)
     flags = "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"
     manifest = helm_template("--set", flags).stdout
-    result = subprocess.run(
-        ["kubectl", "--kubeconfig", fresh_cluster, "apply", *DRY_RUN],
-        input=manifest,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = _dry_run(fresh_cluster, manifest)
     assert result.returncode == 0, result.stderr
     for accepted in (
         "servicemonitor.monitoring.coreos.com/interlock",
@@ -213,12 +210,5 @@ def test_the_service_monitor_and_the_prometheus_rule_fit_prometheus_operator_s_c
     # The control case: a rule the CRD's schema refuses is refused.
     broken = manifest.replace("for: 10m", "for: ten minutes", 1)
     assert broken != manifest
-    refused = subprocess.run(
-        ["kubectl", "--kubeconfig", fresh_cluster, "apply", *DRY_RUN],
-        input=broken,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    refused = _dry_run(fresh_cluster, broken)
     assert refused.returncode != 0 and "for" in refused.stderr, refused.stderr

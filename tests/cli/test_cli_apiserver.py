@@ -4,14 +4,43 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import re
 import signal
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
 
 from tests.kit.cli_process import interlock_argv
+
+
+@contextlib.asynccontextmanager
+async def running_apiserver(
+    kubeconfig: Path, *args: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``interlock apiserver`` on a free port writing ``kubeconfig`` (and ``args``), and what it
+    printed until it named the kubeconfig; killed at the end unless it exited."""
+    proc = await asyncio.create_subprocess_exec(
+        *interlock_argv(
+            "apiserver", "--listen", "127.0.0.1:0", "--write-kubeconfig", str(kubeconfig), *args
+        ),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        while "kubeconfig:" not in printed:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
+            assert line, f"apiserver exited early: {printed}"
+            printed += line.decode()
+        yield proc, printed
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, str]:
@@ -30,20 +59,7 @@ async def _kubectl(kubeconfig: Path, home: Path, *args: str) -> tuple[int, str, 
 
 async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *interlock_argv(
-            "apiserver", "--listen", "127.0.0.1:0", "--write-kubeconfig", str(kubeconfig)
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        printed = ""
-        while "kubeconfig:" not in printed:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
-            assert line, f"apiserver exited early: {printed}"
-            printed += line.decode()
+    async with running_apiserver(kubeconfig) as (proc, printed):
         assert re.search(r"embedded Kubernetes API server: https://127\.0\.0\.1:\d+", printed)
 
         code, out, err = await _kubectl(kubeconfig, tmp_path, "get", "crd", "-o", "name")
@@ -56,10 +72,6 @@ async def test_apiserver_serves_kubectl_with_our_crds_and_stops_on_sigterm(tmp_p
 
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), timeout=90) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 async def test_apiserver_rejects_a_bad_listen_address() -> None:
@@ -75,22 +87,8 @@ async def test_apiserver_rejects_a_bad_listen_address() -> None:
 
 async def test_apiserver_answers_allowed_host_names_only(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    proc = await asyncio.create_subprocess_exec(
-        *interlock_argv(
-            "apiserver",
-            *("--listen", "127.0.0.1:0", "--write-kubeconfig", str(kubeconfig)),
-            *("--allowed-host", "api.example.internal"),
-        ),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        printed = ""
-        while "kubeconfig:" not in printed:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=90)
-            assert line, f"apiserver exited early: {printed}"
-            printed += line.decode()
+    allowed = ("--allowed-host", "api.example.internal")
+    async with running_apiserver(kubeconfig, *allowed) as (_proc, printed):
         url = re.search(r"https://127\.0\.0\.1:(\d+)", printed)
         assert url is not None, printed
         port = int(url[1])
@@ -110,6 +108,3 @@ async def test_apiserver_answers_allowed_host_names_only(tmp_path: Path) -> None
         assert await status("api.example.internal:6443") == 200
         assert await status(f"127.0.0.1:{port}") == 200
         assert await status("evil.example") == 421
-    finally:
-        proc.kill()
-        await proc.wait()

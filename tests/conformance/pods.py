@@ -334,11 +334,11 @@ def running_status(
     }
 
 
-def waiting_status(pod: Obj, *, reason: str, message: str, host_ip: str, now: datetime) -> Obj:
-    """A Pod that is scheduled but whose containers cannot start yet (kept Pending)."""
+def _not_ready(pod: Obj, *, reason: str, state: Obj, host_ip: str, now: datetime) -> Obj:
+    """The part of a not-ready Pod's status its phases share: scheduled on ``host_ip``, not
+    Ready for ``reason``, each container in ``state``."""
     at = rfc3339(now)
     return {
-        "phase": "Pending",
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "conditions": [
@@ -352,37 +352,30 @@ def waiting_status(pod: Obj, *, reason: str, message: str, host_ip: str, now: da
                 "imageID": "",
                 "ready": False,
                 "restartCount": 0,
-                "state": {"waiting": {"reason": reason, "message": message}},
+                "state": state,
             }
             for c in pod["spec"]["containers"]
         ],
     }
 
 
+def waiting_status(pod: Obj, *, reason: str, message: str, host_ip: str, now: datetime) -> Obj:
+    """A Pod that is scheduled but whose containers cannot start yet (kept Pending)."""
+    waiting = {"waiting": {"reason": reason, "message": message}}
+    return {
+        "phase": "Pending",
+        **_not_ready(pod, reason=reason, state=waiting, host_ip=host_ip, now=now),
+    }
+
+
 def failed_status(pod: Obj, *, reason: str, message: str, host_ip: str, now: datetime) -> Obj:
     """A Pod the runner cannot run (phase Failed, with the reason)."""
-    at = rfc3339(now)
+    terminated = {"terminated": {"exitCode": 128, "reason": reason, "message": message}}
     return {
         "phase": "Failed",
         "reason": reason,
         "message": message,
-        "hostIP": host_ip,
-        "hostIPs": [{"ip": host_ip}],
-        "conditions": [
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": at},
-            {"type": "Ready", "status": "False", "reason": reason, "lastTransitionTime": at},
-        ],
-        "containerStatuses": [
-            {
-                "name": c["name"],
-                "image": c.get("image", ""),
-                "imageID": "",
-                "ready": False,
-                "restartCount": 0,
-                "state": {"terminated": {"exitCode": 128, "reason": reason, "message": message}},
-            }
-            for c in pod["spec"]["containers"]
-        ],
+        **_not_ready(pod, reason=reason, state=terminated, host_ip=host_ip, now=now),
     }
 
 

@@ -23,6 +23,7 @@ from interlock.dataplane.wire import answer_response
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey
 from tests.kit.echo_backends import Echo
+from tests.kit.outbound_objects import ACCRUAL
 from tests.kit.policies import policy
 
 WEB = ServicePortKey("shop", "web", 80)
@@ -197,12 +198,7 @@ async def test_failure_accrual_ejects_a_failing_endpoint(door: FrontDoor) -> Non
     door.serve(
         policy(
             {"backendRefs": [backend()]},
-            annotations={
-                "balancer.linkerd.io/failure-accrual": "consecutive",
-                "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
-                "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
-                "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
-            },
+            annotations=ACCRUAL,
         )
     )
     assert (await door.get("/x?status=500"))[0] == 500

@@ -24,6 +24,7 @@ from tests.kit.dataplane_env import (
 from tests.kit.dataplane_env import edge as edge
 from tests.kit.e2e_clients import eventually
 from tests.kit.lanes import ENDPOINT_HOST
+from tests.kit.outbound_objects import ACCRUAL
 
 
 async def test_request_and_response_header_modifiers_rule_and_backend_level(
@@ -290,12 +291,7 @@ async def test_failure_accrual_takes_a_failing_endpoint_out(edge: EdgeEnv) -> No
     await edge.cluster.apply(
         service_obj(
             "web",
-            {
-                "balancer.linkerd.io/failure-accrual": "consecutive",
-                "balancer.linkerd.io/failure-accrual-consecutive-max-failures": "2",
-                "balancer.linkerd.io/failure-accrual-consecutive-min-penalty": "1h",
-                "balancer.linkerd.io/failure-accrual-consecutive-max-penalty": "2h",
-            },
+            ACCRUAL,
         )
     )
     await edge.route("accrual", {"backendRefs": [ref("v2")]})

@@ -8,7 +8,6 @@ switch off (connection refused) and on again, as when the edge process restarts.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import bcrypt
 import pytest
 from aiohttp import web
 
@@ -28,20 +26,15 @@ from interlock.controller.edge_half import EdgeHalf
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.provider import TransientEdgeError
 from interlock.edge.standalone import StandaloneEdge
-from interlock.kube.resources import INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE
 from interlock.kube.transport import request_json
 from interlock.mailbox import BackoffPolicy
 from interlock.model.load_balancer import remote_load_balancer_status
 from interlock.model.moduleset import SecretValue
 from tests.kit.e2e_clients import Cluster, controller_config, eventually, object_events
+from tests.kit.edge_env import CRDS, GOOD_AUTH, HTPASSWD, RESOURCES, secret
 from tests.kit.edge_objects import INGRESS_CLASS_OBJ, backend_service, ingress, module_set
 
-CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
-RESOURCES = {r.kind: r for r in (INGRESS, INGRESS_CLASS, MODULE_SET, SECRET, SERVICE)}
-PASSWORD = "s3cret-pw"
 ADMIN_TOKEN = SecretValue(b"remote-edge-admin-token")
-HTPASSWD = "alice:" + bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
-GOOD_AUTH = {"Authorization": "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()}
 
 
 # --- the flag ------------------------------------------------------------------------------------
@@ -221,12 +214,7 @@ class AdminSwitch:
 FIXED_OBJECTS = [
     INGRESS_CLASS_OBJ,
     backend_service("web"),
-    {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": "users", "namespace": "default"},
-        "data": {"htpasswd": base64.b64encode(HTPASSWD.encode()).decode()},
-    },
+    secret("users", {"htpasswd": HTPASSWD}),
 ]
 
 

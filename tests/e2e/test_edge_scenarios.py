@@ -41,7 +41,7 @@ from tests.kit.edge_env import (
     env as env,
 )
 from tests.kit.edge_objects import INGRESS_CLASS_OBJ, ingress, module_set, web_route
-from tests.kit.tls_certs import self_signed
+from tests.kit.tls_certs import self_signed, tls_secret
 
 # --- scenario 1 (ngrok issue 208): fail closed, then serve, then keep the last good ------------
 
@@ -659,9 +659,7 @@ async def test_https_with_the_certificate_from_the_ingress_tls_secret(
             return None
 
     assert await https_status() is None  # no certificate for the host yet: no handshake
-    tls_secret = secret("tls-cert", {"tls.crt": cert, "tls.key": key})
-    tls_secret["type"] = "kubernetes.io/tls"
-    await env.kube.apply(tls_secret)
+    await env.kube.apply(tls_secret("tls-cert", cert, key))
 
     async def served() -> bool:
         return await https_status() == 200

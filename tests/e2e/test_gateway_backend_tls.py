@@ -12,7 +12,6 @@ reference that cannot be used is reported on the Gateway (``ResolvedRefs`` False
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
 import tempfile
@@ -28,9 +27,9 @@ from tests.kit.e2e_clients import eventually
 from tests.kit.echo_backends import local_slice
 from tests.kit.gateway_env import GROUP, Env, conditions, gateway_obj, http_listener
 from tests.kit.gateway_env import env as env
-from tests.kit.grpc_backends import SERVICE, greeter
+from tests.kit.grpc_backends import SERVICE, greeter, until_said
 from tests.kit.lanes import ENDPOINT_HOST
-from tests.kit.tls_certs import TestCa
+from tests.kit.tls_certs import TestCa, tls_secret
 
 CRD = (
     Path(__file__).resolve().parents[3]
@@ -108,6 +107,13 @@ class TlsEcho:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def __aenter__(self) -> TlsEcho:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
 
 
 def service(name: str) -> dict[str, Any]:
@@ -204,9 +210,7 @@ async def answered(env: Env, address: str, path: str, status: int) -> bool:
 async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
     ca, stranger = TestCa("backend CA"), TestCa("another CA")
-    echo = TlsEcho(ca)
-    await echo.start()
-    try:
+    async with TlsEcho(ca) as echo:
         names = ("verified", "wrong-host", "wrong-ca", "san-uri", "san-miss", "no-ca", "plain")
         for name in names:
             await env.cluster.apply(service(name))
@@ -277,21 +281,6 @@ async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -
         await eventually(
             lambda: answered(env, address, "/no-ca", 500), message="no-ca answers 500 again"
         )
-    finally:
-        await echo.stop()
-
-
-def tls_secret(name: str, cert_pem: str, key_pem: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {
-            "tls.crt": base64.b64encode(cert_pem.encode()).decode(),
-            "tls.key": base64.b64encode(key_pem.encode()).decode(),
-        },
-    }
 
 
 async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one(
@@ -299,9 +288,7 @@ async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one
 ) -> None:
     await env.cluster.apply_manifests([CRD])
     ca, clients = TestCa("backend CA"), TestCa("client CA")
-    echo = TlsEcho(ca, client_ca=clients)
-    await echo.start()
-    try:
+    async with TlsEcho(ca, client_ca=clients) as echo:
         issued = clients.issue("gateway-one")
         await env.cluster.apply(tls_secret("client", issued.cert_pem, issued.key_pem))
         await env.cluster.apply(service("mtls"))
@@ -341,8 +328,6 @@ async def test_the_gateway_presents_its_client_certificate_and_reports_a_bad_one
             lambda: answered(env, address, "/", 502),
             message="without a client certificate the backend refuses",
         )
-    finally:
-        await echo.stop()
 
 
 async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None:
@@ -376,16 +361,7 @@ async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None
         address = await env.address("one")
         options = [("grpc.default_authority", HOST)]
         async with grpc.aio.insecure_channel(f"{address}:80", options=options) as channel:
-            say = channel.unary_unary(f"/{SERVICE}/Say")
-
-            async def verified() -> bool:
-                try:
-                    reply: bytes = await say(b"there", timeout=10)
-                except grpc.aio.AioRpcError:
-                    return False
-                return reply.startswith(b"greeter:")
-
-            await eventually(verified, message="Say reaches the verified TLS greeter")
+            await until_said(channel, "greeter", message="Say reaches the verified TLS greeter")
             count = channel.unary_stream(f"/{SERVICE}/Count")
             with pytest.raises(grpc.aio.AioRpcError) as failed:
                 async for _ in count(b"3", timeout=10):
@@ -399,9 +375,7 @@ async def test_grpc_calls_reach_a_verified_tls_backend_over_h2(env: Env) -> None
 async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
     ca = TestCa("backend CA")
-    echo = TlsEcho(ca)
-    await echo.start()
-    try:
+    async with TlsEcho(ca) as echo:
         await verified_and_stranger(
             env, echo.port, ca, verified="ws-verified", strange="ws-stranger"
         )
@@ -435,16 +409,12 @@ async def test_websockets_reach_a_verified_tls_backend(env: Env) -> None:
         served = echo.requests
         assert await refused()
         assert echo.requests == served  # refused in the handshake: the backend saw nothing
-    finally:
-        await echo.stop()
 
 
 async def test_request_mirror_copies_go_verified_to_a_tls_backend(env: Env) -> None:
     await env.cluster.apply_manifests([CRD])
     ca = TestCa("backend CA")
-    echo = TlsEcho(ca)
-    await echo.start()
-    try:
+    async with TlsEcho(ca) as echo:
         await verified_and_stranger(
             env, echo.port, ca, verified="copies", strange="copies-stranger"
         )
@@ -478,5 +448,3 @@ async def test_request_mirror_copies_go_verified_to_a_tls_backend(env: Env) -> N
             message="the last good copy arrived",
         )
         assert all(path == "/copies" for path, _ in echo.paths)
-    finally:
-        await echo.stop()

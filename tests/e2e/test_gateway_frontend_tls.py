@@ -9,7 +9,6 @@ spec's reasons, and a listener with no usable CA serves nobody rather than every
 
 from __future__ import annotations
 
-import base64
 import os
 import ssl
 import tempfile
@@ -28,7 +27,7 @@ from tests.kit.gateway_env import (
     route_obj,
 )
 from tests.kit.gateway_env import env as env
-from tests.kit.tls_certs import Issued, TestCa
+from tests.kit.tls_certs import Issued, TestCa, tls_secret
 
 
 def config_map(name: str, ca_pem: str, *, namespace: str = "default") -> dict[str, Any]:
@@ -47,17 +46,7 @@ def server_secret(name: str) -> tuple[dict[str, Any], str]:
     """A TLS Secret for every host of :data:`HOSTS`, and the CA a client trusts it by."""
     server_ca = TestCa("gateway-server")
     issued = server_ca.issue("gateway", dns=HOSTS)
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": name, "namespace": "default"},
-        "data": {
-            "tls.crt": base64.b64encode(issued.cert_pem.encode()).decode(),
-            "tls.key": base64.b64encode(issued.key_pem.encode()).decode(),
-        },
-    }
-    return secret, server_ca.pem
+    return tls_secret(name, issued.cert_pem, issued.key_pem), server_ca.pem
 
 
 def https_listener(name: str, port: int, hostname: str, secret: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from tests.kit.e2e_clients import eventually
 from tests.kit.echo_backends import local_slice
 from tests.kit.gateway_env import GROUP, Env, gateway_obj, http_listener
 from tests.kit.gateway_env import env as env
-from tests.kit.grpc_backends import SERVICE, greeter_servers
+from tests.kit.grpc_backends import SERVICE, greeter_servers, until_said
 
 
 def grpc_service(name: str) -> dict[str, object]:
@@ -70,16 +70,9 @@ async def test_grpc_route_on_a_gateway_routes_calls_by_method(env: Env) -> None:
         await eventually(accepted, message="the GRPCRoute is Accepted by Gateway one")
         options = [("grpc.default_authority", "grpc.example")]
         async with grpc.aio.insecure_channel(f"{address}:80", options=options) as channel:
-            say = channel.unary_unary(f"/{SERVICE}/Say")
-
-            async def routed() -> bool:
-                try:
-                    reply: bytes = await say(b"there", timeout=10)
-                except grpc.aio.AioRpcError:
-                    return False
-                return reply.startswith(b"greeter-v2:")
-
-            await eventually(routed, message="Say reaches greeter-v2 through the Gateway")
+            await until_said(
+                channel, "greeter-v2", message="Say reaches greeter-v2 through the Gateway"
+            )
             other = channel.unary_unary(f"/{SERVICE}/Flaky")
             reply: bytes = await other(b"key:0", timeout=10)
             assert reply.startswith(b"greeter:")

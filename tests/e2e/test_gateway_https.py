@@ -15,7 +15,7 @@ from typing import Any
 from tests.kit.e2e_clients import eventually
 from tests.kit.gateway_env import GROUP, Env, gateway_obj, route_obj
 from tests.kit.gateway_env import env as env
-from tests.kit.gateway_tls import https_backend, https_listener, tls_secret
+from tests.kit.gateway_tls import https_backend, https_listener, self_signed_secret
 
 
 def listener_conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, tuple[str, str]]]:
@@ -26,7 +26,7 @@ def listener_conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, tuple
 
 
 async def test_https_listener_terminates_tls_and_a_broken_one_says_why(env: Env) -> None:
-    secret, cert = tls_secret("secure-cert", "secure.example")
+    secret, cert = self_signed_secret("secure-cert", "secure.example")
     await env.cluster.apply(secret)
     await env.cluster.apply(
         gateway_obj(
@@ -60,7 +60,7 @@ async def test_certificate_in_another_namespace_needs_a_reference_grant(env: Env
     await env.cluster.apply(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gw-certs"}}
     )
-    secret, cert = tls_secret("shared-cert", "shared.example", namespace="gw-certs")
+    secret, cert = self_signed_secret("shared-cert", "shared.example", namespace="gw-certs")
     await env.cluster.apply(secret)
     await env.cluster.apply(
         gateway_obj(
@@ -100,8 +100,8 @@ async def test_certificate_in_another_namespace_needs_a_reference_grant(env: Env
 
 
 async def test_a_host_of_another_listener_than_the_server_name_is_misdirected(env: Env) -> None:
-    secure, secure_cert = tls_secret("secure-cert", "secure.example")
-    other, other_cert = tls_secret("other-cert", "other.example")
+    secure, secure_cert = self_signed_secret("secure-cert", "secure.example")
+    other, other_cert = self_signed_secret("other-cert", "other.example")
     await env.cluster.apply(secure)
     await env.cluster.apply(other)
     await env.cluster.apply(
@@ -185,7 +185,7 @@ async def test_grants_that_do_not_permit_the_secret_leave_it_refused_after_one_t
         await env.cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
-    secret, _ = tls_secret("shared-cert", "shared.example", namespace="gw-certs")
+    secret, _ = self_signed_secret("shared-cert", "shared.example", namespace="gw-certs")
     await env.cluster.apply(secret)
     misses = [
         secret_grant("wrong-namespace", "gw-elsewhere"),

@@ -27,7 +27,7 @@ from tests.kit.gateway_env import (
     route_obj,
 )
 from tests.kit.gateway_env import env as env
-from tests.kit.gateway_tls import https_backend, https_listener, tls_secret
+from tests.kit.gateway_tls import https_backend, https_listener, self_signed_secret
 
 
 def listener_states(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -107,8 +107,8 @@ async def test_a_listener_set_is_served_on_its_gateway_while_the_gateway_allows_
 
 
 async def test_a_listener_set_https_listener_is_served_with_its_own_certificate(env: Env) -> None:
-    gateway_secret, gateway_cert = tls_secret("gateway-cert", "gw.example")
-    team_secret, team_cert = tls_secret("team-cert", "team.example")
+    gateway_secret, gateway_cert = self_signed_secret("gateway-cert", "gw.example")
+    team_secret, team_cert = self_signed_secret("team-cert", "team.example")
     gateway = gateway_obj("one", https_listener("secure", "gw.example", {"name": "gateway-cert"}))
     gateway["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
     listener_set = listener_set_obj(

@@ -30,10 +30,16 @@ from tests.kit.dataplane_env import edge as edge  # the fixture
 from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
 from tests.kit.edge_env import secret
 from tests.kit.edge_objects import ingress, module_set
-from tests.kit.grpc_backends import SERVICE, check_grpc_retries, greeter_servers, say_route
+from tests.kit.grpc_backends import (
+    SERVICE,
+    check_grpc_retries,
+    greeter_servers,
+    say_route,
+    until_said,
+)
 from tests.kit.h2_client import H2Client, H2Reply, h2_get
 from tests.kit.outbound_objects import ACCRUAL
-from tests.kit.tls_certs import self_signed
+from tests.kit.tls_certs import self_signed, tls_secret
 
 GRPC_HOST = "grpc.test"
 
@@ -156,9 +162,7 @@ async def tls_edge(cluster: Cluster, start_controller: StartController) -> Async
 async def test_tls_negotiates_h2_by_alpn_and_keeps_http1(tls_edge: EdgeEnv) -> None:
     edge = tls_edge
     cert, key = self_signed(HOST)
-    tls_secret = secret("dp-tls", {"tls.crt": cert, "tls.key": key})
-    tls_secret["type"] = "kubernetes.io/tls"
-    await edge.cluster.apply(tls_secret)
+    await edge.cluster.apply(tls_secret("dp-tls", cert, key))
     secured = ingress("dp", HOST)
     secured["spec"]["tls"] = [{"hosts": [HOST], "secretName": "dp-tls"}]
     await edge.cluster.apply(secured)
@@ -213,17 +217,8 @@ async def test_a_grpc_route_through_the_edge_reaches_an_h2c_backend_with_trailer
     target = edge.url.removeprefix("http://")
     options = (("grpc.default_authority", GRPC_HOST),)
     async with grpc.aio.insecure_channel(target, options=options) as channel:
+        await until_said(channel, "greeter-v2", message="Say goes to greeter-v2 through the edge")
         say = channel.unary_unary(f"/{SERVICE}/Say")
-        seen: list[bytes] = []
-
-        async def v2() -> bool:
-            try:
-                seen.append(await say(b"ann", timeout=30))
-            except grpc.aio.AioRpcError:
-                return False  # until the edge has the route and the GRPCRoute's policy
-            return seen[-1].startswith(b"greeter-v2:")
-
-        await eventually(v2, message="Say goes to greeter-v2 through the edge")
         call = say(b"bob", metadata=(("x-team", "blue"),), timeout=30)
         assert await call == b"greeter-v2: hello bob (blue)"
         assert ("x-served-by", "greeter-v2") in tuple(await call.initial_metadata())

@@ -31,7 +31,7 @@ from tests.kit.h2_client import H2Client, H2Reply, h2_get
 from tests.kit.identity_browser import browser, get, sign_in
 from tests.kit.identity_idp import ALICE, CLIENT_ID, CLIENT_SECRET, MALLORY, TestIdp
 from tests.kit.module_checks import until_refused_naming
-from tests.kit.tls_certs import self_signed
+from tests.kit.tls_certs import self_signed, tls_secret
 
 HOST = "app.test"
 CALLBACK_URI = f"http://{HOST}/_interlock/auth/callback"
@@ -414,9 +414,7 @@ async def test_the_redirect_uri_names_the_http2_authority(
     assert tls_controller.edge is not None and tls_controller.edge.tls_address is not None
     port = tls_controller.edge.tls_address.port
     cert, key = self_signed(HOST)
-    tls_secret = secret("app-tls", {"tls.crt": cert, "tls.key": key})
-    tls_secret["type"] = "kubernetes.io/tls"
-    await env.kube.apply(tls_secret)
+    await env.kube.apply(tls_secret("app-tls", cert, key))
     secured = ingress("game", HOST, modules="auth")
     secured["spec"]["tls"] = [{"hosts": [HOST], "secretName": "app-tls"}]
     await env.kube.apply(secured)

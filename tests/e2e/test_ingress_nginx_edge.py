@@ -29,7 +29,7 @@ from interlock.model.ingress_nginx import CLASS_ANNOTATION, PREFIX
 from tests.kit.dataplane_env import EdgeEnv, Reply, edge_env, service_obj, slice_obj
 from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually, object_events
 from tests.kit.echo_backends import Echo
-from tests.kit.grpc_backends import SERVICE, greeter
+from tests.kit.grpc_backends import greeter, until_said
 from tests.kit.lanes import ENDPOINT_HOST
 from tests.kit.tls_certs import self_signed
 
@@ -407,18 +407,10 @@ async def test_backend_protocol_grpcs_speaks_h2_over_tls_to_a_grpc_server(edge: 
         target = edge.url.removeprefix("http://")
         options = (("grpc.default_authority", "grpcs.bar.com"),)
         async with grpc.aio.insecure_channel(target, options=options) as channel:
-            say = channel.unary_unary(f"/{SERVICE}/Say")
-            seen: list[bytes] = []
-
-            async def answered() -> bool:
-                try:
-                    seen.append(await say(b"ann", timeout=30))
-                except grpc.aio.AioRpcError:
-                    return False  # until the edge serves the Ingress
-                return True
-
-            await eventually(answered, message="Say reaches the TLS greeter through the edge")
-            assert seen[-1] == b"greeter-tls: hello ann (-)"
+            reply = await until_said(
+                channel, "greeter-tls", message="Say reaches the TLS greeter through the edge"
+            )
+            assert reply == b"greeter-tls: hello ann (-)"
     finally:
         await server.stop(None)
 

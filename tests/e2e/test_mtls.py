@@ -22,7 +22,7 @@ from tests.kit.e2e_clients import LOCAL, Cluster, StartController, eventually
 from tests.kit.edge_env import CRDS, Env, edge_env, secret
 from tests.kit.edge_objects import ingress, module_set
 from tests.kit.module_checks import until_refused_naming
-from tests.kit.tls_certs import Issued, TestCa, self_signed
+from tests.kit.tls_certs import Issued, TestCa, self_signed, tls_secret
 
 HOST = "secure.test"
 CA = TestCa("Team CA")
@@ -87,9 +87,7 @@ async def tls_env(cluster: Cluster, start_controller: StartController) -> AsyncI
 async def publish(env: Env, tmp_path: Path, *, ca_pem: str | None) -> Https:
     """The host's TLS Secret, the CA Secret (unless None), the ModuleSet and the Ingress."""
     cert, key = self_signed(HOST)
-    tls_secret = secret("tls-cert", {"tls.crt": cert, "tls.key": key})
-    tls_secret["type"] = "kubernetes.io/tls"
-    await env.kube.apply(tls_secret)
+    await env.kube.apply(tls_secret("tls-cert", cert, key))
     if ca_pem is not None:
         await env.kube.apply(secret("client-ca", {"ca.crt": ca_pem}))
     await env.kube.apply(module_set("mtls", MUTUAL_TLS))

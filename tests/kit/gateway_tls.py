@@ -4,30 +4,21 @@ Gateway's address by server name and trusts only that certificate."""
 
 from __future__ import annotations
 
-import base64
 import ssl
 from typing import Any
 
 import aiohttp
 
 from tests.kit.gateway_env import Env
-from tests.kit.tls_certs import self_signed
+from tests.kit.tls_certs import self_signed, tls_secret
 
 
-def tls_secret(name: str, host: str, *, namespace: str = "default") -> tuple[dict[str, Any], str]:
+def self_signed_secret(
+    name: str, host: str, *, namespace: str = "default"
+) -> tuple[dict[str, Any], str]:
     """A ``kubernetes.io/tls`` Secret for ``host``, and its certificate (what a client trusts)."""
     cert, key = self_signed(host)
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {
-            "tls.crt": base64.b64encode(cert.encode()).decode(),
-            "tls.key": base64.b64encode(key.encode()).decode(),
-        },
-    }
-    return secret, cert
+    return tls_secret(name, cert, key, namespace=namespace), cert
 
 
 def https_listener(name: str, hostname: str, *refs: dict[str, Any]) -> dict[str, Any]:

@@ -104,25 +104,30 @@ def say_route(
     }
 
 
-async def until_routed(channel: grpc.aio.Channel) -> None:
-    """Until ``Say`` reaches greeter-v2: the GRPCRoute (and its annotations) is in force."""
+async def until_said(
+    channel: grpc.aio.Channel, greeter: str, *, message: str, text: bytes = b"ann"
+) -> bytes:
+    """Call ``Say`` until the greeter named ``greeter`` answers (the route that sends it there is
+    in force; a failed call or another greeter's answer is tried again); its reply."""
     say = channel.unary_unary(f"/{SERVICE}/Say")
+    replies: list[bytes] = []
 
-    async def v2() -> bool:
+    async def answered() -> bool:
         try:
-            reply: bytes = await say(b"ann", timeout=30)
+            replies.append(await say(text, timeout=30))
         except grpc.aio.AioRpcError:
             return False
-        return reply.startswith(b"greeter-v2:")
+        return replies[-1].startswith(f"{greeter}:".encode())
 
-    await eventually(v2, message="Say goes to greeter-v2")
+    await eventually(answered, message=message)
+    return replies[-1]
 
 
 async def check_grpc_retries(channel: grpc.aio.Channel) -> None:
     """``retry.linkerd.io/grpc: unavailable`` with a limit of 2 (``say_route(retry=True)``,
     Say to greeter-v2, the rest to greeter): once the route is in force, a call failing twice
     succeeds on its third attempt; one failing more ends UNAVAILABLE after exactly three."""
-    await until_routed(channel)
+    await until_said(channel, "greeter-v2", message="Say goes to greeter-v2")
     flaky = channel.unary_unary(f"/{SERVICE}/Flaky")
     assert await flaky(b"twice:2", timeout=30) == b"greeter: twice after 3 calls"
     with pytest.raises(grpc.aio.AioRpcError) as failed:

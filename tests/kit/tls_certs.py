@@ -1,11 +1,14 @@
-"""Certificates for the tests that serve or install TLS: a self-signed server certificate, and a
-certificate authority that issues client certificates (mutualTLS)."""
+"""Certificates for the tests that serve or install TLS: a self-signed server certificate, a
+certificate authority that issues client certificates (mutualTLS), and the ``kubernetes.io/tls``
+Secret that carries a certificate and its key."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -115,3 +118,19 @@ class TestCa:
             certificate.public_bytes(serialization.Encoding.PEM).decode(),
             _key_pem(key),
         )
+
+
+def tls_secret(
+    name: str, cert_pem: str, key_pem: str, *, namespace: str = "default"
+) -> dict[str, Any]:
+    """A ``kubernetes.io/tls`` Secret holding ``cert_pem`` and ``key_pem``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {
+            "tls.crt": base64.b64encode(cert_pem.encode()).decode(),
+            "tls.key": base64.b64encode(key_pem.encode()).decode(),
+        },
+    }
