@@ -26,7 +26,7 @@ import pytest
 from interlock.config import Address, LinkerdConfig
 from interlock.controller.app import Controller
 from tests.kit.e2e_clients import Cluster, StartController
-from tests.kit.outbound_objects import backend, http_route, parent, service
+from tests.kit.outbound_objects import backend, http_route, parent, service, stream_route
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "hack" / "build-linkerd-client.sh"
@@ -225,17 +225,9 @@ async def test_a_backend_created_after_its_route_then_deleted_reaches_an_open_wa
         await watch.close()
 
 
-def stream_route(kind: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GATEWAY}/v1",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"group": "core", "kind": "Service", "name": "web", "port": 80}],
-            **spec,
-            "rules": [{"backendRefs": [{"name": "api", "port": 80}, {"name": "gone", "port": 80}]}],
-        },
-    }
+WEB_80 = ("web", 80)
+API_AND_GONE = [{"name": "api", "port": 80}, {"name": "gone", "port": 80}]
+"""A route's backends: one that exists and one that does not (its failure filter)."""
 
 
 GRPC_ROUTE = {
@@ -247,7 +239,7 @@ GRPC_ROUTE = {
         "rules": [
             {
                 "matches": [{"method": {"service": "shop.v1.Users", "method": "Get"}}],
-                "backendRefs": [{"name": "api", "port": 80}, {"name": "gone", "port": 80}],
+                "backendRefs": API_AND_GONE,
             }
         ],
     },
@@ -260,8 +252,22 @@ KINDS: dict[str, tuple[dict[str, Any] | None, str, str]] = {
     # kind: (route, the ProxyProtocol variant, the failure filter of a missing backend)
     "HTTPRoute": (HTTP_ROUTE, "Detect", "FailureInjector"),
     "GRPCRoute": (GRPC_ROUTE, "Grpc", "FailureInjector"),
-    "TLSRoute": (stream_route("TLSRoute", "tls", hostnames=["db.example.com"]), "Tls", "Invalid"),
-    "TCPRoute": (stream_route("TCPRoute", "tcp"), "Opaque", "Invalid"),
+    "TLSRoute": (
+        stream_route(
+            "TLSRoute",
+            "tls",
+            API_AND_GONE,
+            service_port=WEB_80,
+            hostnames=["db.example.com"],
+        ),
+        "Tls",
+        "Invalid",
+    ),
+    "TCPRoute": (
+        stream_route("TCPRoute", "tcp", API_AND_GONE, service_port=WEB_80),
+        "Opaque",
+        "Invalid",
+    ),
     "Default": (None, "Detect", ""),
 }
 

@@ -93,16 +93,28 @@ def http_route(
 
 
 def stream_route(
-    kind: str, name: str, backends: list[dict[str, Any]], **spec: Any
+    kind: str,
+    name: str,
+    backends: list[dict[str, Any]],
+    *,
+    service_port: tuple[str, int] = ("db", 5432),
+    **spec: Any,
 ) -> dict[str, Any]:
-    """A TCPRoute or TLSRoute (``kind``) in ``default`` on the Service ``db``'s port 5432, one
-    rule to ``backends``."""
+    """A TCPRoute or TLSRoute (``kind``) in ``default`` whose parent is ``service_port`` (a
+    Service's name and port; ``db:5432`` unless given), one rule to ``backends``."""
     return {
         "apiVersion": f"{GATEWAY}/v1",
         "kind": kind,
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
-            "parentRefs": [{"group": "core", "kind": "Service", "name": "db", "port": 5432}],
+            "parentRefs": [
+                {
+                    "group": "core",
+                    "kind": "Service",
+                    "name": service_port[0],
+                    "port": service_port[1],
+                }
+            ],
             **spec,
             "rules": [{"backendRefs": backends}],
         },
