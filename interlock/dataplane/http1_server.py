@@ -73,6 +73,12 @@ _STATUS_LINES = {code: f"HTTP/1.1 {code} {phrase}" for code, phrase in _REASONS.
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
+_METHODS = {
+    method.encode(): method
+    for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE")
+}
+"""The usual methods' text by their bytes (a look-up, not a decode with its arguments parsed)."""
+
 _UNDERSCORE = ord("_")
 """Looked for in header names as a byte: ``b"_" in name`` first tries the bytes as an integer
 (a TypeError made and cleared, per header)."""
@@ -129,18 +135,24 @@ def _name(raw: bytes) -> tuple[str, str, int]:
 
 
 class _Date:
-    """The ``Date`` header value, formatted once a second."""
+    """The ``Date`` header value, formatted once a second (:meth:`Http1Responder._render` reads
+    :attr:`second` and :attr:`value` itself: a call per answer cost more than the check)."""
+
+    __slots__ = ("second", "value")
 
     def __init__(self) -> None:
-        self._second = 0
-        self._value = ""
+        self.second = 0
+        self.value = ""
 
     def __call__(self) -> str:
         now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = formatdate(now, usegmt=True)
-        return self._value
+        if now != self.second:
+            self.refresh(now)
+        return self.value
+
+    def refresh(self, now: int) -> None:
+        self.second = now
+        self.value = formatdate(now, usegmt=True)
 
 
 _date = _Date()
@@ -345,7 +357,10 @@ class Http1Responder:
                 self._chunked = True
                 lines.append("Transfer-Encoding: chunked")
         if not has_date:
-            lines.append(f"Date: {_date()}")
+            now = int(time.time())
+            if now != _date.second:
+                _date.refresh(now)
+            lines.append("Date: " + _date.value)
         if not self.keep_alive or self._connection.closing or not self._body.ended:
             self.keep_alive = False
             lines.append("Connection: close")
@@ -602,7 +617,8 @@ class Http1ServerProtocol(asyncio.Protocol):
             sorted_out = None
         else:
             sorted_out = forwardable
-        method = parser.get_method().decode("ascii", "replace")
+        raw_method = parser.get_method()
+        method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
         http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
             return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection

@@ -67,7 +67,7 @@ class Responder(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class H2Request:
     """One client stream (or HTTP/1.1 request): its pseudo-headers, headers, and body."""
 

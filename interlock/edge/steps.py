@@ -115,6 +115,25 @@ BAD_PATH = (
 )
 
 
+_EDGE_HOSTS_SIZE = 256
+"""Most ``Host`` values kept normalized (``_edge_hosts``); ``_EDGE_HOST_LENGTH`` the longest."""
+_EDGE_HOST_LENGTH = 255
+
+_edge_hosts: dict[str, str] = {}
+"""A ``Host`` value as sent -> :func:`~interlock.dataplane.request_target.normalize_host`'s
+edge key for it: the same few hosts come on every request, and normalizing one was a Python
+call and five string methods. Keyed by the exact value, so a host reads as it did; bounded in
+count and length, so a client sending new hosts fills it once and then pays the call as
+before."""
+
+
+def _edge_host(host: str) -> str:
+    edge_host = normalize_host(host)
+    if len(_edge_hosts) < _EDGE_HOSTS_SIZE and len(host) <= _EDGE_HOST_LENGTH:
+        _edge_hosts[host] = edge_host
+    return edge_host
+
+
 class EdgeFront:
     """What the steps read: the edge's routes, the engine, basicAuth's password checker, the
     trusted proxies and the body timeout (one per :class:`~interlock.edge.server.EdgeServer`)."""
@@ -288,7 +307,7 @@ def decide_now(
         if request.method == "CONNECT" and request.version == "2":
             return _refused(reasons.CONNECT_NOT_SERVED)
         host = request.authority
-        edge_host = normalize_host(host)
+        edge_host = _edge_hosts.get(host) or _edge_host(host)
         edge = front.edge
         routes = edge.routes_of_host(edge_host)
         if routes is None:
@@ -328,7 +347,7 @@ def decide_now(
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
             return _refused(reasons.NO_BACKEND_ATTACHED)
-        if not chain.admits_all or chain.needs_body:
+        if not chain.admits_all:  # (a module that reads the body is one of its checks)
             return ModuleSteps(
                 route, backend, chain, host, path, forward_path, query, params, where
             )

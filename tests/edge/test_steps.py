@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
 
 import pytest
 from multidict import CIMultiDict
@@ -21,6 +20,7 @@ from interlock.edge.steps import Admitted, ModuleSteps, decide_now
 from interlock.model.moduleset import Modules, SecretValue
 from tests.kit.edge_routes import serve_route
 from tests.kit.h2_client import H2Client
+from tests.kit.request_bodies import EMPTY, WholeBody
 
 from .conftest import BACKEND, HOST, EdgeHarness
 
@@ -158,22 +158,6 @@ async def test_an_oversized_http2_body_is_refused_and_the_connection_serves_on(
         await client.close()
 
 
-class _Whole:
-    """A request body that has all arrived."""
-
-    empty = False
-    timed_out = False
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
-        yield self._body
-
-
-EMPTY = _Whole(b"")
-
-
 async def test_a_route_without_modules_is_decided_without_waiting(harness: EdgeHarness) -> None:
     """``decide_now`` decides a request to a route without modules in one call; a route whose
     modules must be awaited gets the steps to await (``ModuleSteps``), which end alike."""
@@ -194,7 +178,7 @@ async def test_a_route_without_modules_is_decided_without_waiting(harness: EdgeH
         "/hook",
         CIMultiDict({"Host": HOST, "X-Hub-Signature-256": f"sha256={signature}"}),
         "1.2.3.4",
-        _Whole(body),
+        WholeBody(body),
     )
     pending = decide_now(front, hooked, None)
     assert isinstance(pending, ModuleSteps)
