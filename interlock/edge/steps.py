@@ -102,9 +102,9 @@ HELD_BACK = frozenset(
     )
 )
 """What step 10 removes from a request's headers besides the hop-by-hop ones and ``Expect``, on
-a route whose chain :attr:`~interlock.edge.modules.chain.ModuleChain.passes_through` and with no
-trusted proxy: the HTTP/1.1 server leaves them out of ``H2Request.forwardable`` as it parses
-(``X-Forwarded-*`` are then set anew)."""
+a route whose chain :attr:`~interlock.edge.modules.chain.ModuleChain.keeps_sorted_headers` and
+with no trusted proxy: the HTTP/1.1 server leaves them out of ``H2Request.forwardable`` as it
+parses (``X-Forwarded-*`` are then set anew)."""
 
 NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 """The query parameters of a request without a query (most requests: one value for all)."""
@@ -391,24 +391,29 @@ def decide_now(
         hooks = nginx.hooks(hooks, request.headers)
         protocol = nginx.protocol or protocol
     forwardable = request.forwardable
-    if forwardable is not None and chain.passes_through and not front.trusted:
+    if forwardable is not None and chain.keeps_sorted_headers and not front.trusted:
         # The headers the server sorted while parsing, without the HELD_BACK names: what the
-        # lines below leave of them on such a route, built in one call.
-        headers = CIMultiDict(
-            [
-                *forwardable,
-                (X_FORWARDED_FOR, request.peer),
-                (X_FORWARDED_PROTO, request.scheme),
-                (X_FORWARDED_HOST, host),
-            ]
-        )
-        return Admitted(decision, headers, query, body, hooks, protocol, where)
-    headers = without_hop_by_hop(request.headers)
-    headers.popall(EXPECT, None)
-    headers[HOST] = host
-    chain.upstream_request_headers(headers, peer_certificate=certificate)
-    if admitted is not None:
-        admitted.apply(headers)
+        # general rules below leave of them on such a route.
+        changes = chain.headers
+        if changes is None:  # built in one call
+            headers = CIMultiDict(
+                [
+                    *forwardable,
+                    (X_FORWARDED_FOR, request.peer),
+                    (X_FORWARDED_PROTO, request.scheme),
+                    (X_FORWARDED_HOST, host),
+                ]
+            )
+            return Admitted(decision, headers, query, body, hooks, protocol, where)
+        headers = CIMultiDict(forwardable)
+        changes.request.apply(headers)
+    else:
+        headers = without_hop_by_hop(request.headers)
+        headers.popall(EXPECT, None)
+        headers[HOST] = host
+        chain.upstream_request_headers(headers, peer_certificate=certificate)
+        if admitted is not None:
+            admitted.apply(headers)
     set_forwarded_headers(
         headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=front.trusted
     )

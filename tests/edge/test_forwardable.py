@@ -1,9 +1,11 @@
-"""On a route without modules, a request's headers go upstream as the HTTP/1.1 server sorted
-them while parsing (``H2Request.forwardable``, without ``steps.HELD_BACK`` and the hop-by-hop
-names): the same names with the same values, in the same order per name, as the general rules
-give (``without_hop_by_hop``, ``Expect`` and ``Host``, the identity headers' removal,
-``set_forwarded_headers``), whatever names, cases and repeats the client sends. A ``Connection``
-header that lists names, or a request without ``Host``, is left to the general rules."""
+"""On a route without ingressNginx, mutualTLS or oauth/oidc, a request's headers start from the
+list the HTTP/1.1 server sorted while parsing (``H2Request.forwardable``, without
+``steps.HELD_BACK`` and the hop-by-hop names): the upstream gets the same names with the same
+values, in the same order per name, as the general rules give (``without_hop_by_hop``,
+``Expect`` and ``Host``, the identity headers' removal, a headers module's changes,
+``set_forwarded_headers``), whatever names, cases and repeats the client sends. A
+``Connection`` header that lists names, or a request without ``Host``, is left to the general
+rules."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS
 from interlock.dataplane.request_stream import H2Request, Responder
 from interlock.edge.steps import HELD_BACK, Admitted, decide
+from interlock.model.moduleset import Modules
 from tests.kit.recording_transport import RecordingTransport
 
 from .conftest import HOST, EdgeHarness
@@ -83,11 +86,36 @@ async def _upstream_headers(harness: EdgeHarness, request: H2Request) -> dict[st
     return _by_name(decided.headers)
 
 
+CHANGES = {
+    "no modules": None,
+    "checks and header changes": Modules.model_validate(
+        {
+            "ipRestriction": {"allow": ["0.0.0.0/0"]},
+            "headers": {
+                "request": {
+                    "add": {
+                        "X-Team": "blue",
+                        "x-repeated": "3",
+                        "X-Real-IP": "10.0.0.1",
+                        "X-Forwarded-For": "10.0.0.1",
+                        "X-Forwarded-User": "operator",
+                    },
+                    "remove": ["User-Agent", "x-client-ip"],
+                }
+            },
+        }
+    ),
+}
+"""A route without modules, and one with a check and a headers module (which may set what
+the client may not: the headers module is the operator's)."""
+
+
+@pytest.mark.parametrize("modules", CHANGES.values(), ids=CHANGES.keys())
 @pytest.mark.parametrize("head", HEADS.values(), ids=HEADS.keys())
 async def test_sorted_headers_are_those_the_general_rules_leave(
-    harness: EdgeHarness, head: str
+    harness: EdgeHarness, head: str, modules: Modules | None
 ) -> None:
-    await harness.serve()
+    await harness.serve(modules=modules)
     request = await _parsed(head)
     assert request.forwardable is not None
     sorted_out = await _upstream_headers(harness, request)

@@ -90,10 +90,10 @@ class ModuleChain:
     admits_all: bool = field(init=False)
     """No module looks at a request before it goes upstream (none of the checks above is
     configured): the server skips :meth:`admit` and the :class:`RequestView` it reads."""
-    passes_through: bool = field(init=False)
-    """:attr:`admits_all`, and no ``headers`` module: :meth:`upstream_request_headers` only
-    removes the identity headers, so a request's headers may go upstream as the server sorted
-    them (``edge.steps.HELD_BACK``)."""
+    keeps_sorted_headers: bool = field(init=False)
+    """No ingressNginx, mutualTLS or oauth/oidc module: :meth:`upstream_request_headers` only
+    removes the identity headers, then applies the ``headers`` module's changes, so a request's
+    headers may start from the list the server sorted while parsing (``edge.steps.HELD_BACK``)."""
 
     @property
     def _nginx_client(self) -> bool:
@@ -113,7 +113,11 @@ class ModuleChain:
         )
         # Frozen: set once here, as the dataclass's own __init__ sets the other fields.
         object.__setattr__(self, "admits_all", all(check is None for check in checks))
-        object.__setattr__(self, "passes_through", self.admits_all and self.headers is None)
+        object.__setattr__(
+            self,
+            "keeps_sorted_headers",
+            self.nginx is None and self.mutual_tls is None and self.identity is None,
+        )
 
     async def prepare(self) -> None:
         """Contact what the chain needs before it serves (the oauth/oidc provider).
