@@ -81,6 +81,9 @@ class ChangeStages:
     decode_seconds: list[float] = field(default_factory=list)
     """Seconds each watch event of a Service took to decode (``json.loads``)."""
     event_bytes: list[int] = field(default_factory=list)
+    handled: list[list[tuple[float, str, float]]] = field(default_factory=list)
+    """Per change, every message its correlation id reached: (ms since the request started
+    when the handler returned, recipient, the handler's ms)."""
 
     def begin(self, name: str, started: float) -> None:
         self.current, self.started, self.seen = name, started, {}
@@ -95,6 +98,7 @@ class ChangeStages:
     def end(self, received: float) -> dict[str, float]:
         """The change's stages in milliseconds since its request started."""
         self.mark("received", received)
+        handled: list[tuple[float, str, float]] = []
         for line in self.trace:
             record = json.loads(line)
             if record.get("event") != "handled":
@@ -103,6 +107,8 @@ class ChangeStages:
             if correlation is None or correlation.group(1) != self.current:
                 continue
             recipient = record.get("recipient") or ""
+            at_ms = 1000 * (_epoch(record["ts"]) - self.started)
+            handled.append((round(at_ms, 2), recipient, record.get("duration_ms", 0.0)))
             for prefix, stage in _STAGE_OF_RECIPIENT:
                 if recipient.startswith(prefix):
                     at = _epoch(record["ts"])
@@ -110,6 +116,7 @@ class ChangeStages:
         self.trace.clear()
         row = {stage: 1000 * (self.seen[stage] - self.started) for stage in self.seen}
         self.rows.append(row)
+        self.handled.append(handled)
         self.current = None
         return row
 

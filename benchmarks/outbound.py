@@ -443,8 +443,12 @@ def json_holds(policy: dict[str, Any], *, own: bool, name: str, exists: bool) ->
 
 async def watch_client(url: str, n: int) -> None:
     """Open ``n`` watches, say ``ready``; then answer each ``wait K EXISTS`` line on stdin with
-    ``done <unix time>`` once every watch affected by that change of ``svc-K`` received it."""
+    ``done <unix time>``: when the last of the watches affected by that change of ``svc-K``
+    received it (the arrival of its line, not the time the question was answered: the
+    benchmark asks once the change's request has returned, which a real API server may answer
+    after the watch streams already have the change)."""
     latest: dict[int, dict[str, Any]] = {}
+    arrived: dict[int, float] = {}
     changed = asyncio.Event()
     loop = asyncio.get_running_loop()
     connector = aiohttp.TCPConnector(limit=0)
@@ -455,6 +459,7 @@ async def watch_client(url: str, n: int) -> None:
         async with session.get(target) as response:
             assert response.status == 200, await response.text()
             async for line in response.content:
+                arrived[i] = time.time()
                 latest[i] = json.loads(line)
                 changed.set()
 
@@ -475,7 +480,7 @@ async def watch_client(url: str, n: int) -> None:
             ):
                 changed.clear()
                 await changed.wait()
-            print(f"done {time.time():.6f}", flush=True)
+            print(f"done {max(arrived[i] for i, _ in checks):.6f}", flush=True)
         for task in tasks:
             task.cancel()
 
@@ -641,6 +646,7 @@ async def run(
             figures["changes_load"] = [load_before, os.getloadavg()[0]]
             figures["stages"] = stages.summary()
             figures["stage_rows"] = stages.rows
+            figures["stage_handled"] = stages.handled
             figures["server_histograms"] = mean_delta(histograms_before, await server.histograms())
             figures["kube_requests"] = mean_delta(requests_before, kube_requests(controller))
             figures["kube_in_flight"] = kube_in_flight(controller)
@@ -969,6 +975,8 @@ def run_child(args: argparse.Namespace, server: str, out: Path) -> dict[str, Any
         command += ["--cluster-dir", str(args.cluster_dir)]
     if args.changes_only:
         command += ["--changes-only"]
+    if args.stages_json is not None:
+        command += ["--stages-json", str(args.stages_json)]
     if args.keep:
         command += ["--keep"]
     import subprocess
@@ -1014,6 +1022,13 @@ def main() -> None:
         action="store_true",
         help="real, with --cluster-dir and --changes-only: leave the objects for the next run",
     )
+    parser.add_argument(
+        "--stages-json",
+        type=Path,
+        default=None,
+        help="with --changes-only: also write each change's stages and handled messages here "
+        "(one file per server: the server's name is added before the suffix)",
+    )
     parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--watch-client", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1055,6 +1070,11 @@ def main() -> None:
             asyncio.run(run(scale, args.changes, args.seed))
             for scale in (args.also_scale if args.server == "embedded" else [])
         ]
+        if args.stages_json is not None:
+            path = args.stages_json
+            path.with_name(f"{path.stem}-{args.server}{path.suffix}").write_text(
+                json.dumps(figures)
+            )
         if args.json is not None:
             args.json.write_text(json.dumps({"main": figures, "smaller": smaller}))
             return
