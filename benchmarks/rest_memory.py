@@ -57,6 +57,8 @@ STEPS = [
     "interlock.edge",
     "interlock.api",
     "interlock.controller.app",
+    "interlock.cli",  # the subcommands and their parsers, as `interlock run` imports them
+    "uvloop",
 ]
 
 IMPORT_PROBE = """
