@@ -101,7 +101,7 @@ def test_values_reach_the_deployment() -> None:
     docs = rendered(
         "--set",
         "image.tag=9.9.9,replicas=4,logFormat=json,logLevel=DEBUG,"
-        "resources.limits.memory=1Gi,edge.address=0.0.0.0:8443,"
+        "resources.limits.memory=1Gi,edge.address=0.0.0.0:8443,edge.workers=auto,"
         "publishService.service=edge/lb",
         "--set-json",
         'extraArgs=["--access-log", "--namespace=team-a"]',
@@ -111,6 +111,7 @@ def test_values_reach_the_deployment() -> None:
     assert _deployment(docs)["spec"]["replicas"] == 4
     args = container["args"]
     assert {"--log-format=json", "--log-level=DEBUG", "--edge-addr=0.0.0.0:8443"} <= set(args)
+    assert "--edge-workers=auto" in args
     assert "--publish-service=edge/lb" in args
     assert args[-2:] == ["--access-log", "--namespace=team-a"]
     assert {"name": "edge", "containerPort": 8443} in container["ports"]
@@ -214,6 +215,7 @@ def test_the_dashboard_in_docs_is_the_chart_s() -> None:
         (("--set", "serviceMonitor.enabled=yes"), "serviceMonitor.enabled"),
         (("--set-json", 'extraArgs=["access-log"]'), "extraArgs"),
         (("--set", "edge.service.type=Ingress"), "edge.service.type"),
+        (("--set", "edge.workers=0"), "edge.workers"),
         (("--set", "replica=3"), "replica"),
     ],
 )
