@@ -154,6 +154,34 @@ async def test_informational_answers_are_skipped() -> None:
         p.close()
 
 
+async def test_bytes_after_an_answer_do_not_reach_the_next_answer_on_the_connection() -> None:
+    # The parser of an answer is kept for the next exchange on its connection, unless more
+    # bytes followed the answer: here the start of an unasked one, which must not be read as
+    # the beginning of the next answer.
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await upstream.head(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none"
+            b"HTTP/1.1 500 Unasked\r\nX-Unasked: 1\r\n"
+        )
+        while True:
+            await upstream.head(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Next: 1\r\n\r\ntwo")
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        assert await get(p, address) == b"one"
+        for _ in range(2):
+            response = await p.request(address, "GET", "/", headers(), None, read_timeout=30.0)
+            assert (response.status, response.reason) == (200, "OK")
+            assert list(response.headers) == ["Content-Length", "X-Next"]
+            assert await response.read() == b"two"
+            response.release()
+        p.close()
+    assert upstream.connections == 1
+
+
 async def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_new_one() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await upstream.head(reader)
