@@ -21,7 +21,7 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol
 
 import aiohttp
@@ -371,42 +371,80 @@ class Engine:
                     return answer(UPSTREAM_TIMEOUT, f"{where}: the request timeout passed")
                 timeout = remaining if timeout is None else min(timeout, remaining)
             data = streamed.chunks() if streamed is not None else body
-            failed: Answer | None = None
             try:
-                upstream = await self._forwarder.open(
-                    method,
-                    address=address,
-                    path=decision.path,
-                    query=query,
-                    headers=headers,
-                    data=data,
-                    headers_within=timeout,
-                    idle=decision.deadlines.idle,
-                    tls=decision.upstream_tls,
-                    backend_tls=decision.backend_tls,
+                upstream = await self.send(
+                    method, decision, address, query, headers, data, headers_within=timeout
                 )
             except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
-                if streamed is not None and streamed.timed_out:
-                    logger.debug("{}: the client stopped sending its request body", where)
-                    return answer(BODY_TIMEOUT)
-                failed = upstream_failure(exc, where=where, address=address)
+                failed = self.failed(decision, address, exc, streamed, where)
                 if failed.reason == UPSTREAM_UNREACHABLE:
                     last = failed
-                    self._record(decision, address, failed=True)
                     continue
-            if failed is not None:
-                self._record(decision, address, failed=True)
                 return failed
-            if upstream.status == 101:
-                # Upgrade is hop-by-hop and not forwarded, so the client did not ask for this.
-                upstream.close()
-                logger.debug("{}: upstream {} switched protocols unasked", where, address)
-                self._record(decision, address, failed=True)
-                return answer(UPGRADE_NOT_ASKED, f"{where}: {address} answered 101")
-            self._record(decision, address, failed=upstream.status >= 500)
-            return upstream
+            return self.answered(decision, address, upstream, where)
         assert last is not None
         return last
+
+    def send(
+        self,
+        method: str,
+        decision: Forward,
+        address: Address,
+        query: str,
+        headers: CIMultiDict[str],
+        data: bytes | AsyncIterator[bytes] | None,
+        *,
+        headers_within: float | None = None,
+    ) -> Awaitable[Http1Response]:
+        """One try of ``decision``'s request on ``address``, to await: the upstream's response
+        once its headers arrived (raises as :meth:`Forwarder.open` does; :meth:`failed` turns
+        that into the answer to give)."""
+        return self._forwarder.open(
+            method,
+            address=address,
+            path=decision.path,
+            query=query,
+            headers=headers,
+            data=data,
+            headers_within=headers_within,
+            idle=decision.deadlines.idle,
+            tls=decision.upstream_tls,
+            backend_tls=decision.backend_tls,
+        )
+
+    def failed(
+        self,
+        decision: Forward,
+        address: Address,
+        error: Exception,
+        streamed: StreamedBody | None,
+        where: str,
+    ) -> Answer:
+        """The answer a try on ``address`` (:meth:`send`) that raised ``error`` comes to,
+        counted for failure accrual (unless the client stopped sending its body): a connection
+        that could not be opened is ``upstream-unreachable`` (nothing was sent: the next
+        address may be tried)."""
+        if streamed is not None and streamed.timed_out:
+            logger.debug("{}: the client stopped sending its request body", where)
+            return answer(BODY_TIMEOUT)
+        self._record(decision, address, failed=True)
+        return upstream_failure(error, where=where, address=address)
+
+    def answered(
+        self, decision: Forward, address: Address, upstream: Http1Response, where: str
+    ) -> Http1Response | Answer:
+        """What a try on ``address`` that got ``upstream``'s response headers comes to,
+        counted for failure accrual: the response, or the answer to give instead of a 101
+        nobody asked for."""
+        if upstream.status == 101:
+            # Upgrade is hop-by-hop and not forwarded, so the client did not ask for this.
+            upstream.close()
+            logger.debug("{}: upstream {} switched protocols unasked", where, address)
+            self._record(decision, address, failed=True)
+            return answer(UPGRADE_NOT_ASKED, f"{where}: {address} answered 101")
+        if decision.accrual is not None:
+            self._record(decision, address, failed=upstream.status >= 500)
+        return upstream
 
     def deadline(self, decision: Forward) -> float | None:
         """When the whole request must be answered by (the rule's ``timeouts.request``), on

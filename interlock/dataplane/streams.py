@@ -47,7 +47,12 @@ from interlock.dataplane.http1 import Http1Response
 from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
 from interlock.dataplane.http2_frames import Headers
 from interlock.dataplane.plan import Deadlines, Forward
-from interlock.dataplane.proxy import Forwarder, ResponseHooks, without_hop_by_hop
+from interlock.dataplane.proxy import (
+    ClientBodyTimeout,
+    Forwarder,
+    ResponseHooks,
+    without_hop_by_hop,
+)
 from interlock.dataplane.request_stream import H2Request, RequestBody, Responder
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import (
@@ -197,6 +202,72 @@ class StreamForwarder:
         streamed = (
             None if body is not None or request.body.empty else ReplayableBody(request.body, None)
         )
+        deadlines = decision.deadlines
+        if (
+            budget is None
+            and len(found) == 1
+            and decision.accrual is None
+            and deadlines.request is None
+            and deadlines.attempt is None
+        ):
+            # One try at one endpoint without a deadline (most requests): awaited here, not in
+            # Engine.attempt's frame, which every resumption of this coroutine passes through.
+            address = found[0]
+            note_upstream(*address)
+            data = streamed.chunks() if streamed is not None else whole
+            try:
+                upstream = await self._engine.send(
+                    request.method, decision, address, query, headers, data
+                )
+            except (TimeoutError, aiohttp.ClientError, ClientBodyTimeout) as exc:
+                outcome: Http1Response | Answer = self._engine.failed(
+                    decision, address, exc, streamed, where
+                )
+            else:
+                outcome = self._engine.answered(decision, address, upstream, where)
+        else:
+            outcome = await self._attempts(
+                request,
+                decision,
+                found,
+                budget,
+                replay,
+                whole,
+                streamed,
+                deadline,
+                headers,
+                query,
+                where,
+            )
+        if isinstance(outcome, Answer):
+            hooks.record_upstream(None)
+            return outcome
+        try:
+            whole, compressor = _send_head(request, responder, outcome, hooks)
+            if whole is not None:
+                await responder.send_data(whole, end=True)
+            else:
+                await _relay_body(responder, outcome, compressor, where)
+        finally:
+            outcome.release()
+        return None
+
+    async def _attempts(
+        self,
+        request: H2Request,
+        decision: Forward,
+        found: Sequence[Address],
+        budget: RetryBudget | None,
+        replay: ReplayableBody | None,
+        whole: bytes | None,
+        streamed: ReplayableBody | None,
+        deadline: float | None,
+        headers: CIMultiDict[str],
+        query: str,
+        where: str,
+    ) -> Http1Response | Answer:
+        """The request over HTTP/1.1 as often as ``budget`` allows: the last attempt's
+        response, or the answer it came to."""
         while True:
             if replay is not None:
                 whole, streamed = replay.body, replay.streamed
@@ -215,7 +286,7 @@ class StreamForwarder:
                 where=where,
             )
             if budget is None or replay is None:
-                break
+                return outcome
             if isinstance(outcome, Answer):
                 grpc, failure = None, outcome.reason in NO_ANSWER
             else:
@@ -224,16 +295,11 @@ class StreamForwarder:
                 outcome.status, grpc, replayable=replay.replayable, failure=failure
             )
             if wait is None:
-                break
+                return outcome
             if not isinstance(outcome, Answer):
                 outcome.release()
             logger.debug("{}: retrying after {} ({} left)", where, outcome.status, budget.left)
             await asyncio.sleep(wait)
-        if isinstance(outcome, Answer):
-            hooks.record_upstream(None)
-            return outcome
-        await _relay(request, responder, outcome, hooks=hooks, where=where)
-        return None
 
     async def _http2(
         self,
@@ -313,48 +379,44 @@ class StreamForwarder:
             await asyncio.sleep(wait)
 
 
-async def _relay(
-    request: H2Request,
-    responder: Responder,
-    upstream: Http1Response,
-    *,
-    hooks: ResponseHooks,
-    where: str,
+def _send_head(
+    request: H2Request, responder: Responder, upstream: Http1Response, hooks: ResponseHooks
+) -> tuple[bytes | None, zlib._Compress | None]:
+    """Send an HTTP/1.1 upstream's answer head to the stream, the hooks' header changes and
+    compression applied: the whole body when one send carries it (most small answers come with
+    their headers: no iterator), else None and the compressor to stream it through, if any."""
+    hooks.record_upstream(upstream.status)
+    relayed = without_hop_by_hop(upstream.headers)
+    hooks.response_headers(relayed)
+    gzip = hooks.should_compress(request.headers, relayed)
+    if gzip:
+        relayed.popall("Content-Length", None)
+        relayed["Content-Encoding"] = "gzip"
+        relayed.add("Vary", "Accept-Encoding")
+    responder.send_headers(upstream.status, list(relayed.items()), end=False)
+    if gzip:
+        return None, zlib.compressobj(wbits=31)
+    # Without a length a body that came whole still goes as a streamed one (framed so).
+    whole = upstream.complete_body() if CONTENT_LENGTH in relayed else None
+    return whole, None
+
+
+async def _relay_body(
+    responder: Responder, upstream: Http1Response, compressor: zlib._Compress | None, where: str
 ) -> None:
-    """An HTTP/1.1 upstream's answer to the stream: the hooks' header changes, compression."""
+    """An HTTP/1.1 upstream's answer body to the stream as it arrives (through ``compressor``
+    when compressed)."""
     try:
-        hooks.record_upstream(upstream.status)
-        relayed = without_hop_by_hop(upstream.headers)
-        hooks.response_headers(relayed)
-        gzip = hooks.should_compress(request.headers, relayed)
-        if gzip:
-            relayed.popall("Content-Length", None)
-            relayed["Content-Encoding"] = "gzip"
-            relayed.add("Vary", "Accept-Encoding")
-        responder.send_headers(upstream.status, list(relayed.items()), end=False)
-        whole = None if gzip else upstream.complete_body()
-        if whole is not None:
-            # The whole body came with the headers (most small answers): no iterator, and one
-            # send when its length is given (else framed as a streamed body would be).
-            if whole and CONTENT_LENGTH not in relayed:
-                await responder.send_data(whole)
-                whole = b""
-            await responder.send_data(whole, end=True)
-            return
-        compressor = zlib.compressobj(wbits=31) if gzip else None
-        try:
-            async for chunk in upstream.chunks():
-                data = chunk if compressor is None else compressor.compress(chunk)
-                if data:
-                    await responder.send_data(data)
-            tail = b"" if compressor is None else compressor.flush()
-            await responder.send_data(tail, end=True)
-        except (TimeoutError, aiohttp.ClientError) as error:
-            # Too late for a status: resetting the stream says the body is incomplete.
-            logger.debug("{}: upstream body interrupted: {!r}", where, error)
-            responder.reset()
-    finally:
-        upstream.release()
+        async for chunk in upstream.chunks():
+            data = chunk if compressor is None else compressor.compress(chunk)
+            if data:
+                await responder.send_data(data)
+        tail = b"" if compressor is None else compressor.flush()
+        await responder.send_data(tail, end=True)
+    except (TimeoutError, aiohttp.ClientError) as error:
+        # Too late for a status: resetting the stream says the body is incomplete.
+        logger.debug("{}: upstream body interrupted: {!r}", where, error)
+        responder.reset()
 
 
 class ReplayableBody:
