@@ -94,12 +94,24 @@ def current() -> Exchange | None:
     return _current.get()
 
 
+_UPSTREAMS_MOST = 1024
+_upstreams: dict[tuple[str, int], str] = {}
+"""An upstream address -> its text in the log: the same few addresses take every request.
+Bounded (past it an address is formatted per request, as before): addresses come from
+endpoints and the edge's configuration, not from clients, but endpoints change over time."""
+
+
 def note_upstream(host: str, port: int) -> None:
     """The engine is sending the current request to ``host:port``."""
     exchange = _current.get()
     if exchange is not None:
-        port_text = str(port)  # not formatted in the f-string: int.__format__ costs more
-        exchange.upstream = f"[{host}]:{port_text}" if ":" in host else f"{host}:{port_text}"
+        text = _upstreams.get((host, port))
+        if text is None:
+            port_text = str(port)  # not formatted in the f-string: int.__format__ costs more
+            text = f"[{host}]:{port_text}" if ":" in host else f"{host}:{port_text}"
+            if len(_upstreams) < _UPSTREAMS_MOST:
+                _upstreams[(host, port)] = text
+        exchange.upstream = text
 
 
 def note_retry() -> None:

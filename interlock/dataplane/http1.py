@@ -51,6 +51,9 @@ MAX_RESPONSE_HEAD = 64 * 1024
 502 (nginx's "upstream sent too big header"; Envoy's limit is 60 KiB), not relayed — a backend
 must not make the edge hold, and its clients receive, headers without bound."""
 
+_FIELD = ": "
+"""Between a header's name and value (``_FIELD.join((name, value))`` is the header line)."""
+
 # Requests without a body that go without ``Content-Length: 0`` (aiohttp's list too).
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
@@ -797,9 +800,10 @@ def request_head(
         host = f"[{host}]" if ":" in host else host
         headers["Host"] = host if port == 80 else f"{host}:{port}"
     lines = [f"{method} {target} HTTP/1.1"]
-    # Concatenated, not an f-string: the names set here are ``istr``, which an f-string
-    # formats through ``str.__format__``.
-    lines += [name + ": " + value for name, value in headers.items()]
+    # Each line joined in C (``": ".join`` of the name and value pair): a comprehension over
+    # the headers cost ~500 instructions a header more (its frame and bytecode), and an
+    # f-string formats the ``istr`` names through ``str.__format__``.
+    lines += map(_FIELD.join, headers.items())
     # One join and two ``in`` cost less than counting both characters in the joined head
     # (``str.count`` parses its arguments the slow way).
     fields = "".join(lines)

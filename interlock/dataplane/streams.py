@@ -73,7 +73,8 @@ def upstream_http2(headers: Mapping[str, str], protocol: str) -> bool:
         return True
     if protocol == "http1":
         return False
-    return headers.get(CONTENT_TYPE_LOWER, "").startswith("application/grpc")
+    # Sliced, not ``startswith`` (whose arguments are parsed the slow way): every request.
+    return headers.get(CONTENT_TYPE_LOWER, "")[:16] == "application/grpc"
 
 
 def first_deadline(deadlines: Deadlines) -> float | None:
