@@ -62,7 +62,7 @@ STEPS = [
 ]
 
 IMPORT_PROBE = """
-import collections, importlib, json, sys
+import collections, importlib, json, os, sys
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -71,6 +71,12 @@ rows = [("interpreter", rss(), len(sys.modules), [])]
 for name in STEPS:
     before = set(sys.modules)
     importlib.import_module(name)
+    # What `interlock run`'s entry point does next, if this tree's does it (the installed
+    # checkout's module is found too when the tree lacks it: look in the tree's package).
+    package = os.path.dirname(sys.modules["interlock"].__file__)
+    plugins = os.path.join(package, "pydantic_plugins.py")
+    if name == "interlock" and os.path.exists(plugins):
+        importlib.import_module("interlock.pydantic_plugins").disable()
     new = collections.Counter(m.split(".")[0] for m in set(sys.modules) - before)
     rows.append((name, rss(), len(sys.modules) - len(before), new.most_common(3)))
 print(json.dumps(rows))

@@ -1,5 +1,22 @@
-"""Allow ``python -m interlock``."""
+"""The ``interlock`` program: ``python -m interlock`` and the ``interlock`` console script.
 
-from interlock.cli import main
+What must happen before anything imports interlock's models happens here, not in
+``interlock.cli`` (importing that package imports the subcommands and, through them, the
+models): pydantic's plugins are turned off (:mod:`interlock.pydantic_plugins`).
+"""
 
-raise SystemExit(main())
+from __future__ import annotations
+
+from interlock import pydantic_plugins
+
+
+def main() -> int:
+    """Run the command line (``interlock.cli.main``) as the program."""
+    pydantic_plugins.disable()
+    from interlock.cli import main as run_command_line
+
+    return run_command_line()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

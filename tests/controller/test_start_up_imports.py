@@ -14,6 +14,7 @@ deferred code does load when it is used, so that a wrong module name cannot make
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -197,3 +198,76 @@ def test_pyyaml_and_the_kubeconfig_loader_load_only_when_a_kubeconfig_file_is_re
         "host": ["https://127.0.0.1:6443"],
         "read": ["kubernetes_asyncio.config.kube_config", "yaml"],
     }
+
+
+def _run_without_plugin_setting(code: str) -> dict[str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    out = subprocess.run(
+        [sys.executable, "-c", LOADED + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, list[str]] = json.loads(out.stdout)
+    return result
+
+
+PLUGIN_CHECK = """
+    import json, os, sys
+    {setup}
+    from interlock.__main__ import pydantic_plugins
+    pydantic_plugins.disable()
+    import interlock.cli
+    from interlock.model.service import Service
+    from pydantic import BaseModel
+
+    Service.model_validate({{"metadata": {{"name": "web", "namespace": "shop"}}}})
+    found = {{
+        "variable": [os.environ["PYDANTIC_DISABLE_PLUGINS"]],
+        "after the first parse": loaded("importlib.metadata"),
+    }}
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = ""  # plugins on again: pydantic's loader looks
+    type("Built", (BaseModel,), {{"__annotations__": {{"x": int}}}})
+    found["plugins on"] = loaded("importlib.metadata")
+    print(json.dumps(found))
+"""
+
+
+def test_the_program_turns_pydantic_plugins_off_without_importing_importlib_metadata() -> None:
+    # Issue 29 item 5: pydantic's plugin loader imports importlib.metadata (about 1 MiB
+    # of RSS) at the first model built, even with PYDANTIC_DISABLE_PLUGINS set.
+    assert _run_without_plugin_setting(PLUGIN_CHECK.format(setup="")) == {
+        "variable": ["__all__"],
+        "after the first parse": [],
+        "plugins on": ["importlib.metadata"],
+    }
+
+
+def test_an_operators_plugin_setting_is_kept() -> None:
+    setup = 'os.environ["PYDANTIC_DISABLE_PLUGINS"] = "logfire"'
+    assert _run_without_plugin_setting(PLUGIN_CHECK.format(setup=setup)) == {
+        "variable": ["logfire"],
+        # Some plugins kept on: pydantic's own loader, which reads the entry points.
+        "after the first parse": ["importlib.metadata"],
+        "plugins on": ["importlib.metadata"],
+    }
+
+
+def test_python_dash_m_interlock_starts_with_pydantic_plugins_off() -> None:
+    # The program itself, as `python -m interlock` and the console script start it: the models
+    # are built at import (`--version` exits after importing every subcommand).
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "interlock", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    imported = {line.rpartition("|")[2].strip() for line in out.stderr.splitlines()}
+    assert "interlock.model.service" in imported
+    assert "pydantic._internal._model_construction" in imported
+    assert "importlib.metadata" not in imported
