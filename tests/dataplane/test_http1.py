@@ -13,6 +13,7 @@ import pytest
 from multidict import CIMultiDict
 
 from interlock.dataplane.http1 import (
+    MAX_RESPONSE_HEAD,
     Http1Response,
     UpstreamConnectError,
     UpstreamPool,
@@ -20,6 +21,8 @@ from interlock.dataplane.http1 import (
     UpstreamReadTimeout,
     request_head,
 )
+from interlock.dataplane.http1 import _Connection as Connection
+from tests.kit.recording_transport import RecordingTransport
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -375,3 +378,22 @@ async def test_a_slow_body_on_a_pooled_connection_is_not_timed_as_a_read() -> No
         response.release()
         p.close()
     assert upstream.connections == 1  # the second request went on the pooled connection
+
+
+@pytest.mark.parametrize("character", ["a", "\u00e9", "\u20ac"])
+async def test_an_answer_head_is_bounded_in_bytes_not_in_characters(character: str) -> None:
+    # One read holding a whole head of 80,000 bytes, in 1-, 2- or 3-byte characters: over the
+    # limit whatever the characters decode to.
+    p = pool()
+    connection = Connection(p, ("127.0.0.1", 1))
+    connection.connection_made(RecordingTransport())
+    answer = connection.exchange(
+        b"GET / HTTP/1.1\r\n\r\n", body=None, chunked=False, head_only=False, read_timeout=30.0
+    )
+    value = (character * (40_000 // len(character.encode()))).encode()
+    head = b"HTTP/1.1 200 OK\r\nX-A: " + value + b"\r\nX-B: " + value + b"\r\n"
+    assert MAX_RESPONSE_HEAD < len(head) < 2 * MAX_RESPONSE_HEAD
+    connection.data_received(head + b"Content-Length: 0\r\n\r\n")
+    with pytest.raises(UpstreamProtocolError, match="answer head over"):
+        await answer
+    p.close()
