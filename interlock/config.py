@@ -27,7 +27,7 @@ from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.logs import LogFormat
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import SecretValue
+from interlock.model.secret_value import SecretValue
 
 # Loopback unless told otherwise: a controller started on a laptop should not serve its policy
 # and /debug/ to the network. The shipped Deployment passes 0.0.0.0 explicitly. One admin port

@@ -13,12 +13,17 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from interlock.model.edge import DesiredRoute
-from interlock.model.ingress import Ingress
 from interlock.model.meta import ObjectKey
-from interlock.model.moduleset import Secret, SecretValue
+from interlock.model.secret_value import SecretValue
+
+if TYPE_CHECKING:
+    # Only the edge half builds these: the status writer and the kinds' table import this
+    # module's names in every controller (issue 29 item 5, memory at rest).
+    from interlock.model.edge import DesiredRoute
+    from interlock.model.ingress import Ingress
+    from interlock.model.moduleset import Secret
 
 INGRESS_KEY = "ingress"
 HOSTS_KEY = "hosts"
@@ -85,6 +90,8 @@ class SecretData:
 
     def to_model(self) -> Secret:
         """A model Secret holding exactly these values, for the model's lookups."""
+        from interlock.model.moduleset import Secret
+
         return Secret.model_validate(
             {
                 "metadata": {"name": self.key.name, "namespace": self.key.namespace},

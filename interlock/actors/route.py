@@ -60,7 +60,6 @@ from interlock.actors.topics import (
 )
 from interlock.mailbox import Actor, Published, Unpublished
 from interlock.model.gateway import ReferenceGrant
-from interlock.model.gateway_class import GATEWAY_CONTROLLER_NAME
 from interlock.model.meta import ObjectKey
 from interlock.model.outbound import MeshRoute, ResolvedRoute, RouteAttachment
 from interlock.model.route_dependencies import (
@@ -72,6 +71,7 @@ from interlock.model.route_kinds import kinds_that_beat
 from interlock.model.route_resolution import resolve_route_by_parent
 from interlock.model.route_status import (
     CONTROLLER_NAME,
+    GATEWAY_CONTROLLER_NAME,
     rejected_route_status,
     route_status,
     status_equal_ignoring_timestamps,

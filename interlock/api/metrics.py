@@ -35,7 +35,6 @@ from interlock.api.exposition import (
 from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
-from interlock.edge.worker_traffic import summed
 from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
 from interlock.kube.informer import InformerSet, InformerStatistics
@@ -536,7 +535,12 @@ def controller_sources(controller: ControllerParts) -> MetricsSources:
         own = controller.traffic.statistics()
         edge = controller.edge
         workers = [] if edge is None else edge.worker_traffic()
-        return summed([own, *workers]) if workers else own
+        if not workers:
+            return own
+        # Only an edge with workers sums: ``interlock.edge`` loads with the edge half.
+        from interlock.edge.worker_traffic import summed
+
+        return summed([own, *workers])
 
     async def refresh() -> None:
         edge = controller.edge

@@ -19,7 +19,7 @@ from interlock.config import read_token_file
 from interlock.dataplane.listen import parse_host_port
 from interlock.logs import configure_logging
 from interlock.model.allowed_hosts import AllowedHosts
-from interlock.model.moduleset import SecretValue
+from interlock.model.secret_value import SecretValue
 from interlock.model.service import ServicePortKey
 
 if TYPE_CHECKING:

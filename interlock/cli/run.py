@@ -43,7 +43,6 @@ from interlock.config import (
 from interlock.logs import configure_logging
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.authority import parse_namespace, validate_cluster_domain
-from interlock.model.gateway_listeners import parse_address_pool
 from interlock.model.load_balancer import parse_publish_service
 
 _HELP = "run the controller"
@@ -329,11 +328,7 @@ def config_from_args(args: argparse.Namespace) -> ControllerConfig:
                     args.mesh_client_namespace, flag="--mesh-client-namespace"
                 ),
             ),
-            gateways=GatewayConfig(
-                addresses=(
-                    parse_address_pool(args.gateway_addresses) if args.gateway_addresses else ()
-                )
-            ),
+            gateways=GatewayConfig(addresses=_gateway_addresses(args.gateway_addresses)),
             observability=ObservabilityConfig(
                 log_level=args.log_level,
                 log_format=args.log_format,
@@ -467,3 +462,12 @@ def parse_edge_workers(value: str, *, serves_edge: bool = True) -> int:
     if count < 1:
         raise SystemExit(f"--edge-workers {count}: at least 1 is required")
     return count
+
+
+def _gateway_addresses(text: str | None) -> tuple[str, ...]:
+    """``--gateway-addresses``; the Gateway models load only when it is given (issue 29 item 5)."""
+    if not text:
+        return ()
+    from interlock.model.gateway_listeners import parse_address_pool
+
+    return parse_address_pool(text)

@@ -43,10 +43,10 @@ StatusWriter (``STATUS``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any, Literal
 
-from interlock.actors.ca_bundles import ca_bundle_of
 from interlock.actors.edge_messages import (
     ENDPOINTS_DIRECTORY,
     INGRESS_CLASS_DIRECTORY,
@@ -77,22 +77,34 @@ from interlock.kube.resources import (
     TLS_ROUTE,
     Resource,
 )
-from interlock.model.backend_tls import parse_backend_tls_policy
 from interlock.model.gateway import parse_http_route, parse_reference_grant
-from interlock.model.gateway_class import parse_gateway_class
-from interlock.model.gateway_listeners import parse_gateway
-from interlock.model.gateway_route_input import (
-    read_gateway_grpc_route,
-    read_gateway_http_route,
-    read_gateway_tls_route,
-)
 from interlock.model.grpc_route import parse_grpc_route
-from interlock.model.ingress import parse_ingress_class, parse_stored_ingress
-from interlock.model.listener_sets import parse_listener_set
 from interlock.model.meta import namespace_labels
-from interlock.model.moduleset import parse_module_set, parse_secret
 from interlock.model.service import parse_endpoint_slice, parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
+
+
+@dataclass(slots=True)
+class LazyParser:
+    """A parser imported on its first call: the edge's and the Gateway half's models (Ingress,
+    ModuleSet, Gateway, ListenerSet, BackendTLSPolicy, …) load only in a controller that runs
+    that half and reads such an object (issue 29 item 5, memory at rest:
+    ``tests/controller/test_start_up_imports.py``)."""
+
+    module: str
+    name: str
+    _parser: Callable[[dict[str, Any]], object] | None = field(default=None, repr=False)
+
+    def __call__(self, obj: dict[str, Any]) -> object:
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = getattr(import_module(self.module), self.name)
+        return parser(obj)
+
+
+def _lazy(module: str, name: str) -> LazyParser:
+    return LazyParser(f"interlock.{module}", name)
+
 
 Half = Literal["outbound", "edge", "mesh", "gateway"]
 """Which part of the controller reads the kind: the outbound (mesh policy) core always runs;
@@ -133,10 +145,30 @@ KINDS: tuple[KindRow, ...] = (
     KindRow("GRPCRoute", "outbound", parse_grpc_route, ROUTER, (GRPC_ROUTE,)),
     KindRow("TLSRoute", "outbound", parse_tls_route, ROUTER, (TLS_ROUTE,)),
     KindRow("TCPRoute", "outbound", parse_tcp_route, ROUTER, (TCP_ROUTE,)),
-    KindRow("Ingress", "edge", parse_stored_ingress, INGRESS_DIRECTORY, (INGRESS,)),
-    KindRow("IngressClass", "edge", parse_ingress_class, INGRESS_CLASS_DIRECTORY, (INGRESS_CLASS,)),
-    KindRow("ModuleSet", "edge", parse_module_set, MODULESET_DIRECTORY, (MODULE_SET,)),
-    KindRow("Secret", "edge", parse_secret, SECRET_DIRECTORY, (SECRET,)),
+    KindRow(
+        "Ingress",
+        "edge",
+        _lazy("model.ingress", "parse_stored_ingress"),
+        INGRESS_DIRECTORY,
+        (INGRESS,),
+    ),
+    KindRow(
+        "IngressClass",
+        "edge",
+        _lazy("model.ingress", "parse_ingress_class"),
+        INGRESS_CLASS_DIRECTORY,
+        (INGRESS_CLASS,),
+    ),
+    KindRow(
+        "ModuleSet",
+        "edge",
+        _lazy("model.moduleset", "parse_module_set"),
+        MODULESET_DIRECTORY,
+        (MODULE_SET,),
+    ),
+    KindRow(
+        "Secret", "edge", _lazy("model.moduleset", "parse_secret"), SECRET_DIRECTORY, (SECRET,)
+    ),
     KindRow("EndpointSlice", "edge", parse_endpoint_slice, ENDPOINTS_DIRECTORY, (ENDPOINT_SLICE,)),
     KindRow(
         "EndpointSlice",
@@ -146,12 +178,24 @@ KINDS: tuple[KindRow, ...] = (
         (ENDPOINT_SLICE,),
         without="edge",
     ),
-    KindRow("GatewayClass", "gateway", parse_gateway_class, GATEWAY_CONTROLLER, (GATEWAY_CLASS,)),
-    KindRow("Gateway", "gateway", parse_gateway, GATEWAY_CONTROLLER, (GATEWAY,)),
+    KindRow(
+        "GatewayClass",
+        "gateway",
+        _lazy("model.gateway_class", "parse_gateway_class"),
+        GATEWAY_CONTROLLER,
+        (GATEWAY_CLASS,),
+    ),
+    KindRow(
+        "Gateway",
+        "gateway",
+        _lazy("model.gateway_listeners", "parse_gateway"),
+        GATEWAY_CONTROLLER,
+        (GATEWAY,),
+    ),
     KindRow(
         "ListenerSet",
         "gateway",
-        parse_listener_set,
+        _lazy("model.listener_sets", "parse_listener_set"),
         GATEWAY_CONTROLLER,
         (LISTENER_SET,),
         absent="Gateway API v1.5 or later has it; Gateways take no ListenerSets",
@@ -159,14 +203,14 @@ KINDS: tuple[KindRow, ...] = (
     KindRow(
         "BackendTLSPolicy",
         "gateway",
-        parse_backend_tls_policy,
+        _lazy("model.backend_tls", "parse_backend_tls_policy"),
         GATEWAY_CONTROLLER,
         (BACKEND_TLS_POLICY,),
     ),
     KindRow(
         "HTTPRoute",
         "gateway",
-        read_gateway_http_route,
+        _lazy("model.gateway_route_input", "read_gateway_http_route"),
         GATEWAY_CONTROLLER,
         HTTP_ROUTE_VERSIONS,
         follows=True,
@@ -174,7 +218,7 @@ KINDS: tuple[KindRow, ...] = (
     KindRow(
         "GRPCRoute",
         "gateway",
-        read_gateway_grpc_route,
+        _lazy("model.gateway_route_input", "read_gateway_grpc_route"),
         GATEWAY_CONTROLLER,
         (GRPC_ROUTE,),
         follows=True,
@@ -182,13 +226,19 @@ KINDS: tuple[KindRow, ...] = (
     KindRow(
         "TLSRoute",
         "gateway",
-        read_gateway_tls_route,
+        _lazy("model.gateway_route_input", "read_gateway_tls_route"),
         GATEWAY_CONTROLLER,
         (TLS_ROUTE,),
         follows=True,
     ),
     KindRow("Namespace", "gateway", namespace_labels, GATEWAY_CONTROLLER, (NAMESPACE,)),
-    KindRow("ConfigMap", "gateway", ca_bundle_of, CA_BUNDLE_DIRECTORY, (CONFIG_MAP,)),
+    KindRow(
+        "ConfigMap",
+        "gateway",
+        _lazy("actors.ca_bundles", "ca_bundle_of"),
+        CA_BUNDLE_DIRECTORY,
+        (CONFIG_MAP,),
+    ),
 )
 """Every kind, once per half that reads it; see the module docstring."""
 

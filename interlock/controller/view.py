@@ -19,15 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlock.actors.status_writer import StatusWriterStatistics
 from interlock.config import Address
-from interlock.edge.provider import EdgeSnapshot
 from interlock.kube.informer import InformerStatistics
 from interlock.mailbox.statistics import SystemStatistics
 from interlock.model.edge_board import RouteState
 from interlock.model.policy_watch import WatchTarget
+
+if TYPE_CHECKING:  # the edge package loads with the edge half (issue 29 item 5)
+    from interlock.edge.provider import EdgeSnapshot
 
 
 @dataclass(frozen=True, slots=True)

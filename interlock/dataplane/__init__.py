@@ -48,18 +48,38 @@ re-exports only its pure, dependency-free surface; the aiohttp halves are import
 (``answer_response``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from interlock.dataplane.answers import REASON_HEADER, REASONS, Answer, answer
-from interlock.dataplane.plan import (
-    Deadlines,
-    Forward,
-    PolicyPlan,
-    RequestInfo,
-    RetryPlan,
-    compile_policy,
-    decide,
-)
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.model.service import ServicePortKey
+
+if TYPE_CHECKING:
+    from interlock.dataplane.plan import (
+        Deadlines,
+        Forward,
+        PolicyPlan,
+        RequestInfo,
+        RetryPlan,
+        compile_policy,
+        decide,
+    )
+
+_PLAN = frozenset(
+    ("Deadlines", "Forward", "PolicyPlan", "RequestInfo", "RetryPlan", "compile_policy", "decide")
+)
+"""Re-exported from :mod:`~interlock.dataplane.plan` on first use: the plan imports the Gateway
+API's filter and route models, which a controller without a data plane never needs (issue 29
+item 5; ``tests/controller/test_start_up_imports.py``)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLAN:
+        from interlock.dataplane import plan
+
+        return getattr(plan, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "REASONS",

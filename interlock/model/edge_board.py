@@ -12,9 +12,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interlock.model.edge_plan import StepKind
+if TYPE_CHECKING:  # the plan's models load with the edge half, not with the board's metrics
+    from interlock.model.edge_plan import StepKind
 
 STEP_OUTCOMES: Mapping[StepKind, str] = {
     "modules": "applied",

@@ -18,10 +18,7 @@ from pydantic import Field
 
 from interlock.model.gateway_conditions import condition, stored_conditions
 from interlock.model.meta import KubeModel, KubeObject, parse_object
-
-GATEWAY_CONTROLLER_NAME = "interlock.dev/gateway-controller"
-"""The ``controllerName`` of the GatewayClasses interlock implements (and of the route status
-entries it writes for Gateway parents)."""
+from interlock.model.route_status import GATEWAY_CONTROLLER_NAME as GATEWAY_CONTROLLER_NAME
 
 SUPPORTED_FEATURES: tuple[str, ...] = tuple(
     sorted(

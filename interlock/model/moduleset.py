@@ -37,30 +37,8 @@ from interlock.model.meta import (
     ObjectKey,
     parse_namespaced,
 )
+from interlock.model.secret_value import SecretValue as SecretValue
 from interlock.model.validation import describe as describe_validation_error
-
-
-class SecretValue:
-    """Bytes from a Secret. Printing it shows ``<redacted>``; call :meth:`reveal` to use it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: bytes) -> None:
-        self._value = value
-
-    def reveal(self) -> bytes:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "SecretValue(<redacted>)"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SecretValue) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 class SecretKeyRef(KubeModel):

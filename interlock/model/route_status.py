@@ -47,6 +47,11 @@ from interlock.model.service import Service
 CONTROLLER_NAME = "interlock.dev/policy-controller"
 """The ``controllerName`` of the status entries this controller owns."""
 
+GATEWAY_CONTROLLER_NAME = "interlock.dev/gateway-controller"
+"""The ``controllerName`` of the GatewayClasses interlock implements (and of the route status
+entries it writes for Gateway parents). Here, beside :data:`CONTROLLER_NAME`, so that the route
+actors of a controller without Gateways do not import the GatewayClass model for it."""
+
 
 def _timestamp(moment: datetime) -> str:
     if moment.tzinfo is None:

@@ -78,6 +78,61 @@ def test_a_controller_without_edge_or_mesh_imports_neither() -> None:
     }
 
 
+EDGE_AND_GATEWAY_MODELS = tuple(
+    f"interlock.{name}"
+    for name in (
+        "actors.ca_bundles",
+        "dataplane.filters",
+        "dataplane.matching",
+        "dataplane.plan",
+        "edge",
+        "model.backend_tls",
+        "model.edge",
+        "model.edge_plan",
+        "model.gateway_class",
+        "model.gateway_frontend",
+        "model.gateway_listeners",
+        "model.gateway_mirrors",
+        "model.gateway_modules",
+        "model.gateway_route_input",
+        "model.gateway_routes",
+        "model.ingress",
+        "model.ingress_nginx",
+        "model.listener_sets",
+        "model.module_settings",
+        "model.moduleset",
+    )
+)
+"""The edge's, the Gateway half's and the data plane's models and plans: an outbound-only
+controller (``interlock run`` without ``--edge-addr``) never uses them (issue 29 item 5)."""
+
+
+def test_an_outbound_only_controller_imports_no_edge_gateway_or_ingress_model() -> None:
+    result = _run(
+        f"""
+        import json
+        import interlock.cli
+        from interlock.config import Address, ControllerConfig, EdgeConfig
+        from interlock.controller.app import Controller
+        from interlock.controller.kinds import KINDS
+
+        models = {EDGE_AND_GATEWAY_MODELS!r}
+        Controller(ControllerConfig())
+        found = {{"outbound only": loaded(*models)}}
+        Controller(ControllerConfig(edge=EdgeConfig(addr=Address("127.0.0.1", 0))))
+        found["with the edge"] = loaded(*models)
+        row = next(row for row in KINDS if row.kind == "Ingress")
+        stored = row.parser({{"metadata": {{"name": "web", "namespace": "shop"}}}})
+        found["parsed"] = [type(stored.ingress).__name__, stored.ingress.metadata.name]
+        print(json.dumps(found))
+        """
+    )
+    assert result["outbound only"] == []
+    # The edge half imports them where it is built, and a row's parser on its first call.
+    assert result["with the edge"] == sorted(EDGE_AND_GATEWAY_MODELS)
+    assert result["parsed"] == ["Ingress", "web"]
+
+
 def test_the_edge_modules_that_need_cryptography_load_when_a_moduleset_configures_one() -> None:
     result = _run(
         """
