@@ -260,17 +260,17 @@ class ModuleSteps:
         if not chain.admits_all:
             if chain.needs_peer_certificate:
                 self.certificate = peer_certificate(request.transport)
-            view = RequestView(
-                method=request.method,
-                path=path,
-                headers=request.headers,
-                authority=host,
-                query=params,
-                body=self.body,
-                peer_ip=request.peer,
-                peer_certificate=self.certificate,
-                scheme=request.scheme,
-                raw_target=request.path,
+            view = RequestView(  # positional (keywords to a class: a dict a request)
+                request.method,
+                path,
+                params,  # query
+                request.headers,
+                host,  # authority
+                request.peer,  # peer_ip
+                self.body,
+                request.scheme,
+                request.path,  # raw_target
+                self.certificate,  # peer_certificate
             )
             # oauth/oidc run after the other checks, before the circuit breaker
             # (docs/modules.md).

@@ -16,6 +16,7 @@ from multidict import CIMultiDict
 
 from interlock.dataplane.proxy import MAX_READ_BODY
 from interlock.dataplane.request_stream import H2Request
+from interlock.edge.modules import ModuleChain, RequestView
 from interlock.edge.steps import Admitted, ModuleSteps, decide_now
 from interlock.model.moduleset import Modules, SecretValue
 from tests.kit.edge_routes import serve_route
@@ -185,3 +186,37 @@ async def test_a_route_without_modules_is_decided_without_waiting(harness: EdgeH
     finished = await pending.run(front, hooked, None)
     assert isinstance(finished, Admitted)
     assert finished.body == body
+
+
+async def test_modules_see_each_field_of_the_request(
+    harness: EdgeHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``RequestView`` the steps build (positionally) carries each part of the request in
+    its own field."""
+    await harness.serve()
+    await _serve_webhook(harness, "/hook")
+    seen: list[RequestView] = []
+
+    async def admit(self: ModuleChain, view: RequestView, **_: object) -> None:
+        seen.append(view)
+
+    monkeypatch.setattr(ModuleChain, "admit", admit)
+    headers = CIMultiDict({"Host": HOST, "X-A": "1"})
+    request = H2Request("POST", "https", HOST, "/hook?x=1", headers, "1.2.3.4", WholeBody(b"{}"))
+    pending = decide_now(harness.server.front, request, None)
+    assert isinstance(pending, ModuleSteps)
+    assert isinstance(await pending.run(harness.server.front, request, None), Admitted)
+    [view] = seen
+    assert (view.method, view.path, dict(view.query), view.headers) == (
+        "POST",
+        "/hook",
+        {"x": "1"},
+        headers,
+    )
+    assert (view.authority, view.peer_ip, view.body, view.scheme) == (
+        HOST,
+        "1.2.3.4",
+        b"{}",
+        "https",
+    )
+    assert (view.raw_target, view.peer_certificate) == ("/hook?x=1", None)

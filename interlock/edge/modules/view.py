@@ -15,9 +15,11 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class RequestView:
-    """A request as modules see it. Built by the server from the aiohttp request."""
+    """A request as modules see it. Built by the server from the aiohttp request (the edge's
+    steps pass its fields positionally, in this order: keywords to a class cost a dict a call;
+    tests and other callers name them)."""
 
     method: str
     """The HTTP method, upper case."""
