@@ -148,9 +148,11 @@ run_args=()
 if [[ -n "${INTERLOCK_RUN_ARGS:-}" ]]; then
   read -r -a run_args <<<"$INTERLOCK_RUN_ARGS"
 else
-  # The Lease where the shipped Deployment keeps it (the RBAC grants leases there only).
+  # The Lease where the shipped Deployment keeps it (the RBAC grants leases there only). The
+  # Ingress edge in this process (--edge-workers 1): the suite's Gateways are served by the
+  # Gateway half's own listeners, so `auto`'s worker processes would only take memory and CPU.
   run_args=(--admin-addr 127.0.0.1:9090 --policy-addr 127.0.0.1:8090 --edge-addr 127.0.0.1:18080
-    --lease-namespace interlock-system)
+    --edge-workers 1 --lease-namespace interlock-system)
   if "$INTERLOCK" run --help 2>/dev/null | grep -q -- --gateway-addresses; then
     run_args+=(--gateway-addresses "$INTERLOCK_GATEWAY_ADDRESSES")
   else
