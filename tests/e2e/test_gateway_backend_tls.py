@@ -237,11 +237,17 @@ async def test_policies_verify_backends_and_invalid_ones_fail_closed(env: Env) -
 
         await eventually(verified, message="the verified backend answers over TLS with its SNI")
         assert (await answer(env, address, "/san-uri"))[0] == 200
+        # Traffic follows the policies before their statuses are written (the status writer
+        # runs beside the data plane, on the leader): wait for each one.
         for name in ("verified", "wrong-host", "wrong-ca", "san-uri", "san-miss"):
-            assert await policy_conditions(env, name) == {
-                "Accepted": ("True", "Accepted"),
-                "ResolvedRefs": ("True", "ResolvedRefs"),
-            }, name
+
+            async def accepted(name: str = name) -> bool:
+                return await policy_conditions(env, name) == {
+                    "Accepted": ("True", "Accepted"),
+                    "ResolvedRefs": ("True", "ResolvedRefs"),
+                }
+
+            await eventually(accepted, message=f"{name} is accepted")
         served = echo.requests
         for path in ("/wrong-host", "/wrong-ca", "/san-miss"):
             assert (await answer(env, address, path))[0] == 502, path
