@@ -133,7 +133,9 @@ async def test_a_rules_retry_sends_again_a_try_cut_by_its_timeout_whatever_its_c
         policy(
             {
                 "backendRefs": [backend()],
-                "timeouts": {"backendRequest": "100ms"},
+                # Long enough for each try to reach the backend on a loaded machine (it counts
+                # the tries it saw); the backend stalls, so every try ends by this timeout.
+                "timeouts": {"backendRequest": "400ms"},
                 "retry": {"codes": [503], "attempts": 2, "backoff": "1ms"},
             }
         )
@@ -152,7 +154,7 @@ async def test_linkerds_retry_annotations_retry_only_the_statuses_they_list(
             annotations={
                 "retry.linkerd.io/http": "503",
                 "retry.linkerd.io/limit": "2",
-                "retry.linkerd.io/timeout": "100ms",
+                "retry.linkerd.io/timeout": "400ms",  # the try must reach the stalling backend
             },
         )
     )
