@@ -3,7 +3,8 @@
 Kept apart from the policy API so that probes and operators never compete with policy
 clients, and so that more endpoints (``/metrics``, ``/debug/edges``) can be added by whoever
 owns that data: :meth:`AdminApp.add_debug` mounts any JSON-able view under ``/debug/``, and
-:attr:`AdminApp.app` is a plain aiohttp application for anything else (before it is served).
+:attr:`AdminApp.app` holds the routes (:class:`~interlock.api.routes.Routes`) for anything else
+(before it is served).
 
 The admin port is reached by more than people: kubelet probes ``/healthz`` and ``/readyz`` by the
 Pod's IP and Prometheus scrapes ``/metrics``, so the shipped Deployment binds it to every
@@ -20,9 +21,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiohttp import web
+from aiohttp.web_exceptions import HTTPForbidden, HTTPNotFound
+from aiohttp.web_response import Response
 
 from interlock.api.hosts import host_guard
+from interlock.api.routes import Request, Routes
 from interlock.model.allowed_hosts import AllowedHosts
 
 
@@ -39,10 +42,10 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-def json_body(data: object) -> web.Response:
+def json_body(data: object) -> Response:
     """A JSON response for debug data of any common shape (dataclasses, sets, models)."""
     text = json.dumps(data, default=_json_default, indent=2, sort_keys=True)
-    return web.Response(text=text, content_type="application/json")
+    return Response(text=text, content_type="application/json")
 
 
 LOOPBACK = ("127.0.0.0/8", "::1/128")
@@ -79,11 +82,11 @@ class AdminApp:
             ipaddress.ip_network(cidr, strict=False) for cidr in (*LOOPBACK, *debug_from)
         )
         self._debug: dict[str, Callable[[Mapping[str, str]], Any]] = {}
-        self.app = web.Application(middlewares=[host_guard(allowed_hosts or AllowedHosts())])
-        self.app.router.add_get("/healthz", self._healthz)
-        self.app.router.add_get("/readyz", self._readyz)
-        self.app.router.add_get("/debug/", self._debug_index)
-        self.app.router.add_get("/debug/{name}", self._debug_view)
+        self.app = Routes(guard=host_guard(allowed_hosts or AllowedHosts()))
+        self.app.add_get("/healthz", self._healthz)
+        self.app.add_get("/readyz", self._readyz)
+        self.app.add_get("/debug/", self._debug_index)
+        self.app.add_get("/debug/{name}", self._debug_view)
 
     def add_debug(self, name: str, view: Callable[[], Any]) -> None:
         """Serve ``view()`` as JSON at ``/debug/{name}``; it must never include Secret data."""
@@ -93,28 +96,28 @@ class AdminApp:
         """Serve ``view(query)`` as JSON at ``/debug/{name}``, given the URL's query string."""
         self._debug[name] = view
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    async def _healthz(self, _request: Request) -> Response:
+        return Response(text="ok\n")
 
-    async def _readyz(self, _request: web.Request) -> web.Response:
+    async def _readyz(self, _request: Request) -> Response:
         if self._is_ready():
-            return web.Response(text="ok\n")
-        return web.Response(text="initial sync not finished\n", status=503)
+            return Response(text="ok\n")
+        return Response(text="initial sync not finished\n", status=503)
 
-    def _refuse_remote(self, request: web.Request) -> None:
+    def _refuse_remote(self, request: Request) -> None:
         if not _peer_in(request.remote, self._debug_from):
-            raise web.HTTPForbidden(
+            raise HTTPForbidden(
                 text="/debug/ is served to loopback clients only (kubectl port-forward, then "
                 "http://127.0.0.1:PORT/debug/); interlock run --debug-from CIDR adds a network\n"
             )
 
-    async def _debug_index(self, request: web.Request) -> web.Response:
+    async def _debug_index(self, request: Request) -> Response:
         self._refuse_remote(request)
         return json_body(sorted(f"/debug/{name}" for name in self._debug))
 
-    async def _debug_view(self, request: web.Request) -> web.Response:
+    async def _debug_view(self, request: Request) -> Response:
         self._refuse_remote(request)
         view = self._debug.get(request.match_info["name"])
         if view is None:
-            raise web.HTTPNotFound(text=f"no debug view {request.match_info['name']!r}\n")
+            raise HTTPNotFound(text=f"no debug view {request.match_info['name']!r}\n")
         return json_body(view(request.query))

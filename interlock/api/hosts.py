@@ -4,23 +4,23 @@
 
 from __future__ import annotations
 
-from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
+from aiohttp.web_response import Response, StreamResponse
 
+from interlock.api.routes import Guard, Handler, Request
 from interlock.model.allowed_hosts import AllowedHosts, refusal
 
 ALLOWED_HOST_FLAG = "--allowed-host"
 
 
-def host_guard(allowed: AllowedHosts) -> Middleware:
-    """Middleware answering 421 to a request whose ``Host`` ``allowed`` does not allow."""
+def host_guard(allowed: AllowedHosts) -> Guard:
+    """A guard (:class:`~interlock.api.routes.Routes`) answering 421 to a request whose
+    ``Host`` ``allowed`` does not allow."""
 
-    @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def guard(request: Request, handler: Handler) -> StreamResponse:
         header = request.headers.get("Host")
         if not allowed.allows(header):
             assert header is not None
-            return web.Response(status=421, text=refusal(header, flag=ALLOWED_HOST_FLAG))
+            return Response(status=421, text=refusal(header, flag=ALLOWED_HOST_FLAG))
         return await handler(request)
 
     return guard

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aiohttp import web
+from aiohttp.web_response import Response, StreamResponse
 
 from interlock import __version__
 from interlock.api.exposition import (
@@ -34,6 +34,7 @@ from interlock.api.exposition import (
 )
 from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
+from interlock.api.routes import Handler, Request, Routes
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics
 from interlock.kube.client_metrics import REQUEST_BUCKETS, KubeClientStatistics, client_metrics
 from interlock.kube.events import EventRecorder, EventRecorderStatistics
@@ -585,20 +586,21 @@ def metrics_registry(sources: MetricsSources, *, process: bool = True) -> Regist
 
 def metrics_handler(
     registry: Registry, *, refresh: Callable[[], Awaitable[None]] | None = None
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """An aiohttp handler answering ``GET /metrics`` with ``registry`` in Prometheus text,
-    after awaiting ``refresh``."""
+) -> Handler:
+    """A handler answering ``GET /metrics`` with ``registry`` in Prometheus text, after
+    awaiting ``refresh``."""
 
-    async def handle(_request: web.Request) -> web.StreamResponse:
+    async def handle(_request: Request) -> StreamResponse:
         if refresh is not None:
             await refresh()
-        return web.Response(body=registry.exposition(), headers={"Content-Type": CONTENT_TYPE})
+        return Response(body=registry.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     return handle
 
 
-def mount_metrics(app: web.Application, sources: MetricsSources) -> Registry:
-    """Serve ``/metrics`` on ``app`` (the admin app, before it is served); returns the registry."""
+def mount_metrics(app: Routes, sources: MetricsSources) -> Registry:
+    """Serve ``/metrics`` on ``app`` (the admin routes, before they are served); returns the
+    registry."""
     registry = metrics_registry(sources)
-    app.router.add_get("/metrics", metrics_handler(registry, refresh=sources.refresh))
+    app.add_get("/metrics", metrics_handler(registry, refresh=sources.refresh))
     return registry

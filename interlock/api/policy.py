@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp.web_response import Response, StreamResponse, json_response
 
 from interlock.api.hosts import host_guard
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.policy_stream import WatchStreams
 from interlock.api.policy_target import BadRequest, watch_target
-from interlock.api.serving import FRONT
+from interlock.api.routes import Request, Routes
 from interlock.mailbox.slot import LatestValueSlot, SlotClosed
 from interlock.model.allowed_hosts import AllowedHosts
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
@@ -63,7 +63,7 @@ class PolicyApiCounters:
         self.watches_open = 0
         self.watches_opened = 0
 
-    def answered(self, request: str, response: web.StreamResponse) -> web.StreamResponse:
+    def answered(self, request: str, response: StreamResponse) -> StreamResponse:
         """Count ``response`` as the answer to a ``request`` (``get``, ``watch``); return it."""
         self.count(request, response.status)
         return response
@@ -81,7 +81,7 @@ class PolicyApiCounters:
         )
 
 
-def parse_target(request: web.Request) -> WatchTarget:
+def parse_target(request: Request) -> WatchTarget:
     """The :class:`WatchTarget` of a request, or :class:`BadRequest` naming the wrong part."""
     return watch_target(
         namespace=request.match_info["namespace"],
@@ -91,7 +91,7 @@ def parse_target(request: web.Request) -> WatchTarget:
     )
 
 
-def _query(request: web.Request) -> dict[str, str]:
+def _query(request: Request) -> dict[str, str]:
     """The query parameters (the first value of each), parsed without ``request.query``: that
     one stays cached on the request for as long as a watch stream is open."""
     params: dict[str, str] = {}
@@ -100,7 +100,7 @@ def _query(request: web.Request) -> dict[str, str]:
     return params
 
 
-def _is_watch(request: web.Request) -> bool:
+def _is_watch(request: Request) -> bool:
     return _query(request).get("watch", "").lower() in ("true", "1", "yes")
 
 
@@ -112,8 +112,8 @@ def build_policy_app(
     is_ready: Callable[[], bool] | None = None,
     counters: PolicyApiCounters | None = None,
     allowed_hosts: AllowedHosts | None = None,
-) -> web.Application:
-    """The aiohttp application of the policy API, reading policies from ``source``.
+) -> Routes:
+    """The routes of the policy API, reading policies from ``source``.
 
     ``first_policy_timeout`` bounds how long a request waits for the controller's initial sync
     (``wait_ready``) and the first policy of a target (normally immediate); past it the answer
@@ -128,20 +128,20 @@ def build_policy_app(
     counted = counters if counters is not None else PolicyApiCounters()
     answered = counted.answered
 
-    async def outbound(request: web.Request) -> web.StreamResponse:
+    async def outbound(request: Request) -> StreamResponse:
         watching = _is_watch(request)
         asked = "watch" if watching else "get"
         try:
             target = parse_target(request)
         except BadRequest as exc:
-            return answered(asked, web.json_response({"error": str(exc)}, status=400))
+            return answered(asked, json_response({"error": str(exc)}, status=400))
         if wait_ready is not None:
             try:
                 await asyncio.wait_for(wait_ready(), timeout=first_policy_timeout)
             except TimeoutError:
                 return answered(
                     asked,
-                    web.json_response(
+                    json_response(
                         {"error": "the controller has not finished its initial sync; retry"},
                         status=503,
                     ),
@@ -157,28 +157,22 @@ def build_policy_app(
                 except TimeoutError:
                     return answered(
                         asked,
-                        web.json_response(
-                            {"error": f"no policy for {target} yet; retry"}, status=503
-                        ),
+                        json_response({"error": f"no policy for {target} yet; retry"}, status=503),
                     )
                 except SlotClosed:
                     pass
             if slot.closed:
                 return answered(
                     asked,
-                    web.json_response({"error": "the controller is shutting down"}, status=503),
+                    json_response({"error": "the controller is shutting down"}, status=503),
                 )
             version, update = slot.version, slot.latest
             assert update is not None
             if not _is_watch(request):
-                return answered(
-                    asked, web.Response(body=update.body, content_type="application/json")
-                )
+                return answered(asked, Response(body=update.body, content_type="application/json"))
             # The stream's loop lives in this frame: a watch stream is held open for hours by
             # each of thousands of proxies, so every nested coroutine frame counts per stream.
-            response = web.StreamResponse(
-                headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"}
-            )
+            response = StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
             await response.prepare(request)
             answered(asked, response)
             counted.watches_opened += 1
@@ -202,12 +196,12 @@ def build_policy_app(
             open_slots.discard(slot)
             source.close_watch(target, slot)
 
-    async def schema(_request: web.Request) -> web.StreamResponse:
-        response = web.json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
+    async def schema(_request: Request) -> StreamResponse:
+        response = json_response(OUTBOUND_POLICY_SCHEMA, content_type="application/schema+json")
         counted.count("schema", 200)
         return response
 
-    async def end_streams(_app: web.Application) -> None:
+    async def end_streams() -> None:
         # Shutdown waits for running handlers; closing the slots ends every watch stream now.
         streams.end()
         for slot in list(open_slots):
@@ -221,9 +215,9 @@ def build_policy_app(
         is_ready=is_ready if is_ready is not None else lambda: wait_ready is None,
         allows_host=hosts.allows,
     )
-    app = web.Application(middlewares=[host_guard(hosts)])
-    app[FRONT] = streams.protocol
-    app.router.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
-    app.router.add_get(SCHEMA_PATH, schema)
-    app.on_shutdown.append(end_streams)
-    return app
+    routes = Routes(guard=host_guard(hosts))
+    routes.front = streams.protocol
+    routes.add_get("/v1/outbound/{namespace}/{service}/{port}", outbound)
+    routes.add_get(SCHEMA_PATH, schema)
+    routes.on_shutdown.append(end_streams)
+    return routes

@@ -1,42 +1,44 @@
-"""Start an aiohttp application on a ``HOST:PORT`` address and learn the port it really got.
+"""Serve HTTP routes on a ``HOST:PORT`` address and learn the port it really got.
 
-The policy API, the admin server (and later the edge) all listen on addresses where port 0
-means "any free port"; tests and the CLI then need the bound address. One helper keeps that
-and the shutdown order the same everywhere.
+The policy API, the admin server (and the demo's echo backends) all listen on addresses where
+port 0 means "any free port"; tests and the CLI then need the bound address. One helper keeps
+that and the shutdown order the same everywhere.
 
-An application may put a protocol of its own in front of aiohttp's (``app[FRONT]``): it reads
-each connection's first bytes and either serves the connection itself or hands it to aiohttp.
-The policy API does, to serve its long-lived watch streams with less memory
-(``interlock/api/policy_stream.py``).
+The controller's servers are :class:`~interlock.api.routes.Routes` on aiohttp's low-level
+server (``aiohttp.web_server``), so that ``interlock run`` does not import ``aiohttp.web``
+(issue 29 item 5); an ``aiohttp.web.Application`` (the demo's echo backends) is served through
+aiohttp's runner, imported only then. Routes may put a protocol of their own in front of
+aiohttp's (``Routes.front``): it reads each connection's first bytes and either serves the
+connection itself or hands it to aiohttp. The policy API does, to serve its long-lived watch
+streams with less memory (``interlock/api/policy_stream.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
+from aiohttp.web_server import Server
 
+from interlock.api.routes import SERVER, Routes
 from interlock.config import Address
 
-Front = Callable[[Callable[[], asyncio.Protocol]], asyncio.Protocol]
-"""Given aiohttp's protocol factory, a protocol for one new connection."""
-FRONT: web.AppKey[Front] = web.AppKey("front", Front)  # type: ignore[arg-type]
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["SERVER", "RunningSite", "serve"]
+
+_BACKLOG = 128
+"""Connections waiting to be accepted (aiohttp's ``TCPSite`` default)."""
 
 
 class RunningSite:
-    """An application being served; :attr:`address` is the bound address (never port 0)."""
+    """Routes being served; :attr:`address` is the bound address (never port 0)."""
 
-    def __init__(
-        self,
-        *,
-        runner: web.AppRunner,
-        address: Address,
-        server: asyncio.AbstractServer | None = None,
-    ) -> None:
-        self.runner = runner
+    def __init__(self, *, address: Address, stop: Callable[[], Awaitable[None]]) -> None:
         self.address = address
-        self._server = server
+        self._stop = stop
 
     @property
     def url(self) -> str:
@@ -46,22 +48,11 @@ class RunningSite:
 
     async def stop(self) -> None:
         """Stop accepting, cancel open handlers (watch streams end), release the port."""
-        if self._server is not None:
-            self._server.close()
-        await self.runner.cleanup()
-
-
-SERVER = "interlock"
-"""The ``Server`` header of the policy API and the admin server: aiohttp's default
-(``Python/3.x aiohttp/3.y``) tells a scanner which versions to look up."""
-
-
-async def _without_banner(_request: web.Request, response: web.StreamResponse) -> None:
-    response.headers["Server"] = SERVER
+        await self._stop()
 
 
 async def serve(
-    app: web.Application, address: Address, *, shutdown_timeout: float = 5.0
+    app: Routes | web.Application, address: Address, *, shutdown_timeout: float = 5.0
 ) -> RunningSite:
     """Serve ``app`` on ``address``; handlers are cancelled when their client disconnects.
 
@@ -69,34 +60,60 @@ async def serve(
     away is only noticed at the next write, and its subscription would linger until then.
     Responses say ``Server: interlock``, never aiohttp's version banner.
     """
-    app.on_response_prepare.append(_without_banner)
+    if isinstance(app, Routes):
+        return await _serve_routes(app, address, shutdown_timeout=shutdown_timeout)
+    return await _serve_application(app, address, shutdown_timeout=shutdown_timeout)
+
+
+async def _serve_routes(
+    routes: Routes, address: Address, *, shutdown_timeout: float
+) -> RunningSite:
+    loop = asyncio.get_running_loop()
+    handlers = Server(
+        routes.handle,
+        request_factory=routes.request_factory(loop),
+        handler_cancellation=True,
+        access_log=None,
+    )
+    front = routes.front
+    factory: Callable[[], asyncio.Protocol] = handlers if front is None else lambda: front(handlers)
+    server = await loop.create_server(
+        factory, address.host, address.port, reuse_address=True, backlog=_BACKLOG
+    )
+
+    async def stop() -> None:
+        # aiohttp's runner's order: stop accepting, let requests already read start, close
+        # idle connections, the shutdown callbacks, then wait for the running handlers.
+        server.close()
+        await asyncio.sleep(0)
+        handlers.pre_shutdown()
+        for callback in routes.on_shutdown:
+            await callback()
+        await handlers.shutdown(shutdown_timeout)
+
+    # The first listening socket's address: the real port when ``address.port`` is 0.
+    port = int(server.sockets[0].getsockname()[1]) if server.sockets else address.port
+    return RunningSite(address=Address(host=address.host, port=port), stop=stop)
+
+
+async def _serve_application(
+    app: web.Application, address: Address, *, shutdown_timeout: float
+) -> RunningSite:
+    from aiohttp import web
+
+    async def without_banner(_request: web.Request, response: web.StreamResponse) -> None:
+        response.headers["Server"] = SERVER
+
+    app.on_response_prepare.append(without_banner)
     runner = web.AppRunner(
         app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout
     )
     await runner.setup()
-    front = app.get(FRONT)
-    if front is not None:
-        return await _serve_with_front(runner, front, address)
     site = web.TCPSite(runner, address.host, address.port, reuse_address=True)
     try:
         await site.start()
     except BaseException:
         await runner.cleanup()
         raise
-    # The first listening socket's address: the real port when ``address.port`` is 0.
     port = int(runner.addresses[0][1]) if runner.addresses else address.port
-    return RunningSite(runner=runner, address=Address(host=address.host, port=port))
-
-
-async def _serve_with_front(runner: web.AppRunner, front: Front, address: Address) -> RunningSite:
-    handlers = runner.server
-    assert handlers is not None
-    try:
-        server = await asyncio.get_running_loop().create_server(
-            lambda: front(handlers), address.host, address.port, reuse_address=True
-        )
-    except BaseException:
-        await runner.cleanup()
-        raise
-    port = int(server.sockets[0].getsockname()[1]) if server.sockets else address.port
-    return RunningSite(runner=runner, address=Address(host=address.host, port=port), server=server)
+    return RunningSite(address=Address(host=address.host, port=port), stop=runner.cleanup)

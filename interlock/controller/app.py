@@ -23,7 +23,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from loguru import logger
 
 from interlock.actors.durable import durable_mailbox
@@ -46,6 +45,7 @@ from interlock.api.grpc.counters import GrpcApiCounters
 from interlock.api.metrics import controller_sources, mount_metrics
 from interlock.api.policy import PolicyApiCounters, build_policy_app
 from interlock.api.policy_json import policy_body
+from interlock.api.routes import Routes
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.kinds import ABSENT, ROUTER, Half, rows_for, watched
@@ -118,7 +118,7 @@ async def _shutdown_spans(spans: SpanTracer) -> None:
         logger.warning("OTLP export: the collector did not take the last spans within 5 s")
 
 
-async def _serve(app: web.Application, address: Address, *, flag: str) -> RunningSite:
+async def _serve(app: Routes, address: Address, *, flag: str) -> RunningSite:
     try:
         return await serve(app, address)
     except OSError as error:

@@ -19,10 +19,14 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from interlock.dataplane.access_log import REASON_HEADER, Exchange, Front, begin, log_line
+
+if TYPE_CHECKING:
+    # Annotations only: a controller without an edge counts no requests and does not import
+    # aiohttp.web (issue 29 item 5).
+    from aiohttp import web
 
 DURATION_BUCKETS: tuple[float, ...] = (
     0.001,

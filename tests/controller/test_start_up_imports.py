@@ -326,3 +326,77 @@ def test_python_dash_m_interlock_starts_with_pydantic_plugins_off() -> None:
     assert "interlock.model.service" in imported
     assert "pydantic._internal._model_construction" in imported
     assert "importlib.metadata" not in imported
+
+
+AIOHTTP_WEB = (
+    "aiohttp.web",
+    "aiohttp.web_app",
+    "aiohttp.web_urldispatcher",
+    "aiohttp.web_runner",
+    "aiohttp.web_fileresponse",
+    "aiohttp.web_middlewares",
+    "aiohttp.web_routedef",
+    "aiohttp.web_ws",
+)
+"""``aiohttp.web`` and what it imports beyond the low-level server: 2.2 MiB and 18 modules
+(issue 29 item 5). The embedded API server and the edge's admin API still use it."""
+
+
+def test_interlock_run_serves_its_apis_without_aiohttp_web() -> None:
+    result = _run(
+        f"""
+        import asyncio, json
+        import interlock.cli
+        from interlock.api.admin import AdminApp
+        from interlock.api.metrics import controller_sources, mount_metrics
+        from interlock.api.policy import build_policy_app
+        from interlock.api.serving import serve
+        from interlock.config import Address, ControllerConfig
+        from interlock.controller.app import Controller
+
+        web_modules = {AIOHTTP_WEB!r}
+        found = {{"imported": loaded(*web_modules)}}
+
+        async def get(port, path):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"GET {{path}} HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+                         "Connection: close\\r\\n\\r\\n".encode())
+            status = (await reader.read()).split(b"\\r\\n")[0].decode()
+            writer.close()
+            return status
+
+        async def main():
+            # What Controller.start serves: the admin server with /metrics, the policy API.
+            controller = Controller(ControllerConfig())
+            admin = AdminApp(is_ready=lambda: True)
+            mount_metrics(admin.app, controller_sources(controller))
+            policy = build_policy_app(source=controller.watches)
+            local = Address("127.0.0.1", 0)
+            sites = [await serve(admin.app, local), await serve(policy, local)]
+            found["answers"] = [
+                await get(sites[0].address.port, "/metrics"),
+                await get(sites[0].address.port, "/readyz"),
+                await get(sites[1].address.port, "/v1/schema/outbound-policy.json"),
+                await get(sites[1].address.port, "/missing"),
+            ]
+            for site in sites:
+                await site.stop()
+            found["served"] = loaded(*web_modules)
+            # An aiohttp.web application (the demo's echo backends) is still served: then,
+            # and only then, aiohttp.web loads.
+            from aiohttp import web
+            site = await serve(web.Application(), local)
+            found["answers"].append(await get(site.address.port, "/missing"))
+            await site.stop()
+            found["application"] = loaded(*web_modules)
+
+        asyncio.run(main())
+        print(json.dumps(found))
+        """
+    )
+    assert result == {
+        "imported": [],
+        "answers": ["HTTP/1.1 200 OK"] * 3 + ["HTTP/1.1 404 Not Found"] * 2,
+        "served": [],
+        "application": sorted(AIOHTTP_WEB),
+    }
