@@ -60,12 +60,15 @@ _FILTER_CONFIG_FIELD = {
     "ExtensionRef": "extensionRef",
 }
 
-# The CRDs' patterns for names, groups and kinds (Gateway API v1.6.1).
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-GROUP = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-KIND = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"
-HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"
+# The CRDs' patterns for names, groups and kinds (Gateway API v1.6.1), each ``$`` that ends one
+# written ``\Z``: KubeModel checks patterns with Python's ``re`` (``regex_engine``, model/meta.py),
+# whose ``$`` also matches before a final newline ("web\n" would pass as a name, "X-A\n" as a
+# header name); ``\Z`` matches only at the end, as the CRD's (and Rust's) ``$`` does.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z"
+GROUP = r"^\Z|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z"
+KIND = r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?\Z"
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+\Z"
 # The characters an Exact or PathPrefix path may hold (RFC 3986 pchar and '/').
 _PATH_CHARS = re.compile(r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$")
 
@@ -311,8 +314,8 @@ class HTTPURLRewriteFilter(KubeModel):
         return None if hostname is None else _check_hostname(hostname, wildcard=False)
 
 
-_CORS_ORIGIN = (
-    r"(^\*$)|(^(http(s)?):\/\/(((\*\.)?([a-zA-Z0-9\-]+\.)*[a-zA-Z0-9-]+|\*)(:([0-9]{1,5}))?)$)"
+_CORS_ORIGIN = (  # the CRD's, ``$`` written ``\Z`` (see DNS_SUBDOMAIN)
+    r"(^\*\Z)|(^(http(s)?):\/\/(((\*\.)?([a-zA-Z0-9\-]+\.)*[a-zA-Z0-9-]+|\*)(:([0-9]{1,5}))?)\Z)"
 )
 
 

@@ -26,9 +26,21 @@ class KubeModel(BaseModel):
     kinds a controller is not configured for (Gateway, ingress-nginx, ModuleSet...) cost no
     memory (about 1.2 MiB of the import, 2 MiB at ready: ``benchmarks/rest_memory.py``); the
     first parse of each kind pays its share once (all 122 models: about 50 ms in all).
+
+    ``regex_engine="python-re"``: a field's ``pattern`` is checked with Python's ``re`` (already
+    loaded), not pydantic-core's Rust regex engine, whose compiler and matcher are 0.4 MiB of
+    pydantic-core's code made resident by the first HTTPRoute parsed (``docs/benchmarks.md``,
+    "What a few dozen routes cost"). Python's ``$`` also matches before a final newline: a
+    pattern ends with ``\\Z`` (model/gateway.py).
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
+        defer_build=True,
+        regex_engine="python-re",
+    )
 
 
 class ObjectMeta(KubeModel):

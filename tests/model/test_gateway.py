@@ -250,6 +250,41 @@ BAD_ROUTES = [
 ]
 
 
+# Values the CRDs' patterns refuse only through their final ``$``, here without and then with a
+# trailing newline. The patterns are checked with Python's ``re`` (KubeModel's
+# ``regex_engine``), whose ``$`` would accept the newline; ``\Z`` must end every pattern.
+CORS = {"type": "CORS", "cors": {"allowOrigins": ["https://a.example"], "allowHeaders": ["X-A"]}}
+NEWLINE_ENDED: list[tuple[list[str | int], str]] = [
+    (["parentRefs", 0, "group"], "core"),
+    (["parentRefs", 0, "kind"], "Service"),
+    (["parentRefs", 0, "namespace"], "shop"),
+    (["parentRefs", 1, "sectionName"], "https"),
+    (["rules", 0, "name"], "api"),
+    (["rules", 0, "backendRefs", 1, "namespace"], "canary"),
+    (["rules", 0, "backendRefs", 0, "kind"], "Service"),
+    (["rules", 0, "matches", 0, "queryParams", 0, "name"], "v"),
+    (["rules", 1, "filters", 0, "cors", "allowOrigins", 0], "https://a.example"),
+    (["rules", 1, "filters", 0, "cors", "allowHeaders", 0], "X-A"),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), NEWLINE_ENDED)
+def test_a_value_ending_in_a_newline_does_not_match_a_crd_pattern(
+    path: list[str | int], value: str
+) -> None:
+    spec = _with(["rules", 1, "filters"], [copy.deepcopy(CORS)])
+    target: Any = spec
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    parse_http_route(_route(copy.deepcopy(spec)))
+    target[path[-1]] = value + "\n"
+    with pytest.raises(InvalidObject) as err:
+        parse_http_route(_route(spec))
+    field = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    assert err.value.field == field
+
+
 REDIRECT = {"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}
 REWRITE = {"type": "URLRewrite", "urlRewrite": {"hostname": "x"}}
 PREFIX_REWRITE = {

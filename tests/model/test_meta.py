@@ -104,3 +104,46 @@ def test_kubectls_copy_of_the_applied_object_is_not_kept() -> None:
     }
     service = parse_service(raw)
     assert service.metadata.annotations == {"config.linkerd.io/opaque-ports": "3306"}
+
+
+def _patterns(schema: object) -> list[str]:
+    """Every ``pattern`` in a pydantic core schema."""
+    if isinstance(schema, dict):
+        found = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+        return found + [p for value in schema.values() for p in _patterns(value)]
+    if isinstance(schema, list | tuple):
+        return [p for value in schema for p in _patterns(value)]
+    return []
+
+
+def _kube_models() -> list[type[KubeModel]]:
+    import importlib
+    import pkgutil
+
+    import interlock.model
+
+    for module in pkgutil.iter_modules(interlock.model.__path__):
+        importlib.import_module(f"interlock.model.{module.name}")
+    found: list[type[KubeModel]] = []
+    pending = [KubeModel]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found.append(sub)
+            pending.append(sub)
+    return found
+
+
+def test_every_field_pattern_ends_where_the_value_ends():
+    # KubeModel checks patterns with Python's re, whose ``$`` also matches before a final
+    # newline: "web\n" would pass ``^[a-z]+$``. A pattern ends with ``\Z`` instead.
+    import re
+
+    assert KubeModel.model_config.get("regex_engine") == "python-re"
+    patterns: set[str] = set()
+    for model in _kube_models():
+        if model.__module__.startswith("interlock."):
+            model.model_rebuild()
+            patterns.update(_patterns(model.__pydantic_core_schema__))
+    assert len(patterns) >= 6  # the Gateway API's names, groups, kinds, headers, CORS origins
+    for pattern in patterns:
+        assert not re.search(r"(?<!\\)\$(\)*)(\||$)", pattern), pattern
