@@ -32,9 +32,13 @@ the rule's timeouts → 504, retries, failure accrual; 502 on failures; the resp
 changes of the rule, then of the modules, then compression) or send the :class:`Refusal`.
 
 They are one function, :func:`decide_now`, for every route: it decides a request whose route's
-modules need no wait (most routes: none at all) in one call, and hands a :class:`ModuleSteps`
-for the others, whose ``run`` awaits steps 6 and 7 and ends in :func:`decide_now` again from step
-8 (:func:`decide` does both for an entry point that awaits anyway).
+modules need no wait in one call — a route without modules, and one whose checks all answer at
+once (ipRestriction, mutualTLS, rateLimit, basicAuth with its answer cached, jwt,
+circuitBreaker, headers: ``ModuleChain.checks_at_once``, run by ``ModuleChain.check_now``) —
+and hands a :class:`ModuleSteps` for the others, whose ``run`` awaits steps 6 and 7 (or, when
+``check_now`` stopped at a bcrypt check not cached yet, that check and the checks after it) and
+ends in :func:`decide_now` again from step 8 (:func:`decide` does both for an entry point that
+awaits anyway).
 
 Why one function: the steps are the edge's security boundary, and two copies of it drifted
 (only one set ``Host``, they parsed query strings differently, only one closed the connection
@@ -80,6 +84,7 @@ from interlock.dataplane.request_stream import H2Request
 from interlock.dataplane.request_target import normalize_host, split_target
 from interlock.edge.inprocess import InProcessEdge, ServedRoute
 from interlock.edge.modules import IdentityReply, ModuleChain, RequestView
+from interlock.edge.modules.basic_auth import PasswordCheck
 from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
@@ -244,34 +249,37 @@ class ModuleSteps:
     """The client's certificate, when mutualTLS checked it (step 7)."""
     admitted: IdentityAdmitted | None = None
     """What oauth/oidc admitted the request as (step 7)."""
+    password_check: PasswordCheck | None = None
+    """The bcrypt check :func:`decide_now`'s ``check_now`` stopped at (its checks before it
+    done, a rateLimit token taken): :meth:`run` awaits it and the checks after it, no others."""
+    view: RequestView | None = None
+    """The view ``check_now`` read, for the checks after ``password_check``."""
+    when: float = 0.0
+    """The time ``check_now`` checked at, for the checks after ``password_check``."""
 
     async def run(
         self, front: EdgeFront, request: H2Request, exchange: Exchange | None
     ) -> Refusal | Admitted:
         """Steps 6 and 7, then the rest of :func:`decide_now`."""
         chain, host, path, params = self.chain, self.host, self.path, self.params
-        if chain.needs_body:
+        check, view = self.password_check, self.view
+        if check is not None and view is not None:
+            rejection = await chain.check_password(
+                view, check, passwords=front.passwords, now=self.when
+            )
+            if rejection is not None:
+                return _module_refusal(rejection.status, rejection.body, rejection.headers)
+        elif chain.needs_body:
             try:
                 self.body = await _read_body(request, within=front.body_timeout)
             except (H2BodyTimeout, ClientBodyTimeout):
                 return _refused(reasons.BODY_TIMEOUT, close=True)
             if self.body is None:
                 return _refused(reasons.BODY_TOO_LARGE, close=True)
-        if not chain.admits_all:
+        if check is None and not chain.admits_all:
             if chain.needs_peer_certificate:
                 self.certificate = peer_certificate(request.transport)
-            view = RequestView(  # positional (keywords to a class: a dict a request)
-                request.method,
-                path,
-                params,  # query
-                request.headers,
-                host,  # authority
-                request.peer,  # peer_ip
-                self.body,
-                request.scheme,
-                request.path,  # raw_target
-                self.certificate,  # peer_certificate
-            )
+            view = _request_view(request, path, params, host, self.body, self.certificate)
             # oauth/oidc run after the other checks, before the circuit breaker
             # (docs/modules.md).
             rejection = await chain.admit(
@@ -347,11 +355,26 @@ def decide_now(
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
             return _refused(reasons.NO_BACKEND_ATTACHED)
-        if not chain.admits_all:  # (a module that reads the body is one of its checks)
-            return ModuleSteps(
-                route, backend, chain, host, path, forward_path, query, params, where
-            )
         body = certificate = admitted = None
+        if not chain.admits_all:  # (a module that reads the body is one of its checks)
+            if not chain.checks_at_once:
+                return ModuleSteps(
+                    route, backend, chain, host, path, forward_path, query, params, where
+                )
+            if chain.needs_peer_certificate:
+                certificate = peer_certificate(request.transport)
+            view = _request_view(request, path, params, host, None, certificate)
+            when = chain.clock()
+            found = chain.check_now(view, now=when)
+            if isinstance(found, PasswordCheck):  # bcrypt, off the event loop: awaited
+                steps = ModuleSteps(
+                    route, backend, chain, host, path, forward_path, query, params, where
+                )
+                steps.certificate, steps.password_check, steps.view = certificate, found, view
+                steps.when = when
+                return steps
+            if found is not None:
+                return _module_refusal(found.status, found.body, found.headers)
     else:
         route, backend, chain = checked.route, checked.backend, checked.chain
         host, path, forward_path = checked.host, checked.path, checked.forward_path
@@ -418,6 +441,29 @@ def decide_now(
         headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=front.trusted
     )
     return Admitted(decision, headers, query, body, hooks, protocol, where)
+
+
+def _request_view(
+    request: H2Request,
+    path: str,
+    params: MultiDictProxy[str],
+    host: str,
+    body: bytes | None,
+    certificate: bytes | None,
+) -> RequestView:
+    """What the modules see of ``request`` (step 7)."""
+    return RequestView(  # positional (keywords to a class: a dict a request)
+        request.method,
+        path,
+        params,  # query
+        request.headers,
+        host,  # authority
+        request.peer,  # peer_ip
+        body,
+        request.scheme,
+        request.path,  # raw_target
+        certificate,  # peer_certificate
+    )
 
 
 async def _read_body(request: H2Request, *, within: float) -> bytes | None:

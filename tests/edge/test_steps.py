@@ -8,24 +8,31 @@ rest of the body cannot be told from the next request; HTTP/2: the body's credit
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 
+import bcrypt
 import pytest
 from multidict import CIMultiDict
 
 from interlock.dataplane.proxy import MAX_READ_BODY
 from interlock.dataplane.request_stream import H2Request
 from interlock.edge.modules import ModuleChain, RequestView
-from interlock.edge.steps import Admitted, ModuleSteps, decide_now
+from interlock.edge.modules.basic_auth import BasicAuth, verify_password
+from interlock.edge.modules.circuit_breaker import CircuitBreaker
+from interlock.edge.modules.ip_restriction import IpRestriction
+from interlock.edge.passwords import PasswordChecker
+from interlock.edge.steps import Admitted, ModuleSteps, Refusal, decide_now
 from interlock.model.moduleset import Modules, SecretValue
 from tests.kit.edge_routes import serve_route
 from tests.kit.h2_client import H2Client
 from tests.kit.request_bodies import EMPTY, WholeBody
 
-from .conftest import BACKEND, HOST, EdgeHarness
+from .conftest import BACKEND, HOST, Backend, EdgeHarness
 
 KEY = b"github-webhook-secret"
+ALICE = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4))
 UPGRADE = "Connection: Upgrade\r\nUpgrade: websocket\r\n"
 
 
@@ -220,3 +227,144 @@ async def test_modules_see_each_field_of_the_request(
         "https",
     )
     assert (view.raw_target, view.peer_certificate) == ("/hook?x=1", None)
+
+
+USERS = {("users", "htpasswd"): SecretValue(b"alice:" + ALICE + b"\n")}
+CHECKS = {
+    "ipRestriction": {"deny": ["10.9.0.0/16"]},
+    "rateLimit": {"requests": 3, "period": "1h"},
+    "basicAuth": {"realm": "app", "secretRef": {"name": "users", "key": "htpasswd"}},
+    "circuitBreaker": {"volumeThreshold": 1, "trippedDuration": "1h"},
+    "headers": {"request": {"add": {"X-Team": "blue"}}},
+}
+CHALLENGE = (401, "unauthorized\n", 'Basic realm="app", charset="UTF-8"')
+
+
+class CountingBcrypt:
+    """bcrypt, counting the checks the password pool ran."""
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+    def __call__(self, password: bytes, hashed: bytes) -> bool:
+        self.checks += 1
+        return verify_password(password, hashed)
+
+
+async def _guarded(harness: EdgeHarness, checks: dict[str, object]) -> CountingBcrypt:
+    await serve_route(
+        harness.edge,
+        host=HOST,
+        modules=Modules.model_validate(checks),
+        secrets=USERS,
+        backend=BACKEND,
+    )
+    bcrypt_checks = CountingBcrypt()
+    harness.server.front.passwords = PasswordChecker(verify=bcrypt_checks)
+    return bcrypt_checks
+
+
+async def _decided(
+    harness: EdgeHarness, *, peer: str = "203.0.113.7", password: str | None = None
+) -> tuple[Refusal | Admitted, bool]:
+    """``decide_now``'s answer to a GET from ``peer`` (as alice with ``password``, if given),
+    and whether it had to be awaited (a ``ModuleSteps``: bcrypt not cached)."""
+    headers = CIMultiDict({"Host": HOST})
+    if password is not None:
+        token = base64.b64encode(f"alice:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    request = H2Request("GET", "http", HOST, "/", headers, peer, EMPTY)
+    front = harness.server.front
+    decided = decide_now(front, request, None)
+    if isinstance(decided, ModuleSteps):
+        return await decided.run(front, request, None), True
+    return decided, False
+
+
+def _refusal(decided: Refusal | Admitted) -> tuple[int, str | None, str | None]:
+    """A module's refusal: its status, body and the challenge it carries, if any."""
+    assert isinstance(decided, Refusal), decided
+    headers = dict(decided.answer.headers)
+    return decided.answer.status, decided.module_body, headers.get("WWW-Authenticate")
+
+
+async def test_checks_run_in_order_whether_decided_at_once_or_after_bcrypt(
+    harness: EdgeHarness,
+) -> None:
+    """A route whose checks answer at once (basicAuth's answer cached) is decided in one call,
+    one with a bcrypt check to run is awaited; both in the documented order (ipRestriction,
+    rateLimit, basicAuth, circuitBreaker) and with each module's own refusal."""
+    bcrypt_checks = await _guarded(harness, CHECKS)
+    # A denied address: refused first, with no bcrypt check and no rateLimit token spent.
+    decided, awaited = await _decided(harness, peer="10.9.0.1", password="right")
+    assert (_refusal(decided), awaited) == ((403, "forbidden\n", None), False)
+    decided, awaited = await _decided(harness)  # no credentials: one token
+    assert (_refusal(decided), awaited) == (CHALLENGE, False)
+    decided, awaited = await _decided(harness, password="right")  # bcrypt: a second token
+    assert isinstance(decided, Admitted) and awaited
+    assert decided.headers["X-Team"] == "blue"
+    decided, awaited = await _decided(harness, password="right")  # cached: the third token
+    assert isinstance(decided, Admitted) and not awaited
+    assert bcrypt_checks.checks == 1
+    decided, awaited = await _decided(harness, password="right")  # the limit, before auth
+    assert _refusal(decided)[:2] == (429, "too many requests\n") and not awaited
+    # Another client: the circuit breaker, open, refuses only what basicAuth admitted.
+    routes = harness.edge.routes_of_host(HOST)
+    assert routes is not None
+    chain = routes["root"].chain
+    assert chain is not None
+    chain.record_upstream(None)
+    decided, awaited = await _decided(harness, peer="203.0.113.8")
+    assert (_refusal(decided), awaited) == (CHALLENGE, False)
+    decided, awaited = await _decided(harness, peer="203.0.113.8", password="right")
+    assert _refusal(decided)[:2] == (503, "service unavailable: circuit open\n") and not awaited
+    decided, awaited = await _decided(harness, peer="203.0.113.8", password="wrong")
+    assert (_refusal(decided), awaited) == (CHALLENGE, True)
+    decided, awaited = await _decided(harness, peer="203.0.113.9", password="wrong")
+    assert (_refusal(decided), awaited) == (CHALLENGE, False)  # the failure cached
+    assert bcrypt_checks.checks == 2
+
+
+async def test_a_rate_limit_token_is_taken_once_for_a_request_awaiting_bcrypt(
+    harness: EdgeHarness,
+) -> None:
+    """The checks before basicAuth ran when ``decide_now`` stopped at the bcrypt check: the
+    awaited rest does not run them again (a second token per guess would halve the limit)."""
+    bcrypt_checks = await _guarded(
+        harness, {"rateLimit": {"requests": 2, "period": "1h"}, "basicAuth": CHECKS["basicAuth"]}
+    )
+    answers = [await _decided(harness, password=f"guess-{n}") for n in range(3)]
+    assert [(_refusal(decided)[0], awaited) for decided, awaited in answers] == [
+        (401, True),
+        (401, True),
+        (429, False),
+    ]
+    assert bcrypt_checks.checks == 2
+
+
+@pytest.mark.parametrize(
+    ("module", "method"),
+    [(IpRestriction, "check"), (BasicAuth, "lookup"), (CircuitBreaker, "check")],
+    ids=["ipRestriction", "basicAuth", "circuitBreaker"],
+)
+async def test_a_module_that_fails_fails_closed(
+    harness: EdgeHarness,
+    backend: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    module: type,
+    method: str,
+) -> None:
+    """A check that raises, in the pass that decides at once, refuses the request (500)
+    instead of letting it through."""
+    await _guarded(harness, CHECKS)
+    token = base64.b64encode(b"alice:right").decode()
+    assert (await harness.get("/", headers={"Authorization": f"Basic {token}"}))[0] == 200
+    assert len(backend.seen) == 1  # bcrypt ran; the next request's answer is cached
+
+    def failing(*_: object, **__: object) -> None:
+        raise RuntimeError("the module failed")
+
+    monkeypatch.setattr(module, method, failing)
+    status, _, _ = await harness.get("/", headers={"Authorization": f"Basic {token}"})
+    assert status == 500
+    assert len(backend.seen) == 1

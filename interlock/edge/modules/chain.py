@@ -90,6 +90,11 @@ class ModuleChain:
     admits_all: bool = field(init=False)
     """No module looks at a request before it goes upstream (none of the checks above is
     configured): the server skips :meth:`admit` and the :class:`RequestView` it reads."""
+    checks_at_once: bool = field(init=False)
+    """No module that reads the body (webhookVerification), asks the identity provider
+    (oauth/oidc) or holds something until the request ends (ingressNginx): the steps run the
+    checks in one synchronous pass (:meth:`check_now`) and await only a bcrypt check whose
+    answer basicAuth has not cached yet."""
     keeps_sorted_headers: bool = field(init=False)
     """No ingressNginx, mutualTLS or oauth/oidc module: :meth:`upstream_request_headers` only
     removes the identity headers, then applies the ``headers`` module's changes, so a request's
@@ -113,6 +118,11 @@ class ModuleChain:
         )
         # Frozen: set once here, as the dataclass's own __init__ sets the other fields.
         object.__setattr__(self, "admits_all", all(check is None for check in checks))
+        object.__setattr__(
+            self,
+            "checks_at_once",
+            self.webhook is None and self.identity is None and self.nginx is None,
+        )
         object.__setattr__(
             self,
             "keeps_sorted_headers",
@@ -202,16 +212,46 @@ class ModuleChain:
         """:meth:`check_request`, with basicAuth's bcrypt checks run by ``passwords`` (a
         bounded thread pool) so that a password guesser cannot stall every other host."""
         when = self.clock() if now is None else now
-        rejection = self._check_before_auth(view, now=when)
+        found = self.check_now(view, now=when, breaker=breaker)
+        if isinstance(found, PasswordCheck):
+            return await self.check_password(
+                view, found, passwords=passwords, now=when, breaker=breaker
+            )
+        return found
+
+    def check_now(
+        self, view: RequestView, *, now: float, breaker: bool = True
+    ) -> Rejection | PasswordCheck | None:
+        """:meth:`admit`'s checks in one synchronous pass, up to a bcrypt check basicAuth has
+        no cached answer for: the first refusal, None when every check admits the request, or
+        that :class:`PasswordCheck`, for :meth:`check_password` to finish with (the checks
+        before it, a rateLimit token among them, are then done: they must not run again)."""
+        rejection = self._check_before_auth(view, now=now)
         if rejection is None and self.basic_auth is not None:
             found = self.basic_auth.lookup(view.headers)
             if isinstance(found, PasswordCheck):
-                rejection = await passwords.check(self.basic_auth, found)
-            else:
-                rejection = found
+                return found
+            rejection = found
         if rejection is not None:
             return rejection
-        return self._check_after_auth(view, now=when, breaker=breaker)
+        return self._check_after_auth(view, now=now, breaker=breaker)
+
+    async def check_password(
+        self,
+        view: RequestView,
+        check: PasswordCheck,
+        *,
+        passwords: PasswordChecker,
+        now: float,
+        breaker: bool = True,
+    ) -> Rejection | None:
+        """The rest of :meth:`check_now` once it returned ``check``: bcrypt off the event loop
+        (``passwords``), then the checks after basicAuth, at the same ``now``."""
+        assert self.basic_auth is not None  # only basicAuth makes a PasswordCheck
+        rejection = await passwords.check(self.basic_auth, check)
+        if rejection is not None:
+            return rejection
+        return self._check_after_auth(view, now=now, breaker=breaker)
 
     def _check_before_auth(self, view: RequestView, *, now: float) -> Rejection | None:
         if self.ip_restriction is None and self.rate_limit is None and not self._nginx_client:
