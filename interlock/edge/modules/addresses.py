@@ -26,6 +26,25 @@ IPAddress = IPv4Address | IPv6Address
 UNKNOWN_CLIENT = "unknown"
 """The client address reported when it cannot be parsed (RFC 7239's ``unknown``)."""
 
+_PEERS_SIZE = 4096
+"""Most peer addresses kept parsed (``_peers``); ``_PEER_LENGTH`` the longest text kept."""
+_PEER_LENGTH = 64
+
+_peers: dict[str, IPAddress] = {}
+"""A TCP peer's address as the server gives it -> :func:`parse_address`'s answer: a client's
+requests come from the same few peers, and ``ipaddress.ip_address`` is a chain of Python calls
+(about 5,000 instructions an IPv4 address). Keyed by the exact text, so an address reads as it
+did; bounded in count and length (emptied when full), so new peers cost the parse as before."""
+
+
+def _peer_address(text: str) -> IPAddress | None:
+    address = parse_address(text)
+    if address is not None and len(text) <= _PEER_LENGTH:
+        if len(_peers) >= _PEERS_SIZE:
+            _peers.clear()
+        _peers[text] = address
+    return address
+
 
 def parse_address(text: str) -> IPAddress | None:
     """The address in ``text`` (``1.2.3.4``, ``1.2.3.4:80``, ``[::1]:80``, ``::1``), or None."""
@@ -89,8 +108,8 @@ class TrustedProxies:
 
     def client_address(self, *, peer_ip: str, headers: Mapping[str, str]) -> IPAddress | None:
         """The client's address, or None when it cannot be known (fail closed on it)."""
-        peer = parse_address(peer_ip)
-        if peer is None or not in_any(peer, self._networks):
+        peer = _peers.get(peer_ip) or _peer_address(peer_ip)
+        if peer is None or not self._networks or not in_any(peer, self._networks):
             return peer
         current = peer
         for hop in reversed(_forwarded_hops(headers)):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import MutableMapping
 
+from multidict import CIMultiDict
+
 from interlock.model.module_settings import HeaderRewriteSettings, HeadersSettings
 
 _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
@@ -22,16 +24,21 @@ _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IG
 class HeaderRewrite:
     """One direction's compiled changes."""
 
-    __slots__ = ("_add", "_remove")
+    __slots__ = ("_add", "_doomed", "_remove")
 
     def __init__(self, settings: HeaderRewriteSettings) -> None:
         self._remove = settings.remove
         self._add = settings.add
+        self._doomed = frozenset({name.lower() for name, _ in self._add}.union(self._remove))
+        """What is removed before ``add``: ``remove``'s names and ``add``'s, lower-cased."""
 
     def apply(self, headers: MutableMapping[str, str]) -> None:
         """Remove, then add (replacing), in place; names match case-insensitively."""
-        doomed = {name.lower() for name, _ in self._add}.union(self._remove)
-        if doomed:
+        doomed = self._doomed
+        if isinstance(headers, CIMultiDict):  # the edge's: case-insensitive itself
+            for name in doomed:
+                headers.popall(name, None)
+        elif doomed:
             for key in {key for key in headers if key.lower() in doomed}:
                 if key in headers:
                     del headers[key]

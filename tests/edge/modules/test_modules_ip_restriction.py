@@ -6,7 +6,13 @@ import ipaddress
 
 import pytest
 
-from interlock.edge.modules import ModuleChain, ModuleConfigError, Rejection, compile_modules
+from interlock.edge.modules import (
+    ModuleChain,
+    ModuleConfigError,
+    Rejection,
+    addresses,
+    compile_modules,
+)
 from tests.kit.modules_testkit import modules, view
 
 
@@ -158,3 +164,36 @@ def test_a_long_list_is_not_walked_entry_by_entry(monkeypatch: pytest.MonkeyPatc
     assert status(edge.check_request(view(peer_ip=allow[-1]))) == 200
     assert status(edge.check_request(view(peer_ip="192.168.99.1"))) == 403
     assert compared == 0
+
+
+@pytest.mark.parametrize(
+    ("peer", "expected"),
+    [
+        ("10.9.1.1", 403),
+        ("::ffff:10.9.1.1", 403),
+        ("[::ffff:10.9.1.1]:443", 403),
+        ("10.1.1.1:80", 200),
+        ("2001:db8::1", 403),
+        ("not-an-ip", 403),
+        ("", 403),
+    ],
+)
+def test_a_peer_is_judged_alike_on_every_request(peer: str, expected: int) -> None:
+    """Peers' parsed addresses are remembered (``addresses._peers``): the second and later
+    requests from a peer get the first one's verdict, an unparseable peer's included."""
+    edge = chain(allow=["10.0.0.0/8"], deny=["10.9.0.0/16"])
+    assert [status(edge.check_request(view(peer_ip=peer))) for _ in range(3)] == [expected] * 3
+
+
+def test_the_remembered_peers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """New peers beyond the bound empty the memory and are judged as before."""
+    monkeypatch.setattr(addresses, "_peers", {})
+    monkeypatch.setattr(addresses, "_PEERS_SIZE", 4)
+    edge = chain(deny=["10.0.0.3/32"])
+    peers = [f"10.0.0.{n}" for n in range(10)]
+    assert [status(edge.check_request(view(peer_ip=p))) for p in peers * 2] == (
+        [200, 200, 200, 403, 200, 200, 200, 200, 200, 200] * 2
+    )
+    assert len(addresses._peers) <= 4
+    assert status(edge.check_request(view(peer_ip="10.0.0." + "3" + " " * 80))) == 403
+    assert all(len(text) <= addresses._PEER_LENGTH for text in addresses._peers)
