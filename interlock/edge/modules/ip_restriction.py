@@ -34,7 +34,7 @@ class IpRestriction:
     def check(self, address: IPAddress | None) -> Rejection | None:
         if not self._allow and not self._deny:
             return None
-        if address is None or address in self._denied:
+        if address is None or (self._deny and address in self._denied):
             return FORBIDDEN
         if self._allow and address not in self._allowed:
             return FORBIDDEN
