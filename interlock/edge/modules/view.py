@@ -10,24 +10,31 @@ whether the body is read (only when a module needs it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
+from multidict import CIMultiDict, CIMultiDictProxy
 
-@dataclass(frozen=True, slots=True)
-class RequestView:
-    """A request as modules see it. Built by the server from the aiohttp request (the edge's
-    steps pass its fields positionally, in this order: keywords to a class cost a dict a call;
-    tests and other callers name them)."""
+NO_QUERY: Mapping[str, str] = MappingProxyType({})
+"""A view's query when it is not given (read-only: one for all views)."""
+NO_HEADERS: Mapping[str, str] = CIMultiDictProxy(CIMultiDict())
+"""A view's headers when they are not given (read-only and case-insensitive)."""
+
+
+class RequestView(NamedTuple):
+    """A request as modules see it, read-only. Built by the server from the request (the edge's
+    steps pass its fields positionally, in this order; tests and other callers name them). A
+    named tuple, not a frozen dataclass: a frozen dataclass's ``__init__`` sets each of its ten
+    fields through ``object.__setattr__``, on every request a module checks."""
 
     method: str
     """The HTTP method, upper case."""
     path: str
     """The path, without the query string."""
-    query: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = NO_QUERY
     """The query parameters (first value of each)."""
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = NO_HEADERS
     """The request headers; must be case-insensitive (aiohttp's ``CIMultiDictProxy`` is)."""
     authority: str = ""
     """The request's authority as the edge routed it: ``Host`` over HTTP/1.1, ``:authority``
