@@ -430,6 +430,16 @@ def decide_now(
             return Admitted(decision, headers, query, body, hooks, protocol, where)
         headers = CIMultiDict(forwardable)
         changes.request.apply(headers)
+        if changes.request.added.isdisjoint(HELD_BACK):
+            # Nothing set_forwarded_headers removes or sets is there: it would add these three.
+            headers.extend(
+                (
+                    (X_FORWARDED_FOR, request.peer),
+                    (X_FORWARDED_PROTO, request.scheme),
+                    (X_FORWARDED_HOST, host),
+                )
+            )
+            return Admitted(decision, headers, query, body, hooks, protocol, where)
     else:
         headers = without_hop_by_hop(request.headers)
         headers.popall(EXPECT, None)

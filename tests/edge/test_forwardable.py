@@ -105,9 +105,21 @@ CHANGES = {
             },
         }
     ),
+    "checks and header changes of other names": Modules.model_validate(
+        {
+            "ipRestriction": {"allow": ["0.0.0.0/0"]},
+            "headers": {
+                "request": {
+                    "add": {"X-Team": "blue", "x-repeated": "3"},
+                    "remove": ["User-Agent", "x-client-ip"],
+                }
+            },
+        }
+    ),
 }
-"""A route without modules, and one with a check and a headers module (which may set what
-the client may not: the headers module is the operator's)."""
+"""A route without modules, one with a check and a headers module (which may set what the
+client may not: the headers module is the operator's), and one whose headers module sets no
+name ``steps.HELD_BACK`` holds (the X-Forwarded-* names are then added, not set)."""
 
 
 @pytest.mark.parametrize("modules", CHANGES.values(), ids=CHANGES.keys())

@@ -24,12 +24,14 @@ _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IG
 class HeaderRewrite:
     """One direction's compiled changes."""
 
-    __slots__ = ("_add", "_doomed", "_remove")
+    __slots__ = ("_add", "_doomed", "_remove", "added")
 
     def __init__(self, settings: HeaderRewriteSettings) -> None:
         self._remove = settings.remove
         self._add = settings.add
-        self._doomed = frozenset({name.lower() for name, _ in self._add}.union(self._remove))
+        self.added = frozenset(name.lower() for name, _ in self._add)
+        """The names ``add`` sets, lower-cased."""
+        self._doomed = self.added.union(self._remove)
         """What is removed before ``add``: ``remove``'s names and ``add``'s, lower-cased."""
 
     def apply(self, headers: MutableMapping[str, str]) -> None:
