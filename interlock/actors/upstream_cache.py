@@ -143,9 +143,9 @@ class UpstreamCache(Actor):
         self.unsubscribe(SERVICE.topic(key))
         self.unsubscribe(ENDPOINTS.topic(key))
         tables.known.discard(key)
-        tables.services.pop(key, None)
+        before = tables.services.pop(key, None)
         tables.slices.pop(key, None)
-        self._recompute(key)
+        self._recompute(key, before)
 
     def _take(self, message: Published | Unpublished) -> None:
         value = message.value if isinstance(message, Published) else None
@@ -154,12 +154,14 @@ class UpstreamCache(Actor):
             if key in self._untracked:
                 return  # queued before the Service was untracked
             if isinstance(value, Service):
+                before = tables.services.get(key)
                 tables.services[key] = value
             else:
-                tables.services.pop(key, None)
+                before = tables.services.pop(key, None)
         elif (key := ENDPOINTS.key_of(message.topic)) is not None:
             if key in self._untracked:
                 return
+            before = tables.services.get(key)
             slices = tables.slices.setdefault(key, {})
             if isinstance(value, EndpointSlice):
                 slices[message.key] = value
@@ -167,12 +169,18 @@ class UpstreamCache(Actor):
                 slices.pop(message.key, None)
         else:
             return
-        self._recompute(key)
+        self._recompute(key, before)
 
-    def _recompute(self, key: ObjectKey) -> None:
+    def _recompute(self, key: ObjectKey, before: Service | None) -> None:
+        """Rewrite ``key``'s rows of :attr:`UpstreamTables.addresses`: those of the ports of
+        ``before`` (the Service they were written for) go, those of its current ports are
+        written, in O(its ports) however many Services the tables hold."""
         tables = self._tables
-        for port in [p for p in tables.addresses if p.service_key() == key]:
-            del tables.addresses[port]
+        if before is not None:
+            for service_port in before.spec.ports:
+                tables.addresses.pop(
+                    ServicePortKey(key.namespace, key.name, service_port.port), None
+                )
         service = tables.services.get(key)
         if service is not None:
             slices = list(tables.slices.get(key, {}).values())

@@ -124,8 +124,12 @@ class UpstreamIndex:
     """Services whose endpoints this index asked the cache to follow."""
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
-    listeners: list[Callable[[], None]] = field(default_factory=list, init=False)
-    """Called whenever a followed policy changed (the edge workers' table pusher)."""
+    listeners: list[Callable[[ServicePortKey | ObjectKey], None]] = field(
+        default_factory=list, init=False
+    )
+    """Told each row of this index that changed (the edge workers' table pusher): a Service
+    port whose ready policy was set or removed, a Service it started or stopped following (the
+    endpoints of one it follows change at the cache: ``tables.listeners``)."""
 
     def __post_init__(self) -> None:
         self.tables = self.cache.tables
@@ -179,7 +183,12 @@ class UpstreamIndex:
         Services directly), so that the first request finds them."""
         if key not in self._tracked:
             self._tracked.add(key)
+            self._changed(key)
             self.system.tell(UPSTREAM_CACHE, TrackService(key, self.follower))
+
+    def _changed(self, key: ServicePortKey | ObjectKey) -> None:
+        for listener in self.listeners:
+            listener(key)
 
     def policy(self, target: ServicePortKey) -> OutboundPolicy | None:
         """The policy of ``target``; None until ready (following starts on the first ask)."""
@@ -227,8 +236,7 @@ class UpstreamIndex:
                 existed = followed.policy is not None and service_exists(followed.policy)
                 followed.policy = self._policies[target] = update.policy
                 followed.ready.set()
-                for listener in self.listeners:
-                    listener()
+                self._changed(target)
                 if self.idle_release is not None and existed and not service_exists(update.policy):
                     self.release(target)  # deleted: the next request follows it again
                     return
@@ -240,7 +248,9 @@ class UpstreamIndex:
     async def _track(self, key: ObjectKey) -> None:
         # The first ask subscribes (the retained values land in the cache's mailbox, then its
         # ServiceTracked); the second is handled after both: the tables hold the Service.
-        self._tracked.add(key)
+        if key not in self._tracked:
+            self._tracked.add(key)
+            self._changed(key)
         try:
             for _ in range(2):
                 await self.system.ask(
@@ -256,13 +266,15 @@ class UpstreamIndex:
         followed = self._followed.pop(target, None)
         if followed is None:
             return
-        self._policies.pop(target, None)
+        if self._policies.pop(target, None) is not None:
+            self._changed(target)
         if followed.task is not None and followed.task is not asyncio.current_task():
             followed.task.cancel()  # its finally closes the watch
         logger.debug("{}: Service port {} released", self.follower, target)
         needed = {key for f in self._followed.values() for key in _backend_keys(f.policy)}
         for key in self._tracked - needed:
             self._tracked.discard(key)
+            self._changed(key)
             self.system.tell(UPSTREAM_CACHE, UntrackService(key, self.follower))
 
     def release_idle(self) -> list[ServicePortKey]:

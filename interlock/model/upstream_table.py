@@ -4,8 +4,10 @@ The controller's own edge resolves a route's backend from two tables the control
 outbound policy of each Service port an edge route sends to (HTTPRoutes splitting it by
 weight), and the ready endpoints of every Service those policies name. An ``interlock edge``
 worker has no informers, so the controller sends it a copy (:class:`UpstreamTable`) and then
-only what changed (:func:`table_changes`), and the worker resolves from its copy exactly as the
-controller's edge does (:class:`~interlock.dataplane.pushed_upstreams.PushedUpstreams`).
+only what changed (:class:`TableChanges`: the controller keeps its table by change,
+``controller.worker_upstreams.EdgeTable``; :func:`table_changes` is the same between two whole
+tables), and the worker resolves from its copy exactly as the controller's edge does
+(:class:`~interlock.dataplane.pushed_upstreams.PushedUpstreams`).
 
 JSON (``PUT`` and ``PATCH /v1/upstreams`` of the edge's admin API)::
 

@@ -21,12 +21,14 @@ from interlock.actors.topics import (
 from interlock.actors.upstream_cache import UPSTREAM_CACHE
 from interlock.api.policy_json import policy_body
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
+from interlock.controller.worker_upstreams import UpstreamPusher, edge_table
 from interlock.dataplane import Answer, RequestInfo, compile_policy, decide
 from interlock.dataplane.upstreams import UpstreamError
 from interlock.mailbox import ActorSystem
 from interlock.mailbox.testing import wait_until
 from interlock.model.meta import ObjectKey
 from interlock.model.service import ServicePortKey, parse_endpoint_slice, parse_service
+from interlock.model.upstream_table import UpstreamTable
 
 GET = RequestInfo(
     method="GET",
@@ -198,3 +200,49 @@ async def test_the_mesh_releasing_a_service_leaves_the_edge_its_endpoints(
     assert running.upstreams.tables.followers[ObjectKey(namespace="default", name="web")] == (
         "edge",
     )
+
+
+async def test_every_change_of_the_edges_rows_is_told_to_its_kept_table(
+    running: Running, mesh: UpstreamIndex
+) -> None:
+    """The edge workers' table (EdgeTable) reads only the rows it is told of: after each change
+    of the index or the cache, it equals the whole rebuild. Among them the rows no cache change
+    announces: a Service the mesh already follows, followed by the edge too, and released."""
+    edge = running.upstreams
+    pusher = UpstreamPusher(index=edge, clients=list)
+    key = WEB.service_key()
+
+    def kept_is_whole() -> bool:
+        pusher.table.update()
+        return pusher.table.whole() == edge_table(edge)
+
+    try:
+        running.service()
+        running.endpoints()
+        await mesh.ready(WEB, within=30.0)  # the cache follows web, for the mesh
+        edge.endpoints(key)  # and now the edge: nothing changes at the cache
+        assert key in edge_table(edge).services and kept_is_whole()
+
+        running.endpoints(ready=False)
+        await wait_until(lambda: edge.addresses(WEB) == [("10.0.0.2", 8080)])
+        assert kept_is_whole()
+
+        moved = parse_service(
+            {
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"ports": [{"name": "http", "port": 81}]},
+            }
+        )
+        running.system.publish(SERVICE.topic(key), SERVICE_KEY, moved)  # port 80 gone
+        target_81 = ServicePortKey("default", "web", 81)
+        await wait_until(lambda: target_81 in edge.tables.addresses)
+        assert WEB not in edge.tables.addresses and kept_is_whole()
+
+        edge.follow(WEB)
+        await wait_until(lambda: edge.policy(WEB) is not None)
+        assert kept_is_whole() and WEB in pusher.table.policies
+
+        edge.release(WEB)  # its policy, and the Service only it needed (the mesh keeps it)
+        assert edge_table(edge) == UpstreamTable() and kept_is_whole()
+    finally:
+        await pusher.close()

@@ -8,30 +8,24 @@ from typing import Any
 
 import pytest
 
-from interlock.actors.upstream_cache import UpstreamTables
 from interlock.controller.worker_upstreams import TablesFirst, UpstreamPusher
 from interlock.dataplane.source import UpstreamError
 from interlock.edge.http_provider import TableReplaced
 from interlock.edge.provider import BackendTarget, TransientEdgeError
-from interlock.model.meta import ObjectKey
-from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey, parse_service
 from interlock.model.upstream_table import TableChanges
 from tests.kit.grpc_policies import policy_of
 from tests.kit.lanes import eventually_true
+from tests.kit.upstream_index import PusherIndex
 
 WEB = ServicePortKey("default", "web", 80)
 SERVICE = {"metadata": {"name": "web", "namespace": "default"}, "spec": {"ports": [{"port": 80}]}}
 
 
 @dataclass
-class Index:
-    """The edge index as the pusher reads it."""
+class Index(PusherIndex):
+    """The edge index as the pusher and TablesFirst read it."""
 
-    tables: UpstreamTables = field(default_factory=UpstreamTables)
-    tracked: set[ObjectKey] = field(default_factory=set)
-    ready_policies: dict[ServicePortKey, OutboundPolicy] = field(default_factory=dict)
-    listeners: list[Any] = field(default_factory=list)
     asked: list[ServicePortKey] = field(default_factory=list)
 
     async def ready(self, target: ServicePortKey, *, within: float) -> Any:
@@ -39,12 +33,20 @@ class Index:
         return self.ready_policies.get(target) or UpstreamError(503, f"{target}: not known yet")
 
     def serve_web(self, address: tuple[str, int]) -> None:
+        """As the index and the cache do: each change told to the listeners."""
         key = WEB.service_key()
         self.tracked.add(key)
         self.tables.known.add(key)
         self.tables.services[key] = parse_service(SERVICE)
         self.tables.addresses[WEB] = [address]
         self.ready_policies[WEB] = policy_of(SERVICE)
+        self.told(key)
+        self.told(WEB)
+
+    def move_web(self, address: tuple[str, int]) -> None:
+        """web's endpoints change (the cache tells its listeners)."""
+        self.tables.addresses[WEB] = [address]
+        self.tables.changed(WEB.service_key())
 
 
 @dataclass(eq=False)
@@ -83,7 +85,7 @@ async def test_whole_table_first_then_only_what_changed_and_whole_again_after_a_
     await pusher.flush()  # nothing changed: nothing sent
     assert len(worker.pushed) == 1
 
-    index.tables.addresses[WEB] = [("10.0.0.2", 8080)]
+    index.move_web(("10.0.0.2", 8080))
     assert not pusher.in_sync()
     await pusher.flush()
     moved = worker.pushed[-1]
@@ -91,7 +93,7 @@ async def test_whole_table_first_then_only_what_changed_and_whole_again_after_a_
     assert moved.services[0][1].ports == ((80, (("10.0.0.2", 8080),)),)
 
     worker.failing = True
-    index.tables.addresses[WEB] = [("10.0.0.3", 8080)]
+    index.move_web(("10.0.0.3", 8080))
     with pytest.raises(TransientEdgeError, match="no answer"):
         await pusher.flush()
     worker.failing = False
@@ -101,7 +103,7 @@ async def test_whole_table_first_then_only_what_changed_and_whole_again_after_a_
     # The edge restarted (a remote one, behind the same client): its empty table has another
     # epoch, so the rows are refused and the whole table sent at once.
     worker.epoch = "e2"
-    index.tables.addresses[WEB] = [("10.0.0.4", 8080)]
+    index.move_web(("10.0.0.4", 8080))
     await pusher.flush()
     assert worker.pushed[-1].replace and pusher.in_sync()
 
