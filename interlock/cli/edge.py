@@ -105,6 +105,20 @@ def add_edge_parser(subparsers: Any) -> None:
         "spreads connections over them): what interlock run --edge-workers starts its workers "
         "with",
     )
+    add.switch(
+        "--access-log",
+        help="log one JSON line per request (no header values, no query string), as interlock "
+        "run --access-log does for its edge",
+    )
+    add.value(
+        "--worker",
+        type=int,
+        default=None,
+        shown="none",
+        metavar="N",
+        help="which worker of interlock run --edge-workers this edge is (from 1), named in its "
+        "access log lines; set by interlock run",
+    )
     add_edge_limit_flags(add)
     add_loop_flag(add)
     add.logging()
@@ -144,6 +158,7 @@ async def _edge_until_signalled(
     allowed_hosts: AllowedHosts,
     admin_tls: ssl.SSLContext | None,
 ) -> int:
+    from interlock.dataplane.metrics import Traffic
     from interlock.dataplane.pushed_upstreams import PushedUpstreams
     from interlock.dataplane.upstreams import DnsUpstreams
     from interlock.edge.standalone import run_standalone_edge
@@ -161,6 +176,7 @@ async def _edge_until_signalled(
             limits=edge_limits_from_args(args),
             upstreams=None if pushed else DnsUpstreams(fixed=fixed_upstreams(args.upstream)),
             pushed=pushed,
+            traffic=Traffic(access_log=args.access_log, worker=args.worker),
             reuse_port=args.reuse_port,
             admin_tls=admin_tls,
             announce=announcer(args.log_format, logger="cli.edge"),

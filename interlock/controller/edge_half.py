@@ -399,9 +399,12 @@ class EdgeHalf:
 
 
 def worker_args(config: ControllerConfig) -> list[str]:
-    """The ``interlock edge`` flags every worker gets: the edge's limits, trusted proxies and
-    the controller's log level."""
+    """The ``interlock edge`` flags every worker gets: the edge's limits, trusted proxies, the
+    controller's log level and its access log (each worker writes the lines of the requests
+    it served, naming itself)."""
     args = [*edge_limit_args(config.edge.limits), "--log-level", config.observability.log_level]
+    if config.observability.access_log:
+        args.append("--access-log")
     for cidr in config.edge.trusted_proxies:
         args += ["--trusted-proxy", cidr]
     return args

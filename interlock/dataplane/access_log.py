@@ -121,8 +121,10 @@ def note_retry() -> None:
         exchange.retries += 1
 
 
-def log_line(exchange: Exchange) -> None:
-    """Write ``exchange`` as one JSON line through the project's logger."""
-    logger.bind(logger="access").info(
-        json.dumps(exchange.to_json(), ensure_ascii=False, separators=(",", ":"))
-    )
+def log_line(exchange: Exchange, *, worker: int | None = None) -> None:
+    """Write ``exchange`` as one JSON line through the project's logger; ``worker``: the edge
+    worker that served it (``"worker": N``, from 1), None: the only data plane (no field)."""
+    entry = exchange.to_json()
+    if worker is not None:
+        entry["worker"] = worker
+    logger.bind(logger="access").info(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))

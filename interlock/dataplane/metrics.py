@@ -92,8 +92,17 @@ class Traffic:
     """What both front doors report finished requests to: the counters, and the access log
     when it is on."""
 
-    def __init__(self, *, access_log: bool = False, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        access_log: bool = False,
+        worker: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        """``worker``: which edge worker of ``interlock run --edge-workers`` this process is
+        (from 1), named in each access log line; None: the only data plane."""
         self.access_log = access_log
+        self.worker = worker
         self.clock = clock
         self._statistics = TrafficStatistics()
 
@@ -184,4 +193,4 @@ class Traffic:
             for way, count in (("to_client", sent), ("to_upstream", exchange.received)):
                 moved[(*labels, way)] = moved.get((*labels, way), 0) + count
         if self.access_log:
-            log_line(exchange)
+            log_line(exchange, worker=self.worker)

@@ -53,14 +53,16 @@ class StandaloneEdge:
         limits: ProxyLimits = DEFAULT_LIMITS,
         admin_tls: ssl.SSLContext | None = None,
         pushed: PushedUpstreams | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         """``admin_tls``: serve the admin API over TLS with this context (its bearer token then
         never crosses the network in clear); None serves it over plain HTTP. ``pushed``: resolve
-        upstreams from the tables the controller pushes (``upstreams`` must then be None)."""
+        upstreams from the tables the controller pushes (``upstreams`` must then be None).
+        ``traffic``: where requests are counted (and logged, with its access log on)."""
         if pushed is not None and upstreams is not None:
             raise ValueError("StandaloneEdge: pushed upstream tables or a resolver, not both")
         self.edge = InProcessEdge(trusted_proxies=trusted_proxies)
-        self.traffic = Traffic()
+        self.traffic = traffic or Traffic()
         self.pushed = pushed
         resolver = pushed or upstreams
         self.server = EdgeServer(
@@ -141,6 +143,7 @@ async def run_standalone_edge(
     reuse_port: bool = False,
     admin_tls: ssl.SSLContext | None = None,
     pushed: PushedUpstreams | None = None,
+    traffic: Traffic | None = None,
     announce: Callable[[str], None] = _say,
 ) -> None:
     """Serve until cancelled, printing the bound addresses with ``announce`` (the ``interlock
@@ -153,6 +156,7 @@ async def run_standalone_edge(
         upstreams=upstreams,
         admin_tls=admin_tls,
         pushed=pushed,
+        traffic=traffic,
     )
     addresses = await standalone.start(
         listen=listen, admin=admin, tls_listen=tls_listen, reuse_port=reuse_port

@@ -222,6 +222,8 @@ class EdgeWorkers:
             "--admin-token-file",
             str(self._dir / "admin-token"),
             "--reuse-port",
+            "--worker",
+            str(index + 1),
             "--log-format",
             self._log_format,
         ]

@@ -24,6 +24,7 @@ from interlock.cli import build_parser
 from interlock.cli.cpus import usable_cpus
 from interlock.cli.run import config_from_args
 from interlock.config import EdgeConfig
+from interlock.controller.edge_half import worker_args
 from interlock.edge.faults import FaultyEdge
 from interlock.edge.workers import EdgeWorkers
 from interlock.model.service import ServicePortKey
@@ -63,6 +64,15 @@ def test_the_flag_takes_a_count_or_auto_and_auto_is_the_default() -> None:
         config_from_args(build_parser().parse_args(["run", "--edge-workers", "2"]))
     # Without an edge served here, auto asks for no worker.
     assert config_from_args(build_parser().parse_args(["run"])).edge.workers == 1
+
+
+def test_with_access_log_every_worker_gets_it() -> None:
+    def flags(*extra: str) -> list[str]:
+        args = ["run", "--edge-addr", "127.0.0.1:0", "--edge-workers", "2", *extra]
+        return worker_args(config_from_args(build_parser().parse_args(args)))
+
+    assert "--access-log" in flags("--access-log")
+    assert "--access-log" not in flags()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ a worker that dies is started again and reprogrammed; stopping drains a request 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -78,6 +79,47 @@ async def test_new_connections_reach_more_than_one_worker_and_counters_add_up(
     assert all(count > 0 for count in per_worker), per_worker
     assert sum(summed(workers.traffic()).requests.values()) == 40
     assert len({worker.pid for worker in workers.workers}) == 2
+
+
+async def test_with_access_log_each_worker_logs_the_requests_it_served_naming_itself(
+    backend: Backend, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``interlock run --edge-workers N --access-log`` starts its workers with
+    ``--access-log`` (``tests/e2e/test_edge_workers.py``): each writes the in-process edge's
+    JSON line for every request it served (to the stderr it shares with the controller), with
+    ``"worker"``: which one."""
+    started = EdgeWorkers(
+        count=2,
+        listen="127.0.0.1:0",
+        child_args=["--upstream", f"default/web:80=127.0.0.1:{backend.port}", "--access-log"],
+        drain_timeout=10.0,
+    )
+    await started.start()
+    try:
+        await started.provider.apply_modules(
+            ApplyModules(host=HOST, route_id="r", path="/", path_type="Prefix", modules=Modules())
+        )
+        await started.provider.attach_backend(host=HOST, route_id="r", backend=BACKEND)
+        assert await get_on_new_connections(started, 40) == [200] * 40
+
+        # A worker writes a request's line when it counts it: once both counted 40, all 40
+        # lines were written (read once: capfd's reading while they write could lose one).
+        async def counted() -> bool:
+            await started.refresh_traffic()
+            return sum(summed(started.traffic()).requests.values()) == 40
+
+        await eventually_true(counted, within=30, message="the workers counted the 40 requests")
+        lines = [
+            json.loads(line[line.index("{") :])
+            for line in capfd.readouterr().err.splitlines()
+            if '"front":"edge"' in line
+        ]
+    finally:
+        await started.stop()
+    assert len(lines) == 40
+    assert {(line["host"], line["status"], line["route"]) for line in lines} == {(HOST, 200, "r")}
+    # SO_REUSEPORT spread the 40 connections over both (all on one: once in 2**39 runs).
+    assert sorted({line["worker"] for line in lines}) == [1, 2]
 
 
 async def test_a_worker_that_dies_is_started_again_and_reprogrammed(
