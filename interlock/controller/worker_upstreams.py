@@ -22,7 +22,9 @@ EdgeActors program, attaches a backend only after its Service port's policy (and
 of the Services it names) is known and pushed to every worker; the worker itself refuses a
 backend whose table it lacks (503, retried). A restarted worker gets the whole table before it
 is reprogrammed (:meth:`UpstreamPusher.sync`, from
-:class:`~interlock.edge.workers.EdgeWorkers`), so it never counts without it.
+:class:`~interlock.edge.workers.EdgeWorkers`), so it never counts without it, and what changed
+since before each backend it is given again (:meth:`UpstreamPusher.catch_up`: a backend attached
+to the others meanwhile has its table only since the sync).
 
 The same pusher serves a data plane in another process (``--edge-admin-url`` with
 ``--edge-push-upstreams``). That one restarts on its own, behind the same client: a ``PATCH``
@@ -218,6 +220,8 @@ class UpstreamPusher:
         self._sent: dict[HttpEdge, tuple[str, int]] = {}
         """Each worker's epoch and the :attr:`EdgeTable.version` it holds after the last push
         that succeeded; absent: unknown (the next push sends the whole table)."""
+        self._joining: set[HttpEdge] = set()
+        """Workers synced (:meth:`sync`) that do not count yet: being reprogrammed."""
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -273,8 +277,9 @@ class UpstreamPusher:
             results = await asyncio.gather(
                 *(self._push(client) for client in clients), return_exceptions=True
             )
+            self._joining.difference_update(clients)
             for client in list(self._sent):
-                if client not in clients:
+                if client not in clients and client not in self._joining:
                     del self._sent[client]
             self._forget()
         errors: list[tuple[int, EdgeError]] = []
@@ -287,12 +292,27 @@ class UpstreamPusher:
             raise combined(errors, total=len(clients))
 
     async def sync(self, client: HttpEdge) -> None:
-        """Give one (restarted) worker the whole table; raises its :class:`EdgeError`."""
+        """Give one (restarted) worker the whole table; raises its :class:`EdgeError`. Until it
+        counts (one of ``clients``), :meth:`catch_up` sends it what changed since."""
         async with self._lock:
             self._sent.pop(client, None)
+            self._joining.add(client)
             self.table.update()
             await self._push(client)
             self._forget()
+
+    async def catch_up(self, client: HttpEdge) -> None:
+        """Send one worker what changed since its last push (nothing: no request); raises its
+        :class:`EdgeError`."""
+        async with self._lock:
+            self.table.update()
+            await self._push(client)
+            self._forget()
+
+    def forget(self, client: HttpEdge) -> None:
+        """A worker synced that will never count (stopped): keep nothing for it."""
+        self._joining.discard(client)
+        self._sent.pop(client, None)
 
     def _forget(self) -> None:
         """Keep in the journal only the rows some worker may still need."""

@@ -136,15 +136,26 @@ class FanOutEdge:
 
     # --- a restarted worker ---------------------------------------------------------------------
 
-    async def replay(self, worker: EdgeProvider) -> None:
+    async def replay(
+        self,
+        worker: EdgeProvider,
+        *,
+        before_backend: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """Program ``worker`` (one restarted empty) with everything the others serve: TLS, then
-        each route's modules, then its backend. Raises the first failure."""
+        each route's modules, then its backend. Raises the first failure.
+
+        ``before_backend``: awaited after a route's backend is read and before it is attached
+        (the workers' upstream tables brought up to date: a backend attached to the others
+        while this replay runs has its table only since then)."""
         for host, (cert, key) in sorted(self.desired.tls.items()):
             await worker.set_tls(host=host, cert_pem=cert, key_pem=key)
         for route_key, command in sorted(self.desired.modules.items()):
             await worker.apply_modules(command)
             backend = self.desired.backends.get(route_key)
             if backend is not None:
+                if before_backend is not None:
+                    await before_backend()
                 await worker.attach_backend(
                     host=command.host, route_id=command.route_id, backend=backend
                 )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -58,6 +59,15 @@ class UpstreamSync(Protocol):
 
     async def sync(self, client: HttpEdge) -> None:
         """Give ``client``'s worker the whole table; raises an :class:`EdgeError`."""
+        ...
+
+    async def catch_up(self, client: HttpEdge) -> None:
+        """Send ``client``'s worker (one being reprogrammed) what changed since its last push;
+        raises an :class:`EdgeError`."""
+        ...
+
+    def forget(self, client: HttpEdge) -> None:
+        """``client``'s worker was stopped before it counted: keep nothing for it."""
         ...
 
     def wake(self) -> None:
@@ -277,20 +287,27 @@ class EdgeWorkers:
                 except (OSError, RuntimeError, TimeoutError) as error:
                     logger.warning("edge worker {}: cannot start: {}", index + 1, error)
                 else:
+                    sync = self.upstream_sync
                     try:
-                        if self.upstream_sync is not None:
-                            await self.upstream_sync.sync(fresh.client)
-                        await self.provider.replay(fresh.client)
+                        if sync is not None:
+                            await sync.sync(fresh.client)
+                        # Each backend replayed after the tables caught up: one attached to the
+                        # others since the sync has its table since then, and the worker would
+                        # refuse it (and be started once more) without.
+                        await self.provider.replay(
+                            fresh.client,
+                            before_backend=None
+                            if sync is None
+                            else functools.partial(sync.catch_up, fresh.client),
+                        )
                     except asyncio.CancelledError:  # stopping: this worker never counted
-                        fresh.process.kill()
-                        await self._reap(fresh)
+                        await self._discard(fresh)
                         raise
                     except EdgeError as error:
                         logger.warning(
                             "edge worker {}: cannot reprogram: {}", index + 1, error.message
                         )
-                        fresh.process.kill()
-                        await self._reap(fresh)
+                        await self._discard(fresh)
                     else:
                         self.workers[index] = fresh
                         self.provider.workers[index] = fresh.client
@@ -305,6 +322,13 @@ class EdgeWorkers:
                         break
                 await asyncio.sleep(RESTART_DELAYS[min(attempt, len(RESTART_DELAYS) - 1)])
                 attempt += 1
+
+    async def _discard(self, fresh: Worker) -> None:
+        """Stop a worker started again that never counted."""
+        if self.upstream_sync is not None:
+            self.upstream_sync.forget(fresh.client)
+        fresh.process.kill()
+        await self._reap(fresh)
 
     # --- what the workers count -----------------------------------------------------------------
 

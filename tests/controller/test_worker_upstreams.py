@@ -3,15 +3,20 @@ push failed gets the whole table again; an attach waits for its backend's table 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from interlock.controller.worker_upstreams import TablesFirst, UpstreamPusher
+from interlock.dataplane.pushed_upstreams import PushedUpstreams
 from interlock.dataplane.source import UpstreamError
+from interlock.edge.fanout import FanOutEdge
 from interlock.edge.http_provider import TableReplaced
-from interlock.edge.provider import BackendTarget, TransientEdgeError
+from interlock.edge.provider import ApplyModules, BackendTarget, TransientEdgeError
+from interlock.model.moduleset import Modules
 from interlock.model.service import ServicePortKey, parse_service
 from interlock.model.upstream_table import TableChanges
 from tests.kit.grpc_policies import policy_of
@@ -158,3 +163,84 @@ async def test_the_background_push_retries_after_a_refusal_and_after_a_bug(
         assert worker.errors == [] and [c.replace for c in worker.pushed] == [True]
     finally:
         await pusher.close()
+
+
+API = ServicePortKey("default", "api", 80)
+API_SERVICE = {
+    "metadata": {"name": "api", "namespace": "default"},
+    "spec": {"ports": [{"port": 80}]},
+}
+SHOP = "shop.example"
+
+
+def _route(route_id: str) -> ApplyModules:
+    return ApplyModules(
+        host=SHOP, route_id=route_id, path="/", path_type="Prefix", modules=Modules()
+    )
+
+
+@dataclass(eq=False)
+class TableWorker(Worker):
+    """A worker started with --pushed-upstreams: its copy of the tables (PushedUpstreams), and
+    an attach refused (503) while that copy lacks the backend's policy, as its admin API does."""
+
+    table: PushedUpstreams = field(default_factory=PushedUpstreams)
+    attached: list[BackendTarget] = field(default_factory=list)
+    meanwhile: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """What happens elsewhere while its next route's modules are applied."""
+
+    async def push_upstreams(self, changes: TableChanges, *, epoch: str | None = None) -> str:
+        answer = await super().push_upstreams(changes, epoch=epoch)
+        self.table.apply(changes)
+        return answer
+
+    async def apply_modules(self, command: ApplyModules) -> None:
+        while self.meanwhile:
+            await self.meanwhile.pop(0)()
+
+    async def attach_backend(self, *, host: str, route_id: str, backend: BackendTarget) -> None:
+        if backend.exists and not self.table.has_policy(backend.key):
+            raise TransientEdgeError(f"503: no upstream table for {backend.key} yet")
+        self.attached.append(backend)
+
+
+async def test_a_backend_attached_while_a_restarted_worker_is_replayed_is_not_refused() -> None:
+    """EdgeWorkers syncs a restarted worker's tables, then replays the routes the others
+    serve. A backend attached to the others meanwhile has its table only since the sync: each
+    backend is replayed after the tables caught up (only what changed), so the worker takes it
+    instead of refusing it (and being started once more)."""
+    index, running, restarted = Index(), TableWorker(), TableWorker()
+    index.serve_web(("10.0.0.1", 8080))
+    pusher = UpstreamPusher(index=index, clients=lambda: [running])  # type: ignore[arg-type,list-item]
+    fanout = FanOutEdge([running])  # type: ignore[list-item]
+    provider = TablesFirst(fanout, index=index, pusher=pusher)  # type: ignore[arg-type]
+    for route in ("a", "b"):
+        await provider.apply_modules(_route(route))
+    await provider.attach_backend(host=SHOP, route_id="a", backend=BackendTarget(WEB))
+    await pusher.sync(restarted)  # type: ignore[arg-type]
+
+    async def api_attached_to_the_others() -> None:
+        index.ready_policies[API] = policy_of(API_SERVICE, name="api")
+        index.told(API)
+        await provider.attach_backend(host=SHOP, route_id="b", backend=BackendTarget(API))
+
+    restarted.meanwhile.append(api_attached_to_the_others)
+    await fanout.replay(
+        restarted,  # type: ignore[arg-type]
+        before_backend=functools.partial(pusher.catch_up, restarted),  # type: ignore[arg-type]
+    )
+    assert restarted.attached == running.attached == [BackendTarget(WEB), BackendTarget(API)]
+    # The whole table once, then only api's row: the push to the running worker meanwhile
+    # kept what the restarted one holds.
+    assert [c.replace for c in restarted.pushed] == [True, False]
+    assert restarted.pushed[1].policies == ((API, index.ready_policies[API]),)
+
+
+async def test_a_worker_stopped_before_it_counted_is_forgotten() -> None:
+    index, running, restarted = Index(), TableWorker(), TableWorker()
+    index.serve_web(("10.0.0.1", 8080))
+    pusher = UpstreamPusher(index=index, clients=lambda: [running])  # type: ignore[arg-type,list-item]
+    await pusher.sync(restarted)  # type: ignore[arg-type]
+    pusher.forget(restarted)  # type: ignore[arg-type]
+    await pusher.catch_up(restarted)  # type: ignore[arg-type]
+    assert [c.replace for c in restarted.pushed] == [True, True]  # unknown again: whole
