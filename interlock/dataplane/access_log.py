@@ -89,6 +89,12 @@ def begin(
     return exchange
 
 
+resume = _current.set
+"""Make an exchange current again, in the task that goes on with its request: one the express
+path began without a task (``Exchange`` made as :func:`begin` makes it, not made current: the
+callbacks' context is not the request's). The context variable's own ``set``: no Python call."""
+
+
 def current() -> Exchange | None:
     """The exchange of the request being handled in this task, if any."""
     return _current.get()
@@ -105,13 +111,19 @@ def note_upstream(host: str, port: int) -> None:
     """The engine is sending the current request to ``host:port``."""
     exchange = _current.get()
     if exchange is not None:
-        text = _upstreams.get((host, port))
-        if text is None:
-            port_text = str(port)  # not formatted in the f-string: int.__format__ costs more
-            text = f"[{host}]:{port_text}" if ":" in host else f"{host}:{port_text}"
-            if len(_upstreams) < _UPSTREAMS_MOST:
-                _upstreams[(host, port)] = text
-        exchange.upstream = text
+        exchange.upstream = upstream_text(host, port)
+
+
+def upstream_text(host: str, port: int) -> str:
+    """How the access log names the upstream ``host:port``."""
+    text = _upstreams.get((host, port))
+    if text is not None:
+        return text
+    port_text = str(port)  # not formatted in the f-string: int.__format__ costs more
+    text = f"[{host}]:{port_text}" if ":" in host else f"{host}:{port_text}"
+    if len(_upstreams) < _UPSTREAMS_MOST:
+        _upstreams[(host, port)] = text
+    return text
 
 
 def note_retry() -> None:

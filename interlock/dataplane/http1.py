@@ -99,8 +99,9 @@ class _HeadTooLarge(Exception):
     callback)."""
 
 
-class _Stale(Exception):
-    """A reused connection failed before any byte of the answer: the upstream closed it."""
+class StaleConnection(Exception):
+    """A reused connection failed before any byte of the answer: the upstream closed it (the
+    request may be sent again on another)."""
 
 
 class BufferedBody:
@@ -163,13 +164,13 @@ class Http1Response(BufferedBody):
     )
 
     def __init__(
-        self, connection: _Connection, status: int, reason: str, headers: CIMultiDict[str]
+        self, connection: UpstreamConnection, status: int, reason: str, headers: CIMultiDict[str]
     ) -> None:
         # BufferedBody.__init__, inlined: one answer per proxied request.
         self._parts: deque[bytes] = deque()
         self._size = 0
         self._waiter: asyncio.Future[None] | None = None
-        self._connection: _Connection | None = connection
+        self._connection: UpstreamConnection | None = connection
         self.status = status
         self.reason = reason
         self.headers = CIMultiDictProxy(headers)
@@ -233,7 +234,7 @@ class Http1Response(BufferedBody):
         self._wake()
 
 
-class _Connection(asyncio.Protocol):
+class UpstreamConnection(asyncio.Protocol):
     """One keep-alive connection to an upstream address, one exchange at a time."""
 
     def __init__(self, pool: UpstreamPool, address: Address) -> None:
@@ -333,7 +334,7 @@ class _Connection(asyncio.Protocol):
             self._complete()  # a body without a length ends with the connection
         elif self._parser is not None:
             if self.reused and not self._answered:
-                self._fail(_Stale())
+                self._fail(StaleConnection())
             else:
                 self._fail(
                     UpstreamProtocolError(
@@ -439,7 +440,7 @@ class _Connection(asyncio.Protocol):
         closes the connection when the wait fails."""
         transport = self.transport
         if transport is None or self._lost or transport.is_closing():
-            raise _Stale() if self.reused else UpstreamProtocolError("connection closed")
+            raise StaleConnection() if self.reused else UpstreamProtocolError("connection closed")
         parser, self._spare = self._spare, None
         self._parser = parser or httptools.HttpResponseParser(self)
         self._head_only = head_only
@@ -596,7 +597,7 @@ class UpstreamPool:
         self._per_address = per_address
         self._total_limit = total
         self._connect_timeout = connect_timeout
-        self._idle: dict[Address, list[_Connection]] = {}
+        self._idle: dict[Address, list[UpstreamConnection]] = {}
         self._open: dict[Address, int] = {}
         self._total = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -629,7 +630,7 @@ class UpstreamPool:
                 )
             except BaseException as error:
                 connection.close()
-                if not isinstance(error, _Stale):
+                if not isinstance(error, StaleConnection):
                     raise
                 if replayable:
                     continue  # the upstream closed it while it idled: once more, on a new one
@@ -637,7 +638,38 @@ class UpstreamPool:
                     f"upstream {address[0]}:{address[1]} closed a pooled connection"
                 ) from None
 
-    def _idle_connection(self, address: Address) -> _Connection | None:
+    def start(
+        self,
+        address: Address,
+        method: str,
+        target: str,
+        headers: CIMultiDict[str],
+        *,
+        read_timeout: float,
+    ) -> tuple[UpstreamConnection, asyncio.Future[Http1Response]] | None:
+        """A request without a body sent on a pooled connection, without a coroutine: the
+        connection and its answer to come (the caller closes the connection when the answer
+        fails, and sends the request again with :meth:`request` when it fails with
+        :class:`StaleConnection`). None when no connection to ``address`` is idle (nothing
+        was sent): :meth:`request` then opens or waits for one."""
+        head, _ = request_head(method, target, headers, None, address)
+        connection = self._idle_connection(address)
+        if connection is None:
+            return None
+        try:
+            sent = connection.exchange(
+                head,
+                body=None,
+                chunked=False,
+                head_only=method == "HEAD",
+                read_timeout=read_timeout,
+            )
+        except StaleConnection:
+            connection.close()
+            return None  # closed while it idled: request() tries again on another
+        return connection, sent
+
+    def _idle_connection(self, address: Address) -> UpstreamConnection | None:
         """A pooled connection to ``address``, if one is idle (and the pool open)."""
         idle = self._idle.get(address)
         if not idle or self._closed:
@@ -646,7 +678,7 @@ class UpstreamPool:
         connection.reused = True
         return connection
 
-    async def _acquire(self, address: Address) -> _Connection:
+    async def _acquire(self, address: Address) -> UpstreamConnection:
         """A new connection to ``address`` (the caller found none idle), or one that became
         idle while this waited for room under the pool's limits."""
         if self._closed:
@@ -665,7 +697,7 @@ class UpstreamPool:
                         self._waiters.remove(waiter)
             self._open[address] = self._open.get(address, 0) + 1
             self._total += 1
-            connection = _Connection(self, address)
+            connection = UpstreamConnection(self, address)
             try:
                 await asyncio.get_running_loop().create_connection(
                     lambda: connection,
@@ -702,7 +734,7 @@ class UpstreamPool:
                 return False  # its connection_lost frees the slot and wakes the waiters
         return False
 
-    def give_back(self, connection: _Connection) -> None:
+    def give_back(self, connection: UpstreamConnection) -> None:
         """``connection`` finished its exchange and can serve the next."""
         if self._closed:
             connection.close()
@@ -714,7 +746,7 @@ class UpstreamPool:
         if self._waiters:  # most exchanges: none wait (only at a limit)
             self._wake()
 
-    def forget(self, connection: _Connection) -> None:
+    def forget(self, connection: UpstreamConnection) -> None:
         """``connection`` is closed: out of the pool, its slot free."""
         idle = self._idle.get(connection.address)
         if idle and connection in idle:

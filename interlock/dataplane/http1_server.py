@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import cast
@@ -65,6 +65,15 @@ HIGH_WATER = 256 * 1024
 """Request body buffered, not yet read by the handler, before the client is made to wait."""
 
 _NO_BODY_STATUSES = frozenset({204, 304})
+
+Work = Callable[[], Awaitable[None]]
+"""What answers a request on the connection's task, once called there (made only then: a
+coroutine made before its task runs would be left unawaited by a client that goes)."""
+
+ExpressHandler = Callable[["H2Request", "Http1Responder"], "Work | None"]
+"""A handler that answers a request without a body without the connection's task when it can:
+None when it does (the responder's ``express_done``/``express_continue`` follow), else what
+answers it on the task."""
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
@@ -262,6 +271,13 @@ class Http1Responder:
             self._write(self._render(length=0), end=True)
 
     async def send_data(self, data: bytes, *, end: bool = False) -> None:
+        self.send_now(data, end=end)
+        if self._connection.write_paused:
+            await self._connection.drain()
+
+    def send_now(self, data: bytes, *, end: bool = False) -> None:
+        """:meth:`send_data` without waiting for the client to take what was written (an
+        express answer's: see :meth:`Http1ServerProtocol.express_done`)."""
         if self.ended:
             return
         if self._head is not None:
@@ -286,8 +302,6 @@ class Http1Responder:
                 self._write(b"", end=True)
         else:
             self._write(self._frame(data, end=end), end=end)
-        if self._connection.write_paused:
-            await self._connection.drain()
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
         if self.ended:
@@ -308,6 +322,36 @@ class Http1Responder:
 
     def close_after(self) -> None:
         self.keep_alive = False
+
+    # ---- an express answer: written by callbacks, without the connection's task ----
+
+    def express(self, abandon: Callable[[], None]) -> None:
+        """This answer is written without the connection's task (the express path:
+        ``interlock.dataplane.streams.StreamForwarder.express``); ``abandon`` is called if the
+        client goes first. :meth:`express_done` or :meth:`express_continue` ends it."""
+        self._connection._abandon = abandon
+
+    def express_done(self) -> None:
+        """The express answer was sent: the connection goes on to its next request."""
+        self._connection._express_done(self)
+
+    def express_continue(self, work: Work) -> None:
+        """The rest of the answer must wait for something: ``work`` finishes it on the
+        connection's task, as the handler would have."""
+        connection = self._connection
+        connection._abandon = None
+        connection._run(work, self)
+        _settle(connection._express_over)  # close() waits for the task from here
+
+    @property
+    def write_paused(self) -> bool:
+        """The client's transport holds more than it wants (:meth:`drain` waits)."""
+        return self._connection.write_paused
+
+    async def drain(self) -> None:
+        """Until the client took what was written, when it holds too much."""
+        if self._connection.write_paused:
+            await self._connection.drain()
 
     def _frame(self, data: bytes, *, end: bool) -> bytes:
         if not self._chunked:
@@ -373,6 +417,23 @@ class Http1Responder:
         return "\r\n".join(lines).encode("utf-8", "surrogateescape")  # _encode, inlined
 
 
+_Work = tuple["H2Request | Work", "Http1Responder"]
+"""What answers one request on the connection's task (the request, for the handler), and its
+answer."""
+
+
+def _raising(error: Exception) -> Work:
+    async def _raise() -> None:
+        raise error
+
+    return _raise
+
+
+def _settle(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
 def _cancel(timer: asyncio.TimerHandle | None) -> None:
     if timer is not None:
         timer.cancel()
@@ -400,15 +461,22 @@ class Http1ServerProtocol(asyncio.Protocol):
         upgrade: Callable[[], asyncio.Protocol],
         closed: Callable[[Http1ServerProtocol], None] = lambda _protocol: None,
         held_back: frozenset[str] = frozenset(),
+        express: ExpressHandler | None = None,
     ) -> None:
         """``held_back``: lower-case names the front door never forwards as the client sent
         them, left out of each request's :attr:`~H2Request.forwardable` with the hop-by-hop
-        ones."""
+        ones. ``express``: what answers a request without a body when no other is in flight,
+        instead of ``handler`` (:data:`ExpressHandler`)."""
         self._loop = asyncio.get_running_loop()
         self._held_back = held_back
         self.parser = httptools.HttpRequestParser(self)
         self._handler = handler
         """What answers each request (the edge's steps, ``EdgeStreams.handle``)."""
+        self._express = express
+        self._abandon: Callable[[], None] | None = None
+        """What gives up the express answer in flight when the client goes (None: none is)."""
+        self._express_over: asyncio.Future[None] | None = None
+        """What :meth:`close` waits on while an express answer is in flight."""
         self._scheme = scheme
         self._limits = limits
         self._upgrade = upgrade
@@ -430,8 +498,8 @@ class Http1ServerProtocol(asyncio.Protocol):
         (:attr:`_next`) while the connection idles — not a task per request."""
         self._answering: Http1Responder | None = None
         """The answer of the request in flight (None: none is)."""
-        self._next: asyncio.Future[tuple[H2Request, Http1Responder] | None] | None = None
-        """What :attr:`_task` waits on for the next request (None when it ends)."""
+        self._next: asyncio.Future[_Work | None] | None = None
+        """What :attr:`_task` waits on for the next request's work (None when it ends)."""
         self._handed_over: bytes | None = None
         # One timer each, re-armed only when it fires early: not two timers per request.
         self._header_timer: asyncio.TimerHandle | None = None
@@ -485,6 +553,10 @@ class Http1ServerProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self._cancel_timers()
+        abandon, self._abandon = self._abandon, None
+        if abandon is not None:
+            abandon()  # as the task is cancelled below: the upstream exchange with it
+        _settle(self._express_over)
         if self._parsing is not None:
             self._parsing._wake()
         if self._task is not None:
@@ -546,9 +618,13 @@ class Http1ServerProtocol(asyncio.Protocol):
         read) may finish for at most ``within`` s, then they are cancelled and it closes."""
         self.closing = True
         self._stop_waiting()
+        ends = self._loop.time() + within
+        if self._abandon is not None:  # an express answer in flight
+            over = self._express_over = self._loop.create_future()
+            await asyncio.wait([over], timeout=within)
         task = self._task
         if task is not None:
-            await asyncio.wait([task], timeout=within)
+            await asyncio.wait([task], timeout=max(ends - self._loop.time(), 0))
         if self._transport is not None:
             self._transport.close()
 
@@ -648,17 +724,22 @@ class Http1ServerProtocol(asyncio.Protocol):
             sorted_out,
         )
         responder = Http1Responder(self, body, method, http10)
-        waiting_for = self._next
-        if waiting_for is not None:
-            self._next = None
-            self._answering = responder
-            waiting_for.set_result((request, responder))
-        elif self._task is None:
-            self._answering = responder
-            self._task = self._loop.create_task(self._serve(request, responder))
-        else:
+        if self._answering is not None or (self._next is None and self._task is not None):
             self._waiting.append((request, responder))
             self._pause("pipelined")
+            return
+        self._answering = responder
+        express = self._express
+        if express is not None and body is self._empty_body:
+            try:
+                work = express(request, responder)
+            except Exception as error:  # answered on the task as the handler's failure is
+                work = _raising(error)
+            if work is None:
+                return  # answered by callbacks: express_done or express_continue follows
+            self._run(work, responder)
+        else:
+            self._run(request, responder)
 
     def on_body(self, body: bytes) -> None:
         if self._parsing is not None:
@@ -671,13 +752,42 @@ class Http1ServerProtocol(asyncio.Protocol):
 
     # ---- requests ----
 
-    async def _serve(self, request: H2Request, responder: Http1Responder) -> None:
-        """Answer ``request``, then each request that follows on the connection, in turn: one
-        task for them all (a task made per request cost more than the wait for the next)."""
+    def _run(self, work: H2Request | Work, responder: Http1Responder) -> None:
+        """``work`` answers ``responder``'s request on the connection's task (made if none is
+        waiting for the next request); a request is answered by the handler."""
+        waiting_for = self._next
+        if waiting_for is not None:
+            self._next = None
+            waiting_for.set_result((work, responder))
+        else:
+            self._task = self._loop.create_task(self._serve(work, responder))
+
+    def _express_done(self, responder: Http1Responder) -> None:
+        """An express answer was sent: what :meth:`_serve` does after a handler, without it."""
+        self._abandon = None
+        self._answering = None
+        _settle(self._express_over)
+        if not responder.keep_alive or not responder._body.ended:
+            self.abort()
+        elif self._waiting or self.lost or self.closing or self._handed_over is not None:
+            following = self._following()
+            if following is not None:
+                self._run(*following)
+        else:
+            self._arm_idle()
+
+    async def _serve(self, work: H2Request | Work, responder: Http1Responder) -> None:
+        """Answer a request (``work``), then each request that follows on the connection, in
+        turn: one task for them all (a task made per request cost more than the wait for the
+        next)."""
+        this = asyncio.current_task()
         try:
             while True:
                 try:
-                    await self._handler(request, responder)
+                    if isinstance(work, H2Request):
+                        await self._handler(work, responder)
+                    else:
+                        await work()
                     if not responder.ended:
                         # What ``answer_with`` does, here without a coroutine of its own.
                         await finish_answer(responder)
@@ -723,13 +833,14 @@ class Http1ServerProtocol(asyncio.Protocol):
                     following = await waiting_for
                     if following is None:
                         return
-                request, responder = following
+                work, responder = following
         finally:
-            self._task = None
-            self._answering = None
-            self._next = None
+            if self._task is this:  # not one made since this one was told to end
+                self._task = None
+                self._answering = None
+                self._next = None
 
-    def _following(self) -> tuple[H2Request, Http1Responder] | None:
+    def _following(self) -> _Work | None:
         """The next request once one was answered, when one may be waiting or none may come: a
         pipelined one already read, else None (lost, closing, or handed over for an upgrade).
         (When none of these holds, :meth:`_serve` idles until the next request itself.)"""

@@ -35,7 +35,12 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_HOST,
     X_FORWARDED_PROTO,
 )
-from interlock.dataplane.http1 import Http1Response, UpstreamConnectError, UpstreamPool
+from interlock.dataplane.http1 import (
+    Http1Response,
+    UpstreamConnectError,
+    UpstreamConnection,
+    UpstreamPool,
+)
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import (
@@ -387,6 +392,32 @@ class Forwarder:
         )
         # Awaited by the caller: no coroutine of its own around the exchange's.
         return sent if headers_within is None else _within(sent, headers_within)
+
+    def open_pooled(
+        self,
+        method: str,
+        *,
+        address: Address,
+        path: str,
+        query: str,
+        headers: CIMultiDict[str],
+        idle: float | None = None,
+        tls: bool = False,
+    ) -> tuple[UpstreamConnection, asyncio.Future[Http1Response]] | None:
+        """:meth:`open` for a request without a body and without a bound on the wait for the
+        answer's headers, on a connection already pooled, without a coroutine
+        (:meth:`UpstreamPool.start <interlock.dataplane.http1.UpstreamPool.start>`): the
+        connection and its answer to come, or None when none is idle (nothing was sent)."""
+        if self._pool is None:
+            raise RuntimeError("Forwarder.start() was not called")
+        pool = self._tls() if tls else self._pool
+        return pool.start(
+            address,
+            method,
+            f"{path}?{query}" if query else path,
+            headers,
+            read_timeout=self._timeouts.read if idle is None else idle,
+        )
 
     async def relay(
         self,

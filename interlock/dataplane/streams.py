@@ -19,13 +19,14 @@ import asyncio
 import functools
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 import aiohttp
 from loguru import logger
 from multidict import CIMultiDict
 
-from interlock.dataplane.access_log import note_upstream
+from interlock.dataplane.access_log import Exchange, note_upstream, upstream_text
 from interlock.dataplane.answers import (
     ENDPOINTS_FAILING,
     REASON_HEADER,
@@ -43,7 +44,8 @@ from interlock.dataplane.engine import (
     RetryBudget,
 )
 from interlock.dataplane.header_names import CONTENT_LENGTH, CONTENT_TYPE_LOWER, GRPC_STATUS
-from interlock.dataplane.http1 import Http1Response
+from interlock.dataplane.http1 import Http1Response, StaleConnection, UpstreamConnection
+from interlock.dataplane.http1_server import Http1Responder
 from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
 from interlock.dataplane.http2_frames import Headers
 from interlock.dataplane.plan import Deadlines, Forward
@@ -62,6 +64,9 @@ from interlock.dataplane.upstream_tls import (
     verified_client_context,
 )
 from interlock.model.backend_tls import BackendTLS
+
+Prepared = tuple[Sequence[Address], ResponseHooks]
+"""What :meth:`Engine.prepare` gives a forward: the endpoints, and the hooks."""
 
 HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
 """Policy ``protocol`` values whose upstreams speak HTTP/2."""
@@ -161,6 +166,7 @@ class StreamForwarder:
         body: bytes | None = None,
         hooks: ResponseHooks = NO_HOOKS,
         where: str,
+        prepared: Prepared | None = None,
     ) -> Answer | None:
         """Send ``request`` as ``decision`` says and relay the answer to ``responder``; the
         answer to give instead when nothing was relayed.
@@ -170,14 +176,17 @@ class StreamForwarder:
         authority the upstream gets; by default the client's headers without hop-by-hop ones,
         for its authority); the rule's request filters and host rewrite are applied here, its
         response filters before ``hooks``. ``body`` is the request body when the front
-        door read it already (else it streams from the client).
+        door read it already (else it streams from the client). ``prepared``: what
+        :meth:`Engine.prepare` gave for these ``headers`` already (:meth:`express`).
         """
         if headers is None:
             headers = without_hop_by_hop(request.headers)
             headers["Host"] = request.authority
-        prepared = self._engine.prepare(decision, headers, hooks)
-        if isinstance(prepared, Answer):
-            return prepared
+        if prepared is None:
+            ready = self._engine.prepare(decision, headers, hooks)
+            if isinstance(ready, Answer):
+                return ready
+            prepared = ready
         found, hooks = prepared
         deadline = self._engine.deadline(decision)
         if upstream_http2(request.headers, protocol):
@@ -251,6 +260,62 @@ class StreamForwarder:
                 await _relay_body(responder, outcome, compressor, where)
         finally:
             outcome.release()
+        return None
+
+    def express(
+        self,
+        request: H2Request,
+        responder: Http1Responder,
+        decision: Forward,
+        *,
+        headers: CIMultiDict[str],
+        query: str,
+        protocol: str,
+        hooks: ResponseHooks,
+        where: str,
+        exchange: Exchange,
+        front: ExpressFront,
+    ) -> Prepared | Answer | None:
+        """:meth:`forward` for an HTTP/1.1 request without a body, without a task: when it
+        takes one try at one endpoint, without retry, failure accrual or deadline, over
+        HTTP/1.1 and on a pooled connection, the request is sent now and the answer relayed by
+        callbacks (:class:`_Express`). None when it was sent so; else what
+        :meth:`Engine.prepare` came to, for :meth:`forward` (``prepared``) on the task."""
+        prepared = self._engine.prepare(decision, headers, hooks)
+        if isinstance(prepared, Answer):
+            return prepared
+        found, hooks = prepared
+        deadlines = decision.deadlines
+        if (
+            len(found) != 1
+            or decision.retry is not None
+            or decision.accrual is not None
+            or deadlines.request is not None
+            or deadlines.attempt is not None
+            or decision.backend_tls is not None
+            or upstream_http2(request.headers, protocol)
+        ):
+            return prepared
+        address = found[0]
+        exchange.upstream = upstream_text(*address)  # note_upstream's, without the context
+        started = self._forwarder.open_pooled(
+            request.method,
+            address=address,
+            path=decision.path,
+            query=query,
+            headers=headers,
+            idle=deadlines.idle,
+            tls=decision.upstream_tls,
+        )
+        if started is None:
+            return prepared
+        connection, answer = started
+        express = _Express(
+            self, request, responder, decision, prepared, headers, query, protocol, where
+        )
+        express.connection, express.exchange, express.front = connection, exchange, front
+        responder.express(express.abandon)
+        answer.add_done_callback(express.answered)
         return None
 
     async def _attempts(
@@ -378,6 +443,180 @@ class StreamForwarder:
                 return Answer(status=failed.status, reason=failed.reason, detail=failed.detail)
             logger.debug("{}: retrying after {} ({} left)", where, failed.status, budget.left)
             await asyncio.sleep(wait)
+
+
+class ExpressFront(Protocol):
+    """What a front door does with an express answer (:meth:`StreamForwarder.express`)."""
+
+    def answered(self, exchange: Exchange, responder: Http1Responder) -> None:
+        """The upstream's answer was relayed whole: count it, and end the express answer."""
+
+    def finish(
+        self,
+        exchange: Exchange,
+        responder: Http1Responder,
+        where: str,
+        forwarding: Awaitable[Answer | None],
+    ) -> Awaitable[None]:
+        """What answers the request on the connection's task from here: ``forwarding`` comes
+        to what :meth:`StreamForwarder.forward` would have (the answer to give instead, or
+        None)."""
+        ...
+
+
+class _Express:
+    """One express answer (:meth:`StreamForwarder.express`): sent, its answer relayed by the
+    callback of its answer's future, or by the connection's task from the first step that
+    must wait (a body still coming, a client not taking what was written) or that is not the
+    usual (a failure, an answer without a length)."""
+
+    __slots__ = (
+        "abandoned",
+        "connection",
+        "decision",
+        "exchange",
+        "forwarder",
+        "front",
+        "headers",
+        "prepared",
+        "protocol",
+        "query",
+        "request",
+        "responder",
+        "where",
+    )
+
+    connection: UpstreamConnection
+    exchange: Exchange
+    front: ExpressFront
+
+    def __init__(
+        self,
+        forwarder: StreamForwarder,
+        request: H2Request,
+        responder: Http1Responder,
+        decision: Forward,
+        prepared: Prepared,
+        headers: CIMultiDict[str],
+        query: str,
+        protocol: str,
+        where: str,
+    ) -> None:
+        self.forwarder = forwarder
+        self.request = request
+        self.responder = responder
+        self.decision = decision
+        self.prepared = prepared
+        self.headers = headers
+        self.query = query
+        self.protocol = protocol
+        self.where = where
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        """The client went: the upstream exchange goes with it (as a cancelled task's)."""
+        self.abandoned = True
+        self.connection.close()
+
+    def answered(self, answer: asyncio.Future[Http1Response]) -> None:
+        """The answer's headers came (its body too, mostly), or the exchange failed."""
+        if self.abandoned:
+            if not answer.cancelled():
+                answer.exception()  # retrieved: the client went, nothing is to be done with it
+            return
+        responder = self.responder
+        if answer.cancelled():  # as a task's wait would be: the connection is cut
+            self.connection.close()
+            responder.express_continue(_raising(asyncio.CancelledError()))
+            return
+        upstream: Http1Response | None = None
+        try:
+            error = answer.exception()
+            if error is not None:
+                self.connection.close()  # as the pool's request() closes it
+                responder.express_continue(lambda: self._finish(self._failed(error)))
+                return
+            upstream = answer.result()
+            decision, where, hooks = self.decision, self.where, self.prepared[1]
+            outcome = self.forwarder._engine.answered(
+                decision, self.connection.address, upstream, where
+            )
+            if isinstance(outcome, Answer):
+                hooks.record_upstream(None)
+                responder.express_continue(lambda: self._finish(_resolved(outcome)))
+                return
+            whole, compressor = _send_head(self.request, responder, upstream, hooks)
+            if whole is None:
+                relayed, upstream = upstream, None  # released by the relay
+                responder.express_continue(
+                    lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
+                )
+                return
+            responder.send_now(whole, end=True)
+        except Exception as error:  # what the task does with a handler's failure
+            responder.express_continue(_raising(error))
+            return
+        finally:
+            if upstream is not None:
+                upstream.release()
+        if responder.write_paused:  # the client is slow to take it: waited for on the task
+            responder.express_continue(lambda: self._finish(_drained(responder)))
+        else:
+            self.front.answered(self.exchange, responder)
+
+    def _finish(self, forwarding: Awaitable[Answer | None]) -> Awaitable[None]:
+        return self.front.finish(self.exchange, self.responder, self.where, forwarding)
+
+    async def _failed(self, error: BaseException) -> Answer | None:
+        """What the usual path comes to when the exchange failed before the answer's headers:
+        a pooled connection found closed is sent again on another (``UpstreamPool.request``),
+        another failure is the answer to give."""
+        if isinstance(error, StaleConnection):
+            return await self.forwarder.forward(
+                self.request,
+                self.responder,
+                self.decision,
+                headers=self.headers,
+                query=self.query,
+                protocol=self.protocol,
+                where=self.where,
+                prepared=self.prepared,
+            )
+        if not isinstance(error, (TimeoutError, aiohttp.ClientError)):
+            raise error
+        failed = self.forwarder._engine.failed(
+            self.decision, self.connection.address, error, None, self.where
+        )
+        self.prepared[1].record_upstream(None)
+        return failed
+
+
+async def _resolved(outcome: Answer) -> Answer:
+    return outcome
+
+
+def _raising(error: BaseException) -> Callable[[], Awaitable[None]]:
+    async def _raise() -> None:
+        raise error
+
+    return _raise
+
+
+async def _drained(responder: Http1Responder) -> None:
+    await responder.drain()
+
+
+async def _relay_rest(
+    responder: Http1Responder,
+    upstream: Http1Response,
+    compressor: zlib._Compress | None,
+    where: str,
+) -> None:
+    """The rest of :meth:`StreamForwarder.forward` once the head was sent: the body."""
+    try:
+        await _relay_body(responder, upstream, compressor, where)
+    finally:
+        upstream.release()
 
 
 def _send_head(

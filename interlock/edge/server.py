@@ -177,6 +177,7 @@ class EdgeServer:
                     upgrade=server,
                     closed=self._http1_connections.discard,
                     held_back=HELD_BACK,
+                    express=streams.express,
                 )
                 self._http1_connections.add(protocol)
                 return protocol

@@ -13,11 +13,15 @@ aiohttp's objects), through the same steps.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable
+
 from interlock.dataplane import answers as reasons
-from interlock.dataplane.access_log import begin
+from interlock.dataplane.access_log import Exchange, begin, resume
+from interlock.dataplane.http1_server import Http1Responder, Work
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.request_stream import H2Request, Responder
-from interlock.dataplane.streams import StreamForwarder, send_answer, send_plain
+from interlock.dataplane.streams import Prepared, StreamForwarder, send_answer, send_plain
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.steps import (
     Admitted,
@@ -37,16 +41,80 @@ class EdgeStreams:
         self.forwarder = forwarder
         self._traffic = traffic
 
-    async def handle(self, request: H2Request, responder: Responder) -> None:
-        """One request, counted (and logged) as one exchange once answered."""
-        exchange = begin(
+    def express(self, request: H2Request, responder: Http1Responder) -> Work | None:
+        """:meth:`handle` for an HTTP/1.1 request without a body, without the connection's
+        task when it can (:meth:`StreamForwarder.express`): None when it was sent so, else
+        the rest of :meth:`handle` from where it got, to run on the task."""
+        # As begin() makes it, without making it current (see access_log.resume).
+        exchange = Exchange(
             "edge",
-            host=request.authority,
-            method=request.method,
-            path=request.path.partition("?")[0],
-            clock=self._traffic.clock,
+            request.authority[:256],
+            request.method[:16],
+            request.path.partition("?")[0][:2048],
+            self._traffic.clock(),
         )
         decided = decide_now(self._front, request, exchange)
+        prepared = None
+        if isinstance(decided, Admitted):
+            prepared = self.forwarder.express(
+                request,
+                responder,
+                decided.decision,
+                headers=decided.headers,
+                query=decided.query,
+                protocol=decided.protocol,
+                hooks=decided.hooks,
+                where=decided.where,
+                exchange=exchange,
+                front=self,
+            )
+            if prepared is None:
+                return None
+        return functools.partial(self.handle, request, responder, exchange, decided, prepared)
+
+    def answered(self, exchange: Exchange, responder: Http1Responder) -> None:
+        """An express answer relayed whole (:class:`~interlock.dataplane.streams.ExpressFront`)."""
+        self._traffic.record(
+            exchange, status=responder.status or 0, sent=responder.bytes, reason=""
+        )
+        responder.express_done()
+
+    async def finish(
+        self,
+        exchange: Exchange,
+        responder: Http1Responder,
+        where: str,
+        forwarding: Awaitable[reasons.Answer | None],
+    ) -> None:
+        """The rest of an express answer, on the connection's task: the end of :meth:`handle`."""
+        resume(exchange)
+        failed = await forwarding
+        reason = "" if failed is None else await _failed(responder, failed, where)
+        self._traffic.record(
+            exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
+        )
+
+    async def handle(
+        self,
+        request: H2Request,
+        responder: Responder,
+        exchange: Exchange | None = None,
+        decided: Refusal | Admitted | ModuleSteps | None = None,
+        prepared: Prepared | reasons.Answer | None = None,
+    ) -> None:
+        """One request, counted (and logged) as one exchange once answered (from where
+        :meth:`express` got: ``exchange`` begun, ``decided``, ``prepared`` by the engine)."""
+        if exchange is None or decided is None:
+            exchange = begin(
+                "edge",
+                host=request.authority,
+                method=request.method,
+                path=request.path.partition("?")[0],
+                clock=self._traffic.clock,
+            )
+            decided = decide_now(self._front, request, exchange)
+        else:
+            resume(exchange)
         held = None
         try:
             if isinstance(decided, ModuleSteps):
@@ -56,17 +124,21 @@ class EdgeStreams:
                 held.__enter__()
                 decided = await decided.run(self._front, request, exchange)
             if isinstance(decided, Admitted):
-                failed = await self.forwarder.forward(
-                    request,
-                    responder,
-                    decided.decision,
-                    headers=decided.headers,
-                    query=decided.query,
-                    protocol=decided.protocol,
-                    body=decided.body,
-                    hooks=decided.hooks,
-                    where=decided.where,
-                )
+                if isinstance(prepared, reasons.Answer):  # the engine's, in express()
+                    failed: reasons.Answer | None = prepared
+                else:
+                    failed = await self.forwarder.forward(
+                        request,
+                        responder,
+                        decided.decision,
+                        headers=decided.headers,
+                        query=decided.query,
+                        protocol=decided.protocol,
+                        body=decided.body,
+                        hooks=decided.hooks,
+                        where=decided.where,
+                        prepared=prepared,
+                    )
                 reason = "" if failed is None else await _failed(responder, failed, decided.where)
             else:
                 reason = await refuse(responder, decided)

@@ -21,7 +21,7 @@ from interlock.dataplane.http1 import (
     UpstreamReadTimeout,
     request_head,
 )
-from interlock.dataplane.http1 import _Connection as Connection
+from interlock.dataplane.http1 import UpstreamConnection as Connection
 from tests.kit.recording_transport import RecordingTransport
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

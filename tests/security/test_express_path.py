@@ -1,0 +1,302 @@
+"""The express path keeps every safeguard of the usual one.
+
+A plain request on a connection the pool already holds is sent and its answer relayed by
+callbacks, without the client connection's task (``StreamForwarder.express``). Each test here
+makes a first request (the usual path: the pool has no connection yet), then the request under
+test on a pooled connection, checks that the express path took it (a spy on
+``StreamForwarder.express``), and checks one safeguard on it: hop-by-hop headers removed from
+the answer, a bad upstream answer or a silent upstream turned into 502/504, a pooled connection
+the upstream closed sent again on a new one, the upstream exchange given up with a client that
+goes, the request counted and logged as the usual one, and a stopping edge waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from interlock.dataplane import metrics
+from interlock.dataplane.access_log import Exchange
+from interlock.dataplane.http1_server import Http1Responder
+from interlock.dataplane.proxy import ProxyTimeouts
+from interlock.dataplane.streams import StreamForwarder
+from tests.kit.raw_http1 import Answer, parse_answer
+
+from .conftest import HOST, Edge, running_edge, serve_host, wait_until
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+@dataclass
+class KeepAliveBackend:
+    """Answers the n-th request it gets with ``answers[n]`` (the last one for the rest): bytes,
+    or ``b""`` (the connection closed without an answer), or None (no answer until
+    :attr:`release` is set)."""
+
+    answers: list[bytes | None]
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    closed_by_edge: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    address: tuple[str, int] = ("", 0)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append(head)
+                answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
+                if answer is None:  # until released, or until the edge closes the connection
+                    eof = asyncio.ensure_future(reader.read(1))
+                    released = asyncio.ensure_future(self.release.wait())
+                    await asyncio.wait([eof, released], return_when=asyncio.FIRST_COMPLETED)
+                    released.cancel()
+                    if eof.done():
+                        self.closed_by_edge.set()
+                        break
+                    eof.cancel()
+                    answer = OK
+                if not answer:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.closed_by_edge.set()
+        except asyncio.CancelledError:
+            pass  # the test is over
+        finally:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def keep_alive_backend(answers: list[bytes | None]) -> AsyncIterator[KeepAliveBackend]:
+    backend = KeepAliveBackend(answers=answers)
+    server = await asyncio.start_server(backend.serve, "127.0.0.1", 0)
+    backend.address = ("127.0.0.1", server.sockets[0].getsockname()[1])
+    try:
+        yield backend
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def express_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per request the express path was asked about: whether it took it."""
+    taken: list[bool] = []
+    original = StreamForwarder.express
+
+    def spy(self: StreamForwarder, *args: Any, **kwargs: Any) -> Any:
+        outcome = original(self, *args, **kwargs)
+        taken.append(outcome is None)
+        return outcome
+
+    monkeypatch.setattr(StreamForwarder, "express", spy)
+    return taken
+
+
+def request(path: str = "/", *, close: bool = True) -> bytes:
+    connection = "Connection: close\r\n" if close else ""
+    return f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n{connection}\r\n".encode()
+
+
+async def ask(edge: Edge, path: str = "/") -> Answer:
+    reader, writer = await asyncio.open_connection(*edge.address)
+    try:
+        writer.write(request(path))
+        await writer.drain()
+        return parse_answer(await asyncio.wait_for(reader.read(-1), 30))
+    finally:
+        writer.close()
+
+
+async def test_hop_by_hop_headers_of_the_answer_are_not_relayed(
+    edge: Edge, express_taken: list[bool]
+) -> None:
+    hop = (
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nX-Hop: secret\r\n"
+        b"Keep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nX-End: kept\r\n"
+        b"Content-Length: 2\r\n\r\nok"
+    )
+    async with keep_alive_backend([hop]) as backend:
+        await serve_host(edge, host=HOST, service="hop", address=backend.address)
+        answers = [await ask(edge), await ask(edge)]
+    assert express_taken == [False, True]
+    assert backend.connections == 1  # the second went on the pooled connection
+    for answer in answers:
+        assert answer.status == 200 and answer.body == b"ok"
+        assert answer.headers["x-end"] == "kept"
+        for name in ("x-hop", "keep-alive", "proxy-authenticate"):
+            assert name not in answer.headers, answer.raw
+        assert answer.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("a head over the bound", b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"),
+        ("not HTTP", b"SSH-2.0-OpenSSH\r\n\r\n"),
+        ("two lengths", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok"),
+        ("an unasked 101", b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"),
+    ],
+)
+async def test_a_bad_answer_on_the_express_path_is_a_502(
+    edge: Edge, express_taken: list[bool], name: str, bad: bytes
+) -> None:
+    async with keep_alive_backend([OK, bad]) as backend:
+        await serve_host(edge, host=HOST, service="bad", address=backend.address)
+        assert (await ask(edge)).status == 200
+        answer = await ask(edge)
+    assert express_taken == [False, True]
+    assert answer.status == 502, (name, answer.raw[:200])
+    assert b"a" * 1000 not in answer.raw
+
+
+async def test_a_silent_upstream_on_the_express_path_is_a_504() -> None:
+    async with (
+        running_edge(timeouts=ProxyTimeouts(connect=5.0, read=0.5)) as edge,
+        keep_alive_backend([OK, None]) as backend,
+    ):
+        taken: list[bool] = []
+        spy_on(edge, taken)
+        await serve_host(edge, host=HOST, service="silent", address=backend.address)
+        assert (await ask(edge)).status == 200
+        answer = await ask(edge)
+        backend.release.set()
+    assert taken == [False, True]
+    assert answer.status == 504, answer.raw[:200]
+    assert answer.headers["x-interlock-reason"] == "upstream-timeout"
+
+
+def spy_on(edge: Edge, taken: list[bool]) -> None:
+    """Record into ``taken`` whether the express path took each request of ``edge``."""
+    forwarder = edge.server._streams.forwarder  # type: ignore[union-attr]
+    original = forwarder.express
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        outcome = original(*args, **kwargs)
+        taken.append(outcome is None)
+        return outcome
+
+    forwarder.express = spy  # type: ignore[method-assign]
+
+
+async def test_a_pooled_connection_the_upstream_closed_is_sent_again_on_a_new_one(
+    edge: Edge, express_taken: list[bool]
+) -> None:
+    # The backend closes the pooled connection on the second request without a byte of answer
+    # (as one that closed it while it idled): the request goes again, on a new connection.
+    async with keep_alive_backend([OK, b"", OK]) as backend:
+        await serve_host(edge, host=HOST, service="stale", address=backend.address)
+        assert (await ask(edge)).status == 200
+        second = await ask(edge)
+    assert express_taken == [False, True]
+    assert second.status == 200 and second.body == b"ok", second.raw[:200]
+    assert backend.connections == 2 and len(backend.requests) == 3
+
+
+async def test_a_client_that_goes_takes_the_upstream_exchange_with_it(
+    express_taken: list[bool],
+) -> None:
+    # The upstream read timeout far past the wait below: only the client's going closes it.
+    async with (
+        running_edge(timeouts=ProxyTimeouts(connect=5.0, read=3600.0)) as edge,
+        keep_alive_backend([OK, None]) as backend,
+    ):
+        await serve_host(edge, host=HOST, service="gone", address=backend.address)
+        assert (await ask(edge)).status == 200
+        _, writer = await asyncio.open_connection(*edge.address)
+        writer.write(request())
+        await writer.drain()
+        await wait_until(lambda: len(backend.requests) == 2, what="the second request upstream")
+        writer.close()
+        await asyncio.wait_for(backend.closed_by_edge.wait(), 30)
+    assert express_taken == [False, True]
+
+
+async def test_the_express_answer_is_counted_and_logged_as_the_usual_one(
+    edge: Edge, express_taken: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logged: list[Exchange] = []
+    monkeypatch.setattr(metrics, "log_line", logged.append)
+    edge.server.traffic.access_log = True
+    async with keep_alive_backend([OK]) as backend:
+        await serve_host(edge, host=HOST, service="counted", address=backend.address)
+        await ask(edge, "/a?secret=1")
+        await ask(edge, "/a?secret=1")
+    assert express_taken == [False, True]
+    usual, express = (entry.to_json() for entry in logged)
+    for entry in (usual, express):
+        entry.pop("durationMs")
+    assert express == usual
+    assert express["upstream"] == f"127.0.0.1:{backend.address[1]}"
+    assert express["path"] == "/a" and express["status"] == 200
+    statistics = edge.server.traffic.statistics()
+    counted = [count for key, count in statistics.requests.items() if key[0] == "edge"]
+    assert counted == [2]
+
+
+async def test_a_stopping_edge_waits_for_an_express_answer_in_flight() -> None:
+    async with keep_alive_backend([OK, None]) as backend:
+        edge_context = running_edge()
+        edge = await edge_context.__aenter__()
+        stopped = False
+        try:
+            taken: list[bool] = []
+            spy_on(edge, taken)
+            await serve_host(edge, host=HOST, service="drain", address=backend.address)
+            assert (await ask(edge)).status == 200
+            pending = asyncio.ensure_future(ask(edge))
+            await wait_until(lambda: len(backend.requests) == 2, what="the request upstream")
+            stopping = asyncio.ensure_future(edge_context.__aexit__(None, None, None))
+            stopped = True
+            await asyncio.sleep(0)
+            assert not pending.done()
+            backend.release.set()
+            answer = await asyncio.wait_for(pending, 30)
+            await stopping
+        finally:
+            if not stopped:
+                await edge_context.__aexit__(None, None, None)
+    assert taken == [False, True]
+    assert answer.status == 200 and answer.body == b"ok"
+
+
+async def test_a_client_slow_to_take_the_answer_holds_its_next_request(
+    edge: Edge, express_taken: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client's transport says its buffer is full after the express answer: the request is
+    # finished (counted, and the connection free for the next) only once it drained, as the
+    # usual path's send_data waits for it.
+    drained = asyncio.Event()
+    statistics = edge.server.traffic.statistics()
+
+    def counted() -> int:
+        return sum(count for key, count in statistics.requests.items() if key[0] == "edge")
+
+    async def drain(responder: Http1Responder) -> None:
+        await drained.wait()
+
+    async with keep_alive_backend([OK]) as backend:
+        await serve_host(edge, host=HOST, service="slow", address=backend.address)
+        assert (await ask(edge)).status == 200
+        monkeypatch.setattr(Http1Responder, "write_paused", property(lambda self: True))
+        monkeypatch.setattr(Http1Responder, "drain", drain)
+        reader, writer = await asyncio.open_connection(*edge.address)
+        try:
+            writer.write(request(close=False))
+            first = await reader.readuntil(b"ok")
+            assert counted() == 1  # the answer is out; the request is not finished yet
+            writer.write(request(close=True))
+            drained.set()
+            second = parse_answer(await asyncio.wait_for(reader.read(-1), 30))
+        finally:
+            writer.close()
+    assert express_taken[:2] == [False, True]
+    assert first.startswith(b"HTTP/1.1 200") and second.status == 200
+    assert len(backend.requests) == 3 and counted() == 3
