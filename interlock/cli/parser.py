@@ -9,7 +9,6 @@ prints the usage of the subcommand it was given to, which is where the right fla
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -20,6 +19,8 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 def nearest(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``word``, if one is close enough to be a typo of it."""
+    import difflib  # only for a mistyped command line: not imported by one that parses
+
     matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return matches[0] if matches else None
 

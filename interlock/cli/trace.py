@@ -8,10 +8,6 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from interlock.traceview import load_trace, render_timeline, render_tree, select
-from interlock.traceview.diagram import render_html, render_mermaid
-from interlock.traceview.select import without_internal
-
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -78,6 +74,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    # Imported here, not with the command line: `interlock run` never reads a trace.
+    from interlock.traceview import load_trace, render_timeline, render_tree, select
+    from interlock.traceview.diagram import render_html, render_mermaid
+    from interlock.traceview.select import without_internal
+
     try:
         log = load_trace(args.file)
     except OSError as exc:

@@ -50,7 +50,6 @@ from interlock.api.serving import RunningSite, serve
 from interlock.config import Address, ControllerConfig
 from interlock.controller.kinds import ABSENT, ROUTER, Half, rows_for, watched
 from interlock.controller.status_sink import KubeStatusSink
-from interlock.controller.upstreams import SharedUpstreamCache
 from interlock.controller.view import ControllerView
 from interlock.dataplane.metrics import Traffic
 from interlock.kube.client import close_api_client, make_api_client
@@ -75,6 +74,7 @@ if TYPE_CHECKING:
     from interlock.controller.edge_half import EdgeHalf
     from interlock.controller.gateway_half import GatewayHalf
     from interlock.controller.mesh_half import MeshHalf
+    from interlock.controller.upstreams import SharedUpstreamCache
     from interlock.embedded import EmbeddedApiServer
     from interlock.otel import SpanTracer  # the optional OpenTelemetry SDK: only when asked
 
@@ -167,9 +167,10 @@ class Controller:
         )
         self.traffic = Traffic(access_log=config.observability.access_log)
         """Requests through the edge and the mesh listener: ``/metrics`` and the access log."""
-        self.upstream_cache = SharedUpstreamCache(self.system)
+        self.upstream_cache: SharedUpstreamCache | None = None
         """The one endpoint cache the edge's and the mesh listener's upstream indexes read
-        (spawned by the first of them to start)."""
+        (spawned by the first of them to start); built with the first of them, so that an
+        outbound-only controller does not import it."""
         self.edge: EdgeHalf | None = None
         if config.edge.runs:
             # Imported only for an edge: its data plane (HTTP/1 and HTTP/2 servers, edge
@@ -180,7 +181,7 @@ class Controller:
                 config=config,
                 system=self.system,
                 watches=self.watches,
-                upstream_cache=self.upstream_cache,
+                upstream_cache=self._shared_upstream_cache(),
                 status_statistics=lambda: (
                     None if self.status_writer is None else self.status_writer.statistics()
                 ),
@@ -206,7 +207,7 @@ class Controller:
                 config=config,
                 system=self.system,
                 watches=self.watches,
-                upstream_cache=self.upstream_cache,
+                upstream_cache=self._shared_upstream_cache(),
                 endpoints_from_edge=self.edge is not None,
                 traffic=self.traffic,
                 resync_object=self._resync_object,
@@ -235,6 +236,14 @@ class Controller:
         self._resyncs: set[asyncio.Task[None]] = set()
         """Objects being read again after a poison message (:meth:`_resync_object`)."""
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+
+    def _shared_upstream_cache(self) -> SharedUpstreamCache:
+        """:attr:`upstream_cache`, built (and its module imported) on the first call."""
+        if self.upstream_cache is None:
+            from interlock.controller.upstreams import SharedUpstreamCache
+
+            self.upstream_cache = SharedUpstreamCache(self.system)
+        return self.upstream_cache
 
     # ---------------------------------------------------------------------------------------
     # Lifecycle

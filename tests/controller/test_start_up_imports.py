@@ -82,9 +82,12 @@ EDGE_AND_GATEWAY_MODELS = tuple(
     f"interlock.{name}"
     for name in (
         "actors.ca_bundles",
+        "actors.upstream_cache",
+        "controller.upstreams",
         "dataplane.filters",
         "dataplane.matching",
         "dataplane.plan",
+        "dataplane.upstreams",
         "edge",
         "model.backend_tls",
         "model.edge",
@@ -103,8 +106,9 @@ EDGE_AND_GATEWAY_MODELS = tuple(
         "model.moduleset",
     )
 )
-"""The edge's, the Gateway half's and the data plane's models and plans: an outbound-only
-controller (``interlock run`` without ``--edge-addr``) never uses them (issue 29 item 5)."""
+"""The edge's, the Gateway half's and the data plane's models and plans, and the endpoint cache
+the edge and the mesh listener share: an outbound-only controller (``interlock run`` without
+``--edge-addr``) never uses them (issue 29 item 5)."""
 
 
 def test_an_outbound_only_controller_imports_no_edge_gateway_or_ingress_model() -> None:
@@ -399,4 +403,40 @@ def test_interlock_run_serves_its_apis_without_aiohttp_web() -> None:
         "answers": ["HTTP/1.1 200 OK"] * 3 + ["HTTP/1.1 404 Not Found"] * 2,
         "served": [],
         "application": sorted(AIOHTTP_WEB),
+    }
+
+
+def test_the_command_line_imports_the_trace_viewer_and_difflib_only_when_they_are_used() -> None:
+    # Issue 29 item 5: `interlock run` neither reads a trace (interlock.traceview, about 0.2 MiB
+    # with its renderers) nor suggests a flag (difflib) unless the command line is mistyped.
+    result = _run(
+        """
+        import contextlib, io, json, os, tempfile
+        import interlock.cli
+        from interlock.cli import build_parser
+
+        found = {"imported": loaded("interlock.traceview", "difflib")}
+        build_parser().parse_known_args(["run", "--policy-addr", "127.0.0.1:0"])
+        found["parsed"] = loaded("interlock.traceview", "difflib")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+            interlock.cli.main(["run", "--polcy-addr", "127.0.0.1:0"])
+        found["mistyped"] = [err.getvalue().strip().splitlines()[-1].split("(")[-1]]
+        found["after mistyped"] = loaded("interlock.traceview", "difflib")
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "trace.jsonl")
+            open(path, "w").close()
+            with contextlib.redirect_stdout(io.StringIO()):
+                found["trace"] = [interlock.cli.main(["trace", path])]
+        found["after trace"] = loaded("interlock.traceview", "difflib")
+        print(json.dumps(found))
+        """
+    )
+    assert result == {
+        "imported": [],
+        "parsed": [],
+        "mistyped": ["did you mean --policy-addr?)"],
+        "after mistyped": ["difflib"],
+        "trace": [0],
+        "after trace": ["difflib", "interlock.traceview"],
     }
