@@ -223,7 +223,11 @@ async def test_the_express_answer_is_counted_and_logged_as_the_usual_one(
     edge: Edge, express_taken: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logged: list[Exchange] = []
-    monkeypatch.setattr(metrics, "log_line", logged.append)
+
+    def log_line(exchange: Exchange, **_: object) -> None:
+        logged.append(exchange)
+
+    monkeypatch.setattr(metrics, "log_line", log_line)
     edge.server.traffic.access_log = True
     async with keep_alive_backend([OK]) as backend:
         await serve_host(edge, host=HOST, service="counted", address=backend.address)
