@@ -255,7 +255,8 @@ class Engine:
         if not found:
             return answer(NO_READY_ENDPOINTS, f"{decision.target.describe()} has no ready endpoint")
         filters = decision.filters
-        apply_all(filters.request_headers, headers)
+        if filters.request_headers:
+            apply_all(filters.request_headers, headers)
         if filters.rewrite is not None and filters.rewrite.hostname is not None:
             set_host(headers, filters.rewrite.hostname)
         if filters.response_headers:

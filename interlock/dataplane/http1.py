@@ -231,7 +231,8 @@ class Http1Response(BufferedBody):
             self._connection = None  # pooled (or closed) by the connection itself
         elif not self.done and self._error is None:
             self._error = error
-        self._wake()
+        if self._waiter is not None:  # none when the answer came whole with its headers
+            self._wake()
 
 
 class UpstreamConnection(asyncio.Protocol):
@@ -403,12 +404,15 @@ class UpstreamConnection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         response = self._response
-        # Buffered; past HIGH_WATER the upstream waits until the relay takes it.
-        if (
-            response is not None
-            and response._buffer(body) > HIGH_WATER
-            and self.transport is not None
-        ):
+        if response is None:
+            return
+        # Buffered (BufferedBody._buffer, inlined: a call, and its _wake's, per answer); past
+        # HIGH_WATER the upstream waits until the relay takes it.
+        response._parts.append(body)
+        size = response._size = response._size + len(body)
+        if response._waiter is not None:
+            response._wake()
+        if size > HIGH_WATER and self.transport is not None:
             self.reading_paused = True
             self._stop_timer()
             self.transport.pause_reading()
@@ -653,9 +657,11 @@ class UpstreamPool:
         :class:`StaleConnection`). None when no connection to ``address`` is idle (nothing
         was sent): :meth:`request` then opens or waits for one."""
         head, _ = request_head(method, target, headers, None, address)
-        connection = self._idle_connection(address)
-        if connection is None:
+        idle = self._idle.get(address)
+        if not idle or self._closed:
             return None
+        connection = idle.pop()  # _idle_connection's, inlined
+        connection.reused = True
         try:
             sent = connection.exchange(
                 head,

@@ -271,15 +271,14 @@ class Http1Responder:
             self._write(self._render(length=0), end=True)
 
     async def send_data(self, data: bytes, *, end: bool = False) -> None:
-        self.send_now(data, end=end)
-        if self._connection.write_paused:
+        if self.send_now(data, end=end):
             await self._connection.drain()
 
-    def send_now(self, data: bytes, *, end: bool = False) -> None:
+    def send_now(self, data: bytes, *, end: bool = False) -> bool:
         """:meth:`send_data` without waiting for the client to take what was written (an
-        express answer's: see :meth:`Http1ServerProtocol.express_done`)."""
+        express answer's); whether the client holds too much (:meth:`drain` waits)."""
         if self.ended:
-            return
+            return False
         if self._head is not None:
             # A HEAD answer's length is that of the body a GET would get, when it is known.
             known = end and (data or not self._head_only)
@@ -302,6 +301,7 @@ class Http1Responder:
                 self._write(b"", end=True)
         else:
             self._write(self._frame(data, end=end), end=end)
+        return self._connection.write_paused
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
         if self.ended:
@@ -332,8 +332,31 @@ class Http1Responder:
         self._connection._abandon = abandon
 
     def express_done(self) -> None:
-        """The express answer was sent: the connection goes on to its next request."""
-        self._connection._express_done(self)
+        """The express answer was sent: the connection goes on to its next request (what
+        ``Http1ServerProtocol._serve`` does after a handler, without it)."""
+        connection = self._connection
+        connection._abandon = None
+        connection._answering = None
+        if connection._express_over is not None:  # the edge is stopping (close())
+            _settle(connection._express_over)
+        if not self.keep_alive or not self._body.ended:
+            connection.abort()
+        elif (
+            connection._waiting
+            or connection.lost
+            or connection.closing
+            or connection._handed_over is not None
+        ):
+            following = connection._following()
+            if following is not None:
+                connection._run(*following)
+        else:  # _arm_idle, inlined (the connection is not lost)
+            loop = connection._loop
+            connection._idle_since = loop.time()
+            if connection._idle_timer is None:
+                connection._idle_timer = loop.call_later(
+                    connection._limits.idle_timeout, connection._idled
+                )
 
     def express_continue(self, work: Work) -> None:
         """The rest of the answer must wait for something: ``work`` finishes it on the
@@ -342,11 +365,6 @@ class Http1Responder:
         connection._abandon = None
         connection._run(work, self)
         _settle(connection._express_over)  # close() waits for the task from here
-
-    @property
-    def write_paused(self) -> bool:
-        """The client's transport holds more than it wants (:meth:`drain` waits)."""
-        return self._connection.write_paused
 
     async def drain(self) -> None:
         """Until the client took what was written, when it holds too much."""
@@ -761,20 +779,6 @@ class Http1ServerProtocol(asyncio.Protocol):
             waiting_for.set_result((work, responder))
         else:
             self._task = self._loop.create_task(self._serve(work, responder))
-
-    def _express_done(self, responder: Http1Responder) -> None:
-        """An express answer was sent: what :meth:`_serve` does after a handler, without it."""
-        self._abandon = None
-        self._answering = None
-        _settle(self._express_over)
-        if not responder.keep_alive or not responder._body.ended:
-            self.abort()
-        elif self._waiting or self.lost or self.closing or self._handed_over is not None:
-            following = self._following()
-            if following is not None:
-                self._run(*following)
-        else:
-            self._arm_idle()
 
     async def _serve(self, work: H2Request | Work, responder: Http1Responder) -> None:
         """Answer a request (``work``), then each request that follows on the connection, in

@@ -537,14 +537,15 @@ class _Express:
                 responder.express_continue(lambda: self._finish(self._failed(error)))
                 return
             upstream = answer.result()
-            decision, where, hooks = self.decision, self.where, self.prepared[1]
-            outcome = self.forwarder._engine.answered(
-                decision, self.connection.address, upstream, where
-            )
-            if isinstance(outcome, Answer):
-                hooks.record_upstream(None)
-                responder.express_continue(lambda: self._finish(_resolved(outcome)))
-                return
+            where, hooks = self.where, self.prepared[1]
+            if upstream.status == 101:  # what Engine.answered refuses (no accrual to count)
+                outcome = self.forwarder._engine.answered(
+                    self.decision, self.connection.address, upstream, where
+                )
+                if isinstance(outcome, Answer):
+                    hooks.record_upstream(None)
+                    responder.express_continue(lambda: self._finish(_resolved(outcome)))
+                    return
             whole, compressor = _send_head(self.request, responder, upstream, hooks)
             if whole is None:
                 relayed, upstream = upstream, None  # released by the relay
@@ -552,14 +553,14 @@ class _Express:
                     lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
                 )
                 return
-            responder.send_now(whole, end=True)
+            paused = responder.send_now(whole, end=True)
         except Exception as error:  # what the task does with a handler's failure
             responder.express_continue(_raising(error))
             return
         finally:
             if upstream is not None:
                 upstream.release()
-        if responder.write_paused:  # the client is slow to take it: waited for on the task
+        if paused:  # the client is slow to take it: waited for on the task
             responder.express_continue(lambda: self._finish(_drained(responder)))
         else:
             self.front.answered(self.exchange, responder)

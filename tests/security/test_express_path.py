@@ -289,7 +289,13 @@ async def test_a_client_slow_to_take_the_answer_holds_its_next_request(
     async with keep_alive_backend([OK]) as backend:
         await serve_host(edge, host=HOST, service="slow", address=backend.address)
         assert (await ask(edge)).status == 200
-        monkeypatch.setattr(Http1Responder, "write_paused", property(lambda self: True))
+        send_now = Http1Responder.send_now
+
+        def paused(responder: Http1Responder, data: bytes, *, end: bool = False) -> bool:
+            send_now(responder, data, end=end)
+            return True  # the client's transport holds too much
+
+        monkeypatch.setattr(Http1Responder, "send_now", paused)
         monkeypatch.setattr(Http1Responder, "drain", drain)
         reader, writer = await asyncio.open_connection(*edge.address)
         try:
