@@ -50,7 +50,7 @@ test-real: dev
 lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict interlock
+	$(BIN)/mypy --strict --explicit-package-bases interlock tests/kit
 
 fmt: dev
 	$(BIN)/ruff format .

@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client, config
 
@@ -74,11 +75,12 @@ async def main() -> None:
             core = client.CoreV1Api(api)
 
             async def raw_list() -> None:
-                response = await core.list_service_for_all_namespaces(_preload_content=False)
+                # Not preloaded: the raw aiohttp response, whatever the typed API says.
+                response: Any = await core.list_service_for_all_namespaces(_preload_content=False)
                 await response.read()
 
             async def raw_watch() -> None:
-                response = await core.list_service_for_all_namespaces(
+                response: Any = await core.list_service_for_all_namespaces(
                     watch=True, resource_version="0", timeout_seconds=30, _preload_content=False
                 )
                 for _ in range(OBJECTS):

@@ -131,7 +131,9 @@ class EdgeEnv:
 
     @property
     def url(self) -> str:
-        url = self.controller.inspect().edge.url
+        edge = self.controller.inspect().edge
+        assert edge is not None
+        url = edge.url
         assert url is not None
         return url
 

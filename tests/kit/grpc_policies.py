@@ -3,18 +3,19 @@ builds them (``tests/api/test_grpc_*.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from interlock.model.gateway import parse_http_route
 from interlock.model.grpc_route import parse_grpc_route
 from interlock.model.meta import ObjectKey
-from interlock.model.outbound import OutboundPolicy
+from interlock.model.outbound import MeshRoute, OutboundPolicy
 from interlock.model.outbound_policy import build_outbound_policy
 from interlock.model.route_resolution import resolve_route
 from interlock.model.service import Service, parse_service
 from interlock.model.stream_routes import parse_tcp_route, parse_tls_route
 
-PARSERS = {
+PARSERS: dict[str, Callable[[dict[str, Any]], MeshRoute]] = {
     "HTTPRoute": parse_http_route,
     "GRPCRoute": parse_grpc_route,
     "TLSRoute": parse_tls_route,

@@ -12,6 +12,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+from h2.events import Event
 
 _FOREVER = 120.0
 """Deadline of a read that must end (a failure, not a wait that passes)."""
@@ -24,7 +25,7 @@ class H2Raw:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     h2: h2.connection.H2Connection
-    events: list[h2.events.Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     closed: bool = False
 
     @classmethod
@@ -60,7 +61,7 @@ class H2Raw:
             self.events.extend(self.h2.receive_data(data))
         self.flush()
 
-    async def until(self, done: type[h2.events.Event]) -> h2.events.Event | None:
+    async def until(self, done: type[Event]) -> Event | None:
         """Read until an event of type ``done`` (returned) or the server closes (None)."""
         while not self.closed:
             for event in self.events:
@@ -78,13 +79,14 @@ class H2Raw:
         return await self.answer(stream_id)
 
     async def answer(self, stream_id: int) -> tuple[int, dict[str, str], bytes]:
-        status, headers, body = 0, {}, b""
+        status, headers, body = 0, dict[str, str](), b""
         while not self.closed:
             for event in self.events:
                 if getattr(event, "stream_id", None) != stream_id:
                     continue
                 if isinstance(event, h2.events.ResponseReceived):
-                    headers = dict(event.headers or ())
+                    # The connection decodes header fields (``header_encoding``): str pairs.
+                    headers = {str(k): str(v) for k, v in event.headers or ()}
                     status = int(headers.pop(":status"))
                 elif isinstance(event, h2.events.DataReceived):
                     body += event.data or b""

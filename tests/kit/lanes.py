@@ -410,15 +410,15 @@ class TestCluster:
 
     async def apply_manifests(self, paths: Iterable[str | os.PathLike[str]]) -> None:
         """Apply YAML files or folders, as ``kubectl apply --server-side`` would."""
-        paths = [str(p) for p in paths]
+        names = [str(p) for p in paths]
         if self.embedded is not None:
-            report = await self.embedded.apply_manifests(paths)
+            report = await self.embedded.apply_manifests(names)
             assert report.ok, "\n".join(str(e) for e in report.errors)
             return
         args = ["kubectl", "--kubeconfig", self.admin_kubeconfig, "apply", "--server-side"]
         args += ["--force-conflicts"]
-        for path in paths:
-            args += ["-f", path]
+        for name in names:
+            args += ["-f", name]
         process = await asyncio.create_subprocess_exec(
             *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
         )

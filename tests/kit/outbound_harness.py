@@ -69,7 +69,8 @@ def latest_policy(slot: LatestValueSlot[Any]) -> dict[str, Any]:
     assert slot.version > 0, "no policy yet"
     value = slot.latest
     assert value is not None
-    return json.loads(value.body)
+    policy: dict[str, Any] = json.loads(value.body)
+    return policy
 
 
 def start_outbound() -> Outbound:

@@ -46,14 +46,16 @@ def service(
     }
 
 
-def backend(name: str, port: int = 80, *, namespace: str | None = None, weight: int = 1):
+def backend(
+    name: str, port: int = 80, *, namespace: str | None = None, weight: int = 1
+) -> dict[str, Any]:
     ref: dict[str, Any] = {"name": name, "port": port, "weight": weight}
     if namespace is not None:
         ref["namespace"] = namespace
     return ref
 
 
-def parent(name: str, *, port: int | None = None, namespace: str | None = None):
+def parent(name: str, *, port: int | None = None, namespace: str | None = None) -> dict[str, Any]:
     ref: dict[str, Any] = {"group": "core", "kind": "Service", "name": name}
     if port is not None:
         ref["port"] = port
