@@ -14,8 +14,8 @@ instructions each took over half an hour on this machine under load.)
 ``--tree DIR`` runs the edge from another checkout (a before/after in the same run). The edge
 runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``. ``--modules``
 profiles ``edge.py``'s "edge + modules" row instead (ipRestriction + basicAuth, cached + headers).
-``--keep DIR`` keeps the callgrind file; ``callgrind_annotate --inclusive=no`` on it gives the
-instructions by function.
+``--keep DIR`` keeps the callgrind file (DIR is created if missing); ``callgrind_annotate
+--inclusive=no`` on it gives the instructions by function.
 
     .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--warmup 200] [--tree DIR]
         [--keep DIR] [--profile] [--modules]
@@ -188,8 +188,10 @@ def main() -> None:
     try:
         wait_port(backend_port, time.monotonic() + 60)
         with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(args.keep or tmp).resolve()
+            folder.mkdir(parents=True, exist_ok=True)
             if args.profile:
-                out = Path(args.keep or tmp).resolve() / "edge.prof"
+                out = folder / "edge.prof"
                 pyargs = ["-m", "cProfile", "-o", str(out)]
                 run_edge(
                     backend_port,
@@ -205,7 +207,7 @@ def main() -> None:
                 )
                 print_split(stats)
                 return
-            out = Path(args.keep or tmp).resolve() / f"callgrind.{args.requests}"
+            out = folder / f"callgrind.{args.requests}"
             wrapper = [
                 "valgrind",
                 "--tool=callgrind",
