@@ -86,6 +86,8 @@ class StreamedBody(Protocol):
 class NoHooks:
     """The :class:`~interlock.dataplane.proxy.ResponseHooks` of a front door without modules."""
 
+    inert = True
+
     def should_compress(
         self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
     ) -> bool:
@@ -106,6 +108,8 @@ class FilteredHooks:
     last: an edge's ``headers.response.remove: [Server]`` holds whatever a route adds)."""
 
     __slots__ = ("_edits", "_inner")
+
+    inert = False
 
     def __init__(self, edits: tuple[HeaderEdits, ...], inner: ResponseHooks) -> None:
         self._edits = edits

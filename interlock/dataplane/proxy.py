@@ -197,6 +197,12 @@ def set_forwarded_headers(
 class ResponseHooks(Protocol):
     """What the module chain does around the upstream exchange."""
 
+    @property
+    def inert(self) -> bool:
+        """The three calls below do nothing (no circuit breaker, no response header change,
+        no compression): a relay may skip them."""
+        ...
+
     def should_compress(
         self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
     ) -> bool: ...

@@ -626,10 +626,14 @@ def _send_head(
     """Send an HTTP/1.1 upstream's answer head to the stream, the hooks' header changes and
     compression applied: the whole body when one send carries it (most small answers come with
     their headers: no iterator), else None and the compressor to stream it through, if any."""
-    hooks.record_upstream(upstream.status)
-    relayed = without_hop_by_hop(upstream.headers)
-    hooks.response_headers(relayed)
-    gzip = hooks.should_compress(request.headers, relayed)
+    if hooks.inert:  # a route without those modules: three calls that do nothing, skipped
+        relayed = without_hop_by_hop(upstream.headers)
+        gzip = False
+    else:
+        hooks.record_upstream(upstream.status)
+        relayed = without_hop_by_hop(upstream.headers)
+        hooks.response_headers(relayed)
+        gzip = hooks.should_compress(request.headers, relayed)
     if gzip:
         relayed.popall("Content-Length", None)
         relayed["Content-Encoding"] = "gzip"

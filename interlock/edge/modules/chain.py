@@ -99,6 +99,10 @@ class ModuleChain:
     """No ingressNginx, mutualTLS or oauth/oidc module: :meth:`upstream_request_headers` only
     removes the identity headers, then applies the ``headers`` module's changes, so a request's
     headers may start from the list the server sorted while parsing (``edge.steps.HELD_BACK``)."""
+    inert: bool = field(init=False)
+    """No circuitBreaker, headers or compression module: :meth:`record_upstream`,
+    :meth:`response_headers` and :meth:`should_compress` do nothing, and the relay skips them
+    (``ResponseHooks.inert``)."""
 
     @property
     def _nginx_client(self) -> bool:
@@ -127,6 +131,11 @@ class ModuleChain:
             self,
             "keeps_sorted_headers",
             self.nginx is None and self.mutual_tls is None and self.identity is None,
+        )
+        object.__setattr__(
+            self,
+            "inert",
+            self.circuit_breaker is None and self.headers is None and not self.compress,
         )
 
     async def prepare(self) -> None:

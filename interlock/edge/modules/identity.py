@@ -153,6 +153,8 @@ class Admitted:
 class _WithCookie:
     __slots__ = ("_chain", "_cookie")
 
+    inert = False
+
     def __init__(self, chain: ResponseHooks, cookie: str) -> None:
         self._chain = chain
         self._cookie = cookie

@@ -73,6 +73,24 @@ def test_empty_modules_pass_everything_through() -> None:
     assert edge.summary()["order"] == []
 
 
+@pytest.mark.parametrize(
+    ("settings", "inert"),
+    [
+        ({}, True),
+        ({"ipRestriction": {"allow": ["10.0.0.0/8"]}, "rateLimit": {"requests": 1}}, True),
+        ({"circuitBreaker": {"volumeThreshold": 1}}, False),
+        ({"headers": {"response": {"remove": ["Server"]}}}, False),
+        ({"headers": {"request": {"add": {"X-Team": "blue"}}}}, False),
+        ({"compression": {"enabled": True}}, False),
+    ],
+)
+def test_a_chain_is_inert_only_without_circuit_breaker_headers_and_compression(
+    settings: dict[str, object], inert: bool
+) -> None:
+    # The relay skips record_upstream, response_headers and should_compress of an inert chain.
+    assert compile_modules(modules(settings), {}).inert is inert
+
+
 def test_summary_lists_modules_in_order_with_their_config() -> None:
     edge = compile_modules(modules(EVERYTHING), SECRETS, trusted_proxies=["192.0.2.0/24"])
     summary = edge.summary()
