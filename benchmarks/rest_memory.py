@@ -12,13 +12,27 @@ Two parts, all in one run:
    listener (``--edge-addr`` and ``--mesh-addr`` on free ports; no ModuleSet, so no edge
    module is compiled): what they cost before any route uses them.
 
+   Two ways to reach the API server, each its own row (``--config``):
+   - ``in-cluster``: as the Deployment runs it (``charts/interlock``: ``interlock run`` with no
+     ``--kubeconfig``, no ``$KUBECONFIG``, no ``~/.kube/config``), in a Pod: the child has
+     ``KUBERNETES_SERVICE_HOST``/``_PORT`` set to the embedded server and, in a mount namespace
+     of its own (``unshare --mount``, so nothing is written outside it), a tmpfs on ``/run``
+     with a temporary directory bind-mounted on ``/var/run/secrets/kubernetes.io/serviceaccount``
+     holding the server's bearer token and CA, so kubernetes-asyncio's ``load_incluster_config``
+     is what configures the client. The embedded server accepts that token and no other. The
+     row is checked: the child must not have PyYAML's C extension mapped (the kubeconfig loader
+     imports PyYAML, the service-account loader does not), and the kubeconfig row must have it.
+     Needs root (``unshare``/``mount``); without it the row is skipped and says so;
+   - ``kubeconfig``: ``--kubeconfig`` the file the embedded server wrote (the loader, PyYAML).
+
 With ``--where N`` it shows instead where the memory per Service+route pair goes: the
 controller runs in this process under tracemalloc (started after the imports, so what is
 traced is what start-up and the N pairs allocated) and what is alive once it is ready is
 grouped by the innermost frame of interlock's code that allocated it, per file and per line,
 divided by N. (The figures of a traced run are Python allocations, not RSS.)
 
-    .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--edge] [--write-docs]
+    .venv/bin/python benchmarks/rest_memory.py [--scales 0 1000 10000] [--config in-cluster]
+        [--edge] [--write-docs]
     .venv/bin/python benchmarks/rest_memory.py --scales 0 48 --tree DIR   # another checkout's
 
 ``--tree DIR`` imports and runs interlock from another checkout (a snapshot of main: a before and
@@ -31,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import os
 import subprocess
 import sys
@@ -109,8 +124,71 @@ EDGE_FLAGS = ["--edge-addr", "127.0.0.1:0", "--edge-workers", "1", "--mesh-addr"
 process: ``--edge-workers`` auto would start worker processes this RSS does not count)."""
 
 
-async def at_rest(n: int, *, flags: list[str], tree: str | None = None) -> tuple[float, float]:
-    """(seconds to ready, RSS MiB when ready) of ``interlock run`` with N Services + routes."""
+CONFIGS = ("in-cluster", "kubeconfig")
+
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where a Pod's service account token and CA are mounted (kubernetes-asyncio reads them there)."""
+
+IN_A_POD = (
+    # In the child's own mount namespace: /run (/var/run) is a tmpfs of its own, in which the
+    # service account's folder is the temporary one, bind-mounted; then `interlock run` (exec:
+    # the same process, whose RSS is measured).
+    'mount -t tmpfs -o size=1m,mode=755 interlock-bench /run && mkdir -p "$2" '
+    '&& mount --bind "$1" "$2" && shift 2 && exec "$@"'
+)
+
+
+def can_run_in_a_pod() -> bool:
+    """Whether the in-cluster row can be measured here (root, with ``unshare`` and ``mount``)."""
+    import shutil
+
+    return os.geteuid() == 0 and bool(shutil.which("unshare")) and bool(shutil.which("mount"))
+
+
+def in_a_pod(
+    command: list[str], *, kubeconfig: Path, workdir: Path, tree: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """``command`` without ``--kubeconfig``, run as a Pod runs it (the module docstring), and
+    its environment: the service account's token and CA written to a folder of ``workdir``."""
+    import base64
+    from urllib.parse import urlsplit
+
+    import yaml
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    account = workdir / "serviceaccount"
+    account.mkdir(mode=0o700)
+    # As the kubelet projects them: the token without a newline, the CA's PEM, the namespace.
+    (account / "token").write_text(config["users"][0]["user"]["token"])
+    (account / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    (account / "namespace").write_text("default")
+    home = workdir / "home"  # no ~/.kube/config
+    home.mkdir()
+    server = urlsplit(cluster["server"])
+    at = command.index("--kubeconfig")
+    command = command[:at] + command[at + 2 :]
+    env = {k: v for k, v in (tree_env(tree) or os.environ).items() if k != "KUBECONFIG"}
+    env |= {
+        "HOME": str(home),
+        "KUBERNETES_SERVICE_HOST": str(server.hostname),
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+    }
+    wrapped = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", IN_A_POD]
+    return [*wrapped, "sh", str(account), SERVICE_ACCOUNT, *command], env
+
+
+def maps_yaml(pid: int) -> bool:
+    """Whether process ``pid`` has PyYAML's C extension (``yaml/_yaml…so``) mapped."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return any("/yaml/_yaml" in line for line in maps)
+
+
+async def at_rest(
+    n: int, *, flags: list[str], tree: str | None = None, config: str = "kubeconfig"
+) -> tuple[float, float]:
+    """(seconds to ready, RSS MiB when ready) of ``interlock run`` with N Services + routes,
+    configured by ``config`` (:data:`CONFIGS`)."""
     import aiohttp
     from api_servers import EmbeddedServer
     from outbound import objects
@@ -119,11 +197,19 @@ async def at_rest(n: int, *, flags: list[str], tree: str | None = None) -> tuple
     with tempfile.TemporaryDirectory(prefix="interlock-bench-rest-") as tmp:
         server = await EmbeddedServer.start(objects(n, real=False), Path(tmp))
         port, admin = free_port(), free_port()
+        command = child_command(
+            "interlock", kubeconfig=server.kubeconfig, port=port, admin=admin, n=n
+        )
+        env = tree_env(tree)
+        if config == "in-cluster":
+            command, env = in_a_pod(
+                command, kubeconfig=server.kubeconfig, workdir=Path(tmp), tree=tree
+            )
         started = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
-            *child_command("interlock", kubeconfig=server.kubeconfig, port=port, admin=admin, n=n),
+            *command,
             *flags,
-            env=tree_env(tree),
+            env=env,
             cwd=tree,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -142,9 +228,19 @@ async def at_rest(n: int, *, flags: list[str], tree: str | None = None) -> tuple
                     await asyncio.sleep(0.05)
             ready = time.perf_counter() - started
             await asyncio.sleep(1.0)  # let the last responses' buffers go
-            return ready, rss_mib(process.pid)
+            rss = rss_mib(process.pid)
+            # The row is what it says: the service account's loader never imports PyYAML
+            # (interlock's start-up does not either), the kubeconfig loader does.
+            if maps_yaml(process.pid) != (config == "kubeconfig"):
+                raise RuntimeError(
+                    f"the {config} row's controller {'lacks' if config == 'kubeconfig' else 'has'}"
+                    " PyYAML mapped: it was not configured as the row says"
+                )
+            return ready, rss
         finally:
-            process.terminate()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
+                    process.terminate()
             await process.wait()
             await server.stop()
 
@@ -195,9 +291,10 @@ async def where(n: int, *, depth: int = 10, top: int = 30) -> None:
 
 def section(
     graph: list[tuple[str, float, int, list[tuple[str, int]]]],
-    rest: dict[int, tuple[float, float]],
+    rest: dict[tuple[str, int], tuple[float, float]],
     command: str,
     flags: list[str],
+    skipped: str = "",
 ) -> str:
     run = " ".join(["interlock run", *flags])
     lines = [
@@ -206,13 +303,17 @@ def section(
         *command_lines(command),
         f"{machine()} (shared; RSS does not depend on the load).",
         "",
-        f"`{run}` (a follower) against the embedded API server, RSS once `/readyz` is 200:",
+        f"`{run}` (a follower) against the embedded API server, RSS once `/readyz` is 200; "
+        "*in-cluster*: as a Pod runs it (the service account's token and CA, "
+        "`load_incluster_config`), *kubeconfig*: with `--kubeconfig`:",
         "",
-        "| Services / routes | RSS when ready | start → ready |",
-        "|---:|---:|---:|",
+        "| Services / routes | configuration | RSS when ready | start → ready |",
+        "|---:|---|---:|---:|",
     ]
-    for n, (ready, rss) in sorted(rest.items()):
-        lines.append(f"| {n:,} | {rss:.1f} MiB | {ready:.1f} s |")
+    for (config, n), (ready, rss) in sorted(rest.items(), key=lambda i: (i[0][1], i[0][0])):
+        lines.append(f"| {n:,} | {config} | {rss:.1f} MiB | {ready:.1f} s |")
+    if skipped:
+        lines += ["", skipped]
     lines += [
         "",
         "Where the start-up RSS goes (each step imported in a fresh interpreter after the ones "
@@ -250,6 +351,12 @@ def main() -> int:
     parser.add_argument(
         "--edge", action="store_true", help="run with an edge and a mesh listener (no ModuleSet)"
     )
+    parser.add_argument(
+        "--config",
+        choices=[*CONFIGS, "both"],
+        default="both",
+        help="how the controller reaches the API server (default: both, a row each)",
+    )
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--where", type=int, metavar="N", help="where the memory per pair goes")
     parser.add_argument("--tree", help="import and run interlock from this checkout instead")
@@ -260,15 +367,25 @@ def main() -> int:
     tree = str(Path(args.tree).resolve()) if args.tree else None
     graph = import_graph(tree)
     flags = EDGE_FLAGS if args.edge else []
-    rest = {n: asyncio.run(at_rest(n, flags=flags, tree=tree)) for n in args.scales}
+    configs = list(CONFIGS) if args.config == "both" else [args.config]
+    skipped = ""
+    if "in-cluster" in configs and not can_run_in_a_pod():
+        configs.remove("in-cluster")
+        skipped = "(The in-cluster rows need root, `unshare` and `mount`: not measured.)"
+    rest = {
+        (config, n): asyncio.run(at_rest(n, flags=flags, tree=tree, config=config))
+        for n in args.scales
+        for config in configs
+    }
     command = (
         f".venv/bin/python benchmarks/rest_memory.py --scales {' '.join(map(str, args.scales))}"
+        + (f" --config {args.config}" if args.config != "both" else "")
         + (" --edge" if args.edge else "")
         + (f" --tree {args.tree}" if args.tree else "")
     )
     if tree is not None:
         args.write_docs = False  # another checkout's figures are a comparison, not the docs'
-    report(section(graph, rest, command, flags), HEADING, write_docs=args.write_docs)
+    report(section(graph, rest, command, flags, skipped), HEADING, write_docs=args.write_docs)
     return 0
 
 
