@@ -74,6 +74,9 @@ async def _serve_routes(
         request_factory=routes.request_factory(loop),
         handler_cancellation=True,
         access_log=None,
+        # As aiohttp.web's application passes it: in asyncio's debug mode a handler's
+        # unexpected error is answered 500 with its traceback (else only the status's text).
+        debug=loop.get_debug(),
     )
     front = routes.front
     factory: Callable[[], asyncio.Protocol] = handlers if front is None else lambda: front(handlers)

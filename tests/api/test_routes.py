@@ -165,3 +165,34 @@ async def test_stopping_runs_the_shutdown_callbacks_and_releases_the_port() -> N
     assert ended == ["ended"]
     with pytest.raises(ConnectionRefusedError):
         await asyncio.open_connection("127.0.0.1", running.address.port)
+
+
+async def _boom(_request: Request) -> StreamResponse:
+    raise RuntimeError("the handler's own words")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+async def test_an_unexpected_error_shows_its_traceback_in_asyncio_debug_mode_only(
+    debug: bool,
+) -> None:
+    # As aiohttp.web's application answered: 500, with the traceback only in debug mode.
+    routes = _routes()
+    routes.add_get("/boom", _boom)
+    loop = asyncio.get_running_loop()
+    was = loop.get_debug()
+    loop.set_debug(debug)
+    try:
+        running = await serve(routes, Address("127.0.0.1", 0))
+    finally:
+        loop.set_debug(was)
+    try:
+        answer = await _ask(running, _get("/boom"))
+    finally:
+        await running.stop()
+    head, _, body = answer.partition("\n\n")
+    assert head.startswith("HTTP/1.1 500 Internal Server Error\n")
+    if debug:
+        assert body.startswith("500 Internal Server Error\n\nTraceback (most recent call last):")
+        assert "RuntimeError: the handler's own words" in body
+    else:
+        assert body == "500 Internal Server Error\n\nServer got itself in trouble"
