@@ -56,6 +56,7 @@ from interlock.actors.messages import (
     STATUS_WRITER,
 )
 from interlock.actors.topics import (
+    EDGE_INSTANCE_TOPIC,
     HOST,
     SECRET,
 )
@@ -133,8 +134,16 @@ class MissingGrace:
     route_id: str
 
 
-EdgeKey = str | MissingGrace
-"""A route id (or :data:`TLS_KEY`), or a route's :class:`MissingGrace`."""
+@dataclass(frozen=True, slots=True)
+class Readopt:
+    """The reconciler key of taking what the data plane serves for the host again, once it
+    restarted (``edge-instance``): retried with backoff until its snapshot is read."""
+
+
+READOPT = Readopt()
+
+EdgeKey = str | MissingGrace | Readopt
+"""A route id (or :data:`TLS_KEY`), a route's :class:`MissingGrace`, or :data:`READOPT`."""
 
 Grace = Literal["new", "armed", "waiting"]
 """A new route's grace: not yet requested, requested, waited out by the runtime's requeue."""
@@ -166,31 +175,67 @@ class EdgeActor(Reconciler[EdgeKey]):
         self._tls_topic: str | None = None
         self._tls_wanted: tuple[SecretValue, SecretValue] | None = None
         self._tls_served: tuple[SecretValue, SecretValue] | None = None
+        self._data_plane: str | None = None
+        """The data plane's instance last seen (``edge-instance``, with ``adopt_on_spawn``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def started(self) -> None:
         self.subscribe(HOST.topic(self._host))
+        if self._settings.adopt_on_spawn:
+            self.subscribe(EDGE_INSTANCE_TOPIC)
         # After a restart the provider still serves what the previous instance applied; learn
         # which routes exist so the ones no longer desired are removed, and the others re-applied.
         # A host on the board had an actor before (it is removed from the board on stop).
         if self._host not in self._settings.board.hosts and not self._settings.adopt_on_spawn:
             return
+        error = await self._adopt()
+        if error is not None:
+            logger.warning("edge {}: cannot read what the provider serves: {}", self._host, error)
+
+    async def _adopt(self) -> EdgeError | None:
+        """Take what the provider serves for the host as what is served, and look at every
+        route: the ones no longer desired are removed, the others applied (again)."""
         try:
             snapshot = await self._provider.snapshot()
         except EdgeError as error:
-            logger.warning("edge {}: cannot read what the provider serves: {}", self._host, error)
-            return
+            return error
         edge = snapshot.host(self._host)
-        for route in edge.routes if edge is not None else ():
-            self._served[route.route_id] = ServedRoute(
+        self._served = {
+            route.route_id: ServedRoute(
                 modules=None, secrets={}, backend=route.backend, reserved=not route.applied
             )
+            for route in (edge.routes if edge is not None else ())
+        }
         # Take a step even if no retained value arrives: when the predecessor crashed handling
         # the last part's removal, nothing else would make this one remove the routes.
-        for route_id in sorted(self._served):
+        for route_id in sorted({*self._served, *self._desired_by_id}):
             self.request(route_id)
         self.request(TLS_KEY)  # with nothing served, the look that lets the actor stop
+        return None
+
+    def _take_instance(self, message: Published | Unpublished) -> None:
+        """The data plane's instance (``edge-instance``): another one than the last seen means
+        it restarted and holds nothing, so the host is adopted again (:data:`READOPT`)."""
+        instance = message.value if isinstance(message, Published) else None
+        if not isinstance(instance, str) or instance == self._data_plane:
+            return
+        seen, self._data_plane = self._data_plane, instance
+        if seen is not None:  # the first one seen: adopted on spawn already
+            self.request(READOPT)
+
+    async def _readopt(self) -> Result:
+        error = await self._adopt()
+        if error is not None:
+            raise TransientError(
+                f"reading what the restarted data plane serves: {error.message}",
+                retry_after=error.retry_after if isinstance(error, TransientEdgeError) else None,
+            )
+        logger.info("edge {}: the data plane restarted; programming the host again", self._host)
+        self._tls_served = None
+        for route_id in self._desired_by_id:
+            self._update_route_board(route_id)
+        return DONE
 
     async def handle(self, message: object) -> object | None:
         if isinstance(message, Published | Unpublished):
@@ -199,6 +244,8 @@ class EdgeActor(Reconciler[EdgeKey]):
                 self.tell(self.address, PartsChanged())
             elif message.topic == self._tls_topic:
                 self._take_tls(message)
+            elif message.topic == EDGE_INSTANCE_TOPIC:
+                self._take_instance(message)
             return None
         self._combine_if_changed()
         return None
@@ -302,6 +349,8 @@ class EdgeActor(Reconciler[EdgeKey]):
         self._combine_if_changed()
         if isinstance(key, MissingGrace):
             return self._grace(key)
+        if isinstance(key, Readopt):
+            return await self._readopt()
         # The runtime calls this when the key's retry is due or its inputs changed: whatever
         # failed before may run again (on unchanged inputs, a permanent failure still may not).
         for slot, failure in self._failures.items():

@@ -42,11 +42,13 @@ Each family: its topics and retained key, what they carry; published by → read
   ``status:ingress``, ``status:moduleset``, ``status:gateway``, key = the object's; RouteActor,
   IngressActor, ModuleSet directory, GatewayController → StatusWriter.
 
-Three topics stand alone: ``ingressclasses`` (key = class name, by the IngressClass directory,
+Four topics stand alone: ``ingressclasses`` (key = class name, by the IngressClass directory,
 read by every IngressActor), ``gateway-serving`` (key = a Gateway's ``<ns>/<name>``, by the
-GatewayController, read by the GatewayDataPlane) and ``gateway-services`` (key = a Gateway's
+GatewayController, read by the GatewayDataPlane), ``gateway-services`` (key = a Gateway's
 ``<ns>/<name>``, the ``DesiredGatewayService`` kept for it, by the GatewayController, read by the
-GatewayServiceWriter).
+GatewayServiceWriter) and ``edge-instance`` (key ``instance``, the name a data plane at
+``--edge-admin-url`` drew when it started, by the edge half's ``InstanceWatch``, read by every
+EdgeActor: another one means it restarted, and each programs its host again).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ STATUS = _texts("status")
 INGRESS_CLASSES_TOPIC = "ingressclasses"
 GATEWAY_SERVING_TOPIC = "gateway-serving"
 GATEWAY_SERVICES_TOPIC = "gateway-services"
+EDGE_INSTANCE_TOPIC = "edge-instance"
 ROUTE_STATUS_TOPIC = STATUS.topic("route")
 INGRESS_STATUS_TOPIC = STATUS.topic("ingress")
 MODULESET_STATUS_TOPIC = STATUS.topic("moduleset")

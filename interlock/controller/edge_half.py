@@ -12,7 +12,9 @@ here lets ``app.py`` call a handful of methods instead of knowing every edge act
   :meth:`EdgeHalf.stop`; with ``--edge-admin-url`` it starts no data plane: the edge actors
   program one running as its own process (``interlock edge``) through :class:`HttpEdge`, and
   since that process resolves upstreams itself (cluster DNS), no upstream index is built —
-  unless ``--edge-push-upstreams``: then the index is pushed to it as to edge workers;
+  unless ``--edge-push-upstreams``: then the index is pushed to it as to edge workers; an
+  :class:`~interlock.controller.edge_instance.InstanceWatch` notices when that process
+  restarted (empty), and its routes and tables are programmed again;
   with ``--edge-workers N`` (N > 1) it starts N ``interlock edge`` children on ``--edge-addr``
   (:class:`~interlock.edge.workers.EdgeWorkers`) and the actors program all of them as one
   (:class:`~interlock.edge.fanout.FanOutEdge`); the edge's upstream index is pushed to every
@@ -56,6 +58,7 @@ from interlock.actors.ingress import IngressActor
 from interlock.actors.service_port_watch import ServicePortWatches
 from interlock.cli.edge_limits import edge_limit_args
 from interlock.config import Address, ControllerConfig
+from interlock.controller.edge_instance import InstanceWatch
 from interlock.controller.upstreams import SharedUpstreamCache, UpstreamIndex
 from interlock.controller.view import EdgeView
 from interlock.controller.worker_upstreams import TablesFirst, UpstreamPusher
@@ -157,6 +160,8 @@ class EdgeHalf:
         self.workers: EdgeWorkers | None = None
         """The data-plane worker processes (``config.edge.workers`` > 1); ``None`` otherwise."""
         self.pusher: UpstreamPusher | None = None
+        self.instance_watch: InstanceWatch | None = None
+        """Notices that a remote data plane restarted, so that it is programmed again."""
         """What keeps the workers' upstream tables equal to :attr:`upstreams`' (with workers)."""
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
@@ -175,6 +180,15 @@ class EdgeHalf:
                 )
                 self.pusher = UpstreamPusher(index=self.upstreams, clients=lambda: [client])
                 self.provider = TablesFirst(self.remote, index=self.upstreams, pusher=self.pusher)
+            pusher = self.pusher
+
+            async def restarted() -> None:
+                if pusher is not None:
+                    await pusher.resend(client)
+
+            self.instance_watch = InstanceWatch(
+                client=client, publish=system.publish, restarted=restarted
+            )
         elif config.edge.workers > 1:
             assert config.edge.addr is not None
             self.upstreams = UpstreamIndex(cache=upstream_cache, watches=watches, follower="edge")
@@ -256,6 +270,8 @@ class EdgeHalf:
             self.upstreams.start()
         if self.pusher is not None:
             self.pusher.start()
+        if self.instance_watch is not None:
+            self.instance_watch.start()
         mailbox = self._directory_mailbox
         spawn = self._system.spawn
         spawn(
@@ -295,6 +311,8 @@ class EdgeHalf:
         plane (before the actor system shuts down)."""
         if self.server is not None:
             await self.server.stop()
+        if self.instance_watch is not None:
+            await self.instance_watch.close()
         if self.pusher is not None:
             await self.pusher.close()
         if self.workers is not None:

@@ -27,8 +27,10 @@ since before each backend it is given again (:meth:`UpstreamPusher.catch_up`: a 
 to the others meanwhile has its table only since the sync).
 
 The same pusher serves a data plane in another process (``--edge-admin-url`` with
-``--edge-push-upstreams``). That one restarts on its own, behind the same client: a ``PATCH``
-names the epoch of the table it changes, an edge holding another answers 412
+``--edge-push-upstreams``). That one restarts on its own, behind the same client: the edge
+half's :class:`~interlock.controller.edge_instance.InstanceWatch` notices its new instance and
+calls :meth:`UpstreamPusher.resend` (the whole table, at once, with no change to wait for);
+and a ``PATCH`` names the epoch of the table it changes, an edge holding another answers 412
 (:class:`~interlock.edge.http_provider.TableReplaced`), and the whole table is sent at once.
 """
 
@@ -308,6 +310,13 @@ class UpstreamPusher:
             self.table.update()
             await self._push(client)
             self._forget()
+
+    async def resend(self, client: HttpEdge) -> None:
+        """``client``'s data plane restarted (its instance changed): the next push sends it
+        the whole table, and one is due now."""
+        async with self._lock:
+            self._sent.pop(client, None)
+        self.wake()
 
     def forget(self, client: HttpEdge) -> None:
         """A worker synced that will never count (stopped): keep nothing for it."""

@@ -11,6 +11,9 @@ JSON in and out; the status code carries the error class, so the client need not
 - ``DELETE /v1/hosts/{host}/routes/{route_id}``
 - ``PUT /v1/hosts/{host}/tls`` — ``{certPem, keyPem}`` (base64, or both null to remove)
 - ``GET /v1/snapshot`` — the :class:`EdgeSnapshot` JSON
+- ``GET /v1/instance`` — ``{instance}``: a name drawn when this API is made, so another one
+  means the process restarted and holds nothing it was told (the controller polls it, then
+  programs its routes and pushes its upstream tables again)
 - ``GET /v1/worker`` — ``{pid, traffic, upstreams}``: this process, its request counters
   (:mod:`interlock.edge.worker_traffic`; what a controller with ``--edge-workers`` sums) and
   the rows of its pushed upstream tables (``null`` without ``--pushed-upstreams``)
@@ -45,6 +48,7 @@ import binascii
 import hmac
 import math
 import os
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,6 +74,7 @@ from interlock.model.upstream_table import changes_from_json
 EDGE_KEY: web.AppKey[InProcessEdge] = web.AppKey("edge", InProcessEdge)
 TRAFFIC_KEY: web.AppKey[Traffic] = web.AppKey("traffic", Traffic)
 UPSTREAMS_KEY: web.AppKey[PushedUpstreams | None] = web.AppKey("upstreams")
+INSTANCE_KEY: web.AppKey[str] = web.AppKey("instance", str)
 
 
 class BadRequest(ValueError):
@@ -131,6 +136,7 @@ def admin_app(
     app[EDGE_KEY] = edge
     app[TRAFFIC_KEY] = traffic if traffic is not None else Traffic()
     app[UPSTREAMS_KEY] = upstreams
+    app[INSTANCE_KEY] = secrets.token_hex(8)
     route = "/v1/hosts/{host}/routes/{route_id}"
     app.router.add_put(route + "/modules", _errors(_put_modules))
     app.router.add_put(route + "/backend", _errors(_put_backend))
@@ -139,6 +145,7 @@ def admin_app(
     app.router.add_put("/v1/hosts/{host}/tls", _errors(_put_tls))
     app.router.add_get("/v1/snapshot", _snapshot)
     app.router.add_get("/v1/worker", _worker)
+    app.router.add_get("/v1/instance", _instance)
     app.router.add_put("/v1/upstreams", _errors(_put_upstreams))
     app.router.add_patch("/v1/upstreams", _errors(_put_upstreams))
     app.router.add_get("/healthz", _healthz)
@@ -265,6 +272,10 @@ async def _put_tls(request: web.Request) -> web.StreamResponse:
 
 async def _snapshot(request: web.Request) -> web.StreamResponse:
     return web.json_response(request.app[EDGE_KEY].snapshot_now().to_json())
+
+
+async def _instance(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"instance": request.app[INSTANCE_KEY]})
 
 
 async def _worker(request: web.Request) -> web.StreamResponse:

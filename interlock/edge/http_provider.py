@@ -138,6 +138,14 @@ class HttpEdge:
             raise TransientEdgeError(f"{method} /v1/upstreams: the answer names no epoch")
         return str(answer["epoch"])
 
+    async def instance(self) -> str:
+        """The name the data plane drew when it started (``GET /v1/instance``): another one
+        than before means it restarted and holds nothing it was told."""
+        answer = await self._call("GET", self._base.with_path("/v1/instance"))
+        if not isinstance(answer, dict) or not isinstance(answer.get("instance"), str):
+            raise TransientEdgeError("GET /v1/instance: the answer names no instance")
+        return str(answer["instance"])
+
     async def snapshot(self) -> EdgeSnapshot:
         data = await self._call("GET", self._base.with_path("/v1/snapshot"))
         try:

@@ -387,6 +387,37 @@ async def test_an_adopting_actor_removes_routes_it_does_not_want() -> None:
         await running.system.shutdown()
 
 
+async def test_a_restarted_data_plane_is_programmed_again_once_its_snapshot_is_read() -> None:
+    running = await started(ManualSleep())
+    running.adopt = True  # a data plane at --edge-admin-url, watched (edge-instance)
+    try:
+        running.system.publish(topics.EDGE_INSTANCE_TOPIC, "instance", "a")
+        running.publish(part())
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        await wait_idle(running.system)
+        # It restarts empty; reading what it serves fails once (retried), then every route is
+        # programmed again, modules before the backend.
+        running.inner = running.provider.inner = InProcessEdge()
+        running.provider.plan.fail_next("snapshot")
+        running.provider.served.clear()
+        running.system.publish(topics.EDGE_INSTANCE_TOPIC, "instance", "b")
+        await wait_until(
+            lambda: running.route() is not None and running.route().backend is not None
+        )
+        served = running.provider.served_routes(host=HOST, route_id="Prefix:/")
+        assert [c.method for c in served] == ["apply_modules", "attach_backend"]
+        assert running.provider.plan.injected["snapshot"] == 1
+        # The same instance again changes nothing.
+        calls = sum(running.provider.plan.calls.values())
+        running.system.publish(topics.EDGE_INSTANCE_TOPIC, "instance", "b")
+        await wait_idle(running.system)
+        assert sum(running.provider.plan.calls.values()) == calls
+    finally:
+        await running.system.shutdown()
+
+
 class CrashOnce(FaultyEdge):
     """Raises a bug-like error (not an EdgeError) on the first attach_backend."""
 

@@ -162,7 +162,6 @@ class AdminSwitch:
         self._target = target
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
         self.port = 0
 
     @property
@@ -187,22 +186,22 @@ class AdminSwitch:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession()
+        await self.switch_on()
+
+    async def switch_on(self) -> None:
+        assert self._runner is None
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._forward)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await self.switch_on()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True).start()
         self.port = self._runner.addresses[0][1]
 
-    async def switch_on(self) -> None:
-        assert self._runner is not None and self._site is None
-        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await self._site.start()
-
     async def switch_off(self) -> None:
-        assert self._site is not None
-        await self._site.stop()
-        self._site = None
+        """Close the listener and the connections open (a kept-alive one would still answer)."""
+        assert self._runner is not None
+        await self._runner.cleanup()
+        self._runner = None
 
     async def stop(self) -> None:
         if self._runner is not None:

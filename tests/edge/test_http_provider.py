@@ -325,3 +325,23 @@ async def test_the_admin_api_over_tls_is_reached_only_with_its_ca(tmp_path: Path
                     await refused.snapshot()
     finally:
         await standalone.stop()
+
+
+async def test_the_instance_is_the_same_until_the_edge_restarts(remote: Remote) -> None:
+    first = await remote.provider.instance()
+    assert await remote.provider.instance() == first
+    async with HttpEdge(base_url=remote.admin_url, token=SecretValue(b"another")) as stranger:
+        with pytest.raises(PermanentEdgeError, match="401"):
+            await stranger.instance()
+    port = await restart(remote)
+    async with HttpEdge(base_url=f"http://127.0.0.1:{port}", token=ADMIN_TOKEN) as again:
+        assert await again.instance() != first
+
+
+async def restart(remote: Remote) -> int:
+    """Stop the remote edge's admin API and start a new one; its port."""
+    await remote.standalone.stop()
+    standalone = StandaloneEdge(admin_token=ADMIN_TOKEN)
+    remote.standalone = standalone
+    addresses = await standalone.start(listen="127.0.0.1:0", admin="127.0.0.1:0")
+    return addresses.admin[1]
