@@ -32,17 +32,27 @@ from .conftest import HOST, Edge, running_edge, serve_host, wait_until
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
+@dataclass(frozen=True)
+class Slow:
+    """An answer in two parts: ``first`` once :attr:`KeepAliveBackend.head` is set, ``rest``
+    once :attr:`KeepAliveBackend.release` is."""
+
+    first: bytes
+    rest: bytes
+
+
 @dataclass
 class KeepAliveBackend:
     """Answers the n-th request it gets with ``answers[n]`` (the last one for the rest): bytes,
     or ``b""`` (the connection closed without an answer), or None (no answer until
-    :attr:`release` is set)."""
+    :attr:`release` is set), or :class:`Slow`."""
 
-    answers: list[bytes | None]
+    answers: list[bytes | Slow | None]
     requests: list[bytes] = field(default_factory=list)
     connections: int = 0
     closed_by_edge: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    head: asyncio.Event = field(default_factory=asyncio.Event)
     address: tuple[str, int] = ("", 0)
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -62,6 +72,12 @@ class KeepAliveBackend:
                         break
                     eof.cancel()
                     answer = OK
+                elif isinstance(answer, Slow):
+                    await self.head.wait()
+                    writer.write(answer.first)
+                    await writer.drain()
+                    await self.release.wait()
+                    answer = answer.rest
                 if not answer:
                     break
                 writer.write(answer)
@@ -75,7 +91,9 @@ class KeepAliveBackend:
 
 
 @contextlib.asynccontextmanager
-async def keep_alive_backend(answers: list[bytes | None]) -> AsyncIterator[KeepAliveBackend]:
+async def keep_alive_backend(
+    answers: list[bytes | Slow | None],
+) -> AsyncIterator[KeepAliveBackend]:
     backend = KeepAliveBackend(answers=answers)
     server = await asyncio.start_server(backend.serve, "127.0.0.1", 0)
     backend.address = ("127.0.0.1", server.sockets[0].getsockname()[1])
@@ -269,6 +287,62 @@ async def test_a_stopping_edge_waits_for_an_express_answer_in_flight() -> None:
                 await edge_context.__aexit__(None, None, None)
     assert taken == [False, True]
     assert answer.status == 200 and answer.body == b"ok"
+
+
+SLOW_BODY = Slow(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst", b"-last")
+
+
+@pytest.mark.parametrize("stop", ["after the hand-back", "before the answer's head"])
+async def test_a_stopping_edge_drains_an_express_answer_handed_back_to_the_task(
+    monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    # The answer's head comes with part of its body: the express path hands the rest to the
+    # connection's task (express_continue). The edge stops with the answer on the task (or
+    # before its head came, so while it was still express): the client gets all of it, and
+    # the stop ends once it is out.
+    handed_back: list[Http1Responder] = []
+    express_continue = Http1Responder.express_continue
+
+    def spy(responder: Http1Responder, work: Any) -> None:
+        handed_back.append(responder)
+        express_continue(responder, work)
+
+    monkeypatch.setattr(Http1Responder, "express_continue", spy)
+    async with keep_alive_backend([OK, SLOW_BODY]) as backend:
+        edge_context = running_edge()
+        edge = await edge_context.__aenter__()
+        stopping: asyncio.Future[None] | None = None
+        try:
+            taken: list[bool] = []
+            spy_on(edge, taken)
+            await serve_host(edge, host=HOST, service="slow-body", address=backend.address)
+            assert (await ask(edge)).status == 200
+            pending = asyncio.ensure_future(ask(edge))
+            await wait_until(lambda: len(backend.requests) == 2, what="the request upstream")
+            if stop == "after the hand-back":
+                backend.head.set()
+                await wait_until(lambda: len(handed_back) == 1, what="the hand-back")
+            stopping = asyncio.ensure_future(edge_context.__aexit__(None, None, None))
+            if stop == "before the answer's head":
+                await wait_until(lambda: waiting_on_express(edge), what="the stop's wait")
+                backend.head.set()
+                await wait_until(lambda: len(handed_back) == 1, what="the hand-back")
+            await asyncio.sleep(0)
+            assert not pending.done() and not stopping.done()
+            backend.release.set()
+            answer = await asyncio.wait_for(pending, 30)
+            await asyncio.wait_for(stopping, 30)
+        finally:
+            if stopping is None:
+                await edge_context.__aexit__(None, None, None)
+    assert taken == [False, True]
+    assert answer.status == 200 and answer.body == b"first-last", answer.raw[:200]
+
+
+def waiting_on_express(edge: Edge) -> bool:
+    """Whether the stopping edge waits for an express answer in flight (close())."""
+    connections = edge.server._http1_connections  # type: ignore[attr-defined]
+    return any(c._express_over is not None for c in connections)
 
 
 async def test_a_client_slow_to_take_the_answer_holds_its_next_request(
