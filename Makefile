@@ -129,10 +129,10 @@ stress-test: dev
 	echo "make: $$failed of $(STRESS_RUNS) runs failed (details: build/stress-run-N.log)" | tee -a $$log; \
 	[ $$failed -eq 0 ]
 
-# The official Gateway API conformance suite (v1.6.1, profile GATEWAY-HTTP) against interlock on a
-# real kube-apiserver, with Pods played by processes in network namespaces of their own, all in one
-# network namespace the run creates and deletes (needs root). Builds the suite once (cached under
-# ~/.cache/interlock); writes docs/conformance/interlock-v1.6.1-report.yaml and
+# The official Gateway API conformance suite (v1.6.1, profiles GATEWAY-HTTP and GATEWAY-TLS) against
+# interlock on a real kube-apiserver, with Pods played by processes in network namespaces of their
+# own, all in one network namespace the run creates and deletes (needs root). Builds the suite once
+# (cached under ~/.cache/interlock); writes docs/conformance/interlock-v1.6.1-report.yaml and
 # docs/conformance/summary.md. How it works: docs/conformance/README.md.
 .PHONY: conformance
 conformance: dev

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs the official Gateway API conformance suite (v1.6.1, profile GATEWAY-HTTP) against interlock
-# on a real kube-apiserver, with Pods played by processes (tests/conformance/podrunner.py), all
-# inside one network namespace this script creates and deletes: no address outside it is used.
+# Runs the official Gateway API conformance suite (v1.6.1, profiles GATEWAY-HTTP and GATEWAY-TLS,
+# the latter's core: TLSRoute on Passthrough listeners) against interlock on a real
+# kube-apiserver, with Pods played by processes (tests/conformance/podrunner.py), all inside one
+# network namespace this script creates and deletes: no address outside it is used.
 #
-#   hack/conformance/run.sh full   every GATEWAY-HTTP test, all features; writes the report and
-#                                  the summary under docs/conformance/   (make conformance)
+#   hack/conformance/run.sh full   every GATEWAY-HTTP test (all features) and GATEWAY-TLS core
+#                                  test; writes the report and the summary under
+#                                  docs/conformance/   (make conformance)
 #   hack/conformance/run.sh ci     the bounded run CI makes (see CI_* below); writes under
 #                                  build/conformance/ and fails when a test of
 #                                  docs/conformance/claimed-tests.txt did not pass
@@ -58,8 +60,9 @@ GATEWAY_API_CRDS="$repo/../shared/gateway-api/$GATEWAY_API_VERSION/$CRD_CHANNEL"
 # The suite's set-up waits for the GatewayClass (GWCMustBeAccepted) and then for the base
 # Gateways and Pods (NamespacesMustBeReady); each test waits at most its own timeouts, and a test
 # of something interlock does not do waits them out. CI runs the core features only (Gateway,
-# HTTPRoute, ReferenceGrant: the 37 core tests of GATEWAY-HTTP) plus the extended features that
-# claimed tests need, with the waits shortened (a test that passes meets them in seconds).
+# HTTPRoute, ReferenceGrant: the 37 core tests of GATEWAY-HTTP) plus the features that claimed
+# tests need (extended ones, and TLSRoute: GATEWAY-TLS's 9 core TLSRoute tests), with the waits
+# shortened (a test that passes meets them in seconds).
 CI_TIMEOUTS="GWCMustBeAccepted:60;NamespacesMustBeReady:120;GatewayMustHaveAddress:30;GatewayMustHaveCondition:30;RouteMustHaveParents:20;HTTPRouteMustHaveCondition:20;HTTPRouteMustNotHaveParents:20;GatewayStatusMustHaveListeners:20;GatewayListenersMustHaveConditions:20;LatestObservedGenerationSet:20;MaxTimeToConsistency:15;DefaultTestTimeout:30;CreateTimeout:30"
 CI_SUITE_TIMEOUT=12m
 # Most tests are parallel, and go test runs GOMAXPROCS of them at once by default (2 here): they
@@ -180,7 +183,7 @@ done
 log "cluster, controller manager, pod runner and interlock started in $((SECONDS - step_started)) s"
 
 suite_args=(
-  --kubeconfig "$admin" --gateway-class "$GATEWAY_CLASS" --conformance-profiles GATEWAY-HTTP
+  --kubeconfig "$admin" --gateway-class "$GATEWAY_CLASS" --conformance-profiles GATEWAY-HTTP,GATEWAY-TLS
   --organization interlock --project interlock --url https://github.com/interlock-dev/interlock
   --version "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)"
   --contact https://github.com/interlock-dev/interlock/issues
@@ -188,8 +191,9 @@ suite_args=(
   --usable-address "$USABLE_ADDRESS" --unusable-address "$UNUSABLE_ADDRESS"
 )
 # The suite runs every test whose features are all supported, whatever its profile: name exactly
-# the profile's features (report.py holds the v1.6.1 list), not --all-features, which would run
-# the TLSRoute, GRPCRoute and UDPRoute tests too.
+# the features served (report.py holds the v1.6.1 lists: GATEWAY-HTTP's, and GATEWAY-TLS's core,
+# TLSRoute on Passthrough listeners), not --all-features, which would run the TLSRoute
+# Terminate, GRPCRoute and UDPRoute tests too.
 if [[ "$RUN_MODE" == full ]]; then
   features="$("$PYTHON" -m tests.conformance.report features --all)"
   timeout=$FULL_SUITE_TIMEOUT
@@ -243,7 +247,7 @@ if [[ "$RUN_MODE" == full ]]; then
   if [[ -f "$OUT/report.yaml" ]]; then
     "$PYTHON" -m tests.conformance.report correct --suite-log "$OUT/logs/suite.log" \
       --report "$OUT/report.yaml" --out "$OUT/interlock-report.yaml" \
-      --header "The Gateway API conformance suite $GATEWAY_API_VERSION (GATEWAY-HTTP) against interlock.
+      --header "The Gateway API conformance suite $GATEWAY_API_VERSION (GATEWAY-HTTP, GATEWAY-TLS) against interlock.
 Reproduce: sudo make conformance (hack/conformance/run.sh full; docs/conformance/README.md).
 The profile's counts and test lists are taken from the suite's log, test by test: the suite
 writes its report before its parallel tests run and counts them passed (README, Reading the report).

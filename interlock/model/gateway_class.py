@@ -62,13 +62,14 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "HTTPRouteRetry",
             "HTTPRouteSchemeRedirect",
             "ListenerSet",
+            "TLSRoute",
         )
     )
 )
 """The conformance features interlock passes (``pkg/features`` names of v1.6.1), sorted: those
-whose every test passed in a run of the official suite (GATEWAY-HTTP, docs/gateway.md,
-"Conformance"). The suite chooses its tests by this list, so a feature is added only once its
-tests pass."""
+whose every test passed in a run of the official suite (GATEWAY-HTTP, and GATEWAY-TLS's core
+TLSRoute; docs/gateway.md, "Conformance"). The suite chooses its tests by this list, so a
+feature is added only once its tests pass."""
 
 
 class ParametersReference(KubeModel):

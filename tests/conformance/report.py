@@ -72,6 +72,25 @@ EXTENDED_FEATURES = (
     "BackendTLSPolicySANValidation",
 )
 
+# The GATEWAY-TLS profile (profiles.go, v1.6.1): its core features, and of its extended ones
+# (GatewayExtendedFeatures, above, and TLSRouteExtendedFeatures) the two of TLSRoute.
+# interlock serves TLSRoutes on Passthrough listeners only (docs/gateway.md): the two
+# TLSRoute extended features are not enabled, and TLSRouteListenerTerminateNotSupported checks
+# that a Terminate listener refuses TLSRoutes, as the spec wants when it is not served.
+TLS_CORE_FEATURES = ("Gateway", "ReferenceGrant", "TLSRoute")
+TLS_ROUTE_EXTENDED_FEATURES = ("TLSRouteModeTerminate", "TLSRouteModeMixed")
+PROFILES = {
+    "GATEWAY-HTTP": (CORE_FEATURES, EXTENDED_FEATURES),
+    "GATEWAY-TLS": (
+        TLS_CORE_FEATURES,
+        tuple(f for f in EXTENDED_FEATURES if f.startswith("Gateway") or f == "ListenerSet")
+        + TLS_ROUTE_EXTENDED_FEATURES,
+    ),
+}
+"""Each profile a run names (``--conformance-profiles``): its core and extended features."""
+SERVED_FEATURES = CORE_FEATURES + EXTENDED_FEATURES + ("TLSRoute",)
+"""What a full run enables: every feature of GATEWAY-HTTP and GATEWAY-TLS's core."""
+
 # A test's own result line; its subtests (TestConformance/NAME/CASE) are not tests of their own.
 _RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): TestConformance/([^/\s]+) \(([\d.]+)s\)")
 _RUNNING = re.compile(r"Running (\S+), relying on the following features: (.*)$")
@@ -213,13 +232,17 @@ def parse_claimed(text: str) -> list[Claim]:
 
 
 def extended_features(claims: Iterable[Claim]) -> list[str]:
-    """The extended features the claimed tests rely on, in the profile's order."""
+    """The features besides GATEWAY-HTTP's core the claimed tests rely on, in the order of
+    :data:`SERVED_FEATURES` (GATEWAY-HTTP's extended ones, then GATEWAY-TLS's TLSRoute)."""
     wanted = {f for claim in claims for f in claim.features}
-    return [f for f in EXTENDED_FEATURES if f in wanted]
+    return [f for f in SERVED_FEATURES if f in wanted and f not in CORE_FEATURES]
 
 
 def is_core(test: TestResult) -> bool:
-    return bool(test.features) and all(f in CORE_FEATURES for f in test.features)
+    """Whether the test is a core test of a profile (all its features core features of it)."""
+    return bool(test.features) and any(
+        set(test.features) <= set(core) for core, _ in PROFILES.values()
+    )
 
 
 @dataclass(frozen=True)
@@ -257,7 +280,7 @@ def summary_markdown(
     passed = [t for t in suite.tests.values() if t.result == "PASS"]
     verdict = judge(suite, claims)
     lines = [
-        f"# Gateway API conformance (v1.6.1, GATEWAY-HTTP): {mode} run",
+        f"# Gateway API conformance (v1.6.1, GATEWAY-HTTP and GATEWAY-TLS): {mode} run",
         "",
         f"Suite time: {seconds} s. Reproduce: `sudo hack/conformance/run.sh {mode}`"
         + (" (`sudo make conformance`)" if mode == "full" else "")
@@ -304,7 +327,7 @@ def summary_markdown(
     by_feature: dict[str, list[TestResult]] = {}
     for test in extended:
         for feature in test.features:
-            if feature not in CORE_FEATURES:
+            if feature not in CORE_FEATURES and feature not in TLS_CORE_FEATURES:
                 by_feature.setdefault(feature, []).append(test)
     if by_feature:
         lines += ["## Extended features", "", "| feature | passed | run |", "|---|---|---|"]
@@ -361,35 +384,36 @@ def _status_summary(status: dict[str, Any]) -> str:
 
 
 def corrected_report(report: dict[str, Any], suite: SuiteLog) -> dict[str, Any]:
-    """The suite's report with the GATEWAY-HTTP counts and test lists taken from its log (see
-    docs/conformance/README.md, "Reading the report", for why the suite's own are wrong for
-    parallel tests); everything else as the suite wrote it."""
-    profile_features = set(CORE_FEATURES) | set(EXTENDED_FEATURES)
-    ran = [
-        t
-        for t in suite.tests.values()
-        if t.features
-        and set(t.features) <= profile_features
-        and not t.reason.startswith("suite does not support")
-    ]
-    core = [t for t in ran if is_core(t)]
-    extended = [t for t in ran if not is_core(t)]
+    """The suite's report with each profile's counts and test lists (:data:`PROFILES`) taken
+    from its log (see docs/conformance/README.md, "Reading the report", for why the suite's own
+    are wrong for parallel tests); everything else as the suite wrote it."""
     corrected = dict(report)
     profiles = []
     for profile in report.get("profiles") or []:
-        if profile.get("name") != "GATEWAY-HTTP":
+        features = PROFILES.get(str(profile.get("name")))
+        if features is None:
             profiles.append(profile)
             continue
+        core_features, extended_features = set(features[0]), set(features[1])
+        ran = [
+            t
+            for t in suite.tests.values()
+            if t.features
+            and set(t.features) <= core_features | extended_features
+            and not t.reason.startswith("suite does not support")
+        ]
+        core = [t for t in ran if set(t.features) <= core_features]
+        extended = [t for t in ran if not set(t.features) <= core_features]
         fixed = dict(profile)
         fixed["core"] = _status(core)
         summary = f"Core tests {_status_summary(fixed['core'])}"
         if extended or profile.get("extended"):
-            features = {
+            listed = {
                 key: value
                 for key, value in (profile.get("extended") or {}).items()
                 if key in ("supportedFeatures", "unsupportedFeatures")
             }
-            fixed["extended"] = {**_status(extended), **features}
+            fixed["extended"] = {**_status(extended), **listed}
             summary += f". Extended tests {_status_summary(fixed['extended'])}"
         fixed["summary"] = summary + "."
         profiles.append(fixed)
@@ -441,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "features":
         if args.all:
-            print(",".join(CORE_FEATURES + EXTENDED_FEATURES))
+            print(",".join(SERVED_FEATURES))
             return 0
         path = Path(args.claimed)
         claims = parse_claimed(path.read_text()) if path.exists() else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from interlock.model.gateway_class import SUPPORTED_FEATURES
 from tests.conformance import report
 
 RELYING = "relying on the following features:"
@@ -122,6 +123,40 @@ def test_ci_enables_the_extended_features_of_the_claimed_tests() -> None:
         "A Gateway,HTTPRoute\nB Gateway,HTTPRoute,HTTPRouteQueryParamMatching,GatewayPort8080\n"
     )
     assert report.extended_features(claims) == ["GatewayPort8080", "HTTPRouteQueryParamMatching"]
+
+
+def test_ci_enables_tlsroute_when_a_claimed_test_relies_on_it() -> None:
+    claims = report.parse_claimed("A Gateway,TLSRoute\nB Gateway,HTTPRoute,GatewayPort8080\n")
+    assert report.extended_features(claims) == ["GatewayPort8080", "TLSRoute"]
+
+
+def test_the_gateway_class_lists_every_feature_a_claimed_test_relies_on() -> None:
+    # The suite may choose its tests by the GatewayClass's status.supportedFeatures: a claimed
+    # test's feature missing there would not run in such a run.
+    claimed = Path(__file__).parents[2] / "docs" / "conformance" / "claimed-tests.txt"
+    wanted = {f for claim in report.parse_claimed(claimed.read_text()) for f in claim.features}
+    assert wanted <= set(SUPPORTED_FEATURES)
+
+
+def test_each_profile_is_corrected_by_its_own_features() -> None:
+    tls_log = f"""\
+=== RUN   TestConformance/TLSRouteSimpleSameNamespace
+    conformance.go:80: 2026-12-02T06:01:01Z: Running TLSRouteSimpleSameNamespace,\
+ {RELYING} Gateway-STANDARD, TLSRoute-STANDARD
+    --- FAIL: TestConformance/TLSRouteSimpleSameNamespace (1.50s)
+"""
+    suite = report.parse_suite_log(LOG.replace("\\t", "\t") + tls_log)
+    written = {
+        "profiles": [
+            {"name": name, "core": {"result": "success"}}
+            for name in ("GATEWAY-HTTP", "GATEWAY-TLS")
+        ]
+    }
+    http, tls = report.corrected_report(written, suite)["profiles"]
+    assert http["core"]["statistics"] == {"Failed": 0, "Passed": 1, "Skipped": 0}
+    assert tls["core"]["failedTests"] == ["TLSRouteSimpleSameNamespace"]
+    assert tls["core"]["statistics"] == {"Failed": 1, "Passed": 0, "Skipped": 0}
+    assert report.is_core(suite.tests["TLSRouteSimpleSameNamespace"])
 
 
 def test_the_corrected_report_counts_a_parallel_test_that_failed() -> None:
