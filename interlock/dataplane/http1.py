@@ -31,6 +31,7 @@ import contextlib
 import ssl as ssl_module
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 from typing import Any, cast
 
 import aiohttp
@@ -74,6 +75,77 @@ def _name(raw: bytes) -> str:
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = name
     return name
+
+
+STATUS_LINES = {status.value: f"HTTP/1.1 {status.value} {status.phrase}" for status in HTTPStatus}
+"""Each known status's line, made once: what the edge's HTTP/1.1 server writes
+(``Http1Responder._render``), and what an answer relayed as received begins with."""
+
+_AS_RECEIVED = {
+    line.encode(): (status, line[13:])
+    for status, line in STATUS_LINES.items()
+    if status >= 200 and status not in (204, 304)
+}
+"""The status lines of an answer whose head may be relayed as received (:attr:`Http1Response.raw`),
+to its status and reason: HTTP/1.1, a known status written as the server writes it, with a body
+(not 1xx, 101, 204 or 304, which the server handles itself)."""
+
+_HOP_BY_HOP_LINES = (
+    b"\r\nconnection:",
+    b"\r\nkeep-alive:",
+    b"\r\nproxy-",
+    b"\r\nte:",
+    b"\r\ntrailer:",
+    b"\r\ntransfer-encoding:",
+    b"\r\nupgrade:",
+)
+"""The starts of the header lines (lowered) that keep an answer's head from being relayed as
+received: ``interlock.dataplane.proxy.HOP_BY_HOP``'s names and any ``Proxy-*`` (a name ends at its
+colon: llhttp refuses whitespace before it)."""
+
+
+def _as_received(data: bytes) -> tuple[int, str, bytes, bool] | None:
+    """Whether the answer that ``data`` begins with may go to the client with its head as
+    received: its status, reason, head (the status line and header lines, each ending in CRLF,
+    without the blank line) and whether it has a ``Date``; None when it must be rendered again
+    (the head incomplete in ``data`` or over :data:`MAX_RESPONSE_HEAD`, a status line of
+    another version, status or spelling, no ``Content-Length``, a hop-by-hop header). What
+    llhttp checks (one ``Content-Length``, no ``Transfer-Encoding`` with it, CR and LF only as
+    line ends, no folded lines) it still checks: the head is relayed only once parsed."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0 or end + 4 > MAX_RESPONSE_HEAD:
+        return None
+    line_end = data.find(b"\r\n")
+    known = _AS_RECEIVED.get(data[:line_end])
+    if known is None:
+        return None
+    fields = data[line_end : end + 2].lower()
+    if b"\r\ncontent-length:" not in fields:
+        return None
+    for start in _HOP_BY_HOP_LINES:
+        if start in fields:
+            return None
+    return known[0], known[1], data[: end + 2], b"\r\ndate:" in fields
+
+
+class _HeaderList:
+    """Collects an answer's headers from its head as :meth:`UpstreamConnection.on_header`
+    does (:meth:`Http1Response.headers_as_parsed`)."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self) -> None:
+        self.headers: list[tuple[str, str]] = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append(
+            (_names.get(name) or _name(name), value.decode("utf-8", "surrogateescape"))
+        )
+
+
+_NO_HEADERS: CIMultiDict[str] = CIMultiDict()
+"""The headers of an answer relayed as received until :meth:`Http1Response.headers_as_parsed`
+(never changed)."""
 
 
 class UpstreamConnectError(aiohttp.ClientConnectionError):
@@ -157,11 +229,16 @@ class Http1Response(BufferedBody):
     __slots__ = (
         "_connection",
         "_error",
+        "dated",
         "done",
         "headers",
+        "raw",
         "reason",
         "status",
     )
+
+    dated: bool
+    """:attr:`raw` has a ``Date`` header (set with it only)."""
 
     def __init__(
         self, connection: UpstreamConnection, status: int, reason: str, headers: CIMultiDict[str]
@@ -177,6 +254,20 @@ class Http1Response(BufferedBody):
         self._error: BaseException | None = None
         self.done = False
         """The whole body has arrived (it may still be buffered here)."""
+        self.raw: bytes | None = None
+        """The head as received, when it may be relayed so (``UpstreamConnection.as_received``):
+        the status line and header lines, without the blank line; then :attr:`headers` are
+        empty until :meth:`headers_as_parsed`."""
+
+    def headers_as_parsed(self) -> None:
+        """An answer whose head came :attr:`raw` that is relayed the usual way after all: its
+        headers parsed from the head, as the connection parses them."""
+        raw = self.raw
+        if raw is not None:
+            self.raw = None
+            found = _HeaderList()
+            httptools.HttpResponseParser(found).feed_data(raw + b"\r\n")
+            self.headers = CIMultiDictProxy(CIMultiDict(found.headers))
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, as it arrives (what is buffered comes as one chunk)."""
@@ -235,6 +326,19 @@ class Http1Response(BufferedBody):
             self._wake()
 
 
+class _AsReceivedCalls:
+    """What the parser of an answer whose head is relayed as received calls: not
+    ``on_status`` nor ``on_header`` (a call from C per header, its bytes decoded)."""
+
+    __slots__ = ("on_body", "on_headers_complete", "on_message_begin", "on_message_complete")
+
+    def __init__(self, connection: UpstreamConnection) -> None:
+        self.on_message_begin = connection._raw_message_begin
+        self.on_headers_complete = connection._raw_headers_complete
+        self.on_body = connection.on_body
+        self.on_message_complete = connection._raw_message_complete
+
+
 class UpstreamConnection(asyncio.Protocol):
     """One keep-alive connection to an upstream address, one exchange at a time."""
 
@@ -256,6 +360,16 @@ class UpstreamConnection(asyncio.Protocol):
         """The last answer's parser, at the start of a message again: the next exchange's (a
         parser made per exchange, which looks up each callback of this protocol, was ~4% of a
         plain proxied request). Kept only after an answer ended with nothing behind it."""
+        self._lean: httptools.HttpResponseParser | None = None
+        """:attr:`_spare`'s like, for answers whose head is relayed as received (its parser
+        calls nothing per header: :class:`_AsReceivedCalls`)."""
+        self.as_received = False
+        """This exchange's answer may come with its head as received
+        (:attr:`Http1Response.raw`), for a caller that relays it so or calls
+        :meth:`Http1Response.headers_as_parsed`: set after :meth:`exchange` (before the loop
+        runs again: no answer can have come), until the answer's first bytes came."""
+        self._received: tuple[int, str, bytes, bool] | None = None
+        """What :func:`_as_received` found in the answer's first bytes, for its parser."""
         self._head_only = False
         self._header_list: list[tuple[str, str]] = []
         """The answer's headers so far, decoded as they come (no list of bytes to go over
@@ -289,6 +403,17 @@ class UpstreamConnection(asyncio.Protocol):
         self._last_read = self._loop.time()
         self._answered = True
         if self._response is None:
+            if self.as_received and not self._head_size and not self._head_only:
+                # The answer's first bytes: when its head can be relayed as received, parsed
+                # without a call per header (llhttp still checks all of it).
+                self.as_received = False
+                self._received = _as_received(data)
+                if self._received is not None:
+                    self._spare = parser  # at the start of a message still
+                    parser = self._parser = self._lean or httptools.HttpResponseParser(
+                        _AsReceivedCalls(self)
+                    )
+                    self._lean = None
             # Read while the headers are incomplete: a bound on the head's size, exact enough
             # to skip counting each header of the usual small answer.
             self._head_size += len(data)
@@ -325,7 +450,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
-        self._spare = None
+        self._spare = self._lean = None
         self._stop_timer()
         drain, self._drain = self._drain, None
         if drain is not None and not drain.done():
@@ -428,6 +553,32 @@ class UpstreamConnection(asyncio.Protocol):
                 self._spare = parser  # dropped again if more bytes follow (on_message_begin)
             self._complete(keep_alive=keep_alive)
 
+    # ---- the callbacks of an answer whose head is relayed as received ----
+
+    def _raw_message_begin(self) -> None:
+        if self._parser is None:
+            self._lean = None  # bytes after a finished answer (see on_message_begin)
+
+    def _raw_headers_complete(self) -> None:
+        found, self._received = self._received, None
+        if self._parser is None or found is None:
+            return  # bytes after a finished answer: the connection is closed with them
+        status, reason, head, dated = found
+        response = self._response = Http1Response(self, status, reason, _NO_HEADERS)
+        response.raw = head
+        response.dated = dated
+        waiter, self._headers = self._headers, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(response)
+
+    def _raw_message_complete(self) -> None:
+        parser = self._parser
+        if parser is not None and self._response is not None:
+            keep_alive = parser.should_keep_alive()
+            if keep_alive:
+                self._lean = parser  # dropped again if more bytes follow
+            self._complete(keep_alive=keep_alive)
+
     # ---- the exchange ----
 
     def exchange(
@@ -441,13 +592,14 @@ class UpstreamConnection(asyncio.Protocol):
     ) -> asyncio.Future[Http1Response]:
         """Send a request; the answer once its headers arrived, to await (not a coroutine: the
         caller awaits the future itself, one frame less on every resumption). The caller
-        closes the connection when the wait fails."""
+        closes the connection when the wait fails (and may set :attr:`as_received`)."""
         transport = self.transport
         if transport is None or self._lost or transport.is_closing():
             raise StaleConnection() if self.reused else UpstreamProtocolError("connection closed")
         parser, self._spare = self._spare, None
         self._parser = parser or httptools.HttpResponseParser(self)
         self._head_only = head_only
+        self.as_received = False
         self._answered = False
         self._response = None
         self._head_size = 0
@@ -567,7 +719,8 @@ class UpstreamConnection(asyncio.Protocol):
     def _until_close(self, response: Http1Response) -> bool:
         headers = response.headers
         return (
-            not self._head_only
+            response.raw is None  # such a head has a Content-Length
+            and not self._head_only
             and response.status not in (204, 304)
             and "Content-Length" not in headers
             and "Transfer-Encoding" not in headers

@@ -47,7 +47,7 @@ from loguru import logger
 from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
-from interlock.dataplane.http1 import BufferedBody
+from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Http1Response
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
@@ -77,7 +77,7 @@ answers it on the task."""
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
-_STATUS_LINES = {code: f"HTTP/1.1 {code} {phrase}" for code, phrase in _REASONS.items()}
+_STATUS_LINES = STATUS_LINES
 """Each known status's line, made once (formatting an int per answer is not free)."""
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -147,11 +147,13 @@ class _Date:
     """The ``Date`` header value, formatted once a second (:meth:`Http1Responder._render` reads
     :attr:`second` and :attr:`value` itself: a call per answer cost more than the check)."""
 
-    __slots__ = ("second", "value")
+    __slots__ = ("line", "second", "value")
 
     def __init__(self) -> None:
         self.second = 0
         self.value = ""
+        self.line = b""
+        """The header line, encoded (for a head relayed as received)."""
 
     def __call__(self) -> str:
         now = int(time.time())
@@ -162,6 +164,7 @@ class _Date:
     def refresh(self, now: int) -> None:
         self.second = now
         self.value = formatdate(now, usegmt=True)
+        self.line = f"Date: {self.value}\r\n".encode()
 
 
 _date = _Date()
@@ -302,6 +305,45 @@ class Http1Responder:
         else:
             self._write(self._frame(data, end=end), end=end)
         return self._connection.write_paused
+
+    @property
+    def as_received(self) -> bool:
+        """Whether an upstream's answer head may be relayed as received
+        (:meth:`relay_as_received`), as far as the request tells: an HTTP/1.1 request, not
+        HEAD, that keeps the connection."""
+        return self.keep_alive and not self._head_only and not self._version_10
+
+    def relay_as_received(self, upstream: Http1Response, head: bytes) -> bool | None:
+        """An upstream's answer whose body has all arrived, its head as received (``head``,
+        its :attr:`~Http1Response.raw`: a status line as :meth:`_render` writes it, a
+        ``Content-Length``, nothing hop-by-hop), with a ``Date`` when it has none. None when it
+        must be rendered after all (its body still coming, the connection closing after it,
+        the request's body not all read): nothing was taken or written. Else
+        :meth:`send_now`'s answer: whether the client holds too much."""
+        connection = self._connection
+        if (
+            not upstream.done
+            or not self.keep_alive
+            or self._head_only
+            or self._version_10
+            or connection.closing
+            or not self._body.ended
+            or self.status is not None
+        ):
+            return None
+        if not upstream.dated:
+            now = int(time.time())
+            if now != _date.second:
+                _date.refresh(now)
+            head += _date.line
+        out = head + b"\r\n" + (upstream._take() or b"")
+        self.status = upstream.status
+        self.bytes += len(out)
+        self.ended = True
+        transport = connection._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(out)
+        return connection.write_paused
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
         if self.ended:

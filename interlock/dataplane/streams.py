@@ -310,6 +310,8 @@ class StreamForwarder:
         if started is None:
             return prepared
         connection, answer = started
+        # The answer's head relayed as received when nothing would change it.
+        connection.as_received = hooks.inert and responder.as_received
         express = _Express(
             self, request, responder, decision, prepared, headers, query, protocol, where
         )
@@ -537,23 +539,31 @@ class _Express:
                 responder.express_continue(lambda: self._finish(self._failed(error)))
                 return
             upstream = answer.result()
-            where, hooks = self.where, self.prepared[1]
-            if upstream.status == 101:  # what Engine.answered refuses (no accrual to count)
-                outcome = self.forwarder._engine.answered(
-                    self.decision, self.connection.address, upstream, where
-                )
-                if isinstance(outcome, Answer):
-                    hooks.record_upstream(None)
-                    responder.express_continue(lambda: self._finish(_resolved(outcome)))
+            raw = upstream.raw
+            # The hooks are inert when the head came as received: nothing of it would change.
+            paused = None if raw is None else responder.relay_as_received(upstream, raw)
+            if paused is not None:
+                upstream = None  # whole, its connection pooled: nothing to release
+            else:
+                if raw is not None:  # relayed the usual way after all
+                    upstream.headers_as_parsed()
+                where, hooks = self.where, self.prepared[1]
+                if upstream.status == 101:  # what Engine.answered refuses (no accrual to count)
+                    outcome = self.forwarder._engine.answered(
+                        self.decision, self.connection.address, upstream, where
+                    )
+                    if isinstance(outcome, Answer):
+                        hooks.record_upstream(None)
+                        responder.express_continue(lambda: self._finish(_resolved(outcome)))
+                        return
+                whole, compressor = _send_head(self.request, responder, upstream, hooks)
+                if whole is None:
+                    relayed, upstream = upstream, None  # released by the relay
+                    responder.express_continue(
+                        lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
+                    )
                     return
-            whole, compressor = _send_head(self.request, responder, upstream, hooks)
-            if whole is None:
-                relayed, upstream = upstream, None  # released by the relay
-                responder.express_continue(
-                    lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
-                )
-                return
-            paused = responder.send_now(whole, end=True)
+                paused = responder.send_now(whole, end=True)
         except Exception as error:  # what the task does with a handler's failure
             responder.express_continue(_raising(error))
             return

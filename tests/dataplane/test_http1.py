@@ -397,3 +397,65 @@ async def test_an_answer_head_is_bounded_in_bytes_not_in_characters(character: s
     with pytest.raises(UpstreamProtocolError, match="answer head over"):
         await answer
     p.close()
+
+
+def raw_connection() -> Connection:
+    """A connection whose answers may come with their head as received (``as_received``),
+    over a transport that keeps what was written."""
+    connection = Connection(pool(), ("127.0.0.1", 1))
+    connection.connection_made(RecordingTransport())
+    return connection
+
+
+def exchange(connection: Connection, answer: bytes) -> Http1Response:
+    sent = connection.exchange(
+        b"GET / HTTP/1.1\r\n\r\n",
+        body=None,
+        chunked=False,
+        head_only=False,
+        read_timeout=30.0,
+    )
+    connection.as_received = True
+    connection.data_received(answer)
+    return sent.result()
+
+
+async def test_an_answer_whose_head_came_as_received_gives_its_headers_when_asked() -> None:
+    connection = raw_connection()
+    head = b"HTTP/1.1 404 Not Found\r\nX-A: 1\r\nContent-Length: 2\r\nX-A: 2\r\n"
+    response = exchange(connection, head + b"\r\nno")
+    assert (response.status, response.reason, response.raw) == (404, "Not Found", head)
+    assert response.done and not response.dated and not response.headers
+    response.headers_as_parsed()
+    assert response.raw is None
+    assert list(response.headers.items()) == [
+        ("X-A", "1"),
+        ("Content-Length", "2"),
+        ("X-A", "2"),
+    ]
+    assert response.complete_body() == b"no"
+
+
+async def test_an_answer_as_received_cut_short_is_not_taken_for_a_whole_one() -> None:
+    # Its headers are not parsed (none look like a Content-Length): the connection's end must
+    # not be read as the end of a body of unknown length.
+    connection = raw_connection()
+    response = exchange(connection, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
+    assert response.raw is not None
+    connection.connection_lost(None)
+    assert not response.done
+    with pytest.raises(UpstreamProtocolError):
+        await response.read()
+
+
+async def test_bytes_after_an_answer_as_received_do_not_reach_the_next_one() -> None:
+    connection = raw_connection()
+    first = exchange(
+        connection,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\noneHTTP/1.1 500 Unasked\r\nX-Unasked: 1\r\n",
+    )
+    assert first.complete_body() == b"one"
+    for _ in range(2):
+        response = exchange(connection, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+        assert (response.status, response.raw) == (200, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n")
+        assert response.complete_body() == b"two"

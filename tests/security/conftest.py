@@ -35,6 +35,8 @@ from typing import Any
 
 import pytest
 
+from interlock.dataplane import metrics
+from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.proxy import ProxyTimeouts
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
@@ -172,6 +174,19 @@ async def running_edge(**server_options: Any) -> AsyncIterator[Edge]:
 async def edge() -> AsyncIterator[Edge]:
     async with running_edge() as running:
         yield running
+
+
+@pytest.fixture
+def logged(edge: Edge, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
+    """The exchanges ``edge`` writes to its access log (switched on), in order."""
+    entries: list[Exchange] = []
+
+    def log_line(exchange: Exchange, **_: object) -> None:
+        entries.append(exchange)
+
+    monkeypatch.setattr(metrics, "log_line", log_line)
+    edge.server.traffic.access_log = True
+    return entries
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from interlock.dataplane import metrics
 from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.http1_server import Http1Responder
 from interlock.dataplane.proxy import ProxyTimeouts
@@ -238,15 +237,8 @@ async def test_a_client_that_goes_takes_the_upstream_exchange_with_it(
 
 
 async def test_the_express_answer_is_counted_and_logged_as_the_usual_one(
-    edge: Edge, express_taken: list[bool], monkeypatch: pytest.MonkeyPatch
+    edge: Edge, express_taken: list[bool], logged: list[Exchange]
 ) -> None:
-    logged: list[Exchange] = []
-
-    def log_line(exchange: Exchange, **_: object) -> None:
-        logged.append(exchange)
-
-    monkeypatch.setattr(metrics, "log_line", log_line)
-    edge.server.traffic.access_log = True
     async with keep_alive_backend([OK]) as backend:
         await serve_host(edge, host=HOST, service="counted", address=backend.address)
         await ask(edge, "/a?secret=1")
@@ -369,7 +361,14 @@ async def test_a_client_slow_to_take_the_answer_holds_its_next_request(
             send_now(responder, data, end=end)
             return True  # the client's transport holds too much
 
+        relay_as_received = Http1Responder.relay_as_received
+
+        def paused_raw(responder: Http1Responder, *args: Any) -> bool | None:
+            relayed = relay_as_received(responder, *args)
+            return None if relayed is None else True
+
         monkeypatch.setattr(Http1Responder, "send_now", paused)
+        monkeypatch.setattr(Http1Responder, "relay_as_received", paused_raw)
         monkeypatch.setattr(Http1Responder, "drain", drain)
         reader, writer = await asyncio.open_connection(*edge.address)
         try:

@@ -1,0 +1,361 @@
+"""An answer relayed with its head as received keeps every safeguard of a rendered one.
+
+On the express path (``tests/security/test_express_path.py``), when the route's modules change
+nothing of an answer and the client's request is an HTTP/1.1 keep-alive one (not HEAD), the
+upstream's answer head may go to the client as it came (``Http1Responder.relay_as_received``):
+only when its status line is the one the edge would write, it has a ``Content-Length``, no
+hop-by-hop header, a head within the bound, and llhttp parsed all of it. Each test sends two
+requests on one keep-alive client connection (the first takes the usual path: the pool has no
+connection yet; the second is the one under test), records whether the head went as received
+(a spy on ``relay_as_received``), and checks one safeguard; each fails with that safeguard
+taken out of ``interlock.dataplane.http1._as_received``, ``Http1Responder.relay_as_received`` or
+``Http1Response.headers_as_parsed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from interlock.dataplane import http1
+from interlock.dataplane.access_log import Exchange
+from interlock.dataplane.http1 import MAX_RESPONSE_HEAD
+from interlock.dataplane.http1_server import Http1Responder
+
+from .conftest import HOST, Edge, running_edge, serve_host, wait_until
+from .test_express_path import keep_alive_backend
+
+DATED = b"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\n"
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+@dataclass
+class Relayed:
+    head: bytes
+    body: bytes
+
+    @property
+    def status_line(self) -> bytes:
+        return self.head.partition(b"\r\n")[0]
+
+    def values(self, name: str) -> list[str]:
+        return [
+            value.strip().decode("latin-1")
+            for found, _, value in (line.partition(b":") for line in self.head.split(b"\r\n")[1:])
+            if found.strip().lower() == name.encode()
+        ]
+
+
+async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) -> Relayed:
+    """One answer from a keep-alive connection, framed by its Content-Length or chunked."""
+    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30))[:-4]
+    length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+    if head_only:
+        return Relayed(head, b"")
+    if length is not None:
+        return Relayed(head, await reader.readexactly(int(length.group(1))))
+    assert re.search(rb"(?i)\r\ntransfer-encoding: *chunked", head), head
+    body = b""
+    while True:
+        size = int(await reader.readuntil(b"\r\n"), 16)
+        chunk = await reader.readexactly(size + 2)
+        if not size:
+            return Relayed(head, body)
+        body += chunk[:-2]
+
+
+def get(method: str = "GET", version: str = "1.1", extra: str = "") -> bytes:
+    return f"{method} / HTTP/{version}\r\nHost: {HOST}\r\n{extra}\r\n".encode()
+
+
+@contextlib.asynccontextmanager
+async def client(edge: Edge) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    reader, writer = await asyncio.open_connection(*edge.address)
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+def eligible(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per answer an exchange asked about: whether its head may go as received."""
+    found: list[bool] = []
+    original = http1._as_received
+
+    def spy(data: bytes) -> Any:
+        outcome = original(data)
+        found.append(outcome is not None)
+        return outcome
+
+    monkeypatch.setattr(http1, "_as_received", spy)
+    return found
+
+
+@pytest.fixture
+def as_received(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per answer relayed by the express path's callback: whether its head went as
+    received."""
+    relayed: list[bool] = []
+    original = Http1Responder.relay_as_received
+
+    def spy(responder: Http1Responder, *args: Any) -> bool | None:
+        outcome = original(responder, *args)
+        relayed.append(outcome is not None)
+        return outcome
+
+    monkeypatch.setattr(Http1Responder, "relay_as_received", spy)
+    return relayed
+
+
+async def twice(edge: Edge, answer: bytes, request: bytes = get(), **read: Any) -> list[Relayed]:
+    """``request`` twice on one client connection, the backend answering ``answer`` to both."""
+    async with keep_alive_backend([answer]) as backend, client(edge) as (reader, writer):
+        await serve_host(edge, host=HOST, service="raw", address=backend.address)
+        answers = []
+        for _ in range(2):
+            writer.write(request)
+            answers.append(await read_answer(reader, **read))
+    assert backend.connections == 1  # the second went on the pooled connection
+    return answers
+
+
+async def test_the_usual_answer_goes_as_received_with_a_date_added_once(
+    edge: Edge, as_received: list[bool]
+) -> None:
+    for dated in (DATED, b""):
+        as_received.clear()
+        head = b"HTTP/1.1 200 OK\r\nX-Spaced:   kept as sent\r\nContent-Length: 2\r\n" + dated
+        usual, received = await twice(edge, head + b"\r\nok")
+        assert as_received == [True]  # the first answer's pooled connection was new
+        assert (received.head + b"\r\n").startswith(head) and received.body == b"ok"
+        assert len(received.values("date")) == len(usual.values("date")) == 1
+        if dated:
+            assert received.head + b"\r\n" == head
+        assert received.values("x-spaced") == usual.values("x-spaced") == ["kept as sent"]
+
+
+@pytest.mark.parametrize(
+    "hop",
+    [
+        b"Connection: keep-alive, X-Hop\r\nX-Hop: secret\r\n",
+        b"Keep-Alive: timeout=5\r\n",
+        b"Proxy-Authenticate: Basic\r\n",
+        b"proxy-anything: x\r\n",
+        b"TE: trailers\r\n",
+        b"Trailer: X-Sum\r\n",
+        b"Upgrade: h2c\r\n",
+    ],
+)
+async def test_hop_by_hop_headers_keep_an_answer_from_going_as_received(
+    edge: Edge, as_received: list[bool], hop: bytes
+) -> None:
+    name = hop.partition(b":")[0].decode().lower()
+    answers = await twice(edge, b"HTTP/1.1 200 OK\r\n" + hop + b"Content-Length: 2\r\n\r\nok")
+    assert as_received == []
+    for answer in answers:
+        assert answer.body == b"ok" and not answer.values(name), answer.head
+        assert not answer.values("x-hop")
+
+
+@pytest.mark.parametrize(
+    ("sent", "written"),
+    [
+        (b"HTTP/1.1 200 Fine", b"HTTP/1.1 200 OK"),
+        (b"HTTP/1.0 200 OK", b"HTTP/1.1 200 OK"),
+        (b"HTTP/1.1 299 Odd", b"HTTP/1.1 299 Unknown"),
+    ],
+)
+async def test_a_status_line_the_edge_would_not_write_is_written_again(
+    edge: Edge, as_received: list[bool], sent: bytes, written: bytes
+) -> None:
+    keep = b"Connection: keep-alive\r\n" if sent.startswith(b"HTTP/1.0") else b""
+    answers = await twice(edge, sent + b"\r\n" + keep + b"Content-Length: 2\r\n\r\nok")
+    assert as_received == []
+    for answer in answers:
+        assert answer.status_line == written and answer.body == b"ok"
+
+
+async def test_an_informational_answer_is_not_relayed(edge: Edge, as_received: list[bool]) -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+    answers = await twice(edge, early + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    for answer in answers:
+        assert answer.status_line == b"HTTP/1.1 200 OK" and answer.body == b"ok"
+        assert not answer.values("link")
+
+
+async def test_a_head_request_gets_no_body(edge: Edge, as_received: list[bool]) -> None:
+    answers = await twice(
+        edge, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", get("HEAD"), head_only=True
+    )
+    assert as_received == []
+    for answer in answers:
+        assert answer.values("content-length") == ["2"]
+
+
+async def test_an_http_1_0_client_is_told_the_connection_stays(
+    edge: Edge, as_received: list[bool]
+) -> None:
+    request = get(version="1.0", extra="Connection: keep-alive\r\n")
+    answers = await twice(edge, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", request)
+    assert as_received == []
+    for answer in answers:
+        assert answer.values("connection") == ["keep-alive"] and answer.body == b"ok"
+
+
+async def second_answer(edge: Edge, second: bytes) -> Relayed:
+    """What the client gets for a second request, on one connection, the backend answering
+    the first with :data:`OK` on a connection it keeps, then ``second``."""
+    async with keep_alive_backend([OK, second]) as backend:
+        await serve_host(edge, host=HOST, service="second", address=backend.address)
+        async with client(edge) as (reader, writer):
+            writer.write(get())
+            assert (await read_answer(reader)).body == b"ok"
+            writer.write(get())
+            answer = await read_answer(reader)
+    assert backend.connections == 1
+    return answer
+
+
+async def test_a_head_over_the_bound_is_a_502(
+    edge: Edge, eligible: list[bool], as_received: list[bool]
+) -> None:
+    big = OK.replace(b"OK\r\n", b"OK\r\nX-Big: " + b"a" * MAX_RESPONSE_HEAD + b"\r\n")
+    answer = await second_answer(edge, big)
+    assert eligible == [False] and as_received == []
+    assert answer.status_line.startswith(b"HTTP/1.1 502"), answer.head[:200]
+    assert b"a" * 1000 not in answer.head + answer.body
+
+
+def test_a_head_over_the_bound_read_at_once_is_not_relayed_as_received() -> None:
+    # The edge's own reads split such a head (the test above); one read may hold it whole.
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+    filler = b"X-Big: " + b"a" * (MAX_RESPONSE_HEAD - len(head) - 11) + b"\r\n"
+    assert http1._as_received(head + filler + b"\r\nok") is not None  # at the bound: relayed
+    assert http1._as_received(head + b"X" + filler + b"\r\nok") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("a folded line", b"X-A: a\r\n b\r\n"),
+        ("a bare LF", b"X-A: a\nX-B: b\r\n"),
+        ("a bare CR", b"X-A: a\rX-B: b\r\n"),
+        ("a second length", b"Content-Length: 3\r\n"),
+        ("a space before the colon", b"X-A : a\r\n"),
+    ],
+)
+async def test_what_llhttp_refuses_is_refused_before_anything_is_relayed(
+    edge: Edge, eligible: list[bool], as_received: list[bool], name: str, bad: bytes
+) -> None:
+    # What _as_received does not look for: llhttp parses the head before it is relayed.
+    answer = await second_answer(edge, OK.replace(b"\r\n\r\n", b"\r\n" + bad + b"\r\n"))
+    assert eligible == [True] and as_received == [], name
+    assert answer.status_line.startswith(b"HTTP/1.1 502"), (name, answer.head)
+    assert b"X-A" not in answer.head and b"X-B" not in answer.head
+
+
+@dataclass
+class SlowBodyBackend:
+    """Answers with ``head`` and the first byte of the body, then the rest once ``more``."""
+
+    head: bytes
+    more: asyncio.Event = field(default_factory=asyncio.Event)
+    answered: int = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                self.answered += 1
+                if self.answered == 1:
+                    writer.write(self.head + b"ok")
+                    continue
+                writer.write(self.head + b"o")
+                await writer.drain()
+                await self.more.wait()
+                writer.write(b"k")
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers(
+    edge: Edge, as_received: list[bool]
+) -> None:
+    backend = SlowBodyBackend(b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n")
+    server = await asyncio.start_server(backend.serve, "127.0.0.1", 0)
+    try:
+        address = ("127.0.0.1", server.sockets[0].getsockname()[1])
+        await serve_host(edge, host=HOST, service="slow", address=address)
+        async with client(edge) as (reader, writer):
+            writer.write(get())
+            assert (await read_answer(reader)).body == b"ok"
+            writer.write(get())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+            backend.more.set()
+            body = await asyncio.wait_for(reader.readexactly(2), 30)
+    finally:
+        server.close()
+    assert as_received == [False]
+    answer = Relayed(head[:-4], body)
+    assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]
+    assert answer.body == b"ok"
+
+
+async def test_an_answer_as_received_is_counted_and_logged_as_a_rendered_one(
+    edge: Edge, as_received: list[bool], logged: list[Exchange]
+) -> None:
+    answers = await twice(
+        edge, b"HTTP/1.1 404 Not Found\r\n" + DATED + b"Content-Length: 2\r\n\r\nno"
+    )
+    assert as_received == [True]
+    rendered, received = (entry.to_json() for entry in logged)
+    for entry, answer in zip((rendered, received), answers, strict=True):
+        assert entry.pop("status") == 404
+        assert entry.pop("bytes") == len(answer.head) + 4 + len(answer.body)
+        entry.pop("durationMs")
+    assert rendered == received
+    statistics = edge.server.traffic.statistics()
+    counted = {key: count for key, count in statistics.requests.items() if key[0] == "edge"}
+    assert list(counted.values()) == [2] and next(iter(counted))[3] == "4xx"
+
+
+async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
+    as_received: list[bool],
+) -> None:
+    async with keep_alive_backend(
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", None]
+    ) as backend:
+        edge_context = running_edge()
+        edge = await edge_context.__aenter__()
+        stopped = False
+        try:
+            await serve_host(edge, host=HOST, service="drain", address=backend.address)
+            async with client(edge) as (reader, writer):
+                writer.write(get())
+                assert (await read_answer(reader)).body == b"ok"
+                writer.write(get())
+                await wait_until(lambda: len(backend.requests) == 2, what="the request upstream")
+                stopping = asyncio.ensure_future(edge_context.__aexit__(None, None, None))
+                stopped = True
+                connections = edge.server._http1_connections
+                await wait_until(
+                    lambda: all(connection.closing for connection in connections),
+                    what="the edge stopping",
+                )
+                backend.release.set()
+                answer = await read_answer(reader)
+                await stopping
+        finally:
+            if not stopped:
+                await edge_context.__aexit__(None, None, None)
+    assert as_received == [False]
+    assert answer.body == b"ok" and answer.values("connection") == ["close"]
