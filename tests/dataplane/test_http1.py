@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from multidict import CIMultiDict
 
+from interlock.dataplane import http1
 from interlock.dataplane.http1 import (
     MAX_RESPONSE_HEAD,
     Http1Response,
@@ -436,26 +437,30 @@ async def test_an_answer_whose_head_came_as_received_gives_its_headers_when_aske
     assert response.complete_body() == b"no"
 
 
-async def test_an_answer_as_received_cut_short_is_not_taken_for_a_whole_one() -> None:
-    # Its headers are not parsed (none look like a Content-Length): the connection's end must
-    # not be read as the end of a body of unknown length.
+async def test_only_a_whole_answer_read_at_once_comes_as_received() -> None:
+    # Its body still coming, or bytes after it: parsed and framed the usual way.
     connection = raw_connection()
-    response = exchange(connection, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")
-    assert response.raw is not None
-    connection.connection_lost(None)
-    assert not response.done
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+    response = exchange(connection, head + b"\r\non")
+    assert response.raw is None and list(response.headers) == ["Content-Length"]
+    connection.connection_lost(None)  # cut short: not taken for a whole answer
     with pytest.raises(UpstreamProtocolError):
         await response.read()
-
-
-async def test_bytes_after_an_answer_as_received_do_not_reach_the_next_one() -> None:
     connection = raw_connection()
-    first = exchange(
-        connection,
-        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\noneHTTP/1.1 500 Unasked\r\nX-Unasked: 1\r\n",
-    )
-    assert first.complete_body() == b"one"
-    for _ in range(2):
-        response = exchange(connection, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
-        assert (response.status, response.raw) == (200, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n")
+    first = exchange(connection, head + b"\r\noneHTTP/1.1 500 Unasked\r\nX-Unasked: 1\r\n")
+    assert first.raw is None and first.complete_body() == b"one"
+    for _ in range(2):  # the bytes after it reach neither the next answer nor its parser
+        response = exchange(connection, head + b"\r\ntwo")
+        assert (response.status, response.raw) == (200, head)
         assert response.complete_body() == b"two"
+
+
+async def test_a_whole_answer_llhttp_does_not_end_where_it_was_expected_to_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Never so (llhttp frames by the same Content-Length), and refused if it were: not relayed
+    # as whole, nor left waiting for a body whose bytes no callback takes.
+    monkeypatch.setattr(http1, "_as_received", lambda data: (200, "OK", data[:-4], False, b""))
+    sent = raw_connection()
+    with pytest.raises(UpstreamProtocolError):
+        exchange(sent, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab")

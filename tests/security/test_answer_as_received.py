@@ -28,6 +28,7 @@ from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.http1 import MAX_RESPONSE_HEAD
 from interlock.dataplane.http1_server import Http1Responder
 
+from . import test_express_path as express_path
 from .conftest import HOST, Edge, running_edge, serve_host, wait_until
 from .test_express_path import keep_alive_backend
 
@@ -241,6 +242,25 @@ def test_a_head_over_the_bound_read_at_once_is_not_relayed_as_received() -> None
     assert http1._as_received(head + b"X" + filler + b"\r\nok") is None
 
 
+def test_a_head_seen_before_gets_the_verdict_it_got_and_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The verdicts are remembered by the head's exact bytes: one byte apart, another verdict.
+    monkeypatch.setattr(http1, "_verdicts", {})
+    plain = b"HTTP/1.1 200 OK\r\nConnectiox: close\r\nContent-Length: 2\r\n\r\nok"
+    hop = plain.replace(b"Connectiox", b"Connection")
+    for _ in range(2):
+        assert http1._as_received(plain) is not None
+        assert http1._as_received(hop) is None
+        assert http1._as_received(plain + b"more") is None  # not the whole answer alone
+    assert len(http1._verdicts) == 2
+    for n in range(2 * http1._VERDICTS_MOST):
+        http1._as_received(plain.replace(b"close", b"%05d" % n))
+    assert len(http1._verdicts) <= http1._VERDICTS_MOST
+    long = plain.replace(b"close", b"x" * http1._VERDICT_LONGEST)
+    assert http1._as_received(long) is not None and long[:-4] not in http1._verdicts
+
+
 @pytest.mark.parametrize(
     ("name", "bad"),
     [
@@ -288,7 +308,7 @@ class SlowBodyBackend:
 
 
 async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers(
-    edge: Edge, as_received: list[bool]
+    edge: Edge, eligible: list[bool], as_received: list[bool]
 ) -> None:
     backend = SlowBodyBackend(b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n")
     server = await asyncio.start_server(backend.serve, "127.0.0.1", 0)
@@ -304,7 +324,7 @@ async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers
             body = await asyncio.wait_for(reader.readexactly(2), 30)
     finally:
         server.close()
-    assert as_received == [False]
+    assert eligible == [False] and as_received == []
     answer = Relayed(head[:-4], body)
     assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]
     assert answer.body == b"ok"
@@ -329,11 +349,11 @@ async def test_an_answer_as_received_is_counted_and_logged_as_a_rendered_one(
 
 
 async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
-    as_received: list[bool],
+    as_received: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with keep_alive_backend(
-        [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", None]
-    ) as backend:
+    # What the backend answers once released.
+    monkeypatch.setattr(express_path, "OK", OK.replace(b"OK\r\n", b"OK\r\nX-Kept: yes\r\n"))
+    async with keep_alive_backend([OK, None]) as backend:
         edge_context = running_edge()
         edge = await edge_context.__aenter__()
         stopped = False
@@ -357,5 +377,7 @@ async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
         finally:
             if not stopped:
                 await edge_context.__aexit__(None, None, None)
+    # Rendered after all, with the headers parsed from the head as received.
     assert as_received == [False]
     assert answer.body == b"ok" and answer.values("connection") == ["close"]
+    assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]
