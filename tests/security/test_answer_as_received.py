@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,13 +27,11 @@ from interlock.dataplane import http1
 from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.http1 import MAX_RESPONSE_HEAD
 from interlock.dataplane.http1_server import Http1Responder
+from tests.kit.keep_alive_backend import OK, Slow, keep_alive_backend
 
-from . import test_express_path as express_path
 from .conftest import HOST, Edge, running_edge, serve_host, wait_until
-from .test_express_path import keep_alive_backend
 
 DATED = b"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\n"
-OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
 @dataclass
@@ -281,51 +279,22 @@ async def test_what_llhttp_refuses_is_refused_before_anything_is_relayed(
     assert b"X-A" not in answer.head and b"X-B" not in answer.head
 
 
-@dataclass
-class SlowBodyBackend:
-    """Answers with ``head`` and the first byte of the body, then the rest once ``more``."""
-
-    head: bytes
-    more: asyncio.Event = field(default_factory=asyncio.Event)
-    answered: int = 0
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                self.answered += 1
-                if self.answered == 1:
-                    writer.write(self.head + b"ok")
-                    continue
-                writer.write(self.head + b"o")
-                await writer.drain()
-                await self.more.wait()
-                writer.write(b"k")
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-
 async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers(
     edge: Edge, eligible: list[bool], as_received: list[bool]
 ) -> None:
-    backend = SlowBodyBackend(b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n")
-    server = await asyncio.start_server(backend.serve, "127.0.0.1", 0)
-    try:
-        address = ("127.0.0.1", server.sockets[0].getsockname()[1])
-        await serve_host(edge, host=HOST, service="slow", address=address)
+    head = b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n"
+    async with keep_alive_backend([OK, Slow(head + b"o", b"k")]) as backend:
+        await serve_host(edge, host=HOST, service="slow", address=backend.address)
         async with client(edge) as (reader, writer):
             writer.write(get())
             assert (await read_answer(reader)).body == b"ok"
             writer.write(get())
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-            backend.more.set()
+            backend.head.set()
+            relayed = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+            backend.release.set()
             body = await asyncio.wait_for(reader.readexactly(2), 30)
-    finally:
-        server.close()
     assert eligible == [False] and as_received == []
-    answer = Relayed(head[:-4], body)
+    answer = Relayed(relayed[:-4], body)
     assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]
     assert answer.body == b"ok"
 
@@ -349,11 +318,10 @@ async def test_an_answer_as_received_is_counted_and_logged_as_a_rendered_one(
 
 
 async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
-    as_received: list[bool], monkeypatch: pytest.MonkeyPatch
+    as_received: list[bool],
 ) -> None:
-    # What the backend answers once released.
-    monkeypatch.setattr(express_path, "OK", OK.replace(b"OK\r\n", b"OK\r\nX-Kept: yes\r\n"))
-    async with keep_alive_backend([OK, None]) as backend:
+    kept = OK.replace(b"OK\r\n", b"OK\r\nX-Kept: yes\r\n")
+    async with keep_alive_backend([OK, None], released=kept) as backend:
         edge_context = running_edge()
         edge = await edge_context.__aenter__()
         stopped = False
