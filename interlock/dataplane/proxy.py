@@ -402,7 +402,6 @@ class Forwarder:
     def open_pooled(
         self,
         method: str,
-        *,
         address: Address,
         path: str,
         query: str,

@@ -267,7 +267,6 @@ class StreamForwarder:
         request: H2Request,
         responder: Http1Responder,
         decision: Forward,
-        *,
         headers: CIMultiDict[str],
         query: str,
         protocol: str,
@@ -280,7 +279,9 @@ class StreamForwarder:
         takes one try at one endpoint, without retry, failure accrual or deadline, over
         HTTP/1.1 and on a pooled connection, the request is sent now and the answer relayed by
         callbacks (:class:`_Express`). None when it was sent so; else what
-        :meth:`Engine.prepare` came to, for :meth:`forward` (``prepared``) on the task."""
+        :meth:`Engine.prepare` came to, for :meth:`forward` (``prepared``) on the task.
+        (Positional parameters: the edge calls it on every request, and each keyword is a
+        look-up of its name.)"""
         prepared = self._engine.prepare(decision, headers, hooks)
         if isinstance(prepared, Answer):
             return prepared
@@ -293,19 +294,24 @@ class StreamForwarder:
             or deadlines.request is not None
             or deadlines.attempt is not None
             or decision.backend_tls is not None
-            or upstream_http2(request.headers, protocol)
+            # upstream_http2, inlined (a frame a request)
+            or protocol in HTTP2_PROTOCOLS
+            or (
+                protocol != "http1"
+                and request.headers.get(CONTENT_TYPE_LOWER, "")[:16] == "application/grpc"
+            )
         ):
             return prepared
         address = found[0]
         exchange.upstream = upstream_text(*address)  # note_upstream's, without the context
-        started = self._forwarder.open_pooled(
+        started = self._forwarder.open_pooled(  # positional: keywords cost a look-up each
             request.method,
-            address=address,
-            path=decision.path,
-            query=query,
-            headers=headers,
-            idle=deadlines.idle,
-            tls=decision.upstream_tls,
+            address,
+            decision.path,
+            query,
+            headers,
+            deadlines.idle,
+            decision.upstream_tls,
         )
         if started is None:
             return prepared

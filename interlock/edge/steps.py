@@ -62,6 +62,7 @@ from multidict import CIMultiDict, MultiDict, MultiDictProxy
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.engine import Engine
+from interlock.dataplane.filters import EMPTY_FILTERS
 from interlock.dataplane.header_names import (
     EXPECT,
     HOST,
@@ -70,7 +71,7 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_PROTO,
 )
 from interlock.dataplane.http2_server import H2BodyTimeout
-from interlock.dataplane.plan import Forward, RequestInfo, unrouted_path
+from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo
 from interlock.dataplane.proxy import (
     CLIENT_ADDRESS_HEADERS,
     MAX_READ_BODY,
@@ -390,7 +391,10 @@ def decide_now(
     target = backend.key
     plan = engine.plan(target)
     if plan is None:
-        decision: Forward | reasons.Answer = unrouted_path(target, forward_path)
+        # unrouted_path, inlined (its call was a frame a request on the edge's usual path).
+        decision: Forward | reasons.Answer = Forward(
+            target, None, EMPTY_FILTERS, forward_path, NO_DEADLINES, None, None
+        )
     else:
         info = RequestInfo(
             request.method,

@@ -60,13 +60,13 @@ class EdgeStreams:
                 request,
                 responder,
                 decided.decision,
-                headers=decided.headers,
-                query=decided.query,
-                protocol=decided.protocol,
-                hooks=decided.hooks,
-                where=decided.where,
-                exchange=exchange,
-                front=self,
+                decided.headers,
+                decided.query,
+                decided.protocol,
+                decided.hooks,
+                decided.where,
+                exchange,
+                self,  # front
             )
             if prepared is None:
                 return None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interlock.dataplane.request_target import clean_path, normalize_host
+from interlock.dataplane.request_target import clean_path, normalize_host, split_target
 from interlock.edge.provider import PathType
 from interlock.edge.routing import path_matches, select_route
 
@@ -195,3 +195,55 @@ def test_clean_path_leaves_no_dot_segments(segments: list[str]) -> None:
     assert not {".", ".."} & set(routed.split("/"))
     assert "" not in forwarded.split("/")[1:-1]
     assert clean_path(forwarded)[1] == forwarded  # already clean: unchanged
+
+
+REFUSED_OR_CLEANED = [
+    "/public/../admin",
+    "/a/./b/.",
+    "//evil.example/x",
+    "/%61dmin/x",
+    "/a%5Cb",
+    "/a\\b",
+    "/a b",
+    "/a\tb",
+    "/a\x00b",
+    "/a\x7fb",
+    "/admin#x",
+    "*",
+    "",
+    "a/b",
+    "/public/..;/admin",
+    "/.well-known/x",
+    "/plain/path",
+    "/",
+]
+
+
+def _split_by_clean_path(target: str) -> tuple[str, str, str] | None:
+    raw_path, _, query = target.partition("?")
+    if "#" in query:
+        return None
+    try:
+        return (*clean_path(raw_path), query)
+    except ValueError:
+        return None
+
+
+def _split(target: str) -> tuple[str, str, str] | None:
+    try:
+        return split_target(target)
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize("raw", REFUSED_OR_CLEANED)
+@pytest.mark.parametrize("query", ["", "?a=b", "?", "?x#y"])
+def test_split_target_reads_the_path_as_clean_path_does(raw: str, query: str) -> None:
+    """split_target answers a path with nothing to clean without calling clean_path: the same
+    answer, and the same refusals (a space, a backslash, a control, a relative path)."""
+    assert _split(raw + query) == _split_by_clean_path(raw + query)
+
+
+@given(st.text(alphabet="/.%2fFeE5c\\#?; \t\x00a", max_size=16))
+def test_split_target_agrees_with_clean_path(target: str) -> None:
+    assert _split(target) == _split_by_clean_path(target)
