@@ -394,11 +394,13 @@ class UpstreamConnection(asyncio.Protocol):
         plain proxied request). Kept only after an answer ended with nothing behind it."""
         self._whole: httptools.HttpResponseParser | None = None
         """:attr:`_spare`'s like, for whole answers relayed as received (:class:`_WholeCalls`)."""
-        self.as_received = False
-        """This exchange's answer may come with its head as received
-        (:attr:`Http1Response.raw`), for a caller that relays it so or calls
-        :meth:`Http1Response.headers_as_parsed`: set after :meth:`exchange` (before the loop
-        runs again: no answer can have come), until the answer's first bytes came."""
+        self.as_received: Callable[[Http1Response], None] | None = None
+        """What takes this exchange's answer when it comes whole with its head as received
+        (:attr:`Http1Response.raw`): called with it from the parser, instead of the exchange's
+        future being resolved (a wake-up of the loop fewer); it relays it so or calls
+        :meth:`Http1Response.headers_as_parsed`, and must not raise. Set after
+        :meth:`exchange` (before the loop runs again: no answer can have come); looked at only
+        with the answer's first bytes."""
         self._received: tuple[int, str, bytes, bool, bytes] | None = None
         """What :func:`_as_received` found in the answer's bytes, for its parser."""
         self._head_only = False
@@ -434,10 +436,9 @@ class UpstreamConnection(asyncio.Protocol):
         self._last_read = self._loop.time()
         self._answered = True
         if self._response is None:
-            if self.as_received and not self._head_size and not self._head_only:
+            if self.as_received is not None and not self._head_size and not self._head_only:
                 # The answer's first bytes: when they are all of it and its head can be relayed
                 # as received, parsed with one call from the parser (llhttp checks all of it).
-                self.as_received = False
                 self._received = _as_received(data)
                 if self._received is not None:
                     self._spare = parser  # at the start of a message still
@@ -606,14 +607,23 @@ class UpstreamConnection(asyncio.Protocol):
         keep_alive = parser.should_keep_alive()
         # _complete's, without the response it never had (nothing waits on its body).
         self._parser = None
-        waiter, self._headers = self._headers, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(response)
         if keep_alive and self._body_sent:
             self._whole = parser
             self._pool.give_back(self)
         else:
             self.close()
+        # The future is left unresolved (nothing else awaits it) when the answer is taken.
+        waiter, self._headers = self._headers, None
+        taker, self.as_received = self.as_received, None
+        if taker is not None:
+            try:
+                taker(response)
+            except Exception as error:  # as the loop reports a failed callback
+                self._loop.call_exception_handler(
+                    {"message": "an answer as received was not taken", "exception": error}
+                )
+        elif waiter is not None and not waiter.done():
+            waiter.set_result(response)
 
     # ---- the exchange ----
 
@@ -635,7 +645,7 @@ class UpstreamConnection(asyncio.Protocol):
         parser, self._spare = self._spare, None
         self._parser = parser or httptools.HttpResponseParser(self)
         self._head_only = head_only
-        self.as_received = False
+        self.as_received = None
         self._received = None
         self._answered = False
         self._response = None

@@ -316,12 +316,13 @@ class StreamForwarder:
         if started is None:
             return prepared
         connection, answer = started
-        # The answer's head relayed as received when nothing would change it.
-        connection.as_received = hooks.inert and responder.as_received
         express = _Express(
             self, request, responder, decision, prepared, headers, query, protocol, where
         )
         express.connection, express.exchange, express.front = connection, exchange, front
+        if hooks.inert and responder.as_received:
+            # The answer's head relayed as received when nothing would change it.
+            connection.as_received = express.relay
         responder.express(express.abandon)
         answer.add_done_callback(express.answered)
         return None
@@ -545,31 +546,25 @@ class _Express:
                 responder.express_continue(lambda: self._finish(self._failed(error)))
                 return
             upstream = answer.result()
-            raw = upstream.raw
-            # The hooks are inert when the head came as received: nothing of it would change.
-            paused = None if raw is None else responder.relay_as_received(upstream, raw)
-            if paused is not None:
-                upstream = None  # whole, its connection pooled: nothing to release
-            else:
-                if raw is not None:  # relayed the usual way after all
-                    upstream.headers_as_parsed()
-                where, hooks = self.where, self.prepared[1]
-                if upstream.status == 101:  # what Engine.answered refuses (no accrual to count)
-                    outcome = self.forwarder._engine.answered(
-                        self.decision, self.connection.address, upstream, where
-                    )
-                    if isinstance(outcome, Answer):
-                        hooks.record_upstream(None)
-                        responder.express_continue(lambda: self._finish(_resolved(outcome)))
-                        return
-                whole, compressor = _send_head(self.request, responder, upstream, hooks)
-                if whole is None:
-                    relayed, upstream = upstream, None  # released by the relay
-                    responder.express_continue(
-                        lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
-                    )
+            if upstream.raw is not None:  # from relay(): not relayed as received after all
+                upstream.headers_as_parsed()
+            where, hooks = self.where, self.prepared[1]
+            if upstream.status == 101:  # what Engine.answered refuses (no accrual to count)
+                outcome = self.forwarder._engine.answered(
+                    self.decision, self.connection.address, upstream, where
+                )
+                if isinstance(outcome, Answer):
+                    hooks.record_upstream(None)
+                    responder.express_continue(lambda: self._finish(_resolved(outcome)))
                     return
-                paused = responder.send_now(whole, end=True)
+            whole, compressor = _send_head(self.request, responder, upstream, hooks)
+            if whole is None:
+                relayed, upstream = upstream, None  # released by the relay
+                responder.express_continue(
+                    lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
+                )
+                return
+            paused = responder.send_now(whole, end=True)
         except Exception as error:  # what the task does with a handler's failure
             responder.express_continue(_raising(error))
             return
@@ -577,6 +572,28 @@ class _Express:
             if upstream is not None:
                 upstream.release()
         if paused:  # the client is slow to take it: waited for on the task
+            responder.express_continue(lambda: self._finish(_drained(responder)))
+        else:
+            self.front.answered(self.exchange, responder)
+
+    def relay(self, answer: Http1Response) -> None:
+        """A whole answer with its head as received, from the connection's parser
+        (``UpstreamConnection.as_received``: the hooks are inert, nothing of the head would
+        change), relayed so; one the client side can no longer take so (the edge stopping)
+        goes through :meth:`answered` as any other."""
+        if self.abandoned:  # the client went: the connection is closed with it
+            return
+        responder = self.responder
+        try:
+            paused = responder.relay_as_received(answer, answer.raw or b"")
+        except Exception as error:  # what the task does with a handler's failure
+            responder.express_continue(_raising(error))
+            return
+        if paused is None:
+            resolved: asyncio.Future[Http1Response] = asyncio.get_running_loop().create_future()
+            resolved.set_result(answer)
+            self.answered(resolved)
+        elif paused:  # the client is slow to take it: waited for on the task
             responder.express_continue(lambda: self._finish(_drained(responder)))
         else:
             self.front.answered(self.exchange, responder)

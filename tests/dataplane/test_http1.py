@@ -416,8 +416,12 @@ def exchange(connection: Connection, answer: bytes) -> Http1Response:
         head_only=False,
         read_timeout=30.0,
     )
-    connection.as_received = True
+    taken: list[Http1Response] = []
+    connection.as_received = taken.append
     connection.data_received(answer)
+    if taken:  # a whole answer as received: taken from the parser, the future left alone
+        assert not sent.done()
+        return taken[0]
     return sent.result()
 
 
