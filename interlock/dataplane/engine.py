@@ -208,6 +208,9 @@ class Engine:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._source = source
+        self.policy_of = source.policy
+        """The source's outbound policy of a Service port (None: none yet): a front door that
+        finds none needs no :meth:`plan` call (the edge's usual case)."""
         self._forwarder = forwarder
         self._body_timeout = body_timeout
         self._rng = rng or random.Random()

@@ -37,7 +37,7 @@ from typing import Any, cast
 
 import aiohttp
 import httptools
-from multidict import CIMultiDict, CIMultiDictProxy, istr
+from multidict import CIMultiDict, CIMultiDictProxy, getversion, istr
 
 from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
 from interlock.dataplane.source import Address
@@ -1008,6 +1008,27 @@ class UpstreamPool:
                 waiter.set_exception(UpstreamProtocolError("the upstream pool is closed"))
 
 
+class VerbatimHeaders(CIMultiDict[str]):
+    """Upstream request headers whose head is known as bytes already: :attr:`head` is what
+    :func:`request_head` would make of them for a :attr:`method` request without a body to
+    :attr:`target`,
+    made without their items (the client's lines as received,
+    ``H2Request.verbatim``, and the lines the edge appends), while they are unchanged
+    since (:attr:`version`, ``multidict.getversion``: any change, a filter's, a module's,
+    makes them ordinary headers again). A copy is an ordinary ``CIMultiDict``."""
+
+    __slots__ = ("head", "method", "target", "version")
+
+    head: bytes
+    method: str
+    target: str
+    """The request-target :attr:`head`'s request line names."""
+    version: int
+
+    def copy(self) -> CIMultiDict[str]:  # type: ignore[override]
+        return CIMultiDict(self)
+
+
 def request_head(
     method: str,
     target: str,
@@ -1021,7 +1042,20 @@ def request_head(
     changed (what frames the body goes into a copy, made only then: a request can be sent
     again with the same headers). A header name or value holding CR or LF is refused
     (``ValueError``), as aiohttp refused it.
+
+    :class:`VerbatimHeaders` unchanged since they were made, for a request without a body to
+    the target they name, are their :attr:`~VerbatimHeaders.head` (its lines hold no CR or LF
+    but their ends: llhttp and ``steps.decide_now`` checked them).
     """
+    if (
+        type(headers) is VerbatimHeaders
+        and body is None
+        and target == headers.target
+        and method == headers.method
+        and method in _BODYLESS_METHODS
+        and getversion(headers) == headers.version  # type: ignore[arg-type]
+    ):
+        return headers.head, False
     has_length = CONTENT_LENGTH in headers
     chunked = body is not None and not isinstance(body, bytes) and not has_length
     if (

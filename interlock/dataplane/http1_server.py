@@ -509,6 +509,38 @@ class _HeadersTooLarge(Exception):
         self.status = status
 
 
+def head_as_sent(request: H2Request) -> bytes | None:
+    """The client's request line and header lines exactly as it sent them (each line with its
+    CRLF; the empty line that ends the head left out), when the upstream may get them as they
+    are: every header goes upstream as sent (``H2Request.first_read`` is set only then), in
+    ASCII, and the head was all of one read — its first bytes the canonical request line
+    (``METHOD target HTTP/1.1``), its last the empty line, none after it. llhttp refused any
+    line a backend could read otherwise (bare CR or LF, folded lines, whitespace before a
+    colon), so the backend reads the same headers from these bytes as the edge did (the
+    whitespace after each colon as the client put it). None otherwise.
+
+    The read holds this request's line from its start when ``" HTTP/1.1\\r\\n"`` ends where the
+    canonical line would (what llhttp skips before a request is CR and LF, and a line with
+    more than one space between its parts is longer); nothing after its empty line when it
+    ends with that line and holds no other (one byte after it makes it end otherwise, two or
+    more put that line before its last two bytes); and no other request came before it in the
+    read (its empty line would be there). ``tests/edge/test_verbatim_head.py`` fails with any
+    of these checks taken out."""
+    read = request.first_read
+    if read is None:
+        return None
+    end = len(request.method) + len(request.path) + 12  # both one character a byte
+    head = read[:-2]
+    if (
+        read[-4:] == b"\r\n\r\n"
+        and head[end - 11 : end] == b" HTTP/1.1\r\n"
+        and not head.partition(b"\r\n\r\n")[1]
+        and head.isascii()
+    ):
+        return head
+    return None
+
+
 class Http1ServerProtocol(asyncio.Protocol):
     """Serves one client connection over HTTP/1.1 (see the module docstring)."""
 
@@ -548,6 +580,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         self.closing = False
         """No further request is read (the edge is stopping, or this connection must close)."""
         # The message being parsed.
+        self._fresh: bytes | None = None
+        """The bytes being parsed, when they began between two requests (None: in a request's
+        head or body): the head of a request may be all of them (:func:`head_as_sent`)."""
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._parsing: Http1Body | None = None
@@ -589,6 +624,9 @@ class Http1ServerProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing and self._answering is None and not self._waiting:
             return
+        # Between two requests (no head, no body in progress): the next one begins in data,
+        # after nothing but the CR and LF llhttp skips (on_headers_complete checks the rest).
+        self._fresh = data if self._headers_began is None and self._parsing is None else None
         try:
             self.parser.feed_data(data)
             if self._headers_began is not None and self._header_timer is None:
@@ -747,13 +785,17 @@ class Http1ServerProtocol(asyncio.Protocol):
             elif kind == _CLOSE:
                 close_header = True
                 forwardable.append((name, value))
+        raw_method = parser.get_method()
         # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
         # rules decide (proxy.without_hop_by_hop).
+        first_read = None
         if listed or authority is None or (close_named and close_header):
             sorted_out = None
         else:
             sorted_out = forwardable
-        raw_method = parser.get_method()
+            if len(forwardable) == len(self._headers):
+                # Every header may go upstream as sent: the read it began in, for head_as_sent.
+                first_read = self._fresh
         method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
         http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
@@ -782,6 +824,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             self._transport,
             "1.1",  # version
             sorted_out,
+            first_read,
         )
         responder = Http1Responder(self, body, method, http10)
         if self._answering is not None or (self._next is None and self._task is not None):

@@ -89,6 +89,12 @@ class H2Request:
     ``Expect``, the front door's held-back names and any ``Host`` after the first. None when
     not sorted, or when a ``Connection`` header lists names or no ``Host`` came (the general
     rules, ``proxy.without_hop_by_hop``, then apply)."""
+    first_read: bytes | None = None
+    """The read from the client this request began in, when it began a read and every header
+    may go upstream as sent (:attr:`forwardable` is all of them): the HTTP/1.1 server's
+    ``head_as_sent`` says whether its head is all of it, and the edge then sends those bytes
+    with its ``X-Forwarded-*`` lines appended (``steps.decide_now``,
+    ``http1.VerbatimHeaders``)."""
 
 
 H2Handler = Callable[[H2Request, Responder], Awaitable[None]]

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from loguru import logger
-from multidict import CIMultiDict, MultiDict, MultiDictProxy
+from multidict import CIMultiDict, MultiDict, MultiDictProxy, getversion
 
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange
@@ -70,6 +70,8 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_HOST,
     X_FORWARDED_PROTO,
 )
+from interlock.dataplane.http1 import VerbatimHeaders
+from interlock.dataplane.http1_server import head_as_sent
 from interlock.dataplane.http2_server import H2BodyTimeout
 from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo
 from interlock.dataplane.proxy import (
@@ -138,6 +140,41 @@ def _edge_host(host: str) -> str:
     if len(_edge_hosts) < _EDGE_HOSTS_SIZE and len(host) <= _EDGE_HOST_LENGTH:
         _edge_hosts[host] = edge_host
     return edge_host
+
+
+_FORWARDED_MOST = 1024
+"""Most ``_forwarded`` entries (emptied when full); ``_FORWARDED_HOST_LENGTH`` the longest host
+kept."""
+_FORWARDED_HOST_LENGTH = 255
+
+_forwarded: dict[tuple[str, str, str], bytes] = {}
+"""(peer address, scheme, ``Host`` value) -> the ``X-Forwarded-*`` lines, and the empty line,
+that end a head sent as the client's bytes (``http1_server.head_as_sent``): the same client
+names the same host on every request of its connection, and making them was six
+concatenations and an encode a request."""
+
+
+def _forwarded_lines(key: tuple[str, str, str]) -> bytes | None:
+    """The ``X-Forwarded-*`` lines of ``key`` (``_forwarded``); None when a value holds CR or
+    LF (``request_head`` refuses the head made of them, as it did)."""
+    peer, scheme, host = key
+    added = peer + scheme + host
+    if "\r" in added or "\n" in added:
+        return None
+    lines = (
+        "X-Forwarded-For: "
+        + peer
+        + "\r\nX-Forwarded-Proto: "
+        + scheme
+        + "\r\nX-Forwarded-Host: "
+        + host
+        + "\r\n\r\n"
+    ).encode("utf-8", "surrogateescape")
+    if len(_forwarded) >= _FORWARDED_MOST:
+        _forwarded.clear()
+    if len(host) <= _FORWARDED_HOST_LENGTH:
+        _forwarded[key] = lines
+    return lines
 
 
 class EdgeFront:
@@ -389,7 +426,8 @@ def decide_now(
         return _refused(reasons.BACKEND_NOT_FOUND)
     engine = front.engine
     target = backend.key
-    plan = engine.plan(target)
+    policy = engine.policy_of(target)
+    plan = None if policy is None else engine.plan(target, policy)
     if plan is None:
         # unrouted_path, inlined (its call was a frame a request on the edge's usual path).
         decision: Forward | reasons.Answer = Forward(
@@ -423,14 +461,25 @@ def decide_now(
         # general rules below leave of them on such a route.
         changes = chain.headers
         if changes is None:  # built in one call
-            headers = CIMultiDict(
-                [
-                    *forwardable,
-                    (X_FORWARDED_FOR, request.peer),
-                    (X_FORWARDED_PROTO, request.scheme),
-                    (X_FORWARDED_HOST, host),
-                ]
-            )
+            fields = [
+                *forwardable,
+                (X_FORWARDED_FOR, request.peer),
+                (X_FORWARDED_PROTO, request.scheme),
+                (X_FORWARDED_HOST, host),
+            ]
+            verbatim = None if request.first_read is None else head_as_sent(request)
+            if verbatim is not None:
+                key = (request.peer, request.scheme, host)
+                added = _forwarded.get(key) or _forwarded_lines(key)
+            if verbatim is None or added is None:
+                headers = CIMultiDict(fields)
+            else:
+                # The head request_head would make of these headers, without their items:
+                # the client's lines as it sent them (head_as_sent) and the three.
+                headers = VerbatimHeaders(fields)
+                headers.head = verbatim + added
+                headers.method, headers.target = request.method, request.path
+                headers.version = getversion(headers)  # type: ignore[arg-type]
             return Admitted(decision, headers, query, body, hooks, protocol, where)
         headers = CIMultiDict(forwardable)
         changes.request.apply(headers)

@@ -9,18 +9,15 @@ rules."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 import pytest
 from multidict import CIMultiDict
 
-from interlock.dataplane.http1_server import Http1ServerProtocol
-from interlock.dataplane.limits import DEFAULT_LIMITS
-from interlock.dataplane.request_stream import H2Request, Responder
-from interlock.edge.steps import HELD_BACK, Admitted, decide
+from interlock.dataplane.request_stream import H2Request
+from interlock.edge.steps import Admitted, decide
 from interlock.model.moduleset import Modules
-from tests.kit.recording_transport import RecordingTransport
+from tests.kit.http1_parsing import parsed_requests
 
 from .conftest import HOST, EdgeHarness
 
@@ -54,26 +51,7 @@ HEADS = {
 
 async def _parsed(head: str) -> H2Request:
     """``head`` as the edge's HTTP/1.1 server hands it to the steps."""
-    parsed: list[H2Request] = []
-    handled = asyncio.Event()
-
-    async def handler(request: H2Request, responder: Responder) -> None:
-        parsed.append(request)
-        responder.send_headers(204, [], end=True)
-        handled.set()
-
-    protocol = Http1ServerProtocol(
-        handler,
-        scheme="http",
-        limits=DEFAULT_LIMITS,
-        upgrade=asyncio.Protocol,
-        held_back=HELD_BACK,
-    )
-    protocol.connection_made(RecordingTransport())
-    protocol.data_received(head.encode())
-    await asyncio.wait_for(handled.wait(), 30)
-    protocol.connection_lost(None)
-    return parsed[0]
+    return (await parsed_requests(head.encode()))[0]
 
 
 def _by_name(headers: CIMultiDict[str]) -> dict[str, list[str]]:
