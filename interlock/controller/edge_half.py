@@ -160,9 +160,9 @@ class EdgeHalf:
         self.workers: EdgeWorkers | None = None
         """The data-plane worker processes (``config.edge.workers`` > 1); ``None`` otherwise."""
         self.pusher: UpstreamPusher | None = None
+        """What keeps the workers' upstream tables equal to :attr:`upstreams`' (with workers)."""
         self.instance_watch: InstanceWatch | None = None
         """Notices that a remote data plane restarted, so that it is programmed again."""
-        """What keeps the workers' upstream tables equal to :attr:`upstreams`' (with workers)."""
         self.provider: EdgeProvider
         """What EdgeActors program; read when each one is spawned, so a test may wrap it (in a
         ``FaultyEdge``) after :meth:`start` and before Ingresses arrive."""

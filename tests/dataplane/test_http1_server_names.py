@@ -5,38 +5,14 @@ cannot grow the cache past its bound."""
 
 from __future__ import annotations
 
-import asyncio
-
 from interlock.dataplane import http1_server
-from interlock.dataplane.http1_server import Http1ServerProtocol
-from interlock.dataplane.limits import DEFAULT_LIMITS
-from interlock.dataplane.request_stream import H2Request, Responder
-from tests.kit.recording_transport import RecordingTransport
+from tests.kit.http1_parsing import served_requests
 
 
 async def _serve(heads: list[bytes]) -> list[tuple[list[tuple[str, str]], bytes]]:
     """Each request's headers and body, as the handler saw them, over one connection."""
-    seen: list[tuple[list[tuple[str, str]], bytes]] = []
-    done = asyncio.Event()
-
-    async def handler(request: H2Request, responder: Responder) -> None:
-        body = b""
-        async for chunk in request.body.chunks():
-            body += chunk
-        seen.append((list(request.headers.items()), body))
-        responder.send_headers(200, [], end=True)
-        if len(seen) == len(heads):
-            done.set()
-
-    protocol = Http1ServerProtocol(
-        handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=lambda: asyncio.Protocol()
-    )
-    protocol.connection_made(RecordingTransport())
-    for head in heads:
-        protocol.data_received(head)
-    await asyncio.wait_for(done.wait(), 60)
-    protocol.connection_lost(None)
-    return seen
+    served = await served_requests(*heads, count=len(heads), held_back=frozenset())
+    return [(list(request.headers.items()), body) for request, body in served]
 
 
 async def test_cached_names_keep_their_spelling_and_framing() -> None:

@@ -15,15 +15,24 @@ from tests.kit.recording_transport import RecordingTransport
 async def parsed_requests(*reads: bytes, count: int = 1) -> list[H2Request]:
     """The first ``count`` requests of ``reads`` (each body read to its end, each answered
     204), as the server parsed them."""
-    parsed: list[H2Request] = []
+    return [request for request, _ in await served_requests(*reads, count=count)]
+
+
+async def served_requests(
+    *reads: bytes, count: int = 1, held_back: frozenset[str] = HELD_BACK
+) -> list[tuple[H2Request, bytes]]:
+    """:func:`parsed_requests` with each request's body as the handler read it, over one
+    connection whose server holds back ``held_back`` (the edge's names by default)."""
+    served: list[tuple[H2Request, bytes]] = []
     handled = asyncio.Event()
 
     async def handler(request: H2Request, responder: Responder) -> None:
-        parsed.append(request)
-        async for _ in request.body.chunks():
-            pass
+        body = b""
+        async for chunk in request.body.chunks():
+            body += chunk
+        served.append((request, body))
         responder.send_headers(204, [], end=True)
-        if len(parsed) == count:
+        if len(served) == count:
             handled.set()
 
     protocol = Http1ServerProtocol(
@@ -31,11 +40,11 @@ async def parsed_requests(*reads: bytes, count: int = 1) -> list[H2Request]:
         scheme="http",
         limits=DEFAULT_LIMITS,
         upgrade=asyncio.Protocol,
-        held_back=HELD_BACK,
+        held_back=held_back,
     )
     protocol.connection_made(RecordingTransport())
     for read in reads:
         protocol.data_received(read)
     await asyncio.wait_for(handled.wait(), 30)
     protocol.connection_lost(None)
-    return parsed
+    return served
