@@ -92,6 +92,9 @@ for name in STEPS:
     plugins = os.path.join(package, "pydantic_plugins.py")
     if name == "interlock" and os.path.exists(plugins):
         importlib.import_module("interlock.pydantic_plugins").disable()
+    frozenlist = os.path.join(package, "frozenlist_python.py")
+    if name == "interlock" and os.path.exists(frozenlist):
+        importlib.import_module("interlock.frozenlist_python").prefer()
     new = collections.Counter(m.split(".")[0] for m in set(sys.modules) - before)
     rows.append((name, rss(), len(sys.modules) - len(before), new.most_common(3)))
 print(json.dumps(rows))
