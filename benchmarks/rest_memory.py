@@ -8,9 +8,11 @@ Two parts, all in one run:
 2. ``interlock run`` as a child process (a follower: another replica holds the Lease, so no
    status is written) against the embedded API server (another child process) pre-loaded with
    N Services and N HTTPRoutes as ``benchmarks/outbound.py`` makes them: its RSS once
-   ``/readyz`` answers 200, for each N. With ``--edge`` it also serves the edge and the mesh
-   listener (``--edge-addr`` and ``--mesh-addr`` on free ports; no ModuleSet, so no edge
-   module is compiled): what they cost before any route uses them.
+   ``/readyz`` answers 200, and the CPU time it used until then (``/proc/PID/stat``, every
+   thread: the interpreter's start, the imports, the lists and the actors), for each N. With
+   ``--edge`` it also serves the edge and the mesh listener (``--edge-addr`` and
+   ``--mesh-addr`` on free ports; no ModuleSet, so no edge module is compiled): what they cost
+   before any route uses them.
 
    Two ways to reach the API server, each its own row (``--config``):
    - ``in-cluster``: as the Deployment runs it (``charts/interlock``: ``interlock run`` with no
@@ -141,6 +143,15 @@ IN_A_POD = (
 )
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system, every thread) process ``pid`` has used."""
+    from bottleneck import parse_pid_stat
+
+    with open(f"/proc/{pid}/stat") as stat:
+        ticks = parse_pid_stat(stat.read()).ticks
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def can_run_in_a_pod() -> bool:
     """Whether the in-cluster row can be measured here (root, with ``unshare`` and ``mount``)."""
     import shutil
@@ -189,9 +200,9 @@ def maps_yaml(pid: int) -> bool:
 
 async def at_rest(
     n: int, *, flags: list[str], tree: str | None = None, config: str = "kubeconfig"
-) -> tuple[float, float]:
-    """(seconds to ready, RSS MiB when ready) of ``interlock run`` with N Services + routes,
-    configured by ``config`` (:data:`CONFIGS`)."""
+) -> tuple[float, float, float]:
+    """(seconds to ready, RSS MiB when ready, CPU seconds to ready) of ``interlock run`` with N
+    Services + routes, configured by ``config`` (:data:`CONFIGS`)."""
     import aiohttp
     from api_servers import EmbeddedServer
     from outbound import objects
@@ -230,6 +241,7 @@ async def at_rest(
                         pass
                     await asyncio.sleep(0.05)
             ready = time.perf_counter() - started
+            cpu = cpu_seconds(process.pid)
             await asyncio.sleep(1.0)  # let the last responses' buffers go
             rss = rss_mib(process.pid)
             # The row is what it says: the service account's loader never imports PyYAML
@@ -239,7 +251,7 @@ async def at_rest(
                     f"the {config} row's controller {'lacks' if config == 'kubeconfig' else 'has'}"
                     " PyYAML mapped: it was not configured as the row says"
                 )
-            return ready, rss
+            return ready, rss, cpu
         finally:
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
@@ -294,7 +306,7 @@ async def where(n: int, *, depth: int = 10, top: int = 30) -> None:
 
 def section(
     graph: list[tuple[str, float, int, list[tuple[str, int]]]],
-    rest: dict[tuple[str, int], tuple[float, float]],
+    rest: dict[tuple[str, int], tuple[float, float, float]],
     command: str,
     flags: list[str],
     skipped: str = "",
@@ -306,15 +318,17 @@ def section(
         *command_lines(command),
         f"{machine()} (shared; RSS does not depend on the load).",
         "",
-        f"`{run}` (a follower) against the embedded API server, RSS once `/readyz` is 200; "
+        f"`{run}` (a follower) against the embedded API server, RSS once `/readyz` is 200 "
+        "and the CPU time it used until then; "
         "*in-cluster*: as a Pod runs it (the service account's token and CA, "
         "`load_incluster_config`), *kubeconfig*: with `--kubeconfig`:",
         "",
-        "| Services / routes | configuration | RSS when ready | start → ready |",
-        "|---:|---|---:|---:|",
+        "| Services / routes | configuration | RSS when ready | start → ready | CPU to ready |",
+        "|---:|---|---:|---:|---:|",
     ]
-    for (config, n), (ready, rss) in sorted(rest.items(), key=lambda i: (i[0][1], i[0][0])):
-        lines.append(f"| {n:,} | {config} | {rss:.1f} MiB | {ready:.1f} s |")
+    rows = sorted(rest.items(), key=lambda i: (i[0][1], i[0][0]))
+    for (config, n), (ready, rss, cpu) in rows:
+        lines.append(f"| {n:,} | {config} | {rss:.1f} MiB | {ready:.1f} s | {cpu:.2f} s |")
     if skipped:
         lines += ["", skipped]
     lines += [

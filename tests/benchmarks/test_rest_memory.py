@@ -67,7 +67,7 @@ def test_a_pod_has_the_service_account_and_no_kubeconfig(
 def test_the_in_cluster_controller_uses_the_service_account_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _ready, rss = asyncio.run(rest_memory.at_rest(0, flags=[], config="in-cluster"))
+    _ready, rss, _cpu = asyncio.run(rest_memory.at_rest(0, flags=[], config="in-cluster"))
     assert rss > 0  # ready, without PyYAML mapped (at_rest raises otherwise)
 
     built = rest_memory.in_a_pod
