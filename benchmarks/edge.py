@@ -385,6 +385,7 @@ class Result:
     p99_ms: float
     errors: int
     cpu: Usage | None = None
+    p50_ms: float = float("nan")
     """The measurement's CPU (``bottleneck.py``): what limited it."""
 
 
@@ -437,7 +438,21 @@ def plan_seats(available: list[int], *, pin: bool) -> Seats:
     return Seats(load=(cpus[0],), proxy=(cpus[1],), backend=tuple(cpus[2:]))
 
 
-def run_wrk(target: Target, *, seconds: int, connections: int, seats: Seats) -> Result:
+PACE_SCRIPT = "function delay()\n  return {delay_ms}\nend\n"
+"""wrk's Lua hook: each connection waits this long after an answer before its next request."""
+
+
+def run_wrk(
+    target: Target, *, seconds: int, connections: int, seats: Seats, rate: float = 0.0
+) -> Result:
+    """``wrk`` against ``target``; with ``rate``, each connection paced so that all together
+    offer about ``rate`` requests a second (each waits ``connections / rate`` after an answer:
+    the rate reached is a little lower, by the answers' own time)."""
+    pacing: list[str] = []
+    if rate:
+        script = Path(tempfile.mkdtemp(prefix="interlock-bench-pace-")) / "pace.lua"
+        script.write_text(PACE_SCRIPT.format(delay_ms=max(1, round(connections * 1000 / rate))))
+        pacing = ["-s", str(script)]
     out = subprocess.run(
         [
             *seats.prefix(seats.load),
@@ -446,6 +461,7 @@ def run_wrk(target: Target, *, seconds: int, connections: int, seats: Seats) -> 
             f"-c{connections}",
             f"-d{seconds}s",
             "--latency",
+            *pacing,
             "-H",
             f"Host: {target.host}",
             "-H",
@@ -458,12 +474,15 @@ def run_wrk(target: Target, *, seconds: int, connections: int, seats: Seats) -> 
     ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p99 = _duration_ms(re.search(r"99%\s+([\d.]+\w+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _duration_ms(re.search(r"50%\s+([\d.]+\w+)", out).group(1))  # type: ignore[union-attr]
+    if pacing:
+        shutil.rmtree(Path(pacing[1]).parent, ignore_errors=True)
     errors_match = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: (.*)", out)
     errors = int(errors_match.group(1)) if errors_match else 0
     if socket_errors:
         errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
-    return Result(rps, p99, errors)
+    return Result(rps, p99, errors, p50_ms=p50)
 
 
 async def run_aiohttp(target: Target, *, seconds: int, connections: int) -> Result:
@@ -495,12 +514,15 @@ async def run_aiohttp(target: Target, *, seconds: int, connections: int) -> Resu
     return Result(len(latencies) / elapsed, p99, errors)
 
 
-def measure(target: Target, *, seconds: int, connections: int, seats: Seats) -> Result:
+def measure(
+    target: Target, *, seconds: int, connections: int, seats: Seats, rate: float = 0.0
+) -> Result:
     """One measurement of ``target``, with the CPU each side of it used (:mod:`bottleneck`):
-    the counters are read just before the load starts and just after it ends."""
+    the counters are read just before the load starts and just after it ends. ``rate``: paced
+    (``run_wrk``; needs wrk)."""
     before = snapshot(os.getpid())
     if shutil.which("wrk"):
-        result = run_wrk(target, seconds=seconds, connections=connections, seats=seats)
+        result = run_wrk(target, seconds=seconds, connections=connections, seats=seats, rate=rate)
     else:
         if seats.load:  # the aiohttp generator runs in this process
             os.sched_setaffinity(0, seats.load)
@@ -648,6 +670,14 @@ def main() -> int:
         "load generator's and backend's last)",
     )
     parser.add_argument(
+        "--paced",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="also measure each single-process row's latency at about RATE req/s offered "
+        "(wrk's connections paced), in every round after its saturated measurement",
+    )
+    parser.add_argument(
         "--child", choices=["edge", "edge-modules", "edge-workers", "mesh"], help=argparse.SUPPRESS
     )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -666,6 +696,8 @@ def main() -> int:
         run_edge_child(serve_mesh(args.port, args.backend_port))
         return 0
 
+    if args.paced and not shutil.which("wrk"):
+        parser.error("--paced needs wrk")
     seats = plan_seats(sorted(os.sched_getaffinity(0)), pin=not args.no_pin)
     print(seats.describe(), flush=True)
     load_before = load_high = os.getloadavg()[0]
@@ -752,6 +784,7 @@ def main() -> int:
         for target in targets:  # warm up connections and code paths
             measure(target, seconds=1, connections=args.connections, seats=seats)
         results: dict[str, list[Result]] = {target.name: [] for target in targets}
+        paced: dict[str, list[Result]] = {t.name: [] for t in targets if t.workers == 1}
         for round_ in range(args.rounds):
             order = targets if round_ % 2 == 0 else list(reversed(targets))
             for target in order:
@@ -766,6 +799,21 @@ def main() -> int:
                     f"{_cpu_line(result.cpu)}",
                     flush=True,
                 )
+                if args.paced and target.name in paced:
+                    result = measure(
+                        target,
+                        seconds=args.seconds,
+                        connections=args.connections,
+                        seats=seats,
+                        rate=args.paced,
+                    )
+                    paced[target.name].append(result)
+                    print(
+                        f"round {round_ + 1} {target.name:<26} paced {result.rps:>6.0f} req/s  "
+                        f"p50 {result.p50_ms:>5.2f} ms  p99 {result.p99_ms:>5.2f} ms  "
+                        f"errors {result.errors}",
+                        flush=True,
+                    )
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -782,12 +830,55 @@ def main() -> int:
     section = render(
         results, args=args, generator=generator, seats=seats, load=load, skipped=skipped
     )
+    if args.paced:
+        section += render_paced(paced, args=args)
     print()
     print(section)
     if args.write_docs:
         write_section(section, "## Edge", DOCS)
         print(f"wrote the Edge section of {DOCS.relative_to(ROOT)}")
     return 0
+
+
+def render_paced(paced: dict[str, list[Result]], *, args: argparse.Namespace) -> str:
+    """The latency table at one offered rate: what each proxy adds when none is saturated."""
+    nginx = next((name for name in paced if name.startswith("nginx")), None)
+    delay = max(1, round(args.connections * 1000 / args.paced))
+    lines = [
+        "",
+        f"**Latency at about {args.paced:,.0f} req/s offered** (`--paced {args.paced:.0f}`): in "
+        f"each round, after its saturated measurement, each single-process row again for "
+        f"{args.seconds} s with `wrk`'s {args.connections} connections paced (each waits "
+        f"{delay} ms after an answer before its next request: a rate every row here carries "
+        "without saturating, so the latency is the proxy's own work per request and not a "
+        "queue). Above, with the connections never waiting, each p99 is mostly the queue in "
+        "front of a saturated proxy: the connections over the throughput (Little's law), so "
+        "those p99 ratios repeat the throughput ratios.",
+        "",
+        "| target | req/s reached, median | p50 ms median (spread) | p99 ms median (spread) "
+        f"| errors | p50 vs {nginx} | p99 vs {nginx} |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, runs in paced.items():
+        p50 = [r.p50_ms for r in runs]
+        p99 = [r.p99_ms for r in runs]
+        vs = (
+            [
+                (a.p50_ms / b.p50_ms, a.p99_ms / b.p99_ms)
+                for a, b in zip(runs, paced[nginx], strict=True)
+            ]
+            if nginx
+            else []
+        )
+        lines.append(
+            f"| {name} | {statistics.median(r.rps for r in runs):,.0f} | "
+            f"{statistics.median(p50):.3f} ({_spread(p50, '.3f')}) | "
+            f"{statistics.median(p99):.3f} ({_spread(p99, '.3f')}) | "
+            f"{sum(r.errors for r in runs)} | "
+            + (f"{statistics.median(v[0] for v in vs):.1f}x | " if vs else "— | ")
+            + (f"{statistics.median(v[1] for v in vs):.1f}x |" if vs else "— |")
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -944,7 +1035,8 @@ def render(
         f".venv/bin/python benchmarks/edge.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--connections {args.connections}{' --no-pin' if args.no_pin else ''}"
         f"{' --no-mesh' if args.no_mesh else ''}"
-        f"{f' --workers {args.workers}' if args.workers else ''}",
+        f"{f' --workers {args.workers}' if args.workers else ''}"
+        f"{f' --paced {args.paced:.0f}' if args.paced else ''}",
         "```",
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, "

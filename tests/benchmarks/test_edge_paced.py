@@ -1,0 +1,39 @@
+"""``benchmarks/edge.py --paced``: the latency table at one offered rate, from numbers.
+
+Nothing is run or timed here: the wrk script that paces the connections and the table's
+medians and ratios against nginx are checked from given results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import edge
+
+
+def _result(p50: float, p99: float, rps: float = 3000.0) -> edge.Result:
+    return edge.Result(rps=rps, p99_ms=p99, errors=0, p50_ms=p50)
+
+
+def test_each_connection_waits_its_share_of_the_offered_rate() -> None:
+    # 32 connections offering 4,000 req/s together: each waits 8 ms between requests.
+    assert edge.PACE_SCRIPT.format(delay_ms=8) == "function delay()\n  return 8\nend\n"
+
+
+def test_the_table_gives_medians_and_ratios_to_nginx_round_by_round() -> None:
+    args = argparse.Namespace(paced=4000.0, connections=32, seconds=4)
+    paced = {
+        "interlock edge": [_result(2.0, 4.0), _result(3.0, 9.0), _result(2.5, 5.0)],
+        "nginx 1.22.1": [_result(1.0, 2.0), _result(1.0, 3.0), _result(1.0, 2.5)],
+    }
+    table = edge.render_paced(paced, args=args)
+    assert "each waits 8 ms after an answer" in table
+    rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    # p50 ratios per round 2.0, 3.0, 2.5 (median 2.5); p99 ratios 2.0, 3.0, 2.0 (median 2.0).
+    assert rows["| interlock edge"].endswith("| 2.500 (2.000 to 3.000) | 5.000 (4.000 to 9.000) "
+                                             "| 0 | 2.5x | 2.0x |")  # fmt: skip
+    assert rows["| nginx 1.22.1"].endswith("| 1.0x | 1.0x |")
