@@ -21,13 +21,16 @@
 #      INTERLOCK_WATCH_CACHE       false: kube-apiserver serves watches from etcd (so an etcd
 #                                  compaction is seen as 410 Gone); default true
 #      INTERLOCK_CONTROLLER_MANAGER  false: no kube-controller-manager; default true
+#      INTERLOCK_CLUSTER_OWNER     a process id: once `up` succeeded, a watcher brings the cluster
+#                                  down when that process is gone, however it ended (the tests
+#                                  pass their own pid, so a killed pytest leaves nothing running)
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf 'real-cluster: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -199,12 +202,26 @@ $(tail -n 20 "$DIR/logs/etcd.log")"
     ((SECONDS < deadline)) || die "the controller identity was not granted manifests/rbac.yaml within 30s"
     sleep 0.2
   done
+  if [[ -n "${INTERLOCK_CLUSTER_OWNER:-}" ]]; then watch_owner "$INTERLOCK_CLUSTER_OWNER" "$DIR"; fi
   log "up in $((SECONDS - started)) s: https://127.0.0.1:$APISERVER_PORT (kubeconfigs in $DIR)"
+}
+
+watch_owner() {  # watch_owner PID DIR: `down DIR` once PID is gone (checked every 2 s)
+  pid_alive "$1" || die "INTERLOCK_CLUSTER_OWNER=$1: no such process"
+  # Its own session, so the owner's terminal or process group ending does not take it along;
+  # it execs `down`, which then knows its own pid is the watcher's and does not stop itself.
+  setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 2; done; exec "$2" down "$3"' \
+    watch "$1" "$repo/hack/real-cluster.sh" "$2" >>"$2/logs/owner-watch.log" 2>&1 </dev/null &
+  echo $! >"$2/pids/owner-watch"
 }
 
 down() {
   local dir=$1
   [[ -d "$dir/pids" ]] || { log "nothing running in $dir"; return 0; }
+  if [[ -f "$dir/pids/owner-watch" && "$(cat "$dir/pids/owner-watch")" != "$$" ]]; then
+    stop_pid owner-watch "$dir/pids/owner-watch"
+  fi
+  rm -f "$dir/pids/owner-watch"
   stop_pid kube-controller-manager "$dir/pids/kube-controller-manager"
   stop_pid kube-apiserver "$dir/pids/kube-apiserver"
   stop_pid etcd "$dir/pids/etcd"

@@ -92,6 +92,7 @@ def real_server() -> Iterator[Target]:
         "INTERLOCK_REAL_BIN": str(binaries),
         "INTERLOCK_GATEWAY_API_DIR": str(gateway_api_dir()),
         "INTERLOCK_CONTROLLER_MANAGER": "false",
+        "INTERLOCK_CLUSTER_OWNER": str(os.getpid()),  # stopped even if pytest is killed
     }
     script = str(REPO / "hack" / "real-cluster.sh")
     try:

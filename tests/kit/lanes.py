@@ -535,7 +535,12 @@ def start_control_plane(*, watch_cache: bool) -> ControlPlane:
     """``hack/real-cluster.sh up`` in a fresh temporary directory; stopped at exit whatever
     happens (pytest's teardown, Ctrl-C, an exception)."""
     directory = Path(tempfile.mkdtemp(prefix="interlock-real-"))
-    env = {**os.environ, "INTERLOCK_WATCH_CACHE": "true" if watch_cache else "false"}
+    env = {
+        **os.environ,
+        "INTERLOCK_WATCH_CACHE": "true" if watch_cache else "false",
+        # If this process is killed (atexit does not run), the script's watcher stops the plane.
+        "INTERLOCK_CLUSTER_OWNER": str(os.getpid()),
+    }
     plane = ControlPlane(directory, {})
     atexit.register(plane.down)
     started = subprocess.run(
