@@ -940,11 +940,14 @@ class UpstreamPool:
         return False
 
     def give_back(self, connection: UpstreamConnection) -> None:
-        """``connection`` finished its exchange and can serve the next."""
+        """``connection`` finished its exchange and can serve the next. Called from its
+        ``data_received`` (its parser's callbacks), which read the loop's clock as the answer's
+        last bytes came: idle since then. Not ``asyncio.get_running_loop()``: on Python 3.11
+        that is a ``getpid`` system call, one of the five a proxied request made."""
         if self._closed:
             connection.close()
             return
-        connection.idle_since = asyncio.get_running_loop().time()
+        connection.idle_since = connection._last_read
         self._idle.setdefault(connection.address, []).append(connection)
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, self._expire)

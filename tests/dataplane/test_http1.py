@@ -205,6 +205,47 @@ async def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_new_one()
     assert b"\r\nContent-Length: 5\r\n" in upstream.heads[1]
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",  # whole, relayed as received
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ],
+)
+async def test_a_pooled_connection_closes_after_the_keep_alive_time_since_its_last_answer(
+    answer: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await upstream.head(reader)
+            writer.write(answer)
+
+    # The loop's clock, moved forward by hand: the pool's sweep is a timer on it.
+    loop = asyncio.get_running_loop()
+    real_time, skipped = loop.time, [0.0]
+    monkeypatch.setattr(loop, "time", lambda: real_time() + skipped[0])
+
+    async def idle_for(seconds: float) -> None:
+        skipped[0] += seconds
+        await asyncio.sleep(0.001)  # a timer after every timer now due: the sweep ran
+
+    keep_alive = http1.KEEPALIVE_SECONDS
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        assert await get(p, address) == b"hello"
+        await idle_for(keep_alive - 1)
+        assert await get(p, address) == b"hello"
+        # Past the keep-alive time since the first answer, not since the last: kept.
+        await idle_for(keep_alive - 1)
+        assert await get(p, address) == b"hello"
+        assert upstream.connections == 1
+        await idle_for(keep_alive + 1)
+        assert await get(p, address) == b"hello"
+        p.close()
+    assert upstream.connections == 2
+
+
 async def test_a_streamed_body_goes_chunked_unless_its_length_is_known() -> None:
     received: list[bytes] = []
 
