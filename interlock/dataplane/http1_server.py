@@ -173,7 +173,15 @@ _date = _Date()
 class Http1Body(BufferedBody):
     """One request's body as the client sends it (the handler reads it with :meth:`chunks`)."""
 
-    __slots__ = ("_connection", "_expect_continue", "_timeout", "empty", "ended", "timed_out")
+    __slots__ = (
+        "_connection",
+        "_expect_continue",
+        "_read",
+        "_timeout",
+        "empty",
+        "ended",
+        "timed_out",
+    )
 
     def __init__(
         self, connection: Http1ServerProtocol, *, empty: bool, expect_continue: bool, timeout: float
@@ -188,6 +196,7 @@ class Http1Body(BufferedBody):
         """The whole body has arrived (it may still be buffered here)."""
         self.timed_out = False
         """A read waited longer than the body timeout."""
+        self._read = False
 
     def feed(self, data: bytes) -> None:
         if self._buffer(data) > HIGH_WATER:
@@ -197,9 +206,18 @@ class Http1Body(BufferedBody):
         self.ended = True
         self._wake()
 
+    def take_whole(self) -> bytes | None:
+        if not self.ended or self.empty or self._read:
+            return None
+        self._read = True
+        whole = self._take()
+        self._connection.resume_reading_for_body()
+        return whole or b""
+
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body as it arrives; :class:`~interlock.dataplane.proxy.ClientBodyTimeout` when no
         byte came for ``within`` seconds (the edge's body timeout by default)."""
+        self._read = True
         timeout = self._timeout if within is None else within
         if self._expect_continue:
             self._expect_continue = False

@@ -83,6 +83,10 @@ class H2Body:
                 owed += item[1]
         return owed
 
+    def take_whole(self) -> bytes | None:
+        """None: each chunk read must credit the client's window back (:meth:`chunks`)."""
+        return None
+
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body's chunks as they come; :class:`H2BodyTimeout` when none came for ``within``
         seconds."""

@@ -250,6 +250,10 @@ class ClientBody:
         """The request has no body at all."""
         return not self._request.body_exists
 
+    def take_whole(self) -> bytes | None:
+        """None: aiohttp's reader is read with :meth:`chunks`."""
+        return None
+
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body as it arrives; :class:`ClientBodyTimeout` when no byte came for ``within``
         seconds (the timeout it was made with by default)."""

@@ -32,6 +32,12 @@ class RequestBody(Protocol):
 
     def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]: ...
 
+    def take_whole(self) -> bytes | None:
+        """All of the body, taken, when all of it has arrived and none of it was read (a small
+        body mostly comes in the read its head began): it can go upstream with the request
+        head in one write. None otherwise, nothing taken: :meth:`chunks` reads it."""
+        ...
+
 
 class Responder(Protocol):
     """How a handler answers one request, whatever the wire: headers, data, trailers or the

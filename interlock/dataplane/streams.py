@@ -202,6 +202,11 @@ class StreamForwarder:
                 hooks,
                 where,
             )
+        if body is None and not request.body.empty:
+            # All of it arrived (a small body mostly comes with its head): sent with the head,
+            # one write, not a task's second one; and an upstream answering before reading it
+            # leaves its connection reusable, not one in the middle of a body.
+            body = request.body.take_whole()
         # Without a retry the request is sent once: no budget, nothing kept to replay (most
         # requests: the policy names no retry), and a body read already goes as it is.
         budget = (

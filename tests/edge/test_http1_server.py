@@ -6,10 +6,14 @@ client that is not aiohttp would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
+
+from interlock.dataplane import http1
 
 from .conftest import HOST, Backend, EdgeHarness, body_json
 
@@ -170,3 +174,68 @@ async def test_the_edge_answers_carry_a_date_and_no_server_banner(
     assert status == 404
     assert "Date" in headers and "Server" not in headers
     assert headers["X-Interlock-Reason"] == "unknown-host"
+
+
+class _WritesRecorded:
+    """An upstream connection's transport whose writes are recorded (the rest is the real
+    transport's)."""
+
+    def __init__(self, transport: asyncio.Transport, writes: list[bytes]) -> None:
+        self._transport = transport
+        self._writes = writes
+
+    def write(self, data: bytes) -> None:
+        self._writes.append(bytes(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+
+async def test_a_body_that_came_with_its_head_goes_upstream_with_it_in_one_write(
+    harness: EdgeHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[bytes] = []
+    made = http1.UpstreamConnection.connection_made
+
+    def connection_made(self: http1.UpstreamConnection, transport: asyncio.BaseTransport) -> None:
+        made(self, _WritesRecorded(cast(asyncio.Transport, transport), writes))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(http1.UpstreamConnection, "connection_made", connection_made)
+    bodies: list[bytes] = []
+    connections = 0
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                # Answered before its body is read, as nginx's `return` answers.
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                length = re.search(rb"\r\ncontent-length: *(\d+)", head, re.IGNORECASE)
+                assert length is not None
+                bodies.append(await reader.readexactly(int(length.group(1))))
+        writer.close()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    harness.upstreams.set(
+        namespace="default", service="web", port=80, addresses=[server.sockets[0].getsockname()]
+    )
+    await harness.serve()
+    reader, writer = await _connect(harness)
+    sent = [b"name=first", b"name=second&more=1"]
+    for body in sent:
+        writer.write(
+            f"POST /form HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        status, _, answer = await _read_answer(reader)
+        assert (status, answer) == (200, b"ok")
+    writer.close()
+    server.close()
+    assert bodies == sent
+    # One write a request, its head and its body; and the connection that answered before
+    # reading the first body carried the second request.
+    assert [write.endswith(body) for write, body in zip(writes, sent, strict=True)] == [True, True]
+    assert connections == 1

@@ -15,9 +15,14 @@ class WholeBody:
         self._body = body
         self.empty = not body
 
+    def take_whole(self) -> bytes | None:
+        whole, self._body = self._body, b""
+        return None if self.empty else whole
+
     async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
-        if self._body:
-            yield self._body
+        whole, self._body = self._body, b""
+        if whole:
+            yield whole
 
 
 EMPTY = WholeBody(b"")
