@@ -21,10 +21,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiohttp.web_exceptions import HTTPForbidden, HTTPNotFound
-from aiohttp.web_response import Response
-
 from interlock.api.hosts import host_guard
+from interlock.api.http_server import HTTPForbidden, HTTPNotFound, Response
 from interlock.api.routes import Request, Routes
 from interlock.model.allowed_hosts import AllowedHosts
 

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-from aiohttp.web_response import Response, StreamResponse
-
+from interlock.api.http_server import Response, StreamResponse
 from interlock.api.routes import Guard, Handler, Request
 from interlock.model.allowed_hosts import AllowedHosts, refusal
 

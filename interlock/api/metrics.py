@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aiohttp.web_response import Response, StreamResponse
-
 from interlock import __version__
 from interlock.api.exposition import (
     CONTENT_TYPE,
@@ -33,6 +31,7 @@ from interlock.api.exposition import (
     python_families,
 )
 from interlock.api.grpc.counters import METHOD_TYPES, SERVICE, GrpcApiStatistics
+from interlock.api.http_server import Response, StreamResponse
 from interlock.api.policy import PolicyApiCounters, PolicyApiStatistics
 from interlock.api.routes import Handler, Request, Routes
 from interlock.dataplane.metrics import DURATION_BUCKETS, Traffic, TrafficStatistics

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import parse_qsl
 
-from aiohttp.web_response import Response, StreamResponse, json_response
-
 from interlock.api.hosts import host_guard
+from interlock.api.http_server import Response, StreamResponse, json_response
 from interlock.api.policy_schema import OUTBOUND_POLICY_SCHEMA, SCHEMA_PATH
 from interlock.api.policy_stream import WatchStreams
 from interlock.api.policy_target import BadRequest, watch_target

@@ -1,17 +1,18 @@
-"""Policy watch streams served without aiohttp's per-connection machinery.
+"""Policy watch streams served without the HTTP server's per-connection machinery.
 
 A watch stream is held open for hours by each of thousands of mesh proxies and edges, and
-through aiohttp each one keeps about 12 KiB alive: the request handler with its parser, the
-parsed request (headers, URL), the response and its writer, and two tasks with their
-coroutines (``benchmarks/stream_memory.py`` shows it by file). What a stream does once open is
-small: write the current policy, then each newer one, as a chunk. So a connection's first bytes
-are read here: a well-formed ``GET /v1/outbound/{namespace}/{service}/{port}?watch=true``
-(HTTP/1.1, no body) whose target already has a policy is served by this module's protocol —
-no task, no parser, one callback on the slot — and every other request (a plain GET, the schema,
-anything malformed or waiting for the initial sync, HTTP/1.0) is handed, bytes and transport, to
-aiohttp's request handler, which answers it exactly as before. The stream is the same on the
-wire (chunked NDJSON, the slot's body bytes unchanged) and keeps the slot's semantics: a reader
-whose socket is full is not written to, and gets the newest policy when it drains.
+through a general HTTP server each one keeps kilobytes alive: the connection with its parser,
+the parsed request (headers, URL), the response, and a task with its coroutines (through
+aiohttp's, about 12 KiB; ``benchmarks/stream_memory.py`` shows it by file). What a stream does
+once open is small: write the current policy, then each newer one, as a chunk. So a
+connection's first bytes are read here: a well-formed
+``GET /v1/outbound/{namespace}/{service}/{port}?watch=true`` (HTTP/1.1, no body) whose target
+already has a policy is served by this module's protocol — no task, no parser, one callback on
+the slot — and every other request (a plain GET, the schema, anything malformed or waiting for
+the initial sync, HTTP/1.0) is handed, bytes and transport, to the server's connection
+(:mod:`interlock.api.http_server`), which answers it exactly as before. The stream is the same
+on the wire (chunked NDJSON, the slot's body bytes unchanged) and keeps the slot's semantics: a
+reader whose socket is full is not written to, and gets the newest policy when it drains.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qsl, unquote
 
+from interlock.api.http_server import HEAD_TIMEOUT
 from interlock.api.policy_target import BadRequest, watch_target
 from interlock.mailbox.slot import LatestValueSlot
 from interlock.model.policy_watch import PolicyUpdate, WatchTarget
@@ -30,8 +32,8 @@ if TYPE_CHECKING:
 
 _OUTBOUND = "/v1/outbound/"
 _HEAD_LIMIT = 8192
-_HEAD_TIMEOUT = 75.0
-"""Seconds a connection may take to send its request head (aiohttp's keep-alive timeout)."""
+_HEAD_TIMEOUT = HEAD_TIMEOUT
+"""Seconds a connection may take to send its request head (the server's default)."""
 _BODY_HEADERS = (b"content-length", b"transfer-encoding", b"expect", b"upgrade")
 _HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nCache-Control: no-cache\r\n"
@@ -42,7 +44,7 @@ _LAST_CHUNK = b"0\r\n\r\n"
 
 class WatchStreams:
     """Serves the lean watch streams of one policy app; :meth:`protocol` is the server's
-    protocol factory, ``fallback`` aiohttp's (``web.Server``)."""
+    protocol factory, ``fallback`` the server's (``http_server.HttpServer``)."""
 
     __slots__ = ("allows_host", "connections", "counters", "is_ready", "open_slots", "source")
 
@@ -56,7 +58,7 @@ class WatchStreams:
         allows_host: Callable[[str | None], bool],
     ) -> None:
         self.allows_host = allows_host
-        """Whether a ``Host`` header is answered; aiohttp refuses the others."""
+        """Whether a ``Host`` header is answered; the server's guard refuses the others."""
         self.source = source
         self.counters = counters
         self.open_slots = open_slots
@@ -79,7 +81,7 @@ def chunk(body: bytes) -> bytes:
 
 
 class _Connection(asyncio.Protocol):
-    """One connection: reads the request head, then either streams or hands over to aiohttp."""
+    """One connection: reads the request head, then either streams or hands over to the server."""
 
     __slots__ = (
         "_fallback",
@@ -117,7 +119,7 @@ class _Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         # Decided on the first bytes: a request head that did not arrive whole in them is
-        # aiohttp's (it buffers, times out and answers malformed heads as before).
+        # the server's (it buffers, times out and answers malformed heads as before).
         end = data.find(b"\r\n\r\n", 0, _HEAD_LIMIT)
         if end < 0 or not self._stream(data[:end]):
             self._hand_over(data)
@@ -146,10 +148,10 @@ class _Connection(asyncio.Protocol):
                 return False
             if name.lower() == b"host":
                 if host is not None:
-                    return False  # aiohttp refuses two Host headers
+                    return False  # the parser refuses two Host headers
                 host = value.strip().decode("latin-1")
         if not self._streams.allows_host(host):
-            return False  # aiohttp's host guard answers 421
+            return False  # the host guard answers 421
         try:
             path, _, query = request[1].decode("ascii").partition("?")
         except UnicodeDecodeError:
@@ -173,14 +175,14 @@ class _Connection(asyncio.Protocol):
                 client_namespace=params.get("clientNamespace"),
             )
         except BadRequest:
-            return False  # aiohttp answers the 400 naming the wrong part
+            return False  # the handler answers the 400 naming the wrong part
         if not streams.is_ready():
-            return False  # aiohttp waits for the initial sync (or answers 503)
+            return False  # the handler waits for the initial sync (or answers 503)
         slot = streams.source.open_watch(target)
         update = slot.latest
         if slot.closed or update is None:
             streams.source.close_watch(target, slot)
-            return False  # aiohttp waits for the first policy (or answers 503)
+            return False  # the handler waits for the first policy (or answers 503)
         assert self._transport is not None
         self._target, self._slot, self._version = target, slot, slot.version
         streams.connections.add(self)

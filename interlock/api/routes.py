@@ -1,18 +1,16 @@
-"""The controller's HTTP routes on aiohttp's low-level server, without ``aiohttp.web``.
+"""The controller's HTTP routes, answered as ``aiohttp.web``'s application answered them.
 
-The policy API and the admin server answer a handful of ``GET`` paths. ``aiohttp.web``'s
-``Application`` (its URL dispatcher, middlewares, runner, and what ``aiohttp.web`` imports with
-them: multipart, file responses, WebSockets, ``argparse``) adds 2.2 MiB of RSS and 18 modules to
-a controller; aiohttp's documented low-level server (``aiohttp.web_server.Server``) with its
-request and response classes adds 0.9 MiB (issue 29 item 5). :class:`Routes` is the part of
-``Application`` these servers use, answering as it does:
+The policy API and the admin server answer a handful of ``GET`` paths, served by interlock's
+own HTTP/1.1 server (:mod:`interlock.api.http_server`: no ``aiohttp.web``, not even its
+low-level server, issue 29 item 5). :class:`Routes` is the part of aiohttp's ``Application``
+these servers use, answering as it does:
 
 - a path is matched as aiohttp's dispatcher matches it: on the request's decoded path with
   ``%2F`` and ``%25`` kept (``rel_url.path_safe``), an exact path or a template whose
   ``{name}`` segments match ``[^{}/]+`` and are handed over with ``%2F``/``%25`` decoded;
 - ``add_get`` serves ``GET`` and ``HEAD`` (the body left out); another method on a known path
   is ``405 Method Not Allowed`` with ``Allow: GET,HEAD``, an unknown path ``404 Not Found``,
-  with aiohttp's bodies (``web_exceptions``, raised as a handler raises them);
+  with aiohttp's bodies (raised as a handler raises them);
 - an ``Expect`` header is answered first (``100 Continue``, or 417 for anything else), then the
   ``guard`` (the ``Host`` check, :mod:`interlock.api.hosts`) runs around every handler, the
   404 and 405 included, as an application's middleware does;
@@ -27,38 +25,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
-from aiohttp.http import HttpVersion11
-from aiohttp.web_exceptions import HTTPExpectationFailed, HTTPMethodNotAllowed, HTTPNotFound
-from aiohttp.web_request import BaseRequest
-from aiohttp.web_response import StreamResponse
+from interlock.api.http_server import (
+    SERVER,
+    HTTPExpectationFailed,
+    HTTPMethodNotAllowed,
+    HTTPNotFound,
+    Request,
+    StreamResponse,
+)
 
-if TYPE_CHECKING:
-    from aiohttp.abc import AbstractStreamWriter
-    from aiohttp.http_parser import RawRequestMessage
-    from aiohttp.streams import StreamReader
-    from aiohttp.web_protocol import RequestHandler
-
-SERVER = "interlock"
-"""The ``Server`` header of the policy API and the admin server: aiohttp's default
-(``Python/3.x aiohttp/3.y``) tells a scanner which versions to look up."""
+__all__ = ["SERVER", "Front", "Guard", "Handler", "Request", "Routes"]
 
 _NO_PARAMETERS: Mapping[str, str] = MappingProxyType({})
 _GET = frozenset({"GET", "HEAD"})
 """What ``add_get`` serves (aiohttp's ``add_get`` adds ``HEAD`` too)."""
-
-
-class Request(BaseRequest):
-    """aiohttp's request with the path parameters of the route it matched."""
-
-    ATTRS = BaseRequest.ATTRS | frozenset(["match_info"])
-
-    match_info: Mapping[str, str] = _NO_PARAMETERS
-    """The route's ``{name}`` segments, decoded as aiohttp decodes them."""
-
-    async def _prepare_hook(self, response: StreamResponse) -> None:
-        response.headers["Server"] = SERVER
 
 
 Handler = Callable[[Request], Awaitable[StreamResponse]]
@@ -66,7 +47,7 @@ Handler = Callable[[Request], Awaitable[StreamResponse]]
 Guard = Callable[[Request, Handler], Awaitable[StreamResponse]]
 """Runs around every handler (a middleware): answers itself or awaits the handler."""
 Front = Callable[[Callable[[], asyncio.Protocol]], asyncio.Protocol]
-"""Given aiohttp's protocol factory, a protocol for one new connection."""
+"""Given the server's protocol factory, a protocol for one new connection."""
 
 
 def _unquote_path_safe(value: str) -> str:
@@ -113,7 +94,7 @@ class Routes:
         self._templates: list[_Template] = []
         self._paths: set[str] = set()
         self.front: Front | None = None
-        """A protocol that reads each connection first and may hand it to aiohttp's
+        """A protocol that reads each connection first and may hand it to the server's
         (:mod:`interlock.api.policy_stream`)."""
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
         """Awaited when the server stops, after it stopped accepting and closed idle
@@ -148,9 +129,8 @@ class Routes:
                 return template.handler, found
         return None
 
-    async def handle(self, request: BaseRequest) -> StreamResponse:
-        """The low-level server's handler: route, answer ``Expect``, guard, handle."""
-        assert isinstance(request, Request)
+    async def handle(self, request: Request) -> StreamResponse:
+        """The server's handler: route, answer ``Expect``, guard, handle."""
         resolved = self.resolve(request.rel_url.path_safe)
         handler: Handler
         if resolved is None:
@@ -161,29 +141,9 @@ class Routes:
             handler, request.match_info = resolved
         if request.headers.get("Expect"):
             await _expect(request)
-            await request.writer.drain()
         if self._guard is not None:
             return await self._guard(request, handler)
         return await handler(request)
-
-    def request_factory(
-        self, loop: asyncio.AbstractEventLoop
-    ) -> Callable[
-        [RawRequestMessage, StreamReader, RequestHandler, AbstractStreamWriter, asyncio.Task[None]],
-        BaseRequest,
-    ]:
-        """The low-level server's ``request_factory``: requests are :class:`Request`."""
-
-        def make(
-            message: RawRequestMessage,
-            payload: StreamReader,
-            protocol: RequestHandler,
-            writer: AbstractStreamWriter,
-            task: asyncio.Task[None],
-        ) -> BaseRequest:
-            return Request(message, payload, protocol, writer, task, loop)
-
-        return make
 
 
 async def _not_found(_request: Request) -> StreamResponse:
@@ -197,9 +157,8 @@ async def _not_allowed(request: Request) -> StreamResponse:
 async def _expect(request: Request) -> None:
     # aiohttp's web_urldispatcher._default_expect_handler.
     expect = request.headers.get("Expect", "")
-    if request.version == HttpVersion11:
+    if request.version == (1, 1):
         if expect.lower() == "100-continue":
-            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            request.writer.output_size = 0
+            await request.send_continue()
         else:
             raise HTTPExpectationFailed(text=f"Unknown Expect: {expect}")

@@ -4,13 +4,13 @@ The policy API, the admin server (and the demo's echo backends) all listen on ad
 port 0 means "any free port"; tests and the CLI then need the bound address. One helper keeps
 that and the shutdown order the same everywhere.
 
-The controller's servers are :class:`~interlock.api.routes.Routes` on aiohttp's low-level
-server (``aiohttp.web_server``), so that ``interlock run`` does not import ``aiohttp.web``
-(issue 29 item 5); an ``aiohttp.web.Application`` (the demo's echo backends) is served through
-aiohttp's runner, imported only then. Routes may put a protocol of their own in front of
-aiohttp's (``Routes.front``): it reads each connection's first bytes and either serves the
-connection itself or hands it to aiohttp. The policy API does, to serve its long-lived watch
-streams with less memory (``interlock/api/policy_stream.py``).
+The controller's servers are :class:`~interlock.api.routes.Routes` on interlock's own HTTP/1.1
+server (:mod:`interlock.api.http_server`), so that ``interlock run`` imports none of
+``aiohttp.web``'s modules (issue 29 item 5); an ``aiohttp.web.Application`` (the demo's echo
+backends) is served through aiohttp's runner, imported only then. Routes may put a protocol of
+their own in front of the server's (``Routes.front``): it reads each connection's first bytes
+and either serves the connection itself or hands it to the server. The policy API does, to serve
+its long-lived watch streams with less memory (``interlock/api/policy_stream.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from aiohttp.web_server import Server
-
+from interlock.api.http_server import HEAD_TIMEOUT, HttpServer
 from interlock.api.routes import SERVER, Routes
 from interlock.config import Address
 
@@ -52,32 +51,35 @@ class RunningSite:
 
 
 async def serve(
-    app: Routes | web.Application, address: Address, *, shutdown_timeout: float = 5.0
+    app: Routes | web.Application,
+    address: Address,
+    *,
+    shutdown_timeout: float = 5.0,
+    head_timeout: float = HEAD_TIMEOUT,
 ) -> RunningSite:
     """Serve ``app`` on ``address``; handlers are cancelled when their client disconnects.
+
+    ``head_timeout``: seconds a connection of :class:`Routes` may take to send a whole request
+    head, after it opened or after its last answer (``web.Application``: aiohttp's 75).
 
     Handler cancellation matters for long-lived watch streams: without it, a client that went
     away is only noticed at the next write, and its subscription would linger until then.
     Responses say ``Server: interlock``, never aiohttp's version banner.
     """
     if isinstance(app, Routes):
-        return await _serve_routes(app, address, shutdown_timeout=shutdown_timeout)
+        return await _serve_routes(
+            app, address, shutdown_timeout=shutdown_timeout, head_timeout=head_timeout
+        )
     return await _serve_application(app, address, shutdown_timeout=shutdown_timeout)
 
 
 async def _serve_routes(
-    routes: Routes, address: Address, *, shutdown_timeout: float
+    routes: Routes, address: Address, *, shutdown_timeout: float, head_timeout: float
 ) -> RunningSite:
     loop = asyncio.get_running_loop()
-    handlers = Server(
-        routes.handle,
-        request_factory=routes.request_factory(loop),
-        handler_cancellation=True,
-        access_log=None,
-        # As aiohttp.web's application passes it: in asyncio's debug mode a handler's
-        # unexpected error is answered 500 with its traceback (else only the status's text).
-        debug=loop.get_debug(),
-    )
+    # As aiohttp.web's application did: in asyncio's debug mode a handler's unexpected error
+    # is answered 500 with its traceback (else only the status's description).
+    handlers = HttpServer(routes.handle, debug=loop.get_debug(), head_timeout=head_timeout)
     front = routes.front
     factory: Callable[[], asyncio.Protocol] = handlers if front is None else lambda: front(handlers)
     server = await loop.create_server(
@@ -86,7 +88,8 @@ async def _serve_routes(
 
     async def stop() -> None:
         # aiohttp's runner's order: stop accepting, let requests already read start, close
-        # idle connections, the shutdown callbacks, then wait for the running handlers.
+        # idle connections, the shutdown callbacks, then wait for the running handlers (and
+        # cancel those still running after shutdown_timeout).
         server.close()
         await asyncio.sleep(0)
         handlers.pre_shutdown()

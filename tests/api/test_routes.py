@@ -15,9 +15,9 @@ import re
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp.web_response import Response, StreamResponse
 
 from interlock.api.hosts import host_guard
+from interlock.api.http_server import Response, StreamResponse
 from interlock.api.routes import Request, Routes
 from interlock.api.serving import RunningSite, serve
 from interlock.config import Address

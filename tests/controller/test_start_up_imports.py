@@ -341,12 +341,19 @@ AIOHTTP_WEB = (
     "aiohttp.web_middlewares",
     "aiohttp.web_routedef",
     "aiohttp.web_ws",
+    "aiohttp.web_server",
+    "aiohttp.web_protocol",
+    "aiohttp.web_request",
+    "aiohttp.web_response",
+    "aiohttp.web_exceptions",
+    "aiohttp.web_log",
 )
-"""``aiohttp.web`` and what it imports beyond the low-level server: 2.2 MiB and 18 modules
-(issue 29 item 5). The embedded API server and the edge's admin API still use it."""
+"""``aiohttp.web`` (2.2 MiB and 18 modules) and its low-level server (0.7 to 0.8 MiB, replaced
+by ``interlock.api.http_server``; issue 29 item 5). The embedded API server and the edge's
+admin API still use them."""
 
 
-def test_interlock_run_serves_its_apis_without_aiohttp_web() -> None:
+def test_interlock_run_serves_its_apis_without_any_of_aiohttp_web() -> None:
     result = _run(
         f"""
         import asyncio, json
