@@ -349,12 +349,13 @@ class Http1Responder:
             or self.status is not None
         ):
             return None
-        if not upstream.dated:
+        if upstream.dated:
+            out = head + b"\r\n\r\n" + (upstream._take() or b"")
+        else:
             now = int(time.time())
             if now != _date.second:
                 _date.refresh(now)
-            head += _date.line
-        out = head + b"\r\n" + (upstream._take() or b"")
+            out = head + b"\r\n" + _date.line + b"\r\n" + (upstream._take() or b"")
         self.status = upstream.status
         self.bytes += len(out)
         self.ended = True
