@@ -528,6 +528,10 @@ class _HeadersTooLarge(Exception):
         self.status = status
 
 
+_HTTP11_LINE_END = b" HTTP/1.1\r\n"
+"""How a canonical HTTP/1.1 request line ends (``METHOD target HTTP/1.1``, one space apart)."""
+
+
 def head_as_sent(request: H2Request) -> bytes | None:
     """The client's request line and header lines exactly as it sent them (each line with its
     CRLF; the empty line that ends the head left out), when the upstream may get them as they
@@ -552,7 +556,7 @@ def head_as_sent(request: H2Request) -> bytes | None:
     head = read[:-2]
     if (
         read[-4:] == b"\r\n\r\n"
-        and head[end - 11 : end] == b" HTTP/1.1\r\n"
+        and head[end - 11 : end] == _HTTP11_LINE_END
         and not head.partition(b"\r\n\r\n")[1]
         and head.isascii()
     ):
@@ -601,7 +605,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         # The message being parsed.
         self._fresh: bytes | None = None
         """The bytes being parsed, when they began between two requests (None: in a request's
-        head or body): the head of a request may be all of them (:func:`head_as_sent`)."""
+        head or body, or after the first request's head in them): the head of a request may be
+        all of them (:func:`head_as_sent`), and its request line begins them but for the CR and
+        LF llhttp skips (its HTTP version read from them)."""
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._parsing: Http1Body | None = None
@@ -805,6 +811,8 @@ class Http1ServerProtocol(asyncio.Protocol):
                 close_header = True
                 forwardable.append((name, value))
         raw_method = parser.get_method()
+        fresh = self._fresh
+        self._fresh = None  # a request after this one in the same read begins elsewhere in it
         # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
         # rules decide (proxy.without_hop_by_hop).
         first_read = None
@@ -814,9 +822,16 @@ class Http1ServerProtocol(asyncio.Protocol):
             sorted_out = forwardable
             if len(forwardable) == len(self._headers):
                 # Every header may go upstream as sent: the read it began in, for head_as_sent.
-                first_read = self._fresh
+                first_read = fresh
         method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
-        http10 = parser.get_http_version() == "1.0"
+        # HTTP/1.1 when the read this request began in holds its canonical request line from
+        # its first byte (head_as_sent says why that is exact); else llhttp is asked, whose
+        # get_http_version formats a string (~2,300 instructions a request).
+        end = len(raw_method) + len(self._url) + 12
+        if fresh is not None and fresh[end - 11 : end] == _HTTP11_LINE_END:
+            http10 = False
+        else:
+            http10 = parser.get_http_version() == "1.0"
         if parser.should_upgrade():
             return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
         if length or chunked:
