@@ -94,12 +94,12 @@ or 304, which the server handles itself). A slice, a look-up and a compare: find
 first (``find``) cost ~1,250 instructions more."""
 
 _FIELDS = re.compile(
-    rb"\r\n(content-length:[ \t]*\d+[ \t]*(?![^\r])|date:"
+    rb"\r\n(content-length:[^\r]*|date:"
     rb"|connection:|keep-alive:|te:|trailer:|transfer-encoding:|upgrade:|proxy-)"
 )
 """In a lowered head, the header lines that decide its verdict, in one ``findall``: a
-``Content-Length`` with its value (digits, blanks around, the whole line: what llhttp takes), a
-``Date``, and the start of any hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
+``Content-Length`` with its value (to its line's end), a ``Date``, and the start of any
+hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
 and any ``Proxy-*`` (a name ends at its colon: llhttp refuses whitespace before it). Each line
 is looked at from its CRLF, so a name inside a value is not one."""
 
@@ -147,8 +147,8 @@ _VERDICT_LONGEST = 1024
 def _verdict(head: bytes) -> tuple[int, str, bool, int]:
     """An answer head's status, reason, whether it has a ``Date``, and its ``Content-Length``,
     when it may be relayed as received; else :data:`_REFUSED` (a status line of another
-    version, status or spelling; no ``Content-Length`` whose whole value is digits, or more
-    than one; a hop-by-hop header; more than one ``Date``)."""
+    version, status or spelling; no ``Content-Length`` that ``int()`` reads, or more than one;
+    a hop-by-hop header; more than one ``Date``)."""
     known = _AS_RECEIVED.get(head[:12])
     if known is None or head[: known[1]] != known[0]:
         return _REFUSED
@@ -166,8 +166,11 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
         return _REFUSED
     if length[:15] != _CONTENT_LENGTH:
         return _REFUSED  # a hop-by-hop name, a Date alone, or no length
-    # int() takes the blanks around the digits as llhttp does.
-    return known[2], known[3], dated, int(length[15:])
+    try:
+        # What llhttp takes for a length (digits, blanks around) int() takes for the same.
+        return known[2], known[3], dated, int(length[15:])
+    except ValueError:
+        return _REFUSED  # llhttp refuses it
 
 
 class _HeaderList:
@@ -185,9 +188,9 @@ class _HeaderList:
         )
 
 
-_NO_HEADERS: CIMultiDict[str] = CIMultiDict()
+_NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
 """The headers of an answer relayed as received until :meth:`Http1Response.headers_as_parsed`
-(never changed)."""
+(read-only, shared: not a proxy made per answer)."""
 
 
 class UpstreamConnectError(aiohttp.ClientConnectionError):
@@ -287,7 +290,7 @@ class Http1Response(BufferedBody):
         connection: UpstreamConnection | None,
         status: int,
         reason: str,
-        headers: CIMultiDict[str],
+        headers: CIMultiDictProxy[str],
     ) -> None:
         # BufferedBody.__init__, inlined: one answer per proxied request.
         self._parts: deque[bytes] = deque()
@@ -296,7 +299,7 @@ class Http1Response(BufferedBody):
         self._connection: UpstreamConnection | None = connection
         self.status = status
         self.reason = reason
-        self.headers = CIMultiDictProxy(headers)
+        self.headers = headers
         self._error: BaseException | None = None
         self.done = False
         """The whole body has arrived (it may still be buffered here)."""
@@ -568,7 +571,7 @@ class UpstreamConnection(asyncio.Protocol):
             return
         headers: CIMultiDict[str] = CIMultiDict(self._header_list)
         response = self._response = Http1Response(
-            self, status, self._reason.decode("utf-8", "surrogateescape"), headers
+            self, status, self._reason.decode("utf-8", "surrogateescape"), CIMultiDictProxy(headers)
         )
         waiter, self._headers = self._headers, None
         if waiter is not None and not waiter.done():

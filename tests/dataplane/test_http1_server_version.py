@@ -44,9 +44,7 @@ async def versions(*reads: bytes, count: int) -> list[str]:
     await asyncio.wait_for(answered.wait(), 30)
     protocol.connection_lost(None)
     heads = [answer.partition(b"\r\n\r\n")[0] for answer in transport.written.split(b"HTTP/1.1 ")]
-    return [
-        "1.0" if b"\r\nConnection: keep-alive" in head else "1.1" for head in heads if head
-    ]
+    return ["1.0" if b"\r\nConnection: keep-alive" in head else "1.1" for head in heads if head]
 
 
 @pytest.mark.parametrize(
