@@ -1,13 +1,19 @@
 # The image that runs interlock. Slim base, non-root, works with a read-only root filesystem
 # (nothing is written outside /tmp; bytecode is compiled at build time).
 FROM python:3.11-slim AS build
+# The compiled build (setup.py): the edge's hot modules as C extensions, compiled by mypyc; the
+# C compiler is needed here only, not in the image. --build-arg INTERLOCK_MYPYC=0: pure Python.
+ARG INTERLOCK_MYPYC=1
+RUN if [ "$INTERLOCK_MYPYC" = 1 ]; then apt-get update -q \
+    && apt-get install -y -q --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 # interlock/manifests links to manifests/: the CRDs and examples ship inside the wheel.
 COPY manifests ./manifests
 COPY interlock ./interlock
 # With the otel extra: --otlp-endpoint works in the image (the SDK is imported only when used).
-RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[otel]'
+RUN INTERLOCK_MYPYC=$INTERLOCK_MYPYC pip wheel --no-cache-dir --wheel-dir /wheels '.[otel]'
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -40,6 +40,7 @@ import httptools
 from multidict import CIMultiDict, CIMultiDictProxy, getversion, istr
 
 from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
+from interlock.dataplane.interpreted import UpstreamReadTimeout, VerbatimHeaders, response_chunks
 from interlock.dataplane.source import Address
 
 KEEPALIVE_SECONDS = 15.0
@@ -209,10 +210,6 @@ class UpstreamProtocolError(aiohttp.ClientConnectionError):
     HTTP/1.1."""
 
 
-class UpstreamReadTimeout(aiohttp.ClientConnectionError, TimeoutError):
-    """Nothing came from the upstream for the read timeout."""
-
-
 class _HeadTooLarge(Exception):
     """The headers of an answer passed :data:`MAX_RESPONSE_HEAD` (raised in a parser
     callback)."""
@@ -320,21 +317,9 @@ class Http1Response(BufferedBody):
             httptools.HttpResponseParser(found).feed_data(raw + b"\r\n\r\n")
             self.headers = CIMultiDictProxy(CIMultiDict(found.headers))
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncIterator[bytes]:
         """The body, as it arrives (what is buffered comes as one chunk)."""
-        while True:
-            chunk = self._take()
-            if chunk is not None:
-                connection = self._connection
-                if connection is not None and connection.reading_paused:
-                    connection.resume()
-                yield chunk
-                continue
-            if self._error is not None:
-                raise self._error
-            if self.done:
-                return
-            await self._more()
+        return response_chunks(self)
 
     async def read(self) -> bytes:
         """The whole body."""
@@ -1026,27 +1011,6 @@ class UpstreamPool:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(UpstreamProtocolError("the upstream pool is closed"))
-
-
-class VerbatimHeaders(CIMultiDict[str]):
-    """Upstream request headers whose head is known as bytes already: :attr:`head` is what
-    :func:`request_head` would make of them for a :attr:`method` request without a body to
-    :attr:`target`,
-    made without their items (the client's lines as received,
-    ``H2Request.verbatim``, and the lines the edge appends), while they are unchanged
-    since (:attr:`version`, ``multidict.getversion``: any change, a filter's, a module's,
-    makes them ordinary headers again). A copy is an ordinary ``CIMultiDict``."""
-
-    __slots__ = ("head", "method", "target", "version")
-
-    head: bytes
-    method: str
-    target: str
-    """The request-target :attr:`head`'s request line names."""
-    version: int
-
-    def copy(self) -> CIMultiDict[str]:  # type: ignore[override]
-        return CIMultiDict(self)
 
 
 def request_head(

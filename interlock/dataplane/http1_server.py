@@ -48,6 +48,7 @@ from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Http1Response
+from interlock.dataplane.interpreted import request_chunks
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
@@ -214,30 +215,10 @@ class Http1Body(BufferedBody):
         self._connection.resume_reading_for_body()
         return whole or b""
 
-    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+    def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body as it arrives; :class:`~interlock.dataplane.proxy.ClientBodyTimeout` when no
         byte came for ``within`` seconds (the edge's body timeout by default)."""
-        self._read = True
-        timeout = self._timeout if within is None else within
-        if self._expect_continue:
-            self._expect_continue = False
-            self._connection.write_continue()
-        while True:
-            chunk = self._take()
-            if chunk is not None:
-                self._connection.resume_reading_for_body()
-                yield chunk
-                continue
-            if self.ended:
-                return
-            if self._connection.lost:
-                raise ConnectionResetError("the client closed the connection")
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._more()
-            except TimeoutError:
-                self.timed_out = True
-                raise ClientBodyTimeout(f"no byte of the request body for {timeout:g} s") from None
+        return request_chunks(self, self._timeout if within is None else within)
 
 
 class Http1Responder:

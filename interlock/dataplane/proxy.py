@@ -41,6 +41,7 @@ from interlock.dataplane.http1 import (
     UpstreamConnection,
     UpstreamPool,
 )
+from interlock.dataplane.interpreted import aiohttp_chunks
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.source import Address
 from interlock.dataplane.upstream_tls import (
@@ -254,21 +255,10 @@ class ClientBody:
         """None: aiohttp's reader is read with :meth:`chunks`."""
         return None
 
-    async def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
+    def chunks(self, *, within: float | None = None) -> AsyncIterator[bytes]:
         """The body as it arrives; :class:`ClientBodyTimeout` when no byte came for ``within``
         seconds (the timeout it was made with by default)."""
-        timeout = self._timeout if within is None else within
-        content = self._request.content
-        while True:
-            try:
-                async with asyncio.timeout(timeout):
-                    chunk = await content.readany()
-            except TimeoutError:
-                self.timed_out = True
-                raise ClientBodyTimeout(f"no byte of the request body for {timeout:g} s") from None
-            if not chunk:
-                return
-            yield chunk
+        return aiohttp_chunks(self, self._timeout if within is None else within)
 
     async def read(self, *, max_size: int) -> bytes | None:
         """The whole body (for modules that need it), each read bounded in time; ``None`` when

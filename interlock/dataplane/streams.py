@@ -48,6 +48,7 @@ from interlock.dataplane.http1 import Http1Response, StaleConnection, UpstreamCo
 from interlock.dataplane.http1_server import Http1Responder
 from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
 from interlock.dataplane.http2_frames import Headers
+from interlock.dataplane.interpreted import replay, replayable_first
 from interlock.dataplane.plan import Deadlines, Forward
 from interlock.dataplane.proxy import (
     ClientBodyTimeout,
@@ -543,7 +544,10 @@ class _Express:
             self.connection.close()
             responder.express_continue(_raising(asyncio.CancelledError()))
             return
-        upstream: Http1Response | None = None
+        # Released below unless handed on. A list, not an optional: mypyc (the compiled build)
+        # reads a local in a finally with the type it had at the try's end, so a None left by an
+        # early return or an exception there became a TypeError.
+        held: list[Http1Response] = []
         try:
             error = answer.exception()
             if error is not None:
@@ -551,6 +555,7 @@ class _Express:
                 responder.express_continue(lambda: self._finish(self._failed(error)))
                 return
             upstream = answer.result()
+            held.append(upstream)
             if upstream.raw is not None:  # from relay(): not relayed as received after all
                 upstream.headers_as_parsed()
             where, hooks = self.where, self.prepared[1]
@@ -564,18 +569,18 @@ class _Express:
                     return
             whole, compressor = _send_head(self.request, responder, upstream, hooks)
             if whole is None:
-                relayed, upstream = upstream, None  # released by the relay
+                held.clear()  # released by the relay
                 responder.express_continue(
-                    lambda: self._finish(_relay_rest(responder, relayed, compressor, where))
+                    lambda: self._finish(_relay_rest(responder, upstream, compressor, where))
                 )
                 return
             paused = responder.send_now(whole, end=True)
-        except Exception as error:  # what the task does with a handler's failure
-            responder.express_continue(_raising(error))
+        except Exception as failure:  # what the task does with a handler's failure
+            responder.express_continue(_raising(failure))
             return
         finally:
-            if upstream is not None:
-                upstream.release()
+            for response in held:
+                response.release()
         if paused:  # the client is slow to take it: waited for on the task
             responder.express_continue(lambda: self._finish(_drained(responder)))
         else:
@@ -737,26 +742,10 @@ class ReplayableBody:
         """The body from the start: replayed once complete, else read from the client (once:
         an attempt that never started reading, a connection that failed, leaves it unread)."""
         if self._complete:
-            return _replay(tuple(self._parts))
+            return replay(tuple(self._parts))
         if self._started:
             raise RuntimeError("a request body still streaming cannot be sent twice")
-        return self._first()
-
-    async def _first(self) -> AsyncIterator[bytes]:
-        self._started = True
-        async for chunk in self._source.chunks():
-            self._size += len(chunk)
-            if self._size <= RETRY_BUFFER:
-                self._parts.append(chunk)
-            else:
-                self._parts.clear()
-            yield chunk
-        self._complete = True
-
-
-async def _replay(parts: tuple[bytes, ...]) -> AsyncIterator[bytes]:
-    for part in parts:
-        yield part
+        return replayable_first(self)
 
 
 class _ResponseEdits:

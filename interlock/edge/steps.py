@@ -70,9 +70,9 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_HOST,
     X_FORWARDED_PROTO,
 )
-from interlock.dataplane.http1 import VerbatimHeaders
 from interlock.dataplane.http1_server import head_as_sent
 from interlock.dataplane.http2_server import H2BodyTimeout
+from interlock.dataplane.interpreted import VerbatimHeaders
 from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo
 from interlock.dataplane.proxy import (
     CLIENT_ADDRESS_HEADERS,

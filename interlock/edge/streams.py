@@ -115,13 +115,17 @@ class EdgeStreams:
             decided = decide_now(self._front, request, exchange)
         else:
             resume(exchange)
-        held = None
+        # A list, not an optional: mypyc (the compiled build) reads a local in a finally with
+        # the type it had at the try's end, so a None left there by an exception (a client gone)
+        # became a TypeError.
+        held: list[holding] = []
         try:
             if isinstance(decided, ModuleSteps):
                 # Only a route's modules take what is given back at the end (ingressNginx's
                 # limit-connections slot): a request decided at once holds nothing.
-                held = holding()
-                held.__enter__()
+                slot = holding()
+                held.append(slot)
+                slot.__enter__()
                 decided = await decided.run(self._front, request, exchange)
             if isinstance(decided, Admitted):
                 if isinstance(prepared, reasons.Answer):  # the engine's, in express()
@@ -143,8 +147,8 @@ class EdgeStreams:
             else:
                 reason = await refuse(responder, decided)
         finally:
-            if held is not None:
-                held.__exit__(None, None, None)
+            for slot in held:
+                slot.__exit__(None, None, None)
         self._traffic.record(
             exchange, status=responder.status or 0, sent=responder.bytes, reason=reason
         )

@@ -15,8 +15,9 @@ import httptools
 import pytest
 from multidict import CIMultiDict
 
-from interlock.dataplane.http1 import VerbatimHeaders, request_head
+from interlock.dataplane.http1 import request_head
 from interlock.dataplane.http1_server import head_as_sent
+from interlock.dataplane.interpreted import VerbatimHeaders
 from interlock.dataplane.request_stream import H2Request
 from interlock.edge.steps import Admitted, decide
 from tests.kit.http1_parsing import parsed_requests

@@ -1,0 +1,42 @@
+"""The compiled build (``INTERLOCK_MYPYC=1``, setup.py): whether the modules it lists were
+loaded compiled. CI's compiled lane sets ``INTERLOCK_MYPYC=1`` for its tests, so a build that
+fell back to pure Python fails there; elsewhere the modules must be the pure-Python source (a
+checkout compiled in place and tested as pure would test the wrong thing)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compiled_list() -> list[str]:
+    """setup.py's ``COMPILED``, read without running setup.py."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "COMPILED"
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, list)
+            return [str(path) for path in value]
+    raise AssertionError("setup.py has no COMPILED list")
+
+
+def test_the_listed_modules_are_compiled_exactly_when_asked_for() -> None:
+    listed = compiled_list()
+    assert "interlock/dataplane/http1_server.py" in listed
+    wanted = os.environ.get("INTERLOCK_MYPYC", "") == "1"
+    for path in listed:
+        assert (ROOT / path).is_file(), path
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        loaded = str(module.__file__)
+        if wanted:
+            assert loaded.endswith(".so"), f"{path}: not compiled ({loaded})"
+        else:
+            assert loaded.endswith(".py"), f"{path}: compiled, INTERLOCK_MYPYC is not 1 ({loaded})"
