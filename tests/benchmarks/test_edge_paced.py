@@ -7,12 +7,20 @@ medians and ratios against nginx are checked from given results.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # edge.py imports its neighbours (bench_report, bottleneck)
 
-import edge
+# By path, under a name of its own: `import edge` would find whichever `edge` was imported
+# first in this session (tests/edge is a package too).
+_spec = importlib.util.spec_from_file_location("benchmarks_edge", BENCHMARKS / "edge.py")
+assert _spec is not None and _spec.loader is not None
+edge = importlib.util.module_from_spec(_spec)
+sys.modules["benchmarks_edge"] = edge  # dataclasses look their module up while being built
+_spec.loader.exec_module(edge)
 
 
 def _result(p50: float, p99: float, rps: float = 3000.0) -> edge.Result:
