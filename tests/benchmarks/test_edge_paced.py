@@ -28,8 +28,9 @@ def _result(p50: float, p99: float, rps: float = 3000.0) -> edge.Result:
 
 
 def test_each_connection_waits_its_share_of_the_offered_rate() -> None:
-    # 32 connections offering 4,000 req/s together: each waits 8 ms between requests.
-    assert edge.PACE_SCRIPT.format(delay_ms=8) == "function delay()\n  return 8\nend\n"
+    # 32 connections offering 4,000 req/s together: each waits 8 ms on average, 0 to 16.
+    script = edge.PACE_SCRIPT.format(twice_ms=16)
+    assert script == "function delay()\n  return math.random(0, 16)\nend\n"
 
 
 def test_the_table_gives_medians_and_ratios_to_nginx_round_by_round() -> None:
@@ -39,7 +40,7 @@ def test_the_table_gives_medians_and_ratios_to_nginx_round_by_round() -> None:
         "nginx 1.22.1": [_result(1.0, 2.0), _result(1.0, 3.0), _result(1.0, 2.5)],
     }
     table = edge.render_paced(paced, args=args)
-    assert "each waits 8 ms after an answer" in table
+    assert "waits a random 0 to 16 ms, 8 ms on average" in table
     rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
     # p50 ratios per round 2.0, 3.0, 2.5 (median 2.5); p99 ratios 2.0, 3.0, 2.0 (median 2.0).
     assert rows["| interlock edge"].endswith("| 2.500 (2.000 to 3.000) | 5.000 (4.000 to 9.000) "
