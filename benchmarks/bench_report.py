@@ -10,9 +10,11 @@ page) is made once.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,3 +86,25 @@ def quiet_logs() -> None:
 
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
+
+
+def tree_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a child that imports interlock from ``tree`` (None: this checkout's,
+    the environment inherited as it is)."""
+    return None if tree is None else {**os.environ, "PYTHONPATH": tree}
+
+
+def child_json(script: str, args: list[str], tree: str | None) -> dict[str, Any]:
+    """Run ``script`` with ``args`` in a fresh interpreter importing interlock from ``tree``
+    (and working there), and return the JSON object its last line of output holds (a
+    benchmark's ``--child`` run: the before/after of ``--tree`` in one sitting)."""
+    out = subprocess.run(
+        [sys.executable, script, *args],
+        env=tree_env(tree),
+        cwd=tree or None,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result

@@ -103,6 +103,18 @@ measured)."""
 NGINX = "/usr/sbin/nginx"
 
 
+def stop_processes(processes: list[subprocess.Popen[bytes]], *, within: float) -> None:
+    """SIGTERM to each, last started first; then each still running after ``within`` seconds
+    is killed."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -446,6 +458,12 @@ connection and the last of each burst waited for the others: a queue again (2026
 2.3 ms through the edge at 3,500 req/s, about 32 times its CPU per request)."""
 
 
+def mean_wait_ms(connections: int, rate: float) -> int:
+    """How long each of ``connections`` waits on average between answer and request for all of
+    them together to offer about ``rate`` requests a second (at least 1 ms)."""
+    return max(1, round(connections * 1000 / rate))
+
+
 def run_wrk(
     target: Target, *, seconds: int, connections: int, seats: Seats, rate: float = 0.0
 ) -> Result:
@@ -456,8 +474,7 @@ def run_wrk(
     pacing: list[str] = []
     if rate:
         script = Path(tempfile.mkdtemp(prefix="interlock-bench-pace-")) / "pace.lua"
-        mean_ms = max(1, round(connections * 1000 / rate))
-        script.write_text(PACE_SCRIPT.format(twice_ms=2 * mean_ms))
+        script.write_text(PACE_SCRIPT.format(twice_ms=2 * mean_wait_ms(connections, rate)))
         pacing = ["-s", str(script)]
     out = subprocess.run(
         [
@@ -821,13 +838,7 @@ def main() -> int:
                         flush=True,
                     )
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(processes, within=10)
         shutil.rmtree(prefix, ignore_errors=True)
 
     generator = "wrk" if shutil.which("wrk") else "aiohttp"
@@ -849,7 +860,7 @@ def main() -> int:
 def render_paced(paced: dict[str, list[Result]], *, args: argparse.Namespace) -> str:
     """The latency table at one offered rate: what each proxy adds when none is saturated."""
     nginx = next((name for name in paced if name.startswith("nginx")), None)
-    delay = max(1, round(args.connections * 1000 / args.paced))
+    delay = mean_wait_ms(args.connections, args.paced)
     lines = [
         "",
         f"**Latency at about {args.paced:,.0f} req/s offered** (`--paced {args.paced:.0f}`): in "

@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_report import tree_env
 from edge import (
     AUTHORIZATION,
     HOST,
@@ -53,6 +54,7 @@ from edge import (
     free_port,
     plan_seats,
     start_backend,
+    stop_processes,
     wait_answering,
 )
 
@@ -277,7 +279,7 @@ def main() -> int:
         targets: list[tuple[str, int, int]] = []
         for tree in args.tree or [str(ROOT)]:
             port = free_port()
-            env = dict(os.environ, PYTHONPATH=tree)
+            env = tree_env(tree)
             argv = [sys.executable, str(ROOT / "benchmarks" / "edge.py"), "--child", "edge"]
             argv += ["--port", str(port), "--backend-port", str(backend_port)]
             edge = subprocess.Popen([*seats.prefix(seats.proxy), *argv], env=env, cwd=tree)
@@ -346,13 +348,7 @@ def main() -> int:
                         )
                         print(f"- round {round_ + 1}, {label}: {reading}", flush=True)
     finally:
-        for process in reversed(processes):
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(processes, within=30)
         shutil.rmtree(prefix, ignore_errors=True)
     print(f"\nload average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
     return 0

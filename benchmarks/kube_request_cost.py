@@ -25,13 +25,14 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_report import child_json
 
 KINDS = ("GET", "PATCH")
 PATH = "/api/v1/namespaces/default/services/cost"
@@ -83,28 +84,8 @@ async def _child(kubeconfig: str, requests: int, warmup: int) -> dict[str, Any]:
 
 
 def _run_child(tree: str | None, kubeconfig: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = tree
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            kubeconfig,
-            "--requests",
-            str(args.requests),
-            "--warmup",
-            str(args.warmup),
-        ],
-        env=env,
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return figures
+    argv = ["--child", kubeconfig, "--requests", str(args.requests), "--warmup", str(args.warmup)]
+    return child_json(__file__, argv, tree)
 
 
 async def _main(args: argparse.Namespace) -> int:

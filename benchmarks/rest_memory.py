@@ -55,7 +55,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_report import command_lines, machine, report, rss_mib
+from bench_report import command_lines, machine, report, rss_mib, tree_env
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADING = "## Memory at rest"
@@ -101,11 +101,6 @@ for name in STEPS:
     rows.append((name, rss(), len(sys.modules) - len(before), new.most_common(3)))
 print(json.dumps(rows))
 """
-
-
-def tree_env(tree: str | None) -> dict[str, str] | None:
-    """The environment of a child that imports interlock from ``tree`` (None: this checkout's)."""
-    return None if tree is None else {**os.environ, "PYTHONPATH": tree}
 
 
 def import_graph(tree: str | None = None) -> list[tuple[str, float, int, list[tuple[str, int]]]]:

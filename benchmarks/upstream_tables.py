@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench_report import child_json
 
 STEPS = ("cache", "push", "in_sync")
 """Timed per change: the cache's recompute, the push to the worker, and in_sync after it."""
@@ -132,27 +131,8 @@ async def _measure(services: int, changes: int) -> dict[str, float]:
 
 
 def _run_child(tree: str | None, services: int, changes: int) -> dict[str, Any]:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = tree
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--child",
-            "--services",
-            str(services),
-            "--changes",
-            str(changes),
-        ],
-        env=env,
-        cwd=tree or None,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
+    argv = ["--child", "--services", str(services), "--changes", str(changes)]
+    return child_json(str(Path(__file__).resolve()), argv, tree)
 
 
 def main() -> None:
