@@ -48,8 +48,8 @@ test-real: dev
 		tests/charts/test_chart_real.py tests/manifests/test_server_side_validation.py
 
 # The compiled build (setup.py): the edge's hot modules compiled by mypyc into C extensions
-# beside their sources (an editable install; needs a C compiler and Python's headers), about a
-# quarter fewer instructions per proxied request (docs/benchmarks.md). `make pure` removes them.
+# beside their sources (an editable install; needs a C compiler and Python's headers), about
+# two fifths fewer instructions per proxied request (docs/benchmarks.md). `make pure` removes them.
 compiled: dev
 	$(BIN)/pip install -q 'setuptools>=77' wheel
 	INTERLOCK_MYPYC=1 $(BIN)/pip install -q --no-build-isolation -e .

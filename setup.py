@@ -1,11 +1,12 @@
 """The optional compiled build: ``INTERLOCK_MYPYC=1 pip install .`` (or ``-e .``, ``make
 compiled``) compiles the edge's hot modules (:data:`COMPILED`) into C extensions with mypyc,
 mypy's compiler for type-annotated Python (the one mypy and black ship compiled with): the plain
-proxied request runs about a quarter fewer instructions (docs/benchmarks.md, "The compiled
-build"). Without ``INTERLOCK_MYPYC=1`` nothing is compiled: the install is pure Python, as
+proxied request runs about two fifths fewer instructions (docs/benchmarks.md, "The compiled
+build (mypyc)"). Without ``INTERLOCK_MYPYC=1`` nothing is compiled: the install is pure Python, as
 ``pyproject.toml`` describes it, and needs nothing but Python. The compiled modules are the same
 source, mypy --strict clean; what mypyc cannot compile stays in
-``interlock/dataplane/interpreted.py``.
+``interlock/dataplane/interpreted.py``, and the dataclasses made for every request write their
+``__init__`` out (a dataclass's generated methods stay interpreted under mypyc).
 """
 
 from __future__ import annotations
@@ -16,18 +17,33 @@ import tomllib
 
 from setuptools import setup
 
-# The modules one plain proxied request runs through (benchmarks/edge_profile.py --profile).
+# The modules one plain proxied request, and one through ipRestriction + basicAuth + headers, run
+# through (benchmarks/edge_profile.py [--modules] --profile). Not interlock/edge/inprocess.py:
+# InProcessEdge has an interpreted subclass (gateway_ports.GatewayPortEdge), which a compiled
+# class cannot have without mypy_extensions.mypyc_attr (not a runtime dependency).
 COMPILED = [
+    "interlock/dataplane/access_log.py",
+    "interlock/dataplane/answers.py",
     "interlock/dataplane/engine.py",
     "interlock/dataplane/http1.py",
     "interlock/dataplane/http1_server.py",
     "interlock/dataplane/metrics.py",
+    "interlock/dataplane/plan.py",
     "interlock/dataplane/proxy.py",
+    "interlock/dataplane/request_stream.py",
     "interlock/dataplane/request_target.py",
     "interlock/dataplane/streams.py",
+    "interlock/dataplane/upstreams.py",
+    "interlock/edge/modules/addresses.py",
+    "interlock/edge/modules/basic_auth.py",
+    "interlock/edge/modules/chain.py",
+    "interlock/edge/modules/headers.py",
+    "interlock/edge/modules/ip_restriction.py",
+    "interlock/edge/modules/view.py",
     "interlock/edge/routing.py",
     "interlock/edge/steps.py",
     "interlock/edge/streams.py",
+    "interlock/model/address_ranges.py",
 ]
 # mypyc as tested (mypy 2.4.1): the build's own requirement, asked for only when compiling.
 MYPYC = "mypy>=2.4"

@@ -6,9 +6,13 @@ checkout compiled in place and tested as pure would test the wrong thing)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
+import inspect
 import os
+from dataclasses import MISSING
 from pathlib import Path
+from types import FunctionType
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,3 +44,31 @@ def test_the_listed_modules_are_compiled_exactly_when_asked_for() -> None:
             assert loaded.endswith(".so"), f"{path}: not compiled ({loaded})"
         else:
             assert loaded.endswith(".py"), f"{path}: compiled, INTERLOCK_MYPYC is not 1 ({loaded})"
+
+
+# The classes made for every request that are dataclasses: in the compiled build a dataclass's
+# generated methods stay interpreted, so each writes its __init__ out (the decorator keeps it),
+# which mypyc compiles. A generated one would be a Python function again.
+PER_REQUEST = [
+    ("interlock.dataplane.access_log", "Exchange"),
+    ("interlock.dataplane.plan", "Forward"),
+    ("interlock.dataplane.plan", "RequestInfo"),
+    ("interlock.dataplane.request_stream", "H2Request"),
+    ("interlock.edge.steps", "Admitted"),
+]
+
+
+def test_the_per_request_classes_are_made_without_an_interpreted_init() -> None:
+    compiled = os.environ.get("INTERLOCK_MYPYC", "") == "1"
+    for module_name, name in PER_REQUEST:
+        cls = getattr(importlib.import_module(module_name), name)
+        init = cls.__dict__["__init__"]
+        assert isinstance(init, FunctionType) != compiled, f"{module_name}.{name}: {init!r}"
+        if not compiled:  # (a compiled method has no signature to read)
+            # Written out, it still takes what the dataclass's fields say, in their order,
+            # with their defaults.
+            parameters = list(inspect.signature(init).parameters.values())[1:]
+            assert [(each.name, each.default) for each in parameters] == [
+                (each.name, inspect.Parameter.empty if each.default is MISSING else each.default)
+                for each in dataclasses.fields(cls)
+            ], name

@@ -61,6 +61,42 @@ class Exchange:
     reason: str = ""
     """The data plane's reason when it answered itself (``X-Interlock-Reason``), else ''."""
 
+    # The dataclass's __init__ written out (the decorator keeps it): compiled (setup.py), a
+    # dataclass's generated methods stay interpreted, and one is made per request.
+    def __init__(
+        self,
+        front: Front,
+        host: str,
+        method: str,
+        path: str,
+        started: float,
+        target: str = "",
+        route: str = "",
+        upstream: str = "",
+        retries: int = 0,
+        status: int = 0,
+        bytes: int = 0,
+        received: int = 0,
+        tunnel: bool = False,
+        duration: float = 0.0,
+        reason: str = "",
+    ) -> None:
+        self.front = front
+        self.host = host
+        self.method = method
+        self.path = path
+        self.started = started
+        self.target = target
+        self.route = route
+        self.upstream = upstream
+        self.retries = retries
+        self.status = status
+        self.bytes = bytes
+        self.received = received
+        self.tunnel = tunnel
+        self.duration = duration
+        self.reason = reason
+
     def to_json(self) -> dict[str, object]:
         return {
             "front": self.front,

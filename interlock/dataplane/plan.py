@@ -164,6 +164,30 @@ class Forward:
     backend_tls: BackendTLS | None = None
     """Speak TLS to the upstream and verify it (a Gateway backend's BackendTLSPolicy)."""
 
+    # The dataclass's __init__ written out (the decorator keeps it): in the compiled build
+    # (setup.py) a dataclass's generated methods stay interpreted, and one is made per request.
+    def __init__(
+        self,
+        target: ServicePortKey,
+        rule: RulePlan | None,
+        filters: FilterPlan,
+        path: str,
+        deadlines: Deadlines,
+        retry: RetryPlan | None,
+        accrual: FailureAccrual | None,
+        upstream_tls: bool = False,
+        backend_tls: BackendTLS | None = None,
+    ) -> None:
+        self.target = target
+        self.rule = rule
+        self.filters = filters
+        self.path = path
+        self.deadlines = deadlines
+        self.retry = retry
+        self.accrual = accrual
+        self.upstream_tls = upstream_tls
+        self.backend_tls = backend_tls
+
 
 @dataclass(slots=True)
 class RequestInfo:
@@ -183,6 +207,27 @@ class RequestInfo:
     scheme: str
     host: str
     """The authority the client used (``Host``), port included when it sent one."""
+
+    # Written out, as Forward's.
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        forward_path: str,
+        query: str,
+        query_params: Mapping[str, str],
+        headers: Mapping[str, str],
+        scheme: str,
+        host: str,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.forward_path = forward_path
+        self.query = query
+        self.query_params = query_params
+        self.headers = headers
+        self.scheme = scheme
+        self.host = host
 
 
 def _seconds(text: str | None) -> float | None:

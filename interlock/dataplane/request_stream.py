@@ -102,6 +102,34 @@ class H2Request:
     with its ``X-Forwarded-*`` lines appended (``steps.decide_now``,
     ``http1.VerbatimHeaders``)."""
 
+    # The dataclass's __init__ written out (the decorator keeps it): in the compiled build
+    # (setup.py) a dataclass's generated methods stay interpreted, and one is made per request.
+    def __init__(
+        self,
+        method: str,
+        scheme: str,
+        authority: str,
+        path: str,
+        headers: CIMultiDict[str],
+        peer: str,
+        body: RequestBody,
+        transport: asyncio.BaseTransport | None = None,
+        version: str = "2",
+        forwardable: list[tuple[str, str]] | None = None,
+        first_read: bytes | None = None,
+    ) -> None:
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.headers = headers
+        self.peer = peer
+        self.body = body
+        self.transport = transport
+        self.version = version
+        self.forwardable = forwardable
+        self.first_read = first_read
+
 
 H2Handler = Callable[[H2Request, Responder], Awaitable[None]]
 

@@ -309,7 +309,8 @@ class StreamForwarder:
         ):
             return prepared
         address = found[0]
-        exchange.upstream = upstream_text(*address)  # note_upstream's, without the context
+        host, port = address  # (compiled, a call with *address goes through Python's calling)
+        exchange.upstream = upstream_text(host, port)  # note_upstream's, without the context
         started = self._forwarder.open_pooled(  # positional: keywords cost a look-up each
             request.method,
             address,

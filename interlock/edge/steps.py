@@ -235,6 +235,26 @@ class Admitted:
     where: str
     """The log prefix naming the host and route."""
 
+    # The dataclass's __init__ written out (the decorator keeps it): compiled (setup.py), a
+    # dataclass's generated methods stay interpreted, and one is made per request.
+    def __init__(
+        self,
+        decision: Forward,
+        headers: CIMultiDict[str],
+        query: str,
+        body: bytes | None,
+        hooks: ResponseHooks,
+        protocol: str,
+        where: str,
+    ) -> None:
+        self.decision = decision
+        self.headers = headers
+        self.query = query
+        self.body = body
+        self.hooks = hooks
+        self.protocol = protocol
+        self.where = where
+
 
 def log_answer(decided: reasons.Answer, where: str) -> None:
     """An engine's answer for an internet client: its detail, which names cluster objects,
