@@ -5,8 +5,9 @@ proxied request runs about two fifths fewer instructions (docs/benchmarks.md, "T
 build (mypyc)"). Without ``INTERLOCK_MYPYC=1`` nothing is compiled: the install is pure Python, as
 ``pyproject.toml`` describes it, and needs nothing but Python. The compiled modules are the same
 source, mypy --strict clean; what mypyc cannot compile stays in
-``interlock/dataplane/interpreted.py``, and the dataclasses made for every request write their
-``__init__`` out (a dataclass's generated methods stay interpreted under mypyc).
+``interlock/dataplane/interpreted.py``, the dataclasses made for every request write their
+``__init__`` out (a dataclass's generated methods stay interpreted under mypyc), and the module
+globals read per request are ``Final`` (a C static then, not a look-up in the module's dict).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ COMPILED = [
     "interlock/dataplane/access_log.py",
     "interlock/dataplane/answers.py",
     "interlock/dataplane/engine.py",
+    "interlock/dataplane/filters.py",
+    "interlock/dataplane/header_names.py",
     "interlock/dataplane/http1.py",
     "interlock/dataplane/http1_server.py",
     "interlock/dataplane/metrics.py",
@@ -32,6 +35,7 @@ COMPILED = [
     "interlock/dataplane/proxy.py",
     "interlock/dataplane/request_stream.py",
     "interlock/dataplane/request_target.py",
+    "interlock/dataplane/source.py",
     "interlock/dataplane/streams.py",
     "interlock/dataplane/upstreams.py",
     "interlock/edge/modules/addresses.py",

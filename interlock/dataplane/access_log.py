@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from loguru import logger
 
@@ -136,8 +136,8 @@ def current() -> Exchange | None:
     return _current.get()
 
 
-_UPSTREAMS_MOST = 1024
-_upstreams: dict[tuple[str, int], str] = {}
+_UPSTREAMS_MOST: Final = 1024
+_upstreams: Final[dict[tuple[str, int], str]] = {}
 """An upstream address -> its text in the log: the same few addresses take every request.
 Bounded (past it an address is formatted per request, as before): addresses come from
 endpoints and the edge's configuration, not from clients, but endpoints change over time."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
+from typing import Final
 
 from multidict import CIMultiDict
 
@@ -174,7 +175,7 @@ class FilterPlan:
         return bool(self.request_headers) or self.rewrite is not None
 
 
-EMPTY_FILTERS = FilterPlan()
+EMPTY_FILTERS: Final = FilterPlan()
 
 
 def compile_filters(filters: Iterable[RouteFilter]) -> FilterPlan:

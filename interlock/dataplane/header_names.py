@@ -9,16 +9,18 @@ per request; the names here are the same text, written as they go on the wire.
 
 from __future__ import annotations
 
+from typing import Final
+
 from multidict import istr
 
-CONNECTION = istr("Connection")
-CONTENT_TYPE_LOWER = istr("content-type")
+CONNECTION: Final = istr("Connection")
+CONTENT_TYPE_LOWER: Final = istr("content-type")
 """Lower case: also found in a plain ``dict`` of HTTP/2's lower-case names."""
-CONTENT_LENGTH = istr("Content-Length")
-EXPECT = istr("Expect")
-GRPC_STATUS = istr("grpc-status")
-HOST = istr("Host")
-TRANSFER_ENCODING = istr("Transfer-Encoding")
-X_FORWARDED_FOR = istr("X-Forwarded-For")
-X_FORWARDED_HOST = istr("X-Forwarded-Host")
-X_FORWARDED_PROTO = istr("X-Forwarded-Proto")
+CONTENT_LENGTH: Final = istr("Content-Length")
+EXPECT: Final = istr("Expect")
+GRPC_STATUS: Final = istr("grpc-status")
+HOST: Final = istr("Host")
+TRANSFER_ENCODING: Final = istr("Transfer-Encoding")
+X_FORWARDED_FOR: Final = istr("X-Forwarded-For")
+X_FORWARDED_HOST: Final = istr("X-Forwarded-Host")
+X_FORWARDED_PROTO: Final = istr("X-Forwarded-Proto")

@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from interlock.dataplane.access_log import REASON_HEADER, Exchange, Front, begin, log_line
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     # aiohttp.web (issue 29 item 5).
     from aiohttp import web
 
-DURATION_BUCKETS: tuple[float, ...] = (
+DURATION_BUCKETS: Final[tuple[float, ...]] = (
     0.001,
     0.0025,
     0.005,
@@ -45,14 +45,14 @@ DURATION_BUCKETS: tuple[float, ...] = (
 )
 """Upper bounds in seconds of the request latency histogram (Prometheus ``le``)."""
 
-UPSTREAM_TIMEOUT = "upstream-timeout"
-UPSTREAM_UNREACHABLE = "upstream-unreachable"
+UPSTREAM_TIMEOUT: Final = "upstream-timeout"
+UPSTREAM_UNREACHABLE: Final = "upstream-unreachable"
 
 Labels = tuple[str, str]
 """``(front, target)``."""
 
 
-_STATUS_CLASSES = ("0xx", "1xx", "2xx", "3xx", "4xx", "5xx")
+_STATUS_CLASSES: Final = ("0xx", "1xx", "2xx", "3xx", "4xx", "5xx")
 """A status's class by its hundreds: ``2xx`` … ``5xx`` (``0xx`` for a request that was never
 answered)."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Final
 from urllib.parse import quote
 
 from interlock.dataplane.answers import (
@@ -74,7 +75,7 @@ class Deadlines:
     idle: float | None = None
 
 
-NO_DEADLINES = Deadlines()
+NO_DEADLINES: Final = Deadlines()
 
 
 @dataclass(frozen=True, slots=True)

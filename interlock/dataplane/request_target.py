@@ -11,6 +11,7 @@ strictest backend would, and a request-target that backends read differently is 
 from __future__ import annotations
 
 import re
+from typing import Final
 from urllib.parse import unquote
 
 
@@ -36,7 +37,7 @@ decoding before splitting reads as a fragment or a query, ``%`` itself (decoded 
 becomes a slash) and ``;`` (a path parameter to Tomcat). The edge cannot know which reading its
 backend applies, so it refuses them (the list Traefik refuses by default)."""
 
-_AMBIGUOUS_RAW = re.compile(r"[\\#\x00-\x20\x7f]")
+_AMBIGUOUS_RAW: Final = re.compile(r"[\\#\x00-\x20\x7f]")
 """Raw characters with the same problem: a backslash is a separator to WHATWG URL parsers
 (Node, browsers) and to IIS; a ``#`` starts a fragment that gunicorn, werkzeug and Express drop
 from the path (a request-target never carries one, RFC 9112 §3.2); controls and spaces are

@@ -20,7 +20,7 @@ import functools
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import aiohttp
 from loguru import logger
@@ -69,7 +69,7 @@ from interlock.model.backend_tls import BackendTLS
 Prepared = tuple[Sequence[Address], ResponseHooks]
 """What :meth:`Engine.prepare` gives a forward: the endpoints, and the hooks."""
 
-HTTP2_PROTOCOLS = frozenset({"grpc", "http2"})
+HTTP2_PROTOCOLS: Final = frozenset({"grpc", "http2"})
 """Policy ``protocol`` values whose upstreams speak HTTP/2."""
 
 

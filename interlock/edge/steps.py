@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
 
 from loguru import logger
@@ -98,7 +98,7 @@ from interlock.edge.tls import peer_certificate
 if TYPE_CHECKING:
     from interlock.edge.modules.identity import Admitted as IdentityAdmitted
 
-HELD_BACK = frozenset(
+HELD_BACK: Final = frozenset(
     name.lower()
     for name in (
         *CLIENT_CERT_HEADERS,
@@ -114,20 +114,20 @@ a route whose chain :attr:`~interlock.edge.modules.chain.ModuleChain.keeps_sorte
 with no trusted proxy: the HTTP/1.1 server leaves them out of ``H2Request.forwardable`` as it
 parses (``X-Forwarded-*`` are then set anew)."""
 
-NO_PARAMS: MultiDictProxy[str] = MultiDictProxy(MultiDict())
+NO_PARAMS: Final[MultiDictProxy[str]] = MultiDictProxy(MultiDict())
 """The query parameters of a request without a query (most requests: one value for all)."""
 
-BAD_PATH = (
+BAD_PATH: Final = (
     "the request path must be absolute, without dot segments hidden from the edge or "
     "characters that backends read differently (see docs/modules.md)"
 )
 
 
-_EDGE_HOSTS_SIZE = 256
+_EDGE_HOSTS_SIZE: Final = 256
 """Most ``Host`` values kept normalized (``_edge_hosts``); ``_EDGE_HOST_LENGTH`` the longest."""
-_EDGE_HOST_LENGTH = 255
+_EDGE_HOST_LENGTH: Final = 255
 
-_edge_hosts: dict[str, str] = {}
+_edge_hosts: Final[dict[str, str]] = {}
 """A ``Host`` value as sent -> :func:`~interlock.dataplane.request_target.normalize_host`'s
 edge key for it: the same few hosts come on every request, and normalizing one was a Python
 call and five string methods. Keyed by the exact value, so a host reads as it did; bounded in
@@ -142,12 +142,12 @@ def _edge_host(host: str) -> str:
     return edge_host
 
 
-_FORWARDED_MOST = 1024
+_FORWARDED_MOST: Final = 1024
 """Most ``_forwarded`` entries (emptied when full); ``_FORWARDED_HOST_LENGTH`` the longest host
 kept."""
-_FORWARDED_HOST_LENGTH = 255
+_FORWARDED_HOST_LENGTH: Final = 255
 
-_forwarded: dict[tuple[str, str, str], bytes] = {}
+_forwarded: Final[dict[tuple[str, str, str], bytes]] = {}
 """(peer address, scheme, ``Host`` value) -> the ``X-Forwarded-*`` lines, and the empty line,
 that end a head sent as the client's bytes (``http1_server.head_as_sent``): the same client
 names the same host on every request of its connection, and making them was six
