@@ -37,6 +37,7 @@ COMPILED = [
     "interlock/dataplane/request_target.py",
     "interlock/dataplane/source.py",
     "interlock/dataplane/streams.py",
+    "interlock/dataplane/turn_writes.py",
     "interlock/dataplane/upstreams.py",
     "interlock/edge/modules/addresses.py",
     "interlock/edge/modules/basic_auth.py",

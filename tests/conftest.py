@@ -10,6 +10,9 @@
 ``INTERLOCK_TEST_LOOP=uvloop`` runs the asyncio tests on uvloop (what ``interlock run``, ``edge``
 and ``demo`` run on by default) instead of asyncio's own loop: the behaviour must not depend on
 the loop (uvloop's transports, for one, are not ``asyncio.Transport`` subclasses).
+``INTERLOCK_TEST_HOLD_WRITES=always`` holds every write of the data plane's HTTP/1.1 connections
+for the end of the loop's turn (``interlock/dataplane/turn_writes.py``), a path one request at a
+time seldom takes.
 """
 
 from __future__ import annotations
@@ -64,6 +67,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(f"{item.nodeid}: embedded_only needs a reason")
             item.add_marker(pytest.mark.skip(reason=f"embedded only: {reason}"))
 
+
+if os.environ.get("INTERLOCK_TEST_HOLD_WRITES") == "always":
+    # Every write of the data plane's HTTP/1.1 connections held for the end of the loop's turn
+    # (interlock/dataplane/turn_writes.py), not only while turns write to several connections:
+    # the held path under every test, which one request at a time seldom takes.
+    import sys
+
+    from interlock.dataplane import turn_writes
+
+    turn_writes.SAMPLE_EVERY, turn_writes.QUIET_TURNS = 1, sys.maxsize
 
 if os.environ.get("INTERLOCK_TEST_LOOP", "asyncio") == "uvloop":
     import uvloop

@@ -42,6 +42,7 @@ from multidict import CIMultiDict, CIMultiDictProxy, getversion, istr
 from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
 from interlock.dataplane.interpreted import UpstreamReadTimeout, VerbatimHeaders, response_chunks
 from interlock.dataplane.source import Address
+from interlock.dataplane.turn_writes import HeldWrites
 
 KEEPALIVE_SECONDS = 15.0
 """How long an idle pooled connection stays open (aiohttp's default too)."""
@@ -381,6 +382,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.address = address
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
+        self._out = HeldWrites(self._loop)
+        """Every write of the connection, held for the end of the loop's turn (flushed before
+        the transport closes)."""
         self.idle_since = 0.0
         self.reused = False
         self.reading_paused = False
@@ -428,7 +432,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, only alike.
-        self.transport = cast(asyncio.Transport, transport)
+        self.transport = self._out.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         parser = self._parser
@@ -656,11 +660,11 @@ class UpstreamConnection(asyncio.Protocol):
         self._headers = headers
         self._read_timeout = read_timeout
         if body is None or isinstance(body, bytes):
-            transport.write(head + body if body else head)
+            self._out.write(head + body if body else head)
             self._body_sent = True
             self._start_timer()
         else:  # the read timeout starts once the body has gone (as aiohttp's did)
-            transport.write(head)
+            self._out.write(head)
             self._body_sent = False
             self._sender = self._loop.create_task(self._send(body, chunked=chunked))
         return headers
@@ -673,13 +677,13 @@ class UpstreamConnection(asyncio.Protocol):
                     return
                 if chunked:
                     if chunk:
-                        transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                        self._out.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
                 else:
-                    transport.write(chunk)
+                    self._out.write(chunk)
                 if self._drain is not None:
                     await self._drain
             if chunked and self.transport is not None and not self._lost:
-                self.transport.write(b"0\r\n\r\n")
+                self._out.write(b"0\r\n\r\n")
             self._body_sent = True
             if self._parser is not None and not self.reading_paused:
                 self._start_timer()
@@ -702,6 +706,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
+            self._out.flush()
             self.transport.close()
         sender = self._sender
         if sender is not None:

@@ -52,6 +52,7 @@ from interlock.dataplane.interpreted import request_chunks
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
+from interlock.dataplane.turn_writes import HeldWrites
 
 MAX_LINE_SIZE = 8190
 """Longest request line (aiohttp's ``max_line_size``); longer → 414."""
@@ -293,9 +294,10 @@ class Http1Responder:
                 out = head + data
                 self.bytes += len(out)
                 self.ended = True
-                transport = self._connection._transport
+                connection = self._connection
+                transport = connection._transport
                 if transport is not None and not transport.is_closing():
-                    transport.write(out)
+                    connection._out.write(out)
             else:
                 self._write(head + (self._frame(data, end=end) if self._chunked else data), end=end)
         elif self._head_only:
@@ -342,7 +344,7 @@ class Http1Responder:
         self.ended = True
         transport = connection._transport
         if transport is not None and not transport.is_closing():
-            transport.write(out)
+            connection._out.write(out)
         return connection.write_paused
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
@@ -579,6 +581,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         """The server that takes a connection whose request upgrades it (aiohttp's)."""
         self._closed = closed
         self._transport: asyncio.Transport | None = None
+        self._out = HeldWrites(self._loop)
+        """Every write of the connection, held for the end of the loop's turn (flushed before
+        the transport closes or changes hands)."""
         self._peer = ""
         self.lost = False
         self.closing = False
@@ -622,7 +627,7 @@ class Http1ServerProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, only alike.
-        self._transport = cast(asyncio.Transport, transport)
+        self._transport = self._out.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = str(peer[0]) if isinstance(peer, tuple) else ""
         self._arm_idle()
@@ -688,7 +693,7 @@ class Http1ServerProtocol(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         transport = self._transport
         if transport is not None and not transport.is_closing():
-            transport.write(data)
+            self._out.write(data)
 
     def write_continue(self) -> None:
         if self._answering is not None:
@@ -697,6 +702,7 @@ class Http1ServerProtocol(asyncio.Protocol):
     def abort(self) -> None:
         self.closing = True
         if self._transport is not None:
+            self._out.flush()
             self._transport.close()
 
     def pause_reading_for_body(self) -> None:
@@ -730,6 +736,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         if task is not None:
             await asyncio.wait([task], timeout=max(ends - self._loop.time(), 0))
         if self._transport is not None:
+            self._out.flush()
             self._transport.close()
 
     # ---- parser callbacks ----
@@ -988,6 +995,7 @@ class Http1ServerProtocol(asyncio.Protocol):
         if left > 0:
             self._idle_timer = self._loop.call_later(left, self._idled)
         elif self._transport is not None:
+            self._out.flush()
             self._transport.close()
 
     def _headers_too_slow(self) -> None:
@@ -1079,6 +1087,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             return
         self._handed_over = None
         self._stop_waiting()
+        self._out.flush()
         protocol = self._upgrade()
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
