@@ -23,6 +23,11 @@ bodies, Secrets among them; hpack every decoded header, ``Authorization`` and ``
 them), and no one reviews a library's debug lines for secrets. interlock's own DEBUG lines are
 loguru's, written to say what happened without the data. ``diagnose=False`` everywhere: loguru
 would otherwise print every local variable of a failing frame, which can hold Secret data.
+
+A module that the compiled build compiles (``setup.py``'s ``COMPILED``) logs through
+:func:`module_logger`, not loguru's ``logger`` itself: loguru names a record after the Python frame
+that called it, and a compiled function has none, so its lines would carry its caller's module
+(``interlock.dataplane.http2_server`` for ``http1_server``'s) and function and line.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ import re
 import sys
 from collections.abc import Callable
 from datetime import UTC
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 if TYPE_CHECKING:
-    from loguru import Message, Record
+    from loguru import Logger, Message, Record
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -76,6 +82,43 @@ def object_fields(record: Record) -> dict[str, str]:
     return {key: value for key, value in match.groupdict().items() if value}
 
 
+_ROOT = Path(__file__).resolve().parent.parent
+"""The directory ``interlock/`` is in (this module is never compiled)."""
+
+
+def module_logger(name: str) -> Logger:
+    """loguru's logger for the module ``name`` (its ``__name__``), whose records carry that
+    module's name even when it runs compiled: loguru reads a record's ``name``, ``function``
+    and ``line`` from the nearest Python frame, which for a compiled function is its caller's.
+    Such a record gets ``name``, ``module`` and ``file`` from ``name``, and ``function`` ``""``
+    and ``line`` 0 (a compiled function's are not known at run time). Interpreted, the frame is
+    the module's own and the record is left as loguru made it. Costs nothing for a line below
+    the level logged: loguru drops it before the patch runs."""
+    from loguru import logger
+
+    module = name.rpartition(".")[2]
+    path = _ROOT.joinpath(*name.split(".")).with_suffix(".py")
+
+    def own_name(record: Record) -> None:
+        if record["name"] == name:
+            return
+        record["name"] = name
+        record["module"] = module
+        file = record["file"]  # made for this record: loguru's RecordFile(name, path)
+        file.name = path.name
+        file.path = str(path)
+        record["function"] = ""
+        record["line"] = 0
+
+    return logger.patch(own_name)
+
+
+def _caller(record: Record) -> str:
+    """``file.py:line``, or the file alone when the line is not known (a compiled module's)."""
+    line = record["line"]
+    return f"{record['file'].name}:{line}" if line else record["file"].name
+
+
 def _logger_name(record: Record) -> str:
     name = str(record["extra"].get("logger") or record["name"] or "")
     return name.removeprefix("interlock.")
@@ -103,7 +146,7 @@ def json_line(record: Record) -> str:
         "msg": record["message"],
     }
     entry.update(object_fields(record))
-    entry["caller"] = record["extra"].get("caller") or f"{record['file'].name}:{record['line']}"
+    entry["caller"] = record["extra"].get("caller") or _caller(record)
     stacktrace = _stacktrace(record)
     if stacktrace is not None:
         entry["stacktrace"] = stacktrace

@@ -6,13 +6,25 @@ checkout compiled in place and tested as pure would test the wrong thing)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import importlib
 import inspect
 import os
+from collections.abc import Iterator
 from dataclasses import MISSING
 from pathlib import Path
 from types import FunctionType
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from interlock.dataplane.answers import UPSTREAM_FAILED, answer
+from interlock.dataplane.engine import upstream_failure
+from interlock.edge.steps import log_answer
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,3 +84,43 @@ def test_the_per_request_classes_are_made_without_an_interpreted_init() -> None:
                 (each.name, inspect.Parameter.empty if each.default is MISSING else each.default)
                 for each in dataclasses.fields(cls)
             ], name
+
+
+def test_every_listed_module_that_logs_names_its_lines_after_itself() -> None:
+    # loguru's own logger names a compiled function's lines after its caller's module (it has
+    # no Python frame): a listed module logs through interlock.logs.module_logger.
+    for path in compiled_list():
+        tree = ast.parse((ROOT / path).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "loguru":
+                names = [alias.name for alias in node.names]
+                assert "logger" not in names, f"{path}: logs through loguru's logger itself"
+
+
+@contextlib.contextmanager
+def records() -> Iterator[list[Record]]:
+    seen: list[Record] = []
+    sink = logger.add(lambda message: seen.append(message.record), level="DEBUG")
+    try:
+        yield seen
+    finally:
+        logger.remove(sink)
+
+
+def test_a_compiled_modules_lines_carry_its_name_in_either_build() -> None:
+    # Fails with loguru's logger itself in the compiled build: the lines were named after this
+    # test module, the nearest Python frame.
+    with records() as seen:
+        upstream_failure(RuntimeError("x"), where="edge a.example", address=("10.0.0.1", 80))
+        log_answer(answer(UPSTREAM_FAILED, "Service default/web: 10.0.0.1:80 failed"), "edge")
+    assert [(r["name"], r["module"], r["file"].name) for r in seen] == [
+        ("interlock.dataplane.engine", "engine", "engine.py"),
+        ("interlock.edge.steps", "steps", "steps.py"),
+    ]
+    assert Path(seen[0]["file"].path) == ROOT / "interlock/dataplane/engine.py"
+    if os.environ.get("INTERLOCK_MYPYC", "") == "1":
+        # A compiled function's name and line are not known at run time.
+        assert [(r["function"], r["line"]) for r in seen] == [("", 0), ("", 0)]
+    else:  # the module's own frame
+        assert [r["function"] for r in seen] == ["upstream_failure", "log_answer"]
+        assert all(r["line"] > 0 for r in seen)

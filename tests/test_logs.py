@@ -14,11 +14,12 @@ import logging
 import sys
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 from loguru import logger
 
-from interlock.logs import configure_logging
+from interlock.logs import configure_logging, module_logger
 
 
 @pytest.fixture
@@ -101,6 +102,35 @@ def test_text_lines_read_as_sentences(stream) -> None:
     assert rest.endswith("port is required  kind=HTTPRoute namespace=shop name=web")
     assert "|" not in first, "loguru's default format (with source positions) is gone"
     assert second.split()[1:3] == ["INFO", "aiohttp.access"]
+
+
+def test_a_module_logger_names_lines_after_its_module_whoever_runs_them(
+    stream: io.StringIO,
+) -> None:
+    # As a compiled module's lines: the nearest Python frame (this test's) is not the module's.
+    configure_logging("DEBUG", format="json", stream=stream)
+    module_logger("interlock.dataplane.http1_server").debug("edge: malformed request refused")
+    module_logger(__name__).info("from the module itself")
+    compiled, own = _json_lines(stream)
+    assert compiled["logger"] == "dataplane.http1_server"
+    assert compiled["caller"] == "http1_server.py"  # no line: a compiled function's is not known
+    assert str(own["logger"]).endswith("test_logs")
+    assert str(own["caller"]).startswith("test_logs.py:")
+
+
+def test_a_module_loggers_record_names_its_file_and_no_caller(stream: io.StringIO) -> None:
+    seen: list[Any] = []
+    logger.add(lambda message: seen.append(message.record), level="DEBUG")
+    module_logger("interlock.edge.steps").debug("edge a.example: refused")
+    (record,) = seen
+    assert (record["name"], record["module"], record["function"], record["line"]) == (
+        "interlock.edge.steps",
+        "steps",
+        "",
+        0,
+    )
+    assert record["file"].path.endswith("/interlock/edge/steps.py")
+    assert record["file"].name == "steps.py"
 
 
 def test_an_unknown_format_is_refused_by_name(stream) -> None:

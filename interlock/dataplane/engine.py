@@ -26,7 +26,6 @@ from typing import Final, Protocol
 
 import aiohttp
 from aiohttp import web
-from loguru import logger
 from multidict import CIMultiDict
 
 from interlock.dataplane.access_log import note_retry, note_upstream
@@ -57,8 +56,12 @@ from interlock.dataplane.plan import (
 )
 from interlock.dataplane.proxy import ClientBody, ClientBodyTimeout, Forwarder, ResponseHooks
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
+from interlock.logs import module_logger
 from interlock.model.outbound import OutboundPolicy
 from interlock.model.service import ServicePortKey
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 NO_ANSWER: Final = frozenset((UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, UPSTREAM_FAILED))
 """The reasons of a try that got no answer from the upstream (a retry with ``failures`` retries

@@ -43,7 +43,6 @@ from http import HTTPStatus
 from typing import cast
 
 import httptools
-from loguru import logger
 from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
@@ -53,6 +52,10 @@ from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
 from interlock.dataplane.turn_writes import HeldWrites
+from interlock.logs import module_logger
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 MAX_LINE_SIZE = 8190
 """Longest request line (aiohttp's ``max_line_size``); longer → 414."""

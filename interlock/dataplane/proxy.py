@@ -25,7 +25,6 @@ from typing import Protocol
 
 import aiohttp
 from aiohttp import web
-from loguru import logger
 from multidict import CIMultiDict, CIMultiDictProxy, istr
 
 from interlock.dataplane.answers import BODY_TIMEOUT, answer
@@ -51,7 +50,11 @@ from interlock.dataplane.upstream_tls import (
     verified_client_context,
 )
 from interlock.dataplane.wire import answer_response
+from interlock.logs import module_logger
 from interlock.model.backend_tls import BackendTLS
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 HOP_BY_HOP = frozenset(
     {

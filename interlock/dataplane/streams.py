@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Final, Protocol
 
 import aiohttp
-from loguru import logger
 from multidict import CIMultiDict
 
 from interlock.dataplane.access_log import Exchange, note_upstream, upstream_text
@@ -64,7 +63,11 @@ from interlock.dataplane.upstream_tls import (
     unverified_client_context,
     verified_client_context,
 )
+from interlock.logs import module_logger
 from interlock.model.backend_tls import BackendTLS
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 Prepared = tuple[Sequence[Address], ResponseHooks]
 """What :meth:`Engine.prepare` gives a forward: the endpoints, and the hooks."""

@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
 
-from loguru import logger
 from multidict import CIMultiDict, MultiDict, MultiDictProxy, getversion
 
 from interlock.dataplane import answers as reasons
@@ -94,6 +93,10 @@ from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
 from interlock.edge.routing import select_route
 from interlock.edge.tls import peer_certificate
+from interlock.logs import module_logger
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 if TYPE_CHECKING:
     from interlock.edge.modules.identity import Admitted as IdentityAdmitted
