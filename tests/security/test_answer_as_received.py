@@ -6,10 +6,14 @@ upstream's answer head may go to the client as it came (``Http1Responder.relay_a
 only when its status line is the one the edge would write, it has a ``Content-Length``, no
 hop-by-hop header, a head within the bound, and llhttp parsed all of it. Each test sends two
 requests on one keep-alive client connection (the first takes the usual path: the pool has no
-connection yet; the second is the one under test), records whether the head went as received
-(a spy on ``relay_as_received``), and checks one safeguard; each fails with that safeguard
-taken out of ``interlock.dataplane.http1._as_received``, ``Http1Responder.relay_as_received`` or
-``Http1Response.headers_as_parsed``.
+connection yet; the second is the one under test), sees whether each head went as received (its
+:data:`SPACED` line arrives with its spaces: llhttp strips them from a value it parses, so a
+rendered head has ``X-Spaced: kept as sent``), and checks one safeguard; each fails with that
+safeguard taken out of ``interlock.dataplane.http1._as_received``,
+``Http1Responder.relay_as_received`` or ``Http1Response.headers_as_parsed``. Which heads the
+edge looked at to relay as received, and with what verdict, is read from ``http1._verdicts``
+(:func:`looked_at`), the cache of verdicts both builds fill: the compiled build's calls within
+its modules cannot be spied on.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ import pytest
 from interlock.dataplane import http1
 from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.http1 import MAX_RESPONSE_HEAD
-from interlock.dataplane.http1_server import Http1Responder
 from tests.kit.keep_alive_backend import OK, Slow, keep_alive_backend
 
 from .conftest import HOST, Edge, running_edge, serve_host, wait_until
 
 DATED = b"Date: Tue, 01 Dec 2026 10:00:00 GMT\r\n"
+SPACED = b"X-Spaced:   kept as sent\r\n"
+"""A header line a head relayed as received keeps as it is, and a rendered one does not."""
 
 
 @dataclass
@@ -42,6 +47,11 @@ class Relayed:
     @property
     def status_line(self) -> bytes:
         return self.head.partition(b"\r\n")[0]
+
+    @property
+    def as_received(self) -> bool:
+        """Whether the head went as received: its :data:`SPACED` line as sent."""
+        return SPACED in self.head + b"\r\n"
 
     def values(self, name: str) -> list[str]:
         return [
@@ -83,34 +93,19 @@ async def client(edge: Edge) -> AsyncIterator[tuple[asyncio.StreamReader, asynci
 
 
 @pytest.fixture
-def eligible(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry per answer an exchange asked about: whether its head may go as received."""
-    found: list[bool] = []
-    original = http1._as_received
-
-    def spy(data: bytes) -> Any:
-        outcome = original(data)
-        found.append(outcome is not None)
-        return outcome
-
-    monkeypatch.setattr(http1, "_as_received", spy)
-    return found
+def looked_at(monkeypatch: pytest.MonkeyPatch) -> dict[bytes, tuple[int, str, bool, int]]:
+    """The heads the edge looked at to relay as received (``http1._as_received``, asked only
+    when the express path would relay the answer so, and for the answer's first bytes), each
+    with its verdict (``http1._REFUSED``: not as received): ``http1._verdicts``, emptied for the
+    test. Heads over ``_VERDICT_LONGEST`` bytes are not in it."""
+    verdicts: dict[bytes, tuple[int, str, bool, int]] = {}
+    monkeypatch.setattr(http1, "_verdicts", verdicts)
+    return verdicts
 
 
-@pytest.fixture
-def as_received(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry per answer relayed by the express path's callback: whether its head went as
-    received."""
-    relayed: list[bool] = []
-    original = Http1Responder.relay_as_received
-
-    def spy(responder: Http1Responder, *args: Any) -> bool | None:
-        outcome = original(responder, *args)
-        relayed.append(outcome is not None)
-        return outcome
-
-    monkeypatch.setattr(Http1Responder, "relay_as_received", spy)
-    return relayed
+def head_of(answer: bytes) -> bytes:
+    """An answer's head as ``http1._verdicts`` keys it: without its blank line."""
+    return answer.partition(b"\r\n\r\n")[0]
 
 
 async def twice(edge: Edge, answer: bytes, request: bytes = get(), **read: Any) -> list[Relayed]:
@@ -126,13 +121,15 @@ async def twice(edge: Edge, answer: bytes, request: bytes = get(), **read: Any) 
 
 
 async def test_the_usual_answer_goes_as_received_with_a_date_added_once(
-    edge: Edge, as_received: list[bool]
+    edge: Edge, looked_at: dict[bytes, tuple[int, str, bool, int]]
 ) -> None:
     for dated in (DATED, b""):
-        as_received.clear()
-        head = b"HTTP/1.1 200 OK\r\nX-Spaced:   kept as sent\r\nContent-Length: 2\r\n" + dated
+        looked_at.clear()
+        head = b"HTTP/1.1 200 OK\r\n" + SPACED + b"Content-Length: 2\r\n" + dated
         usual, received = await twice(edge, head + b"\r\nok")
-        assert as_received == [True]  # the first answer's pooled connection was new
+        # The first answer's pooled connection was new: the usual path, not looked at.
+        assert [usual.as_received, received.as_received] == [False, True]
+        assert looked_at == {head[:-2]: (200, "OK", bool(dated), 2)}
         assert (received.head + b"\r\n").startswith(head) and received.body == b"ok"
         assert len(received.values("date")) == len(usual.values("date")) == 1
         if dated:
@@ -153,12 +150,14 @@ async def test_the_usual_answer_goes_as_received_with_a_date_added_once(
     ],
 )
 async def test_hop_by_hop_headers_keep_an_answer_from_going_as_received(
-    edge: Edge, as_received: list[bool], hop: bytes
+    edge: Edge, looked_at: dict[bytes, tuple[int, str, bool, int]], hop: bytes
 ) -> None:
     name = hop.partition(b":")[0].decode().lower()
-    answers = await twice(edge, b"HTTP/1.1 200 OK\r\n" + hop + b"Content-Length: 2\r\n\r\nok")
-    assert as_received == []
+    sent = b"HTTP/1.1 200 OK\r\n" + SPACED + hop + b"Content-Length: 2\r\n\r\nok"
+    answers = await twice(edge, sent)
+    assert looked_at == {head_of(sent): http1._REFUSED}
     for answer in answers:
+        assert not answer.as_received
         assert answer.body == b"ok" and not answer.values(name), answer.head
         assert not answer.values("x-hop")
 
@@ -172,16 +171,16 @@ async def test_hop_by_hop_headers_keep_an_answer_from_going_as_received(
     ],
 )
 async def test_a_status_line_the_edge_would_not_write_is_written_again(
-    edge: Edge, as_received: list[bool], sent: bytes, written: bytes
+    edge: Edge, sent: bytes, written: bytes
 ) -> None:
     keep = b"Connection: keep-alive\r\n" if sent.startswith(b"HTTP/1.0") else b""
-    answers = await twice(edge, sent + b"\r\n" + keep + b"Content-Length: 2\r\n\r\nok")
-    assert as_received == []
+    answers = await twice(edge, sent + b"\r\n" + SPACED + keep + b"Content-Length: 2\r\n\r\nok")
     for answer in answers:
         assert answer.status_line == written and answer.body == b"ok"
+        assert not answer.as_received
 
 
-async def test_an_informational_answer_is_not_relayed(edge: Edge, as_received: list[bool]) -> None:
+async def test_an_informational_answer_is_not_relayed(edge: Edge) -> None:
     early = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
     answers = await twice(edge, early + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     for answer in answers:
@@ -189,22 +188,25 @@ async def test_an_informational_answer_is_not_relayed(edge: Edge, as_received: l
         assert not answer.values("link")
 
 
-async def test_a_head_request_gets_no_body(edge: Edge, as_received: list[bool]) -> None:
+async def test_a_head_request_gets_no_body(edge: Edge) -> None:
     answers = await twice(
-        edge, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", get("HEAD"), head_only=True
+        edge,
+        b"HTTP/1.1 200 OK\r\n" + SPACED + b"Content-Length: 2\r\n\r\n",
+        get("HEAD"),
+        head_only=True,
     )
-    assert as_received == []
     for answer in answers:
+        assert not answer.as_received
         assert answer.values("content-length") == ["2"]
 
 
-async def test_an_http_1_0_client_is_told_the_connection_stays(
-    edge: Edge, as_received: list[bool]
-) -> None:
+async def test_an_http_1_0_client_is_told_the_connection_stays(edge: Edge) -> None:
     request = get(version="1.0", extra="Connection: keep-alive\r\n")
-    answers = await twice(edge, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", request)
-    assert as_received == []
+    answers = await twice(
+        edge, b"HTTP/1.1 200 OK\r\n" + SPACED + b"Content-Length: 2\r\n\r\nok", request
+    )
     for answer in answers:
+        assert not answer.as_received
         assert answer.values("connection") == ["keep-alive"] and answer.body == b"ok"
 
 
@@ -222,12 +224,9 @@ async def second_answer(edge: Edge, second: bytes) -> Relayed:
     return answer
 
 
-async def test_a_head_over_the_bound_is_a_502(
-    edge: Edge, eligible: list[bool], as_received: list[bool]
-) -> None:
+async def test_a_head_over_the_bound_is_a_502(edge: Edge) -> None:
     big = OK.replace(b"OK\r\n", b"OK\r\nX-Big: " + b"a" * MAX_RESPONSE_HEAD + b"\r\n")
     answer = await second_answer(edge, big)
-    assert eligible == [False] and as_received == []
     assert answer.status_line.startswith(b"HTTP/1.1 502"), answer.head[:200]
     assert b"a" * 1000 not in answer.head + answer.body
 
@@ -260,7 +259,7 @@ def test_a_head_seen_before_gets_the_verdict_it_got_and_no_other(
 
 
 @pytest.mark.parametrize(
-    ("name", "bad", "looked_at"),
+    ("name", "bad", "eligible"),
     [
         ("a folded line", b"X-A: a\r\n b\r\n", True),
         ("a bare LF", b"X-A: a\nX-B: b\r\n", True),
@@ -273,23 +272,24 @@ def test_a_head_seen_before_gets_the_verdict_it_got_and_no_other(
 )
 async def test_what_llhttp_refuses_is_refused_before_anything_is_relayed(
     edge: Edge,
-    eligible: list[bool],
-    as_received: list[bool],
+    looked_at: dict[bytes, tuple[int, str, bool, int]],
     name: str,
     bad: bytes,
-    looked_at: bool,
+    eligible: bool,
 ) -> None:
     # What _as_received does not look for: llhttp parses the head before it is relayed.
-    answer = await second_answer(edge, OK.replace(b"\r\n\r\n", b"\r\n" + bad + b"\r\n"))
-    assert eligible == [looked_at] and as_received == [], name
+    sent = OK.replace(b"\r\n\r\n", b"\r\n" + bad + b"\r\n")
+    answer = await second_answer(edge, sent)
+    assert list(looked_at) == [head_of(sent)], name
+    assert (looked_at[head_of(sent)] != http1._REFUSED) == eligible, name
     assert answer.status_line.startswith(b"HTTP/1.1 502"), (name, answer.head)
     assert b"X-A" not in answer.head and b"X-B" not in answer.head
 
 
 async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers(
-    edge: Edge, eligible: list[bool], as_received: list[bool]
+    edge: Edge, looked_at: dict[bytes, tuple[int, str, bool, int]]
 ) -> None:
-    head = b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\nX-Kept: yes\r\n" + SPACED + b"Content-Length: 2\r\n\r\n"
     async with keep_alive_backend([OK, Slow(head + b"o", b"k")]) as backend:
         await serve_host(edge, host=HOST, service="slow", address=backend.address)
         async with client(edge) as (reader, writer):
@@ -300,19 +300,21 @@ async def test_an_answer_whose_body_is_still_coming_is_rendered_with_its_headers
             relayed = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
             backend.release.set()
             body = await asyncio.wait_for(reader.readexactly(2), 30)
-    assert eligible == [False] and as_received == []
+    # Its head could go as received (the verdict), not with its body still coming.
+    assert looked_at == {head_of(head): (200, "OK", False, 2)}
     answer = Relayed(relayed[:-4], body)
+    assert not answer.as_received
     assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]
     assert answer.body == b"ok"
 
 
 async def test_an_answer_as_received_is_counted_and_logged_as_a_rendered_one(
-    edge: Edge, as_received: list[bool], logged: list[Exchange]
+    edge: Edge, logged: list[Exchange]
 ) -> None:
     answers = await twice(
-        edge, b"HTTP/1.1 404 Not Found\r\n" + DATED + b"Content-Length: 2\r\n\r\nno"
+        edge, b"HTTP/1.1 404 Not Found\r\n" + DATED + SPACED + b"Content-Length: 2\r\n\r\nno"
     )
-    assert as_received == [True]
+    assert [answer.as_received for answer in answers] == [False, True]
     rendered, received = (entry.to_json() for entry in logged)
     for entry, answer in zip((rendered, received), answers, strict=True):
         assert entry.pop("status") == 404
@@ -325,9 +327,9 @@ async def test_an_answer_as_received_is_counted_and_logged_as_a_rendered_one(
 
 
 async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
-    as_received: list[bool],
+    looked_at: dict[bytes, tuple[int, str, bool, int]],
 ) -> None:
-    kept = OK.replace(b"OK\r\n", b"OK\r\nX-Kept: yes\r\n")
+    kept = OK.replace(b"OK\r\n", b"OK\r\nX-Kept: yes\r\n" + SPACED)
     async with keep_alive_backend([OK, None], released=kept) as backend:
         edge_context = running_edge()
         edge = await edge_context.__aenter__()
@@ -353,6 +355,6 @@ async def test_a_stopping_edge_closes_the_connection_after_an_answer_in_flight(
             if not stopped:
                 await edge_context.__aexit__(None, None, None)
     # Rendered after all, with the headers parsed from the head as received.
-    assert as_received == [False]
+    assert looked_at == {head_of(kept): (200, "OK", False, 2)} and not answer.as_received
     assert answer.body == b"ok" and answer.values("connection") == ["close"]
     assert answer.values("x-kept") == ["yes"] and answer.values("content-length") == ["2"]

@@ -3,8 +3,8 @@
 A plain request on a connection the pool already holds is sent and its answer relayed by
 callbacks, without the client connection's task (``StreamForwarder.express``). Each test here
 makes a first request (the usual path: the pool has no connection yet), then the request under
-test on a pooled connection, checks that the express path took it (a spy on
-``StreamForwarder.express``), and checks one safeguard on it: hop-by-hop headers removed from
+test on a pooled connection, checks that the express path took it (:func:`spy_on_express`, on
+the handler each connection calls), and checks one safeguard on it: hop-by-hop headers removed from
 the answer, a bad upstream answer or a silent upstream turned into 502/504, a pooled connection
 the upstream closed sent again on a new one, the upstream exchange given up with a client that
 goes, the request counted and logged as the usual one, and a stopping edge waiting for it.
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from interlock.dataplane.access_log import Exchange
-from interlock.dataplane.http1_server import Http1Responder
+from interlock.dataplane.http1_server import Http1Responder, Http1ServerProtocol
 from interlock.dataplane.proxy import ProxyTimeouts
-from interlock.dataplane.streams import StreamForwarder
+from interlock.edge import server as edge_server
 from tests.kit.keep_alive_backend import OK, Slow, keep_alive_backend
 from tests.kit.raw_http1 import Answer, parse_answer
 
@@ -31,15 +31,26 @@ from .conftest import HOST, Edge, running_edge, serve_host, wait_until
 def express_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """One entry per request the express path was asked about: whether it took it."""
     taken: list[bool] = []
-    original = StreamForwarder.express
-
-    def spy(self: StreamForwarder, *args: Any, **kwargs: Any) -> Any:
-        outcome = original(self, *args, **kwargs)
-        taken.append(outcome is None)
-        return outcome
-
-    monkeypatch.setattr(StreamForwarder, "express", spy)
+    spy_on_express(monkeypatch, taken)
     return taken
+
+
+def spy_on_express(monkeypatch: pytest.MonkeyPatch, taken: list[bool]) -> None:
+    """Record into ``taken`` whether the express path took each request it was asked about
+    on the connections an edge opens from now (None from ``EdgeStreams.express``:
+    ``StreamForwarder.express`` took it). Spied on where each connection gets it: the
+    ``express`` handler that ``EdgeServer`` (not compiled) hands each ``Http1ServerProtocol``;
+    the compiled build's calls between compiled modules cannot be replaced."""
+
+    def protocol(handler: Any, *, express: Any, **options: Any) -> Http1ServerProtocol:
+        def spy(request: Any, responder: Http1Responder) -> Any:
+            outcome = express(request, responder)
+            taken.append(outcome is None)
+            return outcome
+
+        return Http1ServerProtocol(handler, express=spy, **options)
+
+    monkeypatch.setattr(edge_server, "Http1ServerProtocol", protocol)
 
 
 def request(path: str = "/", *, close: bool = True) -> bytes:
@@ -99,33 +110,18 @@ async def test_a_bad_answer_on_the_express_path_is_a_502(
     assert b"a" * 1000 not in answer.raw
 
 
-async def test_a_silent_upstream_on_the_express_path_is_a_504() -> None:
+async def test_a_silent_upstream_on_the_express_path_is_a_504(express_taken: list[bool]) -> None:
     async with (
         running_edge(timeouts=ProxyTimeouts(connect=5.0, read=0.5)) as edge,
         keep_alive_backend([OK, None]) as backend,
     ):
-        taken: list[bool] = []
-        spy_on(edge, taken)
         await serve_host(edge, host=HOST, service="silent", address=backend.address)
         assert (await ask(edge)).status == 200
         answer = await ask(edge)
         backend.release.set()
-    assert taken == [False, True]
+    assert express_taken == [False, True]
     assert answer.status == 504, answer.raw[:200]
     assert answer.headers["x-interlock-reason"] == "upstream-timeout"
-
-
-def spy_on(edge: Edge, taken: list[bool]) -> None:
-    """Record into ``taken`` whether the express path took each request of ``edge``."""
-    forwarder = edge.server._streams.forwarder  # type: ignore[union-attr]
-    original = forwarder.express
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        outcome = original(*args, **kwargs)
-        taken.append(outcome is None)
-        return outcome
-
-    forwarder.express = spy  # type: ignore[method-assign]
 
 
 async def test_a_pooled_connection_the_upstream_closed_is_sent_again_on_a_new_one(
@@ -180,14 +176,14 @@ async def test_the_express_answer_is_counted_and_logged_as_the_usual_one(
     assert counted == [2]
 
 
-async def test_a_stopping_edge_waits_for_an_express_answer_in_flight() -> None:
+async def test_a_stopping_edge_waits_for_an_express_answer_in_flight(
+    express_taken: list[bool],
+) -> None:
     async with keep_alive_backend([OK, None]) as backend:
         edge_context = running_edge()
         edge = await edge_context.__aenter__()
         stopped = False
         try:
-            taken: list[bool] = []
-            spy_on(edge, taken)
             await serve_host(edge, host=HOST, service="drain", address=backend.address)
             assert (await ask(edge)).status == 200
             pending = asyncio.ensure_future(ask(edge))
@@ -202,7 +198,7 @@ async def test_a_stopping_edge_waits_for_an_express_answer_in_flight() -> None:
         finally:
             if not stopped:
                 await edge_context.__aexit__(None, None, None)
-    assert taken == [False, True]
+    assert express_taken == [False, True]
     assert answer.status == 200 and answer.body == b"ok"
 
 
@@ -211,39 +207,29 @@ SLOW_BODY = Slow(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfirst", b"-last"
 
 @pytest.mark.parametrize("stop", ["after the hand-back", "before the answer's head"])
 async def test_a_stopping_edge_drains_an_express_answer_handed_back_to_the_task(
-    monkeypatch: pytest.MonkeyPatch, stop: str
+    express_taken: list[bool], stop: str
 ) -> None:
     # The answer's head comes with part of its body: the express path hands the rest to the
     # connection's task (express_continue). The edge stops with the answer on the task (or
     # before its head came, so while it was still express): the client gets all of it, and
     # the stop ends once it is out.
-    handed_back: list[Http1Responder] = []
-    express_continue = Http1Responder.express_continue
-
-    def spy(responder: Http1Responder, work: Any) -> None:
-        handed_back.append(responder)
-        express_continue(responder, work)
-
-    monkeypatch.setattr(Http1Responder, "express_continue", spy)
     async with keep_alive_backend([OK, SLOW_BODY]) as backend:
         edge_context = running_edge()
         edge = await edge_context.__aenter__()
         stopping: asyncio.Future[None] | None = None
         try:
-            taken: list[bool] = []
-            spy_on(edge, taken)
             await serve_host(edge, host=HOST, service="slow-body", address=backend.address)
             assert (await ask(edge)).status == 200
             pending = asyncio.ensure_future(ask(edge))
             await wait_until(lambda: len(backend.requests) == 2, what="the request upstream")
             if stop == "after the hand-back":
                 backend.head.set()
-                await wait_until(lambda: len(handed_back) == 1, what="the hand-back")
+                await wait_until(lambda: handed_back(edge), what="the hand-back")
             stopping = asyncio.ensure_future(edge_context.__aexit__(None, None, None))
             if stop == "before the answer's head":
                 await wait_until(lambda: waiting_on_express(edge), what="the stop's wait")
                 backend.head.set()
-                await wait_until(lambda: len(handed_back) == 1, what="the hand-back")
+                await wait_until(lambda: handed_back(edge), what="the hand-back")
             await asyncio.sleep(0)
             assert not pending.done() and not stopping.done()
             backend.release.set()
@@ -252,8 +238,19 @@ async def test_a_stopping_edge_drains_an_express_answer_handed_back_to_the_task(
         finally:
             if stopping is None:
                 await edge_context.__aexit__(None, None, None)
-    assert taken == [False, True]
+    assert express_taken == [False, True]
     assert answer.status == 200 and answer.body == b"first-last", answer.raw[:200]
+
+
+def handed_back(edge: Edge) -> bool:
+    """Whether an express answer in flight was handed to its connection's task
+    (``Http1Responder.express_continue``): the answer no longer abandoned with the client by
+    the express path, but answered on the task."""
+    connections = edge.server._http1_connections
+    return any(
+        c._answering is not None and c._abandon is None and c._task is not None and not c.lost
+        for c in connections
+    )
 
 
 def waiting_on_express(edge: Edge) -> bool:
@@ -265,43 +262,36 @@ def waiting_on_express(edge: Edge) -> bool:
 async def test_a_client_slow_to_take_the_answer_holds_its_next_request(
     edge: Edge, express_taken: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The client's transport says its buffer is full after the express answer: the request is
-    # finished (counted, and the connection free for the next) only once it drained, as the
-    # usual path's send_data waits for it.
-    drained = asyncio.Event()
+    # The client's transport says its buffer is full after the express answer (asyncio's
+    # flow control: the protocol's pause_writing): the request is finished (counted, and the
+    # connection free for the next) only once it drained (resume_writing), as the usual path's
+    # send_data waits for it.
     statistics = edge.server.traffic.statistics()
 
     def counted() -> int:
         return sum(count for key, count in statistics.requests.items() if key[0] == "edge")
 
-    async def drain(responder: Http1Responder) -> None:
-        await drained.wait()
-
     async with keep_alive_backend([OK]) as backend:
         await serve_host(edge, host=HOST, service="slow", address=backend.address)
         assert (await ask(edge)).status == 200
-        send_now = Http1Responder.send_now
+        made = edge_server.Http1ServerProtocol  # type: ignore[attr-defined]  # express_taken's
+        slow: list[Http1ServerProtocol] = []
 
-        def paused(responder: Http1Responder, data: bytes, *, end: bool = False) -> bool:
-            send_now(responder, data, end=end)
-            return True  # the client's transport holds too much
+        def full(*args: Any, **kwargs: Any) -> Http1ServerProtocol:
+            protocol = made(*args, **kwargs)
+            protocol.pause_writing()  # what the transport calls over its high-water mark
+            slow.append(protocol)
+            return protocol
 
-        relay_as_received = Http1Responder.relay_as_received
-
-        def paused_raw(responder: Http1Responder, *args: Any) -> bool | None:
-            relayed = relay_as_received(responder, *args)
-            return None if relayed is None else True
-
-        monkeypatch.setattr(Http1Responder, "send_now", paused)
-        monkeypatch.setattr(Http1Responder, "relay_as_received", paused_raw)
-        monkeypatch.setattr(Http1Responder, "drain", drain)
+        monkeypatch.setattr(edge_server, "Http1ServerProtocol", full)
         reader, writer = await asyncio.open_connection(*edge.address)
         try:
             writer.write(request(close=False))
             first = await reader.readuntil(b"ok")
             assert counted() == 1  # the answer is out; the request is not finished yet
             writer.write(request(close=True))
-            drained.set()
+            (protocol,) = slow
+            protocol.resume_writing()  # what the transport calls once it drained
             second = parse_answer(await asyncio.wait_for(reader.read(-1), 30))
         finally:
             writer.close()
