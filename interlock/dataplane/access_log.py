@@ -24,7 +24,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from loguru import logger
+from interlock.logs import module_logger
+
+# Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
+logger = module_logger(__name__)
 
 Front = Literal["edge", "mesh"]
 
