@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loguru import logger
 
-from interlock.dataplane import metrics
-from interlock.dataplane.access_log import Exchange
 from interlock.dataplane.proxy import ProxyTimeouts
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
@@ -177,16 +176,23 @@ async def edge() -> AsyncIterator[Edge]:
 
 
 @pytest.fixture
-def logged(edge: Edge, monkeypatch: pytest.MonkeyPatch) -> list[Exchange]:
-    """The exchanges ``edge`` writes to its access log (switched on), in order."""
-    entries: list[Exchange] = []
+def logged(edge: Edge) -> Iterator[list[dict[str, Any]]]:
+    """The access log's lines ``edge`` writes (switched on), in order, as their JSON objects:
+    what reaches the ``access`` logger (in the compiled build the data plane's calls to
+    ``access_log.log_line`` cannot be replaced)."""
+    entries: list[dict[str, Any]] = []
 
-    def log_line(exchange: Exchange, **_: object) -> None:
-        entries.append(exchange)
+    def sink(message: Any) -> None:
+        record = message.record
+        if record["extra"].get("logger") == "access":
+            entries.append(json.loads(record["message"]))
 
-    monkeypatch.setattr(metrics, "log_line", log_line)
+    sink_id = logger.add(sink, level="INFO")
     edge.server.traffic.access_log = True
-    return entries
+    try:
+        yield entries
+    finally:
+        logger.remove(sink_id)
 
 
 @pytest.fixture
