@@ -13,12 +13,14 @@ instructions each took over half an hour on this machine under load.)
 ``--profile`` instead runs the edge under cProfile and prints its top functions.
 ``--tree DIR`` runs the edge from another checkout (a before/after in the same run). The edge
 runs on uvloop, as ``interlock edge`` does, unless ``INTERLOCK_NO_UVLOOP=true``. ``--modules``
-profiles ``edge.py``'s "edge + modules" row instead (ipRestriction + basicAuth, cached + headers).
+profiles ``edge.py``'s "edge + modules" row instead (ipRestriction + basicAuth, cached + headers);
+``--mesh`` its "mesh listener" row (an embedded controller's mesh listener, ``Host:
+echo.default``: counted once the listener answers 200, after it learned the Service).
 ``--keep DIR`` keeps the callgrind file (DIR is created if missing); ``callgrind_annotate
 --inclusive=no`` on it gives the instructions by function.
 
     .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--warmup 200] [--tree DIR]
-        [--keep DIR] [--profile] [--modules]
+        [--keep DIR] [--profile] [--modules | --mesh]
 """
 
 from __future__ import annotations
@@ -36,7 +38,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge import AUTHORIZATION, HOST, free_port, run_edge_child, serve_backend, serve_edge
+from edge import (
+    AUTHORIZATION,
+    HOST,
+    MESH_HOST,
+    free_port,
+    run_edge_child,
+    serve_backend,
+    serve_edge,
+    serve_mesh,
+)
 
 
 def wait_port(port: int, deadline: float) -> None:
@@ -49,10 +60,10 @@ def wait_port(port: int, deadline: float) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def drive(port: int, count: int) -> None:
+def drive(port: int, count: int, host: str = HOST) -> None:
     """``count`` GETs, one after another, on one keep-alive connection."""
     request = (
-        f"GET /hello HTTP/1.1\r\nHost: {HOST}\r\nUser-Agent: bench\r\n"
+        f"GET /hello HTTP/1.1\r\nHost: {host}\r\nUser-Agent: bench\r\n"
         f"Authorization: {AUTHORIZATION}\r\n\r\n"
     ).encode()
     with socket.create_connection(("127.0.0.1", port)) as conn:
@@ -72,6 +83,19 @@ def drive(port: int, count: int) -> None:
             buffered = buffered[length:]
 
 
+def wait_routed(port: int, deadline: float) -> None:
+    """Until the mesh listener answers :data:`MESH_HOST` (it learns the Service after it
+    listens)."""
+    while True:
+        try:
+            drive(port, 1, MESH_HOST)
+            return
+        except (RuntimeError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def run_edge(
     backend_port: int,
     count: int,
@@ -82,6 +106,7 @@ def run_edge(
     modules: bool,
     warmup: int = 0,
     instrument: bool = False,
+    mesh: bool = False,
 ) -> None:
     port = free_port()
     env = dict(os.environ)
@@ -97,6 +122,7 @@ def run_edge(
             str(port),
             str(backend_port),
             *(["--modules"] if modules else []),
+            *(["--mesh"] if mesh else []),
         ],
         env=env,
         # From the tree's folder: ``-m cProfile`` (--profile) puts the working directory first
@@ -105,11 +131,15 @@ def run_edge(
     )
     try:
         wait_port(port, time.monotonic() + 900)
+        host = HOST
+        if mesh:
+            host = MESH_HOST
+            wait_routed(port, time.monotonic() + 900)
         if warmup:
-            drive(port, warmup)
+            drive(port, warmup, host)
         if instrument:
             callgrind_control(edge.pid, "on")
-        drive(port, count)
+        drive(port, count, host)
         if instrument:
             callgrind_control(edge.pid, "off")
     finally:
@@ -174,6 +204,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile instead of callgrind")
     parser.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
     parser.add_argument("--modules", action="store_true", help="the edge with modules")
+    parser.add_argument("--mesh", action="store_true", help="the mesh listener instead")
     parser.add_argument("--edge", nargs=2, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -181,7 +212,10 @@ def main() -> None:
         asyncio.run(serve_backend(args.backend))
         return
     if args.edge:
-        run_edge_child(serve_edge(*args.edge, with_modules=args.modules))
+        if args.mesh:
+            run_edge_child(serve_mesh(*args.edge))
+        else:
+            run_edge_child(serve_edge(*args.edge, with_modules=args.modules))
         return
     backend_port = free_port()
     backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])
@@ -200,6 +234,7 @@ def main() -> None:
                     wrapper=[],
                     pyargs=pyargs,
                     modules=args.modules,
+                    mesh=args.mesh,
                 )
                 stats = pstats.Stats(str(out))
                 stats.sort_stats("tottime").print_stats(
@@ -224,6 +259,7 @@ def main() -> None:
                 modules=args.modules,
                 warmup=args.warmup,
                 instrument=True,
+                mesh=args.mesh,
             )
             total = callgrind_total(out)
             print(
