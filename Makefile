@@ -53,7 +53,7 @@ test-real: dev
 compiled: dev
 	$(BIN)/pip install -q 'setuptools>=77' wheel
 	INTERLOCK_MYPYC=1 $(BIN)/pip install -q --no-build-isolation -e .
-	@echo "make: compiled $$(ls interlock/*/*.so | wc -l) modules in place (make pure removes them)"
+	@echo "make: compiled $$(ls interlock/*/*.so interlock/*/*/*.so 2>/dev/null | wc -l) modules in place (make pure removes them)"
 
 pure:
 	rm -f interlock/*.so interlock/*/*.so interlock/*/*/*.so interlock_compiled__mypyc*.so
