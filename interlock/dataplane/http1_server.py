@@ -297,10 +297,7 @@ class Http1Responder:
                 out = head + data
                 self.bytes += len(out)
                 self.ended = True
-                connection = self._connection
-                transport = connection._transport
-                if transport is not None and not transport.is_closing():
-                    connection._out.write(out)
+                self._connection._out.write(out)  # (it writes only to an open transport)
             else:
                 self._write(head + (self._frame(data, end=end) if self._chunked else data), end=end)
         elif self._head_only:
@@ -345,9 +342,7 @@ class Http1Responder:
         self.status = upstream.status
         self.bytes += len(out)
         self.ended = True
-        transport = connection._transport
-        if transport is not None and not transport.is_closing():
-            connection._out.write(out)
+        connection._out.write(out)  # (it writes only to an open transport)
         return connection.write_paused
 
     def send_trailers(self, headers: Sequence[tuple[str, str]]) -> None:
@@ -694,9 +689,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             await self._drained
 
     def write(self, data: bytes) -> None:
-        transport = self._transport
-        if transport is not None and not transport.is_closing():
-            self._out.write(data)
+        self._out.write(data)  # (it writes only to an open transport)
 
     def write_continue(self) -> None:
         if self._answering is not None:
