@@ -33,7 +33,7 @@ import ssl as ssl_module
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import aiohttp
 import httptools
@@ -44,28 +44,30 @@ from interlock.dataplane.interpreted import UpstreamReadTimeout, VerbatimHeaders
 from interlock.dataplane.source import Address
 from interlock.dataplane.turn_writes import HeldWrites
 
-KEEPALIVE_SECONDS = 15.0
+_getversion: Final = getversion
+
+KEEPALIVE_SECONDS: Final = 15.0
 """How long an idle pooled connection stays open (aiohttp's default too)."""
 
-HIGH_WATER = 256 * 1024
+HIGH_WATER: Final = 256 * 1024
 """Unread response body buffered before the upstream is asked to wait (pause reading)."""
 
-MAX_RESPONSE_HEAD = 64 * 1024
+MAX_RESPONSE_HEAD: Final = 64 * 1024
 """Most bytes read of an answer before its headers are complete: a larger head is a
 502 (nginx's "upstream sent too big header"; Envoy's limit is 60 KiB), not relayed — a backend
 must not make the edge hold, and its clients receive, headers without bound."""
 
-_FIELD = ": "
+_FIELD: Final = ": "
 """Between a header's name and value (``_FIELD.join((name, value))`` is the header line)."""
 
 # Requests without a body that go without ``Content-Length: 0`` (aiohttp's list too).
-_BODYLESS_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_BODYLESS_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
-_NAME_CACHE_SIZE = 256
+_NAME_CACHE_SIZE: Final = 256
 """Most answer header names kept decoded (``_names``); ``_NAME_CACHE_LENGTH`` the longest."""
-_NAME_CACHE_LENGTH = 64
+_NAME_CACHE_LENGTH: Final = 64
 
-_names: dict[bytes, str] = {}
+_names: Final[dict[bytes, str]] = {}
 """An answer header name's bytes -> its text: a backend sends the same names on every answer.
 Keyed by the exact bytes, so a name decodes as it did; bounded in count and length, so a backend
 sending new names fills it once and then pays the decode as before. The text is an ``istr``
@@ -80,11 +82,13 @@ def _name(raw: bytes) -> str:
     return name
 
 
-STATUS_LINES = {status.value: f"HTTP/1.1 {status.value} {status.phrase}" for status in HTTPStatus}
+STATUS_LINES: Final = {
+    status.value: f"HTTP/1.1 {status.value} {status.phrase}" for status in HTTPStatus
+}
 """Each known status's line, made once: what the edge's HTTP/1.1 server writes
 (``Http1Responder._render``), and what an answer relayed as received begins with."""
 
-_AS_RECEIVED = {
+_AS_RECEIVED: Final = {
     line[:12].encode(): ((line + "\r\n").encode(), len(line) + 2, status, line[13:])
     for status, line in STATUS_LINES.items()
     if status >= 200 and status not in (204, 304)
@@ -95,7 +99,7 @@ reason. HTTP/1.1, a known status written as the server writes it, with a body (n
 or 304, which the server handles itself). A slice, a look-up and a compare: finding the line's end
 first (``find``) cost ~1,250 instructions more."""
 
-_FIELDS = re.compile(
+_FIELDS: Final = re.compile(
     rb"\r\n(content-length:[^\r]*|date:"
     rb"|connection:|keep-alive:|te:|trailer:|transfer-encoding:|upgrade:|proxy-)"
 )
@@ -105,8 +109,8 @@ hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
 and any ``Proxy-*`` (a name ends at its colon: llhttp refuses whitespace before it). Each line
 is looked at from its CRLF, so a name inside a value is not one."""
 
-_DATE = b"date:"
-_CONTENT_LENGTH = b"content-length:"
+_DATE: Final = b"date:"
+_CONTENT_LENGTH: Final = b"content-length:"
 
 
 def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
@@ -134,16 +138,16 @@ def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
     return status, reason, head, dated, body
 
 
-_REFUSED = (0, "", False, -1)
+_REFUSED: Final = (0, "", False, -1)
 
-_verdicts: dict[bytes, tuple[int, str, bool, int]] = {}
+_verdicts: Final[dict[bytes, tuple[int, str, bool, int]]] = {}
 """A head's bytes -> :func:`_verdict`'s: a backend sends the same head again and again (within a
 second, its ``Date`` too), and a plain request whose head is looked at costs ~12,500
 instructions more than one whose head is found here (its hash and a look-up). Keyed by the
 exact bytes, so a head gets the verdict it would get; at most :data:`_VERDICTS_MOST` heads of
 at most :data:`_VERDICT_LONGEST` bytes (emptied when full: new ``Date`` values keep coming)."""
-_VERDICTS_MOST = 256
-_VERDICT_LONGEST = 1024
+_VERDICTS_MOST: Final = 256
+_VERDICT_LONGEST: Final = 1024
 
 
 def _verdict(head: bytes) -> tuple[int, str, bool, int]:
@@ -192,7 +196,7 @@ class _HeaderList:
         )
 
 
-_NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
+_NO_HEADERS: Final[CIMultiDictProxy[str]] = CIMultiDictProxy(CIMultiDict())
 """The headers of an answer relayed as received until :meth:`Http1Response.headers_as_parsed`
 (read-only, shared: not a proxy made per answer)."""
 
@@ -1042,7 +1046,7 @@ def request_head(
         and target == headers.target
         and method == headers.method
         and method in _BODYLESS_METHODS
-        and getversion(headers) == headers.version  # type: ignore[arg-type]
+        and _getversion(headers) == headers.version  # type: ignore[arg-type]
     ):
         return headers.head, False
     has_length = CONTENT_LENGTH in headers

@@ -10,7 +10,7 @@ checks the same through the edge). Names are found at the start of a line only, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,17 +20,24 @@ Asked = Callable[[bytes], tuple[int, str, bytes, bool, bytes] | None]
 
 
 @pytest.fixture(params=["every head new", "verdicts remembered"])
-def verdict(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Asked:
-    monkeypatch.setattr(http1, "_verdicts", {})
-    if request.param == "every head new":
-        monkeypatch.setattr(http1, "_VERDICT_LONGEST", -1)
+def verdict(request: pytest.FixtureRequest) -> Iterator[Asked]:
+    # The remembered verdicts emptied (the dictionary itself: it is ``Final``, and the compiled
+    # build reads it without looking it up in the module), before each question when every
+    # head is to be new.
+    new = request.param == "every head new"
+    http1._verdicts.clear()
 
     def asked(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
         first = http1._as_received(data)
+        if new:
+            http1._verdicts.clear()
         assert http1._as_received(data) == first  # asked again: the same (remembered or not)
+        if new:
+            http1._verdicts.clear()
         return first
 
-    return asked
+    yield asked
+    http1._verdicts.clear()
 
 
 def answer(*lines: bytes, body: bytes = b"ok") -> bytes:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,14 +92,15 @@ async def client(edge: Edge) -> AsyncIterator[tuple[asyncio.StreamReader, asynci
 
 
 @pytest.fixture
-def looked_at(monkeypatch: pytest.MonkeyPatch) -> dict[bytes, tuple[int, str, bool, int]]:
+def looked_at() -> Iterator[dict[bytes, tuple[int, str, bool, int]]]:
     """The heads the edge looked at to relay as received (``http1._as_received``, asked only
     when the express path would relay the answer so, and for the answer's first bytes), each
     with its verdict (``http1._REFUSED``: not as received): ``http1._verdicts``, emptied for the
-    test. Heads over ``_VERDICT_LONGEST`` bytes are not in it."""
-    verdicts: dict[bytes, tuple[int, str, bool, int]] = {}
-    monkeypatch.setattr(http1, "_verdicts", verdicts)
-    return verdicts
+    test and after it (the dictionary itself: it is ``Final``, and the compiled build reads it
+    without looking it up in the module). Heads over ``_VERDICT_LONGEST`` bytes are not in it."""
+    http1._verdicts.clear()
+    yield http1._verdicts
+    http1._verdicts.clear()
 
 
 def head_of(answer: bytes) -> bytes:
@@ -239,10 +240,9 @@ def test_a_head_over_the_bound_read_at_once_is_not_relayed_as_received() -> None
 
 
 def test_a_head_seen_before_gets_the_verdict_it_got_and_no_other(
-    monkeypatch: pytest.MonkeyPatch,
+    looked_at: dict[bytes, tuple[int, str, bool, int]],
 ) -> None:
     # The verdicts are remembered by the head's exact bytes: one byte apart, another verdict.
-    monkeypatch.setattr(http1, "_verdicts", {})
     plain = b"HTTP/1.1 200 OK\r\nConnectiox: close\r\nContent-Length: 2\r\n\r\nok"
     hop = plain.replace(b"Connectiox", b"Connection")
     for _ in range(2):
