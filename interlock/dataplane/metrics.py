@@ -14,12 +14,11 @@ a client cannot create series by naming hosts.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from interlock.dataplane.access_log import REASON_HEADER, Exchange, Front, begin, log_line
 
@@ -88,6 +87,23 @@ class TrafficStatistics:
     (``connect``). Long-lived by design, so counted while open, not only when finished."""
 
 
+class _Counted:
+    """Where the requests of one ``(front, target, route)`` are counted, found on its first
+    request (not a tunnel's): its :attr:`TrafficStatistics.requests` key per status class,
+    and its ``(front, target)`` latency histogram. A request found its key and histogram by
+    hashing tuples made for it (each look-up hashed a new tuple and compared it with the key
+    found, element by element); these keys are the very ones in the dictionary, found by the
+    target's and the route's strings (whose hashes Python keeps)."""
+
+    __slots__ = ("histogram", "keys")
+
+    def __init__(self, keys: list[Any], histogram: Histogram) -> None:
+        # ``Any``, not the key's tuple type: the compiled build would unpack a tuple typed so
+        # and pack a new one for each dictionary call.
+        self.keys = keys
+        self.histogram = histogram
+
+
 class Traffic:
     """What both front doors report finished requests to: the counters, and the access log
     when it is on."""
@@ -105,6 +121,11 @@ class Traffic:
         self.worker = worker
         self.clock = clock
         self._statistics = TrafficStatistics()
+        self._edge: dict[str, dict[str, _Counted]] = {}
+        """target -> route -> :class:`_Counted`, of the front door ``edge``; :attr:`_mesh` of
+        ``mesh``. Labels come from configuration and policy, never from clients (the module
+        docstring): as bounded as the series themselves."""
+        self._mesh: dict[str, dict[str, _Counted]] = {}
 
     def statistics(self) -> TrafficStatistics:
         return self._statistics
@@ -167,18 +188,54 @@ class Traffic:
         exchange.reason = reason
         statistics = self._statistics
         front, target, tunnel = exchange.front, exchange.target, exchange.tunnel
-        labels = (front, target)
         # The status class inline (once per request: a function call cost more than the rest).
-        grade = _STATUS_CLASSES[status // 100] if 100 <= status < 600 else "0xx"
-        key = (front, target, exchange.route, grade)
-        requests = statistics.requests
+        grade = status // 100 if 100 <= status < 600 else 0
+        if tunnel:
+            labels = (front, target)
+            key: Any = (front, target, exchange.route, _STATUS_CLASSES[grade])
+            histogram = statistics.tunnel_durations.get(labels)
+            if histogram is None:
+                histogram = statistics.tunnel_durations[labels] = Histogram()
+        else:
+            route = exchange.route
+            routes = (self._edge if front == "edge" else self._mesh).get(target)
+            counted = None if routes is None else routes.get(route)
+            if counted is None:
+                counted = self._counted(front, target, route)
+            key = counted.keys[grade]
+            histogram = counted.histogram
+        requests: dict[Any, int] = statistics.requests
         requests[key] = requests.get(key, 0) + 1
-        histograms = statistics.tunnel_durations if tunnel else statistics.durations
-        histogram = histograms.get(labels)
-        if histogram is None:
-            histogram = histograms[labels] = Histogram()
-        histogram.buckets[bisect.bisect_left(DURATION_BUCKETS, duration)] += 1
+        # bisect.bisect_left(DURATION_BUCKETS, duration), in line (a module attribute and a
+        # call): most requests take less than the first bound.
+        slot = 0
+        for bound in DURATION_BUCKETS:
+            if not bound < duration:
+                break
+            slot += 1
+        histogram.buckets[slot] += 1
         histogram.total += duration
+        if reason or exchange.retries or tunnel:
+            self._record_more(exchange, reason, sent)
+        if self.access_log:
+            log_line(exchange, worker=self.worker)
+
+    def _counted(self, front: Front, target: str, route: str) -> _Counted:
+        """The :class:`_Counted` of a ``(front, target, route)`` not counted yet."""
+        durations = self._statistics.durations
+        labels = (front, target)
+        histogram = durations.get(labels)
+        if histogram is None:
+            histogram = durations[labels] = Histogram()
+        counted = _Counted([(front, target, route, grade) for grade in _STATUS_CLASSES], histogram)
+        (self._edge if front == "edge" else self._mesh).setdefault(target, {})[route] = counted
+        return counted
+
+    def _record_more(self, exchange: Exchange, reason: str, sent: int) -> None:
+        """:meth:`record`'s counting of what most requests do not have: the data plane's
+        reason, retries, a tunnel's bytes."""
+        statistics = self._statistics
+        labels = (exchange.front, exchange.target)
         if reason == UPSTREAM_UNREACHABLE:
             errors = statistics.connect_errors
             errors[labels] = errors.get(labels, 0) + 1
@@ -188,9 +245,7 @@ class Traffic:
         if exchange.retries:
             retries = statistics.retries
             retries[labels] = retries.get(labels, 0) + exchange.retries
-        if tunnel:
+        if exchange.tunnel:
             moved = statistics.tunnel_bytes
             for way, count in (("to_client", sent), ("to_upstream", exchange.received)):
                 moved[(*labels, way)] = moved.get((*labels, way), 0) + count
-        if self.access_log:
-            log_line(exchange, worker=self.worker)

@@ -4,13 +4,19 @@ tunnel's bytes each way (``interlock.dataplane.metrics``)."""
 
 from __future__ import annotations
 
-from interlock.dataplane.access_log import Exchange
+import pytest
+
+from interlock.dataplane.access_log import Exchange, Front
 from interlock.dataplane.metrics import (
     DURATION_BUCKETS,
     UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
     Traffic,
 )
+
+
+def _traffic_at(now: float) -> Traffic:
+    return Traffic(clock=lambda: now)
 
 
 def _exchange(started: float, *, route: str = "r", retries: int = 0) -> Exchange:
@@ -62,3 +68,55 @@ def test_a_tunnel_is_counted_apart_with_its_bytes_each_way() -> None:
     assert stats.tunnel_durations[labels].buckets[DURATION_BUCKETS.index(5.0)] == 1
     assert stats.tunnel_bytes == {(*labels, "to_client"): 700, (*labels, "to_upstream"): 300}
     assert (exchange.duration, exchange.status, exchange.bytes) == (5.0, 200, 700)
+
+
+def test_each_route_and_front_is_counted_apart_and_shares_its_targets_histogram() -> None:
+    # The keys and histograms found once per (front, target, route) are the statistics' own:
+    # routes of one target share its histogram, the fronts and targets do not, a tunnel of the
+    # same labels is counted under the same request key but its own histogram, and every
+    # status class (past 5xx and below 1xx: 0xx) goes under its own key.
+    traffic = Traffic(clock=lambda: 1.0)
+    counted: list[tuple[Front, str, str, int, bool]] = [
+        ("edge", "a", "r1", 200, False),
+        ("edge", "a", "r2", 404, False),
+        ("edge", "a", "r1", 200, True),
+        ("edge", "a", "r1", 200, False),
+        ("mesh", "a", "r1", 503, False),
+        ("edge", "b", "r1", 700, False),
+        ("edge", "a", "r1", 101, False),
+        ("edge", "a", "r1", 302, False),
+    ]
+    for front, target, route, status, tunnel in counted:
+        exchange = Exchange(front, target, "GET", "/", 0.9995)
+        exchange.target, exchange.route, exchange.tunnel = target, route, tunnel
+        traffic.record(exchange, status=status, sent=0, reason="")
+    stats = traffic.statistics()
+    assert stats.requests == {
+        ("edge", "a", "r1", "2xx"): 3,
+        ("edge", "a", "r2", "4xx"): 1,
+        ("mesh", "a", "r1", "5xx"): 1,
+        ("edge", "b", "r1", "0xx"): 1,
+        ("edge", "a", "r1", "1xx"): 1,
+        ("edge", "a", "r1", "3xx"): 1,
+    }
+    first = DURATION_BUCKETS.index(0.001)
+    assert {labels: h.buckets[first] for labels, h in stats.durations.items()} == {
+        ("edge", "a"): 5,
+        ("mesh", "a"): 1,
+        ("edge", "b"): 1,
+    }
+    assert all(sum(h.buckets) == h.buckets[first] for h in stats.durations.values())
+    assert stats.tunnel_durations[("edge", "a")].buckets[first] == 1
+
+
+@pytest.mark.parametrize("bound", DURATION_BUCKETS)
+def test_a_latency_on_a_bucket_bound_is_counted_in_that_bucket(bound: float) -> None:
+    # Prometheus buckets are upper bounds, inclusive (``le``); past the last: +Inf.
+    for duration, slot in [
+        (bound, DURATION_BUCKETS.index(bound)),
+        (bound * 1.01, DURATION_BUCKETS.index(bound) + 1),
+    ]:
+        traffic = _traffic_at(duration)
+        traffic.record(_exchange(0.0), status=200, sent=0, reason="")
+        buckets = traffic.statistics().durations[("edge", "a.example")].buckets
+        assert buckets[slot] == 1 and sum(buckets) == 1
