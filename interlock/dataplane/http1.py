@@ -370,6 +370,34 @@ class Http1Response(BufferedBody):
             self._wake()
 
 
+class AnswerTaker:
+    """What takes an answer that came whole with its head as received
+    (:attr:`UpstreamConnection.as_received`). An object with a method, not a callable: the
+    compiled build calls a method of its own class directly, where a bound method is made for
+    each answer, and called through Python's calling convention."""
+
+    __slots__ = ()
+
+    def take(self, answer: Http1Response) -> None:
+        """Relay ``answer`` as received, or call :meth:`Http1Response.headers_as_parsed`;
+        must not raise."""
+        raise NotImplementedError
+
+
+class AnswersKept(AnswerTaker):
+    """A taker that keeps the answers it takes (:attr:`kept`), for a caller with nothing else
+    to do with them (the connection's tests: an interpreted class cannot be a compiled class's
+    subclass)."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: list[Http1Response] = []
+
+    def take(self, answer: Http1Response) -> None:
+        self.kept.append(answer)
+
+
 class _WholeCalls:
     """What the parser of a whole answer read at once, relayed as received, calls: only
     ``on_message_complete`` (not a call from C per header, its bytes decoded, nor for the
@@ -407,11 +435,12 @@ class UpstreamConnection(asyncio.Protocol):
         plain proxied request). Kept only after an answer ended with nothing behind it."""
         self._whole: httptools.HttpResponseParser | None = None
         """:attr:`_spare`'s like, for whole answers relayed as received (:class:`_WholeCalls`)."""
-        self.as_received: Callable[[Http1Response], None] | None = None
+        self.as_received: AnswerTaker | None = None
         """What takes this exchange's answer when it comes whole with its head as received
-        (:attr:`Http1Response.raw`): called with it from the parser, instead of the exchange's
-        future being resolved (a wake-up of the loop fewer); it relays it so or calls
-        :meth:`Http1Response.headers_as_parsed`, and must not raise. Set after
+        (:attr:`Http1Response.raw`): its :meth:`~AnswerTaker.take` is called with it from the
+        parser, instead of the exchange's future being resolved (a wake-up of the loop fewer);
+        it relays it so or calls :meth:`Http1Response.headers_as_parsed`, and must not raise.
+        Set after
         :meth:`exchange` (before the loop runs again: no answer can have come); looked at only
         with the answer's first bytes."""
         self._received: tuple[int, str, bytes, bool, bytes] | None = None
@@ -630,7 +659,7 @@ class UpstreamConnection(asyncio.Protocol):
         taker, self.as_received = self.as_received, None
         if taker is not None:
             try:
-                taker(response)
+                taker.take(response)
             except Exception as error:  # as the loop reports a failed callback
                 self._loop.call_exception_handler(
                     {"message": "an answer as received was not taken", "exception": error}

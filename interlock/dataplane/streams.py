@@ -43,7 +43,12 @@ from interlock.dataplane.engine import (
     RetryBudget,
 )
 from interlock.dataplane.header_names import CONTENT_LENGTH, CONTENT_TYPE_LOWER, GRPC_STATUS
-from interlock.dataplane.http1 import Http1Response, StaleConnection, UpstreamConnection
+from interlock.dataplane.http1 import (
+    AnswerTaker,
+    Http1Response,
+    StaleConnection,
+    UpstreamConnection,
+)
 from interlock.dataplane.http1_server import Http1Responder
 from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
 from interlock.dataplane.http2_frames import Headers
@@ -332,7 +337,7 @@ class StreamForwarder:
         express.connection, express.exchange, express.front = connection, exchange, front
         if hooks.inert and responder.as_received:
             # The answer's head relayed as received when nothing would change it.
-            connection.as_received = express.relay
+            connection.as_received = express
         responder.express(express.abandon)
         answer.add_done_callback(express.answered)
         return None
@@ -483,7 +488,7 @@ class ExpressFront(Protocol):
         ...
 
 
-class _Express:
+class _Express(AnswerTaker):
     """One express answer (:meth:`StreamForwarder.express`): sent, its answer relayed by the
     callback of its answer's future, or by the connection's task from the first step that
     must wait (a body still coming, a client not taking what was written) or that is not the
@@ -590,7 +595,7 @@ class _Express:
         else:
             self.front.answered(self.exchange, responder)
 
-    def relay(self, answer: Http1Response) -> None:
+    def take(self, answer: Http1Response) -> None:
         """A whole answer with its head as received, from the connection's parser
         (``UpstreamConnection.as_received``: the hooks are inert, nothing of the head would
         change), relayed so; one the client side can no longer take so (the edge stopping)

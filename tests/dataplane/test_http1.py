@@ -15,6 +15,7 @@ from multidict import CIMultiDict
 from interlock.dataplane import http1
 from interlock.dataplane.http1 import (
     MAX_RESPONSE_HEAD,
+    AnswersKept,
     Http1Response,
     UpstreamConnectError,
     UpstreamPool,
@@ -459,8 +460,9 @@ def exchange(connection: Connection, answer: bytes) -> Http1Response:
         head_only=False,
         read_timeout=30.0,
     )
-    taken: list[Http1Response] = []
-    connection.as_received = taken.append
+    taker = AnswersKept()
+    taken = taker.kept
+    connection.as_received = taker
     connection.data_received(answer)
     if taken:  # a whole answer as received: taken from the parser, the future left alone
         assert not sent.done()
