@@ -25,19 +25,19 @@ def verdict(request: pytest.FixtureRequest) -> Iterator[Asked]:
     # build reads it without looking it up in the module), before each question when every
     # head is to be new.
     new = request.param == "every head new"
-    http1._verdicts.clear()
+    http1._forget_verdicts()
 
     def asked(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
         first = http1._as_received(data)
         if new:
-            http1._verdicts.clear()
+            http1._forget_verdicts()
         assert http1._as_received(data) == first  # asked again: the same (remembered or not)
         if new:
-            http1._verdicts.clear()
+            http1._forget_verdicts()
         return first
 
     yield asked
-    http1._verdicts.clear()
+    http1._forget_verdicts()
 
 
 def answer(*lines: bytes, body: bytes = b"ok") -> bytes:

@@ -7,7 +7,7 @@ until close), what happens to the connection after an answer, and when nothing c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from multidict import CIMultiDict
@@ -505,16 +505,23 @@ async def test_only_a_whole_answer_read_at_once_comes_as_received() -> None:
         assert response.complete_body() == b"two"
 
 
-async def test_a_whole_answer_llhttp_does_not_end_where_it_was_expected_to_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def verdicts_forgotten() -> Iterator[None]:
+    """No verdict remembered before the test, nor after it (a planted one)."""
+    http1._forget_verdicts()
+    yield
+    http1._forget_verdicts()
+
+
+@pytest.mark.usefixtures("verdicts_forgotten")
+async def test_a_whole_answer_llhttp_does_not_end_where_it_was_expected_to_is_refused() -> None:
     # Never so (llhttp frames by the same Content-Length), and refused if it were: not relayed
     # as whole, nor left waiting for a body whose bytes no callback takes. A wrong verdict in
     # the cache of answer heads (a Content-Length of 2, not 3) makes it so; planted in the
     # cache, not by replacing _as_received, so that it holds in the compiled build too (whose
     # calls between its functions do not look the module's names up).
     head = b"HTTP/1.1 200 OK\r\nContent-Length: 3"
-    monkeypatch.setitem(http1._verdicts, head, (200, "OK", False, 2))
+    http1._verdicts[head] = (200, "OK", False, 2)
     sent = raw_connection()
     with pytest.raises(UpstreamProtocolError):
         exchange(sent, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab")

@@ -98,9 +98,9 @@ def looked_at() -> Iterator[dict[bytes, tuple[int, str, bool, int]]]:
     with its verdict (``http1._REFUSED``: not as received): ``http1._verdicts``, emptied for the
     test and after it (the dictionary itself: it is ``Final``, and the compiled build reads it
     without looking it up in the module). Heads over ``_VERDICT_LONGEST`` bytes are not in it."""
-    http1._verdicts.clear()
+    http1._forget_verdicts()
     yield http1._verdicts
-    http1._verdicts.clear()
+    http1._forget_verdicts()
 
 
 def head_of(answer: bytes) -> bytes:
