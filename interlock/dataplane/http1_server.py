@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import cast
+from typing import Final, cast
 
 import httptools
 from multidict import CIMultiDict, istr
@@ -57,19 +57,19 @@ from interlock.logs import module_logger
 # Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
 logger = module_logger(__name__)
 
-MAX_LINE_SIZE = 8190
+MAX_LINE_SIZE: Final = 8190
 """Longest request line (aiohttp's ``max_line_size``); longer → 414."""
 
-MAX_FIELD_SIZE = 8190
+MAX_FIELD_SIZE: Final = 8190
 """Longest header name or value (aiohttp's ``max_field_size``); longer → 431."""
 
-MAX_HEADERS = 128
+MAX_HEADERS: Final = 128
 """Most headers in one request; more → 431."""
 
-HIGH_WATER = 256 * 1024
+HIGH_WATER: Final = 256 * 1024
 """Request body buffered, not yet read by the handler, before the client is made to wait."""
 
-_NO_BODY_STATUSES = frozenset({204, 304})
+_NO_BODY_STATUSES: Final = frozenset({204, 304})
 
 Work = Callable[[], Awaitable[None]]
 """What answers a request on the connection's task, once called there (made only then: a
@@ -80,38 +80,36 @@ ExpressHandler = Callable[["H2Request", "Http1Responder"], "Work | None"]
 None when it does (the responder's ``express_done``/``express_continue`` follow), else what
 answers it on the task."""
 
-_REASONS = {status.value: status.phrase for status in HTTPStatus}
+_REASONS: Final = {status.value: status.phrase for status in HTTPStatus}
 
-_STATUS_LINES = STATUS_LINES
+_STATUS_LINES: Final = STATUS_LINES
 """Each known status's line, made once (formatting an int per answer is not free)."""
 
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 
-_METHODS = {
+_METHODS: Final = {
     method.encode(): method
     for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE")
 }
 """The usual methods' text by their bytes (a look-up, not a decode with its arguments parsed)."""
 
-_UNDERSCORE = ord("_")
+_UNDERSCORE: Final = ord("_")
 """Looked for in header names as a byte: ``b"_" in name`` first tries the bytes as an integer
 (a TypeError made and cleared, per header)."""
 
-_NAME_CACHE_SIZE = 256
+_NAME_CACHE_SIZE: Final = 256
 """Most header names kept decoded (``_names``); ``_NAME_CACHE_LENGTH`` the longest one kept."""
-_NAME_CACHE_LENGTH = 64
+_NAME_CACHE_LENGTH: Final = 64
 
-(
-    _OTHER,
-    _CONTENT_LENGTH,
-    _TRANSFER_ENCODING,
-    _EXPECT,
-    _HOST,
-    _CONNECTION,
-    _HOP_BY_HOP,
-    _CLOSE,
-) = range(8)
-_KINDS = {
+_OTHER: Final = 0
+_CONTENT_LENGTH: Final = 1
+_TRANSFER_ENCODING: Final = 2
+_EXPECT: Final = 3
+_HOST: Final = 4
+_CONNECTION: Final = 5
+_HOP_BY_HOP: Final = 6
+_CLOSE: Final = 7
+_KINDS: Final = {
     **dict.fromkeys(HOP_BY_HOP, _HOP_BY_HOP),
     "content-length": _CONTENT_LENGTH,
     "transfer-encoding": _TRANSFER_ENCODING,  # hop-by-hop too
@@ -124,25 +122,26 @@ _KINDS = {
 it (``Expect``), takes the authority from it, keeps it from the upstream (hop-by-hop), or — a
 header named ``Close`` — keeps it unless ``Connection: close`` names it."""
 
-_UNLISTING = HOP_BY_HOP | {"close"}
+_UNLISTING: Final = HOP_BY_HOP | {"close"}
 """A ``Connection`` value that is one of these names nothing the upstream would get (the usual
 ``close`` and ``keep-alive``; a header named ``Close`` aside)."""
 
-_names: dict[bytes, tuple[str, str, int]] = {}
-"""A request header name's bytes -> its text, its lower case and its kind (:data:`_KINDS`; a
-``Proxy-*`` name is hop-by-hop): decoding, folding and comparing the same dozen names on every
-request was ~500 instructions a header. Keyed by the exact bytes, so a name decodes as it did;
-bounded in count and length, so a client sending new names fills it once and then pays the
-decode as before. The text is an ``istr`` (equal, hashed and written as the ``str``): the
-request's ``CIMultiDict`` and its copies take its folded form instead of folding the name
-again."""
+_names: Final[dict[bytes, tuple[str, str, int, bool]]] = {}
+"""A request header name's bytes -> its text, its lower case, its kind (:data:`_KINDS`; a
+``Proxy-*`` name is hop-by-hop) and whether it holds ``_`` (``ProxyLimits.underscores_in_headers``
+drops it; looking for the byte in every name was ~350 instructions a header): decoding, folding
+and comparing the same dozen names on every request was ~500 instructions a header. Keyed by
+the exact bytes, so a name decodes as it did; bounded in count and length, so a client sending
+new names fills it once and then pays the decode as before. The text is an ``istr`` (equal,
+hashed and written as the ``str``): the request's ``CIMultiDict`` and its copies take its folded
+form instead of folding the name again."""
 
 
-def _name(raw: bytes) -> tuple[str, str, int]:
+def _name(raw: bytes) -> tuple[str, str, int, bool]:
     name = istr(raw.decode("latin-1"))
     lower = name.lower()
     kind = _KINDS.get(lower, _HOP_BY_HOP if lower[:6] == "proxy-" else _OTHER)
-    known = (name, lower, kind)
+    known = (name, lower, kind, _UNDERSCORE in raw)
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = known
     return known
@@ -172,7 +171,7 @@ class _Date:
         self.line = f"Date: {self.value}\r\n".encode()
 
 
-_date = _Date()
+_date: Final = _Date()
 
 
 class Http1Body(BufferedBody):
@@ -509,7 +508,7 @@ class _HeadersTooLarge(Exception):
         self.status = status
 
 
-_HTTP11_LINE_END = b" HTTP/1.1\r\n"
+_HTTP11_LINE_END: Final = b" HTTP/1.1\r\n"
 """How a canonical HTTP/1.1 request line ends (``METHOD target HTTP/1.1``, one space apart)."""
 
 
@@ -531,13 +530,15 @@ def head_as_sent(request: H2Request) -> bytes | None:
     read (its empty line would be there). ``tests/edge/test_verbatim_head.py`` fails with any
     of these checks taken out."""
     read = request.first_read
-    if read is None:
+    # partition, not ``in`` (which tries bytes as an integer first: a TypeError made and
+    # cleared) nor find (its arguments parsed, a buffer taken): compiled, partition and isascii
+    # ran ~1,130 instructions a request, find and isascii ~1,600, ``in`` alone ~2,400.
+    if read is None or read[-4:] != b"\r\n\r\n":
         return None
     end = len(request.method) + len(request.path) + 12  # both one character a byte
     head = read[:-2]
     if (
-        read[-4:] == b"\r\n\r\n"
-        and head[end - 11 : end] == _HTTP11_LINE_END
+        head[end - 11 : end] == _HTTP11_LINE_END
         and not head.partition(b"\r\n\r\n")[1]
         and head.isascii()
     ):
@@ -575,6 +576,8 @@ class Http1ServerProtocol(asyncio.Protocol):
         """What :meth:`close` waits on while an express answer is in flight."""
         self._scheme = scheme
         self._limits = limits
+        self._underscores = limits.underscores_in_headers
+        """``limits.underscores_in_headers``, read once (not a compiled object's attribute)."""
         self._upgrade = upgrade
         """The server that takes a connection whose request upgrades it (aiohttp's)."""
         self._closed = closed
@@ -758,29 +761,37 @@ class Http1ServerProtocol(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._headers_began = None
         parser = self.parser
-        headers: CIMultiDict[str] = CIMultiDict()
-        # What an upstream may get as sent, in the same pass (H2Request.forwardable).
+        # The request's headers (made into its CIMultiDict in one call after the loop, not one
+        # add() each), and what an upstream may get as sent, in the same pass
+        # (H2Request.forwardable).
+        fields: list[tuple[str, str]] = []
         forwardable: list[tuple[str, str]] = []
         authority: str | None = None
         listed = length = chunked = expect_continue = close_named = close_header = False
-        underscores = self._limits.underscores_in_headers
+        underscores = self._underscores
         held_back = self._held_back
         for raw_name, raw_value in self._headers:
-            if _UNDERSCORE in raw_name and not underscores:
+            # Not ``get() or _name()``: the compiled build made a tuple of the found one again
+            # to test it.
+            known = _names.get(raw_name)
+            if known is None:
+                known = _name(raw_name)
+            name, lower, kind, underscored = known
+            if underscored and not underscores:
                 continue  # see ProxyLimits.underscores_in_headers
-            name, lower, kind = _names.get(raw_name) or _name(raw_name)
             value = raw_value.decode("latin-1")
-            headers.add(name, value)
+            field = (name, value)
+            fields.append(field)
             if not kind:
                 if lower not in held_back:
-                    forwardable.append((name, value))
+                    forwardable.append(field)
             elif kind == _HOST:
                 if authority is None:  # the first (the one a CIMultiDict's get() gives)
                     authority = value
-                    forwardable.append((name, value))
+                    forwardable.append(field)
             elif kind == _CONTENT_LENGTH:
                 length = value.strip() != "0"
-                forwardable.append((name, value))
+                forwardable.append(field)
             elif kind == _TRANSFER_ENCODING:
                 chunked = True
             elif kind == _EXPECT:
@@ -793,7 +804,8 @@ class Http1ServerProtocol(asyncio.Protocol):
                     listed = True
             elif kind == _CLOSE:
                 close_header = True
-                forwardable.append((name, value))
+                forwardable.append(field)
+        headers: CIMultiDict[str] = CIMultiDict(fields)
         raw_method = parser.get_method()
         fresh = self._fresh
         self._fresh = None  # a request after this one in the same read begins elsewhere in it
@@ -807,7 +819,11 @@ class Http1ServerProtocol(asyncio.Protocol):
             if len(forwardable) == len(self._headers):
                 # Every header may go upstream as sent: the read it began in, for head_as_sent.
                 first_read = fresh
-        method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
+        # GET compared first: a look-up hashes the method's bytes, new each request.
+        if raw_method == b"GET":
+            method = "GET"
+        else:
+            method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
         # HTTP/1.1 when the read this request began in holds its canonical request line from
         # its first byte (head_as_sent says why that is exact); else llhttp is asked, whose
         # get_http_version formats a string (~2,300 instructions a request).
