@@ -21,7 +21,10 @@ from setuptools import setup
 # The modules one plain proxied request, and one through ipRestriction + basicAuth + headers, run
 # through (benchmarks/edge_profile.py [--modules] --profile). Not interlock/edge/inprocess.py:
 # InProcessEdge has an interpreted subclass (gateway_ports.GatewayPortEdge), which a compiled
-# class cannot have without mypy_extensions.mypyc_attr (not a runtime dependency).
+# class cannot have without mypy_extensions.mypyc_attr (not a runtime dependency), and whose
+# methods a compiled caller would then call through Python's generic path anyway. What a request
+# reads of it is compiled instead: ServedRoute lives in routing.py, and the steps look a host up
+# in the table InProcessEdge.hosts_served() hands them (steps.EdgeFront.hosts).
 COMPILED = [
     "interlock/dataplane/access_log.py",
     "interlock/dataplane/answers.py",

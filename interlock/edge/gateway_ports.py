@@ -46,7 +46,7 @@ from interlock.dataplane.proxy import DEFAULT_TIMEOUTS, Forwarder
 from interlock.dataplane.request_target import normalize_host
 from interlock.dataplane.source import Address, PolicySource, UpstreamError
 from interlock.edge.gateway_passthrough import PassthroughPort
-from interlock.edge.inprocess import InProcessEdge, ServedRoute
+from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules import (
     MissingSecretError,
     ModuleChain,
@@ -54,6 +54,7 @@ from interlock.edge.modules import (
     ProviderUnavailableError,
     compile_modules,
 )
+from interlock.edge.routing import ServedRoute
 from interlock.edge.server import EdgeServer
 from interlock.edge.tls import TlsConfigError, load_certificate, trust_client_cas
 from interlock.edge.tls_fallback import accept_any_client_certificate
@@ -500,6 +501,9 @@ class GatewayPortEdge(InProcessEdge):
 
     def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
         return self.routes_of_host(normalize_host(host_header))
+
+    def hosts_served(self) -> dict[str, dict[str, ServedRoute]] | None:
+        return None  # routes_of_host reads the port's listeners, not a table by host
 
     def routes_of_host(self, host: str) -> Mapping[str, ServedRoute] | None:
         port = self._port

@@ -1,4 +1,4 @@
-"""Choosing a route by path — pure functions, no I/O.
+"""A route as requests see it (:class:`ServedRoute`) and choosing one by path — pure, no I/O.
 
 Ingress path semantics are easy to get subtly wrong (``/foo`` must match ``/foo/bar`` but never
 ``/foobar``; an Exact path beats any Prefix), and a wrong match sends a request past the modules
@@ -9,10 +9,31 @@ request-target, as the host is :func:`~interlock.dataplane.request_target.normal
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol, TypeVar
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from interlock.edge.provider import PathType
+from interlock.edge.modules import ModuleChain
+from interlock.edge.provider import BackendTarget, PathType
+from interlock.model.moduleset import Modules, SecretValue
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ServedRoute:
+    """A route exactly as requests see it (``inprocess.py``). Replaced whole, never changed in
+    place. Here, in a compiled module (setup.py), and not in ``inprocess.py``, which is not: the
+    edge's steps read its attributes on every request, a C field each here, a look-up in a
+    Python object's slots there."""
+
+    route_id: str
+    path: str
+    path_type: PathType
+    chain: ModuleChain | None
+    """None for a reservation: modules never applied, no backend, 503."""
+    backend: BackendTarget | None
+    # Kept to recognise a re-apply of the same configuration, which must not reset the
+    # rate-limit and circuit-breaker counters held by the chain.
+    modules: Modules | None
+    secrets: Mapping[tuple[str, str], SecretValue]
 
 
 def prefix_key(path: str) -> str:
@@ -28,33 +49,21 @@ def path_matches(*, path_type: PathType, route_path: str, request_path: str) -> 
     return prefix == "" or request_path == prefix or request_path.startswith(prefix + "/")
 
 
-class RoutePath(Protocol):
-    @property
-    def route_id(self) -> str: ...
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def path_type(self) -> PathType: ...
-
-
-R = TypeVar("R", bound=RoutePath)
-
-
-def select_route(routes: Iterable[R], request_path: str) -> R | None:
+def select_route(routes: Iterable[ServedRoute], request_path: str) -> ServedRoute | None:
     """The route serving ``request_path``: an Exact match first, else the longest Prefix.
 
     Ties (two routes with the same path) go to the smallest ``route_id``, so the winner does not
     depend on the order routes were applied in.
     """
-    best: R | None = None
-    best_rank: tuple[int, int, str] | None = None
+    best: ServedRoute | None = None
+    best_exact = best_length = 0
     for route in routes:
         # path_matches and prefix_key, inlined: this runs for every request and every route of
-        # its host (one call each cost more than the rest of the loop).
+        # its host (one call each cost more than the rest of the loop); rstrip (a call) only
+        # for a path that ends with a slash (a slice: endswith parses its arguments into a
+        # tuple when interpreted).
         route_path = route.path
-        prefix = route_path.rstrip("/")
+        prefix = route_path.rstrip("/") if route_path[-1:] == "/" else route_path
         if route.path_type == "Exact":
             if request_path != route_path:
                 continue
@@ -63,14 +72,13 @@ def select_route(routes: Iterable[R], request_path: str) -> R | None:
             continue
         else:
             exact = 0
-        rank = (exact, len(prefix), route.route_id)
-        if best_rank is None or _better(rank, best_rank):
-            best, best_rank = route, rank
+        # Exact beats Prefix, then longer beats shorter, then the smaller route id wins.
+        length = len(prefix)
+        if (
+            best is None
+            or exact > best_exact
+            or (exact == best_exact and length > best_length)
+            or (exact == best_exact and length == best_length and route.route_id < best.route_id)
+        ):
+            best, best_exact, best_length = route, exact, length
     return best
-
-
-def _better(rank: tuple[int, int, str], than: tuple[int, int, str]) -> bool:
-    """Exact beats Prefix, then longer beats shorter, then the smaller route id wins."""
-    if rank[:2] != than[:2]:
-        return rank[:2] > than[:2]
-    return rank[2] < than[2]

@@ -84,14 +84,14 @@ from interlock.dataplane.proxy import (
 )
 from interlock.dataplane.request_stream import H2Request
 from interlock.dataplane.request_target import normalize_host, split_target
-from interlock.edge.inprocess import InProcessEdge, ServedRoute
+from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules import IdentityReply, ModuleChain, RequestView
 from interlock.edge.modules.basic_auth import PasswordCheck
 from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
-from interlock.edge.routing import select_route
+from interlock.edge.routing import ServedRoute, select_route
 from interlock.edge.tls import peer_certificate
 from interlock.logs import module_logger
 
@@ -184,7 +184,7 @@ class EdgeFront:
     """What the steps read: the edge's routes, the engine, basicAuth's password checker, the
     trusted proxies and the body timeout (one per :class:`~interlock.edge.server.EdgeServer`)."""
 
-    __slots__ = ("body_timeout", "edge", "engine", "passwords", "trusted")
+    __slots__ = ("body_timeout", "edge", "engine", "hosts", "narrows", "passwords", "trusted")
 
     def __init__(
         self,
@@ -196,6 +196,11 @@ class EdgeFront:
         body_timeout: float,
     ) -> None:
         self.edge = edge
+        self.hosts = edge.hosts_served()
+        """The edge's routes by host, looked up here (None: ``edge.routes_of_host`` finds
+        them): the edge's class is interpreted, a call into it ~800 instructions a request."""
+        self.narrows = edge.narrows_routes
+        """``edge.narrows_routes``, read once (an interpreted object's attribute)."""
         self.engine = engine
         self.passwords = passwords
         """Runs basicAuth's bcrypt checks off the event loop."""
@@ -377,8 +382,10 @@ def decide_now(
             return _refused(reasons.CONNECT_NOT_SERVED)
         host = request.authority
         edge_host = _edge_hosts.get(host) or _edge_host(host)
-        edge = front.edge
-        routes = edge.routes_of_host(edge_host)
+        hosts = front.hosts
+        routes: Mapping[str, ServedRoute] | None = (
+            hosts.get(edge_host) if hosts is not None else front.edge.routes_of_host(edge_host)
+        )
         if routes is None:
             return _refused(reasons.UNKNOWN_HOST)
         if exchange is not None:
@@ -395,8 +402,8 @@ def decide_now(
         )
         selected = select_route(routes.values(), path)
         route: ServedRoute | reasons.Answer | None = selected
-        if selected is not None and edge.narrows_routes:
-            route = edge.route_for_request(
+        if selected is not None and front.narrows:
+            route = front.edge.route_for_request(
                 selected,
                 method=request.method,
                 path=path,
@@ -408,11 +415,12 @@ def decide_now(
             return Refusal(route)
         if route is None:
             return _refused(reasons.NO_ROUTE)
-        where = f"edge {host} route {route.route_id}"
+        route_id = route.route_id
+        where = f"edge {host} route {route_id}"
         if request.version == "2":
             where += " (HTTP/2)"
         if exchange is not None:
-            exchange.route = route.route_id
+            exchange.route = route_id
         backend, chain = route.backend, route.chain
         if backend is None or chain is None:
             return _refused(reasons.NO_BACKEND_ATTACHED)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from interlock.dataplane.request_target import clean_path, normalize_host, split_target
 from interlock.edge.provider import PathType
-from interlock.edge.routing import path_matches, select_route
+from interlock.edge.routing import ServedRoute, path_matches, select_route
 
 
-@dataclass(frozen=True)
-class R:
-    route_id: str
-    path: str
-    path_type: PathType
+def R(route_id: str, path: str, path_type: PathType) -> ServedRoute:
+    """A route with only what choosing it reads (no modules, no backend)."""
+    return ServedRoute(route_id, path, path_type, None, None, None, {})
 
 
 @pytest.mark.parametrize(
