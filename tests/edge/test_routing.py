@@ -240,6 +240,8 @@ def test_split_target_reads_the_path_as_clean_path_does(raw: str, query: str) ->
     assert _split(raw + query) == _split_by_clean_path(raw + query)
 
 
-@given(st.text(alphabet="/.%2fFeE5c\\#?; \t\x00a", max_size=16))
+@given(st.text(alphabet="/.%2fFeE5c\\#?; \t\x00a\x7f\x85\xa0\xad\xe9", max_size=16))
 def test_split_target_agrees_with_clean_path(target: str) -> None:
+    """Printable or not (split_target's isprintable() check: DEL, a C1 control, a no-break
+    space, a soft hyphen, a letter beyond ASCII), the same answer as clean_path's."""
     assert _split(target) == _split_by_clean_path(target)
