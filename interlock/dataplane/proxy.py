@@ -35,6 +35,7 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_PROTO,
 )
 from interlock.dataplane.http1 import (
+    AnswerTaker,
     Http1Response,
     UpstreamConnectError,
     UpstreamConnection,
@@ -405,7 +406,8 @@ class Forwarder:
         headers: CIMultiDict[str],
         idle: float | None = None,
         tls: bool = False,
-    ) -> tuple[UpstreamConnection, asyncio.Future[Http1Response]] | None:
+        taker: AnswerTaker | None = None,
+    ) -> tuple[UpstreamConnection, asyncio.Future[Http1Response] | None] | None:
         """:meth:`open` for a request without a body and without a bound on the wait for the
         answer's headers, on a connection already pooled, without a coroutine
         (:meth:`UpstreamPool.start <interlock.dataplane.http1.UpstreamPool.start>`): the
@@ -419,6 +421,7 @@ class Forwarder:
             f"{path}?{query}" if query else path,
             headers,
             read_timeout=self._timeouts.read if idle is None else idle,
+            taker=taker,
         )
 
     async def relay(

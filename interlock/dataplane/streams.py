@@ -319,6 +319,10 @@ class StreamForwarder:
         address = found[0]
         host, port = address  # (compiled, a call with *address goes through Python's calling)
         exchange.upstream = upstream_text(host, port)  # note_upstream's, without the context
+        express = _Express(
+            self, request, responder, decision, prepared, headers, query, protocol, where
+        )
+        express.exchange, express.front = exchange, front
         started = self._forwarder.open_pooled(  # positional: keywords cost a look-up each
             request.method,
             address,
@@ -327,19 +331,17 @@ class StreamForwarder:
             headers,
             deadlines.idle,
             decision.upstream_tls,
+            # The answer's head relayed as received when nothing would change it: taken by
+            # the express answer, with no future made unless it is not taken so.
+            express if hooks.inert and responder.as_received else None,
         )
         if started is None:
             return prepared
         connection, answer = started
-        express = _Express(
-            self, request, responder, decision, prepared, headers, query, protocol, where
-        )
-        express.connection, express.exchange, express.front = connection, exchange, front
-        if hooks.inert and responder.as_received:
-            # The answer's head relayed as received when nothing would change it.
-            connection.as_received = express
+        express.connection = connection
         responder.express(express.abandon)
-        answer.add_done_callback(express.answered)
+        if answer is not None:
+            answer.add_done_callback(express.answered)
         return None
 
     async def _attempts(

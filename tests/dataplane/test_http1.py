@@ -439,6 +439,7 @@ async def test_an_answer_head_is_bounded_in_bytes_not_in_characters(character: s
     head = b"HTTP/1.1 200 OK\r\nX-A: " + value + b"\r\nX-B: " + value + b"\r\n"
     assert MAX_RESPONSE_HEAD < len(head) < 2 * MAX_RESPONSE_HEAD
     connection.data_received(head + b"Content-Length: 0\r\n\r\n")
+    assert answer is not None
     with pytest.raises(UpstreamProtocolError, match="answer head over"):
         await answer
     p.close()
@@ -452,18 +453,27 @@ def raw_connection() -> Connection:
     return connection
 
 
-def exchange(connection: Connection, answer: bytes) -> Http1Response:
-    sent = connection.exchange(
+def send_get(
+    connection: Connection, taker: AnswersKept | None = None
+) -> asyncio.Future[Http1Response] | None:
+    """A GET without a body sent on ``connection``: its future (None with a ``taker``)."""
+    return connection.exchange(
         b"GET / HTTP/1.1\r\n\r\n",
         body=None,
         chunked=False,
         head_only=False,
         read_timeout=30.0,
+        taker=taker,
     )
+
+
+def exchange(connection: Connection, answer: bytes) -> Http1Response:
+    sent = send_get(connection)
     taker = AnswersKept()
     taken = taker.kept
     connection.as_received = taker
     connection.data_received(answer)
+    assert sent is not None
     if taken:  # a whole answer as received: taken from the parser, the future left alone
         assert not sent.done()
         return taken[0]
@@ -525,3 +535,50 @@ async def test_a_whole_answer_llhttp_does_not_end_where_it_was_expected_to_is_re
     sent = raw_connection()
     with pytest.raises(UpstreamProtocolError):
         exchange(sent, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab")
+
+
+def taken_exchange(connection: Connection) -> AnswersKept:
+    """An exchange sent with a taker (as the express path sends it): no future unless the
+    answer is not taken as received."""
+    taker = AnswersKept()
+    assert send_get(connection, taker) is None and connection.as_received is taker
+    return taker
+
+
+async def test_an_exchange_with_a_taker_has_its_whole_answer_taken_without_a_future() -> None:
+    connection = raw_connection()
+    taker = taken_exchange(connection)
+    connection.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    await asyncio.sleep(0)
+    assert [answer.status for answer in taker.kept] == [200] and taker.answers == []
+    assert taker.kept[0].complete_body() == b"ok"
+
+
+async def test_an_answer_not_taken_as_received_goes_to_the_taker_through_a_future() -> None:
+    # A hop-by-hop header: not as received; the usual answer, once, through a future made then
+    # (its callback on the loop's next turn, as a future's always are).
+    connection = raw_connection()
+    taker = taken_exchange(connection)
+    connection.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: x\r\n\r\n")
+    assert taker.answers == []
+    await asyncio.sleep(0)
+    assert taker.kept == [] and len(taker.answers) == 1
+    response = taker.answers[0].result()
+    assert response.status == 200 and response.headers["Connection"] == "x"
+    assert connection.as_received is None
+    connection.data_received(b"o")
+    connection.connection_lost(None)  # the body cut: the answer has it, no second callback
+    await asyncio.sleep(0)
+    assert len(taker.answers) == 1
+    with pytest.raises(UpstreamProtocolError):
+        await response.read()
+
+
+async def test_an_exchange_with_a_taker_that_fails_gives_it_the_failure() -> None:
+    connection = raw_connection()
+    taker = taken_exchange(connection)
+    connection.connection_lost(None)
+    await asyncio.sleep(0)
+    assert taker.kept == [] and len(taker.answers) == 1
+    with pytest.raises(UpstreamProtocolError, match="closed the connection"):
+        taker.answers[0].result()
