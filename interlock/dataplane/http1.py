@@ -37,14 +37,13 @@ from typing import Any, Final, cast
 
 import aiohttp
 import httptools
-from multidict import CIMultiDict, CIMultiDictProxy, getversion, istr
+from multidict import CIMultiDict, CIMultiDictProxy, istr
 
 from interlock.dataplane.header_names import CONTENT_LENGTH, HOST, TRANSFER_ENCODING
-from interlock.dataplane.interpreted import UpstreamReadTimeout, VerbatimHeaders, response_chunks
+from interlock.dataplane.interpreted import UpstreamReadTimeout, response_chunks
+from interlock.dataplane.plan import known_head
 from interlock.dataplane.source import Address
 from interlock.dataplane.turn_writes import HeldWrites
-
-_getversion: Final = getversion
 
 KEEPALIVE_SECONDS: Final = 15.0
 """How long an idle pooled connection stays open (aiohttp's default too)."""
@@ -1135,19 +1134,14 @@ def request_head(
     again with the same headers). A header name or value holding CR or LF is refused
     (``ValueError``), as aiohttp refused it.
 
-    :class:`VerbatimHeaders` unchanged since they were made, for a request without a body to
-    the target they name, are their :attr:`~VerbatimHeaders.head` (its lines hold no CR or LF
-    but their ends: llhttp and ``steps.decide_now`` checked them).
+    Headers whose head is known (``plan.KnownHead``), unchanged since, for a request without a
+    body to the target it names, are that head (its lines hold no CR or LF but their ends:
+    llhttp and ``steps.decide_now`` checked them).
     """
-    if (
-        type(headers) is VerbatimHeaders
-        and body is None
-        and target == headers.target
-        and method == headers.method
-        and method in _BODYLESS_METHODS
-        and _getversion(headers) == headers.version  # type: ignore[arg-type]
-    ):
-        return headers.head, False
+    if body is None and method in _BODYLESS_METHODS:
+        known = known_head(headers, method, target)
+        if known is not None:
+            return known, False
     has_length = CONTENT_LENGTH in headers
     chunked = body is not None and not isinstance(body, bytes) and not has_length
     if (

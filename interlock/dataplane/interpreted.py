@@ -1,9 +1,10 @@
 """What the data plane's compiled build (``INTERLOCK_MYPYC=1``, ``setup.py``) leaves to the
 interpreter, interpreted in both builds so that they behave alike: the bodies' iterators (mypyc
-compiles no async generator; the methods that return them are plain functions),
-``UpstreamReadTimeout`` (mypyc compiles no class deriving from two built-in exception types) and
-``VerbatimHeaders`` (a compiled subclass of multidict's ``CIMultiDict`` crashed in multidict's C
-code). ``interlock.dataplane.http1`` imports the two classes, as before.
+compiles no async generator; the methods that return them are plain functions) and
+``UpstreamReadTimeout`` (mypyc compiles no class deriving from two built-in exception types).
+``interlock.dataplane.http1`` imports the class, as before. (A compiled subclass of multidict's
+``CIMultiDict`` crashed in multidict's C code: what the edge knows of a request's upstream head
+is kept beside its headers instead, ``plan.KnownHead``.)
 """
 
 from __future__ import annotations
@@ -13,34 +14,12 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import aiohttp
-from multidict import CIMultiDict
 
 if TYPE_CHECKING:
     from interlock.dataplane.http1 import Http1Response
     from interlock.dataplane.http1_server import Http1Body
     from interlock.dataplane.proxy import ClientBody
     from interlock.dataplane.streams import ReplayableBody
-
-
-class VerbatimHeaders(CIMultiDict[str]):
-    """Upstream request headers whose head is known as bytes already: :attr:`head` is what
-    :func:`request_head` would make of them for a :attr:`method` request without a body to
-    :attr:`target`,
-    made without their items (the client's lines as received,
-    ``H2Request.verbatim``, and the lines the edge appends), while they are unchanged
-    since (:attr:`version`, ``multidict.getversion``: any change, a filter's, a module's,
-    makes them ordinary headers again). A copy is an ordinary ``CIMultiDict``."""
-
-    __slots__ = ("head", "method", "target", "version")
-
-    head: bytes
-    method: str
-    target: str
-    """The request-target :attr:`head`'s request line names."""
-    version: int
-
-    def copy(self) -> CIMultiDict[str]:  # type: ignore[override]
-        return CIMultiDict(self)
 
 
 class UpstreamReadTimeout(aiohttp.ClientConnectionError, TimeoutError):

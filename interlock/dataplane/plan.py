@@ -29,6 +29,8 @@ from datetime import timedelta
 from typing import Final
 from urllib.parse import quote
 
+from multidict import CIMultiDict, getversion
+
 from interlock.dataplane.answers import (
     BACKEND_NOT_FOUND,
     CORS_PREFLIGHT,
@@ -188,6 +190,63 @@ class Forward:
         self.accrual = accrual
         self.upstream_tls = upstream_tls
         self.backend_tls = backend_tls
+
+
+KnownHead = tuple[CIMultiDict[str], bytes, str, str, int]
+"""The upstream request head of one request's headers, known as bytes already
+(``steps.decide_now``: the client's lines as received, ``http1_server.head_as_sent``, and the
+``X-Forwarded-*`` lines the edge appends): ``(headers, head, method, target, version)``, where
+``head`` is what ``http1.request_head`` would make of ``headers`` for a ``method`` request
+without a body to ``target``, made without their items, while they are unchanged since
+(``version``, ``multidict.getversion``: any change, a filter's, a module's, makes them ordinary
+headers again).
+
+The headers stay a plain ``CIMultiDict``, so whoever reads them sees what it saw; what is known
+of them is kept beside them (it was an interpreted subclass of ``CIMultiDict`` with four
+attributes: ~3,900 instructions a request to make and read, compiled). One is kept, the last
+made (:func:`remember_head`): the edge's express path sends a request in the same turn it
+decides it; a head not found (another request decided in between, a retry later) is made from
+the headers, as any other. A tuple, not a class: made in one step in both builds (a class's
+``__init__`` is a Python call in the pure one), and read whole, so a reader never mixes two."""
+
+
+class _LastHead:
+    """Where the last :data:`KnownHead` is kept (a compiled object's field: a module global
+    that is not ``Final`` is a dict look-up in the compiled build)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known: KnownHead | None = None
+
+
+_LAST_HEAD: Final = _LastHead()
+_getversion: Final = getversion
+
+
+def remember_head(headers: CIMultiDict[str], head: bytes, method: str, target: str) -> None:
+    """Keep ``head`` as what ``headers``, as they are now, make for a ``method`` request
+    without a body to ``target`` (:data:`KnownHead`; it replaces the one kept before)."""
+    # (getversion's stub takes MultiDict[object], which CIMultiDict[str] is not: invariant.)
+    version = _getversion(headers)  # type: ignore[arg-type]
+    _LAST_HEAD.known = (headers, head, method, target, version)
+
+
+def known_head(headers: CIMultiDict[str], method: str, target: str) -> bytes | None:
+    """The head :func:`remember_head` kept for ``headers`` (the same object, unchanged since)
+    and this request line; None when there is none."""
+    known = _LAST_HEAD.known
+    if known is None:
+        return None
+    kept, head, kept_method, kept_target, version = known
+    if (
+        kept is not headers
+        or kept_target != target
+        or kept_method != method
+        or version != _getversion(headers)  # type: ignore[arg-type]
+    ):
+        return None
+    return head
 
 
 @dataclass(slots=True)

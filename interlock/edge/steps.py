@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
 
-from multidict import CIMultiDict, MultiDict, MultiDictProxy, getversion
+from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange
@@ -71,8 +71,7 @@ from interlock.dataplane.header_names import (
 )
 from interlock.dataplane.http1_server import head_as_sent
 from interlock.dataplane.http2_server import H2BodyTimeout
-from interlock.dataplane.interpreted import VerbatimHeaders
-from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo
+from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo, remember_head
 from interlock.dataplane.proxy import (
     CLIENT_ADDRESS_HEADERS,
     MAX_READ_BODY,
@@ -502,15 +501,11 @@ def decide_now(
             if verbatim is not None:
                 key = (request.peer, request.scheme, host)
                 added = _forwarded.get(key) or _forwarded_lines(key)
-            if verbatim is None or added is None:
-                headers = CIMultiDict(fields)
-            else:
+            headers = CIMultiDict(fields)
+            if verbatim is not None and added is not None:
                 # The head request_head would make of these headers, without their items:
                 # the client's lines as it sent them (head_as_sent) and the three.
-                headers = VerbatimHeaders(fields)
-                headers.head = verbatim + added
-                headers.method, headers.target = request.method, request.path
-                headers.version = getversion(headers)  # type: ignore[arg-type]
+                remember_head(headers, verbatim + added, request.method, request.path)
             return Admitted(decision, headers, query, body, hooks, protocol, where)
         headers = CIMultiDict(forwardable)
         changes.request.apply(headers)

@@ -1,5 +1,5 @@
 """The upstream request head from the client's bytes (``http1_server.head_as_sent``,
-``http1.VerbatimHeaders``): taken only when the client's head is all of one read, begins with
+``plan.KnownHead``): taken only when the client's head is all of one read, begins with
 the canonical request line, ends with its empty line with nothing after it, is ASCII and has
 no header the edge keeps back; then the upstream reads from it the request line and the headers
 the general head (``request_head`` over the same headers) gives, byte for byte when the client
@@ -17,7 +17,7 @@ from multidict import CIMultiDict
 
 from interlock.dataplane.http1 import request_head
 from interlock.dataplane.http1_server import head_as_sent
-from interlock.dataplane.interpreted import VerbatimHeaders
+from interlock.dataplane.plan import known_head
 from interlock.dataplane.request_stream import H2Request
 from interlock.edge.steps import Admitted, decide
 from tests.kit.http1_parsing import parsed_requests
@@ -61,7 +61,8 @@ async def test_a_plain_request_goes_as_the_client_sent_it(harness: EdgeHarness) 
     (request,) = await parsed_requests(PLAIN.encode())
     assert head_as_sent(request) == PLAIN.encode()[:-2]
     sent, general, decided = await _heads(harness, request)
-    assert type(decided.headers) is VerbatimHeaders
+    assert type(decided.headers) is CIMultiDict
+    assert known_head(decided.headers, request.method, request.path) is not None
     assert sent == general  # one space after each colon: the same bytes
     assert (
         sent
@@ -114,7 +115,7 @@ async def test_a_head_the_upstream_may_not_get_as_sent_is_made_anew(
     for request in requests:
         assert head_as_sent(request) is None
         sent, general, decided = await _heads(harness, request)
-        assert type(decided.headers) is not VerbatimHeaders
+        assert known_head(decided.headers, request.method, request.path) is None
         assert sent == general
 
 
@@ -166,6 +167,27 @@ async def test_changed_headers_are_sent_as_they_are_now(harness: EdgeHarness) ->
     assert b"\r\nX-Filter: 1\r\n" in sent
     copied = decided.headers.copy()
     assert type(copied) is CIMultiDict
+
+
+async def test_headers_decided_before_another_request_are_made_anew(
+    harness: EdgeHarness,
+) -> None:
+    """One head is kept, the last decided: the earlier request's headers get the general head
+    (the same bytes), never the later request's."""
+    await harness.serve()
+    other = PLAIN.replace("User-Agent: test", "User-Agent: other")
+    (first,) = await parsed_requests(PLAIN.encode())
+    (second,) = await parsed_requests(other.encode())
+    earlier = await decide(harness.server.front, first, None)
+    later = await decide(harness.server.front, second, None)
+    assert isinstance(earlier, Admitted) and isinstance(later, Admitted)
+    assert known_head(earlier.headers, "GET", "/a?b=c") is None
+    assert known_head(later.headers, "GET", "/a?b=c") is not None
+    sent, _ = request_head("GET", "/a?b=c", earlier.headers, None, ADDRESS)
+    assert b"User-Agent: test\r\n" in sent and b"other" not in sent
+    assert sent == request_head("GET", "/a?b=c", CIMultiDict(earlier.headers), None, ADDRESS)[0]
+    copied, _ = request_head("GET", "/a?b=c", later.headers.copy(), None, ADDRESS)
+    assert copied == request_head("GET", "/a?b=c", later.headers, None, ADDRESS)[0]
 
 
 async def test_another_target_or_method_is_made_anew(harness: EdgeHarness) -> None:
