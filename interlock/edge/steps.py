@@ -51,7 +51,7 @@ configurations, which is what makes module swaps atomic (see ``inprocess.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
@@ -126,40 +126,68 @@ BAD_PATH: Final = (
 
 
 _EDGE_HOSTS_SIZE: Final = 256
-"""Most ``Host`` values kept normalized (``_edge_hosts``); ``_EDGE_HOST_LENGTH`` the longest."""
+"""Most ``Host`` values ``_edge_hosts`` keeps; ``_EDGE_HOST_LENGTH`` the longest."""
 _EDGE_HOST_LENGTH: Final = 255
-
-_edge_hosts: Final[dict[str, str]] = {}
-"""A ``Host`` value as sent -> :func:`~interlock.dataplane.request_target.normalize_host`'s
-edge key for it: the same few hosts come on every request, and normalizing one was a Python
-call and five string methods. Keyed by the exact value, so a host reads as it did; bounded in
-count and length, so a client sending new hosts fills it once and then pays the call as
-before."""
-
-
-def _edge_host(host: str) -> str:
-    edge_host = normalize_host(host)
-    if len(_edge_hosts) < _EDGE_HOSTS_SIZE and len(host) <= _EDGE_HOST_LENGTH:
-        _edge_hosts[host] = edge_host
-    return edge_host
-
-
+_WHERES_MOST: Final = 16
+"""Most routes a :class:`_SeenHost` keeps the log prefix of."""
 _FORWARDED_MOST: Final = 1024
-"""Most ``_forwarded`` entries (emptied when full); ``_FORWARDED_HOST_LENGTH`` the longest host
-kept."""
-_FORWARDED_HOST_LENGTH: Final = 255
-
-_forwarded: Final[dict[tuple[str, str, str], bytes]] = {}
-"""(peer address, scheme, ``Host`` value) -> the ``X-Forwarded-*`` lines, and the empty line,
-that end a head sent as the client's bytes (``http1_server.head_as_sent``): the same client
-names the same host on every request of its connection, and making them was six
-concatenations and an encode a request."""
+"""Most peer addresses a :class:`_SeenHost` keeps lines for, by scheme (emptied when full)."""
 
 
-def _forwarded_lines(key: tuple[str, str, str]) -> bytes | None:
-    """The ``X-Forwarded-*`` lines of ``key`` (``_forwarded``); None when a value holds CR or
-    LF (``request_head`` refuses the head made of them, as it did)."""
-    peer, scheme, host = key
+class _SeenHost:
+    """What the steps keep of one ``Host`` value as sent (``_edge_hosts``): the same few hosts
+    come on every request, and the same client names the same host on every request of its
+    connection. Looked up once a request; each of its tables is keyed by a string whose hash
+    Python keeps (a tuple key, as ``(peer, scheme, host)`` was, hashes its items again on
+    every look-up)."""
+
+    __slots__ = ("edge_host", "http", "https", "kept", "wheres")
+
+    def __init__(self, edge_host: str, kept: bool) -> None:
+        self.edge_host = edge_host
+        """:func:`~interlock.dataplane.request_target.normalize_host`'s edge key for the value
+        (normalizing one was a Python call and five string methods)."""
+        self.kept = kept
+        """Whether it is in ``_edge_hosts``; one that is not (the table full, the value too
+        long) is made for one request and fills none of its tables."""
+        self.wheres: dict[str, str] = {}
+        """Route id -> the log prefix of an HTTP/1.x request to it (``Admitted.where``): an
+        f-string a request was ~500 instructions."""
+        self.http: dict[str, bytes] = {}
+        """Peer address -> the ``X-Forwarded-*`` lines, and the empty line, that end a head
+        sent as the client's bytes (``http1_server.head_as_sent``) on plain HTTP: making them
+        was six concatenations and an encode a request. ``https``: the same on TLS (a request
+        with any other scheme makes them each time)."""
+        self.https: dict[str, bytes] = {}
+
+
+_edge_hosts: Final[dict[str, _SeenHost]] = {}
+"""A ``Host`` value as sent -> what the steps keep of it (:class:`_SeenHost`). Keyed by the
+exact value, so a host reads as it did; bounded in count and length, so a client sending new
+hosts fills it once and then pays the work as before."""
+
+
+def _seen_host(host: str) -> _SeenHost:
+    kept = len(_edge_hosts) < _EDGE_HOSTS_SIZE and len(host) <= _EDGE_HOST_LENGTH
+    seen = _SeenHost(normalize_host(host), kept)
+    if kept:
+        _edge_hosts[host] = seen
+    return seen
+
+
+def _where(seen: _SeenHost, host: str, route_id: str) -> str:
+    """The log prefix of an HTTP/1.x request to ``route_id`` by ``host`` (``seen``: what is
+    kept of ``host``), kept there when there is room."""
+    where = f"edge {host} route {route_id}"
+    if seen.kept and len(seen.wheres) < _WHERES_MOST:
+        seen.wheres[route_id] = where
+    return where
+
+
+def _forwarded_lines(seen: _SeenHost, peer: str, scheme: str, host: str) -> bytes | None:
+    """The ``X-Forwarded-*`` lines of a request from ``peer`` by ``scheme`` to ``host`` (kept
+    in ``seen`` for the next); None when a value holds CR or LF (``request_head`` refuses the
+    head made of them, as it did)."""
     added = peer + scheme + host
     if "\r" in added or "\n" in added:
         return None
@@ -172,10 +200,12 @@ def _forwarded_lines(key: tuple[str, str, str]) -> bytes | None:
         + host
         + "\r\n\r\n"
     ).encode("utf-8", "surrogateescape")
-    if len(_forwarded) >= _FORWARDED_MOST:
-        _forwarded.clear()
-    if len(host) <= _FORWARDED_HOST_LENGTH:
-        _forwarded[key] = lines
+    if seen.kept:
+        kept = seen.http if scheme == "http" else seen.https if scheme == "https" else None
+        if kept is not None:
+            if len(kept) >= _FORWARDED_MOST:
+                kept.clear()
+            kept[peer] = lines
     return lines
 
 
@@ -380,11 +410,18 @@ def decide_now(
         if request.method == "CONNECT" and request.version == "2":
             return _refused(reasons.CONNECT_NOT_SERVED)
         host = request.authority
-        edge_host = _edge_hosts.get(host) or _edge_host(host)
+        seen = _edge_hosts.get(host)
+        if seen is None:
+            seen = _seen_host(host)
+        edge_host = seen.edge_host
         hosts = front.hosts
-        routes: Mapping[str, ServedRoute] | None = (
-            hosts.get(edge_host) if hosts is not None else front.edge.routes_of_host(edge_host)
-        )
+        routes: Iterable[ServedRoute] | None
+        if hosts is not None:  # a dict's values (a Mapping's were a generic method call)
+            served = hosts.get(edge_host)
+            routes = None if served is None else served.values()
+        else:
+            mapped = front.edge.routes_of_host(edge_host)
+            routes = None if mapped is None else mapped.values()
         if routes is None:
             return _refused(reasons.UNKNOWN_HOST)
         if exchange is not None:
@@ -399,7 +436,7 @@ def decide_now(
             if query
             else NO_PARAMS
         )
-        selected = select_route(routes.values(), path)
+        selected = select_route(routes, path)
         route: ServedRoute | reasons.Answer | None = selected
         if selected is not None and front.narrows:
             route = front.edge.route_for_request(
@@ -415,9 +452,11 @@ def decide_now(
         if route is None:
             return _refused(reasons.NO_ROUTE)
         route_id = route.route_id
-        where = f"edge {host} route {route_id}"
         if request.version == "2":
-            where += " (HTTP/2)"
+            where = f"edge {host} route {route_id} (HTTP/2)"
+        else:
+            found_where = seen.wheres.get(route_id)
+            where = _where(seen, host, route_id) if found_where is None else found_where
         if exchange is not None:
             exchange.route = route_id
         backend, chain = route.backend, route.chain
@@ -448,6 +487,9 @@ def decide_now(
         host, path, forward_path = checked.host, checked.path, checked.forward_path
         query, params, where = checked.query, checked.params, checked.where
         body, certificate, admitted = checked.body, checked.certificate, checked.admitted
+        seen = _edge_hosts.get(host)
+        if seen is None:
+            seen = _seen_host(host)
     nginx = chain.nginx
     if nginx is not None:
         backend = nginx.backend(request.headers, backend)
@@ -499,8 +541,11 @@ def decide_now(
             ]
             verbatim = None if request.first_read is None else head_as_sent(request)
             if verbatim is not None:
-                key = (request.peer, request.scheme, host)
-                added = _forwarded.get(key) or _forwarded_lines(key)
+                peer, scheme = request.peer, request.scheme
+                kept = seen.http if scheme == "http" else seen.https
+                added = kept.get(peer) if scheme == "http" or scheme == "https" else None
+                if added is None:
+                    added = _forwarded_lines(seen, peer, scheme, host)
             headers = CIMultiDict(fields)
             if verbatim is not None and added is not None:
                 # The head request_head would make of these headers, without their items:
