@@ -32,3 +32,14 @@ def test_the_upstream_is_named_host_colon_port_with_ipv6_in_brackets() -> None:
 
 def test_the_upstream_texts_kept_stay_within_their_bound() -> None:
     contextvars.copy_context().run(_many_upstreams)
+
+
+def test_the_last_upstream_named_is_named_again_only_for_that_host_and_port() -> None:
+    # upstream_text keeps the last address it named: the same host string and port only.
+    host = "".join(["10.0.0.", "9"])  # a string of its own, as an endpoint's
+    assert access_log.upstream_text(host, 81) == "10.0.0.9:81"
+    assert access_log.upstream_text(host, 81) == "10.0.0.9:81"
+    assert access_log.upstream_text(host, 82) == "10.0.0.9:82"  # that host, another port
+    assert access_log.upstream_text("".join(["10.0.0.", "10"]), 82) == "10.0.0.10:82"
+    assert access_log.upstream_text("".join(["fd00::", "9"]), 82) == "[fd00::9]:82"
+    assert access_log.upstream_text(host, 82) == "10.0.0.9:82"  # an equal host named before

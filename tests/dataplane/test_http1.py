@@ -24,6 +24,7 @@ from interlock.dataplane.http1 import (
 )
 from interlock.dataplane.http1 import UpstreamConnection as Connection
 from interlock.dataplane.interpreted import UpstreamReadTimeout
+from interlock.mailbox.testing import wait_until
 from tests.kit.recording_transport import RecordingTransport
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -204,6 +205,38 @@ async def test_a_pooled_connection_the_upstream_closed_is_retried_on_a_new_one()
     assert upstream.connections == 2
     assert upstream.heads[1].startswith(b"POST / HTTP/1.1\r\n")
     assert b"\r\nContent-Length: 5\r\n" in upstream.heads[1]
+
+
+async def test_start_finds_the_connection_of_an_address_whose_connections_all_closed_before() -> (
+    None
+):
+    # start() keeps the idle list it looked up last: the list of an address whose connections
+    # all closed leaves the pool with the last of them, and must not hide the next one's.
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await upstream.head(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+
+        async def new_connection_started_then_closed() -> None:
+            assert await get(p, address) == b"ok"  # a new connection, idle once answered
+            started = p.start(address, "GET", "/", headers(), read_timeout=30.0)
+            assert started is not None
+            connection, sent = started
+            assert sent is not None
+            async with await sent as response:
+                assert await response.read() == b"ok"
+            connection.close()
+            # Its connection_lost takes it out of the pool, and the address's list with it.
+            await wait_until(lambda: connection._lost)
+
+        await new_connection_started_then_closed()
+        await new_connection_started_then_closed()
+        p.close()
+    assert upstream.connections == 2
 
 
 @pytest.mark.parametrize(
