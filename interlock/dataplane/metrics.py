@@ -213,7 +213,8 @@ class Traffic:
             if not bound < duration:
                 break
             slot += 1
-        histogram.buckets[slot] += 1
+        buckets = histogram.buckets
+        buckets[slot] = buckets[slot] + 1  # not ``+=``: compiled, that is Python's addition
         histogram.total += duration
         if reason or exchange.retries or tunnel:
             self._record_more(exchange, reason, sent)
