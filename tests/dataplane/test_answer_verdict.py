@@ -124,3 +124,18 @@ def test_only_an_answer_its_length_ends_with_its_read_goes_as_received(verdict: 
     assert verdict(answer(*head, body=b"ok!")) is None
     assert verdict(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n") is None
     assert verdict(answer(*head)) is not None
+
+
+def test_an_answer_with_the_head_looked_at_last_is_judged_by_its_own_bytes() -> None:
+    # The last head (with its blank line) is recognised at the start of the next answer without
+    # a search: that answer's body still decides, and a head that only begins alike is its own.
+    http1._forget_verdicts()
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 2"
+    try:
+        assert http1._as_received(head + b"\r\n\r\nok") == (200, "OK", head, False, b"ok")
+        assert http1._as_received(head + b"\r\n\r\no") is None  # the body still coming
+        assert http1._as_received(head + b"\r\n\r\nokHTTP/1.1 200 OK") is None  # more after it
+        assert http1._as_received(head + b"\r\nConnection: close\r\n\r\nok") is None
+        assert http1._as_received(head + b"\r\n\r\nno") == (200, "OK", head, False, b"no")
+    finally:
+        http1._forget_verdicts()
