@@ -701,10 +701,12 @@ class UpstreamConnection(asyncio.Protocol):
         response._parts.append(body)
         response._size = len(body)
         response.done = True
-        keep_alive = parser.should_keep_alive()
-        # _complete's, without the response it never had (nothing waits on its body).
+        # _complete's, without the response it never had (nothing waits on its body). Kept
+        # alive without asking the parser (``should_keep_alive``, a Python call): a head relayed
+        # as received is HTTP/1.1 with a Content-Length and without a Connection or
+        # Transfer-Encoding header (_verdict), for which llhttp always says yes.
         self._parser = None
-        if keep_alive and self._body_sent:
+        if self._body_sent:
             self._whole = parser
             self._pool.give_back(self)
         else:
