@@ -759,7 +759,8 @@ class UpstreamConnection(asyncio.Protocol):
         self._headers = headers
         self._read_timeout = read_timeout
         if body is None or isinstance(body, bytes):
-            self._out.write(head + body if body else head)
+            # The transport found open above (this same call): not asked again.
+            self._out.write_open(head + body if body else head)
             self._body_sent = True
             self._start_timer()
         else:  # the read timeout starts once the body has gone (as aiohttp's did)

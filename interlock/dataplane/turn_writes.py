@@ -129,6 +129,19 @@ class HeldWrites:
         self._held = data
         turn.hold(self)
 
+    def write_open(self, data: bytes) -> None:
+        """:meth:`write`, for a caller that found the transport open (``is_closing``) in this
+        same call: when it goes at once, the transport is not asked again (a Python method
+        call, ~180 instructions compiled)."""
+        turn = self._turn
+        if self._held is None and not turn.holding and turn.until_sample > 1:
+            turn.until_sample -= 1  # what write() counts (this write is not the sampled one)
+            transport = self.transport
+            if transport is not None:
+                transport.write(data)
+            return
+        self.write(data)
+
     def flush(self) -> None:
         """Write what is held now (before the transport closes or changes hands)."""
         held = self._held

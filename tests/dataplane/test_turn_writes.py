@@ -145,3 +145,23 @@ async def test_each_loop_has_its_own_turn() -> None:
         assert turn_of(other) is not turn_of(loop)
     finally:
         other.close()
+
+
+async def test_a_write_to_a_transport_found_open_goes_as_a_write_would(adaptive: None) -> None:
+    # write_open: at once without asking the transport again, counted as write() counts; the
+    # sampled write, a held turn and bytes already held go through write() itself.
+    loop = asyncio.get_running_loop()
+    turn = turn_of(loop)
+    first, one = connection(loop)
+    second, two = connection(loop)
+    for _ in range(turn.until_sample - 1):
+        first.write_open(b".")
+    assert one.written == [b"."] * (turn_writes.SAMPLE_EVERY - 1)  # each at once
+    one.closing = True  # not asked: the caller found it open
+    first.write_open(b"sampled")  # the sampled write: held, and not written to a closing one
+    one.closing = False
+    second.write_open(b"too")  # this turn is held: so is this
+    first.write_open(b"after")  # behind what is held
+    assert one.written == [b"."] * (turn_writes.SAMPLE_EVERY - 1) and two.written == []
+    await next_turn()
+    assert one.written[-1] == b"sampledafter" and two.written == [b"too"]
