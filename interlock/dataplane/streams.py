@@ -615,9 +615,16 @@ class _Express(AnswerTaker):
             resolved.set_result(answer)
             self.answered(resolved)
         elif paused:  # the client is slow to take it: waited for on the task
-            responder.express_continue(lambda: self._finish(_drained(responder)))
+            self._drain_on_task()
         else:
             self.front.answered(self.exchange, responder)
+
+    def _drain_on_task(self) -> None:
+        """The rest on the connection's task: until the client took what was written. A method
+        of its own, not a lambda in :meth:`take`: compiled, a function with a lambda makes the
+        object its lambdas share on every call (and frees it), taken or not."""
+        responder = self.responder
+        responder.express_continue(lambda: self._finish(_drained(responder)))
 
     def _finish(self, forwarding: Awaitable[Answer | None]) -> Awaitable[None]:
         return self.front.finish(self.exchange, self.responder, self.where, forwarding)
