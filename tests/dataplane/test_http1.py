@@ -282,6 +282,52 @@ async def test_a_pooled_connection_closes_after_the_keep_alive_time_since_its_la
     assert upstream.connections == 2
 
 
+async def test_every_idle_connection_closes_after_the_keep_alive_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two connections idle at once: one kept apart (UpstreamPool._ready), one in the address's
+    # list; the sweep closes both, and the next request opens a connection of its own.
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await upstream.head(reader)
+            await asyncio.sleep(0.01)  # both requests are in flight before either is answered
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    loop = asyncio.get_running_loop()
+    if type(loop).__module__.startswith("uvloop"):
+        pytest.skip("uvloop's timers run on libuv's clock, which this test cannot move")
+    real_time, skipped = loop.time, [0.0]
+    monkeypatch.setattr(loop, "time", lambda: real_time() + skipped[0])
+    upstream = Upstream(script)
+    async with upstream as address:
+        p = pool()
+        assert list(await asyncio.gather(get(p, address), get(p, address))) == [b"ok", b"ok"]
+        assert upstream.connections == 2
+        assert await get(p, address) == b"ok"  # one of them again
+        assert upstream.connections == 2
+        skipped[0] += http1.KEEPALIVE_SECONDS + 1
+        await asyncio.sleep(0.001)  # a timer after every timer now due: the sweep ran
+        assert await get(p, address) == b"ok"
+        p.close()
+    assert upstream.connections == 3
+
+
+async def test_at_the_limit_in_all_an_idle_connection_to_another_address_makes_room() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    first, second = Upstream(script), Upstream(script)
+    async with first as one, second as two:
+        p = pool(total=1, connect_timeout=5.0)
+        assert await get(p, one) == b"ok"  # its connection idle once answered: the only one
+        assert await get(p, two) == b"ok"  # the idle one closed for it
+        assert await get(p, one) == b"ok"
+        p.close()
+    assert (first.connections, second.connections) == (2, 1)
+
+
 async def test_a_streamed_body_goes_chunked_unless_its_length_is_known() -> None:
     received: list[bytes] = []
 
