@@ -119,7 +119,9 @@ def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
     must be rendered again (not the whole answer and nothing more, a head over
     :data:`MAX_RESPONSE_HEAD`, or one :func:`_verdict` refuses). What llhttp checks (one
     ``Content-Length`` of digits, no ``Transfer-Encoding`` with it, CR and LF only as line
-    ends, no folded lines) it still checks: the answer is relayed only once parsed whole."""
+    ends, no folded lines) it still checks: the answer is relayed only once parsed whole, or
+    once an answer of these very head bytes and a body of this length was (:attr:`_Last.parsed`:
+    llhttp would say the same of it again)."""
     last = _last
     if data.startswith(last.whole):
         # The head looked at last, and its blank line (most answers: a backend sends the same
@@ -144,6 +146,7 @@ def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
             else:
                 verdict = found
             last.head, last.whole, last.verdict = head, head + _BLANK_LINE, verdict
+            last.parsed = False
     status, reason, dated, length = verdict
     if length != len(body):
         return None  # refused (-1), the body still coming, or more after it
@@ -166,12 +169,16 @@ _VERDICT_LONGEST: Final = 1024
 class _Last:
     """The last head given a verdict, with its blank line, and its verdict (:data:`_last`)."""
 
-    __slots__ = ("head", "verdict", "whole")
+    __slots__ = ("head", "parsed", "verdict", "whole")
 
     def __init__(self) -> None:
         self.head = b""
         self.whole = _BLANK_LINE  # head + _BLANK_LINE
         self.verdict = _REFUSED  # what _verdict(b"") says
+        self.parsed = False
+        """llhttp parsed an answer of this head whole, from the start of a message, its
+        message ending where the answer's bytes did (``UpstreamConnection.data_received``): an
+        answer of the same head bytes and a body of the same length is taken without it."""
 
 
 _last: Final = _Last()
@@ -188,6 +195,7 @@ def _forget_verdicts() -> None:
     does)."""
     _verdicts.clear()
     _last.head, _last.whole, _last.verdict = b"", _BLANK_LINE, _REFUSED
+    _last.parsed = False
 
 
 def _verdict(head: bytes) -> tuple[int, str, bool, int]:
@@ -532,13 +540,24 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self._last_read = self._loop.time()
         self._answered = True
+        whole: bytes | None = None  # the head of a whole answer parsed as such
         if self._response is None:
             if self.as_received is not None and not self._head_size and not self._head_only:
                 # The answer's first bytes: when they are all of it and its head can be relayed
                 # as received, parsed with one call from the parser (llhttp checks all of it).
-                self._received = _as_received(data)
-                if self._received is not None:
+                found = self._received = _as_received(data)
+                if found is not None:
                     self._spare = parser  # at the start of a message still
+                    last = _last
+                    whole = found[2]
+                    if whole is last.head and last.parsed:
+                        # These very bytes of head, with a body of this length, llhttp parsed
+                        # whole before, from the start of a message (_Last.parsed): it would
+                        # again, the same way (the body's bytes are not its concern once its
+                        # length frames it). Taken without feeding them to it.
+                        self._received = None
+                        self._answer_whole(found)
+                        return
                     parser = self._parser = self._whole or httptools.HttpResponseParser(
                         _WholeCalls(self)
                     )
@@ -562,6 +581,8 @@ class UpstreamConnection(asyncio.Protocol):
             self._fail(UpstreamProtocolError(f"upstream {self._where()}: an answer not whole"))
             self.close()
             return
+        if whole is not None and whole is _last.head:
+            _last.parsed = True  # all of it parsed, its message ended where its bytes did
         if (
             self._response is None
             and self._parser is not None
@@ -694,6 +715,12 @@ class UpstreamConnection(asyncio.Protocol):
         if parser is None or found is None:
             return
         self._received = None
+        self._whole = parser  # at the start of a message again (dropped if the connection goes)
+        self._answer_whole(found)
+
+    def _answer_whole(self, found: tuple[int, str, bytes, bool, bytes]) -> None:
+        """A whole answer relayed as received (:func:`_as_received` found it so, and llhttp
+        parsed it, or its very head before: ``data_received``): the exchange is over."""
         status, reason, head, dated, body = found
         response = Http1Response(None, status, reason, _NO_HEADERS)
         response.raw = head
@@ -707,7 +734,6 @@ class UpstreamConnection(asyncio.Protocol):
         # Transfer-Encoding header (_verdict), for which llhttp always says yes.
         self._parser = None
         if self._body_sent:
-            self._whole = parser
             self._pool.give_back(self)
         else:
             self.close()

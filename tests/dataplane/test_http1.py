@@ -616,6 +616,43 @@ async def test_a_whole_answer_llhttp_does_not_end_where_it_was_expected_to_is_re
         exchange(sent, b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab")
 
 
+@pytest.mark.usefixtures("verdicts_forgotten")
+async def test_a_head_llhttp_parsed_whole_is_taken_again_without_it() -> None:
+    # Its very bytes, with a body of the same length: what llhttp said of it holds; another
+    # length, or bytes after it, and the answer is looked at and parsed as any other.
+    head = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 3"
+    connection = raw_connection()
+    first = exchange(connection, head + b"\r\n\r\none")
+    assert (first.raw, first.complete_body()) == (head, b"one")
+    assert http1._last.head == head and http1._last.parsed
+    for body in (b"two", b"six"):
+        again = exchange(connection, head + b"\r\n\r\n" + body)
+        assert (again.status, again.raw, again.complete_body()) == (200, head, body)
+    short = exchange(connection, head + b"\r\n\r\nno")  # its body still coming: parsed
+    assert short.raw is None and short.complete_body() is None
+    connection.data_received(b"w")
+    assert short.complete_body() == b"now"
+    after = exchange(connection, head + b"\r\n\r\nendHTTP/1.1 200 OK\r\n")
+    assert after.raw is None and after.complete_body() == b"end"
+
+
+@pytest.mark.usefixtures("verdicts_forgotten")
+@pytest.mark.parametrize(
+    "bad",
+    [b"X-A: a\r\n b\r\n", b"X-A: a\nX-B: b\r\n", b"X-A : a\r\n"],
+    ids=["folded", "LF", "space"],
+)
+async def test_a_head_llhttp_refused_is_refused_each_time_it_comes(bad: bytes) -> None:
+    # Eligible by its verdict, refused by llhttp: never marked as parsed, so never taken
+    # without it.
+    answer = b"HTTP/1.1 200 OK\r\n" + bad + b"Content-Length: 2\r\n\r\nok"
+    assert http1._as_received(answer) is not None
+    for _ in range(3):
+        with pytest.raises(UpstreamProtocolError, match=r"not HTTP/1\.1"):
+            exchange(raw_connection(), answer)
+        assert not http1._last.parsed
+
+
 def taken_exchange(connection: Connection) -> AnswersKept:
     """An exchange sent with a taker (as the express path sends it): no future unless the
     answer is not taken as received."""
