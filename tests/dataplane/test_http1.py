@@ -62,6 +62,18 @@ class Upstream:
         return head
 
 
+def answering(answer: bytes) -> Upstream:
+    """An upstream that answers every request on a connection with ``answer``."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await upstream.head(reader)
+            writer.write(answer)
+
+    upstream = Upstream(script)
+    return upstream
+
+
 def pool(**kw: float) -> UpstreamPool:
     return UpstreamPool(
         per_address=int(kw.get("per_address", 10)),
@@ -212,12 +224,7 @@ async def test_start_finds_the_connection_of_an_address_whose_connections_all_cl
 ):
     # start() keeps the idle list it looked up last: the list of an address whose connections
     # all closed leaves the pool with the last of them, and must not hide the next one's.
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await upstream.head(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-
-    upstream = Upstream(script)
+    upstream = answering(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     async with upstream as address:
         p = pool()
 
@@ -313,12 +320,8 @@ async def test_every_idle_connection_closes_after_the_keep_alive_time(
 
 
 async def test_at_the_limit_in_all_an_idle_connection_to_another_address_makes_room() -> None:
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-
-    first, second = Upstream(script), Upstream(script)
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    first, second = answering(ok), answering(ok)
     async with first as one, second as two:
         p = pool(total=1, connect_timeout=5.0)
         assert await get(p, one) == b"ok"  # its connection idle once answered: the only one
