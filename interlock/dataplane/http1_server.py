@@ -109,8 +109,10 @@ _HOST: Final = 4
 _CONNECTION: Final = 5
 _HOP_BY_HOP: Final = 6
 _CLOSE: Final = 7
+_PROXY_CONNECTION: Final = 8
 _KINDS: Final = {
     **dict.fromkeys(HOP_BY_HOP, _HOP_BY_HOP),
+    "proxy-connection": _PROXY_CONNECTION,  # hop-by-hop; llhttp reads it as a Connection
     "content-length": _CONTENT_LENGTH,
     "transfer-encoding": _TRANSFER_ENCODING,  # hop-by-hop too
     "expect": _EXPECT,
@@ -145,6 +147,42 @@ def _name(raw: bytes) -> tuple[str, str, int, bool]:
     if len(_names) < _NAME_CACHE_SIZE and len(raw) <= _NAME_CACHE_LENGTH:
         _names[raw] = known
     return known
+
+
+_SEEN_POSITIONS: Final = 32
+"""Header positions a connection remembers the last header of (:class:`_Seen`)."""
+_SEEN_LENGTH: Final = 256
+"""Longest header value a connection remembers decoded (a longer one is decoded each time)."""
+
+
+class _Seen:
+    """The header a connection's last request had at one position (its first, second, ...),
+    decoded: a client sends the same names, mostly with the same values, in the same order on
+    every request of a connection, and the next request's header there is compared with it (two
+    byte compares) instead of its name looked up in :data:`_names` (~430 instructions: a new
+    bytes object hashed and compared) and its value decoded (~230) into a new field. Per
+    connection, so a value is only ever compared with one its own client sent; at most
+    :data:`_SEEN_POSITIONS` of them, values of at most :data:`_SEEN_LENGTH` bytes."""
+
+    __slots__ = ("field", "kind", "lower", "name", "raw_name", "raw_value", "underscored")
+
+    def __init__(
+        self,
+        raw_name: bytes,
+        raw_value: bytes,
+        field: tuple[str, str],
+        lower: str,
+        kind: int,
+        underscored: bool,
+    ) -> None:
+        self.raw_name = raw_name
+        self.raw_value = raw_value
+        self.name = field[0]
+        self.field = field
+        """The header as the request's fields hold it: its name's text (``istr``) and value."""
+        self.lower = lower
+        self.kind = kind
+        self.underscored = underscored
 
 
 class _Date:
@@ -246,16 +284,22 @@ class Http1Responder:
     )
 
     def __init__(
-        self, connection: Http1ServerProtocol, body: Http1Body, method: str, http10: bool
+        self,
+        connection: Http1ServerProtocol,
+        body: Http1Body,
+        method: str,
+        http10: bool,
+        keep_alive: bool,
     ) -> None:
-        """The answer to the request whose headers ``connection``'s parser just read (made per
-        request, so positional arguments: keywords to a class cost a dict each)."""
+        """The answer to the request whose headers ``connection``'s parser just read
+        (``keep_alive``: what its ``should_keep_alive()`` says; made per request, so
+        positional arguments: keywords to a class cost a dict each)."""
         self._connection = connection
         self._body = body
         self._head_only = method == "HEAD"
         """No body goes out (HEAD; 1xx, 204 and 304 answers), whatever the handler sends."""
         self._version_10 = http10
-        self.keep_alive = connection.parser.should_keep_alive()
+        self.keep_alive = keep_alive
         """Whether the connection may serve another request after this one."""
         self._head: tuple[int, Sequence[tuple[str, str]]] | None = None
         self._chunked = False
@@ -596,7 +640,10 @@ class Http1ServerProtocol(asyncio.Protocol):
         all of them (:func:`head_as_sent`), and its request line begins them but for the CR and
         LF llhttp skips (its HTTP version read from them)."""
         self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
+        self._headers: list[bytes] = []
+        """The request's header names and values as parsed, in turn (name, value, name, ...)."""
+        self._seen: list[_Seen] = []
+        """The last request's headers by position, decoded (:class:`_Seen`)."""
         self._parsing: Http1Body | None = None
         # Requests parsed, waiting for the one in flight to be answered.
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
@@ -754,9 +801,12 @@ class Http1ServerProtocol(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) > MAX_FIELD_SIZE or len(value) > MAX_FIELD_SIZE:
             raise _HeadersTooLarge(431)
-        if len(self._headers) >= MAX_HEADERS:
+        headers = self._headers
+        if len(headers) >= 2 * MAX_HEADERS:
             raise _HeadersTooLarge(431)
-        self._headers.append((name, value))
+        # Name and value in turn, not a tuple each (made and freed per header).
+        headers.append(name)
+        headers.append(value)
 
     def on_headers_complete(self) -> None:
         self._headers_began = None
@@ -768,19 +818,51 @@ class Http1ServerProtocol(asyncio.Protocol):
         forwardable: list[tuple[str, str]] = []
         authority: str | None = None
         listed = length = chunked = expect_continue = close_named = close_header = False
+        connection = False  # a Connection or Proxy-Connection header (llhttp reads them)
         underscores = self._underscores
         held_back = self._held_back
-        for raw_name, raw_value in self._headers:
-            # Not ``get() or _name()``: the compiled build made a tuple of the found one again
-            # to test it.
-            known = _names.get(raw_name)
-            if known is None:
-                known = _name(raw_name)
-            name, lower, kind, underscored = known
-            if underscored and not underscores:
-                continue  # see ProxyLimits.underscores_in_headers
-            value = raw_value.decode("latin-1")
-            field = (name, value)
+        raw = self._headers
+        seen = self._seen
+        remembered = len(seen)
+        position = 0
+        for index in range(0, len(raw), 2):
+            raw_name = raw[index]
+            raw_value = raw[index + 1]
+            entry = seen[position] if position < remembered else None
+            if entry is not None and raw_name == entry.raw_name:
+                lower = entry.lower
+                kind = entry.kind
+                if entry.underscored and not underscores:
+                    position += 1
+                    continue  # see ProxyLimits.underscores_in_headers
+                if raw_value == entry.raw_value:
+                    field = entry.field
+                    value = field[1]
+                else:
+                    value = raw_value.decode("latin-1")
+                    field = (entry.name, value)
+                    if len(raw_value) <= _SEEN_LENGTH:
+                        entry.raw_value = raw_value
+                        entry.field = field
+            else:
+                # Not ``get() or _name()``: the compiled build made a tuple of the found one
+                # again to test it.
+                known = _names.get(raw_name)
+                if known is None:
+                    known = _name(raw_name)
+                name, lower, kind, underscored = known
+                if underscored and not underscores:
+                    position += 1
+                    continue  # see ProxyLimits.underscores_in_headers
+                value = raw_value.decode("latin-1")
+                field = (name, value)
+                if len(raw_value) <= _SEEN_LENGTH:
+                    if entry is not None:
+                        seen[position] = _Seen(raw_name, raw_value, field, lower, kind, underscored)
+                    elif position == remembered < _SEEN_POSITIONS:
+                        seen.append(_Seen(raw_name, raw_value, field, lower, kind, underscored))
+                        remembered += 1
+            position += 1
             fields.append(field)
             if not kind:
                 if lower not in held_back:
@@ -797,6 +879,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             elif kind == _EXPECT:
                 expect_continue = value.strip().lower() == "100-continue"
             elif kind == _CONNECTION:
+                connection = True
                 token = value.strip().lower()
                 if token == "close":
                     close_named = True
@@ -805,8 +888,9 @@ class Http1ServerProtocol(asyncio.Protocol):
             elif kind == _CLOSE:
                 close_header = True
                 forwardable.append(field)
+            elif kind == _PROXY_CONNECTION:
+                connection = True
         headers: CIMultiDict[str] = CIMultiDict(fields)
-        raw_method = parser.get_method()
         fresh = self._fresh
         self._fresh = None  # a request after this one in the same read begins elsewhere in it
         # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
@@ -816,24 +900,45 @@ class Http1ServerProtocol(asyncio.Protocol):
             sorted_out = None
         else:
             sorted_out = forwardable
-            if len(forwardable) == len(self._headers):
+            if 2 * len(forwardable) == len(raw):
                 # Every header may go upstream as sent: the read it began in, for head_as_sent.
                 first_read = fresh
-        # GET compared first: a look-up hashes the method's bytes, new each request.
-        if raw_method == b"GET":
+        # A GET on HTTP/1.1 when the read this request began in holds its canonical request
+        # line from its first byte, ``GET target HTTP/1.1`` (head_as_sent says why that is
+        # exact: here the method is known from the line's first four bytes, which no other
+        # method begins with). Without a Connection or Proxy-Connection header, llhttp then
+        # keeps the connection (only those set its close flag, and a request never reads to
+        # its end) and upgrades nothing (only those with an Upgrade header do, and CONNECT):
+        # its three answers are known without the three calls (generic calls on the parser,
+        # ~250 instructions each).
+        url_length = len(self._url)
+        if (
+            fresh is not None
+            and not connection
+            and fresh[:4] == b"GET "
+            and fresh[url_length + 4 : url_length + 15] == _HTTP11_LINE_END
+        ):
             method = "GET"
-        else:
-            method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
-        # HTTP/1.1 when the read this request began in holds its canonical request line from
-        # its first byte (head_as_sent says why that is exact); else llhttp is asked, whose
-        # get_http_version formats a string (~2,300 instructions a request).
-        end = len(raw_method) + len(self._url) + 12
-        if fresh is not None and fresh[end - 11 : end] == _HTTP11_LINE_END:
             http10 = False
+            keep_alive = True
         else:
-            http10 = parser.get_http_version() == "1.0"
-        if parser.should_upgrade():
-            return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
+            raw_method = parser.get_method()
+            # GET compared first: a look-up hashes the method's bytes, new each request.
+            if raw_method == b"GET":
+                method = "GET"
+            else:
+                method = _METHODS.get(raw_method) or raw_method.decode("ascii", "replace")
+            # HTTP/1.1 when the read this request began in holds its canonical request line
+            # from its first byte (head_as_sent says why that is exact); else llhttp is asked,
+            # whose get_http_version formats a string (~2,300 instructions a request).
+            end = len(raw_method) + url_length + 12
+            if fresh is not None and fresh[end - 11 : end] == _HTTP11_LINE_END:
+                http10 = False
+            else:
+                http10 = parser.get_http_version() == "1.0"
+            if parser.should_upgrade():
+                return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
+            keep_alive = parser.should_keep_alive()
         if length or chunked:
             body = Http1Body(
                 self,
@@ -860,7 +965,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             sorted_out,
             first_read,
         )
-        responder = Http1Responder(self, body, method, http10)
+        responder = Http1Responder(self, body, method, http10, keep_alive)
         if self._answering is not None or (self._next is None and self._task is not None):
             self._waiting.append((request, responder))
             self._pause("pipelined")
@@ -1081,10 +1186,11 @@ class Http1ServerProtocol(asyncio.Protocol):
         version = parser.get_http_version().encode()
         head = b"%b %b HTTP/%b\r\n" % (method, self._url, version)
         underscores = self._limits.underscores_in_headers
+        raw = self._headers
         head += b"".join(
-            b"%b: %b\r\n" % (name, value)
-            for name, value in self._headers
-            if underscores or b"_" not in name
+            b"%b: %b\r\n" % (raw[index], raw[index + 1])
+            for index in range(0, len(raw), 2)
+            if underscores or b"_" not in raw[index]
         )
         replay = head + b"\r\n" + rest
         self._pause("upgrade")
