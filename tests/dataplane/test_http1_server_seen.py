@@ -138,3 +138,36 @@ async def test_a_connection_is_kept_as_llhttp_reads_its_headers(head: bytes, kep
     served, _, transport = await _serve(first, head, count=2)
     assert [handed[1] for handed in served] == ["/first", "/"]
     assert transport.closed is not kept
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ",),
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n",),
+        (b"GET / HTTP/1.1\r\nHo", b"st: a\r\nX-Slow: 1"),
+    ],
+)
+async def test_an_incomplete_head_is_timed_from_the_read_it_began_in(
+    reads: tuple[bytes, ...],
+) -> None:
+    # (Its time is taken at the end of that read, not as it begins.)
+    async def handler(request: H2Request, responder: Responder) -> None:
+        responder.send_headers(204, [], end=True)
+
+    loop = asyncio.get_running_loop()
+    protocol = Http1ServerProtocol(
+        handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=asyncio.Protocol
+    )
+    protocol.connection_made(RecordingTransport())
+    before = loop.time()
+    protocol.data_received(reads[0])
+    after = loop.time()
+    began = protocol._headers_began
+    assert began is not None and before <= began <= after
+    assert protocol._header_timer is not None
+    for read in reads[1:]:
+        protocol.data_received(read)
+        assert protocol._headers_began == began
+    protocol.connection_lost(None)
+    assert protocol._headers_began is None
