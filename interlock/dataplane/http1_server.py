@@ -110,6 +110,8 @@ _CONNECTION: Final = 5
 _HOP_BY_HOP: Final = 6
 _CLOSE: Final = 7
 _PROXY_CONNECTION: Final = 8
+_HELD_BACK: Final = 9
+"""Not a name's kind: a connection's ``held_back`` name (kept from the upstream as sent)."""
 _KINDS: Final = {
     **dict.fromkeys(HOP_BY_HOP, _HOP_BY_HOP),
     "proxy-connection": _PROXY_CONNECTION,  # hop-by-hop; llhttp reads it as a Connection
@@ -164,14 +166,13 @@ class _Seen:
     connection, so a value is only ever compared with one its own client sent; at most
     :data:`_SEEN_POSITIONS` of them, values of at most :data:`_SEEN_LENGTH` bytes."""
 
-    __slots__ = ("field", "kind", "lower", "name", "raw_name", "raw_value", "underscored")
+    __slots__ = ("field", "kind", "name", "raw_name", "raw_value", "underscored")
 
     def __init__(
         self,
         raw_name: bytes,
         raw_value: bytes,
         field: tuple[str, str],
-        lower: str,
         kind: int,
         underscored: bool,
     ) -> None:
@@ -180,8 +181,9 @@ class _Seen:
         self.name = field[0]
         self.field = field
         """The header as the request's fields hold it: its name's text (``istr``) and value."""
-        self.lower = lower
         self.kind = kind
+        """Its name's kind (:data:`_KINDS`), :data:`_HELD_BACK` for one of the connection's
+        held-back names."""
         self.underscored = underscored
 
 
@@ -647,6 +649,11 @@ class Http1ServerProtocol(asyncio.Protocol):
         """The request's header names and values as parsed, in turn (name, value, name, ...)."""
         self._seen: list[_Seen] = []
         """The last request's headers by position, decoded (:class:`_Seen`)."""
+        self._template: CIMultiDict[str] | None = None
+        """The headers of the last requests, when they were the same as their :attr:`_seen`
+        (None when one was not): a request whose headers are all as they were gets a copy."""
+        self._template_size = 0
+        """How many names and values :attr:`_template` was made from (``_headers``' length)."""
         self._parsing: Http1Body | None = None
         # Requests parsed, waiting for the one in flight to be answered.
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
@@ -837,26 +844,29 @@ class Http1ServerProtocol(asyncio.Protocol):
         seen = self._seen
         remembered = len(seen)
         position = 0
+        same = True  # every header as the last request had it at its position
         for index in range(0, len(raw), 2):
             raw_name = raw[index]
             raw_value = raw[index + 1]
             entry = seen[position] if position < remembered else None
             if entry is not None and raw_name == entry.raw_name:
-                lower = entry.lower
                 kind = entry.kind
                 if entry.underscored and not underscores:
+                    same = False
                     position += 1
                     continue  # see ProxyLimits.underscores_in_headers
                 if raw_value == entry.raw_value:
                     field = entry.field
                     value = field[1]
                 else:
+                    same = False
                     value = raw_value.decode("latin-1")
                     field = (entry.name, value)
                     if len(raw_value) <= _SEEN_LENGTH:
                         entry.raw_value = raw_value
                         entry.field = field
             else:
+                same = False
                 # Not ``get() or _name()``: the compiled build made a tuple of the found one
                 # again to test it.
                 known = _names.get(raw_name)
@@ -866,19 +876,20 @@ class Http1ServerProtocol(asyncio.Protocol):
                 if underscored and not underscores:
                     position += 1
                     continue  # see ProxyLimits.underscores_in_headers
+                if not kind and lower in held_back:
+                    kind = _HELD_BACK
                 value = raw_value.decode("latin-1")
                 field = (name, value)
                 if len(raw_value) <= _SEEN_LENGTH:
                     if entry is not None:
-                        seen[position] = _Seen(raw_name, raw_value, field, lower, kind, underscored)
+                        seen[position] = _Seen(raw_name, raw_value, field, kind, underscored)
                     elif position == remembered < _SEEN_POSITIONS:
-                        seen.append(_Seen(raw_name, raw_value, field, lower, kind, underscored))
+                        seen.append(_Seen(raw_name, raw_value, field, kind, underscored))
                         remembered += 1
             position += 1
             fields.append(field)
             if not kind:
-                if lower not in held_back:
-                    forwardable.append(field)
+                forwardable.append(field)
             elif kind == _HOST:
                 if authority is None:  # the first (the one a CIMultiDict's get() gives)
                     authority = value
@@ -902,7 +913,18 @@ class Http1ServerProtocol(asyncio.Protocol):
                 forwardable.append(field)
             elif kind == _PROXY_CONNECTION:
                 connection = True
-        headers: CIMultiDict[str] = CIMultiDict(fields)
+        # The request's CIMultiDict: a copy of the last one's (made for the connection, never
+        # handed out) when every header is as it was (a copy was about half the cost).
+        template = self._template
+        if not same:
+            self._template = None
+            headers: CIMultiDict[str] = CIMultiDict(fields)
+        elif template is not None and len(raw) == self._template_size:
+            headers = template.copy()
+        else:
+            template = self._template = CIMultiDict(fields)
+            self._template_size = len(raw)
+            headers = template.copy()
         fresh = self._fresh
         self._fresh = None  # a request after this one in the same read begins elsewhere in it
         # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
