@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import httptools
 from multidict import CIMultiDict, istr
@@ -166,21 +166,26 @@ class _Seen:
     connection, so a value is only ever compared with one its own client sent; at most
     :data:`_SEEN_POSITIONS` of them, values of at most :data:`_SEEN_LENGTH` bytes."""
 
-    __slots__ = ("field", "kind", "name", "raw_name", "raw_value", "underscored")
+    __slots__ = ("field", "kind", "name", "raw_name", "raw_value", "underscored", "value")
 
     def __init__(
         self,
         raw_name: bytes,
         raw_value: bytes,
-        field: tuple[str, str],
+        name: str,
+        value: str,
+        field: Any,
         kind: int,
         underscored: bool,
     ) -> None:
         self.raw_name = raw_name
         self.raw_value = raw_value
-        self.name = field[0]
-        self.field = field
-        """The header as the request's fields hold it: its name's text (``istr``) and value."""
+        self.name = name
+        self.value = value
+        self.field: Any = field
+        """``(name, value)``, as the request's fields hold it (its name's text an ``istr``).
+        ``Any``, not ``tuple[str, str]``: the compiled build keeps a fixed-length tuple unboxed
+        and made a new tuple of it for each list it was put in."""
         self.kind = kind
         """Its name's kind (:data:`_KINDS`), :data:`_HELD_BACK` for one of the connection's
         held-back names."""
@@ -844,6 +849,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         raw = self._headers
         seen = self._seen
         remembered = len(seen)
+        # One tuple a header, put in both lists (a ``tuple[str, str]`` local is unboxed in the
+        # compiled build, and was made into a new tuple for each).
+        field: Any = None
         position = 0
         same = True  # every header as the last request had it at its position
         for index in range(0, len(raw), 2):
@@ -858,13 +866,14 @@ class Http1ServerProtocol(asyncio.Protocol):
                     continue  # see ProxyLimits.underscores_in_headers
                 if raw_value == entry.raw_value:
                     field = entry.field
-                    value = field[1]
+                    value = entry.value
                 else:
                     same = False
                     value = raw_value.decode("latin-1")
                     field = (entry.name, value)
                     if len(raw_value) <= _SEEN_LENGTH:
                         entry.raw_value = raw_value
+                        entry.value = value
                         entry.field = field
             else:
                 same = False
@@ -881,11 +890,14 @@ class Http1ServerProtocol(asyncio.Protocol):
                     kind = _HELD_BACK
                 value = raw_value.decode("latin-1")
                 field = (name, value)
-                if len(raw_value) <= _SEEN_LENGTH:
-                    if entry is not None:
-                        seen[position] = _Seen(raw_name, raw_value, field, kind, underscored)
-                    elif position == remembered < _SEEN_POSITIONS:
-                        seen.append(_Seen(raw_name, raw_value, field, kind, underscored))
+                if len(raw_value) <= _SEEN_LENGTH and (
+                    position < remembered or position == remembered < _SEEN_POSITIONS
+                ):
+                    entry = _Seen(raw_name, raw_value, name, value, field, kind, underscored)
+                    if position < remembered:
+                        seen[position] = entry
+                    else:
+                        seen.append(entry)
                         remembered += 1
             position += 1
             fields.append(field)
