@@ -18,6 +18,8 @@ What a connection is held to (as aiohttp held it, ``ProxyLimits``):
   at most :data:`MAX_HEADERS` headers of at most :data:`MAX_FIELD_SIZE` bytes each and a
   request line of at most :data:`MAX_LINE_SIZE` bytes (431/414, close);
 * a connection without a request in progress is closed after ``idle_timeout`` s;
+* what a connection remembers of its last request's headers (to read the next one's for less:
+  ``_Seen``) is bounded: its first 32 headers, values of at most 256 bytes;
 * a body read waits at most ``body_timeout`` s for the next bytes (408); a body is buffered up
   to :data:`HIGH_WATER` bytes before the client is made to wait;
 * ``Expect: 100-continue`` is answered when the handler first reads the body (a request refused
