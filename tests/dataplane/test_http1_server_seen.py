@@ -14,6 +14,7 @@ from interlock.dataplane import http1_server
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.request_stream import H2Request, Responder
+from tests.kit.http1_parsing import served_connection
 from tests.kit.recording_transport import RecordingTransport
 
 LONG = b"v" * (http1_server._SEEN_LENGTH + 1)
@@ -75,13 +76,7 @@ async def _serve(
         if len(served) == count:
             handled.set()
 
-    protocol = Http1ServerProtocol(handler, scheme="http", limits=limits, upgrade=asyncio.Protocol)
-    transport = RecordingTransport()
-    protocol.connection_made(transport)
-    for read in reads:
-        protocol.data_received(read)
-    await asyncio.wait_for(handled.wait(), 30)
-    protocol.connection_lost(None)
+    protocol, transport = await served_connection(handler, reads, handled, limits=limits)
     return served, protocol, transport
 
 

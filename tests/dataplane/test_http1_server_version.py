@@ -12,10 +12,8 @@ import asyncio
 
 import pytest
 
-from interlock.dataplane.http1_server import Http1ServerProtocol
-from interlock.dataplane.limits import DEFAULT_LIMITS
 from interlock.dataplane.request_stream import H2Request, Responder
-from tests.kit.recording_transport import RecordingTransport
+from tests.kit.http1_parsing import served_connection
 
 V10 = b"GET /a HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n"
 V11 = b"GET /b HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -34,15 +32,7 @@ async def versions(*reads: bytes, count: int) -> list[str]:
         if len(seen) == count:
             answered.set()
 
-    protocol = Http1ServerProtocol(
-        handler, scheme="http", limits=DEFAULT_LIMITS, upgrade=asyncio.Protocol
-    )
-    transport = RecordingTransport()
-    protocol.connection_made(transport)
-    for read in reads:
-        protocol.data_received(read)
-    await asyncio.wait_for(answered.wait(), 30)
-    protocol.connection_lost(None)
+    _, transport = await served_connection(handler, reads, answered)
     heads = [answer.partition(b"\r\n\r\n")[0] for answer in transport.written.split(b"HTTP/1.1 ")]
     return ["1.0" if b"\r\nConnection: keep-alive" in head else "1.1" for head in heads if head]
 

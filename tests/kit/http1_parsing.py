@@ -4,9 +4,10 @@ sends (read by read), without a listening socket."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 
 from interlock.dataplane.http1_server import Http1ServerProtocol
-from interlock.dataplane.limits import DEFAULT_LIMITS
+from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.request_stream import H2Request, Responder
 from interlock.edge.steps import HELD_BACK
 from tests.kit.recording_transport import RecordingTransport
@@ -35,16 +36,27 @@ async def served_requests(
         if len(served) == count:
             handled.set()
 
+    await served_connection(handler, reads, handled, held_back=held_back)
+    return served
+
+
+async def served_connection(
+    handler: Callable[[H2Request, Responder], Awaitable[None]],
+    reads: Iterable[bytes],
+    done: asyncio.Event,
+    *,
+    limits: ProxyLimits = DEFAULT_LIMITS,
+    held_back: frozenset[str] = frozenset(),
+) -> tuple[Http1ServerProtocol, RecordingTransport]:
+    """One connection of the edge's HTTP/1.1 server with ``handler``: ``reads`` fed to it in
+    turn, then closed once ``done`` is set (the handler sets it)."""
     protocol = Http1ServerProtocol(
-        handler,
-        scheme="http",
-        limits=DEFAULT_LIMITS,
-        upgrade=asyncio.Protocol,
-        held_back=held_back,
+        handler, scheme="http", limits=limits, upgrade=asyncio.Protocol, held_back=held_back
     )
-    protocol.connection_made(RecordingTransport())
+    transport = RecordingTransport()
+    protocol.connection_made(transport)
     for read in reads:
         protocol.data_received(read)
-    await asyncio.wait_for(handled.wait(), 30)
+    await asyncio.wait_for(done.wait(), 30)
     protocol.connection_lost(None)
-    return served
+    return protocol, transport
