@@ -701,12 +701,21 @@ def main() -> int:
         "(wrk's connections paced), in every round after its saturated measurement",
     )
     parser.add_argument(
+        "--paced-seconds",
+        type=int,
+        default=0,
+        metavar="S",
+        help="how long each paced measurement lasts (default: --seconds); a p99 at a few "
+        "thousand req/s rests on 1%% of the requests, so a longer one steadies it",
+    )
+    parser.add_argument(
         "--child", choices=["edge", "edge-modules", "edge-workers", "mesh"], help=argparse.SUPPRESS
     )
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--backend-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.paced_seconds = args.paced_seconds or args.seconds
     worker_counts = sorted({int(n) for n in args.workers.split(",") if n.strip() and int(n) > 1})
 
     if args.child == "edge-workers":
@@ -825,7 +834,7 @@ def main() -> int:
                 if args.paced and target.name in paced:
                     result = measure(
                         target,
-                        seconds=args.seconds,
+                        seconds=args.paced_seconds,
                         connections=args.connections,
                         seats=seats,
                         rate=args.paced,
@@ -865,7 +874,7 @@ def render_paced(paced: dict[str, list[Result]], *, args: argparse.Namespace) ->
         "",
         f"**Latency at about {args.paced:,.0f} req/s offered** (`--paced {args.paced:.0f}`): in "
         f"each round, after its saturated measurement, each single-process row again for "
-        f"{args.seconds} s with `wrk`'s {args.connections} connections paced (after each "
+        f"{args.paced_seconds} s with `wrk`'s {args.connections} connections paced (after each "
         f"answer a connection waits a random 0 to {2 * delay} ms, {delay} ms on average, before "
         "its next request, so that the connections do not send in step: a rate every row here "
         "carries without saturating, so the latency is mostly the proxy's own work per request "
@@ -897,6 +906,16 @@ def render_paced(paced: dict[str, list[Result]], *, args: argparse.Namespace) ->
             + (f"{statistics.median(v[1] for v in vs):.1f}x |" if vs else "— |")
         )
     return "\n".join(lines) + "\n"
+
+
+def _paced_flags(args: argparse.Namespace) -> str:
+    """The command line's pacing options, as given (``--paced-seconds`` only when it differs)."""
+    if not args.paced:
+        return ""
+    flags = f" --paced {args.paced:.0f}"
+    if args.paced_seconds != args.seconds:
+        flags += f" --paced-seconds {args.paced_seconds}"
+    return flags
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -1054,7 +1073,7 @@ def render(
         f"--connections {args.connections}{' --no-pin' if args.no_pin else ''}"
         f"{' --no-mesh' if args.no_mesh else ''}"
         f"{f' --workers {args.workers}' if args.workers else ''}"
-        f"{f' --paced {args.paced:.0f}' if args.paced else ''}",
+        f"{_paced_flags(args)}",
         "```",
         "",
         f"Machine: {platform.platform()}, Python {platform.python_version()}, "

@@ -34,15 +34,26 @@ def test_each_connection_waits_its_share_of_the_offered_rate() -> None:
 
 
 def test_the_table_gives_medians_and_ratios_to_nginx_round_by_round() -> None:
-    args = argparse.Namespace(paced=4000.0, connections=32, seconds=4)
+    args = argparse.Namespace(paced=4000.0, connections=32, seconds=4, paced_seconds=10)
     paced = {
         "interlock edge": [_result(2.0, 4.0), _result(3.0, 9.0), _result(2.5, 5.0)],
         "nginx 1.22.1": [_result(1.0, 2.0), _result(1.0, 3.0), _result(1.0, 2.5)],
     }
     table = edge.render_paced(paced, args=args)
     assert "waits a random 0 to 16 ms, 8 ms on average" in table
+    assert "again for 10 s with `wrk`'s 32 connections paced" in table
     rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
     # p50 ratios per round 2.0, 3.0, 2.5 (median 2.5); p99 ratios 2.0, 3.0, 2.0 (median 2.0).
     assert rows["| interlock edge"].endswith("| 2.500 (2.000 to 3.000) | 5.000 (4.000 to 9.000) "
                                              "| 0 | 2.5x | 2.0x |")  # fmt: skip
     assert rows["| nginx 1.22.1"].endswith("| 1.0x | 1.0x |")
+
+
+def test_the_command_line_names_the_paced_length_only_when_it_differs() -> None:
+    def flags(**given: float) -> str:
+        text: str = edge._paced_flags(argparse.Namespace(**{"seconds": 4, **given}))
+        return text
+
+    assert flags(paced=0.0, paced_seconds=4) == ""
+    assert flags(paced=4000.0, paced_seconds=4) == " --paced 4000"
+    assert flags(paced=4000.0, paced_seconds=10) == " --paced 4000 --paced-seconds 10"
