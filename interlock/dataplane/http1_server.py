@@ -653,6 +653,9 @@ class Http1ServerProtocol(asyncio.Protocol):
         all of them (:func:`head_as_sent`), and its request line begins them but for the CR and
         LF llhttp skips (its HTTP version read from them)."""
         self._url = b""
+        self._target_bytes = b""
+        """The last request's target as parsed; :attr:`_target` the same decoded."""
+        self._target = ""
         self._headers: list[bytes] = []
         """The request's header names and values as parsed, in turn (name, value, name, ...)."""
         self._seen: list[_Seen] = []
@@ -988,6 +991,16 @@ class Http1ServerProtocol(asyncio.Protocol):
             if parser.should_upgrade():
                 return  # feed_data raises HttpParserUpgrade next: aiohttp takes the connection
             keep_alive = parser.should_keep_alive()
+        # The target as text: the connection's last one when its bytes are the same (a
+        # client asks for the same few targets; the same object, its hash kept, for
+        # split_target's look-up, and no decode).
+        url = self._url
+        if url == self._target_bytes:
+            target = self._target
+        else:
+            target = url.decode("latin-1")
+            self._target_bytes = url
+            self._target = target
         if length or chunked:
             body = Http1Body(
                 self,
@@ -1005,7 +1018,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             method,
             self._scheme,
             authority or "",
-            self._url.decode("latin-1"),  # path
+            target,  # path
             headers,
             self._peer,
             body,

@@ -98,9 +98,37 @@ def clean_path(raw_path: str) -> tuple[str, str]:
     return unquote(forward), forward
 
 
+_SPLIT_MOST: Final = 256
+"""Most request-targets :data:`_split` keeps (emptied when full); :data:`_SPLIT_LENGTH` the
+longest one kept."""
+_SPLIT_LENGTH: Final = 512
+
+_split: Final[dict[str, tuple[str, str, str]]] = {}
+"""A request-target as sent -> what :func:`split_target` answered for it: the same few targets
+come on every request of a connection and across them, and reading one again was seven
+searches, a partition and a method call (~1,700 instructions a request, compiled). Keyed by the
+exact target, so a target reads as it did; only answers are kept, so a refused target is read,
+and refused, every time; only targets without a query (tokens travel there: it is kept nowhere,
+as the access log leaves it out); bounded in count (emptied when full: a client sending new
+paths pays the reading as before) and length."""
+
+
 def split_target(target: str) -> tuple[str, str, str]:
     """A request-target ``/path?query`` → (the path to route on, the path to forward, the raw
     query); ValueError, as :func:`clean_path`, when it is ambiguous or carries a fragment."""
+    found = _split.get(target)
+    if found is not None:
+        return found
+    split = _read_target(target)
+    if not split[2] and len(target) <= _SPLIT_LENGTH:
+        if len(_split) >= _SPLIT_MOST:
+            _split.clear()
+        _split[target] = split
+    return split
+
+
+def _read_target(target: str) -> tuple[str, str, str]:
+    """:func:`split_target`'s answer, read (not looked up)."""
     raw_path, _, query = target.partition("?")
     if "#" in query:
         raise ValueError("a request-target never carries a #fragment")

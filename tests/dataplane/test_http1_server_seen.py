@@ -14,7 +14,7 @@ from interlock.dataplane import http1_server
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.request_stream import H2Request, Responder
-from tests.kit.http1_parsing import served_connection
+from tests.kit.http1_parsing import parsed_requests, served_connection
 from tests.kit.recording_transport import RecordingTransport
 
 LONG = b"v" * (http1_server._SEEN_LENGTH + 1)
@@ -166,3 +166,22 @@ async def test_an_incomplete_head_is_timed_from_the_read_it_began_in(
         assert protocol._headers_began == began
     protocol.connection_lost(None)
     assert protocol._headers_began is None
+
+
+async def test_a_connection_hands_on_its_last_target_only_for_the_same_bytes() -> None:
+    """A target as the last request's (the same bytes, however they were read) is handed over
+    as the same text object (no decode; its hash kept for the steps' look-ups); any other is
+    decoded anew."""
+    heads = [
+        b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /a?x HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /b HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /b",  # the same target, in two reads
+        b" HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /%E9 HTTP/1.1\r\nHost: a\r\n\r\n",
+    ]
+    requests = await parsed_requests(*heads, count=6)
+    assert [request.path for request in requests] == ["/a", "/a", "/a?x", "/b", "/b", "/%E9"]
+    assert requests[1].path is requests[0].path and requests[4].path is requests[3].path
+    assert requests[2].path is not requests[0].path

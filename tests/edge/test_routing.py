@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from interlock.dataplane import request_target
 from interlock.dataplane.request_target import clean_path, normalize_host, split_target
 from interlock.edge.provider import PathType
 from interlock.edge.routing import ServedRoute, path_matches, select_route
@@ -245,3 +246,25 @@ def test_split_target_agrees_with_clean_path(target: str) -> None:
     """Printable or not (split_target's isprintable() check: DEL, a C1 control, a no-break
     space, a soft hyphen, a letter beyond ASCII), the same answer as clean_path's."""
     assert _split(target) == _split_by_clean_path(target)
+
+
+KEPT_OR_NOT = ["/", "/a/../b", "/a/./b/", "//x", "/%61dmin", "/a?b=c", "/a?", "/x?y#z", "a/b"]
+
+
+def test_split_target_answers_a_target_again_as_it_read_it() -> None:
+    """A target read before is answered as it was read (each its own answer), and one refused
+    is refused every time."""
+    for _ in range(3):
+        for target in KEPT_OR_NOT:
+            assert _split(target) == _split_by_clean_path(target), target
+
+
+def test_split_target_keeps_no_query_and_a_bounded_count() -> None:
+    split_target("/kept?token=s3cret")
+    assert not [target for target in request_target._split if "s3cret" in target]
+    for number in range(request_target._SPLIT_MOST + 10):
+        assert split_target(f"/p{number}") == (f"/p{number}",) * 2 + ("",)
+    assert 0 < len(request_target._split) <= request_target._SPLIT_MOST
+    long = "/" + "x" * request_target._SPLIT_LENGTH
+    assert split_target(long) == (long, long, "")
+    assert long not in request_target._split
