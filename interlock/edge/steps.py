@@ -209,6 +209,30 @@ def _forwarded_lines(seen: _SeenHost, peer: str, scheme: str, host: str) -> byte
     return lines
 
 
+class _LastUpstream:
+    """The last upstream headers :func:`decide_now` made from a head sent as the client's
+    bytes (a compiled object's fields: a module global that is not ``Final`` is a dict look-up
+    in the compiled build): ``head_as_sent``'s answer and the ``X-Forwarded-*`` lines it was
+    made with, by identity (the same read, on its connection, gives the same object:
+    ``http1_server.head_as_sent``; the same peer, scheme and host, the same lines:
+    :class:`_SeenHost`), a copy of the headers (never handed out) and the head
+    ``plan.remember_head`` keeps with them. Every header of such a request comes from that
+    read, so the same two objects make the same headers: a copy of these (~half of building
+    them, and no list of fields) and no new head. What is kept here is what
+    ``plan.remember_head`` keeps too."""
+
+    __slots__ = ("added", "head", "headers", "verbatim")
+
+    def __init__(self) -> None:
+        self.verbatim = b""
+        self.added = b""
+        self.head = b""
+        self.headers: CIMultiDict[str] = CIMultiDict()
+
+
+_LAST_UPSTREAM: Final = _LastUpstream()
+
+
 class EdgeFront:
     """What the steps read: the edge's routes, the engine, basicAuth's password checker, the
     trusted proxies and the body timeout (one per :class:`~interlock.edge.server.EdgeServer`)."""
@@ -533,12 +557,6 @@ def decide_now(
         # general rules below leave of them on such a route.
         changes = chain.headers
         if changes is None:  # built in one call
-            fields = [
-                *forwardable,
-                (X_FORWARDED_FOR, request.peer),
-                (X_FORWARDED_PROTO, request.scheme),
-                (X_FORWARDED_HOST, host),
-            ]
             verbatim = None if request.first_read is None else head_as_sent(request)
             if verbatim is not None:
                 peer, scheme = request.peer, request.scheme
@@ -546,11 +564,21 @@ def decide_now(
                 added = kept.get(peer) if scheme == "http" or scheme == "https" else None
                 if added is None:
                     added = _forwarded_lines(seen, peer, scheme, host)
-            headers = CIMultiDict(fields)
-            if verbatim is not None and added is not None:
-                # The head request_head would make of these headers, without their items:
-                # the client's lines as it sent them (head_as_sent) and the three.
-                remember_head(headers, verbatim + added, request.method, request.path)
+                if added is not None:
+                    # The head request_head would make of these headers, without their
+                    # items: the client's lines as it sent them (head_as_sent) and the three.
+                    last = _LAST_UPSTREAM
+                    if verbatim is last.verbatim and added is last.added:
+                        headers = last.headers.copy()
+                        head = last.head
+                    else:
+                        headers = _upstream_fields(forwardable, request, host)
+                        head = verbatim + added
+                        last.verbatim, last.added, last.head = verbatim, added, head
+                        last.headers = headers.copy()
+                    remember_head(headers, head, request.method, request.path)
+                    return Admitted(decision, headers, query, body, hooks, protocol, where)
+            headers = _upstream_fields(forwardable, request, host)
             return Admitted(decision, headers, query, body, hooks, protocol, where)
         headers = CIMultiDict(forwardable)
         changes.request.apply(headers)
@@ -575,6 +603,21 @@ def decide_now(
         headers, peer_ip=request.peer, scheme=request.scheme, host=host, trusted=front.trusted
     )
     return Admitted(decision, headers, query, body, hooks, protocol, where)
+
+
+def _upstream_fields(
+    forwardable: Sequence[tuple[str, str]], request: H2Request, host: str
+) -> CIMultiDict[str]:
+    """The upstream request's headers on a route that keeps the sorted headers: the client's
+    forwardable ones and the three ``X-Forwarded-*`` (built in one call)."""
+    return CIMultiDict(
+        [
+            *forwardable,
+            (X_FORWARDED_FOR, request.peer),
+            (X_FORWARDED_PROTO, request.scheme),
+            (X_FORWARDED_HOST, host),
+        ]
+    )
 
 
 def _request_view(

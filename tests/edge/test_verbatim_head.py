@@ -221,3 +221,48 @@ async def test_a_post_without_a_length_gets_one(harness: EdgeHarness) -> None:
     sent, general, _ = await _heads(harness, request)
     assert b"\r\nContent-Length: 0\r\n" in sent
     assert sent == general
+
+
+async def test_the_same_bytes_again_on_a_connection_give_the_same_head(
+    harness: EdgeHarness,
+) -> None:
+    """A connection hands on its last read's object for the same bytes (and its target's text):
+    the head found for it is found again, for that read and that request line only."""
+    await harness.serve()
+    data = PLAIN.encode()
+    other = PLAIN.replace("User-Agent: test", "User-Agent: other").encode()
+    first, second, third = await parsed_requests(data, data, other, count=3)
+    assert second.first_read is first.first_read and second.path is first.path
+    assert third.first_read is not first.first_read
+    assert head_as_sent(first) == head_as_sent(second) == data[:-2]
+    assert head_as_sent(third) == other[:-2]
+    assert head_as_sent(second) == data[:-2]
+    # The same read with another target or method is read again (and is no head as sent).
+    assert head_as_sent(dataclasses.replace(second, path="/a?b=cd")) is None
+    assert head_as_sent(dataclasses.replace(second, method="HEAD")) is None
+    assert head_as_sent(second) == data[:-2]
+
+
+async def test_the_same_head_again_gets_headers_of_its_own(harness: EdgeHarness) -> None:
+    """Headers made again for the same read and peer are a copy (one request's changes never
+    reach the next); another peer gets its own X-Forwarded-For, other bytes their headers."""
+    await harness.serve()
+    data = PLAIN.encode()
+    other = PLAIN.replace("User-Agent: test", "User-Agent: other").encode()
+    first, second, third = await parsed_requests(data, data, other, count=3)
+    earlier = await decide(harness.server.front, first, None)
+    assert isinstance(earlier, Admitted)
+    earlier.headers["X-Filter"] = "1"
+    later = await decide(harness.server.front, second, None)
+    assert isinstance(later, Admitted)
+    assert later.headers is not earlier.headers and "X-Filter" not in later.headers
+    assert known_head(later.headers, "GET", "/a?b=c") is not None
+    sent, general, _ = await _heads(harness, second)
+    assert sent == general and b"X-Filter" not in sent
+    moved = dataclasses.replace(second, peer="10.9.9.9")
+    sent, general, decided = await _heads(harness, moved)
+    assert decided.headers["X-Forwarded-For"] == "10.9.9.9"
+    assert sent == general and b"X-Forwarded-For: 10.9.9.9\r\n" in sent
+    sent, general, decided = await _heads(harness, third)
+    assert decided.headers["User-Agent"] == "other"
+    assert sent == general and b"User-Agent: other\r\n" in sent
