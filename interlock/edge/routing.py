@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from interlock.edge.modules import ModuleChain
 from interlock.edge.provider import BackendTarget, PathType
@@ -49,6 +50,25 @@ def path_matches(*, path_type: PathType, route_path: str, request_path: str) -> 
     return prefix == "" or request_path == prefix or request_path.startswith(prefix + "/")
 
 
+_EXACT: Final = 1 << 40
+"""What an Exact match adds to a route's rank (:func:`_rank`): more than any path's length."""
+
+
+def _rank(route: ServedRoute, request_path: str) -> int:
+    """How well ``route`` serves ``request_path``: -1 when it does not; else its path's length
+    without trailing slashes, plus :data:`_EXACT` for an Exact match (Exact beats Prefix, then
+    longer beats shorter). :func:`path_matches` and :func:`prefix_key`, inlined: this runs for
+    every request and every route of its host; rstrip (a call) only for a path that ends with a
+    slash (a slice: endswith parses its arguments into a tuple when interpreted)."""
+    route_path = route.path
+    prefix = route_path.rstrip("/") if route_path[-1:] == "/" else route_path
+    if route.path_type == "Exact":
+        return _EXACT + len(prefix) if request_path == route_path else -1
+    if prefix and request_path != prefix and not request_path.startswith(prefix + "/"):
+        return -1
+    return len(prefix)
+
+
 def select_route(routes: Iterable[ServedRoute], request_path: str) -> ServedRoute | None:
     """The route serving ``request_path``: an Exact match first, else the longest Prefix.
 
@@ -56,29 +76,26 @@ def select_route(routes: Iterable[ServedRoute], request_path: str) -> ServedRout
     depend on the order routes were applied in.
     """
     best: ServedRoute | None = None
-    best_exact = best_length = 0
+    best_rank = -1
     for route in routes:
-        # path_matches and prefix_key, inlined: this runs for every request and every route of
-        # its host (one call each cost more than the rest of the loop); rstrip (a call) only
-        # for a path that ends with a slash (a slice: endswith parses its arguments into a
-        # tuple when interpreted).
-        route_path = route.path
-        prefix = route_path.rstrip("/") if route_path[-1:] == "/" else route_path
-        if route.path_type == "Exact":
-            if request_path != route_path:
-                continue
-            exact = 1
-        elif prefix and request_path != prefix and not request_path.startswith(prefix + "/"):
-            continue
-        else:
-            exact = 0
-        # Exact beats Prefix, then longer beats shorter, then the smaller route id wins.
-        length = len(prefix)
-        if (
-            best is None
-            or exact > best_exact
-            or (exact == best_exact and length > best_length)
-            or (exact == best_exact and length == best_length and route.route_id < best.route_id)
+        rank = _rank(route, request_path)
+        if rank > best_rank or (
+            rank == best_rank and best is not None and route.route_id < best.route_id
         ):
-            best, best_exact, best_length = route, exact, length
+            best, best_rank = route, rank
+    return best
+
+
+def select_route_of(routes: dict[str, ServedRoute], request_path: str) -> ServedRoute | None:
+    """:func:`select_route` over a host's table of routes (``InProcessEdge.hosts_served``): the
+    same choice, its values iterated as a dict's (compiled, a generic iteration over a values
+    view was ~600 instructions a request)."""
+    best: ServedRoute | None = None
+    best_rank = -1
+    for route in routes.values():
+        rank = _rank(route, request_path)
+        if rank > best_rank or (
+            rank == best_rank and best is not None and route.route_id < best.route_id
+        ):
+            best, best_rank = route, rank
     return best

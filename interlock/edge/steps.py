@@ -90,7 +90,7 @@ from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
-from interlock.edge.routing import ServedRoute, select_route
+from interlock.edge.routing import ServedRoute, select_route, select_route_of
 from interlock.edge.tls import peer_certificate
 from interlock.logs import module_logger
 
@@ -439,15 +439,17 @@ def decide_now(
             seen = _seen_host(host)
         edge_host = seen.edge_host
         hosts = front.hosts
-        routes: Iterable[ServedRoute] | None
-        if hosts is not None:  # a dict's values (a Mapping's were a generic method call)
+        served: dict[str, ServedRoute] | None = None
+        routes: Iterable[ServedRoute] = ()
+        if hosts is not None:  # a dict (a Mapping's values were a generic method call)
             served = hosts.get(edge_host)
-            routes = None if served is None else served.values()
+            if served is None:
+                return _refused(reasons.UNKNOWN_HOST)
         else:
             mapped = front.edge.routes_of_host(edge_host)
-            routes = None if mapped is None else mapped.values()
-        if routes is None:
-            return _refused(reasons.UNKNOWN_HOST)
+            if mapped is None:
+                return _refused(reasons.UNKNOWN_HOST)
+            routes = mapped.values()
         if exchange is not None:
             exchange.target = edge_host  # an edge's host: configured
         try:
@@ -460,7 +462,7 @@ def decide_now(
             if query
             else NO_PARAMS
         )
-        selected = select_route(routes, path)
+        selected = select_route(routes, path) if served is None else select_route_of(served, path)
         route: ServedRoute | reasons.Answer | None = selected
         if selected is not None and front.narrows:
             route = front.edge.route_for_request(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from interlock.dataplane import request_target
 from interlock.dataplane.request_target import clean_path, normalize_host, split_target
 from interlock.edge.provider import PathType
-from interlock.edge.routing import ServedRoute, path_matches, select_route
+from interlock.edge.routing import ServedRoute, path_matches, select_route, select_route_of
 
 
 def R(route_id: str, path: str, path_type: PathType) -> ServedRoute:
@@ -78,17 +78,13 @@ def test_same_path_winner_does_not_depend_on_order(order: list[str]) -> None:
 
 
 PATHS = st.sampled_from(["/", "/a", "/a/", "/a/b", "/ab", "/a//", "/b", ""])
-
-
-@given(
-    st.lists(
-        st.builds(
-            R, st.sampled_from(["r1", "r2", "r3"]), PATHS, st.sampled_from(["Exact", "Prefix"])
-        ),
-        max_size=5,
-    ),
-    PATHS,
+ROUTES = st.lists(
+    st.builds(R, st.sampled_from(["r1", "r2", "r3"]), PATHS, st.sampled_from(["Exact", "Prefix"])),
+    max_size=5,
 )
+
+
+@given(ROUTES, PATHS)
 def test_select_route_picks_by_path_matches(routes: list[R], request_path: str) -> None:
     """The route chosen is the best, by (Exact first, longest prefix, smallest id), of those
     :func:`path_matches` matches (select_route inlines it)."""
@@ -268,3 +264,22 @@ def test_split_target_keeps_no_query_and_a_bounded_count() -> None:
     long = "/" + "x" * request_target._SPLIT_LENGTH
     assert split_target(long) == (long, long, "")
     assert long not in request_target._split
+
+
+@given(ROUTES, PATHS)
+def test_select_route_of_a_table_chooses_as_select_route(
+    routes: list[ServedRoute], request_path: str
+) -> None:
+    """The steps' choice over a host's table (a dict's values) is select_route's over the same
+    routes, in either order (the same route, or one just like it)."""
+    table = {str(index): route for index, route in enumerate(routes)}
+    chosen = select_route_of(table, request_path)
+    assert chosen is select_route(routes, request_path)
+    backwards = select_route_of(dict(reversed(table.items())), request_path)
+    assert _named(chosen) == _named(backwards)
+
+
+def _named(route: ServedRoute | None) -> tuple[str, str, str] | None:
+    """What tells two routes apart for choosing (ServedRoute compares by identity): its id,
+    its type, its path without trailing slashes."""
+    return None if route is None else (route.route_id, route.path_type, route.path.rstrip("/"))
