@@ -112,7 +112,12 @@ _DATE: Final = b"date:"
 _CONTENT_LENGTH: Final = b"content-length:"
 
 
-def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
+Whole = tuple[int, str, bytes, bool, bytes]
+"""What :func:`_as_received` found in an answer's bytes: its status, reason, head (the status
+line and header lines, the last without its CRLF), whether it has a ``Date``, and its body."""
+
+
+def _as_received(data: bytes) -> Whole | None:
     """Whether the answer that ``data`` holds may go to the client with its head as received:
     its status, reason, head (the status line and header lines, the last without its CRLF:
     what comes before the blank line), whether it has a ``Date``, and its body; None when it
@@ -418,6 +423,19 @@ class Http1Response(BufferedBody):
             self._wake()
 
 
+def whole_response(found: Whole) -> Http1Response:
+    """The answer :func:`_as_received` found whole, as an :class:`Http1Response` whose head is
+    :attr:`~Http1Response.raw` (its connection done with it already)."""
+    status, reason, head, dated, body = found
+    response = Http1Response(None, status, reason, _NO_HEADERS)
+    response.raw = head
+    response.dated = dated
+    response._parts.append(body)
+    response._size = len(body)
+    response.done = True
+    return response
+
+
 class AnswerTaker:
     """What takes an answer that came whole with its head as received
     (:attr:`UpstreamConnection.as_received`). An object with a method, not a callable: the
@@ -425,6 +443,14 @@ class AnswerTaker:
     each answer, and called through Python's calling convention."""
 
     __slots__ = ()
+
+    def take_whole(self, found: Whole, data: bytes) -> None:
+        """An answer whole with its head as received: ``found`` (:data:`Whole`), ``data`` all
+        its bytes as read (its head, blank line and body, nothing more). By default
+        :meth:`take` with it as an :class:`Http1Response` (:func:`whole_response`); a taker
+        that relays it from the bytes makes no response object (the express path's:
+        ``interlock.dataplane.streams._Express``). Must not raise."""
+        self.take(whole_response(found))
 
     def take(self, answer: Http1Response) -> None:
         """Relay ``answer`` as received, or call :meth:`Http1Response.headers_as_parsed`;
@@ -506,8 +532,10 @@ class UpstreamConnection(asyncio.Protocol):
         Set after
         :meth:`exchange` (before the loop runs again: no answer can have come); looked at only
         with the answer's first bytes."""
-        self._received: tuple[int, str, bytes, bool, bytes] | None = None
+        self._received: Whole | None = None
         """What :func:`_as_received` found in the answer's bytes, for its parser."""
+        self._received_data = b""
+        """Those bytes (all of the read), while its parser reads them."""
         self._head_only = False
         self._header_list: list[tuple[str, str]] = []
         """The answer's headers so far, decoded as they come (no list of bytes to go over
@@ -545,7 +573,7 @@ class UpstreamConnection(asyncio.Protocol):
             if self.as_received is not None and not self._head_size and not self._head_only:
                 # The answer's first bytes: when they are all of it and its head can be relayed
                 # as received, parsed with one call from the parser (llhttp checks all of it).
-                found = self._received = _as_received(data)
+                found = _as_received(data)
                 if found is not None:
                     self._spare = parser  # at the start of a message still
                     last = _last
@@ -555,9 +583,9 @@ class UpstreamConnection(asyncio.Protocol):
                         # whole before, from the start of a message (_Last.parsed): it would
                         # again, the same way (the body's bytes are not its concern once its
                         # length frames it). Taken without feeding them to it.
-                        self._received = None
-                        self._answer_whole(found)
+                        self._answer_whole(found, data)
                         return
+                    self._received, self._received_data = found, data  # for its parser
                     parser = self._parser = self._whole or httptools.HttpResponseParser(
                         _WholeCalls(self)
                     )
@@ -577,7 +605,7 @@ class UpstreamConnection(asyncio.Protocol):
                 self.close()
             return
         if self._received is not None:  # never so: llhttp frames by the same Content-Length
-            self._received = None
+            self._received, self._received_data = None, b""
             self._fail(UpstreamProtocolError(f"upstream {self._where()}: an answer not whole"))
             self.close()
             return
@@ -716,18 +744,14 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self._received = None
         self._whole = parser  # at the start of a message again (dropped if the connection goes)
-        self._answer_whole(found)
+        data, self._received_data = self._received_data, b""
+        self._answer_whole(found, data)
 
-    def _answer_whole(self, found: tuple[int, str, bytes, bool, bytes]) -> None:
-        """A whole answer relayed as received (:func:`_as_received` found it so, and llhttp
-        parsed it, or its very head before: ``data_received``): the exchange is over."""
-        status, reason, head, dated, body = found
-        response = Http1Response(None, status, reason, _NO_HEADERS)
-        response.raw = head
-        response.dated = dated
-        response._parts.append(body)
-        response._size = len(body)
-        response.done = True
+    def _answer_whole(self, found: Whole, data: bytes) -> None:
+        """A whole answer relayed as received (:func:`_as_received` found it so in ``data``, all
+        of the read, and llhttp parsed it, or its very head before: ``data_received``): the
+        exchange is over. Its taker gets it as found (:meth:`AnswerTaker.take_whole`: no
+        :class:`Http1Response` made unless it asks for one)."""
         # _complete's, without the response it never had (nothing waits on its body). Kept
         # alive without asking the parser (``should_keep_alive``, a Python call): a head relayed
         # as received is HTTP/1.1 with a Content-Length and without a Connection or
@@ -742,13 +766,13 @@ class UpstreamConnection(asyncio.Protocol):
         taker, self.as_received = self.as_received, None
         if taker is not None:
             try:
-                taker.take(response)
+                taker.take_whole(found, data)
             except Exception as error:  # as the loop reports a failed callback
                 self._loop.call_exception_handler(
                     {"message": "an answer as received was not taken", "exception": error}
                 )
         elif waiter is not None and not waiter.done():
-            waiter.set_result(response)
+            waiter.set_result(whole_response(found))
 
     # ---- the exchange ----
 

@@ -50,7 +50,7 @@ import httptools
 from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
-from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Http1Response
+from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Whole
 from interlock.dataplane.interpreted import request_chunks
 from interlock.dataplane.limits import ProxyLimits
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
@@ -368,17 +368,17 @@ class Http1Responder:
         HEAD, that keeps the connection."""
         return self.keep_alive and not self._head_only and not self._version_10
 
-    def relay_as_received(self, upstream: Http1Response, head: bytes) -> bool | None:
-        """An upstream's answer whose body has all arrived, its head as received (``head``,
-        its :attr:`~Http1Response.raw`: a status line as :meth:`_render` writes it, a
-        ``Content-Length``, nothing hop-by-hop), with a ``Date`` when it has none. None when it
-        must be rendered after all (its body still coming, the connection closing after it,
-        the request's body not all read): nothing was taken or written. Else
-        :meth:`send_now`'s answer: whether the client holds too much."""
+    def relay_as_received(self, found: Whole, data: bytes) -> bool | None:
+        """An upstream's answer whose body has all arrived, its head as received: ``found``,
+        what ``interlock.dataplane.http1._as_received`` found in ``data``, all its bytes (its
+        status, reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``,
+        nothing hop-by-hop; whether it has a ``Date``, and its body); with a ``Date`` added
+        when it has none, else ``data`` itself. None when it must be rendered after all (the
+        connection closing after it, the request's body not all read): nothing was taken or
+        written. Else :meth:`send_now`'s answer: whether the client holds too much."""
         connection = self._connection
         if (
-            not upstream.done
-            or not self.keep_alive
+            not self.keep_alive
             or self._head_only
             or self._version_10
             or connection.closing
@@ -386,14 +386,15 @@ class Http1Responder:
             or self.status is not None
         ):
             return None
-        if upstream.dated:
-            out = head + b"\r\n\r\n" + (upstream._take() or b"")
+        status, _, head, dated, body = found
+        if dated:
+            out = data  # its head, blank line and body: what would be joined again
         else:
             now = int(time.time())
             if now != _date.second:
                 _date.refresh(now)
-            out = head + b"\r\n" + _date.line + b"\r\n" + (upstream._take() or b"")
-        self.status = upstream.status
+            out = head + b"\r\n" + _date.line + b"\r\n" + body
+        self.status = status
         self.bytes += len(out)
         self.ended = True
         connection._out.write(out)  # (it writes only to an open transport)

@@ -48,6 +48,8 @@ from interlock.dataplane.http1 import (
     Http1Response,
     StaleConnection,
     UpstreamConnection,
+    Whole,
+    whole_response,
 )
 from interlock.dataplane.http1_server import Http1Responder
 from interlock.dataplane.http2_client import H2Failure, H2Upstreams, relay_h2
@@ -606,31 +608,38 @@ class _Express(AnswerTaker):
         else:
             self.front.answered(self.exchange, responder)
 
-    def take(self, answer: Http1Response) -> None:
+    def take_whole(self, found: Whole, data: bytes) -> None:
         """A whole answer with its head as received, from the connection's parser
         (``UpstreamConnection.as_received``: the hooks are inert, nothing of the head would
-        change), relayed so; one the client side can no longer take so (the edge stopping)
-        goes through :meth:`answered` as any other."""
+        change), relayed so from its bytes (no :class:`Http1Response` made); one the client
+        side can no longer take so (the edge stopping) goes through :meth:`take`."""
         if self.abandoned:  # the client went: the connection is closed with it
             return
         responder = self.responder
         try:
-            paused = responder.relay_as_received(answer, answer.raw or b"")
+            paused = responder.relay_as_received(found, data)
         except Exception as error:  # what the task does with a handler's failure
             responder.express_continue(_raising(error))
             return
         if paused is None:
-            resolved: asyncio.Future[Http1Response] = asyncio.get_running_loop().create_future()
-            resolved.set_result(answer)
-            self.answered(resolved)
+            self.take(whole_response(found))
         elif paused:  # the client is slow to take it: waited for on the task
             self._drain_on_task()
         else:
             self.front.answered(self.exchange, responder)
 
+    def take(self, answer: Http1Response) -> None:
+        """A whole answer whose head the client side cannot take as received after all
+        (:meth:`take_whole`): through :meth:`answered`, as any other."""
+        if self.abandoned:
+            return
+        resolved: asyncio.Future[Http1Response] = asyncio.get_running_loop().create_future()
+        resolved.set_result(answer)
+        self.answered(resolved)
+
     def _drain_on_task(self) -> None:
         """The rest on the connection's task: until the client took what was written. A method
-        of its own, not a lambda in :meth:`take`: compiled, a function with a lambda makes the
+        of its own, not a lambda in :meth:`take_whole`: compiled, a function with a lambda makes the
         object its lambdas share on every call (and frees it), taken or not."""
         responder = self.responder
         responder.express_continue(lambda: self._finish(_drained(responder)))
