@@ -21,7 +21,13 @@ from interlock.dataplane.access_log import Exchange, begin, resume
 from interlock.dataplane.http1_server import Http1Responder, Work
 from interlock.dataplane.metrics import Traffic
 from interlock.dataplane.request_stream import H2Request, Responder
-from interlock.dataplane.streams import Prepared, StreamForwarder, send_answer, send_plain
+from interlock.dataplane.streams import (
+    ExpressFront,
+    Prepared,
+    StreamForwarder,
+    send_answer,
+    send_plain,
+)
 from interlock.edge.modules.ingress_nginx import holding
 from interlock.edge.steps import (
     Admitted,
@@ -33,7 +39,7 @@ from interlock.edge.steps import (
 )
 
 
-class EdgeStreams:
+class EdgeStreams(ExpressFront):
     """Serves the edge's HTTP/1.1 requests and HTTP/2 streams (see the module docstring)."""
 
     def __init__(self, front: EdgeFront, *, forwarder: StreamForwarder, traffic: Traffic) -> None:
@@ -79,14 +85,24 @@ class EdgeStreams:
         )
         responder.express_done()
 
-    async def finish(
+    def finish(
+        self,
+        exchange: Exchange,
+        responder: Http1Responder,
+        where: str,
+        forwarding: Awaitable[reasons.Answer | None],
+    ) -> Awaitable[None]:
+        """The rest of an express answer, on the connection's task: the end of :meth:`handle`
+        (:meth:`_finish`: a coroutine function does not override the base's plain method)."""
+        return self._finish(exchange, responder, where, forwarding)
+
+    async def _finish(
         self,
         exchange: Exchange,
         responder: Http1Responder,
         where: str,
         forwarding: Awaitable[reasons.Answer | None],
     ) -> None:
-        """The rest of an express answer, on the connection's task: the end of :meth:`handle`."""
         resume(exchange)
         failed = await forwarding
         reason = "" if failed is None else await _failed(responder, failed, where)
