@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 SAMPLE_EVERY = 32
@@ -94,16 +95,43 @@ def turn_of(loop: asyncio.AbstractEventLoop) -> TurnWrites:
     return turn
 
 
+def _dropped(data: bytes) -> None:
+    """Where :class:`HeldWrites` writes while it has no transport: nowhere (never called:
+    :func:`_closed` says so first)."""
+
+
+def _closed() -> bool:
+    """A missing transport's ``is_closing``."""
+    return True
+
+
 class HeldWrites:
     """One connection's writes, held for the end of the loop's turn (see the module docstring)."""
 
-    __slots__ = ("_held", "_turn", "transport")
+    __slots__ = ("_closing", "_held", "_send", "_transport", "_turn")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._turn = turn_of(loop)
         self._held: bytes | None = None
-        self.transport: _Writes | None = None
+        self._transport: _Writes | None = None
+        self._send: Callable[[bytes], None] = _dropped
+        self._closing: Callable[[], bool] = _closed
+        """The transport's ``write`` and ``is_closing``, bound once (:attr:`transport`): each
+        called per write, where a method of a value typed by a Protocol is looked up on its
+        type on every call (compiled: a generic method call)."""
+
+    @property
+    def transport(self) -> _Writes | None:
         """Where the bytes go (set once the connection is made)."""
+        return self._transport
+
+    @transport.setter
+    def transport(self, transport: _Writes | None) -> None:
+        self._transport = transport
+        if transport is None:
+            self._send, self._closing = _dropped, _closed
+        else:
+            self._send, self._closing = transport.write, transport.is_closing
 
     def write(self, data: bytes) -> None:
         """``data``, after what is held: now, or at the turn's end (the module docstring)."""
@@ -118,9 +146,8 @@ class HeldWrites:
         if not turn.holding:
             turn.until_sample -= 1
             if turn.until_sample > 0:  # _write, inlined (the usual path: a call fewer)
-                transport = self.transport
-                if transport is not None and not transport.is_closing():
-                    transport.write(data)
+                if not self._closing():
+                    self._send(data)
                 return
             turn.holding = True  # this turn is held, to see what it writes
         if len(data) > HELD_MOST:
@@ -136,9 +163,7 @@ class HeldWrites:
         turn = self._turn
         if self._held is None and not turn.holding and turn.until_sample > 1:
             turn.until_sample -= 1  # what write() counts (this write is not the sampled one)
-            transport = self.transport
-            if transport is not None:
-                transport.write(data)
+            self._send(data)
             return
         self.write(data)
 
@@ -150,6 +175,5 @@ class HeldWrites:
             self._write(held)
 
     def _write(self, data: bytes) -> None:
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(data)
+        if not self._closing():
+            self._send(data)
