@@ -108,17 +108,17 @@ def _closed() -> bool:
 class HeldWrites:
     """One connection's writes, held for the end of the loop's turn (see the module docstring)."""
 
-    __slots__ = ("_closing", "_held", "_send", "_transport", "_turn")
+    __slots__ = ("_held", "_send", "_transport", "_turn", "closing")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._turn = turn_of(loop)
         self._held: bytes | None = None
         self._transport: _Writes | None = None
         self._send: Callable[[bytes], None] = _dropped
-        self._closing: Callable[[], bool] = _closed
-        """The transport's ``write`` and ``is_closing``, bound once (:attr:`transport`): each
-        called per write, where a method of a value typed by a Protocol is looked up on its
-        type on every call (compiled: a generic method call)."""
+        self.closing: Callable[[], bool] = _closed
+        """The transport's ``is_closing`` (and :attr:`_send` its ``write``), bound once
+        (:attr:`transport`): each called per write, where a method of a value typed by a
+        Protocol is looked up on its type on every call (compiled: a generic method call)."""
 
     @property
     def transport(self) -> _Writes | None:
@@ -129,9 +129,9 @@ class HeldWrites:
     def transport(self, transport: _Writes | None) -> None:
         self._transport = transport
         if transport is None:
-            self._send, self._closing = _dropped, _closed
+            self._send, self.closing = _dropped, _closed
         else:
-            self._send, self._closing = transport.write, transport.is_closing
+            self._send, self.closing = transport.write, transport.is_closing
 
     def write(self, data: bytes) -> None:
         """``data``, after what is held: now, or at the turn's end (the module docstring)."""
@@ -146,7 +146,7 @@ class HeldWrites:
         if not turn.holding:
             turn.until_sample -= 1
             if turn.until_sample > 0:  # _write, inlined (the usual path: a call fewer)
-                if not self._closing():
+                if not self.closing():
                     self._send(data)
                 return
             turn.holding = True  # this turn is held, to see what it writes
@@ -175,5 +175,5 @@ class HeldWrites:
             self._write(held)
 
     def _write(self, data: bytes) -> None:
-        if not self._closing():
+        if not self.closing():
             self._send(data)
