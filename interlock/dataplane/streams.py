@@ -80,7 +80,8 @@ Prepared = tuple[Sequence[Address], ResponseHooks]
 """What :meth:`Engine.prepare` gives a forward: the endpoints, and the hooks."""
 
 HTTP2_PROTOCOLS: Final = frozenset({"grpc", "http2"})
-"""Policy ``protocol`` values whose upstreams speak HTTP/2."""
+"""Policy ``protocol`` values whose upstreams speak HTTP/2 (:meth:`StreamForwarder.express`
+compares ``protocol`` with each of these strings: change both together)."""
 
 
 def upstream_http2(headers: Mapping[str, str], protocol: str) -> bool:
@@ -313,7 +314,9 @@ class StreamForwarder:
             # upstream_http2, inlined (a frame a request); ``in`` first: most requests have no
             # Content-Type, and ``in`` is a slot of the mapping's type where ``get`` is a method
             # looked up and called with its arguments parsed (~200 instructions, compiled)
-            or protocol in HTTP2_PROTOCOLS
+            # HTTP2_PROTOCOLS's, as compared strings: ``in`` a frozenset is a call that hashes
+            or protocol == "grpc"
+            or protocol == "http2"
             or (
                 protocol != "http1"
                 and CONTENT_TYPE_LOWER in request.headers
