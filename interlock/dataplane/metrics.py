@@ -67,8 +67,13 @@ class Histogram:
 class TrafficStatistics:
     """The counters; each key is a tuple of label values."""
 
-    requests: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
-    """``(front, target, route, status class)`` → requests answered."""
+    _requests: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    """:attr:`requests`, without the counts :attr:`_counting` holds yet."""
+    _counting: list[_Counted] = field(default_factory=list, compare=False, repr=False)
+    """Where :class:`Traffic` counts its requests (not a tunnel's) as they finish, added to
+    :attr:`requests` when it is read: a request adds one to a list's item, where a dictionary
+    keyed by a tuple hashed the key twice, to read the count and to write it (~600
+    instructions a request, compiled)."""
     durations: dict[Labels, Histogram] = field(default_factory=dict)
     connect_errors: dict[Labels, int] = field(default_factory=dict)
     """Requests answered 502 because no upstream connection could be opened."""
@@ -86,6 +91,21 @@ class TrafficStatistics:
     (``websocket``), another upgraded protocol (``upgrade``) or a mesh ``CONNECT`` tunnel
     (``connect``). Long-lived by design, so counted while open, not only when finished."""
 
+    @property
+    def requests(self) -> dict[tuple[str, str, str, str], int]:
+        """``(front, target, route, status class)`` → requests answered: current whenever
+        read (what :attr:`_counting` holds is added to it then)."""
+        requests = self._requests
+        for counted in self._counting:
+            counts = counted.counts
+            for grade in range(len(counts)):
+                count = counts[grade]
+                if count:
+                    key = counted.keys[grade]
+                    requests[key] = requests.get(key, 0) + count
+                    counts[grade] = 0
+        return requests
+
 
 class _Counted:
     """Where the requests of one ``(front, target, route)`` are counted, found on its first
@@ -95,7 +115,7 @@ class _Counted:
     found, element by element); these keys are the very ones in the dictionary, found by the
     target's and the route's strings (whose hashes Python keeps)."""
 
-    __slots__ = ("front", "histogram", "keys", "route", "target")
+    __slots__ = ("counts", "front", "histogram", "keys", "route", "target")
 
     def __init__(
         self, front: str, target: str, route: str, keys: list[Any], histogram: Histogram
@@ -103,6 +123,9 @@ class _Counted:
         # ``Any``, not the key's tuple type: the compiled build would unpack a tuple typed so
         # and pack a new one for each dictionary call.
         self.keys = keys
+        self.counts = [0] * len(keys)
+        """Requests counted per status class and not yet added to
+        :attr:`TrafficStatistics.requests` (under :attr:`keys`, by the same index)."""
         self.histogram = histogram
         self.front = front
         self.target = target
@@ -203,7 +226,9 @@ class Traffic:
         grade = status // 100 if 100 <= status < 600 else 0
         if tunnel:
             labels = (front, target)
-            key: Any = (front, target, exchange.route, _STATUS_CLASSES[grade])
+            key = (front, target, exchange.route, _STATUS_CLASSES[grade])
+            requests = statistics._requests
+            requests[key] = requests.get(key, 0) + 1
             histogram = statistics.tunnel_durations.get(labels)
             if histogram is None:
                 histogram = statistics.tunnel_durations[labels] = Histogram()
@@ -216,10 +241,9 @@ class Traffic:
                 counted = self._last = (
                     self._counted(front, target, route) if found is None else found
                 )
-            key = counted.keys[grade]
+            counts = counted.counts
+            counts[grade] = counts[grade] + 1  # not ``+=``: compiled, that is Python's addition
             histogram = counted.histogram
-        requests: dict[Any, int] = statistics.requests
-        requests[key] = requests.get(key, 0) + 1
         # bisect.bisect_left(DURATION_BUCKETS, duration), in line (a module attribute and a
         # call): most requests take less than the first bound.
         slot = 0
@@ -250,6 +274,7 @@ class Traffic:
             histogram,
         )
         (self._edge if front == "edge" else self._mesh).setdefault(target, {})[route] = counted
+        self._statistics._counting.append(counted)
         return counted
 
     def _record_more(self, exchange: Exchange, reason: str, sent: int) -> None:

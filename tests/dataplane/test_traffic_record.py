@@ -120,3 +120,22 @@ def test_a_latency_on_a_bucket_bound_is_counted_in_that_bucket(bound: float) -> 
         traffic.record(_exchange(0.0), status=200, sent=0, reason="")
         buckets = traffic.statistics().durations[("edge", "a.example")].buckets
         assert buckets[slot] == 1 and sum(buckets) == 1
+
+
+def test_requests_read_between_counts_are_current_and_counted_once() -> None:
+    # Traffic counts a request where it found its labels, added to the statistics' requests
+    # when they are read: read between counts, each request is there once.
+    traffic = _traffic_at(10.0)
+    stats = traffic.statistics()  # taken before anything was counted
+    traffic.record(_exchange(9.99), status=200, sent=1, reason="")
+    assert stats.requests == {("edge", "a.example", "r", "2xx"): 1}
+    traffic.record(_exchange(9.99), status=201, sent=1, reason="")
+    traffic.record(_exchange(9.99, route="other"), status=404, sent=1, reason="")
+    assert stats.requests == {
+        ("edge", "a.example", "r", "2xx"): 2,
+        ("edge", "a.example", "other", "4xx"): 1,
+    }
+    assert stats.requests == {
+        ("edge", "a.example", "r", "2xx"): 2,
+        ("edge", "a.example", "other", "4xx"): 1,
+    }

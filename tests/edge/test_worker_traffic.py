@@ -28,7 +28,10 @@ def test_every_counter_goes_over_json_and_back() -> None:
     stats = some_traffic(2)
     assert statistics_from_json(statistics_json(stats)) == stats
     carried = set(statistics_json(TrafficStatistics()))
-    assert carried == {f.name for f in dataclasses.fields(TrafficStatistics)}
+    # Each field but the requests Traffic counts and has not added yet (``_counting``), by the
+    # name it is read by (``_requests`` is read as the ``requests`` property).
+    fields = {f.name for f in dataclasses.fields(TrafficStatistics)} - {"_counting"}
+    assert carried == {name.removeprefix("_") for name in fields}
 
 
 def test_workers_counters_add_up_series_by_series() -> None:
