@@ -112,33 +112,42 @@ _DATE: Final = b"date:"
 _CONTENT_LENGTH: Final = b"content-length:"
 
 
-Whole = tuple[int, str, bytes, bool, bytes]
-"""What :func:`_as_received` found in an answer's bytes: its status, reason, head (the status
-line and header lines, the last without its CRLF), whether it has a ``Date``, and its body."""
+Whole = tuple[int, str, bytes, bool, int]
+"""What :func:`_whole` found in an answer's bytes: its status (0: it may not go as received),
+reason, head (the status line and header lines, the last without its CRLF), whether it has a
+``Date``, and where its body starts in those bytes (after the blank line)."""
 
 
-def _as_received(data: bytes) -> Whole | None:
+def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
     """Whether the answer that ``data`` holds may go to the client with its head as received:
     its status, reason, head (the status line and header lines, the last without its CRLF:
     what comes before the blank line), whether it has a ``Date``, and its body; None when it
-    must be rendered again (not the whole answer and nothing more, a head over
-    :data:`MAX_RESPONSE_HEAD`, or one :func:`_verdict` refuses). What llhttp checks (one
-    ``Content-Length`` of digits, no ``Transfer-Encoding`` with it, CR and LF only as line
-    ends, no folded lines) it still checks: the answer is relayed only once parsed whole, or
-    once an answer of these very head bytes and a body of this length was (:attr:`_Last.parsed`:
-    llhttp would say the same of it again)."""
+    must be rendered again. :func:`_whole`'s answer, with the body cut out (what the
+    connection uses is :func:`_whole`: no body copied, no tuple made)."""
+    status, reason, head, dated, body_at = _whole(data)
+    return (status, reason, head, dated, data[body_at:]) if status else None
+
+
+def _whole(data: bytes) -> Whole:
+    """:func:`_as_received`'s answer, as a :data:`Whole` (status 0 when it must be rendered
+    again: not the whole answer and nothing more, a head over :data:`MAX_RESPONSE_HEAD`, or one
+    :func:`_verdict` refuses). What llhttp checks (one ``Content-Length`` of digits, no
+    ``Transfer-Encoding`` with it, CR and LF only as line ends, no folded lines) it still
+    checks: the answer is relayed only once parsed whole, or once an answer of these very head
+    bytes and a body of this length was (:attr:`_Last.parsed`: llhttp would say the same of it
+    again)."""
     last = _last
     if data.startswith(last.whole):
         # The head looked at last, and its blank line (most answers: a backend sends the same
         # head until its Date changes): where a partition would find the blank line too, as the
         # last head came from one, so no search, and the head kept, not a copy of it.
         head, verdict = last.head, last.verdict
-        body = data[len(last.whole) :]
+        body_at = len(last.whole)
     else:
         # One partition, not a find and two slices (~1,500 instructions fewer).
-        head, blank, body = data.partition(_BLANK_LINE)
+        head, blank, _ = data.partition(_BLANK_LINE)
         if not blank or len(head) + 4 > MAX_RESPONSE_HEAD:
-            return None
+            return _NOT_WHOLE
         if len(head) > _VERDICT_LONGEST:
             verdict = _verdict(head)
         else:
@@ -152,12 +161,14 @@ def _as_received(data: bytes) -> Whole | None:
                 verdict = found
             last.head, last.whole, last.verdict = head, head + _BLANK_LINE, verdict
             last.parsed = False
+        body_at = len(head) + 4
     status, reason, dated, length = verdict
-    if length != len(body):
-        return None  # refused (-1), the body still coming, or more after it
-    return status, reason, head, dated, body
+    if length != len(data) - body_at:
+        return _NOT_WHOLE  # refused (-1), the body still coming, or more after it
+    return status, reason, head, dated, body_at
 
 
+_NOT_WHOLE: Final = (0, "", b"", False, 0)
 _BLANK_LINE: Final = b"\r\n\r\n"
 _REFUSED: Final = (0, "", False, -1)
 
@@ -187,7 +198,7 @@ class _Last:
 
 
 _last: Final = _Last()
-"""The head :func:`_as_received` looked at last and its verdict, looked at before
+"""The head :func:`_whole` looked at last and its verdict, looked at before
 :data:`_verdicts`: the next answer of a backend mostly has the same head (until its ``Date``
 changes). An answer that begins with that head and its blank line (``startswith``: compared
 byte for byte, so a head gets the verdict it would get) is neither searched for its blank line
@@ -423,10 +434,11 @@ class Http1Response(BufferedBody):
             self._wake()
 
 
-def whole_response(found: Whole) -> Http1Response:
-    """The answer :func:`_as_received` found whole, as an :class:`Http1Response` whose head is
-    :attr:`~Http1Response.raw` (its connection done with it already)."""
-    status, reason, head, dated, body = found
+def whole_response(found: Whole, data: bytes) -> Http1Response:
+    """The answer :func:`_whole` found whole in ``data``, as an :class:`Http1Response` whose
+    head is :attr:`~Http1Response.raw` (its connection done with it already)."""
+    status, reason, head, dated, body_at = found
+    body = data[body_at:]
     response = Http1Response(None, status, reason, _NO_HEADERS)
     response.raw = head
     response.dated = dated
@@ -450,7 +462,7 @@ class AnswerTaker:
         :meth:`take` with it as an :class:`Http1Response` (:func:`whole_response`); a taker
         that relays it from the bytes makes no response object (the express path's:
         ``interlock.dataplane.streams._Express``). Must not raise."""
-        self.take(whole_response(found))
+        self.take(whole_response(found, data))
 
     def take(self, answer: Http1Response) -> None:
         """Relay ``answer`` as received, or call :meth:`Http1Response.headers_as_parsed`;
@@ -536,7 +548,7 @@ class UpstreamConnection(asyncio.Protocol):
         :meth:`exchange` (before the loop runs again: no answer can have come); looked at only
         with the answer's first bytes."""
         self._received: Whole | None = None
-        """What :func:`_as_received` found in the answer's bytes, for its parser."""
+        """What :func:`_whole` found in the answer's bytes, for its parser."""
         self._received_data = b""
         """Those bytes (all of the read), while its parser reads them."""
         self._head_only = False
@@ -576,8 +588,8 @@ class UpstreamConnection(asyncio.Protocol):
             if self.as_received is not None and not self._head_size and not self._head_only:
                 # The answer's first bytes: when they are all of it and its head can be relayed
                 # as received, parsed with one call from the parser (llhttp checks all of it).
-                found = _as_received(data)
-                if found is not None:
+                found = _whole(data)
+                if found[0]:
                     self._spare = parser  # at the start of a message still
                     last = _last
                     whole = found[2]
@@ -751,7 +763,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._answer_whole(found, data)
 
     def _answer_whole(self, found: Whole, data: bytes) -> None:
-        """A whole answer relayed as received (:func:`_as_received` found it so in ``data``, all
+        """A whole answer relayed as received (:func:`_whole` found it so in ``data``, all
         of the read, and llhttp parsed it, or its very head before: ``data_received``): the
         exchange is over. Its taker gets it as found (:meth:`AnswerTaker.take_whole`: no
         :class:`Http1Response` made unless it asks for one)."""
@@ -775,7 +787,7 @@ class UpstreamConnection(asyncio.Protocol):
                     {"message": "an answer as received was not taken", "exception": error}
                 )
         elif waiter is not None and not waiter.done():
-            waiter.set_result(whole_response(found))
+            waiter.set_result(whole_response(found, data))
 
     # ---- the exchange ----
 

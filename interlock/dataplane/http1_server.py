@@ -370,10 +370,10 @@ class Http1Responder:
 
     def relay_as_received(self, found: Whole, data: bytes) -> bool | None:
         """An upstream's answer whose body has all arrived, its head as received: ``found``,
-        what ``interlock.dataplane.http1._as_received`` found in ``data``, all its bytes (its
-        status, reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``,
-        nothing hop-by-hop; whether it has a ``Date``, and its body); with a ``Date`` added
-        when it has none, else ``data`` itself. None when it must be rendered after all (the
+        what ``interlock.dataplane.http1._whole`` found in ``data``, all its bytes (its status,
+        reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``, nothing
+        hop-by-hop; whether it has a ``Date``, and where its body starts); with a ``Date``
+        added when it has none, else ``data`` itself. None when it must be rendered after all (the
         connection closing after it, the request's body not all read): nothing was taken or
         written. Else :meth:`send_now`'s answer: whether the client holds too much."""
         connection = self._connection
@@ -386,14 +386,16 @@ class Http1Responder:
             or self.status is not None
         ):
             return None
-        status, _, head, dated, body = found
+        status, _, head, dated, body_at = found
         if dated:
             out = data  # its head, blank line and body: what would be joined again
         else:
             now = int(time.time())
             if now != _date.second:
                 _date.refresh(now)
-            out = head + b"\r\n" + _date.line + b"\r\n" + body
+            # The Date line (with its CRLF) after the head's last line, then the blank line's
+            # last CRLF and the body.
+            out = head + b"\r\n" + _date.line + data[body_at - 2 :]
         self.status = status
         self.bytes += len(out)
         self.ended = True

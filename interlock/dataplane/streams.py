@@ -631,7 +631,7 @@ class _Express(AnswerTaker):
             responder.express_continue(_raising(error))
             return
         if paused is None:
-            self.take(whole_response(found))
+            self.take(whole_response(found, data))
         elif paused:  # the client is slow to take it: waited for on the task
             self._drain_on_task()
         else:
