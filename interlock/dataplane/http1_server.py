@@ -21,7 +21,8 @@ What a connection is held to (as aiohttp held it, ``ProxyLimits``):
 * what a connection remembers of its last request's headers (to read the next one's for less:
   ``_Seen``) is bounded: its first 32 headers, values of at most 256 bytes; of its last
   request's target and the read it began in, one each (a read of at most 4,096 bytes), handed
-  over again, as the same object, only for the same bytes;
+  over again, as the same object, only for the same bytes, and the head sent as received made
+  of that read, with the upstream headers made of it (``KeptHead``);
 * a body read waits at most ``body_timeout`` s for the next bytes (408); a body is buffered up
   to :data:`HIGH_WATER` bytes before the client is made to wait;
 * ``Expect: 100-continue`` is answered when the handler first reads the body (a request refused
@@ -573,24 +574,41 @@ _HTTP11_LINE_END: Final = b" HTTP/1.1\r\n"
 """How a canonical HTTP/1.1 request line ends (``METHOD target HTTP/1.1``, one space apart)."""
 
 
-class _AsSent:
-    """The last head :func:`head_as_sent` found (a compiled object's fields: a module global that
-    is not ``Final`` is a dict look-up in the compiled build): the read it was all of, and that
-    request's method and target (its answer depends on nothing else). Compared by identity: a
-    connection hands on its last read's object for a read with the same bytes
-    (``Http1ServerProtocol.on_headers_complete``), so a client's bytes are only ever compared
-    with its own; what is kept here is the head ``plan.remember_head`` keeps too."""
+class KeptHead:
+    """What a connection keeps of its last request whose head went upstream as the client sent
+    it (``Http1ServerProtocol.kept``, :func:`kept_head`): the read that head was all of, that
+    request's method and target, and :func:`head_as_sent`'s answer (it depends on nothing
+    else); then what the edge's steps made of it (``steps.decide_now``: the ``X-Forwarded-*``
+    lines, a copy of the upstream headers never handed out, the upstream head). Compared by
+    identity: the connection hands on its last read's object for a read with the same bytes,
+    so a client's bytes are only ever compared with its own, and one connection's requests
+    never displace another's. Per connection, as :class:`_Seen`: what it holds is what that
+    connection's last request sent."""
 
-    __slots__ = ("head", "method", "read", "target")
+    __slots__ = ("added", "head", "headers", "method", "read", "target", "upstream")
 
     def __init__(self) -> None:
         self.read = b""
         self.method = ""
         self.target = ""
         self.head = b""
+        self.added: bytes | None = None
+        """The ``X-Forwarded-*`` lines :attr:`upstream` ends with (the steps' own object; None
+        while the steps made nothing of :attr:`head`)."""
+        self.headers: CIMultiDict[str] = CIMultiDict()
+        """The upstream headers made of :attr:`head` and :attr:`added` (copied for each
+        request, never handed out)."""
+        self.upstream = b""
+        """:attr:`head` and :attr:`added`: the upstream request's head."""
 
 
-_AS_SENT: Final = _AsSent()
+def kept_head(request: H2Request) -> KeptHead | None:
+    """What ``request``'s connection keeps of its last head sent as received (None for a
+    request that did not come from this server)."""
+    body = request.body
+    return body._connection.kept if isinstance(body, Http1Body) else None
+
+
 _FIRST_READ_LENGTH: Final = 4096
 """Longest read a connection keeps to hand on again (``Http1ServerProtocol._first_read``)."""
 
@@ -615,12 +633,12 @@ def head_as_sent(request: H2Request) -> bytes | None:
     read = request.first_read
     if read is None:
         return None
-    # The same read as the last head's (a client sends the same request again and again on
-    # its connection: three compares instead of the checks and a decode, ~1,200 instructions a
-    # request, compiled).
-    last = _AS_SENT
+    # The same read as the connection's last head's (a client sends the same request again and
+    # again on its connection: three compares instead of the checks and a decode, ~1,200
+    # instructions a request, compiled).
+    last = kept_head(request)
     method, target = request.method, request.path
-    if read is last.read and target is last.target and method == last.method:
+    if last is not None and read is last.read and target is last.target and method == last.method:
         return last.head
     if read[-4:] != b"\r\n\r\n":
         return None
@@ -638,7 +656,9 @@ def head_as_sent(request: H2Request) -> bytes | None:
         return None
     if "\r\n\r\n" in text:
         return None
-    last.read, last.method, last.target, last.head = read, method, target, head
+    if last is not None and len(read) <= _FIRST_READ_LENGTH:
+        last.read, last.method, last.target, last.head = read, method, target, head
+        last.added = None  # what the steps made of the head before is not of this one
     return head
 
 
@@ -691,6 +711,8 @@ class Http1ServerProtocol(asyncio.Protocol):
         head or body, or after the first request's head in them): the head of a request may be
         all of them (:func:`head_as_sent`), and its request line begins them but for the CR and
         LF llhttp skips (its HTTP version read from them)."""
+        self.kept = KeptHead()
+        """What the connection keeps of its last head sent as received (:class:`KeptHead`)."""
         self._first_read = b""
         """The last request's ``first_read`` (:attr:`H2Request.first_read`), when at most
         :data:`_FIRST_READ_LENGTH` bytes."""

@@ -69,7 +69,7 @@ from interlock.dataplane.header_names import (
     X_FORWARDED_HOST,
     X_FORWARDED_PROTO,
 )
-from interlock.dataplane.http1_server import head_as_sent
+from interlock.dataplane.http1_server import head_as_sent, kept_head
 from interlock.dataplane.http2_server import H2BodyTimeout
 from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo, remember_head
 from interlock.dataplane.proxy import (
@@ -207,30 +207,6 @@ def _forwarded_lines(seen: _SeenHost, peer: str, scheme: str, host: str) -> byte
                 kept.clear()
             kept[peer] = lines
     return lines
-
-
-class _LastUpstream:
-    """The last upstream headers :func:`decide_now` made from a head sent as the client's
-    bytes (a compiled object's fields: a module global that is not ``Final`` is a dict look-up
-    in the compiled build): ``head_as_sent``'s answer and the ``X-Forwarded-*`` lines it was
-    made with, by identity (the same read, on its connection, gives the same object:
-    ``http1_server.head_as_sent``; the same peer, scheme and host, the same lines:
-    :class:`_SeenHost`), a copy of the headers (never handed out) and the head
-    ``plan.remember_head`` keeps with them. Every header of such a request comes from that
-    read, so the same two objects make the same headers: a copy of these (~half of building
-    them, and no list of fields) and no new head. What is kept here is what
-    ``plan.remember_head`` keeps too."""
-
-    __slots__ = ("added", "head", "headers", "verbatim")
-
-    def __init__(self) -> None:
-        self.verbatim = b""
-        self.added = b""
-        self.head = b""
-        self.headers: CIMultiDict[str] = CIMultiDict()
-
-
-_LAST_UPSTREAM: Final = _LastUpstream()
 
 
 class EdgeFront:
@@ -569,15 +545,21 @@ def decide_now(
                 if added is not None:
                     # The head request_head would make of these headers, without their
                     # items: the client's lines as it sent them (head_as_sent) and the three.
-                    last = _LAST_UPSTREAM
-                    if verbatim is last.verbatim and added is last.added:
+                    # What the connection keeps of its last such request (KeptHead): the
+                    # same read (head_as_sent's answer, by identity) and the same lines (the
+                    # same peer, scheme and host: _SeenHost's object) make the same headers,
+                    # every one of them from that read. A copy of the kept ones, never handed
+                    # out (about half of building them, and no list of fields), and no new head.
+                    last = kept_head(request)
+                    if last is not None and verbatim is last.head and added is last.added:
                         headers = last.headers.copy()
-                        head = last.head
+                        head = last.upstream
                     else:
                         headers = _upstream_fields(forwardable, request, host)
                         head = verbatim + added
-                        last.verbatim, last.added, last.head = verbatim, added, head
-                        last.headers = headers.copy()
+                        if last is not None and verbatim is last.head:
+                            last.added, last.upstream = added, head
+                            last.headers = headers.copy()
                     remember_head(headers, head, request.method, request.path)
                     return Admitted(decision, headers, query, body, hooks, protocol, where)
             headers = _upstream_fields(forwardable, request, host)

@@ -263,6 +263,22 @@ async def test_the_same_head_again_gets_headers_of_its_own(harness: EdgeHarness)
     sent, general, decided = await _heads(harness, moved)
     assert decided.headers["X-Forwarded-For"] == "10.9.9.9"
     assert sent == general and b"X-Forwarded-For: 10.9.9.9\r\n" in sent
-    sent, general, decided = await _heads(harness, third)
-    assert decided.headers["User-Agent"] == "other"
-    assert sent == general and b"User-Agent: other\r\n" in sent
+    # Other bytes, from the peer before (the same lines), after the same bytes again.
+    for request, agent in ((second, "test"), (third, "other"), (second, "test")):
+        sent, general, decided = await _heads(harness, request)
+        assert decided.headers["User-Agent"] == agent
+        assert sent == general and f"User-Agent: {agent}\r\n".encode() in sent
+
+
+async def test_each_connection_keeps_its_own_last_head(harness: EdgeHarness) -> None:
+    """Another connection's request in between takes nothing a connection keeps (connections
+    interleave at any load): its same bytes again find the head it found."""
+    await harness.serve()
+    data = PLAIN.encode()
+    mine, again = await parsed_requests(data, data, count=2)
+    (theirs,) = await parsed_requests(data)
+    found = head_as_sent(mine)
+    assert head_as_sent(theirs) == found and head_as_sent(theirs) is not found
+    assert head_as_sent(again) is found
+    sent, general, _ = await _heads(harness, again)
+    assert sent == general
