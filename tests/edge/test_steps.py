@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from multidict import CIMultiDict
 
 from interlock.dataplane.proxy import MAX_READ_BODY
 from interlock.dataplane.request_stream import H2Request
+from interlock.edge.modules import addresses
 from interlock.edge.modules.basic_auth import verify_password
 from interlock.edge.modules.circuit_breaker import CircuitBreaker
 from interlock.edge.modules.webhook import WebhookVerification
@@ -348,11 +350,17 @@ async def test_a_rate_limit_token_is_taken_once_for_a_request_awaiting_bcrypt(
 
 
 @pytest.mark.parametrize(
-    ("failing_part", "name"),
+    ("failing_part", "name", "password"),
     # What each module's check calls that is not compiled in the compiled build (setup.py:
     # a compiled module's own calls cannot be spied on): the client address's number (the
-    # address ranges' look-up), basicAuth's cache key, the (interpreted) circuit breaker.
-    [(IPv4Address, "__int__"), (hashlib, "blake2s"), (CircuitBreaker, "check")],
+    # address ranges' look-up, for an address not judged last: the parsed peers are forgotten),
+    # basicAuth's base64 decoding (for credentials not cached), the (interpreted) circuit
+    # breaker.
+    [
+        (IPv4Address, "__int__", "right"),
+        (binascii, "a2b_base64", "other"),
+        (CircuitBreaker, "check", "right"),
+    ],
     ids=["ipRestriction", "basicAuth", "circuitBreaker"],
 )
 async def test_a_module_that_fails_fails_closed(
@@ -361,6 +369,7 @@ async def test_a_module_that_fails_fails_closed(
     monkeypatch: pytest.MonkeyPatch,
     failing_part: object,
     name: str,
+    password: str,
 ) -> None:
     """A check that raises, in the pass that decides at once, refuses the request (500)
     instead of letting it through."""
@@ -372,7 +381,9 @@ async def test_a_module_that_fails_fails_closed(
     def failing(*_: object, **__: object) -> None:
         raise RuntimeError("the module failed")
 
+    monkeypatch.setattr(addresses, "_peers", {})
     monkeypatch.setattr(failing_part, name, failing)
+    token = base64.b64encode(f"alice:{password}".encode()).decode()
     status, _, _ = await harness.get("/", headers={"Authorization": f"Basic {token}"})
     assert status == 500
     assert len(backend.seen) == 1

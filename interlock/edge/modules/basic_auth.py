@@ -8,12 +8,15 @@ Checking must not reveal which users exist: a request naming an unknown user sti
 bcrypt check, against a dummy hash of the same cost as the real ones. bcrypt is deliberately slow
 (tens of milliseconds at cost 10), so the edge server runs it in a small thread pool
 (``interlock.edge.passwords``), never on the event loop, and each answer is cached, keyed by a
-MAC of the credentials (keyed BLAKE2s, RFC 7693: a third of an OpenSSL HMAC-SHA256's cost per
-request) under a key that lives only in this process: the caches never hold a password or a
-hash. Successes and failures have separate bounded caches (least recently used
-evicted first), so a client retrying a stale password costs one bcrypt check, not one per
-request, while a guesser — every guess new — still pays for each, and cannot flush the cache
-of good credentials. The caches belong to one compiled chain: a changed Secret starts afresh.
+MAC of the ``Authorization`` value exactly as sent (keyed BLAKE2s, RFC 7693: a third of an
+OpenSSL HMAC-SHA256's cost per request) under a key that lives only in this process: the caches
+never hold a password or a hash, only those MACs. The value is MACed, not the credentials
+decoded from it, so a cached answer costs no base64 decoding (the value determines the
+credentials: two spellings of the same credentials are two entries, each paid for once). Successes
+and failures have separate bounded caches (least recently used evicted first), so a client
+retrying a stale password costs one bcrypt check, not one per request, while a guesser — every
+guess new — still pays for each, and cannot flush the cache of good credentials. The caches
+belong to one compiled chain: a changed Secret starts afresh.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ import functools
 import hashlib
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 import bcrypt
+from multidict import istr
 
 from interlock.edge.modules.errors import ModuleConfigError, describe_ref, lookup_secret
 from interlock.edge.modules.view import Rejection, reject
@@ -38,19 +42,24 @@ CACHE_SIZE = 1024
 
 _BCRYPT = re.compile(rb"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 
+_AUTHORIZATION: Final = istr("Authorization")
+"""An ``istr``: a case-insensitive multidict looks it up without folding its case again (half
+the cost of a ``str`` key); a plain mapping finds it as the ``str`` it equals."""
+
 
 class BasicAuth:
     """Compiled htpasswd users; holds hashes, so its repr shows only the realm and user count."""
 
     __slots__ = (
         "_accepted",
-        "_cache_key",
         "_challenge",
         "_dummy",
         "_hashes",
+        "_mac",
         "_realm",
         "_ref",
         "_refused",
+        "_uses",
     )
 
     def __init__(
@@ -62,9 +71,15 @@ class BasicAuth:
         where = f"basicAuth.secretRef ({describe_ref(self._ref)})"
         self._hashes, cost = _parse_htpasswd(secret, where=where)
         self._dummy = _dummy_hash(cost)
-        self._cache_key = os.urandom(32)
-        self._accepted: OrderedDict[bytes, None] = OrderedDict()
-        self._refused: OrderedDict[bytes, None] = OrderedDict()
+        self._mac = hashlib.blake2s(key=os.urandom(32))
+        """Keyed by a key that lives only here; each MAC is a copy of it given the value (a new
+        one with ``key=`` parsed its keywords and took the key again on every request)."""
+        # When each entry was last used (a count of uses): a hit sets its count (one dict
+        # store, no reordering); the least recently used is looked for only when a cache is
+        # full, after a bcrypt check (which costs a thousand times more).
+        self._accepted: dict[bytes, int] = {}
+        self._refused: dict[bytes, int] = {}
+        self._uses = 0
         self._challenge = reject(
             401,
             "unauthorized\n",
@@ -87,19 +102,31 @@ class BasicAuth:
         """The answer when it is known without bcrypt (no credentials, a cached answer), else
         the bcrypt check still to run — against the dummy hash for an unknown user, so that it
         costs what a known user's does."""
-        credentials = _basic_credentials(headers.get("Authorization"))
+        authorization = headers.get(_AUTHORIZATION)
+        if not authorization:
+            return self._challenge
+        # The value exactly as sent: UTF-8 with surrogates passed is one-to-one on strings
+        # (strict UTF-8, the compiled build's direct call, gives the same bytes when it can).
+        try:
+            sent = authorization.encode()
+        except UnicodeEncodeError:
+            sent = authorization.encode("utf-8", "surrogatepass")
+        mac = self._mac.copy()
+        mac.update(sent)
+        fingerprint = mac.digest()
+        uses = self._uses = self._uses + 1
+        accepted = self._accepted
+        if accepted.get(fingerprint) is not None:
+            accepted[fingerprint] = uses
+            return None
+        refused = self._refused
+        if refused.get(fingerprint) is not None:
+            refused[fingerprint] = uses
+            return self._challenge
+        credentials = _basic_credentials(authorization)
         if credentials is None:
             return self._challenge
         user, password = credentials
-        # Length-prefixed so that no other (user, password) split gives the same fingerprint.
-        message = len(user).to_bytes(4, "big") + user + password
-        fingerprint = hashlib.blake2s(message, key=self._cache_key).digest()
-        if fingerprint in self._accepted:
-            self._accepted.move_to_end(fingerprint)
-            return None
-        if fingerprint in self._refused:
-            self._refused.move_to_end(fingerprint)
-            return self._challenge
         stored = self._hashes.get(user)
         return PasswordCheck(
             fingerprint=fingerprint,
@@ -112,9 +139,10 @@ class BasicAuth:
         """Remember the outcome of ``check`` and answer with it."""
         accepted = valid and check.known
         cache = self._accepted if accepted else self._refused
-        cache[check.fingerprint] = None
+        uses = self._uses = self._uses + 1
+        cache[check.fingerprint] = uses
         if len(cache) > CACHE_SIZE:
-            cache.popitem(last=False)
+            del cache[min(cache, key=cache.__getitem__)]  # the least recently used
         return None if accepted else self._challenge
 
     def summary(self) -> dict[str, object]:

@@ -178,3 +178,36 @@ def test_missing_secret_is_transient() -> None:
         )
     assert caught.value.field == "basicAuth.secretRef"
     assert "users" in str(caught.value)
+
+
+def test_the_least_recently_used_answer_is_the_one_forgotten(
+    bcrypt_checks: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("interlock.edge.modules.basic_auth.CACHE_SIZE", 2)
+    edge = chain()
+    alice, bob, carol = (
+        basic("alice", "wonderland"),
+        basic("bob", "builder"),
+        basic("carol", "s3cret:with:colons"),
+    )
+    for headers in (alice, bob, alice, carol):  # alice used after bob: bob is forgotten
+        assert edge.check_request(view(headers=headers)) is None
+    assert len(bcrypt_checks) == 3
+    assert edge.check_request(view(headers=alice)) is None
+    assert edge.check_request(view(headers=carol)) is None
+    assert len(bcrypt_checks) == 3
+    assert edge.check_request(view(headers=bob)) is None
+    assert len(bcrypt_checks) == 4
+
+
+def test_the_same_credentials_spelled_otherwise_are_checked_again(
+    bcrypt_checks: list[bytes],
+) -> None:
+    """The caches are keyed by the Authorization value as sent; another spelling of the same
+    credentials is checked once more, and admitted or refused alike."""
+    edge = chain()
+    value = basic("alice", "wonderland")["Authorization"]
+    for spelled in (value, value.replace("Basic", "basic"), value + " "):
+        assert edge.check_request(view(headers={"Authorization": spelled})) is None
+        assert edge.check_request(view(headers={"Authorization": spelled})) is None
+    assert len(bcrypt_checks) == 3
