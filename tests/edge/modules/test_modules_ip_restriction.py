@@ -197,3 +197,32 @@ def test_the_remembered_peers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(addresses._peers) <= 4
     assert status(edge.check_request(view(peer_ip="10.0.0." + "3" + " " * 80))) == 403
     assert all(len(text) <= addresses._PEER_LENGTH for text in addresses._peers)
+
+
+def test_the_remembered_verdict_is_only_for_the_same_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last verdict answers the same address object again; any other address, alternating
+    with it (an equal one parsed anew included), is looked up."""
+    edge = chain(allow=["10.0.0.0/8"], deny=["10.9.0.0/16"])
+    peers = ["10.1.1.1", "10.9.1.1", "192.0.2.1", "10.1.1.1", "10.1.1.1", "10.9.1.1"]
+    assert [status(edge.check_request(view(peer_ip=p))) for p in peers] == (
+        [200, 403, 403, 200, 200, 403]
+    )
+    looked_up = 0
+    original = ipaddress.IPv4Address.__int__
+
+    def counting(address: ipaddress.IPv4Address) -> int:
+        nonlocal looked_up
+        looked_up += 1
+        return original(address)
+
+    monkeypatch.setattr(ipaddress.IPv4Address, "__int__", counting)
+    assert status(edge.check_request(view(peer_ip="10.9.1.1"))) == 403  # the last one: no look-up
+    assert looked_up == 0
+    monkeypatch.setattr(addresses, "_peers", {})  # the same peer parsed anew: a new object
+    assert [status(edge.check_request(view(peer_ip=p))) for p in ("10.9.1.1", "10.1.1.1")] == [
+        403,
+        200,
+    ]
+    assert looked_up > 0
