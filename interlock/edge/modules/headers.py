@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import MutableMapping
 
-from multidict import CIMultiDict
+from multidict import CIMultiDict, istr
 
 from interlock.model.module_settings import HeaderRewriteSettings, HeadersSettings
 
@@ -24,7 +24,7 @@ _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IG
 class HeaderRewrite:
     """One direction's compiled changes."""
 
-    __slots__ = ("_add", "_doomed", "_remove", "added")
+    __slots__ = ("_add", "_added_keys", "_doomed", "_doomed_keys", "_remove", "added")
 
     def __init__(self, settings: HeaderRewriteSettings) -> None:
         self._remove = settings.remove
@@ -33,13 +33,31 @@ class HeaderRewrite:
         """The names ``add`` sets, lower-cased."""
         self._doomed = self.added.union(self._remove)
         """What is removed before ``add``: ``remove``'s names and ``add``'s, lower-cased."""
+        # For a CIMultiDict: ``istr`` names, which it looks up without folding their case again
+        # (a ``str`` is folded on every look-up); ``add``'s as written (an ``istr`` is spelled
+        # as the ``str`` it was made from).
+        self._doomed_keys = tuple(istr(name) for name in sorted(self._doomed))
+        self._added_keys: tuple[tuple[istr, str], ...] | None = (
+            tuple((istr(name), value) for name, value in self._add)
+            if len(self.added) == len(self._add)
+            else None
+        )
+        """``add``'s names and values when no two names differ only in case: once ``doomed``
+        is removed, adding each is what setting it does (None: set, the later one wins)."""
 
     def apply(self, headers: MutableMapping[str, str]) -> None:
         """Remove, then add (replacing), in place; names match case-insensitively."""
         doomed = self._doomed
         if isinstance(headers, CIMultiDict):  # the edge's: case-insensitive itself
-            for name in doomed:
-                headers.popall(name, None)
+            # ``in`` first: most names are absent, and a look-up costs less than a popall call.
+            for folded in self._doomed_keys:
+                if folded in headers:
+                    headers.popall(folded)
+            added = self._added_keys
+            if added is not None:
+                for written, value in added:
+                    headers.add(written, value)
+                return
         elif doomed:
             for key in {key for key in headers if key.lower() in doomed}:
                 if key in headers:
