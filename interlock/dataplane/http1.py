@@ -245,6 +245,16 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
         return _REFUSED  # llhttp refuses it
 
 
+def _text(raw: bytes) -> str:
+    """``raw.decode("utf-8", "surrogateescape")``: strict UTF-8 first, the compiled build's
+    direct call (with an error handler named, the codec and the handler are looked up by name
+    on every call); the same text whenever it succeeds, else decoded as before."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
 class _HeaderList:
     """Collects an answer's headers from its head as :meth:`UpstreamConnection.on_header`
     does (:meth:`Http1Response.headers_as_parsed`)."""
@@ -255,9 +265,7 @@ class _HeaderList:
         self.headers: list[tuple[str, str]] = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append(
-            (_names.get(name) or _name(name), value.decode("utf-8", "surrogateescape"))
-        )
+        self.headers.append((_names.get(name) or _name(name), _text(value)))
 
 
 _NO_HEADERS: Final[CIMultiDictProxy[str]] = CIMultiDictProxy(CIMultiDict())
@@ -690,9 +698,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._reason += status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_list.append(
-            (_names.get(name) or _name(name), value.decode("utf-8", "surrogateescape"))
-        )
+        self._header_list.append((_names.get(name) or _name(name), _text(value)))
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -717,7 +723,7 @@ class UpstreamConnection(asyncio.Protocol):
             return
         headers: CIMultiDict[str] = CIMultiDict(self._header_list)
         response = self._response = Http1Response(
-            self, status, self._reason.decode("utf-8", "surrogateescape"), CIMultiDictProxy(headers)
+            self, status, _text(self._reason), CIMultiDictProxy(headers)
         )
         waiter = self._waiter()
         if waiter is not None and not waiter.done():
@@ -1270,38 +1276,48 @@ def request_head(
     body to the target it names, are that head (its lines hold no CR or LF but their ends:
     llhttp and ``steps.decide_now`` checked them).
     """
-    if body is None and method in _BODYLESS_METHODS:
+    nothing = body is None and method in _BODYLESS_METHODS  # no body, none framed
+    if nothing:
         known = known_head(headers, method, target)
         if known is not None:
             return known, False
-    has_length = CONTENT_LENGTH in headers
+    # Each looked up once (a look-up in a CIMultiDict is a generic call), and a length only
+    # when there is a body to frame; framing it never adds a Host.
+    has_length = not nothing and CONTENT_LENGTH in headers
+    no_host = HOST not in headers
     chunked = body is not None and not isinstance(body, bytes) and not has_length
-    if (
-        isinstance(body, bytes)
-        or chunked
-        or (body is None and method not in _BODYLESS_METHODS and not has_length)
-        or HOST not in headers
-    ):
+    empty = body is None and not nothing and not has_length  # framed as empty
+    if isinstance(body, bytes) or chunked or empty or no_host:
         headers = headers.copy()
     if isinstance(body, bytes):
         headers[CONTENT_LENGTH] = str(len(body))
     elif chunked:
         headers[TRANSFER_ENCODING] = "chunked"
-    elif body is None and method not in _BODYLESS_METHODS and not has_length:
+    elif empty:
         headers[CONTENT_LENGTH] = "0"
-    if HOST not in headers:
+    if no_host:
         host, port = address
         host = f"[{host}]" if ":" in host else host
         headers["Host"] = host if port == 80 else f"{host}:{port}"
-    lines = [f"{method} {target} HTTP/1.1"]
-    # Each line joined in C (``": ".join`` of the name and value pair): a comprehension over
-    # the headers cost ~500 instructions a header more (its frame and bytecode), and an
-    # f-string formats the ``istr`` names through ``str.__format__``.
-    lines += map(_FIELD.join, headers.items())
-    # One join and two ``in`` cost less than counting both characters in the joined head
-    # (``str.count`` parses its arguments the slow way).
-    fields = "".join(lines)
+    # The head's pieces, joined once: no string made a line (``": ".join`` of each name and
+    # value pair was ~600 instructions a header); and what goes between its line ends (method,
+    # target, names, values), joined to be checked for CR and LF (one join and two ``in`` cost
+    # less than ``str.count`` of each character in the head: a loop a character).
+    parts = [method, " ", target, " HTTP/1.1\r\n"]
+    checked = [method, target]
+    for name, value in headers.items():
+        parts.append(name)
+        parts.append(_FIELD)
+        parts.append(value)
+        parts.append("\r\n")
+        checked.append(name)
+        checked.append(value)
+    fields = "".join(checked)
     if "\r" in fields or "\n" in fields:
         raise ValueError("a header name or value holds CR or LF; the request is not sent")
-    lines.append("\r\n")
-    return "\r\n".join(lines).encode("utf-8", "surrogateescape"), chunked
+    parts.append("\r\n")
+    head = "".join(parts)
+    try:  # strict first: the compiled build's direct call, the same bytes when it succeeds
+        return head.encode(), chunked
+    except UnicodeEncodeError:
+        return head.encode("utf-8", "surrogateescape"), chunked
