@@ -494,22 +494,34 @@ class Http1Responder:
         status, headers = self._head
         self._head = None
         line = _STATUS_LINES.get(status)
-        lines = [line or f"HTTP/1.1 {status} Unknown"]
+        # The head's pieces, joined once (no string made a line: ``name + ": " + value`` was two
+        # concatenations a header); what goes between its line ends joined apart, to be checked
+        # for CR and LF as request_head checks its head.
+        parts = [line or f"HTTP/1.1 {status} Unknown", "\r\n"]
+        checked: list[str] = []
         has_length = has_date = False
-        for name, value in headers:
-            lower = name.lower()
-            if lower == "content-length":
-                has_length = True
-            elif lower == "date":
+        # A list (what every caller passes) is walked by index in the compiled build, and its
+        # pairs taken apart without an iterator each (typed here: mypy's narrowing loses it).
+        pairs: list[tuple[str, str]] = headers if isinstance(headers, list) else list(headers)
+        for name, value in pairs:
+            # By length first: most names are neither, and lower() makes a string.
+            size = len(name)
+            if size == 14:
+                if name.lower() == "content-length":
+                    has_length = True
+            elif size == 4 and name.lower() == "date":
                 has_date = True
-            # Concatenated: a relayed answer's names are ``istr`` (the copy without hop-by-hop
-            # headers), which an f-string formats through ``str.__format__``.
-            lines.append(name + ": " + value)
+            parts.append(name)
+            parts.append(": ")
+            parts.append(value)
+            parts.append("\r\n")
+            checked.append(name)
+            checked.append(value)
         if status < 200 or status in _NO_BODY_STATUSES:
             self._head_only = True
         elif not has_length:
             if length is not None:
-                lines.append(f"Content-Length: {length}")
+                parts.append(f"Content-Length: {length}\r\n")
             elif self._head_only:
                 pass
             elif self._version_10:
@@ -517,22 +529,28 @@ class Http1Responder:
                 self.keep_alive = False
             else:
                 self._chunked = True
-                lines.append("Transfer-Encoding: chunked")
+                parts.append("Transfer-Encoding: chunked\r\n")
         if not has_date:
             now = int(time.time())
             if now != _date.second:
                 _date.refresh(now)
-            lines.append("Date: " + _date.value)
+            parts.append("Date: ")
+            parts.append(_date.value)
+            parts.append("\r\n")
         if not self.keep_alive or self._connection.closing or not self._body.ended:
             self.keep_alive = False
-            lines.append("Connection: close")
+            parts.append("Connection: close\r\n")
         elif self._version_10:
-            lines.append("Connection: keep-alive")
-        fields = "".join(lines)  # checked as request_head checks its head
+            parts.append("Connection: keep-alive\r\n")
+        fields = "".join(checked)
         if "\r" in fields or "\n" in fields:
             raise ValueError("a response header name or value holds CR or LF")
-        lines.append("\r\n")
-        return "\r\n".join(lines).encode("utf-8", "surrogateescape")  # _encode, inlined
+        parts.append("\r\n")
+        head = "".join(parts)
+        try:  # strict first: the compiled build's direct call, the same bytes when it succeeds
+            return head.encode()
+        except UnicodeEncodeError:
+            return head.encode("utf-8", "surrogateescape")  # _encode, inlined
 
 
 _Work = tuple["H2Request | Work", "Http1Responder"]
