@@ -106,7 +106,11 @@ def without_hop_by_hop(headers: Mapping[str, str] | CIMultiDictProxy[str]) -> CI
             if lower in HOP_BY_HOP or lower[:6] == "proxy-":
                 break
             if len(_CHECKED_NAMES) < _CHECKED_MOST and len(name) <= _CHECKED_LONGEST:
-                _CHECKED_NAMES.add(str(name))
+                # The name object itself, not a ``str`` copy: an answer's names are the same
+                # ``istr`` objects on every answer (``http1._names``), found again by identity
+                # (an ``istr`` met against a ``str`` is compared the slow way, ~250 instructions
+                # a name); an ``istr`` is equal only to its exact spelling, as the ``str`` is.
+                _CHECKED_NAMES.add(name)
         else:
             return CIMultiDict(headers)
     listed = {
