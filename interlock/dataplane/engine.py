@@ -90,6 +90,7 @@ class NoHooks:
     """The :class:`~interlock.dataplane.proxy.ResponseHooks` of a front door without modules."""
 
     inert = True
+    response_edit = None
 
     def should_compress(
         self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
@@ -113,6 +114,7 @@ class FilteredHooks:
     __slots__ = ("_edits", "_inner")
 
     inert = False
+    response_edit = None  # the route's edits are not made on an answer's bytes
 
     def __init__(self, edits: tuple[HeaderEdits, ...], inner: ResponseHooks) -> None:
         self._edits = edits

@@ -54,7 +54,7 @@ from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ER
 from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Whole
 from interlock.dataplane.interpreted import request_chunks
 from interlock.dataplane.limits import ProxyLimits
-from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout
+from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout, HeadEdit
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
 from interlock.dataplane.turn_writes import HeldWrites
 from interlock.logs import module_logger
@@ -369,12 +369,16 @@ class Http1Responder:
         HEAD, that keeps the connection."""
         return self.keep_alive and not self._head_only and not self._version_10
 
-    def relay_as_received(self, found: Whole, data: bytes) -> bool | None:
+    def relay_as_received(
+        self, found: Whole, data: bytes, edit: HeadEdit | None = None
+    ) -> bool | None:
         """An upstream's answer whose body has all arrived, its head as received: ``found``,
         what ``interlock.dataplane.http1._whole`` found in ``data``, all its bytes (its status,
         reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``, nothing
-        hop-by-hop; whether it has a ``Date``, and where its body starts); with a ``Date``
-        added when it has none, else ``data`` itself. None when it must be rendered after all (the
+        hop-by-hop; whether it has a ``Date``, and where its body starts); with ``edit``'s
+        header change made on those bytes (the hooks' ``response_edit``: what rendering the
+        changed headers again would write, for such a head) and a ``Date`` added when it then
+        has none, else ``data`` itself. None when it must be rendered after all (the
         connection closing after it, the request's body not all read): nothing was taken or
         written. Else :meth:`send_now`'s answer: whether the client holds too much."""
         connection = self._connection
@@ -388,15 +392,22 @@ class Http1Responder:
         ):
             return None
         status, _, head, dated, body_at = found
-        if dated:
+        if dated and edit is None:
             out = data  # its head, blank line and body: what would be joined again
         else:
-            now = int(time.time())
-            if now != _date.second:
-                _date.refresh(now)
-            # The Date line (with its CRLF) after the head's last line, then the blank line's
-            # last CRLF and the body.
-            out = head + b"\r\n" + _date.line + data[body_at - 2 :]
+            if edit is not None:
+                head = edit.edited(head)
+                if edit.dated is not None:
+                    dated = edit.dated
+            if dated:
+                out = head + data[body_at - 4 :]  # the blank line and the body
+            else:
+                now = int(time.time())
+                if now != _date.second:
+                    _date.refresh(now)
+                # The Date line (with its CRLF) after the head's last line, then the blank
+                # line's last CRLF and the body.
+                out = head + b"\r\n" + _date.line + data[body_at - 2 :]
         self.status = status
         self.bytes += len(out)
         self.ended = True

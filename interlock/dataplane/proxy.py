@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Protocol
@@ -219,6 +220,87 @@ class ResponseHooks(Protocol):
     def record_upstream(self, status: int | None, *, now: float | None = None) -> None: ...
 
     def response_headers(self, headers: CIMultiDict[str]) -> None: ...
+
+    @property
+    def response_edit(self) -> HeadEdit | None:
+        """When the hooks' only effect on an answer is a change of its headers known before it
+        comes (no circuit breaker to tell, no compression): that change, for an answer relayed
+        from its bytes (``Http1Responder.relay_as_received``); else None."""
+        ...
+
+
+class HeadEdit:
+    """A response-header change known in advance, made on an answer's head as received (its
+    bytes): every line of a :attr:`removed` name goes (case-insensitively, wherever and however
+    often it appears), then :attr:`added`'s lines are appended — what the hooks'
+    ``response_headers`` does to the answer's headers, rendered again (the removed names include
+    every added one, so what is added does not depend on the answer). Built by :meth:`of`, which
+    refuses what the rendering path would not write as it is."""
+
+    __slots__ = ("added", "dated", "removed")
+
+    def __init__(self, removed: tuple[bytes, ...], added: bytes, dated: bool | None) -> None:
+        self.removed = removed
+        """Each removed name as its lines begin in a head, lower-cased: the CRLF ending the
+        line before, the name, its colon (llhttp refuses blanks before the colon, and CR and LF
+        within a line: such bytes begin a line of that name and nothing else)."""
+        self.added = added
+        """The added lines, each after a CRLF (the head's last line has none)."""
+        self.dated = dated
+        """Whether the edited head has a ``Date`` (None: as the answer had)."""
+
+    @staticmethod
+    def of(removed: Iterable[str], added: Sequence[tuple[str, str]]) -> HeadEdit | None:
+        """The edit removing ``removed`` (lower-case names; those of ``added`` among them) then
+        adding ``added`` (in order); None when the answer must go the rendering way: a name
+        that is not an HTTP token, a value with a control character (the headers module refuses
+        both when it is built: checked again here, as the rendering path checks for CR and LF
+        on every answer) or one that does not encode as that path encodes it, or a name the
+        proxy owns (framing, hop-by-hop: the module refuses those too)."""
+        names = sorted({name.lower() for name in removed})
+        if not {name.lower() for name, _ in added}.issubset(names):
+            return None  # an added name's lines from the answer would stay
+        for name in [*names, *(name for name, _ in added)]:
+            if not _TOKEN.fullmatch(name) or name.lower() in _PROXY_OWNED:
+                return None
+        lines = []
+        for name, value in added:
+            if _CONTROL.search(value):
+                return None
+            try:
+                lines.append(f"\r\n{name}: {value}".encode())
+            except UnicodeEncodeError:
+                return None
+        dated = None
+        if "date" in names:
+            dated = any(name.lower() == "date" for name, _ in added)
+        return HeadEdit(tuple(f"\r\n{name}:".encode() for name in names), b"".join(lines), dated)
+
+    def edited(self, head: bytes) -> bytes:
+        """``head`` (a status line and header lines, the last without its CRLF, as
+        ``interlock.dataplane.http1._whole`` found it) with the change made."""
+        if self.removed:
+            lowered = head.lower()  # bytes: ASCII letters only, each byte where it was
+            for needle in self.removed:
+                at = lowered.find(needle)
+                while at >= 0:
+                    end = lowered.find(b"\r\n", at + 2)
+                    if end < 0:
+                        end = len(lowered)  # the head's last line
+                    head = head[:at] + head[end:]
+                    lowered = lowered[:at] + lowered[end:]
+                    at = lowered.find(needle, at)
+        return head + self.added if self.added else head
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP header name (RFC 9110 token)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""What a header value may not hold: a control character other than tab (CR and LF among them:
+a head split in two)."""
+_PROXY_OWNED = HOP_BY_HOP | {"host", "content-length"}
+"""Names a head edit may not touch: they frame the message or belong to one hop (what
+``interlock.model.module_settings.PROXY_OWNED_HEADERS`` refuses in the headers module)."""
 
 
 @dataclass(frozen=True, slots=True)

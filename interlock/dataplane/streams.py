@@ -339,9 +339,12 @@ class StreamForwarder:
             headers,
             deadlines.idle,
             decision.upstream_tls,
-            # The answer's head relayed as received when nothing would change it: taken by
+            # The answer's head relayed as received when nothing would change it, or only a
+            # header change known in advance (made on its bytes: ``response_edit``): taken by
             # the express answer, with no future made unless it is not taken so.
-            express if hooks.inert and responder.as_received else None,
+            express
+            if (hooks.inert or hooks.response_edit is not None) and responder.as_received
+            else None,
         )
         if started is None:
             return prepared
@@ -620,13 +623,26 @@ class _Express(AnswerTaker):
     def take_whole(self, found: Whole, data: bytes) -> None:
         """A whole answer with its head as received, from the connection's parser
         (``UpstreamConnection.as_received``: the hooks are inert, nothing of the head would
-        change), relayed so from its bytes (no :class:`Http1Response` made); one the client
-        side can no longer take so (the edge stopping) goes through :meth:`take`."""
+        change, or their only change is ``response_edit``'s), relayed so from its bytes (no
+        :class:`Http1Response` made), that edit made on them; one the client side can no
+        longer take so (the edge stopping) goes through :meth:`take`.
+
+        What does not come here, and goes the usual way (parsed into an
+        :class:`Http1Response`, the hooks run on its headers, the head rendered again): an
+        answer not whole in the read that began it, with a hop-by-hop header, without one
+        ``Content-Length`` (chunked, or until close), with a status the edge would write
+        otherwise (1xx, 204, 304, unknown, not HTTP/1.1) or more than one ``Date``
+        (``http1._whole``); the answer to a HEAD, HTTP/1.0 or closing request, or one whose
+        body was not all read (``Http1Responder.relay_as_received``); and one whose hooks do
+        more than a header change known in advance: a circuit breaker to tell, compression,
+        a route's ResponseHeaderModifier, CORS, a session cookie (``response_edit`` None)."""
         if self.abandoned:  # the client went: the connection is closed with it
             return
         responder = self.responder
         try:
-            paused = responder.relay_as_received(found, data)
+            # None for inert hooks; not None for others (taken for it: StreamForwarder.express).
+            edit = self.prepared[1].response_edit
+            paused = responder.relay_as_received(found, data, edit)
         except Exception as error:  # what the task does with a handler's failure
             responder.express_continue(_raising(error))
             return

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from interlock.dataplane.proxy import HeadEdit
 from interlock.edge.modules.addresses import UNKNOWN_CLIENT, TrustedProxies
 from interlock.edge.modules.basic_auth import BasicAuth, PasswordCheck
 from interlock.edge.modules.circuit_breaker import CircuitBreaker
@@ -103,6 +104,11 @@ class ModuleChain:
     """No circuitBreaker, headers or compression module: :meth:`record_upstream`,
     :meth:`response_headers` and :meth:`should_compress` do nothing, and the relay skips them
     (``ResponseHooks.inert``)."""
+    response_edit: HeadEdit | None = field(init=False)
+    """Without a circuitBreaker or compression module, the ``headers`` module's response
+    change as a head edit (``ResponseHooks.response_edit``; none to make without a ``headers``
+    module or with an empty ``headers.response``): what an answer relayed from its bytes gets
+    instead of :meth:`response_headers`."""
 
     @property
     def _nginx_client(self) -> bool:
@@ -136,6 +142,13 @@ class ModuleChain:
             self,
             "inert",
             self.circuit_breaker is None and self.headers is None and not self.compress,
+        )
+        object.__setattr__(
+            self,
+            "response_edit",
+            self.headers.response.head_edit
+            if self.headers is not None and self.circuit_breaker is None and not self.compress
+            else None,
         )
 
     async def prepare(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import MutableMapping
 
 from multidict import CIMultiDict, istr
 
+from interlock.dataplane.proxy import HeadEdit
 from interlock.model.module_settings import HeaderRewriteSettings, HeadersSettings
 
 _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
@@ -24,7 +25,7 @@ _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IG
 class HeaderRewrite:
     """One direction's compiled changes."""
 
-    __slots__ = ("_add", "_added_keys", "_doomed", "_doomed_keys", "_remove", "added")
+    __slots__ = ("_add", "_added_keys", "_doomed", "_doomed_keys", "_remove", "added", "head_edit")
 
     def __init__(self, settings: HeaderRewriteSettings) -> None:
         self._remove = settings.remove
@@ -44,6 +45,12 @@ class HeaderRewrite:
         )
         """``add``'s names and values when no two names differ only in case: once ``doomed``
         is removed, adding each is what setting it does (None: set, the later one wins)."""
+        added_alone: CIMultiDict[str] = CIMultiDict()
+        self.apply(added_alone)
+        self.head_edit = HeadEdit.of(self._doomed, list(added_alone.items()))
+        """This change made on a response head's bytes (``HeadEdit``): every ``add`` name is
+        removed first, so what :meth:`apply` adds does not depend on the headers it changes —
+        what it adds to none. None when the rendering path must make it (``HeadEdit.of``)."""
 
     def apply(self, headers: MutableMapping[str, str]) -> None:
         """Remove, then add (replacing), in place; names match case-insensitively."""

@@ -154,6 +154,7 @@ class _WithCookie:
     __slots__ = ("_chain", "_cookie")
 
     inert = False
+    response_edit = None  # the cookie is added by response_headers
 
     def __init__(self, chain: ResponseHooks, cookie: str) -> None:
         self._chain = chain
