@@ -237,7 +237,7 @@ class HeadEdit:
     every added one, so what is added does not depend on the answer). Built by :meth:`of`, which
     refuses what the rendering path would not write as it is."""
 
-    __slots__ = ("added", "dated", "removed")
+    __slots__ = ("_edited", "_head", "added", "dated", "removed")
 
     def __init__(self, removed: tuple[bytes, ...], added: bytes, dated: bool | None) -> None:
         self.removed = removed
@@ -248,6 +248,13 @@ class HeadEdit:
         """The added lines, each after a CRLF (the head's last line has none)."""
         self.dated = dated
         """Whether the edited head has a ``Date`` (None: as the answer had)."""
+        self._head = b""
+        self._edited = added  # an empty head's (no line to cut out)
+        """The head edited last, and its edit: a backend sends the same head again and again
+        (until its ``Date`` changes, each second), mostly as the very object
+        ``interlock.dataplane.http1._whole`` kept of it; the edit is a function of the head's
+        bytes alone, so it is kept whatever the connection (cutting the lines out was ~2,900
+        instructions a request, compiled: ``lower()`` and a search per name)."""
 
     @staticmethod
     def of(removed: Iterable[str], added: Sequence[tuple[str, str]]) -> HeadEdit | None:
@@ -279,6 +286,13 @@ class HeadEdit:
     def edited(self, head: bytes) -> bytes:
         """``head`` (a status line and header lines, the last without its CRLF, as
         ``interlock.dataplane.http1._whole`` found it) with the change made."""
+        if head is self._head or head == self._head:
+            return self._edited
+        edited = self._edit(head)
+        self._head, self._edited = head, edited
+        return edited
+
+    def _edit(self, head: bytes) -> bytes:
         if self.removed:
             lowered = head.lower()  # bytes: ASCII letters only, each byte where it was
             for needle in self.removed:

@@ -261,3 +261,17 @@ def test_a_headers_module_with_no_response_change_has_an_empty_edit() -> None:
     assert chain.response_edit is not None and not chain.inert
     head = b"HTTP/1.1 200 OK\r\nContent-Length: 0"
     assert chain.response_edit.edited(head) == head
+
+
+def test_an_edit_kept_is_given_again_only_for_the_same_head() -> None:
+    """The edit of the last head is kept (a backend sends the same head again and again), and
+    given for an equal head only: never for another head, whichever came last."""
+    edit = HeadEdit.of(["server", "x-b"], [("X-B", "2")])
+    assert edit is not None
+    one = b"HTTP/1.1 200 OK\r\nServer: a\r\nContent-Length: 0"
+    two = b"HTTP/1.1 200 OK\r\nX-A: 1\r\nserver: b\r\nContent-Length: 0"
+    for _ in range(2):
+        for head in (one, bytes(bytearray(one))):  # the same head, and an equal one
+            assert edit.edited(head) == b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-B: 2"
+        assert edit.edited(two) == b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 0\r\nX-B: 2"
+        assert edit.edited(b"") == b"\r\nX-B: 2"
