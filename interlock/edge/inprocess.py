@@ -100,7 +100,7 @@ class InProcessEdge:
 
     def match(self, *, host_header: str, path: str) -> ServedRoute | None:
         routes = self.routes_of(host_header)
-        return None if routes is None else select_route(routes.values(), path)
+        return None if routes is None else select_route(routes, path)
 
     async def apply_modules(self, command: ApplyModules) -> None:
         route_id, path, path_type = command.route_id, command.path, command.path_type

@@ -51,7 +51,7 @@ configurations, which is what makes module swaps atomic (see ``inprocess.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
@@ -90,7 +90,7 @@ from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
-from interlock.edge.routing import ServedRoute, select_route, select_route_of
+from interlock.edge.routing import ServedRoute, select_route
 from interlock.edge.tls import peer_certificate
 from interlock.logs import module_logger
 
@@ -414,18 +414,10 @@ def decide_now(
         if seen is None:
             seen = _seen_host(host)
         edge_host = seen.edge_host
-        hosts = front.hosts
-        served: dict[str, ServedRoute] | None = None
-        routes: Iterable[ServedRoute] = ()
-        if hosts is not None:  # a dict (a Mapping's values were a generic method call)
-            served = hosts.get(edge_host)
-            if served is None:
-                return _refused(reasons.UNKNOWN_HOST)
-        else:
-            mapped = front.edge.routes_of_host(edge_host)
-            if mapped is None:
-                return _refused(reasons.UNKNOWN_HOST)
-            routes = mapped.values()
+        hosts = front.hosts  # None: a Gateway's port, whose edge computes a host's routes
+        served = hosts.get(edge_host) if hosts is not None else front.edge.routes_of_host(edge_host)
+        if served is None:
+            return _refused(reasons.UNKNOWN_HOST)
         if exchange is not None:
             exchange.target = edge_host  # an edge's host: configured
         try:
@@ -438,7 +430,7 @@ def decide_now(
             if query
             else NO_PARAMS
         )
-        selected = select_route(routes, path) if served is None else select_route_of(served, path)
+        selected = select_route(served, path)
         route: ServedRoute | reasons.Answer | None = selected
         if selected is not None and front.narrows:
             route = front.edge.route_for_request(
@@ -535,7 +527,7 @@ def decide_now(
         # general rules below leave of them on such a route.
         changes = chain.headers
         if changes is None:  # built in one call
-            verbatim = None if request.first_read is None else head_as_sent(request)
+            verbatim = head_as_sent(request)
             if verbatim is not None:
                 peer, scheme = request.peer, request.scheme
                 kept = seen.http if scheme == "http" else seen.https
@@ -568,13 +560,7 @@ def decide_now(
         changes.request.apply(headers)
         if changes.request.added.isdisjoint(HELD_BACK):
             # Nothing set_forwarded_headers removes or sets is there: it would add these three.
-            headers.extend(
-                (
-                    (X_FORWARDED_FOR, request.peer),
-                    (X_FORWARDED_PROTO, request.scheme),
-                    (X_FORWARDED_HOST, host),
-                )
-            )
+            headers.extend(_forwarded_fields(request, host))
             return Admitted(decision, headers, query, body, hooks, protocol, where)
     else:
         headers = without_hop_by_hop(request.headers)
@@ -594,13 +580,15 @@ def _upstream_fields(
 ) -> CIMultiDict[str]:
     """The upstream request's headers on a route that keeps the sorted headers: the client's
     forwardable ones and the three ``X-Forwarded-*`` (built in one call)."""
-    return CIMultiDict(
-        [
-            *forwardable,
-            (X_FORWARDED_FOR, request.peer),
-            (X_FORWARDED_PROTO, request.scheme),
-            (X_FORWARDED_HOST, host),
-        ]
+    return CIMultiDict([*forwardable, *_forwarded_fields(request, host)])
+
+
+def _forwarded_fields(request: H2Request, host: str) -> tuple[tuple[str, str], ...]:
+    """The three ``X-Forwarded-*`` of a request from a client no trusted proxy speaks for."""
+    return (
+        (X_FORWARDED_FOR, request.peer),
+        (X_FORWARDED_PROTO, request.scheme),
+        (X_FORWARDED_HOST, host),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,12 +11,18 @@ from hypothesis import strategies as st
 from interlock.dataplane import request_target
 from interlock.dataplane.request_target import clean_path, normalize_host, split_target
 from interlock.edge.provider import PathType
-from interlock.edge.routing import ServedRoute, path_matches, select_route, select_route_of
+from interlock.edge.routing import ServedRoute, path_matches, select_route
 
 
 def R(route_id: str, path: str, path_type: PathType) -> ServedRoute:
     """A route with only what choosing it reads (no modules, no backend)."""
     return ServedRoute(route_id, path, path_type, None, None, None, {})
+
+
+def table(routes: list[ServedRoute]) -> dict[str, ServedRoute]:
+    """A host's table of ``routes``, as the edge keeps it (keyed by position here: the
+    strategies below may give two routes one id)."""
+    return {str(index): route for index, route in enumerate(routes)}
 
 
 @pytest.mark.parametrize(
@@ -62,17 +70,17 @@ def test_exact_first_then_longest_prefix() -> None:
         R("v1", "/api/v1", "Prefix"),
         R("v1-exact", "/api/v1", "Exact"),
     ]
-    assert select_route(routes, "/api/v1") == routes[3]
-    assert select_route(routes, "/api/v1/x") == routes[2]
-    assert select_route(routes, "/api/v2") == routes[1]
-    assert select_route(routes, "/other") == routes[0]
-    assert select_route(routes[1:], "/other") is None
+    assert select_route(table(routes), "/api/v1") == routes[3]
+    assert select_route(table(routes), "/api/v1/x") == routes[2]
+    assert select_route(table(routes), "/api/v2") == routes[1]
+    assert select_route(table(routes), "/other") == routes[0]
+    assert select_route(table(routes[1:]), "/other") is None
 
 
 @given(st.permutations(["b", "a", "c"]))
 def test_same_path_winner_does_not_depend_on_order(order: list[str]) -> None:
     routes = [R(route_id, "/same", "Prefix") for route_id in order]
-    chosen = select_route(routes, "/same/x")
+    chosen = select_route(table(routes), "/same/x")
     assert chosen is not None
     assert chosen.route_id == "a"
 
@@ -93,7 +101,7 @@ def test_select_route_picks_by_path_matches(routes: list[R], request_path: str) 
         for r in routes
         if path_matches(path_type=r.path_type, route_path=r.path, request_path=request_path)
     ]
-    chosen = select_route(routes, request_path)
+    chosen = select_route(table(routes), request_path)
     if not matching:
         assert chosen is None
         return
@@ -267,15 +275,16 @@ def test_split_target_keeps_no_query_and_a_bounded_count() -> None:
 
 
 @given(ROUTES, PATHS)
-def test_select_route_of_a_table_chooses_as_select_route(
+def test_select_route_chooses_whatever_the_table_order_or_mapping(
     routes: list[ServedRoute], request_path: str
 ) -> None:
-    """The steps' choice over a host's table (a dict's values) is select_route's over the same
-    routes, in either order (the same route, or one just like it)."""
-    table = {str(index): route for index, route in enumerate(routes)}
-    chosen = select_route_of(table, request_path)
-    assert chosen is select_route(routes, request_path)
-    backwards = select_route_of(dict(reversed(table.items())), request_path)
+    """The choice over a host's table does not depend on its order (the same route, or one
+    just like it), and a mapping that is not a dict (a Gateway's port may hand one) chooses as
+    the dict it is copied into."""
+    routes_table = table(routes)
+    chosen = select_route(routes_table, request_path)
+    assert chosen is select_route(MappingProxyType(routes_table), request_path)
+    backwards = select_route(dict(reversed(routes_table.items())), request_path)
     assert _named(chosen) == _named(backwards)
 
 
