@@ -608,13 +608,19 @@ class KeptHead:
     it (``Http1ServerProtocol.kept``, :func:`kept_head`): the read that head was all of, that
     request's method and target, and :func:`head_as_sent`'s answer (it depends on nothing
     else); then what the edge's steps made of it (``steps.decide_now``: the ``X-Forwarded-*``
-    lines, a copy of the upstream headers never handed out, the upstream head). Compared by
-    identity: the connection hands on its last read's object for a read with the same bytes,
-    so a client's bytes are only ever compared with its own, and one connection's requests
-    never displace another's. Per connection, as :class:`_Seen`: what it holds is what that
-    connection's last request sent."""
+    lines, the upstream headers and their version, the upstream head). Compared by identity:
+    the connection hands on its last read's object for a read with the same bytes, so a
+    client's bytes are only ever compared with its own, and one connection's requests never
+    displace another's. Per connection, as :class:`_Seen`: what it holds is what that
+    connection's last request sent.
 
-    __slots__ = ("added", "head", "headers", "method", "read", "target", "upstream")
+    The upstream headers are handed to the connection's next request with the same head again
+    while :attr:`version` says they are unchanged: the connection answers one request at a
+    time, so the request they were made for is done with them by then, and whatever changed
+    them (a rule's filter, the HTTP/2 upstream's ``Host``) changed their version, and the next
+    request gets headers of its own."""
+
+    __slots__ = ("added", "head", "headers", "method", "read", "target", "upstream", "version")
 
     def __init__(self) -> None:
         self.read = b""
@@ -625,8 +631,10 @@ class KeptHead:
         """The ``X-Forwarded-*`` lines :attr:`upstream` ends with (the steps' own object; None
         while the steps made nothing of :attr:`head`)."""
         self.headers: CIMultiDict[str] = CIMultiDict()
-        """The upstream headers made of :attr:`head` and :attr:`added` (copied for each
-        request, never handed out)."""
+        """The upstream headers made of :attr:`head` and :attr:`added`."""
+        self.version = -1
+        """:attr:`headers`' ``multidict.getversion`` when made (-1: none made; a version is
+        never negative)."""
         self.upstream = b""
         """:attr:`head` and :attr:`added`: the upstream request's head."""
 

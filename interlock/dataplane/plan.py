@@ -229,6 +229,16 @@ def remember_head(headers: CIMultiDict[str], head: bytes, method: str, target: s
     without a body to ``target`` (:data:`KnownHead`; it replaces the one kept before)."""
     # (getversion's stub takes MultiDict[object], which CIMultiDict[str] is not: invariant.)
     version = _getversion(headers)  # type: ignore[arg-type]
+    known = _LAST_HEAD.known
+    if (
+        known is not None
+        and known[0] is headers
+        and known[1] is head
+        and known[4] == version
+        and known[2] == method
+        and known[3] == target
+    ):
+        return  # kept already (a connection's kept headers again, unchanged: steps.py)
     _LAST_HEAD.known = (headers, head, method, target, version)
 
 

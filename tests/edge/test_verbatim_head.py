@@ -244,8 +244,9 @@ async def test_the_same_bytes_again_on_a_connection_give_the_same_head(
 
 
 async def test_the_same_head_again_gets_headers_of_its_own(harness: EdgeHarness) -> None:
-    """Headers made again for the same read and peer are a copy (one request's changes never
-    reach the next); another peer gets its own X-Forwarded-For, other bytes their headers."""
+    """Headers for the same read and peer again are made anew after a change (one request's
+    changes never reach the next: test_kept_headers.py); another peer gets its own
+    X-Forwarded-For, other bytes their headers."""
     await harness.serve()
     data = PLAIN.encode()
     other = PLAIN.replace("User-Agent: test", "User-Agent: other").encode()
