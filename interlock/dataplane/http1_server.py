@@ -48,7 +48,7 @@ from http import HTTPStatus
 from typing import Any, Final, cast
 
 import httptools
-from multidict import CIMultiDict, istr
+from multidict import CIMultiDict, getversion, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Whole
@@ -646,6 +646,11 @@ def kept_head(request: H2Request) -> KeptHead | None:
     return body._connection.kept if isinstance(body, Http1Body) else None
 
 
+_getversion: Final = getversion
+"""``multidict.getversion`` (another number after any change to a multidict), as a ``Final``
+(compiled, an imported name is a look-up in the module's dict; its stub takes
+``MultiDict[object]``, which ``CIMultiDict[str]`` is not: invariant)."""
+
 _FIRST_READ_LENGTH: Final = 4096
 """Longest read a connection keeps to hand on again (``Http1ServerProtocol._first_read``)."""
 
@@ -763,9 +768,12 @@ class Http1ServerProtocol(asyncio.Protocol):
         """The last request's headers by position, decoded (:class:`_Seen`)."""
         self._template: CIMultiDict[str] | None = None
         """The headers of the last requests, when they were the same as their :attr:`_seen`
-        (None when one was not): a request whose headers are all as they were gets a copy."""
+        (None when one was not): a request whose headers are all as they were gets it, or a
+        copy (:meth:`on_headers_complete`)."""
         self._template_size = 0
         """How many names and values :attr:`_template` was made from (``_headers``' length)."""
+        self._template_version = -1
+        """:attr:`_template`'s ``multidict.getversion`` when made (another after any change)."""
         self._parsing: Http1Body | None = None
         # Requests parsed, waiting for the one in flight to be answered.
         self._waiting: deque[tuple[H2Request, Http1Responder]] = deque()
@@ -1032,18 +1040,29 @@ class Http1ServerProtocol(asyncio.Protocol):
                 forwardable.append(field)
             elif kind == _PROXY_CONNECTION:
                 connection = True
-        # The request's CIMultiDict: a copy of the last one's (made for the connection, never
-        # handed out) when every header is as it was (a copy was about half the cost).
+        # Whether the request waits its turn (one is in flight, or the connection's task is
+        # still finishing one): it is not answered now.
+        waits = self._answering is not None or (self._next is None and self._task is not None)
+        # The request's CIMultiDict when every header is as it was: the connection's last one
+        # (_template), made anew if anything changed it since (its version). A request answered
+        # now gets it itself: the requests before it are done with it (the connection answers
+        # one at a time), so whatever changed it was theirs and is seen here. One that waits
+        # gets a copy: the request in flight may still change the template. (A copy was ~500
+        # instructions, and freeing it a request about as much.)
         template = self._template
         if not same:
             self._template = None
             headers: CIMultiDict[str] = CIMultiDict(fields)
-        elif template is not None and len(raw) == self._template_size:
-            headers = template.copy()
         else:
-            template = self._template = CIMultiDict(fields)
-            self._template_size = len(raw)
-            headers = template.copy()
+            if (
+                template is None
+                or len(raw) != self._template_size
+                or _getversion(template) != self._template_version  # type: ignore[arg-type]
+            ):
+                template = self._template = CIMultiDict(fields)
+                self._template_size = len(raw)
+                self._template_version = _getversion(template)  # type: ignore[arg-type]
+            headers = template.copy() if waits else template
         fresh = self._fresh
         self._fresh = None  # a request after this one in the same read begins elsewhere in it
         # Names a Connection header lists (beyond the hop-by-hop ones), or no Host: the general
@@ -1136,7 +1155,7 @@ class Http1ServerProtocol(asyncio.Protocol):
             first_read,
         )
         responder = Http1Responder(self, body, method, http10, keep_alive)
-        if self._answering is not None or (self._next is None and self._task is not None):
+        if waits:
             self._waiting.append((request, responder))
             self._pause("pipelined")
             return
