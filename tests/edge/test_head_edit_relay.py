@@ -3,14 +3,16 @@ upstream's answer goes from its bytes with that change made on them (``HeadEdit`
 what the usual path wrote for the same answer; every answer the edited relay must refuse goes
 the usual path, the change made as before.
 
-As in ``tests/security/test_answer_as_received.py`` (whose helpers these are), each test sends
+As in ``tests/security/test_answer_as_received.py``, each test sends
 two requests on one keep-alive client connection: the first takes the usual path (the pool has
 no connection yet), the second the one under test; a head that went from its bytes keeps its
 :data:`SPACED` line as sent (a rendered one has its blanks stripped)."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,14 +23,46 @@ from interlock.model.service import ServicePortKey
 from tests.kit.edge_routes import serve_route
 from tests.kit.keep_alive_backend import keep_alive_backend
 from tests.security.conftest import HOST, Edge, running_edge
-from tests.security.test_answer_as_received import (
-    DATED,
-    SPACED,
-    Relayed,
-    client,
-    get,
-    read_answer,
-)
+
+SPACED = b"X-Spaced:   kept as sent\r\n"
+"""A header line a head relayed from its bytes keeps as it is, and a rendered one does not."""
+DATED = b"Date: Tue, 01 Dec 1998 10:00:00 GMT\r\n"
+
+
+@dataclass
+class Relayed:
+    """One answer as the client read it: its head (without the blank line) and body."""
+
+    head: bytes
+    body: bytes
+
+    @property
+    def as_received(self) -> bool:
+        return SPACED in self.head + b"\r\n"
+
+    def values(self, name: str) -> list[bytes]:
+        lines = (line.partition(b":") for line in self.head.split(b"\r\n")[1:])
+        return [value.strip() for found, _, value in lines if found.lower() == name.encode()]
+
+
+def get(method: str = "GET", version: str = "1.1", extra: str = "") -> bytes:
+    return f"{method} / HTTP/{version}\r\nHost: {HOST}\r\n{extra}\r\n".encode()
+
+
+async def read_answer(reader: asyncio.StreamReader, *, head_only: bool) -> Relayed:
+    """One answer, framed by its Content-Length or chunked (none read after a HEAD)."""
+    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30))[:-4]
+    answer = Relayed(head, b"")
+    if head_only:
+        return answer
+    if length := answer.values("content-length"):
+        answer.body = await reader.readexactly(int(length[0]))
+        return answer
+    while size := int(await reader.readuntil(b"\r\n"), 16):
+        answer.body += (await reader.readexactly(size + 2))[:-2]
+    await reader.readexactly(2)
+    return answer
+
 
 RESPONSE = {"add": {"X-Frame-Options": "DENY"}, "remove": ["Server"]}
 """The module reference's example: ``Server`` removed, ``X-Frame-Options`` set."""
@@ -61,16 +95,16 @@ async def edited_twice(
     """The two answers a client gets for ``requests`` on one connection, through a route with
     the headers module (:data:`RESPONSE`) and ``modules``, the upstream answering ``answer``."""
     settings = {"headers": {"response": RESPONSE}, **(modules or {})}
-    async with (
-        running_edge() as edge,
-        keep_alive_backend([answer]) as backend,
-        client(edge) as (reader, writer),
-    ):
+    async with running_edge() as edge, keep_alive_backend([answer]) as backend:
         await serve(edge, backend.address, Modules.model_validate(settings))
-        answers = []
-        for request in requests:
-            writer.write(request)
-            answers.append(await read_answer(reader, head_only=head_only))
+        reader, writer = await asyncio.open_connection(*edge.address)
+        try:
+            answers = []
+            for request in requests:
+                writer.write(request)
+                answers.append(await read_answer(reader, head_only=head_only))
+        finally:
+            writer.close()
     assert backend.connections == 1  # the second went on the pooled connection
     return answers
 
@@ -83,7 +117,7 @@ async def serve(edge: Edge, address: tuple[str, int], modules: Modules) -> None:
 
 def changed(answer: Relayed) -> bool:
     """Whether the module's change was made: no ``Server``, one ``X-Frame-Options: DENY``."""
-    return not answer.values("server") and answer.values("x-frame-options") == ["DENY"]
+    return not answer.values("server") and answer.values("x-frame-options") == [b"DENY"]
 
 
 async def test_the_answer_goes_from_its_bytes_edited_as_the_usual_path_writes_it() -> None:
@@ -126,7 +160,7 @@ async def test_what_the_edited_relay_refuses_goes_the_usual_path(
 async def test_the_answer_to_a_head_request_goes_the_usual_path() -> None:
     for relayed in await edited_twice(ANSWER, requests=(get("HEAD"),) * 2, head_only=True):
         assert not relayed.as_received and changed(relayed)
-        assert relayed.values("content-length") == ["2"]
+        assert relayed.values("content-length") == [b"2"]
 
 
 async def test_a_circuit_breaker_is_told_every_answer() -> None:
@@ -146,5 +180,5 @@ async def test_a_compressed_route_compresses() -> None:
     )
     for relayed in answers:
         assert not relayed.as_received and changed(relayed)
-        assert relayed.values("content-encoding") == ["gzip"]
+        assert relayed.values("content-encoding") == [b"gzip"]
         assert gzip.decompress(relayed.body) == body
