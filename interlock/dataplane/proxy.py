@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from interlock.dataplane.upstream_tls import (
 from interlock.dataplane.wire import answer_response
 from interlock.logs import module_logger
 from interlock.model.backend_tls import BackendTLS
+from interlock.model.module_settings import BAD_HEADER_VALUE, HEADER_NAME
 
 # Not loguru's logger itself: this module is compiled (interlock.logs.module_logger).
 logger = module_logger(__name__)
@@ -268,11 +268,11 @@ class HeadEdit:
         if not {name.lower() for name, _ in added}.issubset(names):
             return None  # an added name's lines from the answer would stay
         for name in [*names, *(name for name, _ in added)]:
-            if not _TOKEN.fullmatch(name) or name.lower() in _PROXY_OWNED:
+            if not HEADER_NAME.fullmatch(name) or name.lower() in _PROXY_OWNED:
                 return None
         lines = []
         for name, value in added:
-            if _CONTROL.search(value):
+            if BAD_HEADER_VALUE.search(value):
                 return None
             try:
                 lines.append(f"\r\n{name}: {value}".encode())
@@ -307,11 +307,6 @@ class HeadEdit:
         return head + self.added if self.added else head
 
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-"""An HTTP header name (RFC 9110 token)."""
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-"""What a header value may not hold: a control character other than tab (CR and LF among them:
-a head split in two)."""
 _PROXY_OWNED = HOP_BY_HOP | {"host", "content-length"}
 """Names a head edit may not touch: they frame the message or belong to one hop (what
 ``interlock.model.module_settings.PROXY_OWNED_HEADERS`` refuses in the headers module)."""

@@ -354,11 +354,13 @@ class _Found:
         )
 
 
-# RFC 9110 token characters: what a header field name may contain. These patterns are used with
-# fullmatch: `^…$` with match would accept a trailing newline (`$` matches before one).
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# Control characters other than tab: a header value holding one could inject headers.
-_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP header field name: RFC 9110 token characters. Use it with ``fullmatch`` (``^…$`` with
+``match`` would accept a trailing newline: ``$`` matches before one). The proxy checks a head
+edit with it too (``interlock.dataplane.proxy.HeadEdit``)."""
+BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""What a header value may not hold: a control character other than tab (CR and LF among them:
+a value holding one could inject headers). Use it with ``search``."""
 # Kubernetes Secret data keys.
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 # Kubernetes object names (DNS subdomain).
@@ -416,14 +418,14 @@ def _header_problems(changes: HeaderChanges) -> Iterator[tuple[str, str]]:
         where = f'.add["{name}"]'
         yield from ((where, reason) for reason in _header_name_problems(name))
         # The value itself is never quoted: header values can be credentials.
-        if _BAD_HEADER_VALUE.search(value):
+        if BAD_HEADER_VALUE.search(value):
             yield where, "the value contains a control character"
     for index, name in enumerate(changes.remove):
         yield from ((f".remove[{index}]", reason) for reason in _header_name_problems(name))
 
 
 def _header_name_problems(name: str) -> Iterator[str]:
-    if not _HEADER_NAME.fullmatch(name):
+    if not HEADER_NAME.fullmatch(name):
         yield f'"{name}" is not a valid header name'
     elif name.lower() in PROXY_OWNED_HEADERS:
         yield f"{name} is managed by the proxy and cannot be changed"
