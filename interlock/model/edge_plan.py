@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from interlock.model.edge import DesiredRoute, EdgeBackend
+from interlock.model.edge import DesiredRoute, EdgeBackend, PathType
 from interlock.model.moduleset import Modules, SecretValue
 from interlock.model.service import ServicePortKey
 
@@ -90,11 +90,23 @@ class ServedRoute:
     """The applied module types (for the board), computed once when applied."""
 
 
+StepInputs = (
+    TlsPair
+    | tuple[str, PathType]
+    | tuple[str, PathType, Modules, dict[tuple[str, str], SecretValue]]
+    | BackendTarget
+    | None
+)
+"""What a step depends on, by kind: the TLS pair to install; a reservation's path and path
+type; those, the modules and their Secrets to apply; the backend to attach; nothing to remove.
+(A precise type, not ``object``: mypyc cannot compile a dataclass field typed ``object``.)"""
+
+
 @dataclass(slots=True)
 class StepFailure:
     """The last failure of one step slot; ``inputs`` tells whether the inputs changed since."""
 
-    inputs: object
+    inputs: StepInputs
     permanent: bool
     message: str
     waiting: bool
@@ -108,7 +120,7 @@ class EdgeStep:
 
     kind: StepKind
     route_id: str
-    inputs: object
+    inputs: StepInputs
     """What the step depends on: a failure is not repeated while these stay equal."""
     route: DesiredRoute | None = None
     target: BackendTarget | None = None

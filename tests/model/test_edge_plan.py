@@ -13,6 +13,7 @@ from interlock.model.edge_plan import (
     EdgeStep,
     ServedRoute,
     StepFailure,
+    StepInputs,
     backend_target,
     plan,
 )
@@ -52,16 +53,16 @@ def served(modules: Modules | None = HEADERS, backend: BackendTarget | None = TA
     return ServedRoute(modules=modules, secrets={}, backend=backend, reserved=modules is None)
 
 
-def modules_inputs(desired: DesiredRoute) -> object:
+def modules_inputs(desired: DesiredRoute) -> StepInputs:
     return (desired.path, desired.path_type, desired.modules, dict(desired.secrets))
 
 
-def failed(inputs: object, *, permanent: bool = False, waiting: bool = True) -> StepFailure:
+def failed(inputs: StepInputs, *, permanent: bool = False, waiting: bool = True) -> StepFailure:
     return StepFailure(inputs=inputs, permanent=permanent, message="x", waiting=waiting)
 
 
 R = route()
-RESERVE_INPUTS = ("/", "Prefix")
+RESERVE_INPUTS: StepInputs = ("/", "Prefix")
 
 CASES: list[tuple[str, DesiredRoute | None, ServedRoute | None, dict[Any, StepFailure], Any]] = [
     ("a new route gets its modules first", R, None, {}, ("modules", None)),
