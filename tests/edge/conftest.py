@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import pytest
@@ -144,19 +145,26 @@ class EdgeHarness:
     client: aiohttp.ClientSession
 
     @property
+    def address(self) -> tuple[str, int]:
+        """Where the edge listens for plain HTTP (the harness always asks for it)."""
+        address = self.server.addresses.http
+        assert address is not None
+        return address
+
+    @property
     def url(self) -> str:
-        host, port = self.server.addresses.http
+        host, port = self.address
         return f"http://{host}:{port}"
 
     async def get(
-        self, path: str, *, host: str = HOST, **kwargs: object
+        self, path: str, *, host: str = HOST, **kwargs: Any
     ) -> tuple[int, dict[str, str], bytes]:
         return await self.request("GET", path, host=host, **kwargs)
 
     async def request(
-        self, method: str, path: str, *, host: str = HOST, **kwargs: object
+        self, method: str, path: str, *, host: str = HOST, **kwargs: Any
     ) -> tuple[int, dict[str, str], bytes]:
-        headers = dict(kwargs.pop("headers", {}) or {})  # type: ignore[call-overload]
+        headers = dict(kwargs.pop("headers", {}) or {})
         headers["Host"] = host
         # encoded=True: send the path exactly as written (yarl would resolve dot segments).
         url = URL(self.url + path, encoded=True)

@@ -21,7 +21,7 @@ Wire = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 async def _connect(harness: EdgeHarness) -> Wire:
-    return await asyncio.open_connection(*harness.server.addresses.http)
+    return await asyncio.open_connection(*harness.address)
 
 
 @pytest.fixture

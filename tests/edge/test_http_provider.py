@@ -59,6 +59,7 @@ async def remote(backend: Backend) -> AsyncIterator[Remote]:
     host, port = addresses.admin
     admin_url = f"http://{host}:{port}"
     provider = HttpEdge(base_url=admin_url, token=ADMIN_TOKEN, timeout=60)
+    assert addresses.edge.http is not None
     edge_host, edge_port = addresses.edge.http
     yield Remote(standalone, f"http://{edge_host}:{edge_port}", admin_url, provider)
     await provider.close()

@@ -22,7 +22,9 @@ from .conftest import BACKEND, HOST, Backend, EdgeHarness
 BAD_CIDR = Modules.model_validate({"ipRestriction": {"allow": ["10.0.0.0/33"]}})
 
 
-async def apply(harness: EdgeHarness, modules: Modules, *, route_id: str = "root", path: str = "/"):
+async def apply(
+    harness: EdgeHarness, modules: Modules, *, route_id: str = "root", path: str = "/"
+) -> None:
     await serve_route(
         harness.edge, host=HOST, route_id=route_id, path=path, modules=modules, secrets=SECRETS
     )

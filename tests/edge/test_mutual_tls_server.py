@@ -13,7 +13,7 @@ import pytest
 
 from interlock.dataplane.upstreams import StaticUpstreams
 from interlock.edge.inprocess import InProcessEdge
-from interlock.edge.modules.mutual_tls import SUBJECT_HEADER
+from interlock.edge.modules.client_cert_headers import SUBJECT_HEADER
 from interlock.edge.server import EdgeServer
 from interlock.model.moduleset import Modules, SecretValue
 from tests.kit.edge_routes import serve_route
@@ -75,7 +75,7 @@ async def tls_edge(backend: Backend, tmp_path: Path) -> AsyncIterator[TlsEdge]:
         edge=edge, upstreams=StaticUpstreams({("default", "web", 80): [backend.address]})
     )
     addresses = await server.start(addr="127.0.0.1:0", tls_addr="127.0.0.1:0")
-    assert addresses.https is not None
+    assert addresses.https is not None and addresses.http is not None
     trust = ""
     for host in (HOST, MTLS_HOST):
         cert, key = self_signed(host)

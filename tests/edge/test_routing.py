@@ -93,7 +93,7 @@ ROUTES = st.lists(
 
 
 @given(ROUTES, PATHS)
-def test_select_route_picks_by_path_matches(routes: list[R], request_path: str) -> None:
+def test_select_route_picks_by_path_matches(routes: list[ServedRoute], request_path: str) -> None:
     """The route chosen is the best, by (Exact first, longest prefix, smallest id), of those
     :func:`path_matches` matches (select_route inlines it)."""
     matching = [

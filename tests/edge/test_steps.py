@@ -63,7 +63,7 @@ async def _exchange(harness: EdgeHarness, data: bytes) -> tuple[int, str, bool]:
     """Send ``data`` on a new connection: the answer's status, its ``X-Interlock-Reason``, and
     whether the edge closes the connection after it (``Connection: close``, then the end of
     the stream)."""
-    reader, writer = await asyncio.open_connection(*harness.server.addresses.http)
+    reader, writer = await asyncio.open_connection(*harness.address)
     try:
         writer.write(data)
         await writer.drain()
@@ -141,7 +141,7 @@ async def test_an_http2_connection_serves_on_after_bodies_it_did_not_read(
     (and stops the rest of the body): without it, 64 KiB of refused uploads held the
     connection's window, and the third 30 KB upload on the connection never went out."""
     await harness.serve()
-    client = await H2Client.connect(*harness.server.addresses.http)
+    client = await H2Client.connect(*harness.address)
     try:
         for _ in range(6):
             reply = await client.request(
@@ -157,7 +157,7 @@ async def test_an_oversized_http2_body_is_refused_and_the_connection_serves_on(
 ) -> None:
     """HTTP/2 carries other streams on the connection: the 413 ends only this stream."""
     await _serve_webhook(harness)
-    client = await H2Client.connect(*harness.server.addresses.http)
+    client = await H2Client.connect(*harness.address)
     try:
         reply = await client.request(
             authority=HOST, method="POST", body=b"x" * (MAX_READ_BODY + 1), within=30

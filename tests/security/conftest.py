@@ -146,7 +146,9 @@ class Edge:
 
     @property
     def address(self) -> tuple[str, int]:
-        return self.server.addresses.http
+        address = self.server.addresses.http
+        assert address is not None  # the harness's server listens for plain HTTP
+        return address
 
     async def protect_admin(self, backend: tuple[str, int]) -> None:
         self.upstreams.set(namespace="default", service="web", port=80, addresses=[backend])

@@ -107,6 +107,7 @@ def test_summary_lists_modules_in_order_with_their_config() -> None:
     assert summary["order"] == [name for name in ORDER if name in summary["order"]]
     assert summary["trustedProxies"] == ["192.0.2.0/24"]
     shown = summary["modules"]
+    assert isinstance(shown, dict)
     assert shown["ipRestriction"] == {"allow": ["10.0.0.0/8"], "deny": ["10.1.0.0/16"]}
     assert shown["basicAuth"] == {
         "realm": "app",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from multidict import CIMultiDict
 
@@ -9,7 +11,7 @@ from interlock.edge.modules import ModuleChain, ModuleConfigError, compile_modul
 from tests.kit.modules_testkit import modules
 
 
-def chain(raw: dict[str, object]) -> ModuleChain:
+def chain(raw: dict[str, Any]) -> ModuleChain:
     return compile_modules(modules(raw), {})
 
 

@@ -166,7 +166,7 @@ def test_unknown_kid() -> None:
 
 def test_alg_none_is_refused() -> None:
     unsigned = jwt.encode(
-        {"iss": ISSUER, "exp": NOW + 300}, None, algorithm="none", headers={"kid": "rsa-1"}
+        {"iss": ISSUER, "exp": NOW + 300}, "", algorithm="none", headers={"kid": "rsa-1"}
     )
     refusal(chain(), unsigned)
 

@@ -20,12 +20,12 @@ from interlock.edge.modules import (
     RequestView,
     compile_modules,
 )
-from interlock.edge.modules.mutual_tls import (
+from interlock.edge.modules.client_cert_headers import (
     FINGERPRINT_HEADER,
     SAN_HEADER,
     SUBJECT_HEADER,
-    header_safe,
 )
+from interlock.edge.modules.mutual_tls import header_safe
 from tests.kit.modules_testkit import modules, secrets
 from tests.kit.tls_certs import TestCa
 

@@ -19,12 +19,21 @@ trusted_hops = st.one_of(
     st.integers(0, 255).map(lambda n: f"192.0.2.{n}"),
     st.integers(0, 2**16 - 1).map(lambda n: f"2001:db8:ffff::{n:x}"),
 )
+
+
+def _untrusted_v6(address: IPv4Address | IPv6Address) -> bool:
+    """An IPv6 client outside the trusted network (and not an IPv4 address written as one)."""
+    return (
+        isinstance(address, IPv6Address)
+        and address.ipv4_mapped is None
+        and not str(address).startswith("2001:db8:ffff:")
+    )
+
+
 # A client is any address outside the trusted networks.
 clients = st.one_of(
     st.ip_addresses(v=4).filter(lambda a: not str(a).startswith("192.0.2.")),
-    st.ip_addresses(v=6).filter(
-        lambda a: a.ipv4_mapped is None and not str(a).startswith("2001:db8:ffff:")
-    ),
+    st.ip_addresses(v=6).filter(_untrusted_v6),
 )
 # Whatever a client writes into its own X-Forwarded-For.
 forged = st.lists(
