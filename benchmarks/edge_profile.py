@@ -19,8 +19,16 @@ echo.default``: counted once the listener answers 200, after it learned the Serv
 ``--keep DIR`` keeps the callgrind file (DIR is created if missing); ``callgrind_annotate
 --inclusive=no`` on it gives the instructions by function.
 
+The backend is ``benchmarks/edge.py``'s own (nginx answering the same 92 bytes: ``--backend
+nginx``, the default since 2026-12-04), so the figure is the request ``edge.py`` times. nginx
+says ``Connection: keep-alive`` in every answer; the plain aiohttp backend used before
+(``--backend aiohttp``) does not, and its answers took the edge's cheaper path (the head relayed
+as received) where nginx's were rendered again: the figures before 2026-12-04 in
+``docs/benchmarks.md`` are aiohttp's, and the request ``edge.py`` timed then cost 2.6 times as
+many instructions (80,843 against 31,037 compiled, main at 695fa52).
+
     .venv/bin/python benchmarks/edge_profile.py [--requests 2000] [--warmup 200] [--tree DIR]
-        [--keep DIR] [--profile] [--modules | --mesh]
+        [--keep DIR] [--profile] [--modules | --mesh] [--backend nginx|aiohttp]
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from edge import (
     serve_backend,
     serve_edge,
     serve_mesh,
+    start_backend,
 )
 
 
@@ -205,11 +214,17 @@ def main() -> None:
     parser.add_argument("--keep", default=None, help="keep the callgrind files in this folder")
     parser.add_argument("--modules", action="store_true", help="the edge with modules")
     parser.add_argument("--mesh", action="store_true", help="the mesh listener instead")
+    parser.add_argument(
+        "--backend",
+        choices=["nginx", "aiohttp"],
+        default="nginx",
+        help="edge.py's backend (nginx, the default) or a plain aiohttp server",
+    )
     parser.add_argument("--edge", nargs=2, type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--backend", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.backend:
-        asyncio.run(serve_backend(args.backend))
+    if args.serve:
+        asyncio.run(serve_backend(args.serve))
         return
     if args.edge:
         if args.mesh:
@@ -218,7 +233,11 @@ def main() -> None:
             run_edge_child(serve_edge(*args.edge, with_modules=args.modules))
         return
     backend_port = free_port()
-    backend = subprocess.Popen([sys.executable, __file__, "--backend", str(backend_port)])
+    backend_files = tempfile.TemporaryDirectory(prefix="interlock-profile-backend-")
+    if args.backend == "nginx":
+        backend = start_backend(backend_files.name, backend_port, [])
+    else:
+        backend = subprocess.Popen([sys.executable, __file__, "--serve", str(backend_port)])
     try:
         wait_port(backend_port, time.monotonic() + 60)
         with tempfile.TemporaryDirectory() as tmp:
@@ -269,6 +288,7 @@ def main() -> None:
     finally:
         backend.terminate()
         backend.wait()
+        backend_files.cleanup()
 
 
 if __name__ == "__main__":

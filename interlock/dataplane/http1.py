@@ -99,30 +99,37 @@ or 304, which the server handles itself). A slice, a look-up and a compare: find
 first (``find``) cost ~1,250 instructions more."""
 
 _FIELDS: Final = re.compile(
-    rb"\r\n(content-length:[^\r]*|date:"
-    rb"|connection:|keep-alive:|te:|trailer:|transfer-encoding:|upgrade:|proxy-)"
+    rb"\r\n(content-length:[^\r]*|date:|connection:[^\r]*"
+    rb"|keep-alive:|te:|trailer:|transfer-encoding:|upgrade:|proxy-)"
 )
 """In a lowered head, the header lines that decide its verdict, in one ``findall``: a
-``Content-Length`` with its value (to its line's end), a ``Date``, and the start of any
-hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
+``Content-Length`` or a ``Connection`` with its value (to its line's end), a ``Date``, and the
+start of any other hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
 and any ``Proxy-*`` (a name ends at its colon: llhttp refuses whitespace before it). Each line
 is looked at from its CRLF, so a name inside a value is not one."""
 
 _DATE: Final = b"date:"
 _CONTENT_LENGTH: Final = b"content-length:"
+_CONNECTION: Final = b"connection:"
+_CONNECTION_LINE: Final = b"\r\nconnection:"
+_KEEP_ALIVE: Final = b"keep-alive"
+_BLANKS: Final = b" \t"
 
 
 Whole = tuple[int, str, bytes, bool, int]
 """What :func:`_whole` found in an answer's bytes: its status (0: it may not go as received),
-reason, head (the status line and header lines, the last without its CRLF), whether it has a
-``Date``, and where its body starts in those bytes (after the blank line)."""
+reason, head to relay (the status line and header lines, the last without its CRLF; its
+``Connection: keep-alive`` lines cut out, :func:`_relayed`: then shorter than the bytes before
+the blank line), whether it has a ``Date``, and where its body starts in those bytes (after the
+blank line)."""
 
 
 def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
     """Whether the answer that ``data`` holds may go to the client with its head as received:
     its status, reason, head (the status line and header lines, the last without its CRLF:
-    what comes before the blank line), whether it has a ``Date``, and its body; None when it
-    must be rendered again. :func:`_whole`'s answer, with the body cut out (what the
+    what comes before the blank line; without its ``Connection: keep-alive`` lines, if any:
+    :func:`_relayed`), whether it has a ``Date``, and its body; None when it must be rendered
+    again. :func:`_whole`'s answer, with the body cut out (what the
     connection uses is :func:`_whole`: no body copied, no tuple made)."""
     status, reason, head, dated, body_at = _whole(data)
     return (status, reason, head, dated, data[body_at:]) if status else None
@@ -141,7 +148,7 @@ def _whole(data: bytes) -> Whole:
         # The head looked at last, and its blank line (most answers: a backend sends the same
         # head until its Date changes): where a partition would find the blank line too, as the
         # last head came from one, so no search, and the head kept, not a copy of it.
-        head, verdict = last.head, last.verdict
+        relayed, verdict = last.relayed, last.verdict
         body_at = len(last.whole)
     else:
         # One partition, not a find and two slices (~1,500 instructions fewer).
@@ -150,27 +157,42 @@ def _whole(data: bytes) -> Whole:
             return _NOT_WHOLE
         if len(head) > _VERDICT_LONGEST:
             verdict = _verdict(head)
+            relayed = _relayed(head) if verdict[3] >= 0 else head
         else:
             found = _verdicts.get(head)
             if found is None:
                 verdict = _verdict(head)
                 if len(_verdicts) >= _VERDICTS_MOST:
                     _verdicts.clear()
+                    _cut.clear()
                 _verdicts[head] = verdict
+                relayed = head
+                if verdict[3] >= 0:
+                    relayed = _relayed(head)
+                    if relayed is not head:
+                        _cut[head] = relayed
             else:
                 verdict = found
+                # Most backends' heads have no line to cut: no second look-up for them.
+                relayed = _cut.get(head, head) if _cut else head
             last.head, last.whole, last.verdict = head, head + _BLANK_LINE, verdict
+            last.relayed = relayed
             last.parsed = False
         body_at = len(head) + 4
     status, reason, dated, length = verdict
     if length != len(data) - body_at:
         return _NOT_WHOLE  # refused (-1), the body still coming, or more after it
-    return status, reason, head, dated, body_at
+    return status, reason, relayed, dated, body_at
 
 
 _NOT_WHOLE: Final = (0, "", b"", False, 0)
 _BLANK_LINE: Final = b"\r\n\r\n"
 _REFUSED: Final = (0, "", False, -1)
+
+_cut: Final[dict[bytes, bytes]] = {}
+"""A head of :data:`_verdicts` that may go as received once its ``Connection: keep-alive``
+lines are cut out -> that head (:func:`_relayed`): only such heads, emptied with
+:data:`_verdicts`."""
 
 _verdicts: Final[dict[bytes, tuple[int, str, bool, int]]] = {}
 """A head's bytes -> :func:`_verdict`'s: a backend sends the same head again and again (within a
@@ -185,12 +207,15 @@ _VERDICT_LONGEST: Final = 1024
 class _Last:
     """The last head given a verdict, with its blank line, and its verdict (:data:`_last`)."""
 
-    __slots__ = ("head", "parsed", "verdict", "whole")
+    __slots__ = ("head", "parsed", "relayed", "verdict", "whole")
 
     def __init__(self) -> None:
         self.head = b""
         self.whole = _BLANK_LINE  # head + _BLANK_LINE
         self.verdict = _REFUSED  # what _verdict(b"") says
+        self.relayed = b""
+        """The head to relay: :attr:`head` itself, or it without its ``Connection:
+        keep-alive`` lines (:func:`_relayed`)."""
         self.parsed = False
         """llhttp parsed an answer of this head whole, from the start of a message, its
         message ending where the answer's bytes did (``UpstreamConnection.data_received``): an
@@ -210,7 +235,8 @@ def _forget_verdicts() -> None:
     """Empty :data:`_verdicts` and :data:`_last` (what a test looking at verdicts given anew
     does)."""
     _verdicts.clear()
-    _last.head, _last.whole, _last.verdict = b"", _BLANK_LINE, _REFUSED
+    _cut.clear()
+    _last.head, _last.whole, _last.verdict, _last.relayed = b"", _BLANK_LINE, _REFUSED, b""
     _last.parsed = False
 
 
@@ -218,11 +244,25 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
     """An answer head's status, reason, whether it has a ``Date``, and its ``Content-Length``,
     when it may be relayed as received; else :data:`_REFUSED` (a status line of another
     version, status or spelling; no ``Content-Length`` that ``int()`` reads, or more than one;
-    a hop-by-hop header; more than one ``Date``)."""
+    a hop-by-hop header but ``Connection: keep-alive``; more than one ``Date``).
+
+    ``Connection: keep-alive`` is what nginx and many other backends send with every HTTP/1.1
+    answer: a line the usual path drops (``proxy.without_hop_by_hop``), and which changes
+    nothing of how llhttp frames the answer or whether the connection is kept (an HTTP/1.1
+    answer is kept alive without it). Such a head is relayed with those lines cut out
+    (:func:`_relayed`). A ``Connection`` with any other token (``close``, or a header's name
+    to drop too) still sends the answer the usual way."""
     known = _AS_RECEIVED.get(head[:12])
     if known is None or head[: known[1]] != known[0]:
         return _REFUSED
     found = _FIELDS.findall(head.lower())
+    fields = []
+    for field in found:
+        if field[:11] != _CONNECTION:
+            fields.append(field)
+        elif field[11:].strip(_BLANKS) != _KEEP_ALIVE:
+            return _REFUSED  # each Connection line must say keep-alive alone
+    found = fields
     if len(found) == 2:  # the usual head: its length and its Date, in either order
         length, date = found
         if length == _DATE:
@@ -243,6 +283,27 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
         return known[2], known[3], dated, int(length[15:])
     except ValueError:
         return _REFUSED  # llhttp refuses it
+
+
+def _relayed(head: bytes) -> bytes:
+    """``head`` without its ``Connection`` lines (the CRLF before each and the line: the last
+    line has no CRLF after it), or ``head`` itself when it has none. Only for a head
+    :func:`_verdict` let go as received: each such line is ``Connection: keep-alive``."""
+    lowered = head.lower()  # bytes: ASCII letters only, each byte where it was
+    at = lowered.find(_CONNECTION_LINE)
+    if at < 0:
+        return head
+    parts = []
+    start = 0
+    while at >= 0:
+        end = lowered.find(b"\r\n", at + 2)
+        if end < 0:
+            end = len(head)
+        parts.append(head[start:at])
+        start = end
+        at = lowered.find(_CONNECTION_LINE, end)
+    parts.append(head[start:])
+    return b"".join(parts)
 
 
 def _text(raw: bytes) -> str:
@@ -601,7 +662,7 @@ class UpstreamConnection(asyncio.Protocol):
                     self._spare = parser  # at the start of a message still
                     last = _last
                     whole = found[2]
-                    if whole is last.head and last.parsed:
+                    if whole is last.relayed and last.parsed:
                         # These very bytes of head, with a body of this length, llhttp parsed
                         # whole before, from the start of a message (_Last.parsed): it would
                         # again, the same way (the body's bytes are not its concern once its
@@ -632,7 +693,7 @@ class UpstreamConnection(asyncio.Protocol):
             self._fail(UpstreamProtocolError(f"upstream {self._where()}: an answer not whole"))
             self.close()
             return
-        if whole is not None and whole is _last.head:
+        if whole is not None and whole is _last.relayed:
             _last.parsed = True  # all of it parsed, its message ended where its bytes did
         if (
             self._response is None
@@ -775,8 +836,9 @@ class UpstreamConnection(asyncio.Protocol):
         :class:`Http1Response` made unless it asks for one)."""
         # _complete's, without the response it never had (nothing waits on its body). Kept
         # alive without asking the parser (``should_keep_alive``, a Python call): a head relayed
-        # as received is HTTP/1.1 with a Content-Length and without a Connection or
-        # Transfer-Encoding header (_verdict), for which llhttp always says yes.
+        # as received is HTTP/1.1 with a Content-Length, without a Transfer-Encoding header and
+        # without a Connection header but "keep-alive" (_verdict), for which llhttp always says
+        # yes.
         self._parser = None
         if self._body_sent:
             self._pool.give_back(self)

@@ -375,7 +375,9 @@ class Http1Responder:
         """An upstream's answer whose body has all arrived, its head as received: ``found``,
         what ``interlock.dataplane.http1._whole`` found in ``data``, all its bytes (its status,
         reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``, nothing
-        hop-by-hop; whether it has a ``Date``, and where its body starts); with ``edit``'s
+        hop-by-hop (a ``Connection: keep-alive`` line cut out of it already: then it is shorter
+        than what comes before the blank line in ``data``); whether it has a ``Date``, and where
+        its body starts); with ``edit``'s
         header change made on those bytes (the hooks' ``response_edit``: what rendering the
         changed headers again would write, for such a head) and a ``Date`` added when it then
         has none, else ``data`` itself. None when it must be rendered after all (the
@@ -392,8 +394,10 @@ class Http1Responder:
         ):
             return None
         status, _, head, dated, body_at = found
-        if dated and edit is None:
-            out = data  # its head, blank line and body: what would be joined again
+        if dated and edit is None and len(head) + 4 == body_at:
+            # Its head as in data (no Connection line cut out), blank line and body: what would
+            # be joined again.
+            out = data
         else:
             if edit is not None:
                 head = edit.edited(head)

@@ -4,8 +4,9 @@ asked about twice): the same, head by head.
 
 An answer goes to the client with its head as received only when its status line is one the
 edge would write, it has one ``Content-Length`` whose whole value is digits and that ends the
-answer with its read, and it has no hop-by-hop header (``tests/security/test_answer_as_received.py``
-checks the same through the edge). Names are found at the start of a line only, in any case.
+answer with its read, and it has no hop-by-hop header but ``Connection: keep-alive``, whose lines
+are cut out (``tests/security/test_answer_as_received.py`` checks the same through the edge).
+Names are found at the start of a line only, in any case.
 """
 
 from __future__ import annotations
@@ -79,11 +80,55 @@ def test_a_head_that_may_go_as_received(
 
 
 @pytest.mark.parametrize(
+    ("lines", "dated"),
+    [
+        ((b"HTTP/1.1 200 OK", b"Connection: keep-alive", b"Content-Length: 2"), False),
+        ((b"HTTP/1.1 200 OK", b"Content-Length: 2", b"connection: keep-alive"), False),
+        (
+            (
+                b"HTTP/1.1 200 OK",
+                b"Server: nginx",
+                b"Date: x",
+                b"Content-Type: text/plain",
+                b"Content-Length: 2",
+                b"Connection: keep-alive",
+            ),
+            True,
+        ),
+        (
+            (
+                b"HTTP/1.1 200 OK",
+                b"CONNECTION:Keep-Alive\t",
+                b"Date: x",
+                b"Connection:  keep-alive ",
+                b"Content-Length: 2",
+                b"Connection-Id: 1",
+            ),
+            True,
+        ),
+    ],
+)
+def test_a_head_saying_keep_alive_goes_as_received_without_those_lines(
+    verdict: Asked, lines: tuple[bytes, ...], dated: bool
+) -> None:
+    # What the usual path drops (hop-by-hop) is cut out; every other line stays as it came.
+    kept = [line for line in lines if not line.lower().startswith(b"connection:")]
+    assert verdict(answer(*lines)) == (200, "OK", b"\r\n".join(kept), dated, b"ok")
+
+
+@pytest.mark.parametrize(
     "lines",
     [
         # Hop-by-hop names, in any case, wherever they stand.
         (b"HTTP/1.1 200 OK", b"Connection: close", b"Content-Length: 2"),
-        (b"HTTP/1.1 200 OK", b"Content-Length: 2", b"connection: keep-alive"),
+        (b"HTTP/1.1 200 OK", b"Content-Length: 2", b"connection: keep-alive, close"),
+        (b"HTTP/1.1 200 OK", b"Connection: close, keep-alive", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: keep-alive, X-A", b"X-A: 1", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: keep-alive", b"Connection: close", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: keep-alive", b"Keep-Alive: 5", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: keepalive", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection:", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: keep-alive"),
         (b"HTTP/1.1 200 OK", b"Date: x", b"Content-Length: 2", b"KEEP-ALIVE: 5"),
         (b"HTTP/1.1 200 OK", b"Content-Length: 2", b"Te: trailers"),
         (b"HTTP/1.1 200 OK", b"Trailer: X-Sum", b"Content-Length: 2"),
