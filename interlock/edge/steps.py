@@ -34,9 +34,9 @@ changes of the rule, then of the modules, then compression) or send the :class:`
 They are one function, :func:`decide_now`, for every route: it decides a request whose route's
 modules need no wait in one call — a route without modules, and one whose checks all answer at
 once (ipRestriction, mutualTLS, rateLimit, basicAuth with its answer cached, jwt,
-circuitBreaker, headers: ``ModuleChain.checks_at_once``, run by ``ModuleChain.check_now``) —
+circuitBreaker, headers: ``ModuleChain.checks_at_once``, run by ``ModuleChain.check_fields``) —
 and hands a :class:`ModuleSteps` for the others, whose ``run`` awaits steps 6 and 7 (or, when
-``check_now`` stopped at a bcrypt check not cached yet, that check and the checks after it) and
+``check_fields`` stopped at a bcrypt check not cached yet, that check and the checks after it) and
 ends in :func:`decide_now` again from step 8 (:func:`decide` does both for an entry point that
 awaits anyway).
 
@@ -87,6 +87,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules import IdentityReply, ModuleChain, RequestView
 from interlock.edge.modules.basic_auth import PasswordCheck
 from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
+from interlock.edge.modules.headers import HeaderRewrite
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
 from interlock.edge.provider import BackendTarget
@@ -350,12 +351,12 @@ class ModuleSteps:
     admitted: IdentityAdmitted | None = None
     """What oauth/oidc admitted the request as (step 7)."""
     password_check: PasswordCheck | None = None
-    """The bcrypt check :func:`decide_now`'s ``check_now`` stopped at (its checks before it
+    """The bcrypt check :func:`decide_now`'s ``check_fields`` stopped at (its checks before it
     done, a rateLimit token taken): :meth:`run` awaits it and the checks after it, no others."""
     view: RequestView | None = None
-    """The view ``check_now`` read, for the checks after ``password_check``."""
+    """The request as the checks after ``password_check`` read it."""
     when: float = 0.0
-    """The time ``check_now`` checked at, for the checks after ``password_check``."""
+    """The time ``check_fields`` checked at, for the checks after ``password_check``."""
 
     async def run(
         self, front: EdgeFront, request: H2Request, exchange: Exchange | None
@@ -469,14 +470,14 @@ def decide_now(
                 )
             if chain.needs_peer_certificate:
                 certificate = peer_certificate(request.transport)
-            view = _request_view(request, path, params, host, None, certificate)
             when = chain.clock()
-            found = chain.check_now(view, now=when)
+            found = chain.check_fields(request.headers, request.peer, certificate, now=when)
             if isinstance(found, PasswordCheck):  # bcrypt, off the event loop: awaited
                 steps = ModuleSteps(
                     route, backend, chain, host, path, forward_path, query, params, where
                 )
-                steps.certificate, steps.password_check, steps.view = certificate, found, view
+                steps.certificate, steps.password_check = certificate, found
+                steps.view = _request_view(request, path, params, host, None, certificate)
                 steps.when = when
                 return steps
             if found is not None:
@@ -531,7 +532,13 @@ def decide_now(
         # The headers the server sorted while parsing, without the HELD_BACK names: what the
         # general rules below leave of them on such a route.
         changes = chain.headers
-        if changes is None:  # built in one call
+        rewrite = None if changes is None else changes.request
+        # Without a headers module, or with one whose request change sets nothing
+        # set_forwarded_headers removes or sets (it would add these three) and is made on the
+        # head's bytes too (request_cut): built in one call.
+        if rewrite is None or (
+            rewrite.request_cut is not None and rewrite.added.isdisjoint(HELD_BACK)
+        ):
             verbatim = head_as_sent(request)
             if verbatim is not None:
                 peer, scheme = request.peer, request.scheme
@@ -541,38 +548,38 @@ def decide_now(
                     added = _forwarded_lines(seen, peer, scheme, host)
                 if added is not None:
                     # The head request_head would make of these headers, without their
-                    # items: the client's lines as it sent them (head_as_sent) and the three.
+                    # items: the client's lines as it sent them (head_as_sent; with the
+                    # module's request change, its lines cut out and its own added: the
+                    # change's tail) and the three.
                     # What the connection keeps of its last such request (KeptHead): the
                     # same read (head_as_sent's answer, by identity) and the same lines (the
-                    # same peer, scheme and host: _SeenHost's object) make the same headers,
-                    # every one of them from that read: the last request's again while
-                    # nothing changed them (a copy, and freeing it, was ~1,100 instructions),
-                    # and no new head.
+                    # same peer, scheme and host: _SeenHost's object; the same change: its
+                    # tail) make the same headers, every one of them from that read: the
+                    # last request's again while nothing changed them (a copy, and freeing
+                    # it, was ~1,100 instructions), and no new head.
+                    lines = added if rewrite is None else rewrite.request_tail(added)
                     last = kept_head(request)
                     if (
                         last is not None
                         and verbatim is last.head
-                        and added is last.added
+                        and lines is last.added
                         and _getversion(last.headers) == last.version  # type: ignore[arg-type]
                     ):
                         headers = last.headers
                         head = last.upstream
                     else:
-                        headers = _upstream_fields(forwardable, request, host)
-                        head = verbatim + added
+                        headers = _upstream_fields(forwardable, request, host, rewrite)
+                        cut = None if rewrite is None else rewrite.request_cut
+                        head = (verbatim if cut is None else cut.edited(verbatim)) + lines
                         if last is not None and verbatim is last.head:
-                            last.added, last.upstream, last.headers = added, head, headers
+                            last.added, last.upstream, last.headers = lines, head, headers
                             last.version = _getversion(headers)  # type: ignore[arg-type]
                     remember_head(headers, head, request.method, request.path)
                     return Admitted(decision, headers, query, body, hooks, protocol, where)
-            headers = _upstream_fields(forwardable, request, host)
+            headers = _upstream_fields(forwardable, request, host, rewrite)
             return Admitted(decision, headers, query, body, hooks, protocol, where)
         headers = CIMultiDict(forwardable)
-        changes.request.apply(headers)
-        if changes.request.added.isdisjoint(HELD_BACK):
-            # Nothing set_forwarded_headers removes or sets is there: it would add these three.
-            headers.extend(_forwarded_fields(request, host))
-            return Admitted(decision, headers, query, body, hooks, protocol, where)
+        rewrite.apply(headers)
     else:
         headers = without_hop_by_hop(request.headers)
         headers.popall(EXPECT, None)
@@ -587,11 +594,20 @@ def decide_now(
 
 
 def _upstream_fields(
-    forwardable: Sequence[tuple[str, str]], request: H2Request, host: str
+    forwardable: Sequence[tuple[str, str]],
+    request: H2Request,
+    host: str,
+    rewrite: HeaderRewrite | None,
 ) -> CIMultiDict[str]:
     """The upstream request's headers on a route that keeps the sorted headers: the client's
-    forwardable ones and the three ``X-Forwarded-*`` (built in one call)."""
-    return CIMultiDict([*forwardable, *_forwarded_fields(request, host)])
+    forwardable ones, the headers module's ``rewrite`` made on them (one that sets none of
+    ``HELD_BACK``), and the three ``X-Forwarded-*`` (built in one call without a module)."""
+    if rewrite is None:
+        return CIMultiDict([*forwardable, *_forwarded_fields(request, host)])
+    headers = CIMultiDict(forwardable)
+    rewrite.apply(headers)
+    headers.extend(_forwarded_fields(request, host))
+    return headers
 
 
 def _forwarded_fields(request: H2Request, host: str) -> tuple[tuple[str, str], ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import httptools
 import pytest
 from multidict import CIMultiDict
 
@@ -20,7 +19,7 @@ from interlock.dataplane.http1_server import head_as_sent
 from interlock.dataplane.plan import known_head
 from interlock.dataplane.request_stream import H2Request
 from interlock.edge.steps import Admitted, decide
-from tests.kit.http1_parsing import parsed_requests
+from tests.kit.http1_parsing import backend_reads, parsed_requests
 
 from .conftest import HOST, EdgeHarness
 
@@ -37,23 +36,6 @@ async def _heads(harness: EdgeHarness, request: H2Request) -> tuple[bytes, bytes
     sent, _ = request_head(request.method, target, decided.headers, None, ADDRESS)
     general, _ = request_head(request.method, target, CIMultiDict(decided.headers), None, ADDRESS)
     return sent, general, decided
-
-
-def _read(head: bytes) -> tuple[bytes, bytes, list[tuple[bytes, bytes]]]:
-    """What a backend reads of ``head``: method, target, headers (llhttp, as the edge)."""
-    seen: list[tuple[bytes, bytes]] = []
-    url: list[bytes] = []
-
-    class Reader:
-        def on_url(self, part: bytes) -> None:
-            url.append(part)
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            seen.append((name, value))
-
-    parser = httptools.HttpRequestParser(Reader())
-    parser.feed_data(head)
-    return parser.get_method(), b"".join(url), seen
 
 
 async def test_a_plain_request_goes_as_the_client_sent_it(harness: EdgeHarness) -> None:
@@ -79,7 +61,7 @@ async def test_other_whitespace_after_a_colon_reads_the_same(harness: EdgeHarnes
     (request,) = await parsed_requests(head.encode())
     assert head_as_sent(request) is not None
     sent, general, _ = await _heads(harness, request)
-    assert _read(sent) == _read(general)
+    assert backend_reads(sent) == backend_reads(general)
 
 
 NOT_VERBATIM = {

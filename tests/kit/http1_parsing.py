@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
+import httptools
+
 from interlock.dataplane.http1_server import Http1ServerProtocol
 from interlock.dataplane.limits import DEFAULT_LIMITS, ProxyLimits
 from interlock.dataplane.request_stream import H2Request, Responder
@@ -60,3 +62,21 @@ async def served_connection(
     await asyncio.wait_for(done.wait(), 30)
     protocol.connection_lost(None)
     return protocol, transport
+
+
+def backend_reads(head: bytes) -> tuple[bytes, bytes, list[tuple[bytes, bytes]]]:
+    """What a backend reads of a request ``head``: method, target, headers (llhttp, as the
+    edge)."""
+    seen: list[tuple[bytes, bytes]] = []
+    url: list[bytes] = []
+
+    class Reader:
+        def on_url(self, part: bytes) -> None:
+            url.append(part)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            seen.append((name, value))
+
+    parser = httptools.HttpRequestParser(Reader())
+    parser.feed_data(head)
+    return parser.get_method(), b"".join(url), seen

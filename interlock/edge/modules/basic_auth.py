@@ -55,6 +55,7 @@ class BasicAuth:
         "_challenge",
         "_dummy",
         "_hashes",
+        "_last",
         "_mac",
         "_realm",
         "_ref",
@@ -80,6 +81,14 @@ class BasicAuth:
         self._accepted: dict[bytes, int] = {}
         self._refused: dict[bytes, int] = {}
         self._uses = 0
+        self._last: tuple[str, bytes] | None = None
+        """The value last found among the successes, the very object, and its MAC: a
+        connection hands its next request with the same headers the same objects (its kept
+        headers), so a client's next request is known by an identity test — no MAC (~4,000
+        instructions a request, compiled: three calls into hashlib) and no secret compared
+        (an identity test takes the same time whatever the values; a string never changes,
+        so the same object is the same credentials). Held as the connection holds it, shown
+        nowhere (``summary`` and ``repr`` show neither); the caches still hold only MACs."""
         self._challenge = reject(
             401,
             "unauthorized\n",
@@ -105,6 +114,13 @@ class BasicAuth:
         authorization = headers.get(_AUTHORIZATION)
         if not authorization:
             return self._challenge
+        last = self._last
+        if last is not None and last[0] is authorization:
+            fingerprint = last[1]
+            accepted = self._accepted
+            if accepted.get(fingerprint) is not None:  # (not forgotten since)
+                accepted[fingerprint] = self._uses = self._uses + 1
+                return None
         # The value exactly as sent: UTF-8 with surrogates passed is one-to-one on strings
         # (strict UTF-8, the compiled build's direct call, gives the same bytes when it can).
         try:
@@ -118,6 +134,7 @@ class BasicAuth:
         accepted = self._accepted
         if accepted.get(fingerprint) is not None:
             accepted[fingerprint] = uses
+            self._last = (authorization, fingerprint)
             return None
         refused = self._refused
         if refused.get(fingerprint) is not None:

@@ -19,13 +19,28 @@ from multidict import CIMultiDict, istr
 from interlock.dataplane.proxy import HeadEdit
 from interlock.model.module_settings import HeaderRewriteSettings, HeadersSettings
 
+_TAILS_MOST = 1024
+"""Most ``X-Forwarded-*`` lines (one a client address and scheme) a change keeps its tail of
+(emptied when full)."""
+
 _SENSITIVE = re.compile(r"authorization|cookie|token|secret|key|password", re.IGNORECASE)
 
 
 class HeaderRewrite:
     """One direction's compiled changes."""
 
-    __slots__ = ("_add", "_added_keys", "_doomed", "_doomed_keys", "_remove", "added", "head_edit")
+    __slots__ = (
+        "_add",
+        "_added_keys",
+        "_doomed",
+        "_doomed_keys",
+        "_remove",
+        "_tails",
+        "added",
+        "head_edit",
+        "request_cut",
+        "request_lines",
+    )
 
     def __init__(self, settings: HeaderRewriteSettings) -> None:
         self._remove = settings.remove
@@ -51,6 +66,31 @@ class HeaderRewrite:
         """This change made on a response head's bytes (``HeadEdit``): every ``add`` name is
         removed first, so what :meth:`apply` adds does not depend on the headers it changes —
         what it adds to none. None when the rendering path must make it (``HeadEdit.of``)."""
+        edit = self.head_edit
+        self.request_cut = None if edit is None else HeadEdit(edit.removed, b"", None)
+        """The same change on a request head as the client sent it (``steps.decide_now``): its
+        lines of :attr:`_doomed` names cut out (each line of such a head ends with its CRLF,
+        the request line first: the cut ends at the next one); :attr:`request_lines` then
+        added. None as :attr:`head_edit`."""
+        self.request_lines = b"" if edit is None or not edit.added else edit.added[2:] + b"\r\n"
+        """``add``'s lines as a request head carries them (each with its CRLF)."""
+        self._tails: dict[bytes, bytes] = {}
+        """``X-Forwarded-*`` lines -> :meth:`request_tail`'s answer for them."""
+
+    def request_tail(self, forwarded: bytes) -> bytes:
+        """:attr:`request_lines` then ``forwarded`` (the ``X-Forwarded-*`` lines and the empty
+        line that end a request head), the same object for the same lines: an object of this
+        change's own, never ``forwarded`` itself (a join of two parts is always a new object;
+        ``b"" + forwarded`` is ``forwarded``), so that a connection's kept head
+        (``http1_server.KeptHead.added``, compared by identity) made with this change is never
+        taken for one made without it, or with another."""
+        tails = self._tails
+        tail = tails.get(forwarded)
+        if tail is None:
+            if len(tails) >= _TAILS_MOST:
+                tails.clear()
+            tail = tails[forwarded] = b"".join((self.request_lines, forwarded))
+        return tail
 
     def apply(self, headers: MutableMapping[str, str]) -> None:
         """Remove, then add (replacing), in place; names match case-insensitively."""

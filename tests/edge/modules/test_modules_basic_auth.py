@@ -211,3 +211,34 @@ def test_the_same_credentials_spelled_otherwise_are_checked_again(
         assert edge.check_request(view(headers={"Authorization": spelled})) is None
         assert edge.check_request(view(headers={"Authorization": spelled})) is None
     assert len(bcrypt_checks) == 3
+
+
+def test_the_same_value_again_is_answered_by_its_own_chain_only() -> None:
+    """A success is remembered with the very value object it came with (a connection hands
+    its next request the same objects): that object gets the same answer from that chain
+    only — another route's chain, or one compiled from a changed Secret, checks it anew."""
+    value = basic("alice", "wonderland")["Authorization"]
+    old = chain()
+    for _ in range(3):  # bcrypt, then the cache, then the remembered object
+        assert old.check_request(view(headers={"Authorization": value})) is None
+    changed = chain(b"alice:" + bcrypt_hash("changed") + b"\n")
+    other_route = chain(b"bob:" + bcrypt_hash("builder") + b"\n")
+    for edge in (changed, other_route):
+        for _ in range(2):
+            assert edge.check_request(view(headers={"Authorization": value})) is not None
+    assert old.check_request(view(headers={"Authorization": value})) is None
+    assert old.check_request(view(headers={"Authorization": value + "x"})) is not None
+
+
+def test_a_remembered_success_forgotten_by_the_cache_is_checked_again(
+    bcrypt_checks: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("interlock.edge.modules.basic_auth.CACHE_SIZE", 1)
+    edge = chain()
+    alice = {"Authorization": basic("alice", "wonderland")["Authorization"]}
+    for _ in range(3):
+        assert edge.check_request(view(headers=alice)) is None
+    assert len(bcrypt_checks) == 1
+    assert edge.check_request(view(headers=basic("bob", "builder"))) is None  # alice forgotten
+    assert edge.check_request(view(headers=alice)) is None
+    assert len(bcrypt_checks) == 3
