@@ -87,6 +87,7 @@ from interlock.edge.inprocess import InProcessEdge
 from interlock.edge.modules import IdentityReply, ModuleChain, RequestView
 from interlock.edge.modules.basic_auth import PasswordCheck
 from interlock.edge.modules.client_cert_headers import CLIENT_CERT_HEADERS
+from interlock.edge.modules.compression import accepts_gzip
 from interlock.edge.modules.headers import HeaderRewrite
 from interlock.edge.modules.identity_headers import IDENTITY_HEADERS
 from interlock.edge.passwords import PasswordChecker
@@ -521,6 +522,13 @@ def decide_now(
         log_answer(decision, where)
         return Refusal(decision)
     hooks: ResponseHooks = chain if admitted is None else admitted.hooks(chain)
+    uncompressed = chain.uncompressed
+    if (
+        uncompressed is not None
+        and admitted is None
+        and not accepts_gzip(request.headers.get("Accept-Encoding"))
+    ):
+        hooks = uncompressed  # (should_compress's first refusal, known now)
     protocol: str = "detect" if plan is None else plan.policy.protocol
     if nginx is not None:
         decision.deadlines = nginx.deadlines(decision.deadlines)

@@ -60,16 +60,19 @@ value_text = st.text(
 """A header value as a renderer writes it: no blank at either end (llhttp strips them)."""
 
 
-async def written(answer: bytes, chain: ModuleChain, *, edited: bool) -> bytes:
+async def written(
+    answer: bytes, chain: ModuleChain, *, edited: bool, edit: HeadEdit | None = None
+) -> bytes:
     """What the edge's HTTP/1.1 server writes to a client's GET for ``answer``, an upstream's
-    whole answer, under ``chain``: relayed from its bytes with ``chain.response_edit`` made on
-    them (``edited``), else by the usual path."""
+    whole answer, under ``chain``: relayed from its bytes with ``edit`` (by default
+    ``chain.response_edit``) made on them (``edited``), else by the usual path."""
+    edit = chain.response_edit if edit is None else edit
 
     def express(request: H2Request, responder: Http1Responder) -> None:
         found = http1._whole(answer)
         assert found[0], answer
         if edited:
-            assert responder.relay_as_received(found, answer, chain.response_edit) is False
+            assert responder.relay_as_received(found, answer, edit) is False
         else:
             upstream = whole_response(found, answer)
             upstream.headers_as_parsed()  # as _Express.answered does
@@ -97,11 +100,13 @@ async def written(answer: bytes, chain: ModuleChain, *, edited: bool) -> bytes:
     return transport.written
 
 
-async def both(answer: bytes, chain: ModuleChain) -> tuple[bytes, bytes]:
+async def both(
+    answer: bytes, chain: ModuleChain, edit: HeadEdit | None = None
+) -> tuple[bytes, bytes]:
     """The usual path's bytes and the edited relay's, for ``answer``: the usual path's taken
     before and after, so that a ``Date`` the edge adds is from the same second as one of them."""
     before = await written(answer, chain, edited=False)
-    relayed = await written(answer, chain, edited=True)
+    relayed = await written(answer, chain, edited=True, edit=edit)
     after = await written(answer, chain, edited=False)
     return (before if relayed == before else after), relayed
 
@@ -180,6 +185,27 @@ async def test_an_edited_head_spaced_otherwise_has_the_same_headers(
     chain = chain_of(changes)
     usual, relayed = await both(answer, chain)
     assert parsed(relayed) == parsed(usual)
+
+
+@EXAMPLES
+@given(answer=answers(), changes=response_changes)
+async def test_a_compressed_route_s_answer_to_a_client_without_gzip_is_edited_as_usual(
+    answer: bytes, changes: dict[str, object]
+) -> None:
+    """With compression, the chain has no edit; for a client that accepts no gzip (this GET)
+    its ``uncompressed`` hooks have the headers module's, which writes what the usual path
+    writes under the whole chain, compression on."""
+    chain = compile_modules(
+        Modules.model_validate(
+            {"headers": {"response": changes}, "compression": {"enabled": True}}
+        ),
+        {},
+    )
+    assert chain.response_edit is None and chain.uncompressed is not None
+    edit = chain.uncompressed.response_edit
+    assert edit is not None
+    usual, relayed = await both(answer, chain, edit)
+    assert relayed == usual
 
 
 async def test_the_headers_a_module_changes_are_changed_wherever_they_are() -> None:

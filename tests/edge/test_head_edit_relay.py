@@ -182,3 +182,22 @@ async def test_a_compressed_route_compresses() -> None:
         assert not relayed.as_received and changed(relayed)
         assert relayed.values("content-encoding") == [b"gzip"]
         assert gzip.decompress(relayed.body) == body
+
+
+async def test_a_compressed_route_s_answer_to_a_client_without_gzip_goes_from_its_bytes() -> None:
+    """Compression is off for a request whose client accepts no gzip (known before the
+    answer comes): its answer goes from its bytes, edited, as on a route without it."""
+    body = b"a" * 2048
+    answer = (
+        b"HTTP/1.1 200 OK\r\nServer: a\r\n" + SPACED + b"Content-Type: text/plain\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+    )
+    refusing = get(extra="Accept-Encoding: gzip;q=0, br\r\n")
+    for requests in ((get(), get()), (refusing, refusing)):
+        usual, edited = await edited_twice(
+            answer, modules={"compression": {"enabled": True}}, requests=requests
+        )
+        assert [usual.as_received, edited.as_received] == [False, True]
+        for relayed in (usual, edited):
+            assert changed(relayed) and not relayed.values("content-encoding")
+            assert relayed.body == body

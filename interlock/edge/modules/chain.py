@@ -109,6 +109,11 @@ class ModuleChain:
     change as a head edit (``ResponseHooks.response_edit``; none to make without a ``headers``
     module or with an empty ``headers.response``): what an answer relayed from its bytes gets
     instead of :meth:`response_headers`."""
+    uncompressed: UncompressedHooks | None = field(init=False)
+    """With the compression module, the chain's response hooks for a request whose answer
+    is not compressed whatever it is (its client accepts no gzip: ``edge.steps`` hands these
+    instead of the chain), with the head edit the chain would have without compression; None
+    without the module."""
 
     @property
     def _nginx_client(self) -> bool:
@@ -150,6 +155,7 @@ class ModuleChain:
             if self.headers is not None and self.circuit_breaker is None and not self.compress
             else None,
         )
+        object.__setattr__(self, "uncompressed", UncompressedHooks(self) if self.compress else None)
 
     async def prepare(self) -> None:
         """Contact what the chain needs before it serves (the oauth/oidc provider).
@@ -416,6 +422,41 @@ class ModuleChain:
             "trustedProxies": self.trusted.cidrs(),
             "modules": modules,
         }
+
+
+class UncompressedHooks:
+    """A :class:`ModuleChain`'s response hooks (``ResponseHooks``) for an answer that is not
+    compressed whatever it is: :func:`~interlock.edge.modules.compression.should_compress`
+    refuses first of all a request whose ``Accept-Encoding`` allows no gzip, before it reads
+    the answer. Its other changes are the chain's, so without a circuitBreaker the answer may
+    go from its bytes with the ``headers`` module's change made on them (:attr:`response_edit`)
+    as on a route without compression. Whether an answer of another type or size would be
+    compressed is not known before its head is parsed, which the relay from its bytes does not
+    do: such answers go the usual way."""
+
+    __slots__ = ("_chain", "inert", "response_edit")
+
+    def __init__(self, chain: ModuleChain) -> None:
+        self._chain = chain
+        self.inert = chain.circuit_breaker is None and chain.headers is None
+        """No circuit breaker to tell, no header to change: the relay may skip the calls."""
+        self.response_edit = (
+            chain.headers.response.head_edit
+            if chain.headers is not None and chain.circuit_breaker is None
+            else None
+        )
+        """As :attr:`ModuleChain.response_edit` without the compression module."""
+
+    def should_compress(
+        self, request_headers: Mapping[str, str], response_headers: Mapping[str, str]
+    ) -> bool:
+        return False
+
+    def record_upstream(self, status: int | None, *, now: float | None = None) -> None:
+        self._chain.record_upstream(status, now=now)
+
+    def response_headers(self, headers: MutableMapping[str, str]) -> None:
+        self._chain.response_headers(headers)
 
 
 def compile_modules(
