@@ -359,8 +359,9 @@ class GatewayPortEdge(InProcessEdge):
         super().__init__(trusted_proxies=trusted_proxies)
         self._mirror = mirror
         self._port: PortServing | None = None
-        self._served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
-        self._unrouted: dict[str, Mapping[str, ServedRoute]] = {}
+        self._served: dict[tuple[str, str | None], dict[str, ServedRoute]] = {}
+        """Per listener and virtual host: its table of routes, built when the port changes."""
+        self._unrouted: dict[str, dict[str, ServedRoute]] = {}
         """Per listener: the route of hosts it takes that no route serves (a 404 — or a 421)."""
         self._virtual: dict[str, _VirtualHostState] = {}
         self._applied: dict[tuple[str, str | None, str, str, int], _RuleApplied] = {}
@@ -371,7 +372,7 @@ class GatewayPortEdge(InProcessEdge):
     async def update(self, serving: GatewayServing, port: PortServing) -> PortUpdate:
         """Serve ``port`` of ``serving`` from now on (the table is replaced whole)."""
         outcome = PortUpdate()
-        served: dict[tuple[str, str | None], Mapping[str, ServedRoute]] = {}
+        served: dict[tuple[str, str | None], dict[str, ServedRoute]] = {}
         virtual_states: dict[str, _VirtualHostState] = {}
         applied: dict[tuple[str, str | None, str, str, int], _RuleApplied] = {}
         for listener in port.listeners:
@@ -499,13 +500,15 @@ class GatewayPortEdge(InProcessEdge):
             return None
         return self.gateway_certificates.listener_of(context)
 
-    def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
+    def routes_of(self, host_header: str) -> dict[str, ServedRoute] | None:
         return self.routes_of_host(normalize_host(host_header))
 
     def hosts_served(self) -> dict[str, dict[str, ServedRoute]] | None:
         return None  # routes_of_host reads the port's listeners, not a table by host
 
-    def routes_of_host(self, host: str) -> Mapping[str, ServedRoute] | None:
+    def routes_of_host(self, host: str) -> dict[str, ServedRoute] | None:
+        """The table of the virtual host ``host`` reaches, as :meth:`update` built it (the
+        edge's steps choose in it per request: a dict, not a copy)."""
         port = self._port
         if port is None:
             return None

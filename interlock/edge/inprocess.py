@@ -67,12 +67,14 @@ class InProcessEdge:
         self._hosts: dict[str, dict[str, ServedRoute]] = {}
         self.certificates = SniCertificates()
 
-    def routes_of(self, host_header: str) -> Mapping[str, ServedRoute] | None:
+    def routes_of(self, host_header: str) -> dict[str, ServedRoute] | None:
         """The routes of the edge a ``Host`` header names, or None for an unknown host."""
         return self._hosts.get(normalize_host(host_header))
 
-    def routes_of_host(self, host: str) -> Mapping[str, ServedRoute] | None:
-        """:meth:`routes_of` for a host already normalized (``request_target.normalize_host``)."""
+    def routes_of_host(self, host: str) -> dict[str, ServedRoute] | None:
+        """:meth:`routes_of` for a host already normalized (``request_target.normalize_host``):
+        the table kept as routes change, not a copy (a request chooses in it,
+        ``routing.select_route``). Do not change it."""
         return self._hosts.get(host)
 
     def hosts_served(self) -> dict[str, dict[str, ServedRoute]] | None:
