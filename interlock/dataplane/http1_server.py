@@ -48,12 +48,13 @@ from http import HTTPStatus
 from typing import Any, Final, cast
 
 import httptools
-from multidict import CIMultiDict, getversion, istr
+from multidict import CIMultiDict, istr
 
 from interlock.dataplane.answers import BAD_REQUEST, HEADER_TIMEOUT, INTERNAL_ERROR, answer
 from interlock.dataplane.http1 import STATUS_LINES, BufferedBody, Whole
 from interlock.dataplane.interpreted import request_chunks
 from interlock.dataplane.limits import ProxyLimits
+from interlock.dataplane.plan import multidict_version
 from interlock.dataplane.proxy import HOP_BY_HOP, ClientBodyTimeout, HeadEdit
 from interlock.dataplane.request_stream import H2Handler, H2Request, finish_answer
 from interlock.dataplane.turn_writes import HeldWrites
@@ -650,11 +651,6 @@ def kept_head(request: H2Request) -> KeptHead | None:
     return body._connection.kept if isinstance(body, Http1Body) else None
 
 
-_getversion: Final = getversion
-"""``multidict.getversion`` (another number after any change to a multidict), as a ``Final``
-(compiled, an imported name is a look-up in the module's dict; its stub takes
-``MultiDict[object]``, which ``CIMultiDict[str]`` is not: invariant)."""
-
 _FIRST_READ_LENGTH: Final = 4096
 """Longest read a connection keeps to hand on again (``Http1ServerProtocol._first_read``)."""
 
@@ -1061,11 +1057,11 @@ class Http1ServerProtocol(asyncio.Protocol):
             if (
                 template is None
                 or len(raw) != self._template_size
-                or _getversion(template) != self._template_version  # type: ignore[arg-type]
+                or multidict_version(template) != self._template_version  # type: ignore[arg-type]
             ):
                 template = self._template = CIMultiDict(fields)
                 self._template_size = len(raw)
-                self._template_version = _getversion(template)  # type: ignore[arg-type]
+                self._template_version = multidict_version(template)  # type: ignore[arg-type]
             headers = template.copy() if waits else template
         fresh = self._fresh
         self._fresh = None  # a request after this one in the same read begins elsewhere in it

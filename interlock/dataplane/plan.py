@@ -221,14 +221,17 @@ class _LastHead:
 
 
 _LAST_HEAD: Final = _LastHead()
-_getversion: Final = getversion
+multidict_version: Final = getversion
+"""``multidict.getversion`` (another number after any change to a multidict), as a ``Final``:
+compiled, an imported name is a look-up in the module's dict, a ``Final`` a C static, read as
+one by the compiled modules importing it too (``http1_server``, ``steps``). Its stub takes
+``MultiDict[object]``, which ``CIMultiDict[str]`` is not (invariant): callers ignore arg-type."""
 
 
 def remember_head(headers: CIMultiDict[str], head: bytes, method: str, target: str) -> None:
     """Keep ``head`` as what ``headers``, as they are now, make for a ``method`` request
     without a body to ``target`` (:data:`KnownHead`; it replaces the one kept before)."""
-    # (getversion's stub takes MultiDict[object], which CIMultiDict[str] is not: invariant.)
-    version = _getversion(headers)  # type: ignore[arg-type]
+    version = multidict_version(headers)  # type: ignore[arg-type]
     known = _LAST_HEAD.known
     if (
         known is not None
@@ -253,7 +256,7 @@ def known_head(headers: CIMultiDict[str], method: str, target: str) -> bytes | N
         kept is not headers
         or kept_target != target
         or kept_method != method
-        or version != _getversion(headers)  # type: ignore[arg-type]
+        or version != multidict_version(headers)  # type: ignore[arg-type]
     ):
         return None
     return head

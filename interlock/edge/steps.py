@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl
 
-from multidict import CIMultiDict, MultiDict, MultiDictProxy, getversion
+from multidict import CIMultiDict, MultiDict, MultiDictProxy
 
 from interlock.dataplane import answers as reasons
 from interlock.dataplane.access_log import Exchange
@@ -71,7 +71,13 @@ from interlock.dataplane.header_names import (
 )
 from interlock.dataplane.http1_server import head_as_sent, kept_head
 from interlock.dataplane.http2_server import H2BodyTimeout
-from interlock.dataplane.plan import NO_DEADLINES, Forward, RequestInfo, remember_head
+from interlock.dataplane.plan import (
+    NO_DEADLINES,
+    Forward,
+    RequestInfo,
+    multidict_version,
+    remember_head,
+)
 from interlock.dataplane.proxy import (
     CLIENT_ADDRESS_HEADERS,
     MAX_READ_BODY,
@@ -117,11 +123,6 @@ HELD_BACK: Final = frozenset(
 a route whose chain :attr:`~interlock.edge.modules.chain.ModuleChain.keeps_sorted_headers` and
 with no trusted proxy: the HTTP/1.1 server leaves them out of ``H2Request.forwardable`` as it
 parses (``X-Forwarded-*`` are then set anew)."""
-
-_getversion: Final = getversion
-"""``multidict.getversion`` (another number after any change to a multidict), as a ``Final``
-(compiled, an imported name is a look-up in the module's dict; its stub takes
-``MultiDict[object]``, which ``CIMultiDict[str]`` is not: invariant)."""
 
 NO_PARAMS: Final[MultiDictProxy[str]] = MultiDictProxy(MultiDict())
 """The query parameters of a request without a query (most requests: one value for all)."""
@@ -571,7 +572,7 @@ def decide_now(
                         last is not None
                         and verbatim is last.head
                         and lines is last.added
-                        and _getversion(last.headers) == last.version  # type: ignore[arg-type]
+                        and multidict_version(last.headers) == last.version  # type: ignore[arg-type]
                     ):
                         headers = last.headers
                         head = last.upstream
@@ -581,7 +582,7 @@ def decide_now(
                         head = (verbatim if cut is None else cut.edited(verbatim)) + lines
                         if last is not None and verbatim is last.head:
                             last.added, last.upstream, last.headers = lines, head, headers
-                            last.version = _getversion(headers)  # type: ignore[arg-type]
+                            last.version = multidict_version(headers)  # type: ignore[arg-type]
                     remember_head(headers, head, request.method, request.path)
                     return Admitted(decision, headers, query, body, hooks, protocol, where)
             headers = _upstream_fields(forwardable, request, host, rewrite)
