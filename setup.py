@@ -52,6 +52,7 @@ COMPILED = [
     "interlock/edge/steps.py",
     "interlock/edge/streams.py",
     "interlock/model/address_ranges.py",
+    "interlock/model/edge_plan.py",  # BackendTarget: a route's backend, read per request
 ]
 # mypyc as tested (mypy 2.4.1): the build's own requirement, asked for only when compiling.
 MYPYC = "mypy>=2.4"
