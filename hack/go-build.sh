@@ -6,7 +6,7 @@
 CACHE="${INTERLOCK_CACHE:-$HOME/.cache/interlock}"
 _script="$(basename "$0" .sh)"
 
-log() { printf '%s: %s\n' "$_script" "$*" >&2; }
+log() { printf '%s: %s %s\n' "$_script" "$(date -u +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # require_go WHAT: stop unless go is on PATH; WHAT says what it is needed to build.

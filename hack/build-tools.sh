@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the given hack/ build scripts one after another, printing each one's time: CI (.ci/run)
+# runs it in the background, so that the tools build while the steps that need none of them run.
+# Stops at the first failure (the failing script's own log says why).
+#
+# Usage: hack/build-tools.sh build-real-binaries build-idp ...   # script names without .sh
+# Env:   what the scripts honour (INTERLOCK_CACHE, ...)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+for name in "$@"; do
+  started=$SECONDS
+  printf 'ci: %s started at %s\n' "$name" "$(date -u +%T)"
+  "./$name.sh" >/dev/null
+  printf 'ci: %s (background) took %d s\n' "$name" "$((SECONDS - started))"
+done
