@@ -104,32 +104,36 @@ _FIELDS: Final = re.compile(
 )
 """In a lowered head, the header lines that decide its verdict, in one ``findall``: a
 ``Content-Length`` or a ``Connection`` with its value (to its line's end), a ``Date``, and the
-start of any other hop-by-hop line — ``interlock.dataplane.proxy.HOP_BY_HOP``'s names
-and any ``Proxy-*`` (a name ends at its colon: llhttp refuses whitespace before it). Each line
-is looked at from its CRLF, so a name inside a value is not one."""
+start of any other hop-by-hop line (``Keep-Alive`` among them) —
+``interlock.dataplane.proxy.HOP_BY_HOP``'s names and any ``Proxy-*`` (a name ends at its colon:
+llhttp refuses whitespace before it). Each line is looked at from its CRLF, so a name inside a
+value is not one."""
 
 _DATE: Final = b"date:"
 _CONTENT_LENGTH: Final = b"content-length:"
 _CONNECTION: Final = b"connection:"
-_CONNECTION_LINE: Final = b"\r\nconnection:"
+_KEEP_ALIVE_NAME: Final = b"keep-alive:"
 _KEEP_ALIVE: Final = b"keep-alive"
 _BLANKS: Final = b" \t"
+_CUT_LINES: Final = re.compile(rb"\r\n(?:connection|keep-alive):[^\r]*")
+"""In a lowered head, each ``Connection`` and ``Keep-Alive`` line, from the CRLF before it to
+its end (:func:`_relayed`)."""
 
 
 Whole = tuple[int, str, bytes, bool, int]
 """What :func:`_whole` found in an answer's bytes: its status (0: it may not go as received),
 reason, head to relay (the status line and header lines, the last without its CRLF; its
-``Connection: keep-alive`` lines cut out, :func:`_relayed`: then shorter than the bytes before
-the blank line), whether it has a ``Date``, and where its body starts in those bytes (after the
-blank line)."""
+``Connection: keep-alive`` and ``Keep-Alive`` lines cut out, :func:`_relayed`: then shorter than
+the bytes before the blank line), whether it has a ``Date``, and where its body starts in those
+bytes (after the blank line)."""
 
 
 def _as_received(data: bytes) -> tuple[int, str, bytes, bool, bytes] | None:
     """Whether the answer that ``data`` holds may go to the client with its head as received:
     its status, reason, head (the status line and header lines, the last without its CRLF:
-    what comes before the blank line; without its ``Connection: keep-alive`` lines, if any:
-    :func:`_relayed`), whether it has a ``Date``, and its body; None when it must be rendered
-    again. :func:`_whole`'s answer, with the body cut out (what the
+    what comes before the blank line; without its ``Connection: keep-alive`` and ``Keep-Alive``
+    lines, if any: :func:`_relayed`), whether it has a ``Date``, and its body; None when it
+    must be rendered again. :func:`_whole`'s answer, with the body cut out (what the
     connection uses is :func:`_whole`: no body copied, no tuple made)."""
     status, reason, head, dated, body_at = _whole(data)
     return (status, reason, head, dated, data[body_at:]) if status else None
@@ -191,7 +195,7 @@ _REFUSED: Final = (0, "", False, -1)
 
 _cut: Final[dict[bytes, bytes]] = {}
 """A head of :data:`_verdicts` that may go as received once its ``Connection: keep-alive``
-lines are cut out -> that head (:func:`_relayed`): only such heads, emptied with
+and ``Keep-Alive`` lines are cut out -> that head (:func:`_relayed`): only such heads, emptied with
 :data:`_verdicts`."""
 
 _verdicts: Final[dict[bytes, tuple[int, str, bool, int]]] = {}
@@ -215,7 +219,7 @@ class _Last:
         self.verdict = _REFUSED  # what _verdict(b"") says
         self.relayed = b""
         """The head to relay: :attr:`head` itself, or it without its ``Connection:
-        keep-alive`` lines (:func:`_relayed`)."""
+        keep-alive`` and ``Keep-Alive`` lines (:func:`_relayed`)."""
         self.parsed = False
         """llhttp parsed an answer of this head whole, from the start of a message, its
         message ending where the answer's bytes did (``UpstreamConnection.data_received``): an
@@ -244,24 +248,27 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
     """An answer head's status, reason, whether it has a ``Date``, and its ``Content-Length``,
     when it may be relayed as received; else :data:`_REFUSED` (a status line of another
     version, status or spelling; no ``Content-Length`` that ``int()`` reads, or more than one;
-    a hop-by-hop header but ``Connection: keep-alive``; more than one ``Date``).
+    a hop-by-hop header but ``Connection: keep-alive`` and ``Keep-Alive``; more than one
+    ``Date``).
 
     ``Connection: keep-alive`` is what nginx and many other backends send with every HTTP/1.1
-    answer: a line the usual path drops (``proxy.without_hop_by_hop``), and which changes
-    nothing of how llhttp frames the answer or whether the connection is kept (an HTTP/1.1
-    answer is kept alive without it). Such a head is relayed with those lines cut out
-    (:func:`_relayed`). A ``Connection`` with any other token (``close``, or a header's name
-    to drop too) still sends the answer the usual way."""
+    answer (Node.js's http server a ``Keep-Alive: timeout=5`` line too): lines the usual path
+    drops (``proxy.without_hop_by_hop``), and which change nothing of how llhttp frames the
+    answer or whether the connection is kept (an HTTP/1.1 answer is kept alive without them).
+    Such a head is relayed with those lines cut out (:func:`_relayed`). A ``Connection`` with
+    any other token (``close``, or a header's name to drop too) still sends the answer the
+    usual way."""
     known = _AS_RECEIVED.get(head[:12])
     if known is None or head[: known[1]] != known[0]:
         return _REFUSED
     found = _FIELDS.findall(head.lower())
     fields = []
     for field in found:
-        if field[:11] != _CONNECTION:
+        if field[:11] == _CONNECTION:
+            if field[11:].strip(_BLANKS) != _KEEP_ALIVE:
+                return _REFUSED  # each Connection line must say keep-alive alone
+        elif field != _KEEP_ALIVE_NAME:
             fields.append(field)
-        elif field[11:].strip(_BLANKS) != _KEEP_ALIVE:
-            return _REFUSED  # each Connection line must say keep-alive alone
     found = fields
     if len(found) == 2:  # the usual head: its length and its Date, in either order
         length, date = found
@@ -286,22 +293,19 @@ def _verdict(head: bytes) -> tuple[int, str, bool, int]:
 
 
 def _relayed(head: bytes) -> bytes:
-    """``head`` without its ``Connection`` lines (the CRLF before each and the line: the last
-    line has no CRLF after it), or ``head`` itself when it has none. Only for a head
-    :func:`_verdict` let go as received: each such line is ``Connection: keep-alive``."""
-    lowered = head.lower()  # bytes: ASCII letters only, each byte where it was
-    at = lowered.find(_CONNECTION_LINE)
-    if at < 0:
-        return head
+    """``head`` without its ``Connection`` and ``Keep-Alive`` lines (the CRLF before each and
+    the line: the last line has no CRLF after it), or ``head`` itself when it has none. Only
+    for a head :func:`_verdict` let go as received: each ``Connection`` line says keep-alive.
+    The lines are found in the lowered head (ASCII letters only: each byte where it was) and
+    cut out of the head itself, so what stays is as received."""
     parts = []
     start = 0
-    while at >= 0:
-        end = lowered.find(b"\r\n", at + 2)
-        if end < 0:
-            end = len(head)
+    for line in _CUT_LINES.finditer(head.lower()):
+        at, end = line.span()
         parts.append(head[start:at])
         start = end
-        at = lowered.find(_CONNECTION_LINE, end)
+    if not start:
+        return head
     parts.append(head[start:])
     return b"".join(parts)
 
@@ -838,7 +842,7 @@ class UpstreamConnection(asyncio.Protocol):
         # alive without asking the parser (``should_keep_alive``, a Python call): a head relayed
         # as received is HTTP/1.1 with a Content-Length, without a Transfer-Encoding header and
         # without a Connection header but "keep-alive" (_verdict), for which llhttp always says
-        # yes.
+        # yes (a Keep-Alive line changes nothing of it).
         self._parser = None
         if self._body_sent:
             self._pool.give_back(self)

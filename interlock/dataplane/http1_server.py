@@ -376,7 +376,7 @@ class Http1Responder:
         """An upstream's answer whose body has all arrived, its head as received: ``found``,
         what ``interlock.dataplane.http1._whole`` found in ``data``, all its bytes (its status,
         reason, head: a status line as :meth:`_render` writes it, a ``Content-Length``, nothing
-        hop-by-hop (a ``Connection: keep-alive`` line cut out of it already: then it is shorter
+        hop-by-hop (``Connection: keep-alive``/``Keep-Alive`` lines cut out already: then shorter
         than what comes before the blank line in ``data``); whether it has a ``Date``, and where
         its body starts); with ``edit``'s
         header change made on those bytes (the hooks' ``response_edit``: what rendering the

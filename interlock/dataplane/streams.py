@@ -630,7 +630,8 @@ class _Express(AnswerTaker):
         What does not come here, and goes the usual way (parsed into an
         :class:`Http1Response`, the hooks run on its headers, the head rendered again): an
         answer not whole in the read that began it, with a hop-by-hop header (but ``Connection:
-        keep-alive``, cut out of the head relayed: ``http1._relayed``), without one
+        keep-alive`` and ``Keep-Alive``, cut out of the head relayed: ``http1._relayed``),
+        without one
         ``Content-Length`` (chunked, or until close), with a status the edge would write
         otherwise (1xx, 204, 304, unknown, not HTTP/1.1) or more than one ``Date``
         (``http1._whole``); the answer to a HEAD, HTTP/1.0 or closing request, or one whose

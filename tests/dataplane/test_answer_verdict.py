@@ -4,9 +4,9 @@ asked about twice): the same, head by head.
 
 An answer goes to the client with its head as received only when its status line is one the
 edge would write, it has one ``Content-Length`` whose whole value is digits and that ends the
-answer with its read, and it has no hop-by-hop header but ``Connection: keep-alive``, whose lines
-are cut out (``tests/security/test_answer_as_received.py`` checks the same through the edge).
-Names are found at the start of a line only, in any case.
+answer with its read, and it has no hop-by-hop header but ``Connection: keep-alive`` and
+``Keep-Alive``, whose lines are cut out (``tests/security/test_answer_as_received.py`` checks the
+same through the edge). Names are found at the start of a line only, in any case.
 """
 
 from __future__ import annotations
@@ -98,6 +98,18 @@ def test_a_head_that_may_go_as_received(
         (
             (
                 b"HTTP/1.1 200 OK",
+                b"Content-Type: text/plain",
+                b"Date: x",
+                b"Connection: keep-alive",
+                b"Keep-Alive: timeout=5",
+                b"Content-Length: 2",
+            ),
+            True,
+        ),
+        ((b"HTTP/1.1 200 OK", b"Content-Length: 2", b"KEEP-ALIVE: 5"), False),
+        (
+            (
+                b"HTTP/1.1 200 OK",
                 b"CONNECTION:Keep-Alive\t",
                 b"Date: x",
                 b"Connection:  keep-alive ",
@@ -112,7 +124,8 @@ def test_a_head_saying_keep_alive_goes_as_received_without_those_lines(
     verdict: Asked, lines: tuple[bytes, ...], dated: bool
 ) -> None:
     # What the usual path drops (hop-by-hop) is cut out; every other line stays as it came.
-    kept = [line for line in lines if not line.lower().startswith(b"connection:")]
+    cut = (b"connection:", b"keep-alive:")
+    kept = [line for line in lines if not line.lower().startswith(cut)]
     assert verdict(answer(*lines)) == (200, "OK", b"\r\n".join(kept), dated, b"ok")
 
 
@@ -125,11 +138,12 @@ def test_a_head_saying_keep_alive_goes_as_received_without_those_lines(
         (b"HTTP/1.1 200 OK", b"Connection: close, keep-alive", b"Content-Length: 2"),
         (b"HTTP/1.1 200 OK", b"Connection: keep-alive, X-A", b"X-A: 1", b"Content-Length: 2"),
         (b"HTTP/1.1 200 OK", b"Connection: keep-alive", b"Connection: close", b"Content-Length: 2"),
-        (b"HTTP/1.1 200 OK", b"Connection: keep-alive", b"Keep-Alive: 5", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Connection: close", b"Keep-Alive: 5", b"Content-Length: 2"),
+        (b"HTTP/1.1 200 OK", b"Keep-Alive: 5"),
         (b"HTTP/1.1 200 OK", b"Connection: keepalive", b"Content-Length: 2"),
         (b"HTTP/1.1 200 OK", b"Connection:", b"Content-Length: 2"),
         (b"HTTP/1.1 200 OK", b"Connection: keep-alive"),
-        (b"HTTP/1.1 200 OK", b"Date: x", b"Content-Length: 2", b"KEEP-ALIVE: 5"),
+        (b"HTTP/1.1 200 OK", b"Date: x", b"Content-Length: 2", b"KEEP-ALIVE: 5", b"Connection: x"),
         (b"HTTP/1.1 200 OK", b"Content-Length: 2", b"Te: trailers"),
         (b"HTTP/1.1 200 OK", b"Trailer: X-Sum", b"Content-Length: 2"),
         (b"HTTP/1.1 200 OK", b"Content-Length: 2", b"Transfer-Encoding: chunked"),

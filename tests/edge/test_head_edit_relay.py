@@ -141,7 +141,7 @@ async def test_the_answer_goes_from_its_bytes_edited_as_the_usual_path_writes_it
         ),
         (
             "a hop-by-hop header",
-            ANSWER.replace(b"\r\n\r\n", b"\r\nKeep-Alive: timeout=5\r\n\r\n"),
+            ANSWER.replace(b"\r\n\r\n", b"\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\r\n"),
             (get(), get()),
         ),
         ("HTTP/1.0", ANSWER, (get(version="1.0", extra="Connection: keep-alive\r\n"),) * 2),

@@ -141,7 +141,7 @@ async def test_the_usual_answer_goes_as_received_with_a_date_added_once(
     "hop",
     [
         b"Connection: keep-alive, X-Hop\r\nX-Hop: secret\r\n",
-        b"Keep-Alive: timeout=5\r\n",
+        b"Connection: keep-alive, Keep-Alive\r\nKeep-Alive: timeout=5\r\n",
         b"Proxy-Authenticate: Basic\r\n",
         b"proxy-anything: x\r\n",
         b"TE: trailers\r\n",
@@ -168,14 +168,17 @@ async def test_hop_by_hop_headers_keep_an_answer_from_going_as_received(
         b"Connection: keep-alive\r\n",
         b"connection:Keep-Alive \t\r\n",
         b"Connection: keep-alive\r\nCONNECTION: keep-alive\r\n",
+        b"Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n",  # Node.js's http server
+        b"keep-alive: timeout=5, max=100\r\n",
     ],
 )
 async def test_an_answer_saying_keep_alive_goes_as_received_without_saying_it(
     edge: Edge, looked_at: dict[bytes, tuple[int, str, bool, int]], keep: bytes
 ) -> None:
-    # nginx says "Connection: keep-alive" with every HTTP/1.1 answer: hop-by-hop, so the client
-    # never sees it, whichever way the answer goes; only these lines are cut out of a head
-    # relayed as received (another Connection token keeps the answer the usual way: above).
+    # nginx says "Connection: keep-alive" with every HTTP/1.1 answer (Node.js a Keep-Alive line
+    # too): hop-by-hop, so the client never sees them, whichever way the answer goes; only these
+    # lines are cut out of a head relayed as received (another Connection token keeps the
+    # answer the usual way: above).
     for dated in (DATED, b""):
         looked_at.clear()
         sent = b"HTTP/1.1 200 OK\r\n" + keep + SPACED + b"Content-Length: 2\r\n" + dated
@@ -184,6 +187,7 @@ async def test_an_answer_saying_keep_alive_goes_as_received_without_saying_it(
         assert looked_at == {sent[:-2]: (200, "OK", bool(dated), 2)}
         for answer in (usual, received):
             assert not answer.values("connection") and answer.body == b"ok", answer.head
+            assert not answer.values("keep-alive")
             assert len(answer.values("date")) == 1
         cut = b"HTTP/1.1 200 OK\r\n" + SPACED + b"Content-Length: 2\r\n" + dated
         assert (received.head + b"\r\n").startswith(cut)
