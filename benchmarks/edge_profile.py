@@ -69,6 +69,15 @@ def wait_port(port: int, deadline: float) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
+def receive(conn: socket.socket) -> bytes:
+    """What the edge sent next; an error when it closed the connection instead (else the
+    loop waiting for an answer would spin on empty reads for ever)."""
+    data = conn.recv(65536)
+    if not data:
+        raise RuntimeError("the edge closed the connection before its answer was whole")
+    return data
+
+
 def drive(port: int, count: int, host: str = HOST) -> None:
     """``count`` GETs, one after another, on one keep-alive connection."""
     request = (
@@ -80,7 +89,7 @@ def drive(port: int, count: int, host: str = HOST) -> None:
         for _ in range(count):
             conn.sendall(request)
             while b"\r\n\r\n" not in buffered:
-                buffered += conn.recv(65536)
+                buffered += receive(conn)
             head, _, buffered = buffered.partition(b"\r\n\r\n")
             if not head.startswith(b"HTTP/1.1 200"):
                 raise RuntimeError(f"unexpected answer: {head[:200]!r}")
@@ -88,7 +97,7 @@ def drive(port: int, count: int, host: str = HOST) -> None:
             assert found is not None, head
             length = int(found.group(1))
             while len(buffered) < length:
-                buffered += conn.recv(65536)
+                buffered += receive(conn)
             buffered = buffered[length:]
 
 
